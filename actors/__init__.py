@@ -1,0 +1,13 @@
+"""The actors: one per module, each a thin shell around a pure core.
+
+`ACTORS` maps the names `parley run` accepts to their classes; later actors (gate, router,
+agent host, auditor, relay) register here as they arrive.
+"""
+
+from bus import Actor
+
+from actors.echo import EchoActor
+
+ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
+
+__all__ = ("ACTORS", "EchoActor")

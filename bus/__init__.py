@@ -1,0 +1,97 @@
+"""NATS machinery: connection, provisioning, consumer loops, headers, the process runner,
+the embedded server and the supervisor. Imports `schemas`; never imports `actors` or `tools`."""
+
+from bus._actor import Actor, BusHandle, Input
+from bus._connection import FsyncCheckError, check_fsync, connect
+from bus._consumer import ConsumerLoop
+from bus._context import Context
+from bus._deadletter import (
+    DEAD_ACTOR,
+    DEAD_ATTEMPT,
+    DEAD_DETAIL,
+    DEAD_REASON,
+    DEAD_SEQ,
+    DEAD_STREAM,
+    DEAD_SUBJECT,
+    DeadLetters,
+)
+from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
+from bus._headers import (
+    CAUSATION_ID,
+    DEADLINE,
+    HOP_COUNT,
+    MSG_ID,
+    ORIGIN,
+    SENDER,
+    TRACE_ID,
+    TRACEPARENT,
+    HeaderError,
+    TraceHeaders,
+    parse_trace_headers,
+    traceparent_for,
+)
+from bus._logging import configure_logging, current_trace_id, trace_scope
+from bus._metrics import ActorMetrics, serve_metrics
+from bus._outbox import EffectError, Outbox
+from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
+from bus._runner import ExitCode, dump_tasks, run_actor
+from bus._runtime import ActorRuntime
+from bus._settings import ConfigError, Settings, load_settings
+from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
+
+__all__ = (
+    "BUCKETS",
+    "CAUSATION_ID",
+    "DEADLINE",
+    "DEAD_ACTOR",
+    "DEAD_ATTEMPT",
+    "DEAD_DETAIL",
+    "DEAD_REASON",
+    "DEAD_SEQ",
+    "DEAD_STREAM",
+    "DEAD_SUBJECT",
+    "HOP_COUNT",
+    "MSG_ID",
+    "ORIGIN",
+    "SENDER",
+    "STREAM_FAMILIES",
+    "TRACEPARENT",
+    "TRACE_ID",
+    "Actor",
+    "ActorMetrics",
+    "ActorRuntime",
+    "BusHandle",
+    "ChildSpec",
+    "ConfigError",
+    "ConsumerLoop",
+    "Context",
+    "DeadLetters",
+    "EffectError",
+    "EmbeddedServer",
+    "ExitCode",
+    "FsyncCheckError",
+    "HeaderError",
+    "Input",
+    "NatsServerError",
+    "Outbox",
+    "ProvisionError",
+    "Settings",
+    "Supervisor",
+    "Topology",
+    "TraceHeaders",
+    "check_fsync",
+    "configure_logging",
+    "connect",
+    "current_trace_id",
+    "dump_tasks",
+    "find_nats_server",
+    "load_settings",
+    "load_topology",
+    "parse_trace_headers",
+    "provision",
+    "run_actor",
+    "serve_metrics",
+    "stream_configs",
+    "trace_scope",
+    "traceparent_for",
+)

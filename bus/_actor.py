@@ -1,0 +1,79 @@
+"""The `Actor` base class: what every Parley process implements.
+
+An actor declares its inputs (durable consumers on Parley's streams) and handles one decoded
+envelope at a time. Everything else, connecting, provisioning, fetching, decoding, metrics,
+logging, effects, acks, dead letters and shutdown, is the runtime's job (bus/_runtime.py).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from bus._context import Context
+from bus._metrics import ActorMetrics
+from bus._settings import Settings
+from schemas import AnyEnvelope, Namespace
+
+__all__ = ("Actor", "BusHandle", "Input")
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One durable pull consumer an actor reads from.
+
+    `sender_from` says where the trustworthy sender is: the subject's third token (on
+    `submit`, where the broker lets each actor publish only as itself) or the gate's
+    `Parley-Sender` header (on `deliver`, which only the gate may write).
+    """
+
+    stream: str
+    filter_subject: str
+    durable: str
+    sender_from: Literal["subject", "header"] = "header"
+
+    @classmethod
+    def deliver(cls, ns: Namespace, actor_id: str) -> Input:
+        """The usual input: envelopes the gate delivers to `actor_id`."""
+        return cls(ns.stream("deliver"), ns.deliver(actor_id), actor_id, "header")
+
+
+@dataclass(frozen=True, slots=True)
+class BusHandle:
+    """The connection and the names an actor may use in `start()`."""
+
+    nc: NATS
+    js: JetStreamContext
+    namespace: Namespace
+    settings: Settings
+    metrics: ActorMetrics
+
+
+class Actor(ABC):
+    """Subclass, name the `kind`, implement `handle()`; override `inputs()` to read elsewhere."""
+
+    kind: ClassVar[str] = "actor"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.actor_id = settings.actor_id or self.kind
+        self.namespace = Namespace(settings.namespace)
+
+    def inputs(self) -> Sequence[Input]:
+        """The consumers this actor reads; by default its own deliver subject."""
+        return (Input.deliver(self.namespace, self.actor_id),)
+
+    async def start(self, bus: BusHandle) -> None:  # noqa: B027 - optional hook
+        """Open what the actor needs (KV buckets, …) before the first message arrives."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release what `start()` opened; called after in-flight messages are finished."""
+
+    @abstractmethod
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        """Handle one envelope. Publish effects through `ctx`; raise to have it retried."""

@@ -1,0 +1,111 @@
+"""Connecting an actor to NATS with settings fit for a long-lived process.
+
+nats-py's defaults suit short scripts: it gives up reconnecting after 60 attempts, notices a
+dead server only after minutes, and hands every connection the shared `_INBOX.>` prefix.
+Actors reconnect forever, ping every few seconds, use their own inbox prefix (so broker
+permissions can keep one actor from reading another's replies), and count the permission
+violations the server reports asynchronously (a refused publish does not raise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.request
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NATS
+
+from bus._metrics import ActorMetrics
+from bus._settings import Settings
+from schemas import Namespace
+
+__all__ = ("FsyncCheckError", "check_fsync", "connect")
+
+log = logging.getLogger("parley.bus.connection")
+
+
+class FsyncCheckError(RuntimeError):
+    """The server acknowledges writes before they reach disk and the actor was not told that
+    is acceptable."""
+
+
+async def connect(
+    settings: Settings,
+    actor_id: str,
+    metrics: ActorMetrics | None = None,
+    *,
+    reconnect_forever: bool = True,
+) -> NATS:
+    """Open the actor's connection and return it (already connected)."""
+    ns = Namespace(settings.namespace)
+
+    async def on_error(exc: Exception) -> None:
+        text = str(exc)
+        if "permissions violation" in text.lower():
+            if metrics is not None:
+                metrics.permission_violations.labels(actor_id).inc()
+            log.warning("permission violation", extra={"error": text})
+        else:
+            if metrics is not None:
+                metrics.connection_events.labels(actor_id, "error").inc()
+            log.warning("nats error", extra={"error": text})
+
+    async def on_disconnect() -> None:
+        if metrics is not None:
+            metrics.connection_events.labels(actor_id, "disconnect").inc()
+        log.warning("disconnected from nats")
+
+    async def on_reconnect() -> None:
+        if metrics is not None:
+            metrics.connection_events.labels(actor_id, "reconnect").inc()
+        log.info("reconnected to nats")
+
+    options: dict[str, Any] = {
+        "servers": [settings.nats_url],
+        "name": f"parley-{actor_id}",
+        "inbox_prefix": ns.inbox_prefix(actor_id).encode(),
+        "error_cb": on_error,
+        "disconnected_cb": on_disconnect,
+        "reconnected_cb": on_reconnect,
+        "ping_interval": 5,
+        "max_outstanding_pings": 3,
+        "reconnect_time_wait": 0.5,
+        "max_reconnect_attempts": -1 if reconnect_forever else 3,
+        "allow_reconnect": True,
+        "connect_timeout": 5,
+    }
+    if settings.user is not None:
+        options["user"] = settings.user
+        options["password"] = settings.password or ""
+    if settings.creds_file is not None:
+        options["user_credentials"] = str(settings.creds_file)
+    return await nats.connect(**options)
+
+
+def _read_varz(monitor_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{monitor_url.rstrip('/')}/varz", timeout=5) as response:  # noqa: S310 - operator-configured URL
+        data: dict[str, Any] = json.load(response)
+        return data
+
+
+async def check_fsync(settings: Settings) -> bool | None:
+    """Refuse a server that does not fsync every write, unless `allow_lazy_fsync`.
+
+    Returns True when the server syncs always, None when it cannot be told (no monitoring
+    URL configured), and raises `FsyncCheckError` when it is lazy and that was not allowed.
+    """
+    if settings.monitor_url is None:
+        return None
+    varz = await asyncio.to_thread(_read_varz, settings.monitor_url)
+    sync_always = bool(varz.get("jetstream", {}).get("config", {}).get("sync_always", False))
+    if not sync_always and not settings.allow_lazy_fsync:
+        raise FsyncCheckError(
+            "nats-server at "
+            f"{settings.monitor_url} does not fsync each write (jetstream sync_interval is not "
+            "'always'); acknowledged messages can be lost in a crash. Set `sync_interval: always` "
+            "in its jetstream block, or pass --allow-lazy-fsync to accept the risk."
+        )
+    return sync_always

@@ -1,0 +1,207 @@
+"""A durable pull-consumer loop: bounded batches, heartbeats for long work, a watchdog.
+
+The loop owns fetching only; what happens to each message is the `process` callback's job
+(bus/_runtime.py). Messages run concurrently up to `max_in_flight`, each in a task of the
+loop's TaskGroup; the loop never fetches more than it has room for, so a slow handler applies
+back-pressure instead of letting messages time out in a local queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError, TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from bus._actor import Input
+from bus._metrics import ActorMetrics
+from bus._settings import Settings
+
+__all__ = ("ConsumerLoop",)
+
+log = logging.getLogger("parley.bus.consumer")
+
+
+class ConsumerLoop:
+    """Fetch from one durable consumer and hand each message to `process`."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        spec: Input,
+        settings: Settings,
+        metrics: ActorMetrics,
+        process: Callable[[Msg], Awaitable[None]],
+    ) -> None:
+        self.spec = spec
+        self._js = js
+        self._settings = settings
+        self._metrics = metrics
+        self._process = process
+        self._in_flight: dict[int, tuple[Msg, float]] = {}  # by id(): Msg is unhashable
+        self._slots = asyncio.Semaphore(settings.max_in_flight)
+        self._idle_fetches = 0
+        self._finished = asyncio.Event()
+        self._sub: JetStreamContext.PullSubscription | None = None
+
+    def consumer_config(self) -> ConsumerConfig:
+        s = self._settings
+        return ConsumerConfig(
+            durable_name=self.spec.durable,
+            filter_subject=self.spec.filter_subject,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=s.ack_wait_s,
+            max_deliver=s.max_deliver,
+            max_ack_pending=max(s.max_in_flight * 4, 256),
+            max_waiting=512,
+        )
+
+    async def _bind(self) -> JetStreamContext.PullSubscription:
+        await self._js.add_consumer(self.spec.stream, self.consumer_config())
+        return await self._js.pull_subscribe_bind(
+            durable=self.spec.durable, stream=self.spec.stream
+        )
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def run(self, stopping: asyncio.Event, ready: asyncio.Event) -> None:
+        """Fetch until `stopping` is set, then wait for in-flight messages to finish."""
+        self._sub = await self._bind()
+        ready.set()
+        try:
+            await self._fetch_until_stopped(stopping)
+        except* _GraceExpired:
+            pass
+        finally:
+            try:
+                await asyncio.wait_for(self._sub.unsubscribe(), timeout=2)
+            except (ConnectionClosedError, TimeoutError, NatsTimeoutError):
+                pass
+
+    async def _fetch_until_stopped(self, stopping: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as tasks:
+                heartbeat = tasks.create_task(self._heartbeat(stopping))
+                stop_wait = tasks.create_task(stopping.wait())
+                while not stopping.is_set():
+                    await self._slots.acquire()  # room for at least one message
+                    room = 1
+                    while room < self._settings.fetch_batch and not self._slots.locked():
+                        await self._slots.acquire()
+                        room += 1
+                    fetch = asyncio.ensure_future(
+                        self._sub.fetch(room, timeout=self._settings.fetch_timeout_s)
+                    )
+                    await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                    if not fetch.done():
+                        fetch.cancel()
+                        await asyncio.gather(fetch, return_exceptions=True)
+                    messages = self._fetched(fetch)
+                    for _ in range(room - len(messages)):
+                        self._slots.release()
+                    if not messages:
+                        if not stopping.is_set():
+                            await self._watchdog()
+                        continue
+                    self._idle_fetches = 0
+                    self._metrics.received.labels(self._settings.actor_id, self.spec.stream).inc(
+                        len(messages)
+                    )
+                    for msg in messages:
+                        self._in_flight[id(msg)] = (msg, time.monotonic())
+                        tasks.create_task(self._run_one(msg))
+                await self._drain_in_flight()
+                heartbeat.cancel()
+
+    def _fetched(self, fetch: asyncio.Future[list[Msg]]) -> list[Msg]:
+        if fetch.cancelled():
+            return []
+        exc = fetch.exception()
+        if exc is None:
+            return fetch.result()
+        if isinstance(exc, TimeoutError | NatsTimeoutError):
+            self._idle_fetches += 1
+            return []
+        if isinstance(exc, ConnectionClosedError):
+            raise exc
+        log.warning("fetch failed", extra={"error": repr(exc), "stream": self.spec.stream})
+        self._idle_fetches += 1
+        return []
+
+    async def _run_one(self, msg: Msg) -> None:
+        try:
+            await self._process(msg)
+        finally:
+            self._in_flight.pop(id(msg), None)
+            self._slots.release()
+            self._finished.set()
+
+    async def _drain_in_flight(self) -> None:
+        """Give in-flight handlers `grace_s` to finish; the rest are redelivered later."""
+        try:
+            async with asyncio.timeout(self._settings.grace_s):
+                while self._in_flight:
+                    self._finished.clear()
+                    await self._finished.wait()
+        except TimeoutError:
+            log.warning(
+                "grace period over; unfinished messages will be redelivered",
+                extra={"count": len(self._in_flight)},
+            )
+            raise _GraceExpired
+
+    async def _heartbeat(self, stopping: asyncio.Event) -> None:
+        """Tell JetStream about messages still being worked on, so they are not redelivered."""
+        period = self._settings.ack_wait_s / 3
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for msg, started in list(self._in_flight.values()):
+                if now - started >= period:
+                    try:
+                        await msg.in_progress()
+                    except Exception as exc:  # a lost heartbeat only risks a redelivery
+                        log.debug("in_progress failed", extra={"error": repr(exc)})
+
+    async def _watchdog(self) -> None:
+        """Re-bind when fetches stay empty while the consumer has messages pending.
+
+        A pull subscription can go deaf (a reconnect that lost the pull request, a consumer
+        deleted and re-created by an operator); checking the consumer's own counters tells a
+        quiet stream from a deaf subscription.
+        """
+        if self._idle_fetches < self._settings.watchdog_idle_fetches:
+            return
+        self._idle_fetches = 0
+        try:
+            info = await self._js.consumer_info(self.spec.stream, self.spec.durable)
+        except NotFoundError:
+            log.warning("consumer vanished; re-creating it", extra={"durable": self.spec.durable})
+        except Exception as exc:
+            log.warning("consumer_info failed", extra={"error": repr(exc)})
+            return
+        else:
+            if info.num_pending == 0:
+                return
+            log.warning(
+                "fetches empty while messages pend; re-binding",
+                extra={"durable": self.spec.durable, "pending": info.num_pending},
+            )
+        self._metrics.rebinds.labels(self._settings.actor_id).inc()
+        try:
+            await self._sub.unsubscribe()
+        except Exception as exc:
+            log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
+        self._sub = await self._bind()
+
+
+class _GraceExpired(Exception):
+    """Raised inside the TaskGroup to cancel handlers that outlived the grace period."""

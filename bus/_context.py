@@ -1,0 +1,74 @@
+"""What a handler knows about the message in hand, and how it publishes effects.
+
+Handlers receive a decoded envelope and this small frozen context, never bytes. The sender
+comes from where the broker guarantees it (the subject, or the gate's header on a subject only
+the gate may write), never from the envelope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bus._headers import TraceHeaders
+from bus._outbox import Outbox
+from schemas import AnyEnvelope, Namespace, derive_id, encode
+
+__all__ = ("Context",)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The delivery of one envelope to one handler."""
+
+    actor_id: str
+    namespace: Namespace
+    subject: str
+    stream: str
+    sender: str
+    envelope_id: str
+    trace: TraceHeaders
+    attempt: int
+    stream_seq: int
+    outbox: Outbox
+
+    @property
+    def trace_id(self) -> str:
+        return self.trace.trace_id
+
+    @property
+    def hop_count(self) -> int:
+        return self.trace.hop_count
+
+    @property
+    def causation_id(self) -> str:
+        return self.trace.causation_id
+
+    @property
+    def deadline_ms(self) -> int | None:
+        return self.trace.deadline_ms
+
+    def derive_id(self, purpose: str) -> str:
+        """The id of this envelope's effect `purpose`: the same on every redelivery."""
+        return derive_id(self.envelope_id, purpose)
+
+    async def publish(
+        self,
+        subject: str,
+        envelope: AnyEnvelope,
+        *,
+        hop_delta: int = 0,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        """Publish an effect caused by the envelope in hand (acked before the input is).
+
+        The effect keeps the trace, records this envelope as its cause, sits `hop_delta` hops
+        deeper, and is de-duplicated by its own id, so give it an id from `derive_id()`.
+        """
+        headers = self.trace.child(self.envelope_id, hop_delta).to_headers(envelope.id)
+        if extra_headers:
+            headers.update(extra_headers)
+        await self.outbox.publish(subject, encode(envelope), headers)
+
+    async def submit(self, envelope: AnyEnvelope, *, hop_delta: int = 0) -> None:
+        """Submit an effect to the gate on this actor's own submit subject."""
+        await self.publish(self.namespace.submit(self.actor_id), envelope, hop_delta=hop_delta)

@@ -1,0 +1,149 @@
+"""Moving messages that cannot be processed to `PARLEY_DEAD`, with the reason.
+
+Two ways in: the runtime dead-letters at once what can never succeed (bytes that do not decode,
+malformed headers) and what failed on its last allowed delivery; and the max-deliveries
+advisory catches a message whose handler never finished at all (the actor crashed on it every
+time), which would otherwise sit in a work-queue stream for ever.
+
+A dead letter keeps the original payload (truncated to fit if needed) and headers, and adds
+`Parley-Dead-*` headers saying why, from where, and at which delivery. Its `Nats-Msg-Id` is the
+source stream and sequence, so replicas that dead-letter the same message store it once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from bus._headers import MSG_ID
+from bus._metrics import ActorMetrics
+from schemas import Namespace
+
+__all__ = (
+    "DEAD_ACTOR",
+    "DEAD_ATTEMPT",
+    "DEAD_DETAIL",
+    "DEAD_REASON",
+    "DEAD_SEQ",
+    "DEAD_STREAM",
+    "DEAD_SUBJECT",
+    "DeadLetters",
+)
+
+log = logging.getLogger("parley.bus.dead")
+
+DEAD_REASON = "Parley-Dead-Reason"
+DEAD_DETAIL = "Parley-Dead-Detail"
+DEAD_STREAM = "Parley-Dead-Stream"
+DEAD_SEQ = "Parley-Dead-Seq"
+DEAD_SUBJECT = "Parley-Dead-Subject"
+DEAD_ATTEMPT = "Parley-Dead-Attempt"
+DEAD_ACTOR = "Parley-Dead-Actor"
+_DEAD_TRUNCATED = "Parley-Dead-Truncated"
+_HEADER_ROOM = 8 * 1024
+_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+
+
+def _header_safe(text: str, limit: int = 1024) -> str:
+    """Header values may not hold CR/LF; keep them short and printable."""
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in text)
+    return cleaned[:limit]
+
+
+class DeadLetters:
+    """Publishes dead letters for one actor."""
+
+    def __init__(
+        self, js: JetStreamContext, ns: Namespace, actor_id: str, max_payload: int, metrics: ActorMetrics
+    ) -> None:
+        self._js = js
+        self._subject = ns.dead(actor_id)
+        self._actor_id = actor_id
+        self._max_payload = max_payload
+        self._metrics = metrics
+
+    async def publish(
+        self,
+        *,
+        payload: bytes,
+        headers: Mapping[str, str] | None,
+        subject: str,
+        stream: str,
+        seq: int,
+        attempt: int,
+        reason: str,
+        detail: str,
+    ) -> None:
+        """Store one dead letter and wait for JetStream to acknowledge it."""
+        out = {
+            _header_safe(k, 64): _header_safe(v)
+            for k, v in (headers or {}).items()
+            if not k.startswith("Parley-Dead-")
+        }
+        out.update(
+            {
+                MSG_ID: f"dead:{stream}:{seq}",
+                DEAD_REASON: reason,
+                DEAD_DETAIL: _header_safe(detail),
+                DEAD_STREAM: stream,
+                DEAD_SEQ: str(seq),
+                DEAD_SUBJECT: _header_safe(subject, 256),
+                DEAD_ATTEMPT: str(attempt),
+                DEAD_ACTOR: self._actor_id,
+            }
+        )
+        room = self._max_payload - _HEADER_ROOM
+        if len(payload) > room:
+            out[_DEAD_TRUNCATED] = str(len(payload))
+            payload = payload[:room]
+        await self._js.publish(self._subject, payload, headers=out)
+        self._metrics.dead_lettered.labels(self._actor_id, reason).inc()
+        log.warning(
+            "dead-lettered a message",
+            extra={"reason": reason, "detail": detail[:300], "stream": stream, "seq": seq},
+        )
+
+    async def watch_max_deliveries(self, nc: NATS, stream: str, durable: str) -> Subscription:
+        """Dead-letter messages of `stream`/`durable` that exhausted their deliveries."""
+
+        async def on_advisory(msg: Msg) -> None:
+            try:
+                advisory = json.loads(msg.data)
+                seq = int(advisory["stream_seq"])
+                deliveries = int(advisory.get("deliveries", 0))
+            except (ValueError, KeyError, TypeError):
+                log.warning("unreadable max-deliveries advisory", extra={"data": msg.data[:200]})
+                return
+            await self._move_exhausted(stream, seq, deliveries)
+
+        return await nc.subscribe(f"{_ADVISORY}.{stream}.{durable}", cb=on_advisory)
+
+    async def _move_exhausted(self, stream: str, seq: int, deliveries: int) -> None:
+        try:
+            stored = await self._js.get_msg(stream, seq)
+        except NotFoundError:
+            return  # already moved by another replica, or acked in the end
+        try:
+            await self.publish(
+                payload=stored.data or b"",
+                headers=stored.headers,
+                subject=stored.subject or "",
+                stream=stream,
+                seq=seq,
+                attempt=deliveries,
+                reason="max_deliveries",
+                detail=f"not acknowledged after {deliveries} deliveries",
+            )
+            await self._js.delete_msg(stream, seq)
+        except NotFoundError:
+            return
+        except Exception:
+            # Left in place: the message stays in its stream, nothing is lost.
+            log.exception("could not move an exhausted message", extra={"seq": seq})

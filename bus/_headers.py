@@ -1,0 +1,136 @@
+"""Parley's NATS headers: names, how to build them, and how to read them strictly.
+
+Headers are claims, not facts: NATS does not authenticate them. Parsing is strict so a forged
+or garbled header is a typed `HeaderError` at the edge (and a dead-letter record), and the gate
+compares the claims it gets with its own records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = (
+    "CAUSATION_ID",
+    "DEADLINE",
+    "HOP_COUNT",
+    "MAX_HOP_COUNT_HEADER",
+    "MSG_ID",
+    "ORIGIN",
+    "SENDER",
+    "TRACEPARENT",
+    "TRACE_ID",
+    "HeaderError",
+    "TraceHeaders",
+    "parse_trace_headers",
+    "traceparent_for",
+)
+
+TRACE_ID = "Parley-Trace-Id"
+HOP_COUNT = "Parley-Hop-Count"
+CAUSATION_ID = "Parley-Causation-Id"
+ORIGIN = "Parley-Origin"
+SENDER = "Parley-Sender"
+"""Set by the gate on delivered envelopes: the submitting actor, taken from its subject."""
+DEADLINE = "Parley-Deadline"
+"""Absolute deadline of the call chain, in Unix milliseconds."""
+MSG_ID = "Nats-Msg-Id"
+TRACEPARENT = "traceparent"
+
+MAX_HOP_COUNT_HEADER = 1_000
+"""A hop count above this cannot be honest under any policy; it is refused as malformed."""
+
+_MAX_ID_LEN = 128
+
+
+class HeaderError(ValueError):
+    """A Parley header is present but malformed (bad integer, out of range, too long)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceHeaders:
+    """The causal position of an envelope: which tree, how deep, caused by what."""
+
+    trace_id: str
+    hop_count: int = 0
+    causation_id: str = ""
+    origin: str = ""
+    deadline_ms: int | None = None
+
+    def to_headers(self, envelope_id: str) -> dict[str, str]:
+        """Headers for publishing envelope `envelope_id` at this position (with its msg id)."""
+        headers = {
+            MSG_ID: envelope_id,
+            TRACE_ID: self.trace_id,
+            HOP_COUNT: str(self.hop_count),
+            CAUSATION_ID: self.causation_id,
+            ORIGIN: self.origin,
+            TRACEPARENT: traceparent_for(self.trace_id, envelope_id),
+        }
+        if self.deadline_ms is not None:
+            headers[DEADLINE] = str(self.deadline_ms)
+        return headers
+
+    def child(self, causation_id: str, hop_delta: int = 0) -> TraceHeaders:
+        """The position of an envelope caused by `causation_id`, `hop_delta` hops deeper."""
+        return TraceHeaders(
+            trace_id=self.trace_id,
+            hop_count=max(0, self.hop_count + hop_delta),
+            causation_id=causation_id,
+            origin=self.origin,
+            deadline_ms=self.deadline_ms,
+        )
+
+
+def _bounded(headers: Mapping[str, str], name: str) -> str:
+    value = headers.get(name, "")
+    if len(value) > _MAX_ID_LEN:
+        raise HeaderError(f"{name} is {len(value)} characters, the limit is {_MAX_ID_LEN}")
+    return value
+
+
+def _int_header(headers: Mapping[str, str], name: str, low: int, high: int) -> int | None:
+    raw = headers.get(name)
+    if raw is None or raw == "":
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+        raise HeaderError(f"{name} must be a non-negative integer, got {raw[:32]!r}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise HeaderError(f"{name} must be within {low}..{high}, got {value}")
+    return value
+
+
+def parse_trace_headers(headers: Mapping[str, str] | None, envelope_id: str) -> TraceHeaders:
+    """Read the trace headers of a received message.
+
+    A message without a trace id starts a new trace named after itself (a root).
+
+    Raises:
+        HeaderError: a header is present but malformed.
+    """
+    if not headers:
+        return TraceHeaders(trace_id=envelope_id)
+    hop = _int_header(headers, HOP_COUNT, 0, MAX_HOP_COUNT_HEADER)
+    deadline = _int_header(headers, DEADLINE, 0, 2**62)
+    return TraceHeaders(
+        trace_id=_bounded(headers, TRACE_ID) or envelope_id,
+        hop_count=hop or 0,
+        causation_id=_bounded(headers, CAUSATION_ID),
+        origin=_bounded(headers, ORIGIN),
+        deadline_ms=deadline,
+    )
+
+
+def traceparent_for(trace_id: str, envelope_id: str) -> str:
+    """A W3C `traceparent` so OpenTelemetry users can join Parley traces to theirs."""
+    trace_hex = trace_id.replace("-", "")
+    span_hex = envelope_id.replace("-", "")[-16:]
+    if len(trace_hex) != 32 or len(span_hex) != 16:
+        return ""
+    try:
+        int(trace_hex, 16)
+        int(span_hex, 16)
+    except ValueError:
+        return ""
+    return f"00-{trace_hex}-{span_hex}-01"

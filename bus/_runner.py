@@ -1,0 +1,87 @@
+"""The process skeleton every actor runs in.
+
+uvloop; SIGTERM and SIGINT set a stop event (never a flag polled in a loop); SIGUSR1 dumps
+every task's stack; the runtime drains in order (stop fetching, finish in-flight work up to the
+grace period, settle effects, drain the connection). Exit codes tell a supervisor what
+happened: crash loudly and let it restart us, since durable consumers lose nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import signal
+import sys
+from enum import IntEnum
+
+import uvloop
+from nats.errors import NoServersError
+from prometheus_client import CollectorRegistry
+
+from bus._actor import Actor
+from bus._connection import FsyncCheckError
+from bus._logging import configure_logging
+from bus._metrics import ActorMetrics, serve_metrics
+from bus._provision import ProvisionError
+from bus._runtime import ActorRuntime
+
+__all__ = ("ExitCode", "dump_tasks", "run_actor")
+
+log = logging.getLogger("parley.bus.runner")
+
+
+class ExitCode(IntEnum):
+    """How an actor process ended."""
+
+    OK = 0
+    CRASHED = 1
+    CONFIG = 2
+    UNAVAILABLE = 3
+
+
+def dump_tasks(out: io.TextIOBase | None = None) -> None:
+    """Write the stack of every asyncio task to `out` (stderr): SIGUSR1's answer to "stuck?"."""
+    stream = out or sys.stderr
+    tasks = asyncio.all_tasks()
+    print(f"--- {len(tasks)} asyncio tasks ---", file=stream)  # noqa: T201 - a diagnostic dump
+    for task in tasks:
+        print(f"{task.get_name()}: {task.get_coro()!r}", file=stream)  # noqa: T201
+        task.print_stack(file=stream)
+    stream.flush()
+
+
+async def _serve(actor: Actor) -> ExitCode:
+    settings = actor.settings
+    registry = CollectorRegistry()
+    metrics = ActorMetrics(registry, actor.actor_id)
+    if settings.metrics_port is not None:
+        port = serve_metrics(registry, settings.metrics_host, settings.metrics_port)
+        log.info("metrics served", extra={"port": port})
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
+    runtime = ActorRuntime(actor, metrics)
+    code = ExitCode.OK
+    try:
+        await runtime.run(stopping)
+    except* FsyncCheckError as group:
+        log.error("refusing to start", extra={"error": str(group.exceptions[0])})
+        code = ExitCode.CONFIG
+    except* (OSError, NoServersError, ProvisionError) as group:
+        log.error("bus unavailable", extra={"error": repr(group.exceptions[0])})
+        code = ExitCode.UNAVAILABLE
+    log.info("stopped", extra={"exit_code": int(code)})
+    return code
+
+
+def run_actor(actor: Actor) -> int:
+    """Run `actor` in this process until a stop signal; return the exit code."""
+    configure_logging(actor.actor_id, actor.settings.log_level)
+    try:
+        return int(uvloop.run(_serve(actor)))
+    except Exception:
+        log.exception("actor crashed")
+        return int(ExitCode.CRASHED)

@@ -1,0 +1,206 @@
+"""The actor runtime: everything between the consumer loop and `Actor.handle()`.
+
+For each message: read JetStream metadata, decode the envelope and headers (the only place
+bytes become Structs), build the context, run the handler under the trace id, settle its
+effects, then ack. Bad input is dead-lettered at once and acked, so it can neither crash the
+actor nor block the messages behind it; a failing handler is retried with backoff and
+dead-lettered on its last delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from bus._actor import Actor, BusHandle, Input
+from bus._connection import check_fsync, connect
+from bus._consumer import ConsumerLoop
+from bus._context import Context
+from bus._deadletter import DeadLetters
+from bus._headers import SENDER, HeaderError, parse_trace_headers
+from bus._logging import trace_scope
+from bus._metrics import ActorMetrics
+from bus._outbox import Outbox
+from bus._provision import provision
+from schemas import DecodeError, Namespace, SubjectTokenError, check_token, decode_envelope
+
+__all__ = ("ActorRuntime",)
+
+log = logging.getLogger("parley.bus.runtime")
+
+
+class _BadInput(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class ActorRuntime:
+    """Runs one actor on one connection until `stopping` is set."""
+
+    def __init__(self, actor: Actor, metrics: ActorMetrics) -> None:
+        self.actor = actor
+        self.settings = actor.settings
+        self.metrics = metrics
+        self.namespace = Namespace(self.settings.namespace)
+        self.ready = asyncio.Event()
+        self._nc: NATS | None = None
+        self._js: JetStreamContext | None = None
+        self._dead: DeadLetters | None = None
+        self._latency = metrics.handler_seconds.labels(actor.actor_id)
+        self._outcomes = {
+            outcome: metrics.handled.labels(actor.actor_id, outcome)
+            for outcome in ("acked", "nacked", "dead_lettered")
+        }
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Connect, provision, start the actor and its consumers; drain on `stopping`."""
+        settings = self.settings
+        actor_id = self.actor.actor_id
+        async with AsyncExitStack() as stack:
+            await check_fsync(settings)
+            nc = await connect(settings, actor_id, self.metrics)
+            stack.push_async_callback(self._drain, nc)
+            js = nc.jetstream()
+            self._nc, self._js = nc, js
+            if settings.provision:
+                await provision(js, self.namespace, max_msg_size=settings.max_payload)
+            self._dead = DeadLetters(js, self.namespace, actor_id, settings.max_payload, self.metrics)
+            handle = BusHandle(nc, js, self.namespace, settings, self.metrics)
+            await self.actor.start(handle)
+            stack.push_async_callback(self.actor.stop)
+            loops = [self._loop_for(spec, js) for spec in self.actor.inputs()]
+            for loop in loops:
+                await self._dead.watch_max_deliveries(nc, loop.spec.stream, loop.spec.durable)
+            readies = [asyncio.Event() for _ in loops]
+            async with asyncio.TaskGroup() as tasks:
+                for loop, ready in zip(loops, readies, strict=True):
+                    tasks.create_task(loop.run(stopping, ready))
+                waiting = [tasks.create_task(r.wait()) for r in readies]
+                await asyncio.wait([*waiting, tasks.create_task(stopping.wait())],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if all(r.is_set() for r in readies):
+                    await nc.flush()
+                    self.ready.set()
+                    log.info("ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]})
+                for task in waiting:
+                    task.cancel()
+
+    @staticmethod
+    async def _drain(nc: NATS) -> None:
+        try:
+            await asyncio.wait_for(nc.drain(), timeout=5)
+        except Exception as exc:  # closing anyway
+            log.debug("drain failed", extra={"error": repr(exc)})
+            await nc.close()
+
+    def _loop_for(self, spec: Input, js: JetStreamContext) -> ConsumerLoop:
+        async def process(msg: Msg) -> None:
+            await self._process(spec, msg)
+
+        return ConsumerLoop(js, spec, self.settings, self.metrics, process)
+
+    def _sender(self, spec: Input, subject: str, headers: Mapping[str, str] | None) -> str:
+        if spec.sender_from == "subject":
+            parts = subject.split(".")
+            if len(parts) < 3:
+                raise _BadInput("bad_subject", f"subject {subject!r} names no sender")
+            return check_token(parts[2], "sender")
+        claimed = (headers or {}).get(SENDER, "")
+        return check_token(claimed, "sender") if claimed else ""
+
+    async def _process(self, spec: Input, msg: Msg) -> None:
+        started = time.perf_counter()
+        meta = msg.metadata
+        attempt = meta.num_delivered or 1
+        seq = meta.sequence.stream
+        assert self._js is not None and self._dead is not None
+        try:
+            try:
+                envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
+                trace = parse_trace_headers(msg.headers, envelope.id)
+                sender = self._sender(spec, msg.subject, msg.headers)
+            except DecodeError as exc:
+                raise _BadInput(f"decode_{exc.reason}", exc.detail) from None
+            except HeaderError as exc:
+                raise _BadInput("bad_header", str(exc)) from None
+            except SubjectTokenError as exc:
+                raise _BadInput("bad_sender", str(exc)) from None
+        except _BadInput as bad:
+            await self._dead_letter(spec, msg, seq, attempt, bad.reason, bad.detail)
+            return
+        outbox = Outbox(self._js)
+        ctx = Context(
+            actor_id=self.actor.actor_id,
+            namespace=self.namespace,
+            subject=msg.subject,
+            stream=spec.stream,
+            sender=sender,
+            envelope_id=envelope.id,
+            trace=trace,
+            attempt=attempt,
+            stream_seq=seq,
+            outbox=outbox,
+        )
+        with trace_scope(trace.trace_id):
+            try:
+                await self.actor.handle(envelope, ctx)
+                published = await outbox.settle(self.settings.ack_wait_s / 2)
+                await msg.ack_sync(timeout=self.settings.ack_wait_s / 2)
+            except Exception as exc:
+                await self._failed(spec, msg, seq, attempt, exc)
+                return
+        if published:
+            self.metrics.published.labels(self.actor.actor_id).inc(published)
+        self._outcomes["acked"].inc()
+        self._latency.observe(time.perf_counter() - started)
+
+    async def _failed(self, spec: Input, msg: Msg, seq: int, attempt: int, exc: Exception) -> None:
+        log.warning(
+            "handler failed",
+            exc_info=exc,
+            extra={"attempt": attempt, "max_deliver": self.settings.max_deliver, "seq": seq},
+        )
+        if attempt >= self.settings.max_deliver:
+            await self._dead_letter(spec, msg, seq, attempt, "handler_failed", repr(exc))
+            return
+        backoff = self.settings.backoff_s
+        try:
+            await msg.nak(delay=backoff[min(attempt - 1, len(backoff) - 1)])
+        except Exception as nak_exc:  # the ack wait redelivers it anyway
+            log.debug("nak failed", extra={"error": repr(nak_exc)})
+        self._outcomes["nacked"].inc()
+
+    async def _dead_letter(
+        self, spec: Input, msg: Msg, seq: int, attempt: int, reason: str, detail: str
+    ) -> None:
+        assert self._dead is not None
+        try:
+            await self._dead.publish(
+                payload=msg.data,
+                headers=msg.headers,
+                subject=msg.subject,
+                stream=spec.stream,
+                seq=seq,
+                attempt=attempt,
+                reason=reason,
+                detail=detail,
+            )
+            await msg.ack_sync(timeout=self.settings.ack_wait_s / 2)
+        except Exception as exc:
+            # Not stored as dead: leave it to be redelivered rather than lose it.
+            log.error("could not dead-letter a message", extra={"error": repr(exc), "seq": seq})
+            try:
+                await msg.nak(delay=self.settings.backoff_s[-1])
+            except Exception as nak_exc:
+                log.debug("nak failed", extra={"error": repr(nak_exc)})
+            return
+        self._outcomes["dead_lettered"].inc()

@@ -1,0 +1,133 @@
+"""Configuration: pydantic settings from a TOML file plus `PARLEY_*` environment variables.
+
+Precedence, highest first: values passed in code (the CLI's flags), the environment, the TOML
+file, the defaults. `NATS_URL` (or `PARLEY_NATS_URL`) names an existing NATS deployment.
+Errors name the field, the problem and the value, in one readable line each.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from schemas import DEFAULT_MAX_BYTES, check_token
+
+__all__ = ("ConfigError", "Settings", "load_settings")
+
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "parley_config_file", default=None
+)
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message lists every problem."""
+
+
+class Settings(BaseSettings):
+    """Everything an actor process needs to know to join the bus."""
+
+    model_config = SettingsConfigDict(env_prefix="PARLEY_", extra="forbid", frozen=True)
+
+    actor_id: str = Field(default="", description="This actor's id, its subject token.")
+    nats_url: str = Field(
+        default="nats://127.0.0.1:4222",
+        validation_alias=AliasChoices("NATS_URL", "PARLEY_NATS_URL", "nats_url"),
+    )
+    namespace: str = "parley"
+    monitor_url: str | None = Field(
+        default=None, description="nats-server monitoring URL, used to check sync_always."
+    )
+    allow_lazy_fsync: bool = False
+    user: str | None = None
+    password: str | None = None
+    creds_file: Path | None = None
+    provision: bool = Field(default=True, description="Create or update streams and buckets.")
+    ack_wait_s: float = Field(default=30.0, gt=0)
+    max_deliver: int = Field(default=5, ge=1)
+    backoff_s: tuple[float, ...] = (0.25, 1.0, 5.0)
+    fetch_batch: int = Field(default=64, ge=1, le=1024)
+    max_in_flight: int = Field(default=64, ge=1)
+    fetch_timeout_s: float = Field(default=5.0, gt=0)
+    watchdog_idle_fetches: int = Field(default=3, ge=1)
+    grace_s: float = Field(default=10.0, ge=0)
+    max_payload: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    log_level: str = "INFO"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Actor-specific settings ([options] in TOML)."
+    )
+
+    @field_validator("actor_id")
+    @classmethod
+    def _actor_token(cls, value: str) -> str:
+        return check_token(value, "actor id") if value else value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_token(cls, value: str) -> str:
+        return check_token(value, "namespace")
+
+    @field_validator("backoff_s")
+    @classmethod
+    def _positive_backoff(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(step < 0 for step in value):
+            raise ValueError("backoff_s needs at least one non-negative step")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _config_file.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(settings)"
+        value = item.get("input")
+        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"  {where}: {item['msg']}{shown}")
+    return "invalid configuration:\n" + "\n".join(lines)
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from `config` (TOML), the environment and `overrides`.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, or a value is invalid.
+    """
+    if config is not None:
+        if not config.is_file():
+            raise ConfigError(f"config file not found: {config}")
+        try:
+            tomllib.loads(config.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {config} is not valid TOML: {exc}") from None
+    token = _config_file.set(config)
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    finally:
+        _config_file.reset(token)

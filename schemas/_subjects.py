@@ -1,0 +1,94 @@
+"""Subject and stream names, built only from validated tokens.
+
+Every variable part of a subject is an actor id, profile, tenant or session id chosen at run
+time, sometimes by a remote party. A token containing `.`, `*` or `>` would change which
+subjects a publish or a subscription reaches, so every token is checked against one pattern
+before a subject is built, and there is no other way to build one.
+
+A `Namespace` is the root token plus the stream and bucket prefix. Production uses the
+default `parley`; tests give each test its own, so many tests share one server without seeing
+each other's traffic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ("Namespace", "SubjectTokenError", "check_token")
+
+_TOKEN = re.compile(r"[a-z0-9_-]{1,64}")
+
+
+class SubjectTokenError(ValueError):
+    """A subject token is empty, too long, or holds a character outside `[a-z0-9_-]`."""
+
+
+def check_token(token: str, what: str = "token") -> str:
+    """Return `token` unchanged if it is a safe subject token, else raise `SubjectTokenError`."""
+    if not isinstance(token, str) or _TOKEN.fullmatch(token) is None:
+        raise SubjectTokenError(
+            f"invalid {what} {token!r}: subject tokens must match ^[a-z0-9_-]{{1,64}}$"
+        )
+    return token
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """The subjects, stream names and KV bucket names of one Parley deployment."""
+
+    root: str = "parley"
+
+    def __post_init__(self) -> None:
+        check_token(self.root, "namespace")
+
+    # -- subjects ------------------------------------------------------------------------
+    def submit(self, sender: str) -> str:
+        """Where `sender` publishes everything it wants delivered (only the gate reads it)."""
+        return f"{self.root}.submit.{check_token(sender, 'sender')}"
+
+    def deliver(self, receiver: str) -> str:
+        """Where the gate delivers envelopes for `receiver` (only the gate writes it)."""
+        return f"{self.root}.deliver.{check_token(receiver, 'receiver')}"
+
+    def decisions(self, profile: str) -> str:
+        """Where the gate publishes each decision about `profile`'s traffic."""
+        return f"{self.root}.decisions.{check_token(profile, 'profile')}"
+
+    def events(self, session_id: str) -> str:
+        """A session's timeline of `session_event` envelopes."""
+        return f"{self.root}.events.{check_token(session_id, 'session id')}"
+
+    def audit(self, tenant: str, profile: str) -> str:
+        """The audit records of one profile of one tenant."""
+        return f"{self.root}.audit.{check_token(tenant, 'tenant')}.{check_token(profile, 'profile')}"
+
+    def dead(self, actor: str) -> str:
+        """Where `actor` moves a message it cannot process, with the reason."""
+        return f"{self.root}.dead.{check_token(actor, 'actor')}"
+
+    def wildcard(self, family: str) -> str:
+        """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
+        depth = 2 if family == "audit" else 1
+        return f"{self.root}.{check_token(family, 'family')}" + ".*" * depth
+
+    def token_at(self, subject: str, index: int = 2) -> str:
+        """Return the token at `index` of a subject of this namespace (the sender of a submit)."""
+        return subject.split(".")[index]
+
+    # -- JetStream names -----------------------------------------------------------------
+    @property
+    def stream_prefix(self) -> str:
+        return self.root.upper().replace("-", "_")
+
+    def stream(self, family: str) -> str:
+        """Stream name for a family: `submit` -> `PARLEY_SUBMIT`."""
+        return f"{self.stream_prefix}_{check_token(family, 'family').upper()}"
+
+    def bucket(self, name: str) -> str:
+        """KV bucket name: `sessions` -> `parley_sessions`."""
+        return f"{self.root}_{check_token(name, 'bucket')}"
+
+    def inbox_prefix(self, actor: str) -> str:
+        """A per-actor reply inbox, so an actor's permissions need not include `_INBOX.>`."""
+        return f"_INBOX_{check_token(actor, 'actor')}"

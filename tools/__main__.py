@@ -1,0 +1,7 @@
+"""`python -m tools` is the `parley` command (how the supervisor starts its children)."""
+
+import sys
+
+from tools.cli import main
+
+sys.exit(main())

@@ -1,0 +1,163 @@
+"""The `parley` command line: one entry point, one small function per command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from actors import ACTORS
+from bus import (
+    Actor,
+    ConfigError,
+    EmbeddedServer,
+    ExitCode,
+    NatsServerError,
+    Supervisor,
+    load_settings,
+    load_topology,
+    run_actor,
+)
+from bus._supervisor import GiveUp
+from tools.schemagen import write_schemas
+
+__all__ = ("main", "resolve_actor")
+
+DEFAULT_TOPOLOGY = Path("deploy/topologies/smoke.toml")
+
+
+def resolve_actor(name: str) -> type[Actor]:
+    """An actor class from a registered kind (`echo`) or an import path (`pkg.mod:Class`).
+
+    Raises:
+        ConfigError: no such actor.
+    """
+    if name in ACTORS:
+        return ACTORS[name]
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            candidate = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot load actor {name!r}: {exc}") from None
+        if isinstance(candidate, type) and issubclass(candidate, Actor):
+            return candidate
+        raise ConfigError(f"{name!r} is not an Actor subclass")
+    known = ", ".join(sorted(ACTORS))
+    raise ConfigError(f"unknown actor {name!r}; known actors: {known}, or give module:Class")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    try:
+        actor_cls = resolve_actor(args.actor)
+        settings = load_settings(
+            args.config,
+            actor_id=args.id,
+            allow_lazy_fsync=True if args.allow_lazy_fsync else None,
+        )
+        actor = actor_cls(settings)
+    except ConfigError as exc:
+        print(f"parley run: {exc}", file=sys.stderr)
+        return int(ExitCode.CONFIG)
+    return run_actor(actor)
+
+
+async def _up(args: argparse.Namespace) -> int:
+    topology = load_topology(args.topology)
+    env = dict(os.environ)
+    server: EmbeddedServer | None = None
+    if "NATS_URL" not in env:
+        store = args.store or Path(".parley/nats")
+
+        def server_line(line: str) -> None:
+            if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
+                print(f"[nats] {line}", flush=True)
+
+        server = EmbeddedServer(store, on_log=server_line)
+        await asyncio.to_thread(server.start)
+        env["NATS_URL"] = server.url
+        env["PARLEY_MONITOR_URL"] = server.monitor_url
+        print(f"[nats] embedded nats-server ready at {server.url} (store {store})", flush=True)
+
+    def child_line(name: str, line: str) -> None:
+        print(f"[{name}] {line}", flush=True)
+
+    supervisor = Supervisor(topology, base_env=env, on_line=child_line)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        await supervisor.run(stopping)
+    except GiveUp as exc:
+        print(f"parley up: giving up: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+    print("parley up: stopped", flush=True)
+    return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_up(args))
+    except (ConfigError, NatsServerError) as exc:
+        print(f"parley up: {exc}", file=sys.stderr)
+        return int(ExitCode.CONFIG)
+
+
+def _cmd_schemas(args: argparse.Namespace) -> int:
+    stale = write_schemas(check_only=args.check)
+    if stale and args.check:
+        print("stale schema files: " + ", ".join(stale), file=sys.stderr)
+        print("run `parley schemas` (or `make schemas`) and commit the result", file=sys.stderr)
+        return 1
+    for name in stale:
+        print(f"wrote schemas/json/{name}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from tools.bench import main as bench_main  # imported late: pulls in the whole runtime
+
+    return bench_main(args.bench_args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parley", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run one actor in this process")
+    run.add_argument("actor", help="actor kind (" + ", ".join(sorted(ACTORS)) + ") or module:Class")
+    run.add_argument("--config", type=Path, help="TOML settings file")
+    run.add_argument("--id", help="actor id (default: PARLEY_ACTOR_ID, else the kind)")
+    run.add_argument("--allow-lazy-fsync", action="store_true",
+                     help="accept a server that does not fsync every write")
+    run.set_defaults(func=_cmd_run)
+
+    up = commands.add_parser("up", help="start a topology of supervised actor processes")
+    up.add_argument("topology", nargs="?", type=Path, default=DEFAULT_TOPOLOGY)
+    up.add_argument("--store", type=Path, help="embedded server's JetStream directory")
+    up.set_defaults(func=_cmd_up)
+
+    schemas = commands.add_parser("schemas", help="write schemas/json from the envelope Structs")
+    schemas.add_argument("--check", action="store_true", help="only report stale files")
+    schemas.set_defaults(func=_cmd_schemas)
+
+    bench = commands.add_parser("bench", help="benchmark Parley against raw nats-py")
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` and run the command; return its exit code."""
+    args = _parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
