@@ -1,0 +1,52 @@
+"""Fixtures: a real nats-server per test session, a fresh namespace per test, and private
+servers for tests that kill the server.
+
+Nothing here imitates NATS: every test that needs the bus talks to a real nats-server started
+on a loopback port the OS picks, with its own JetStream directory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+
+from bus import EmbeddedServer, provision
+from schemas import Namespace
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    """One nats-server for the whole session; tests keep apart through their namespace."""
+    server = EmbeddedServer(tmp_path_factory.mktemp("nats-shared"))
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def private_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
+    """A nats-server of this test's own, free to be killed and restarted."""
+    server = EmbeddedServer(tmp_path / "nats")
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def namespace() -> Namespace:
+    """Subjects, streams and buckets no other test uses."""
+    return Namespace(f"t{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+async def nc(nats_server: EmbeddedServer, namespace: Namespace) -> AsyncIterator[NATS]:
+    """A client connection with this test's namespace provisioned."""
+    client = await nats.connect(nats_server.url)
+    await provision(client.jetstream(), namespace)
+    yield client
+    await client.close()

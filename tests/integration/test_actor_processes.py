@@ -1,0 +1,164 @@
+"""Actor processes exchanging envelopes through a real JetStream, killed with real signals.
+
+The test publishes on the receiver's deliver subject as the gate does (only the gate may write
+there), and reads the receiver's effects from its submit subject, where the gate would pick
+them up.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from bus import DEAD_ATTEMPT, DEAD_REASON, DEAD_SEQ, MSG_ID, SENDER, EmbeddedServer
+from schemas import AgentResponse, HumanMessage, Namespace, decode_envelope, encode, new_id, utc_now
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+
+PROBE = "support.probe:ProbeActor"
+
+
+def human(text: str) -> HumanMessage:
+    return HumanMessage(id=new_id(), created_at=utc_now(), text=text, call_id=new_id())
+
+
+async def deliver(js: JetStreamContext, ns: Namespace, receiver: str, payload: bytes, msg_id: str) -> int:
+    ack = await js.publish(ns.deliver(receiver), payload, headers={SENDER: "router", MSG_ID: msg_id})
+    return int(ack.seq)
+
+
+class Effects:
+    """Reads an actor's submitted envelopes in order, through a durable pull consumer."""
+
+    def __init__(self, js: JetStreamContext, ns: Namespace, actor: str) -> None:
+        self._js, self._ns, self._actor = js, ns, actor
+
+    async def open(self) -> None:
+        self._sub = await self._js.pull_subscribe(
+            self._ns.submit(self._actor), durable=f"test-{self._actor}", stream=self._ns.stream("submit")
+        )
+
+    async def next(self, timeout: float = 20.0) -> tuple[dict[str, str], AgentResponse]:
+        (msg,) = await self._sub.fetch(1, timeout=timeout)
+        await msg.ack_sync()
+        envelope = decode_envelope(msg.data)
+        assert isinstance(envelope, AgentResponse)
+        return dict(msg.headers or {}), envelope
+
+    async def none_left(self) -> bool:
+        try:
+            await self._sub.fetch(1, timeout=0.3)
+        except TimeoutError:
+            return True
+        return False
+
+
+@pytest.fixture
+def env(nats_server: EmbeddedServer, namespace: Namespace) -> dict[str, str]:
+    return parley_env(nats_server.url, namespace.root, ack_wait_s="0.6", backoff_s="[0.05]",
+                      max_deliver="3", fetch_timeout_s="1")
+
+
+@pytest.fixture
+async def effects(nc: NATS, namespace: Namespace) -> AsyncIterator[Effects]:
+    reader = Effects(nc.jetstream(), namespace, "probe")
+    await reader.open()
+    yield reader
+
+
+@pytest.fixture
+def processes() -> Iterator[list[ProcessOutput]]:
+    started: list[ProcessOutput] = []
+    yield started
+    for process in started:
+        process.close()
+
+
+async def start_probe(env: dict[str, str], processes: list[ProcessOutput]) -> ProcessOutput:
+    process = start_actor(PROBE, "probe", env)
+    processes.append(process)
+    await process.wait_line(READY)
+    return process
+
+
+@pytest.mark.chaos
+async def test_sigkill_between_effect_and_ack_applies_the_effect_once_20_times(
+    nc: NATS, namespace: Namespace, env: dict[str, str], effects: Effects, processes: list[ProcessOutput]
+) -> None:
+    js = nc.jetstream()
+    receiver = await start_probe(env, processes)
+    for round_no in range(20):
+        message = human("hang-after-effect")
+        await deliver(js, namespace, "probe", encode(message), message.id)
+        headers, effect = await effects.next()
+        assert (effect.call_id, effect.reply.message, effect.attempt) == (message.id, "hang-after-effect", 1)
+        assert headers[MSG_ID] == effect.id
+        assert headers["Parley-Causation-Id"] == message.id
+        assert receiver.kill() == -signal.SIGKILL, f"round {round_no}"
+        receiver = await start_probe(env, processes)
+        _, done = await effects.next()
+        # The redelivered call ran again (attempt 2), re-published the effect with the same
+        # id, and JetStream dropped that copy: the next envelope is `done`, not a second effect.
+        assert done.id != effect.id and done.call_id == message.id
+        assert done.attempt == 2, f"round {round_no}: {done}"
+    assert await effects.none_left()
+
+
+async def test_poison_is_dead_lettered_and_good_traffic_flows(
+    nc: NATS, namespace: Namespace, env: dict[str, str], effects: Effects, processes: list[ProcessOutput]
+) -> None:
+    js = nc.jetstream()
+    await start_probe(env, processes)
+    poison_seq = await deliver(js, namespace, "probe", b'{"kind":"human_message","text":', "poison-1")
+    good = human("good")
+    await deliver(js, namespace, "probe", encode(good), good.id)
+    _, effect = await effects.next()
+    assert effect.call_id == good.id and effect.attempt == 1
+    dead = await js.pull_subscribe(namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead"))
+    (letter,) = await dead.fetch(1, timeout=10)
+    assert letter.headers is not None
+    assert letter.headers[DEAD_REASON] == "decode_malformed"
+    assert letter.headers[DEAD_SEQ] == str(poison_seq)
+    assert letter.data == b'{"kind":"human_message","text":'
+
+
+async def test_failing_handler_is_retried_then_dead_lettered(
+    nc: NATS, namespace: Namespace, env: dict[str, str], effects: Effects, processes: list[ProcessOutput]
+) -> None:
+    js = nc.jetstream()
+    await start_probe(env, processes)
+    failing = human("fail")
+    await deliver(js, namespace, "probe", encode(failing), failing.id)
+    good = human("after")
+    await deliver(js, namespace, "probe", encode(good), good.id)
+    dead = await js.pull_subscribe(namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead"))
+    (letter,) = await dead.fetch(1, timeout=15)
+    assert letter.headers is not None
+    assert letter.headers[DEAD_REASON] == "handler_failed"
+    assert letter.headers[DEAD_ATTEMPT] == "3"
+    assert decode_envelope(letter.data) == failing
+    _, effect = await effects.next()
+    assert effect.call_id == good.id
+
+
+@pytest.mark.chaos
+async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
+    nc: NATS, namespace: Namespace, env: dict[str, str], processes: list[ProcessOutput]
+) -> None:
+    js = nc.jetstream()
+    receiver = await start_probe(env, processes)
+    crasher = human("crash")
+    seq = await deliver(js, namespace, "probe", encode(crasher), crasher.id)
+    for _attempt in range(3):  # max_deliver=3: each delivery kills the process
+        assert await receiver.wait_exit() == 70
+        receiver = await start_probe(env, processes)
+    dead = await js.pull_subscribe(namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead"))
+    (letter,) = await dead.fetch(1, timeout=15)
+    assert letter.headers is not None
+    assert letter.headers[DEAD_REASON] == "max_deliveries"
+    assert letter.headers[DEAD_SEQ] == str(seq)
+    info = await js.stream_info(namespace.stream("deliver"))
+    assert info.state.messages == 0, "the exhausted message must leave the work queue"

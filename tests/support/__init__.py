@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: real processes and a probe actor."""

@@ -1,0 +1,49 @@
+"""A test actor run as a real process (`parley run support.probe:ProbeActor`).
+
+What it does depends on the text of the human message it is delivered, so a test can ask it to
+misbehave in one precise way:
+
+- any text: submit an `effect` envelope whose id derives from the message (so a redelivery
+  re-publishes the same id), and then a `done` envelope recording the delivery attempt;
+- `hang-after-effect`: on the first delivery, wait until the effect is stored, then never
+  finish (as a slow LLM call would), so the test can SIGKILL it between effect and ack;
+- `fail`: raise, so the runtime retries and finally dead-letters it;
+- `crash`: exit the process at once, on every delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import ClassVar
+
+from bus import Actor, Context
+from schemas import AgentResponse, AnyEnvelope, HumanMessage, Reply, utc_now
+
+
+class ProbeActor(Actor):
+    kind: ClassVar[str] = "probe"
+
+    def _response(self, ctx: Context, purpose: str, text: str) -> AgentResponse:
+        return AgentResponse(
+            id=ctx.derive_id(purpose),
+            created_at=utc_now(),
+            sender=self.actor_id,
+            text=text,
+            call_id=ctx.envelope_id,
+            reply=Reply(message=text or purpose),
+            attempt=ctx.attempt,
+        )
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        if not isinstance(envelope, HumanMessage):
+            return
+        if envelope.text == "crash":
+            os._exit(70)
+        if envelope.text == "fail":
+            raise RuntimeError("asked to fail")
+        await ctx.submit(self._response(ctx, "effect", envelope.text))
+        if envelope.text == "hang-after-effect" and ctx.attempt == 1:
+            await ctx.outbox.settle(5.0)
+            await asyncio.Event().wait()  # never set: the test kills this process here
+        await ctx.submit(self._response(ctx, "done", envelope.text))

@@ -1,0 +1,71 @@
+"""The shape of the code base: public surfaces, import direction, generated files."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from schemas import decode_envelope
+from tools.schemagen import write_schemas
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("schemas", "bus", "actors", "tools")  # each may import only those before it
+
+
+@pytest.mark.parametrize("package", LAYERS)
+def test_public_api_is_an_explicit_tuple(package: str) -> None:
+    module = importlib.import_module(package)
+    exported = module.__all__
+    assert isinstance(exported, tuple)
+    assert len(set(exported)) == len(exported)
+    for name in exported:
+        assert hasattr(module, name), f"{package}.__all__ names missing {name}"
+    for path in (ROOT / package).glob("*.py"):
+        if path.stem in {"__init__", "__main__"}:
+            continue
+        sub = importlib.import_module(f"{package}.{path.stem}")
+        assert isinstance(getattr(sub, "__all__", ()), tuple), f"{package}.{path.stem}"
+
+
+def _imported_top_levels(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("index", range(len(LAYERS)))
+def test_imports_flow_one_way(index: int) -> None:
+    package = LAYERS[index]
+    forbidden = set(LAYERS[index + 1 :])
+    for path in sorted((ROOT / package).rglob("*.py")):
+        bad = _imported_top_levels(path) & forbidden
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: imports flow {' <- '.join(LAYERS)}"
+
+
+def test_json_schemas_are_fresh() -> None:
+    stale = write_schemas(check_only=True)
+    assert not stale, f"stale schema files {stale}: run `parley schemas`"
+
+
+def test_json_schemas_describe_every_kind() -> None:
+    files = {p.name for p in (ROOT / "schemas" / "json").glob("*.schema.json")}
+    assert "agent_call.schema.json" in files and "reply.schema.json" in files
+    reply = json.loads((ROOT / "schemas" / "json" / "reply.schema.json").read_text())
+    assert reply["$defs"]["Reply"]["required"] == ["message"]
+    assert reply["$defs"]["Reply"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("fixture", sorted((ROOT / "tests" / "fixtures").glob("v*/*.json")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_released_versions_still_decode(fixture: Path) -> None:
+    envelope = decode_envelope(fixture.read_bytes())
+    assert envelope.__struct_config__.tag == fixture.stem

@@ -1,0 +1,47 @@
+"""Settings: TOML, environment and code in that order of precedence, readable errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bus import ConfigError, load_settings
+
+
+def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "actor.toml"
+    config.write_text('ack_wait_s = 7\nmax_deliver = 9\n[options]\nprofile = "gpt"\n')
+    monkeypatch.setenv("PARLEY_MAX_DELIVER", "4")
+    settings = load_settings(config, actor_id="gpt")
+    assert settings.ack_wait_s == 7
+    assert settings.max_deliver == 4
+    assert settings.options == {"profile": "gpt"}
+    assert settings.actor_id == "gpt"
+
+
+def test_nats_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NATS_URL", "nats://10.0.0.1:4222")
+    assert load_settings().nats_url == "nats://10.0.0.1:4222"
+
+
+def test_errors_name_field_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_ACK_WAIT_S", "-3")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(actor_id="a.b")
+    text = str(caught.value)
+    assert "ack_wait_s" in text and "'-3'" in text
+    assert "actor_id" in text and "a.b" in text
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("ack_wait_s = = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(broken)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("ack_wayt_s = 1")
+    with pytest.raises(ConfigError, match="ack_wayt_s"):
+        load_settings(unknown)
