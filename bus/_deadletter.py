@@ -142,6 +142,7 @@ class DeadLetters:
                 detail=f"not acknowledged after {deliveries} deliveries",
             )
             await self._js.delete_msg(stream, seq)
+            log.warning("moved an exhausted message out of its stream", extra={"seq": seq})
         except NotFoundError:
             return
         except Exception:

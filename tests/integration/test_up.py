@@ -1,0 +1,78 @@
+"""`parley up`: a topology of supervised actor processes, restarted when killed."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from bus import EmbeddedServer, load_topology
+from schemas import Namespace
+from tests.support.processes import REPO, ProcessOutput, parley_env
+
+SMOKE = REPO / "deploy" / "topologies" / "smoke.toml"
+
+
+def parley_up(topology: Path, env: dict[str, str], *extra: str) -> ProcessOutput:
+    return ProcessOutput([sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up")
+
+
+def test_smoke_topology_loads() -> None:
+    topology = load_topology(SMOKE)
+    assert [a.name for a in topology.actor] == ["echo-a", "echo-b"]
+    assert topology.child_env(topology.actor[0])["PARLEY_ACTOR_ID"] == "echo-a"
+
+
+@pytest.mark.chaos
+async def test_up_restarts_a_killed_child_and_stops_cleanly(
+    nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    env = parley_env(nats_server.url, namespace.root)
+    up = parley_up(SMOKE, env)
+    try:
+        await up.wait_line(r'^\[echo-a\] .*"msg":"ready"')
+        await up.wait_line(r'^\[echo-b\] .*"msg":"ready"')
+        _, started = await up.wait_line(r"^\[echo-b\] started \(pid (\d+)\)")
+        match = re.search(r"pid (\d+)", started)
+        assert match is not None
+        os.kill(int(match.group(1)), signal.SIGKILL)
+        index, _ = await up.wait_line(r"^\[echo-b\] exited \(signal SIGKILL\); restarting")
+        await up.wait_line(r'^\[echo-b\] .*"msg":"ready"', start=index)
+        up.signal(signal.SIGINT)
+        assert await up.wait_exit(timeout=10) == 0
+        await up.wait_line(r"^parley up: stopped")
+        await up.wait_line(r"^\[echo-a\] stopped \(code 0\)")
+    finally:
+        up.close()
+
+
+async def test_up_gives_up_on_a_crash_looping_child(
+    nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    topology = tmp_path / "looping.toml"
+    topology.write_text(
+        'intensity = 2\nperiod_s = 30\n[[actor]]\nname = "broken"\nrun = "no_such_module:Actor"\n'
+    )
+    up = parley_up(topology, parley_env(nats_server.url, namespace.root))
+    try:
+        assert await up.wait_exit(timeout=30) == 1
+        await up.wait_line(r"exceeds intensity 2: giving up")
+    finally:
+        up.close()
+
+
+async def test_up_starts_the_embedded_server_without_nats_url(tmp_path: Path, namespace: Namespace) -> None:
+    env = parley_env("unused", namespace.root)
+    del env["NATS_URL"]
+    up = parley_up(SMOKE, env, "--store", str(tmp_path / "store"))
+    try:
+        await up.wait_line(r"^\[nats\] embedded nats-server ready at nats://127\.0\.0\.1:\d+")
+        await up.wait_line(r'^\[echo-a\] .*"msg":"ready"')
+        up.signal(signal.SIGTERM)
+        assert await up.wait_exit(timeout=10) == 0
+    finally:
+        up.close()
