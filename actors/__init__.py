@@ -4,9 +4,8 @@
 agent host, auditor, relay) register here as they arrive.
 """
 
-from bus import Actor
-
 from actors.echo import EchoActor
+from bus import Actor
 
 ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
 

@@ -17,7 +17,7 @@ __all__ = ("EchoActor",)
 
 def _text_of(envelope: AnyEnvelope) -> str:
     text = getattr(envelope, "text", "")
-    return text if isinstance(text, str) and text else envelope.__struct_config__.tag or ""
+    return text if isinstance(text, str) and text else str(envelope.__struct_config__.tag)
 
 
 class EchoActor(Actor):

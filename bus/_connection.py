@@ -53,7 +53,11 @@ async def connect(
                 metrics.connection_events.labels(actor_id, "error").inc()
             log.warning("nats error", extra={"error": text})
 
+    client: list[NATS] = []  # set once connected, so callbacks can tell a drain from a loss
+
     async def on_disconnect() -> None:
+        if client and (client[0].is_draining or client[0].is_closed):
+            return  # our own graceful close
         if metrics is not None:
             metrics.connection_events.labels(actor_id, "disconnect").inc()
         log.warning("disconnected from nats")
@@ -82,7 +86,9 @@ async def connect(
         options["password"] = settings.password or ""
     if settings.creds_file is not None:
         options["user_credentials"] = str(settings.creds_file)
-    return await nats.connect(**options)
+    connection: NATS = await nats.connect(**options)
+    client.append(connection)
+    return connection
 
 
 def _read_varz(monitor_url: str) -> dict[str, Any]:

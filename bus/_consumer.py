@@ -14,7 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError, TimeoutError as NatsTimeoutError
+from nats.errors import ConnectionClosedError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
@@ -48,7 +49,7 @@ class ConsumerLoop:
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._idle_fetches = 0
         self._finished = asyncio.Event()
-        self._sub: JetStreamContext.PullSubscription | None = None
+        self._bound: JetStreamContext.PullSubscription | None = None
 
     def consumer_config(self) -> ConsumerConfig:
         s = self._settings
@@ -70,12 +71,18 @@ class ConsumerLoop:
         )
 
     @property
+    def _subscription(self) -> JetStreamContext.PullSubscription:
+        if self._bound is None:
+            raise RuntimeError("consumer loop used before run() bound it")
+        return self._bound
+
+    @property
     def in_flight(self) -> int:
         return len(self._in_flight)
 
     async def run(self, stopping: asyncio.Event, ready: asyncio.Event) -> None:
         """Fetch until `stopping` is set, then wait for in-flight messages to finish."""
-        self._sub = await self._bind()
+        self._bound = await self._bind()
         ready.set()
         try:
             await self._fetch_until_stopped(stopping)
@@ -83,43 +90,43 @@ class ConsumerLoop:
             pass
         finally:
             try:
-                await asyncio.wait_for(self._sub.unsubscribe(), timeout=2)
+                await asyncio.wait_for(self._subscription.unsubscribe(), timeout=2)
             except (ConnectionClosedError, TimeoutError, NatsTimeoutError):
                 pass
 
     async def _fetch_until_stopped(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tasks:
-                heartbeat = tasks.create_task(self._heartbeat(stopping))
-                stop_wait = tasks.create_task(stopping.wait())
-                while not stopping.is_set():
-                    await self._slots.acquire()  # room for at least one message
-                    room = 1
-                    while room < self._settings.fetch_batch and not self._slots.locked():
-                        await self._slots.acquire()
-                        room += 1
-                    fetch = asyncio.ensure_future(
-                        self._sub.fetch(room, timeout=self._settings.fetch_timeout_s)
-                    )
-                    await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                    if not fetch.done():
-                        fetch.cancel()
-                        await asyncio.gather(fetch, return_exceptions=True)
-                    messages = self._fetched(fetch)
-                    for _ in range(room - len(messages)):
-                        self._slots.release()
-                    if not messages:
-                        if not stopping.is_set():
-                            await self._watchdog()
-                        continue
-                    self._idle_fetches = 0
-                    self._metrics.received.labels(self._settings.actor_id, self.spec.stream).inc(
-                        len(messages)
-                    )
-                    for msg in messages:
-                        self._in_flight[id(msg)] = (msg, time.monotonic())
-                        tasks.create_task(self._run_one(msg))
-                await self._drain_in_flight()
-                heartbeat.cancel()
+            heartbeat = tasks.create_task(self._heartbeat(stopping))
+            stop_wait = tasks.create_task(stopping.wait())
+            while not stopping.is_set():
+                await self._slots.acquire()  # room for at least one message
+                room = 1
+                while room < self._settings.fetch_batch and not self._slots.locked():
+                    await self._slots.acquire()
+                    room += 1
+                fetch = asyncio.ensure_future(
+                    self._subscription.fetch(room, timeout=self._settings.fetch_timeout_s)
+                )
+                await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if not fetch.done():
+                    fetch.cancel()
+                    await asyncio.gather(fetch, return_exceptions=True)
+                messages = self._fetched(fetch)
+                for _ in range(room - len(messages)):
+                    self._slots.release()
+                if not messages:
+                    if not stopping.is_set():
+                        await self._watchdog()
+                    continue
+                self._idle_fetches = 0
+                self._metrics.received.labels(self._settings.actor_id, self.spec.stream).inc(
+                    len(messages)
+                )
+                for msg in messages:
+                    self._in_flight[id(msg)] = (msg, time.monotonic())
+                    tasks.create_task(self._run_one(msg))
+            await self._drain_in_flight()
+            heartbeat.cancel()
 
     def _fetched(self, fetch: asyncio.Future[list[Msg]]) -> list[Msg]:
         if fetch.cancelled():
@@ -156,7 +163,7 @@ class ConsumerLoop:
                 "grace period over; unfinished messages will be redelivered",
                 extra={"count": len(self._in_flight)},
             )
-            raise _GraceExpired
+            raise _GraceExpired from None
 
     async def _heartbeat(self, stopping: asyncio.Event) -> None:
         """Tell JetStream about messages still being worked on, so they are not redelivered."""
@@ -197,10 +204,10 @@ class ConsumerLoop:
             )
         self._metrics.rebinds.labels(self._settings.actor_id).inc()
         try:
-            await self._sub.unsubscribe()
+            await self._subscription.unsubscribe()
         except Exception as exc:
             log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
-        self._sub = await self._bind()
+        self._bound = await self._bind()
 
 
 class _GraceExpired(Exception):

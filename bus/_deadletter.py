@@ -61,7 +61,12 @@ class DeadLetters:
     """Publishes dead letters for one actor."""
 
     def __init__(
-        self, js: JetStreamContext, ns: Namespace, actor_id: str, max_payload: int, metrics: ActorMetrics
+        self,
+        js: JetStreamContext,
+        ns: Namespace,
+        actor_id: str,
+        max_payload: int,
+        metrics: ActorMetrics,
     ) -> None:
         self._js = js
         self._subject = ns.dead(actor_id)

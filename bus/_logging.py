@@ -45,15 +45,17 @@ class _JsonFormatter(logging.Formatter):
         trace_id = current_trace_id.get()
         if trace_id:
             entry["trace_id"] = trace_id
-        for key, value in record.__dict__.items():
-            if key not in _RESERVED and not key.startswith("_"):
-                entry[key] = value
+        entry.update(
+            (key, value)
+            for key, value in record.__dict__.items()
+            if key not in _RESERVED and not key.startswith("_")
+        )
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return _encoder.encode(entry).decode("utf-8", "replace")
 
 
-class trace_scope:  # noqa: N801 - used as a context manager, reads like one
+class trace_scope:
     """Set the current trace id for the duration of a `with` block."""
 
     __slots__ = ("_token", "_trace_id")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 
 __all__ = ("EffectError", "Outbox")
 
@@ -26,7 +27,7 @@ class Outbox:
 
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
-        self._pending: list[asyncio.Future[object]] = []
+        self._pending: list[asyncio.Future[PubAck]] = []
 
     async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
         """Send one effect now; its acknowledgement is awaited by `settle()`."""
@@ -51,7 +52,9 @@ class Outbox:
         except TimeoutError:
             for future in pending:
                 future.cancel()
-            raise EffectError(f"{len(pending)} effect(s) not acknowledged within {timeout}s") from None
+            raise EffectError(
+                f"{len(pending)} effect(s) not acknowledged within {timeout}s"
+            ) from None
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             raise EffectError(f"{len(failures)} effect(s) refused: {failures[0]!r}")

@@ -50,67 +50,96 @@ class ProvisionError(RuntimeError):
     """JetStream refused to create or update a stream or bucket."""
 
 
+def _stream(
+    name: str,
+    description: str,
+    subjects: list[str],
+    *,
+    work_queue: bool,
+    max_age: float,
+    duplicate_window: float,
+    max_msg_size: int,
+    discard_new: bool = True,
+    immutable: bool = False,
+) -> StreamConfig:
+    return StreamConfig(
+        name=name,
+        description=description,
+        subjects=subjects,
+        retention=RetentionPolicy.WORK_QUEUE if work_queue else RetentionPolicy.LIMITS,
+        discard=DiscardPolicy.NEW if discard_new else DiscardPolicy.OLD,
+        max_age=max_age,
+        duplicate_window=duplicate_window,
+        max_msg_size=max_msg_size,
+        storage=StorageType.FILE,
+        num_replicas=1,
+        deny_delete=immutable,
+        deny_purge=immutable,
+    )
+
+
 def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> list[StreamConfig]:
-    """The stream definitions of DESIGN.md for namespace `ns`."""
-    common = {"storage": StorageType.FILE, "max_msg_size": max_msg_size, "num_replicas": 1}
+    """The stream definitions of DESIGN.md for namespace `ns`.
+
+    Work queues refuse new messages when full (`discard new`) so a publisher gets an error
+    instead of an older message silently vanishing; the audit stream is append-only.
+    """
     return [
-        StreamConfig(
-            name=ns.stream("submit"),
-            description="Everything actors submit; the gate's work queue.",
-            subjects=[ns.wildcard("submit")],
-            retention=RetentionPolicy.WORK_QUEUE,
-            discard=DiscardPolicy.NEW,
+        _stream(
+            ns.stream("submit"),
+            "Everything actors submit; the gate's work queue.",
+            [ns.wildcard("submit")],
+            work_queue=True,
             max_age=7 * _DAY,
             duplicate_window=120.0,
-            **common,
+            max_msg_size=max_msg_size,
         ),
-        StreamConfig(
-            name=ns.stream("deliver"),
-            description="Envelopes the gate admitted, one durable consumer per receiver.",
-            subjects=[ns.wildcard("deliver")],
-            retention=RetentionPolicy.WORK_QUEUE,
-            discard=DiscardPolicy.NEW,
+        _stream(
+            ns.stream("deliver"),
+            "Envelopes the gate admitted, one durable consumer per receiver.",
+            [ns.wildcard("deliver")],
+            work_queue=True,
             max_age=7 * _DAY,
             duplicate_window=120.0,
-            **common,
+            max_msg_size=max_msg_size,
         ),
-        StreamConfig(
-            name=ns.stream("events"),
-            description="Gate decisions and session timelines.",
-            subjects=[ns.wildcard("decisions"), ns.wildcard("events")],
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.OLD,
+        _stream(
+            ns.stream("events"),
+            "Gate decisions and session timelines.",
+            [ns.wildcard("decisions"), ns.wildcard("events")],
+            work_queue=False,
+            discard_new=False,
             max_age=30 * _DAY,
             duplicate_window=120.0,
-            **common,
+            max_msg_size=max_msg_size,
         ),
-        StreamConfig(
-            name=ns.stream("audit"),
-            description="The hash-chained audit history; the auditor is the only writer.",
-            subjects=[ns.wildcard("audit")],
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.NEW,
-            deny_delete=True,
-            deny_purge=True,
+        _stream(
+            ns.stream("audit"),
+            "The hash-chained audit history; the auditor is the only writer.",
+            [ns.wildcard("audit")],
+            work_queue=False,
+            max_age=0.0,
             duplicate_window=_DAY,
-            **common,
+            max_msg_size=max_msg_size,
+            immutable=True,
         ),
-        StreamConfig(
-            name=ns.stream("dead"),
-            description="Messages an actor could not process, with the reason.",
-            subjects=[ns.wildcard("dead")],
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.OLD,
+        _stream(
+            ns.stream("dead"),
+            "Messages an actor could not process, with the reason.",
+            [ns.wildcard("dead")],
+            work_queue=False,
+            discard_new=False,
             max_age=30 * _DAY,
             duplicate_window=120.0,
-            **common,
+            max_msg_size=max_msg_size,
         ),
     ]
 
 
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    name = config.name or ""
     try:
-        info = await js.stream_info(config.name)
+        info = await js.stream_info(name)
     except NotFoundError:
         try:
             await js.add_stream(config)
@@ -119,10 +148,15 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
                 raise ProvisionError(f"cannot create stream {config.name}: {exc}") from exc
         else:
             return
-        info = await js.stream_info(config.name)
+        info = await js.stream_info(name)
     current = info.config
     wanted = (config.subjects, config.max_age, config.duplicate_window, config.max_msg_size)
-    if (current.subjects, current.max_age, current.duplicate_window, current.max_msg_size) == wanted:
+    if (
+        current.subjects,
+        current.max_age,
+        current.duplicate_window,
+        current.max_msg_size,
+    ) == wanted:
         return
     try:
         await js.update_stream(config)

@@ -9,11 +9,11 @@ happened: crash loudly and let it restart us, since durable consumers lose nothi
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import signal
 import sys
 from enum import IntEnum
+from typing import TextIO
 
 import uvloop
 from nats.errors import NoServersError
@@ -40,13 +40,13 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 3
 
 
-def dump_tasks(out: io.TextIOBase | None = None) -> None:
+def dump_tasks(out: TextIO | None = None) -> None:
     """Write the stack of every asyncio task to `out` (stderr): SIGUSR1's answer to "stuck?"."""
     stream = out or sys.stderr
     tasks = asyncio.all_tasks()
-    print(f"--- {len(tasks)} asyncio tasks ---", file=stream)  # noqa: T201 - a diagnostic dump
+    print(f"--- {len(tasks)} asyncio tasks ---", file=stream)
     for task in tasks:
-        print(f"{task.get_name()}: {task.get_coro()!r}", file=stream)  # noqa: T201
+        print(f"{task.get_name()}: {task.get_coro()!r}", file=stream)
         task.print_stack(file=stream)
     stream.flush()
 

@@ -73,7 +73,9 @@ class ActorRuntime:
             self._nc, self._js = nc, js
             if settings.provision:
                 await provision(js, self.namespace, max_msg_size=settings.max_payload)
-            self._dead = DeadLetters(js, self.namespace, actor_id, settings.max_payload, self.metrics)
+            self._dead = DeadLetters(
+                js, self.namespace, actor_id, settings.max_payload, self.metrics
+            )
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
@@ -85,12 +87,16 @@ class ActorRuntime:
                 for loop, ready in zip(loops, readies, strict=True):
                     tasks.create_task(loop.run(stopping, ready))
                 waiting = [tasks.create_task(r.wait()) for r in readies]
-                await asyncio.wait([*waiting, tasks.create_task(stopping.wait())],
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [*waiting, tasks.create_task(stopping.wait())],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 if all(r.is_set() for r in readies):
                     await nc.flush()
                     self.ready.set()
-                    log.info("ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]})
+                    log.info(
+                        "ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]}
+                    )
                 for task in waiting:
                     task.cancel()
 
@@ -122,7 +128,9 @@ class ActorRuntime:
         meta = msg.metadata
         attempt = meta.num_delivered or 1
         seq = meta.sequence.stream
-        assert self._js is not None and self._dead is not None
+        js, dead = self._js, self._dead
+        if js is None or dead is None:
+            raise RuntimeError("message processed before the runtime connected")
         try:
             try:
                 envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
@@ -135,9 +143,9 @@ class ActorRuntime:
             except SubjectTokenError as exc:
                 raise _BadInput("bad_sender", str(exc)) from None
         except _BadInput as bad:
-            await self._dead_letter(spec, msg, seq, attempt, bad.reason, bad.detail)
+            await self._dead_letter(dead, spec, msg, seq, attempt, bad.reason, bad.detail)
             return
-        outbox = Outbox(self._js)
+        outbox = Outbox(js)
         ctx = Context(
             actor_id=self.actor.actor_id,
             namespace=self.namespace,
@@ -156,21 +164,23 @@ class ActorRuntime:
                 published = await outbox.settle(self.settings.ack_wait_s / 2)
                 await msg.ack_sync(timeout=self.settings.ack_wait_s / 2)
             except Exception as exc:
-                await self._failed(spec, msg, seq, attempt, exc)
+                await self._failed(dead, spec, msg, seq, attempt, exc)
                 return
         if published:
             self.metrics.published.labels(self.actor.actor_id).inc(published)
         self._outcomes["acked"].inc()
         self._latency.observe(time.perf_counter() - started)
 
-    async def _failed(self, spec: Input, msg: Msg, seq: int, attempt: int, exc: Exception) -> None:
+    async def _failed(
+        self, dead: DeadLetters, spec: Input, msg: Msg, seq: int, attempt: int, exc: Exception
+    ) -> None:
         log.warning(
             "handler failed",
             exc_info=exc,
             extra={"attempt": attempt, "max_deliver": self.settings.max_deliver, "seq": seq},
         )
         if attempt >= self.settings.max_deliver:
-            await self._dead_letter(spec, msg, seq, attempt, "handler_failed", repr(exc))
+            await self._dead_letter(dead, spec, msg, seq, attempt, "handler_failed", repr(exc))
             return
         backoff = self.settings.backoff_s
         try:
@@ -180,11 +190,17 @@ class ActorRuntime:
         self._outcomes["nacked"].inc()
 
     async def _dead_letter(
-        self, spec: Input, msg: Msg, seq: int, attempt: int, reason: str, detail: str
+        self,
+        dead: DeadLetters,
+        spec: Input,
+        msg: Msg,
+        seq: int,
+        attempt: int,
+        reason: str,
+        detail: str,
     ) -> None:
-        assert self._dead is not None
         try:
-            await self._dead.publish(
+            await dead.publish(
                 payload=msg.data,
                 headers=msg.headers,
                 subject=msg.subject,

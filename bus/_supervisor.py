@@ -59,8 +59,10 @@ class Topology(BaseModel):
 
     def child_env(self, child: ChildSpec) -> dict[str, str]:
         """Environment for `child`: the shared settings as PARLEY_* plus its own env."""
-        env = {f"PARLEY_{k.upper()}": str(v).lower() if isinstance(v, bool) else str(v)
-               for k, v in self.settings.items()}
+        env = {
+            f"PARLEY_{k.upper()}": str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in self.settings.items()
+        }
         env["PARLEY_ACTOR_ID"] = child.name
         env.update(child.env)
         return env
@@ -182,11 +184,14 @@ class Supervisor:
         return process
 
     async def _pump(self, name: str, process: asyncio.subprocess.Process) -> None:
-        assert process.stdout is not None
+        if process.stdout is None:  # always piped by _start()
+            return
         async for raw in process.stdout:
             self._on_line(name, raw.decode("utf-8", "replace").rstrip())
 
-    async def _supervise(self, child: _Child, stopping: asyncio.Event, gave_up: asyncio.Event) -> None:
+    async def _supervise(
+        self, child: _Child, stopping: asyncio.Event, gave_up: asyncio.Event
+    ) -> None:
         attempt = 0
         while not stopping.is_set():
             process = await self._start(child)
@@ -204,15 +209,14 @@ class Supervisor:
                 self._on_line(
                     child.spec.name,
                     f"exited ({_exit_text(code)}); {len(window)} restarts within "
-                    f"{self.topology.period_s}s exceeds intensity {self.topology.intensity}: giving up",
+                    f"{self.topology.period_s}s exceeds intensity {self.topology.intensity}: "
+                    "giving up",
                 )
                 gave_up.set()
                 return
             delay = self._backoff_s[min(attempt, len(self._backoff_s) - 1)]
             attempt += 1
-            self._on_line(
-                child.spec.name, f"exited ({_exit_text(code)}); restarting in {delay}s"
-            )
+            self._on_line(child.spec.name, f"exited ({_exit_text(code)}); restarting in {delay}s")
             try:
                 async with asyncio.timeout(delay):
                     await stopping.wait()  # the backoff, cut short by a stop
@@ -221,7 +225,8 @@ class Supervisor:
 
     async def _stop_all(self) -> None:
         running = [
-            c.process for c in self._children.values()
+            c.process
+            for c in self._children.values()
             if c.process is not None and c.process.returncode is None
         ]
         for process in running:

@@ -30,9 +30,9 @@ DEFAULT_MAX_BYTES: Final = 1024 * 1024
 T = TypeVar("T")
 
 _encoder = msgspec.json.Encoder()
-_envelope_decoder: Final = msgspec.json.Decoder(AnyEnvelope)
-_frame_decoder: Final = msgspec.json.Decoder(AnyFrame)
-_reply_decoder: Final = msgspec.json.Decoder(Reply)
+_envelope_decoder: Final[msgspec.json.Decoder[AnyEnvelope]] = msgspec.json.Decoder(AnyEnvelope)
+_frame_decoder: Final[msgspec.json.Decoder[AnyFrame]] = msgspec.json.Decoder(AnyFrame)
+_reply_decoder: Final[msgspec.json.Decoder[Reply]] = msgspec.json.Decoder(Reply)
 
 
 class DecodeError(ValueError):
@@ -49,7 +49,9 @@ def encode(value: Any) -> bytes:
     return _encoder.encode(value)
 
 
-def _decode(decoder: msgspec.json.Decoder[T], data: bytes | bytearray | memoryview, limit: int) -> T:
+def _decode(
+    decoder: msgspec.json.Decoder[T], data: bytes | bytearray | memoryview, limit: int
+) -> T:
     if len(data) > limit:
         raise DecodeError("oversize", f"payload is {len(data)} bytes, the limit is {limit}")
     try:
@@ -69,12 +71,16 @@ def decode_envelope(
     return _decode(_envelope_decoder, data, max_bytes)
 
 
-def decode_frame(data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES) -> AnyFrame:
+def decode_frame(
+    data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> AnyFrame:
     """Decode one local-agent bridge frame (seed 000), or raise `DecodeError`."""
     return _decode(_frame_decoder, data, max_bytes)
 
 
-def decode_reply(data: bytes | bytearray | memoryview | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Reply:
+def decode_reply(
+    data: bytes | bytearray | memoryview | str, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Reply:
     """Decode an agent's `{message, handoff?, final?}` reply strictly, or raise `DecodeError`."""
     raw = data.encode() if isinstance(data, str) else data
     return _decode(_reply_decoder, raw, max_bytes)

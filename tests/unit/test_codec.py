@@ -41,7 +41,9 @@ def test_tags_are_explicit_not_class_names() -> None:
 
 
 def test_unknown_fields_are_skipped_for_forward_compatibility() -> None:
-    message = HumanMessage(id="m1", created_at=datetime(2026, 1, 1, tzinfo=UTC), text="hi", call_id="c")
+    message = HumanMessage(
+        id="m1", created_at=datetime(2026, 1, 1, tzinfo=UTC), text="hi", call_id="c"
+    )
     data = msgspec.json.decode(encode(message))
     data["added_in_v2"] = {"x": 1}
     assert decode_envelope(msgspec.json.encode(data)) == message
@@ -56,9 +58,18 @@ def test_unknown_fields_are_skipped_for_forward_compatibility() -> None:
         (b"[]", "invalid"),
         (b'{"kind":"no_such_kind","id":"x","created_at":"2026-01-01T00:00:00Z"}', "invalid"),
         (b'{"kind":"human_message","id":"x","created_at":"2026-01-01T00:00:00Z"}', "invalid"),
-        (b'{"kind":"human_message","id":5,"created_at":"2026-01-01T00:00:00Z","text":"t","call_id":"c"}', "invalid"),
-        (b'{"kind":"human_message","id":"x","created_at":"2026-01-01T00:00:00","text":"t","call_id":"c"}', "invalid"),
-        (b'{"kind":"error","id":"x","created_at":"2026-01-01T00:00:00Z","code":"NOPE","message":"m"}', "invalid"),
+        (
+            b'{"kind":"human_message","id":5,"created_at":"2026-01-01T00:00:00Z","text":"t","call_id":"c"}',
+            "invalid",
+        ),
+        (
+            b'{"kind":"human_message","id":"x","created_at":"2026-01-01T00:00:00","text":"t","call_id":"c"}',
+            "invalid",
+        ),
+        (
+            b'{"kind":"error","id":"x","created_at":"2026-01-01T00:00:00Z","code":"NOPE","message":"m"}',
+            "invalid",
+        ),
         (b'{"kind":"error","details":{"a":' + b"[" * 200_000 + b"]" * 200_000 + b"}}", "malformed"),
     ],
 )
@@ -113,22 +124,41 @@ def test_any_bytes_decode_or_raise_decode_error(data: bytes) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
-    st.sampled_from(sorted(KINDS) + ["", "nope"]),
+    st.sampled_from([*sorted(KINDS), "", "nope"]),
     st.dictionaries(
-        st.sampled_from(["id", "created_at", "text", "call_id", "code", "message", "session_id",
-                         "reply", "args", "status", "round", "v", "x"]),
+        st.sampled_from(
+            [
+                "id",
+                "created_at",
+                "text",
+                "call_id",
+                "code",
+                "message",
+                "session_id",
+                "reply",
+                "args",
+                "status",
+                "round",
+                "v",
+                "x",
+            ]
+        ),
         json_values,
         max_size=8,
     ),
 )
-def test_structured_garbage_decodes_or_raises_decode_error(kind: str, fields: dict[str, Any]) -> None:
+def test_structured_garbage_decodes_or_raises_decode_error(
+    kind: str, fields: dict[str, Any]
+) -> None:
     try:
         envelope = decode_envelope(msgspec.json.encode({"kind": kind, **fields}))
     except DecodeError:

@@ -19,8 +19,13 @@ from bus import (
 
 
 def test_round_trip() -> None:
-    trace = TraceHeaders(trace_id="01a20255-6f2f-79c2-a848-0979a0a3fc15", hop_count=2,
-                         causation_id="c", origin="router", deadline_ms=1_700_000_000_000)
+    trace = TraceHeaders(
+        trace_id="01a20255-6f2f-79c2-a848-0979a0a3fc15",
+        hop_count=2,
+        causation_id="c",
+        origin="router",
+        deadline_ms=1_700_000_000_000,
+    )
     headers = trace.to_headers("01a20255-6f2f-79c2-a848-0979a0a3fc16")
     assert headers[MSG_ID] == "01a20255-6f2f-79c2-a848-0979a0a3fc16"
     assert headers[TRACEPARENT] == "00-01a202556f2f79c2a8480979a0a3fc15-a8480979a0a3fc16-01"
@@ -35,7 +40,12 @@ def test_missing_headers_make_a_root() -> None:
 def test_child_position() -> None:
     root = TraceHeaders(trace_id="t", hop_count=1, origin="you")
     child = root.child("e1", hop_delta=1)
-    assert (child.trace_id, child.hop_count, child.causation_id, child.origin) == ("t", 2, "e1", "you")
+    assert (child.trace_id, child.hop_count, child.causation_id, child.origin) == (
+        "t",
+        2,
+        "e1",
+        "you",
+    )
     assert root.child("e2", hop_delta=-5).hop_count == 0
 
 
@@ -45,7 +55,7 @@ def test_child_position() -> None:
         {HOP_COUNT: "-1"},
         {HOP_COUNT: "1.5"},
         {HOP_COUNT: "0x10"},
-        {HOP_COUNT: "１"},  # a full-width digit: isdigit() alone would accept it
+        {HOP_COUNT: "\uff11"},  # a full-width digit one: isdigit() alone would accept it
         {HOP_COUNT: "1001"},
         {HOP_COUNT: "9" * 40},
         {DEADLINE: "soon"},

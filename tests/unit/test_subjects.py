@@ -12,7 +12,9 @@ NS = Namespace()
 BUILDERS = (NS.submit, NS.deliver, NS.decisions, NS.events, NS.dead)
 
 
-@pytest.mark.parametrize("bad", ["", "*", ">", "a.b", "a*", "gpt>", "UPPER", "sp ace", "x" * 65, "ü"])
+@pytest.mark.parametrize(
+    "bad", ["", "*", ">", "a.b", "a*", "gpt>", "UPPER", "sp ace", "x" * 65, "ü"]
+)
 @pytest.mark.parametrize("build", BUILDERS, ids=lambda b: b.__name__)
 def test_injection_refused(build: object, bad: str) -> None:
     with pytest.raises(SubjectTokenError):

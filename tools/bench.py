@@ -1,0 +1,338 @@
+"""`parley bench`: Parley's envelope path against raw nats-py, in one run, as ratios.
+
+Rows (each on the same embedded server settings, for both fsync settings where JetStream is
+involved), raw and Parley runs alternating so that machine noise hits both alike:
+
+- `core-rr`: raw nats-py core request/reply round trip of one msgspec envelope (decode and
+  re-encode in the responder): the floor of any NATS round trip here.
+- `js-raw`: raw nats-py JetStream: publish, pull, decode, ack (latency, one at a time); and a
+  throughput run where a consumer decodes each envelope, republishes an effect, awaits the
+  effects' acks, then acks the inputs (the same work Parley's runtime does).
+- `js-parley`: the same envelope through Parley's runtime (encode, JetStream publish, durable
+  consumer, decode, headers, context, handler, effect, ack).
+
+Latency is measured one message at a time from publish until the input is acked (effect
+stored); throughput and CPU per
+envelope over a pre-loaded backlog, consumer side only. Results print as a table and are
+written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import nats
+import uvloop
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from prometheus_client import CollectorRegistry
+
+from bus import (
+    SENDER,
+    Actor,
+    ActorMetrics,
+    ActorRuntime,
+    Context,
+    EmbeddedServer,
+    load_settings,
+    provision,
+)
+from schemas import (
+    AgentResponse,
+    AnyEnvelope,
+    HumanMessage,
+    Namespace,
+    Reply,
+    decode_envelope,
+    derive_id,
+    encode,
+    new_id,
+    utc_now,
+)
+
+__all__ = ("main",)
+
+
+@dataclass
+class Row:
+    name: str
+    fsync: str
+    p50_us: float
+    p99_us: float
+    throughput: float
+    cpu_us_per_envelope: float | None = None
+
+
+def _envelope(text: str = "benchmark envelope of a typical size " * 4) -> HumanMessage:
+    return HumanMessage(id=new_id(), created_at=utc_now(), text=text, call_id=new_id())
+
+
+def _effect_of(envelope: AnyEnvelope, attempt: int = 1) -> AgentResponse:
+    return AgentResponse(
+        id=derive_id(envelope.id, "bench"),
+        created_at=utc_now(),
+        sender="bench",
+        text="ok",
+        call_id=envelope.id,
+        reply=Reply(message="ok"),
+        attempt=attempt,
+    )
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
+
+
+class _BenchActor(Actor):
+    """Parley's side: decode is done by the runtime; the handler submits one effect."""
+
+    kind: ClassVar[str] = "bench"
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        await ctx.submit(_effect_of(envelope, ctx.attempt))
+
+
+async def _core_round_trips(nc: NATS, count: int) -> Row:
+    async def respond(msg: Msg) -> None:
+        envelope = decode_envelope(msg.data)
+        await msg.respond(encode(_effect_of(envelope)))
+
+    sub = await nc.subscribe("bench.core", cb=respond)
+    payload = encode(_envelope())
+    samples = []
+    started = time.perf_counter()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        reply = await nc.request("bench.core", payload, timeout=5)
+        decode_envelope(reply.data)
+        samples.append(time.perf_counter() - t0)
+    elapsed = time.perf_counter() - started
+    await sub.unsubscribe()
+    return Row(
+        "core-rr", "-", _percentile(samples, 0.5), _percentile(samples, 0.99), count / elapsed
+    )
+
+
+async def _publish(nc: NATS, ns: Namespace, envelope: HumanMessage) -> None:
+    await nc.jetstream().publish(
+        ns.deliver("bench"), encode(envelope), headers={"Nats-Msg-Id": envelope.id, SENDER: "bench"}
+    )
+
+
+async def _preload(nc: NATS, ns: Namespace, count: int) -> None:
+    js = nc.jetstream()
+    futures = []
+    for _ in range(count):
+        envelope = _envelope()
+        futures.append(
+            await js.publish_async(
+                ns.deliver("bench"),
+                encode(envelope),
+                headers={"Nats-Msg-Id": envelope.id, SENDER: "bench"},
+            )
+        )
+    await asyncio.gather(*futures)
+
+
+async def _raw_consumer(nc: NATS, ns: Namespace, stop: asyncio.Event) -> None:
+    """The reference: what an expert writes with nats-py alone for the runtime's job."""
+    js = nc.jetstream()
+    sub = await js.pull_subscribe(ns.deliver("bench"), durable="raw", stream=ns.stream("deliver"))
+    while not stop.is_set():
+        try:
+            msgs = await sub.fetch(64, timeout=0.5)
+        except TimeoutError:
+            continue
+        effects = []
+        for msg in msgs:
+            effect = _effect_of(decode_envelope(msg.data))
+            effects.append(
+                await js.publish_async(
+                    ns.submit("bench"), encode(effect), headers={"Nats-Msg-Id": effect.id}
+                )
+            )
+        await asyncio.gather(*effects)
+        await asyncio.gather(*(msg.ack_sync() for msg in msgs))
+    await sub.unsubscribe()
+
+
+async def _parley_consumer(url: str, ns: Namespace, stop: asyncio.Event) -> None:
+    settings = load_settings(
+        nats_url=url, namespace=ns.root, actor_id="bench", provision=False, log_level="WARNING"
+    )
+    runtime = ActorRuntime(_BenchActor(settings), ActorMetrics(CollectorRegistry(), "bench"))
+    await runtime.run(stop)
+
+
+Consumer = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+class _AckCounter:
+    """Counts input acks by watching `$JS.ACK.<stream>.>`: the same finish line for raw and
+    Parley (the effect is stored and the input acknowledged), with no hook in either."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.target = 0
+        self.reached = asyncio.Event()
+        self.first = asyncio.Event()
+
+    async def on_ack(self, msg: Msg) -> None:
+        if msg.data not in (b"", b"+ACK"):
+            return  # in-progress heartbeats and naks are not completions
+        self.count += 1
+        self.first.set()
+        if self.count >= self.target:
+            self.reached.set()
+
+    def expect(self, more: int) -> None:
+        self.target = self.count + more
+        self.reached.clear()
+
+
+async def _measure(
+    nc: NATS, ns: Namespace, consumer: Consumer, latency_count: int, backlog: int
+) -> tuple[list[float], float, float]:
+    """Throughput and CPU over a pre-loaded backlog, then latency one message at a time."""
+    acks = _AckCounter()
+    sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('deliver')}.>", cb=acks.on_ack)
+    await _preload(nc, ns, backlog)
+    acks.expect(backlog)
+    stop = asyncio.Event()
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(consumer(stop))
+        await asyncio.wait_for(acks.first.wait(), 30)
+        # The consumer runs in this process and the backlog is already stored, so process
+        # CPU time from the first ack to the last is the consumer's own cost.
+        cpu0, t0, done0 = time.process_time(), time.perf_counter(), acks.count
+        await asyncio.wait_for(acks.reached.wait(), 300)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        moved = acks.count - done0
+        samples: list[float] = []
+        for i in range(latency_count + 20):  # the first 20 warm up
+            acks.expect(1)
+            t_start = time.perf_counter()
+            await _publish(nc, ns, _envelope())
+            await asyncio.wait_for(acks.reached.wait(), 10)
+            if i >= 20:
+                samples.append(time.perf_counter() - t_start)
+        stop.set()
+    await sniff.unsubscribe()
+    return samples, moved / wall, cpu / moved * 1e6
+
+
+async def _jetstream_rows(
+    fsync: bool, args: argparse.Namespace, rounds: list[dict[str, Any]]
+) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        EmbeddedServer(Path(store), sync_always=fsync) as server,
+    ):
+        label = "always" if fsync else "lazy"
+        nc = await nats.connect(server.url)
+        try:
+            for turn in range(args.rounds):
+                for name in ("js-raw", "js-parley") if turn % 2 == 0 else ("js-parley", "js-raw"):
+                    ns = Namespace(f"bench{turn}{name.replace('-', '')}")
+                    await provision(nc.jetstream(), ns)
+                    consumer: Consumer
+                    if name == "js-raw":
+                        consumer = functools.partial(_raw_consumer, nc, ns)
+                    else:
+                        consumer = functools.partial(_parley_consumer, server.url, ns)
+                    samples, rate, cpu = await _measure(nc, ns, consumer, args.count, args.backlog)
+                    rounds.append(
+                        {"row": name, "fsync": label, "samples": samples, "rate": rate, "cpu": cpu}
+                    )
+        finally:
+            await nc.close()
+
+
+def _summarise(rounds: list[dict[str, Any]], name: str, fsync: str) -> Row:
+    chosen = [r for r in rounds if r["row"] == name and r["fsync"] == fsync]
+    samples = [s for r in chosen for s in r["samples"]]
+    return Row(
+        name,
+        fsync,
+        _percentile(samples, 0.5),
+        _percentile(samples, 0.99),
+        statistics.median(r["rate"] for r in chosen),
+        statistics.median(r["cpu"] for r in chosen),
+    )
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    rows: list[Row] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        EmbeddedServer(Path(store)) as server,
+    ):
+        nc = await nats.connect(server.url)
+        rows.append(await _core_round_trips(nc, args.count))
+        await nc.close()
+    rounds: list[dict[str, Any]] = []
+    for sync_always in (True, False):
+        await _jetstream_rows(sync_always, args, rounds)
+    ratios = {}
+    for fsync in ("always", "lazy"):
+        raw, parley = _summarise(rounds, "js-raw", fsync), _summarise(rounds, "js-parley", fsync)
+        rows += [raw, parley]
+        raw_cpu, parley_cpu = raw.cpu_us_per_envelope or 1.0, parley.cpu_us_per_envelope or 1.0
+        ratios[fsync] = {
+            "p50_latency": parley.p50_us / raw.p50_us,
+            "p99_latency": parley.p99_us / raw.p99_us,
+            "throughput": parley.throughput / raw.throughput,
+            "cpu_per_envelope": parley_cpu / raw_cpu,
+        }
+    return {
+        "rows": [asdict(r) for r in rows],
+        "ratios_parley_to_raw": ratios,
+        "settings": {
+            "count": args.count,
+            "backlog": args.backlog,
+            "rounds": args.rounds,
+            "loop": "uvloop",
+        },
+    }
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(f"{'row':<10} {'fsync':<7} {'p50 µs':>9} {'p99 µs':>9} {'msgs/s':>9} {'CPU µs/env':>11}")
+    for row in result["rows"]:
+        cpu = row["cpu_us_per_envelope"]
+        print(
+            f"{row['name']:<10} {row['fsync']:<7} {row['p50_us']:>9.0f} {row['p99_us']:>9.0f} "
+            f"{row['throughput']:>9.0f} {'' if cpu is None else f'{cpu:.1f}':>11}"
+        )
+    print("\nParley / raw nats-py JetStream (same server, same run):")
+    for fsync, ratio in result["ratios_parley_to_raw"].items():
+        print(
+            f"  fsync={fsync:<6} p50 {ratio['p50_latency']:.2f}x  p99 {ratio['p99_latency']:.2f}x  "
+            f"throughput {ratio['throughput']:.2f}x  CPU/envelope {ratio['cpu_per_envelope']:.2f}x"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="parley bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=500, help="latency samples per run")
+    parser.add_argument("--backlog", type=int, default=5000, help="envelopes per throughput run")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
+    args = parser.parse_args(argv)
+    result = uvloop.run(_run(args))
+    _print(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
