@@ -58,6 +58,10 @@ class Actor(ABC):
     """Subclass, name the `kind`, implement `handle()`; override `inputs()` to read elsewhere."""
 
     kind: ClassVar[str] = "actor"
+    concurrent_handlers: ClassVar[bool] = False
+    """False: a fetched batch is handled in order, one message after another (cheapest, and
+    ordered). True: handlers of a batch run concurrently, for actors whose handlers wait on
+    slow things (an LLM call) so one slow message does not hold up the others."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

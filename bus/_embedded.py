@@ -82,6 +82,7 @@ class EmbeddedServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._log_tail: list[str] = []
+        self._ready_seen = False
 
     @property
     def url(self) -> str:
@@ -130,6 +131,7 @@ class EmbeddedServer:
         config.write_text(self._config_text())
         ready = threading.Event()
         self._log_tail = []
+        self._ready_seen = False
         self._process = subprocess.Popen(  # noqa: S603 - our own binary and config
             [str(binary), "-c", str(config)],
             stdin=subprocess.DEVNULL,
@@ -140,7 +142,7 @@ class EmbeddedServer:
             target=self._read_log, args=(self._process, ready), daemon=True, name="nats-log"
         )
         self._reader.start()
-        if not ready.wait(timeout) or not self.running():
+        if not ready.wait(timeout) or not self._ready_seen or not self.running():
             fatal = [line for line in self._log_tail if "[FTL]" in line or "[ERR]" in line]
             self.kill()
             detail = "\n".join(fatal or self._log_tail[-10:]) or "no output"
@@ -159,6 +161,7 @@ class EmbeddedServer:
             elif (match := _MONITOR_PORT.search(line)) is not None:
                 self.monitor_port = int(match.group(1))
             elif _READY in line:
+                self._ready_seen = True
                 ready.set()
             elif "[FTL]" in line:
                 ready.set()  # wake the waiter; it sees the process exit and reports this line

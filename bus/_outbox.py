@@ -1,19 +1,21 @@
 """Effects a handler publishes, pipelined, and settled before its input is acknowledged.
 
-A handler's publishes go out at once (`publish_async`) and their acknowledgements are awaited
-together once the handler returns. Only when JetStream has stored every effect is the input
-acked, so a crash at any point either redelivers the input (and the effects, re-published with
-the same `Nats-Msg-Id`, are dropped as duplicates) or finds the work complete.
+A handler's publishes go out at once (`publish_async`); the acknowledgements of a whole
+batch's effects are awaited together once its handlers have run. Only when JetStream has
+stored every effect of a message is that message acked, so a crash at any point either
+redelivers the input (and the effects, re-published with the same `Nats-Msg-Id`, are dropped
+as duplicates) or finds the work complete.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-__all__ = ("EffectError", "Outbox")
+__all__ = ("EffectError", "Outbox", "settle")
 
 
 class EffectError(RuntimeError):
@@ -23,39 +25,54 @@ class EffectError(RuntimeError):
 class Outbox:
     """The pending publishes of one message being handled."""
 
-    __slots__ = ("_js", "_pending")
+    __slots__ = ("_js", "pending")
 
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
-        self._pending: list[asyncio.Future[PubAck]] = []
+        self.pending: list[asyncio.Future[PubAck]] = []
 
     async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
         """Send one effect now; its acknowledgement is awaited by `settle()`."""
-        future = await self._js.publish_async(subject, payload, headers=headers)
-        self._pending.append(future)
+        self.pending.append(await self._js.publish_async(subject, payload, headers=headers))
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self.pending)
+
+    def outcome(self) -> EffectError | None:
+        """After `settle()`: None if every effect was stored, else why not."""
+        for future in self.pending:
+            if not future.done():
+                return EffectError(f"{len(self.pending)} effect(s) not acknowledged in time")
+            if future.cancelled():
+                return EffectError("effect publish cancelled")
+            exc = future.exception()
+            if exc is not None:
+                return EffectError(f"effect refused: {exc!r}")
+        return None
 
     async def settle(self, timeout: float) -> int:
-        """Wait until JetStream stored every effect; return how many there were.
+        """Wait until this outbox's effects are stored; return how many there were.
 
         Raises:
             EffectError: an effect was refused or not acknowledged within `timeout`.
         """
-        pending, self._pending = self._pending, []
-        if not pending:
-            return 0
-        try:
-            async with asyncio.timeout(timeout):
-                results = await asyncio.gather(*pending, return_exceptions=True)
-        except TimeoutError:
-            for future in pending:
-                future.cancel()
-            raise EffectError(
-                f"{len(pending)} effect(s) not acknowledged within {timeout}s"
-            ) from None
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            raise EffectError(f"{len(failures)} effect(s) refused: {failures[0]!r}")
-        return len(pending)
+        await settle((self,), timeout)
+        failure = self.outcome()
+        if failure is not None:
+            raise failure
+        count = len(self.pending)
+        self.pending = []
+        return count
+
+
+async def settle(outboxes: Sequence[Outbox], timeout: float) -> None:
+    """Wait, up to `timeout`, for every effect of `outboxes`; read results with `outcome()`.
+
+    Unanswered publishes are cancelled at the deadline, so `outcome()` reports them.
+    """
+    futures = [future for outbox in outboxes for future in outbox.pending if not future.done()]
+    if not futures:
+        return
+    _done, late = await asyncio.wait(futures, timeout=timeout)
+    for future in late:
+        future.cancel()

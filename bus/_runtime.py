@@ -1,10 +1,12 @@
 """The actor runtime: everything between the consumer loop and `Actor.handle()`.
 
-For each message: read JetStream metadata, decode the envelope and headers (the only place
-bytes become Structs), build the context, run the handler under the trace id, settle its
-effects, then ack. Bad input is dead-lettered at once and acked, so it can neither crash the
-actor nor block the messages behind it; a failing handler is retried with backoff and
-dead-lettered on its last delivery.
+For each fetched batch: read each message's JetStream metadata, decode the envelope and
+headers (the only place bytes become Structs), build the context, run the handlers under their
+trace ids (in order, or concurrently for actors that declare `concurrent_handlers`), settle
+every effect of the batch in one wait, then ack each message whose effects were all stored.
+Bad input is dead-lettered at once and acked, so it can neither crash the actor nor block the
+messages behind it; a failing handler is retried with backoff and dead-lettered on its last
+delivery.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -27,9 +30,16 @@ from bus._deadletter import DeadLetters
 from bus._headers import SENDER, HeaderError, parse_trace_headers
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
-from bus._outbox import Outbox
+from bus._outbox import Outbox, settle
 from bus._provision import provision
-from schemas import DecodeError, Namespace, SubjectTokenError, check_token, decode_envelope
+from schemas import (
+    AnyEnvelope,
+    DecodeError,
+    Namespace,
+    SubjectTokenError,
+    check_token,
+    decode_envelope,
+)
 
 __all__ = ("ActorRuntime",)
 
@@ -41,6 +51,13 @@ class _BadInput(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    msg: Msg
+    envelope: AnyEnvelope
+    ctx: Context
 
 
 class ActorRuntime:
@@ -56,6 +73,7 @@ class ActorRuntime:
         self._js: JetStreamContext | None = None
         self._dead: DeadLetters | None = None
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
+        self._published = metrics.published.labels(actor.actor_id)
         self._outcomes = {
             outcome: metrics.handled.labels(actor.actor_id, outcome)
             for outcome in ("acked", "nacked", "dead_lettered")
@@ -109,8 +127,8 @@ class ActorRuntime:
             await nc.close()
 
     def _loop_for(self, spec: Input, js: JetStreamContext) -> ConsumerLoop:
-        async def process(msg: Msg) -> None:
-            await self._process(spec, msg)
+        async def process(messages: list[Msg]) -> None:
+            await self._process_batch(spec, messages)
 
         return ConsumerLoop(js, spec, self.settings, self.metrics, process)
 
@@ -123,29 +141,21 @@ class ActorRuntime:
         claimed = (headers or {}).get(SENDER, "")
         return check_token(claimed, "sender") if claimed else ""
 
-    async def _process(self, spec: Input, msg: Msg) -> None:
-        started = time.perf_counter()
+    def _prepare(self, spec: Input, msg: Msg, js: JetStreamContext) -> _Job:
+        """Decode one message into a job for the handler, or raise `_BadInput`."""
         meta = msg.metadata
-        attempt = meta.num_delivered or 1
-        seq = meta.sequence.stream
-        js, dead = self._js, self._dead
-        if js is None or dead is None:
-            raise RuntimeError("message processed before the runtime connected")
         try:
-            try:
-                envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
-                trace = parse_trace_headers(msg.headers, envelope.id)
-                sender = self._sender(spec, msg.subject, msg.headers)
-            except DecodeError as exc:
-                raise _BadInput(f"decode_{exc.reason}", exc.detail) from None
-            except HeaderError as exc:
-                raise _BadInput("bad_header", str(exc)) from None
-            except SubjectTokenError as exc:
-                raise _BadInput("bad_sender", str(exc)) from None
-        except _BadInput as bad:
-            await self._dead_letter(dead, spec, msg, seq, attempt, bad.reason, bad.detail)
-            return
-        outbox = Outbox(js)
+            envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
+            trace = parse_trace_headers(msg.headers, envelope.id)
+            sender = self._sender(spec, msg.subject, msg.headers)
+        except DecodeError as exc:
+            raise _BadInput(f"decode_{exc.reason}", exc.detail) from None
+        except HeaderError as exc:
+            raise _BadInput("bad_header", str(exc)) from None
+        except SubjectTokenError as exc:
+            raise _BadInput("bad_sender", str(exc)) from None
+        if not trace.origin and sender:
+            trace = replace(trace, origin=sender)  # a root: its sender starts the trace
         ctx = Context(
             actor_id=self.actor.actor_id,
             namespace=self.namespace,
@@ -154,37 +164,92 @@ class ActorRuntime:
             sender=sender,
             envelope_id=envelope.id,
             trace=trace,
-            attempt=attempt,
-            stream_seq=seq,
-            outbox=outbox,
+            attempt=meta.num_delivered or 1,
+            stream_seq=meta.sequence.stream,
+            outbox=Outbox(js),
         )
-        with trace_scope(trace.trace_id):
+        return _Job(msg, envelope, ctx)
+
+    async def _handle(self, job: _Job) -> Exception | None:
+        with trace_scope(job.ctx.trace_id):
             try:
-                await self.actor.handle(envelope, ctx)
-                published = await outbox.settle(self.settings.ack_wait_s / 2)
-                await msg.ack_sync(timeout=self.settings.ack_wait_s / 2)
+                await self.actor.handle(job.envelope, job.ctx)
             except Exception as exc:
-                await self._failed(dead, spec, msg, seq, attempt, exc)
-                return
+                return exc
+        return None
+
+    async def _process_batch(self, spec: Input, messages: list[Msg]) -> None:
+        """Handle a fetched batch: handlers, then all effects settled together, then acks."""
+        started = time.perf_counter()
+        js, dead = self._js, self._dead
+        if js is None or dead is None:
+            raise RuntimeError("message processed before the runtime connected")
+        jobs: list[_Job] = []
+        for msg in messages:
+            try:
+                jobs.append(self._prepare(spec, msg, js))
+            except _BadInput as bad:
+                meta = msg.metadata
+                await self._dead_letter(
+                    dead,
+                    spec,
+                    msg,
+                    meta.sequence.stream,
+                    meta.num_delivered or 1,
+                    bad.reason,
+                    bad.detail,
+                )
+        if not jobs:
+            return
+        if self.actor.concurrent_handlers and len(jobs) > 1:
+            errors = list(await asyncio.gather(*(self._handle(job) for job in jobs)))
+        else:
+            errors = [await self._handle(job) for job in jobs]
+        await settle([job.ctx.outbox for job in jobs], self.settings.ack_wait_s / 2)
+        done: list[_Job] = []
+        for job, error in zip(jobs, errors, strict=True):
+            failure = error or job.ctx.outbox.outcome()
+            if failure is None:
+                done.append(job)
+            else:
+                await self._failed(dead, spec, job, failure)
+        if not done:
+            return
+        timeout = self.settings.ack_wait_s / 2
+        acks = await asyncio.gather(
+            *(job.msg.ack_sync(timeout=timeout) for job in done), return_exceptions=True
+        )
+        published = 0
+        for job, ack in zip(done, acks, strict=True):
+            if isinstance(ack, BaseException):
+                # The effects are stored; the redelivery re-publishes them as duplicates.
+                log.warning("ack failed", extra={"error": repr(ack), "seq": job.ctx.stream_seq})
+                continue
+            published += len(job.ctx.outbox)
+            self._outcomes["acked"].inc()
         if published:
-            self.metrics.published.labels(self.actor.actor_id).inc(published)
-        self._outcomes["acked"].inc()
+            self._published.inc(published)
         self._latency.observe(time.perf_counter() - started)
 
-    async def _failed(
-        self, dead: DeadLetters, spec: Input, msg: Msg, seq: int, attempt: int, exc: Exception
-    ) -> None:
+    async def _failed(self, dead: DeadLetters, spec: Input, job: _Job, exc: Exception) -> None:
+        ctx = job.ctx
         log.warning(
             "handler failed",
             exc_info=exc,
-            extra={"attempt": attempt, "max_deliver": self.settings.max_deliver, "seq": seq},
+            extra={
+                "attempt": ctx.attempt,
+                "max_deliver": self.settings.max_deliver,
+                "seq": ctx.stream_seq,
+            },
         )
-        if attempt >= self.settings.max_deliver:
-            await self._dead_letter(dead, spec, msg, seq, attempt, "handler_failed", repr(exc))
+        if ctx.attempt >= self.settings.max_deliver:
+            await self._dead_letter(
+                dead, spec, job.msg, ctx.stream_seq, ctx.attempt, "handler_failed", repr(exc)
+            )
             return
         backoff = self.settings.backoff_s
         try:
-            await msg.nak(delay=backoff[min(attempt - 1, len(backoff) - 1)])
+            await job.msg.nak(delay=backoff[min(ctx.attempt - 1, len(backoff) - 1)])
         except Exception as nak_exc:  # the ack wait redelivers it anyway
             log.debug("nak failed", extra={"error": repr(nak_exc)})
         self._outcomes["nacked"].inc()

@@ -188,7 +188,9 @@ async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
     seq = await deliver(js, namespace, "probe", encode(crasher), crasher.id)
     for _attempt in range(3):  # max_deliver=3: each delivery kills the process
         assert await receiver.wait_exit() == 70
-        receiver = await start_probe(env, processes)
+        # A restarted probe may be handed the message (and die) before it logs "ready".
+        receiver = start_actor(PROBE, "probe", env)
+        processes.append(receiver)
     dead = await js.pull_subscribe(
         namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
     )
@@ -196,5 +198,8 @@ async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "max_deliveries"
     assert letter.headers[DEAD_SEQ] == str(seq)
+    # The letter is stored before the original is deleted (never the other way round, so
+    # nothing is lost); the actor logs once the delete is done.
+    await receiver.wait_line(r'"msg":"moved an exhausted message out of its stream"')
     info = await js.stream_info(namespace.stream("deliver"))
     assert info.state.messages == 0, "the exhausted message must leave the work queue"
