@@ -30,6 +30,7 @@ class Context:
     attempt: int
     stream_seq: int
     outbox: Outbox
+    submit_subject: str
 
     @property
     def trace_id(self) -> str:
@@ -71,4 +72,4 @@ class Context:
 
     async def submit(self, envelope: AnyEnvelope, *, hop_delta: int = 0) -> None:
         """Submit an effect to the gate on this actor's own submit subject."""
-        await self.publish(self.namespace.submit(self.actor_id), envelope, hop_delta=hop_delta)
+        await self.publish(self.submit_subject, envelope, hop_delta=hop_delta)

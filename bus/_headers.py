@@ -41,6 +41,7 @@ MAX_HOP_COUNT_HEADER = 1_000
 """A hop count above this cannot be honest under any policy; it is refused as malformed."""
 
 _MAX_ID_LEN = 128
+_HEX = frozenset("0123456789abcdef")
 
 
 class HeaderError(ValueError):
@@ -101,23 +102,26 @@ def _int_header(headers: Mapping[str, str], name: str, low: int, high: int) -> i
     return value
 
 
-def parse_trace_headers(headers: Mapping[str, str] | None, envelope_id: str) -> TraceHeaders:
+def parse_trace_headers(
+    headers: Mapping[str, str] | None, envelope_id: str, root_origin: str = ""
+) -> TraceHeaders:
     """Read the trace headers of a received message.
 
-    A message without a trace id starts a new trace named after itself (a root).
+    A message without a trace id starts a new trace named after itself (a root); a message
+    without an origin was started by `root_origin` (its sender).
 
     Raises:
         HeaderError: a header is present but malformed.
     """
     if not headers:
-        return TraceHeaders(trace_id=envelope_id)
+        return TraceHeaders(trace_id=envelope_id, origin=root_origin)
     hop = _int_header(headers, HOP_COUNT, 0, MAX_HOP_COUNT_HEADER)
     deadline = _int_header(headers, DEADLINE, 0, 2**62)
     return TraceHeaders(
         trace_id=_bounded(headers, TRACE_ID) or envelope_id,
         hop_count=hop or 0,
         causation_id=_bounded(headers, CAUSATION_ID),
-        origin=_bounded(headers, ORIGIN),
+        origin=_bounded(headers, ORIGIN) or root_origin,
         deadline_ms=deadline,
     )
 
@@ -126,11 +130,6 @@ def traceparent_for(trace_id: str, envelope_id: str) -> str:
     """A W3C `traceparent` so OpenTelemetry users can join Parley traces to theirs."""
     trace_hex = trace_id.replace("-", "")
     span_hex = envelope_id.replace("-", "")[-16:]
-    if len(trace_hex) != 32 or len(span_hex) != 16:
-        return ""
-    try:
-        int(trace_hex, 16)
-        int(span_hex, 16)
-    except ValueError:
+    if len(trace_hex) != 32 or len(span_hex) != 16 or not _HEX.issuperset(trace_hex + span_hex):
         return ""
     return f"00-{trace_hex}-{span_hex}-01"

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -74,6 +74,7 @@ class ActorRuntime:
         self._dead: DeadLetters | None = None
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
         self._published = metrics.published.labels(actor.actor_id)
+        self._submit_subject = self.namespace.submit(actor.actor_id)
         self._outcomes = {
             outcome: metrics.handled.labels(actor.actor_id, outcome)
             for outcome in ("acked", "nacked", "dead_lettered")
@@ -146,16 +147,14 @@ class ActorRuntime:
         meta = msg.metadata
         try:
             envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
-            trace = parse_trace_headers(msg.headers, envelope.id)
             sender = self._sender(spec, msg.subject, msg.headers)
+            trace = parse_trace_headers(msg.headers, envelope.id, root_origin=sender)
         except DecodeError as exc:
             raise _BadInput(f"decode_{exc.reason}", exc.detail) from None
         except HeaderError as exc:
             raise _BadInput("bad_header", str(exc)) from None
         except SubjectTokenError as exc:
             raise _BadInput("bad_sender", str(exc)) from None
-        if not trace.origin and sender:
-            trace = replace(trace, origin=sender)  # a root: its sender starts the trace
         ctx = Context(
             actor_id=self.actor.actor_id,
             namespace=self.namespace,
@@ -167,6 +166,7 @@ class ActorRuntime:
             attempt=meta.num_delivered or 1,
             stream_seq=meta.sequence.stream,
             outbox=Outbox(js),
+            submit_subject=self._submit_subject,
         )
         return _Job(msg, envelope, ctx)
 
@@ -219,14 +219,15 @@ class ActorRuntime:
         acks = await asyncio.gather(
             *(job.msg.ack_sync(timeout=timeout) for job in done), return_exceptions=True
         )
-        published = 0
+        published = acked = 0
         for job, ack in zip(done, acks, strict=True):
             if isinstance(ack, BaseException):
                 # The effects are stored; the redelivery re-publishes them as duplicates.
                 log.warning("ack failed", extra={"error": repr(ack), "seq": job.ctx.stream_seq})
                 continue
             published += len(job.ctx.outbox)
-            self._outcomes["acked"].inc()
+            acked += 1
+        self._outcomes["acked"].inc(acked)
         if published:
             self._published.inc(published)
         self._latency.observe(time.perf_counter() - started)

@@ -15,6 +15,7 @@ from bus import (
     HeaderError,
     TraceHeaders,
     parse_trace_headers,
+    traceparent_for,
 )
 
 
@@ -67,3 +68,14 @@ def test_child_position() -> None:
 def test_malformed_headers_are_refused(headers: dict[str, str]) -> None:
     with pytest.raises(HeaderError):
         parse_trace_headers(headers, "e1")
+
+
+def test_a_root_is_started_by_its_sender() -> None:
+    assert parse_trace_headers(None, "e1", root_origin="you").origin == "you"
+    claimed = TraceHeaders(trace_id="t", origin="router").to_headers("e2")
+    assert parse_trace_headers(claimed, "e2", root_origin="you").origin == "router"
+
+
+def test_traceparent_only_for_hex_ids() -> None:
+    assert traceparent_for("not-a-uuid", "e1") == ""
+    assert traceparent_for("g" * 32, "0" * 16) == ""
