@@ -28,6 +28,7 @@ from bus._consumer import ConsumerLoop
 from bus._context import Context
 from bus._deadletter import DeadLetters
 from bus._headers import SENDER, HeaderError, parse_trace_headers
+from bus._heartbeat import Heartbeat
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import Outbox, settle
@@ -51,6 +52,11 @@ class _BadInput(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+async def _wait_all(events: list[asyncio.Event]) -> None:
+    for event in events:
+        await event.wait()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,25 +105,32 @@ class ActorRuntime:
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
             loops = [self._loop_for(spec, js) for spec in self.actor.inputs()]
+            heartbeat = Heartbeat(
+                js,
+                self.namespace,
+                actor_id,
+                self.actor.kind,
+                settings.heartbeat_s,
+                [spec.filter_subject for spec in self.actor.inputs()],
+            )
+            await heartbeat.beat()
             for loop in loops:
                 await self._dead.watch_max_deliveries(nc, loop.spec.stream, loop.spec.durable)
             readies = [asyncio.Event() for _ in loops]
             async with asyncio.TaskGroup() as tasks:
                 for loop, ready in zip(loops, readies, strict=True):
                     tasks.create_task(loop.run(stopping, ready))
-                waiting = [tasks.create_task(r.wait()) for r in readies]
-                await asyncio.wait(
-                    [*waiting, tasks.create_task(stopping.wait())],
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if all(r.is_set() for r in readies):
+                tasks.create_task(heartbeat.run(stopping))
+                all_ready = tasks.create_task(_wait_all(readies))
+                stop_wait = tasks.create_task(stopping.wait())
+                await asyncio.wait({all_ready, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if all_ready.done():
                     await nc.flush()
                     self.ready.set()
                     log.info(
                         "ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]}
                     )
-                for task in waiting:
-                    task.cancel()
+                all_ready.cancel()
 
     @staticmethod
     async def _drain(nc: NATS) -> None:

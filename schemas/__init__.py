@@ -52,11 +52,13 @@ from schemas._frames import (
 )
 from schemas._ids import derive_id, new_id, utc_now
 from schemas._jsonschema import json_schemas, render_schema
+from schemas._registry import ActorHeartbeat, heartbeat_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
 
 __all__ = (
     "DEFAULT_MAX_BYTES",
     "PROTOCOL_VERSION",
+    "ActorHeartbeat",
     "AgentCall",
     "AgentResponse",
     "AnyEnvelope",
@@ -103,6 +105,7 @@ __all__ = (
     "decode_reply",
     "derive_id",
     "encode",
+    "heartbeat_key",
     "json_schemas",
     "new_id",
     "render_schema",

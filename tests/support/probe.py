@@ -8,7 +8,8 @@ misbehave in one precise way:
 - `hang-after-effect`: on the first delivery, wait until the effect is stored, then never
   finish (as a slow LLM call would), so the test can SIGKILL it between effect and ack;
 - `fail`: raise, so the runtime retries and finally dead-letters it;
-- `crash`: exit the process at once, on every delivery.
+- `crash`: exit the process at once, on every delivery;
+- `slow:SECONDS`: take that long before the effect, as a long LLM call would.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class ProbeActor(Actor):
             os._exit(70)
         if envelope.text == "fail":
             raise RuntimeError("asked to fail")
+        if envelope.text.startswith("slow:"):
+            await asyncio.sleep(float(envelope.text.removeprefix("slow:")))  # simulated work
         await ctx.submit(self._response(ctx, "effect", envelope.text))
         if envelope.text == "hang-after-effect" and ctx.attempt == 1:
             await ctx.outbox.settle(5.0)
