@@ -17,6 +17,7 @@ from nats.aio.client import Client as NATS
 
 from bus import EmbeddedServer, provision
 from schemas import Namespace
+from tests.support.wire import Effects
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +51,11 @@ async def nc(nats_server: EmbeddedServer, namespace: Namespace) -> AsyncIterator
     await provision(client.jetstream(), namespace)
     yield client
     await client.close()
+
+
+@pytest.fixture
+async def effects(nc: NATS, namespace: Namespace) -> AsyncIterator[Effects]:
+    """What the test's `probe` actor submits, in order."""
+    reader = Effects(nc.jetstream(), namespace, "probe")
+    await reader.open()
+    yield reader

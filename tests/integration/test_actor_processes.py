@@ -8,58 +8,15 @@ them up.
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 
-from bus import DEAD_ATTEMPT, DEAD_REASON, DEAD_SEQ, MSG_ID, SENDER, EmbeddedServer
-from schemas import AgentResponse, HumanMessage, Namespace, decode_envelope, encode, new_id, utc_now
+from bus import DEAD_ATTEMPT, DEAD_REASON, DEAD_SEQ, MSG_ID, EmbeddedServer
+from schemas import Namespace, decode_envelope, encode
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
-
-PROBE = "support.probe:ProbeActor"
-
-
-def human(text: str) -> HumanMessage:
-    return HumanMessage(id=new_id(), created_at=utc_now(), text=text, call_id=new_id())
-
-
-async def deliver(
-    js: JetStreamContext, ns: Namespace, receiver: str, payload: bytes, msg_id: str
-) -> int:
-    ack = await js.publish(
-        ns.deliver(receiver), payload, headers={SENDER: "router", MSG_ID: msg_id}
-    )
-    return int(ack.seq)
-
-
-class Effects:
-    """Reads an actor's submitted envelopes in order, through a durable pull consumer."""
-
-    def __init__(self, js: JetStreamContext, ns: Namespace, actor: str) -> None:
-        self._js, self._ns, self._actor = js, ns, actor
-
-    async def open(self) -> None:
-        self._sub = await self._js.pull_subscribe(
-            self._ns.submit(self._actor),
-            durable=f"test-{self._actor}",
-            stream=self._ns.stream("submit"),
-        )
-
-    async def next(self, timeout: float = 20.0) -> tuple[dict[str, str], AgentResponse]:
-        (msg,) = await self._sub.fetch(1, timeout=timeout)
-        await msg.ack_sync()
-        envelope = decode_envelope(msg.data)
-        assert isinstance(envelope, AgentResponse)
-        return dict(msg.headers or {}), envelope
-
-    async def none_left(self) -> bool:
-        try:
-            await self._sub.fetch(1, timeout=0.3)
-        except TimeoutError:
-            return True
-        return False
+from tests.support.wire import PROBE, Effects, dead_letters, deliver, human
 
 
 @pytest.fixture
@@ -72,13 +29,6 @@ def env(nats_server: EmbeddedServer, namespace: Namespace) -> dict[str, str]:
         max_deliver="3",
         fetch_timeout_s="1",
     )
-
-
-@pytest.fixture
-async def effects(nc: NATS, namespace: Namespace) -> AsyncIterator[Effects]:
-    reader = Effects(nc.jetstream(), namespace, "probe")
-    await reader.open()
-    yield reader
 
 
 @pytest.fixture
@@ -143,10 +93,7 @@ async def test_poison_is_dead_lettered_and_good_traffic_flows(
     await deliver(js, namespace, "probe", encode(good), good.id)
     _, effect = await effects.next()
     assert effect.call_id == good.id and effect.attempt == 1
-    dead = await js.pull_subscribe(
-        namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
-    )
-    (letter,) = await dead.fetch(1, timeout=10)
+    letter = await dead_letters(js, namespace, "probe", timeout=10)
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "decode_malformed"
     assert letter.headers[DEAD_SEQ] == str(poison_seq)
@@ -166,10 +113,7 @@ async def test_failing_handler_is_retried_then_dead_lettered(
     await deliver(js, namespace, "probe", encode(failing), failing.id)
     good = human("after")
     await deliver(js, namespace, "probe", encode(good), good.id)
-    dead = await js.pull_subscribe(
-        namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
-    )
-    (letter,) = await dead.fetch(1, timeout=15)
+    letter = await dead_letters(js, namespace, "probe", timeout=15)
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "handler_failed"
     assert letter.headers[DEAD_ATTEMPT] == "3"
@@ -191,10 +135,7 @@ async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
         # A restarted probe may be handed the message (and die) before it logs "ready".
         receiver = start_actor(PROBE, "probe", env)
         processes.append(receiver)
-    dead = await js.pull_subscribe(
-        namespace.dead("probe"), durable="dead-reader", stream=namespace.stream("dead")
-    )
-    (letter,) = await dead.fetch(1, timeout=15)
+    letter = await dead_letters(js, namespace, "probe", timeout=15)
     assert letter.headers is not None
     assert letter.headers[DEAD_REASON] == "max_deliveries"
     assert letter.headers[DEAD_SEQ] == str(seq)

@@ -8,7 +8,7 @@ import logging
 import re
 import signal
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -18,15 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from bus import ActorMetrics, EmbeddedServer, connect, load_settings
 from schemas import ActorHeartbeat, Namespace, encode, heartbeat_key
-from tests.integration.test_actor_processes import PROBE, Effects, deliver, human
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
-
-
-@pytest.fixture
-async def effects(nc: NATS, namespace: Namespace) -> AsyncIterator[Effects]:
-    reader = Effects(nc.jetstream(), namespace, "probe")
-    await reader.open()
-    yield reader
+from tests.support.wire import PROBE, Effects, deliver, human
 
 
 @pytest.fixture
