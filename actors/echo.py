@@ -1,4 +1,4 @@
-"""The echo actor: answers every delivered envelope with an `agent_response` echoing it.
+"""The echo actor: answers each message or call it is delivered with an `agent_response`.
 
 A diagnostic actor, like `nats reply` for Parley: it proves a deployment end to end (gate in,
 gate out), gives the benchmarks a handler that costs nothing, and shows the smallest correct
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from bus import Actor, Context
-from schemas import AgentResponse, AnyEnvelope, HumanMessage, Reply, utc_now
+from schemas import AgentCall, AgentResponse, AnyEnvelope, HumanMessage, Reply, utc_now
 
 __all__ = ("EchoActor",)
 
@@ -21,11 +21,15 @@ def _text_of(envelope: AnyEnvelope) -> str:
 
 
 class EchoActor(Actor):
-    """Echo each envelope's text back to its sender through the gate."""
+    """Echo each human message's or agent call's text back to its sender through the gate."""
 
     kind: ClassVar[str] = "echo"
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        if not isinstance(envelope, HumanMessage | AgentCall):
+            # Answering answers (responses, errors, events) would let two echoes, or an echo
+            # and a gate refusing it, talk for ever.
+            return
         text = _text_of(envelope)
         call_id = getattr(envelope, "call_id", envelope.id)
         session_id = envelope.session_id if isinstance(envelope, HumanMessage) else None

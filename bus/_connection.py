@@ -104,6 +104,11 @@ async def check_fsync(settings: Settings) -> bool | None:
     URL configured), and raises `FsyncCheckError` when it is lazy and that was not allowed.
     """
     if settings.monitor_url is None:
+        log.warning(
+            "cannot verify that nats-server fsyncs every write: no monitor_url configured "
+            "(PARLEY_MONITOR_URL); acknowledged messages may be lost in a server crash "
+            "unless its jetstream block sets sync_interval: always"
+        )
         return None
     varz = await asyncio.to_thread(_read_varz, settings.monitor_url)
     sync_always = bool(varz.get("jetstream", {}).get("config", {}).get("sync_always", False))

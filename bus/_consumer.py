@@ -1,10 +1,11 @@
 """A durable pull-consumer loop: bounded batches, heartbeats for long work, a watchdog.
 
 The loop owns fetching only; what happens to a fetched batch is the `process` callback's job
-(bus/_runtime.py). Batches run concurrently, each in a task of the loop's TaskGroup, up to
-`max_in_flight` messages in all; the loop never fetches more than it has room for, so a slow
-handler applies back-pressure instead of letting messages time out in a local queue. One task
-per batch rather than per message keeps the per-envelope cost close to raw nats-py.
+(bus/_runtime.py). Each batch runs in a task of the loop's TaskGroup: one batch at a time for
+actors that handle messages in order, or concurrently up to `max_in_flight` messages in all.
+The loop never fetches more than it has room for, so a slow handler applies back-pressure
+instead of letting messages time out in a local queue. One task per batch rather than per
+message keeps the per-envelope cost close to raw nats-py.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ConsumerLoop:
         settings: Settings,
         metrics: ActorMetrics,
         process: Callable[[list[Msg]], Awaitable[None]],
+        *,
+        sequential: bool = False,
     ) -> None:
         self.spec = spec
         self._js = js
@@ -51,6 +54,9 @@ class ConsumerLoop:
         self._idle_fetches = 0
         self._finished = asyncio.Event()
         self._bound: JetStreamContext.PullSubscription | None = None
+        self._fetch_failed = False
+        self._sequential = sequential
+        self._received = metrics.received.labels(settings.actor_id, spec.stream)
 
     def consumer_config(self) -> ConsumerConfig:
         s = self._settings
@@ -92,50 +98,74 @@ class ConsumerLoop:
         finally:
             try:
                 await asyncio.wait_for(self._subscription.unsubscribe(), timeout=2)
-            except (ConnectionClosedError, TimeoutError, NatsTimeoutError):
-                pass
+            except Exception as exc:  # closing anyway; never hide the error that got us here
+                log.debug("unsubscribe on stop failed", extra={"error": repr(exc)})
 
     async def _fetch_until_stopped(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tasks:
-            heartbeat = tasks.create_task(self._heartbeat(stopping))
+            heartbeat = tasks.create_task(self._heartbeat())
             stop_wait = tasks.create_task(stopping.wait())
             while not stopping.is_set():
-                await self._slots.acquire()  # room for at least one message
-                room = 1
-                while room < self._settings.fetch_batch and not self._slots.locked():
-                    await self._slots.acquire()
-                    room += 1
-                fetch = asyncio.ensure_future(
-                    self._subscription.fetch(room, timeout=self._settings.fetch_timeout_s)
-                )
-                await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if not fetch.done():
-                    fetch.cancel()
-                    await asyncio.gather(fetch, return_exceptions=True)
-                messages = self._fetched(fetch)
+                room = await self._reserve(stop_wait)
+                if room == 0:
+                    break  # stopping while every slot was busy
+                messages = await self._fetch(room, stop_wait)
                 for _ in range(room - len(messages)):
                     self._slots.release()
                 if not messages:
                     if not stopping.is_set():
-                        await self._watchdog()
+                        await self._after_empty_fetch(stop_wait)
                     continue
                 self._idle_fetches = 0
-                self._metrics.received.labels(self._settings.actor_id, self.spec.stream).inc(
-                    len(messages)
-                )
+                self._received.inc(len(messages))
                 now = time.monotonic()
                 for msg in messages:
                     self._in_flight[id(msg)] = (msg, now)
-                tasks.create_task(self._run_batch(messages))
+                batch = tasks.create_task(self._run_batch(messages))
+                if self._sequential:  # in order: the next fetch waits for this batch (or a stop)
+                    await asyncio.wait({batch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             await self._drain_in_flight()
             heartbeat.cancel()
+
+    async def _reserve(self, stop_wait: asyncio.Task[object]) -> int:
+        """Take as many free slots as a fetch may fill (at least one); 0 if stopping first."""
+        if self._slots.locked():
+            acquire = asyncio.ensure_future(self._slots.acquire())
+            await asyncio.wait({acquire, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not acquire.done():
+                acquire.cancel()
+                await asyncio.gather(acquire, return_exceptions=True)
+                return 0
+        else:
+            await self._slots.acquire()
+        room = 1
+        while room < self._settings.fetch_batch and not self._slots.locked():
+            await self._slots.acquire()
+            room += 1
+        return room
+
+    async def _fetch(self, room: int, stop_wait: asyncio.Task[object]) -> list[Msg]:
+        """One fetch of up to `room` messages, abandoned (and cancelled) on stop."""
+        fetch = asyncio.ensure_future(
+            self._subscription.fetch(room, timeout=self._settings.fetch_timeout_s)
+        )
+        try:
+            await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+                await asyncio.gather(fetch, return_exceptions=True)
+        return self._fetched(fetch)
 
     def _fetched(self, fetch: asyncio.Future[list[Msg]]) -> list[Msg]:
         if fetch.cancelled():
             return []
         exc = fetch.exception()
         if exc is None:
-            return fetch.result()
+            messages = fetch.result()
+            if not messages:
+                self._idle_fetches += 1
+            return messages
         if isinstance(exc, TimeoutError | NatsTimeoutError):
             self._idle_fetches += 1
             return []
@@ -143,7 +173,15 @@ class ConsumerLoop:
             raise exc
         log.warning("fetch failed", extra={"error": repr(exc), "stream": self.spec.stream})
         self._idle_fetches += 1
+        self._fetch_failed = True
         return []
+
+    async def _after_empty_fetch(self, stop_wait: asyncio.Task[object]) -> None:
+        """Back off after a failed fetch (a reconnect in progress), then let the watchdog look."""
+        if self._fetch_failed:
+            self._fetch_failed = False
+            await asyncio.wait({stop_wait}, timeout=self._settings.backoff_s[-1])
+        await self._watchdog()
 
     async def _run_batch(self, messages: list[Msg]) -> None:
         try:
@@ -168,7 +206,7 @@ class ConsumerLoop:
             )
             raise _GraceExpired from None
 
-    async def _heartbeat(self, stopping: asyncio.Event) -> None:
+    async def _heartbeat(self) -> None:
         """Tell JetStream about messages still being worked on, so they are not redelivered."""
         period = self._settings.ack_wait_s / 3
         while True:
@@ -205,12 +243,18 @@ class ConsumerLoop:
                 "fetches empty while messages pend; re-binding",
                 extra={"durable": self.spec.durable, "pending": info.num_pending},
             )
-        self._metrics.rebinds.labels(self._settings.actor_id).inc()
         try:
-            await self._subscription.unsubscribe()
-        except Exception as exc:
-            log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
-        self._bound = await self._bind()
+            fresh = await self._bind()
+        except Exception as exc:  # JetStream recovering or a reconnect: try again later
+            log.warning("re-bind failed; keeping the old binding", extra={"error": repr(exc)})
+            return
+        self._metrics.rebinds.labels(self._settings.actor_id).inc()
+        old, self._bound = self._bound, fresh
+        if old is not None:
+            try:
+                await old.unsubscribe()
+            except Exception as exc:
+                log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
 
 
 class _GraceExpired(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 
 from nats.aio.client import Client as NATS
@@ -49,6 +50,23 @@ DEAD_ACTOR = "Parley-Dead-Actor"
 _DEAD_TRUNCATED = "Parley-Dead-Truncated"
 _HEADER_ROOM = 8 * 1024
 _ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+
+
+_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
+
+
+def _copyable(key: str) -> bool:
+    """Whether an original header may travel with the dead letter.
+
+    `Nats-*` headers are instructions to JetStream (expected stream, expected sequence,
+    rollup…) that would make it refuse the dead letter itself, and a key nats-py would reject
+    would make the publish fail: either way the message could never leave its work queue.
+    """
+    return (
+        _HEADER_KEY.fullmatch(key) is not None
+        and not key.lower().startswith("nats-")
+        and not key.startswith("Parley-Dead-")
+    )
 
 
 def _header_safe(text: str, limit: int = 1024) -> str:
@@ -87,11 +105,7 @@ class DeadLetters:
         detail: str,
     ) -> None:
         """Store one dead letter and wait for JetStream to acknowledge it."""
-        out = {
-            _header_safe(k, 64): _header_safe(v)
-            for k, v in (headers or {}).items()
-            if not k.startswith("Parley-Dead-")
-        }
+        out = {key: _header_safe(value) for key, value in (headers or {}).items() if _copyable(key)}
         out.update(
             {
                 MSG_ID: f"dead:{stream}:{seq}",
@@ -135,6 +149,9 @@ class DeadLetters:
             stored = await self._js.get_msg(stream, seq)
         except NotFoundError:
             return  # already moved by another replica, or acked in the end
+        except Exception:
+            log.exception("could not read an exhausted message", extra={"seq": seq})
+            return
         try:
             await self.publish(
                 payload=stored.data or b"",

@@ -137,6 +137,7 @@ class EmbeddedServer:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,  # a terminal's Ctrl-C must not stop it before the actors
         )
         self._reader = threading.Thread(
             target=self._read_log, args=(self._process, ready), daemon=True, name="nats-log"

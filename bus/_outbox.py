@@ -25,15 +25,25 @@ class EffectError(RuntimeError):
 class Outbox:
     """The pending publishes of one message being handled."""
 
-    __slots__ = ("_js", "pending")
+    __slots__ = ("_js", "_stall_s", "pending")
 
-    def __init__(self, js: JetStreamContext) -> None:
+    def __init__(self, js: JetStreamContext, stall_s: float = 5.0) -> None:
         self._js = js
+        self._stall_s = stall_s
         self.pending: list[asyncio.Future[PubAck]] = []
 
     async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
-        """Send one effect now; its acknowledgement is awaited by `settle()`."""
-        self.pending.append(await self._js.publish_async(subject, payload, headers=headers))
+        """Send one effect now; its acknowledgement is awaited by `settle()`.
+
+        Raises:
+            nats.js.errors.TooManyStalledMsgsError: too many publishes await their acks for
+                longer than `stall_s` (the server is down or overloaded): the handler fails
+                and its message is retried later instead of blocking for ever.
+        """
+        future = await self._js.publish_async(
+            subject, payload, headers=headers, wait_stall=self._stall_s
+        )
+        self.pending.append(future)
 
     def __len__(self) -> int:
         return len(self.pending)

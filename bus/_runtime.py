@@ -144,7 +144,14 @@ class ActorRuntime:
         async def process(messages: list[Msg]) -> None:
             await self._process_batch(spec, messages)
 
-        return ConsumerLoop(js, spec, self.settings, self.metrics, process)
+        return ConsumerLoop(
+            js,
+            spec,
+            self.settings,
+            self.metrics,
+            process,
+            sequential=not self.actor.concurrent_handlers,
+        )
 
     def _sender(self, spec: Input, subject: str, headers: Mapping[str, str] | None) -> str:
         if spec.sender_from == "subject":
@@ -178,7 +185,7 @@ class ActorRuntime:
             trace=trace,
             attempt=meta.num_delivered or 1,
             stream_seq=meta.sequence.stream,
-            outbox=Outbox(js),
+            outbox=Outbox(js, stall_s=self.settings.ack_wait_s / 2),
             submit_subject=self._submit_subject,
         )
         return _Job(msg, envelope, ctx)

@@ -30,6 +30,8 @@ __all__ = ("ChildSpec", "GiveUp", "Supervisor", "Topology", "load_topology")
 
 log = logging.getLogger("parley.bus.supervisor")
 
+_LINE_LIMIT = 1024 * 1024
+
 
 class ChildSpec(BaseModel):
     """One actor process of a topology."""
@@ -178,15 +180,25 @@ class Supervisor:
             stderr=asyncio.subprocess.STDOUT,
             env=env,
             start_new_session=True,  # Ctrl-C reaches the supervisor, which stops children in order
+            limit=_LINE_LIMIT,
         )
         child.process = process
         self._on_line(child.spec.name, f"started (pid {process.pid})")
         return process
 
     async def _pump(self, name: str, process: asyncio.subprocess.Process) -> None:
-        if process.stdout is None:  # always piped by _start()
+        stdout = process.stdout
+        if stdout is None:  # always piped by _start()
             return
-        async for raw in process.stdout:
+        while True:
+            try:
+                raw = await stdout.readline()
+            except ValueError:  # a line longer than the limit: pass on what fits, go on
+                raw = await stdout.read(_LINE_LIMIT)
+                self._on_line(name, raw.decode("utf-8", "replace") + " [line truncated]")
+                continue
+            if not raw:
+                return
             self._on_line(name, raw.decode("utf-8", "replace").rstrip())
 
     async def _supervise(
@@ -195,6 +207,9 @@ class Supervisor:
         attempt = 0
         while not stopping.is_set():
             process = await self._start(child)
+            if stopping.is_set():
+                # Started while the others were being stopped: _stop_all may not have seen it.
+                process.send_signal(signal.SIGTERM)
             await self._pump(child.spec.name, process)
             code = await process.wait()
             if stopping.is_set():

@@ -79,20 +79,25 @@ async def _up(args: argparse.Namespace) -> int:
                 print(f"[nats] {line}", flush=True)
 
         server = EmbeddedServer(store, on_log=server_line)
-        await asyncio.to_thread(server.start)
-        env["NATS_URL"] = server.url
-        env["PARLEY_MONITOR_URL"] = server.monitor_url
-        print(f"[nats] embedded nats-server ready at {server.url} (store {store})", flush=True)
 
     def child_line(name: str, line: str) -> None:
         print(f"[{name}] {line}", flush=True)
 
-    supervisor = Supervisor(topology, base_env=env, on_line=child_line)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
     try:
+        if server is not None:
+            await asyncio.to_thread(server.start)
+            env["NATS_URL"] = server.url
+            env["PARLEY_MONITOR_URL"] = server.monitor_url
+            print(
+                f"[nats] embedded nats-server (pid {server.pid}) ready at {server.url} "
+                f"(store {server.store_dir})",
+                flush=True,
+            )
+        supervisor = Supervisor(topology, base_env=env, on_line=child_line)
         await supervisor.run(stopping)
     except GiveUp as exc:
         print(f"parley up: giving up: {exc}", file=sys.stderr, flush=True)

@@ -55,6 +55,9 @@ async def test_sigkill_between_effect_and_ack_applies_the_effect_once_20_times(
     processes: list[ProcessOutput],
 ) -> None:
     js = nc.jetstream()
+    # An ack wait long enough that a slow machine heartbeats well within it: the redelivery
+    # must come from the restart, not from a lapse inside the first process.
+    env = {**env, "PARLEY_ACK_WAIT_S": "1.5"}
     receiver = await start_probe(env, processes)
     for round_no in range(20):
         message = human("hang-after-effect")
@@ -74,6 +77,7 @@ async def test_sigkill_between_effect_and_ack_applies_the_effect_once_20_times(
         # id, and JetStream dropped that copy: the next envelope is `done`, not a second effect.
         assert done.id != effect.id and done.call_id == message.id
         assert done.attempt == 2, f"round {round_no}: {done}"
+        assert done.text == f"hang-after-effect@{receiver.pid}", "handled by the restarted process"
     assert await effects.none_left()
 
 
@@ -98,6 +102,30 @@ async def test_poison_is_dead_lettered_and_good_traffic_flows(
     assert letter.headers[DEAD_REASON] == "decode_malformed"
     assert letter.headers[DEAD_SEQ] == str(poison_seq)
     assert letter.data == b'{"kind":"human_message","text":'
+
+
+async def test_jetstream_headers_on_bad_input_do_not_block_its_dead_letter(
+    nc: NATS,
+    namespace: Namespace,
+    env: dict[str, str],
+    effects: Effects,
+    processes: list[ProcessOutput],
+) -> None:
+    """`Nats-*` headers are instructions to JetStream; copied onto the dead letter they would
+    make JetStream refuse it, and the message would never leave the work queue."""
+    js = nc.jetstream()
+    await start_probe(env, processes)
+    poison = b"not json"
+    ack = await js.publish(
+        namespace.deliver("probe"),
+        poison,
+        headers={MSG_ID: "poison-2", "Nats-Expected-Stream": namespace.stream("deliver")},
+    )
+    letter = await dead_letters(js, namespace, "probe", timeout=10)
+    assert letter.headers is not None
+    assert letter.headers[DEAD_SEQ] == str(ack.seq)
+    assert "Nats-Expected-Stream" not in letter.headers
+    assert letter.data == poison
 
 
 async def test_failing_handler_is_retried_then_dead_lettered(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -21,6 +22,21 @@ def parley_up(topology: Path, env: dict[str, str], *extra: str) -> ProcessOutput
     return ProcessOutput(
         [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up"
     )
+
+
+def close_up(up: ProcessOutput) -> None:
+    """Stop `parley up`; if it did not exit by itself (a failed test), kill what it started.
+
+    Its actors and server run in sessions of their own, so killing `parley up` alone would
+    leave them running; their pids are in its output.
+    """
+    leaked = up.process.poll() is None
+    pids = [int(m.group(1)) for line in up.lines if (m := re.search(r"\(pid (\d+)\)", line))]
+    up.close()
+    if leaked:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_smoke_topology_loads() -> None:
@@ -49,7 +65,7 @@ async def test_up_restarts_a_killed_child_and_stops_cleanly(
         await up.wait_line(r"^parley up: stopped")
         await up.wait_line(r"^\[echo-a\] stopped \(code 0\)")
     finally:
-        up.close()
+        close_up(up)
 
 
 async def test_up_gives_up_on_a_crash_looping_child(
@@ -64,7 +80,7 @@ async def test_up_gives_up_on_a_crash_looping_child(
         assert await up.wait_exit(timeout=30) == 1
         await up.wait_line(r"exceeds intensity 2: giving up")
     finally:
-        up.close()
+        close_up(up)
 
 
 async def test_up_starts_the_embedded_server_without_nats_url(
@@ -74,9 +90,11 @@ async def test_up_starts_the_embedded_server_without_nats_url(
     del env["NATS_URL"]
     up = parley_up(SMOKE, env, "--store", str(tmp_path / "store"))
     try:
-        await up.wait_line(r"^\[nats\] embedded nats-server ready at nats://127\.0\.0\.1:\d+")
+        await up.wait_line(
+            r"^\[nats\] embedded nats-server \(pid \d+\) ready at nats://127\.0\.0\.1:\d+"
+        )
         await up.wait_line(r'^\[echo-a\] .*"msg":"ready"')
         up.signal(signal.SIGTERM)
         assert await up.wait_exit(timeout=10) == 0
     finally:
-        up.close()
+        close_up(up)

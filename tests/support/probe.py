@@ -4,7 +4,8 @@ What it does depends on the text of the human message it is delivered, so a test
 misbehave in one precise way:
 
 - any text: submit an `effect` envelope whose id derives from the message (so a redelivery
-  re-publishes the same id), and then a `done` envelope recording the delivery attempt;
+  re-publishes the same id), and then a `done` envelope recording the delivery attempt and
+  the pid of the process that handled it;
 - `hang-after-effect`: on the first delivery, wait until the effect is stored, then never
   finish (as a slow LLM call would), so the test can SIGKILL it between effect and ack;
 - `fail`: raise, so the runtime retries and finally dead-letters it;
@@ -49,4 +50,6 @@ class ProbeActor(Actor):
         if envelope.text == "hang-after-effect" and ctx.attempt == 1:
             await ctx.outbox.settle(5.0)
             await asyncio.Event().wait()  # never set: the test kills this process here
-        await ctx.submit(self._response(ctx, "done", envelope.text))
+        # `done` names the process that finished the work, so a test can tell a redelivery to
+        # a restarted process from one inside the same process.
+        await ctx.submit(self._response(ctx, "done", f"{envelope.text}@{os.getpid()}"))
