@@ -17,6 +17,8 @@ from nats.js.api import PubAck
 
 __all__ = ("EffectError", "Outbox", "settle")
 
+_STALL_WATCH_FROM = 1000
+
 
 class EffectError(RuntimeError):
     """JetStream did not store an effect (refused it, or did not answer in time)."""
@@ -40,9 +42,10 @@ class Outbox:
                 longer than `stall_s` (the server is down or overloaded): the handler fails
                 and its message is retried later instead of blocking for ever.
         """
-        future = await self._js.publish_async(
-            subject, payload, headers=headers, wait_stall=self._stall_s
-        )
+        # nats-py applies wait_stall with asyncio.wait_for, which costs a task per publish;
+        # below a quarter of its 4000-publish window the wait cannot stall, so skip it there.
+        stall = self._stall_s if self._js.publish_async_pending() >= _STALL_WATCH_FROM else None
+        future = await self._js.publish_async(subject, payload, headers=headers, wait_stall=stall)
         self.pending.append(future)
 
     def __len__(self) -> int:
