@@ -145,8 +145,12 @@ async def _preload(nc: NATS, ns: Namespace, count: int) -> None:
     await asyncio.gather(*futures)
 
 
-async def _raw_consumer(nc: NATS, ns: Namespace, stop: asyncio.Event) -> None:
-    """The reference: what an expert writes with nats-py alone for the runtime's job."""
+async def _raw_consumer(url: str, ns: Namespace, stop: asyncio.Event) -> None:
+    """The reference: what an expert writes with nats-py alone for the runtime's job.
+
+    It has its own connection, as Parley's runtime does (and as any consumer process would).
+    """
+    nc = await nats.connect(url)
     js = nc.jetstream()
     sub = await js.pull_subscribe(ns.deliver("bench"), durable="raw", stream=ns.stream("deliver"))
     while not stop.is_set():
@@ -165,6 +169,7 @@ async def _raw_consumer(nc: NATS, ns: Namespace, stop: asyncio.Event) -> None:
         await asyncio.gather(*effects)
         await asyncio.gather(*(msg.ack_sync() for msg in msgs))
     await sub.unsubscribe()
+    await nc.drain()
 
 
 async def _parley_consumer(url: str, ns: Namespace, stop: asyncio.Event) -> None:
@@ -218,7 +223,7 @@ async def _measure(
         cpu0, t0, done0 = time.process_time(), time.perf_counter(), acks.count
         await asyncio.wait_for(acks.reached.wait(), 300)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-        moved = acks.count - done0
+        moved = max(acks.count - done0, 1)  # a tiny backlog can finish before we look
         samples: list[float] = []
         for i in range(latency_count + 20):  # the first 20 warm up
             acks.expect(1)
@@ -248,7 +253,7 @@ async def _jetstream_rows(
                     await provision(nc.jetstream(), ns)
                     consumer: Consumer
                     if name == "js-raw":
-                        consumer = functools.partial(_raw_consumer, nc, ns)
+                        consumer = functools.partial(_raw_consumer, server.url, ns)
                     else:
                         consumer = functools.partial(_parley_consumer, server.url, ns)
                     samples, rate, cpu = await _measure(nc, ns, consumer, args.count, args.backlog)
