@@ -207,13 +207,20 @@ class ConsumerLoop:
             raise _GraceExpired from None
 
     async def _heartbeat(self) -> None:
-        """Tell JetStream about messages still being worked on, so they are not redelivered."""
+        """Tell JetStream about messages still being worked on, so they are not redelivered.
+
+        Only for `max_handler_s`: a handler stuck past it stops being vouched for, so JetStream
+        redelivers its message (to another replica, or to this one once it is free) instead of
+        a hung process holding it for ever. The late answer of the stuck one, if it ever comes,
+        carries the lower delivery number and loses.
+        """
         period = self._settings.ack_wait_s / 3
+        limit = self._settings.max_handler_s
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(period)  # the heartbeat's own timer, not a wait for an event
             now = time.monotonic()
             for msg, started in list(self._in_flight.values()):
-                if now - started >= period:
+                if period <= now - started < limit:
                     try:
                         await msg.in_progress()
                     except Exception as exc:  # a lost heartbeat only risks a redelivery

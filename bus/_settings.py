@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     fetch_timeout_s: float = Field(default=5.0, gt=0)
     watchdog_idle_fetches: int = Field(default=3, ge=1)
     grace_s: float = Field(default=10.0, ge=0)
+    max_handler_s: float = Field(
+        default=600.0, gt=0, description="Longest a message is kept in progress for a handler."
+    )
     heartbeat_s: float = Field(default=5.0, gt=0, description="Registry heartbeat period.")
     max_payload: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)

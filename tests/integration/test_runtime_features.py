@@ -141,3 +141,29 @@ async def test_permission_violations_are_counted(tmp_path: Path) -> None:
             await client.close()
     finally:
         logging.getLogger("parley.bus.connection").removeHandler(watch)
+
+
+async def test_a_stuck_handler_loses_its_message_to_another_replica(
+    nc: NATS, namespace: Namespace, probe_env: dict[str, str], effects: Effects
+) -> None:
+    """Two replicas share one durable consumer. The first gets stuck for ever after its effect;
+    past max_handler_s it stops vouching for the message, which goes to the other replica."""
+    env = {**probe_env, "PARLEY_MAX_HANDLER_S": "1"}
+    first = start_actor(PROBE, "probe", env)
+    second: ProcessOutput | None = None
+    try:
+        await first.wait_line(READY)
+        stuck = human("hang-after-effect")
+        await deliver(nc.jetstream(), namespace, "probe", encode(stuck), stuck.id)
+        _, effect = await effects.next()
+        assert effect.attempt == 1
+        second = start_actor(PROBE, "probe", env)
+        await second.wait_line(READY)
+        _, done = await effects.next()
+        assert done.attempt == 2
+        assert done.text == f"hang-after-effect@{second.pid}"
+        assert first.process.poll() is None, "the stuck replica is still alive, just bypassed"
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
