@@ -8,6 +8,15 @@ from schemas._codec import (
     decode_reply,
     encode,
 )
+from schemas._dsse import (
+    DsseEnvelope,
+    DsseError,
+    DsseSignature,
+    key_id,
+    pae,
+    sign_payload,
+    verify_payload,
+)
 from schemas._envelopes import (
     PROTOCOL_VERSION,
     AgentCall,
@@ -52,20 +61,37 @@ from schemas._frames import (
 )
 from schemas._ids import derive_id, new_id, utc_now
 from schemas._jsonschema import json_schemas, render_schema
+from schemas._policy import (
+    BUNDLE_PAYLOAD_TYPE,
+    SUPPORTED_SCHEMA_VERSIONS,
+    ApprovalRule,
+    BundleError,
+    Capability,
+    LlmPolicy,
+    PolicyBundle,
+    ProfilePolicy,
+    decode_bundle,
+    verify_bundle,
+)
 from schemas._registry import ActorHeartbeat, heartbeat_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
 
 __all__ = (
+    "BUNDLE_PAYLOAD_TYPE",
     "DEFAULT_MAX_BYTES",
     "PROTOCOL_VERSION",
+    "SUPPORTED_SCHEMA_VERSIONS",
     "ActorHeartbeat",
     "AgentCall",
     "AgentResponse",
     "AnyEnvelope",
     "AnyFrame",
     "ApprovalRequest",
+    "ApprovalRule",
     "Artifact",
     "AuditRecord",
+    "BundleError",
+    "Capability",
     "ContextFilter",
     "ContextMessage",
     "Control",
@@ -73,6 +99,9 @@ __all__ = (
     "DelegationConstraints",
     "DelegationRequest",
     "DelegationResponse",
+    "DsseEnvelope",
+    "DsseError",
+    "DsseSignature",
     "Envelope",
     "Error",
     "ErrorCode",
@@ -81,11 +110,14 @@ __all__ = (
     "HandoffData",
     "HistoryTurn",
     "HumanMessage",
+    "LlmPolicy",
     "LocalPromptConstraints",
     "LocalPromptMetrics",
     "LocalPromptRequest",
     "LocalPromptResponse",
     "Namespace",
+    "PolicyBundle",
+    "ProfilePolicy",
     "Reference",
     "Reply",
     "SessionEvent",
@@ -100,6 +132,7 @@ __all__ = (
     "ToolResult",
     "TranscriptItem",
     "check_token",
+    "decode_bundle",
     "decode_envelope",
     "decode_frame",
     "decode_reply",
@@ -107,7 +140,12 @@ __all__ = (
     "encode",
     "heartbeat_key",
     "json_schemas",
+    "key_id",
     "new_id",
+    "pae",
     "render_schema",
+    "sign_payload",
     "utc_now",
+    "verify_bundle",
+    "verify_payload",
 )

@@ -24,6 +24,7 @@ from bus import (
     run_actor,
 )
 from bus._supervisor import GiveUp
+from tools.policy import add_policy_commands
 from tools.schemagen import write_schemas
 
 __all__ = ("main", "resolve_actor")
@@ -151,6 +152,8 @@ def _parser() -> argparse.ArgumentParser:
     schemas = commands.add_parser("schemas", help="write schemas/json from the envelope Structs")
     schemas.add_argument("--check", action="store_true", help="only report stale files")
     schemas.set_defaults(func=_cmd_schemas)
+
+    add_policy_commands(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

@@ -1,0 +1,193 @@
+"""Policy bundles: what the gate enforces, signed so that only the policy signer can change it.
+
+The bundle is seed 002 §10 (capabilities with scopes, LLM policy, approval rules, tenant,
+expiry) plus, per agent profile, the controls of seed 000 (shared-agent calls, default deny),
+seed 003 (depth, fan-out, deadline, token budget) and seed 004 (sub-agent calls, depth, tool
+allowlists). Field names are snake_case like the rest of the wire (seed 002's
+`policyBundleVersion` is `label`; its `signature` block is the DSSE envelope around the bundle).
+
+A bundle travels only inside a DSSE envelope (schemas/_dsse.py). `verify_bundle` checks the
+signature over the exact bytes first and decodes only what was signed; unknown fields are
+refused, since a control an old gate cannot read must not be silently ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from msgspec import Meta, Struct
+
+from schemas._dsse import DsseError, verify_payload
+from schemas._envelopes import Name, UtcTime
+from schemas._errors import ErrorCode
+
+__all__ = (
+    "BUNDLE_PAYLOAD_TYPE",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "ApprovalRule",
+    "BundleError",
+    "Capability",
+    "LlmPolicy",
+    "PolicyBundle",
+    "ProfilePolicy",
+    "decode_bundle",
+    "verify_bundle",
+)
+
+BUNDLE_PAYLOAD_TYPE: Final = "application/vnd.parley.policy-bundle+json"
+SUPPORTED_SCHEMA_VERSIONS: Final = ("1.0",)
+
+Positive = Annotated[int, Meta(ge=1)]
+NonNegative = Annotated[int, Meta(ge=0)]
+
+
+class Capability(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One capability and its scope (seed 002 §9)."""
+
+    name: str
+    allowed_paths: tuple[str, ...] = ()
+    blocked_paths: tuple[str, ...] = ()
+    allowed_commands: tuple[str, ...] = ()
+    blocked_commands: tuple[str, ...] = ()
+    allowed_domains: tuple[str, ...] = ()
+    max_file_size_bytes: NonNegative | None = None
+    max_output_bytes: NonNegative | None = None
+    requires_approval: bool = False
+    approval_rule_id: str | None = None
+
+
+class LlmPolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Which models, and how many tokens (seed 002 §10 `llmPolicy`); None means no limit."""
+
+    allowed_models: tuple[str, ...] = ()
+    max_input_tokens: Positive | None = None
+    max_output_tokens: Positive | None = None
+    max_session_tokens: Positive | None = None
+
+
+class ApprovalRule(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    approval_rule_id: str
+    title: str
+    description: str = ""
+
+
+class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What one agent profile may do. Every default is the seeds' default, and denies."""
+
+    allowed_targets: tuple[Name, ...] = ()
+    # seed 000: shared agents and loop prevention
+    allow_shared_agent_calls: bool = False
+    allowed_shared_device_ids: tuple[str, ...] = ()
+    max_concurrent_shared_calls: NonNegative = 3
+    max_hop_count: NonNegative = 2
+    # seed 003: delegation
+    max_depth: NonNegative = 2
+    max_fan_out: NonNegative = 3
+    deadline_ms: Positive = 15000
+    max_tokens: Positive = 1200
+    redact_pii: bool = False
+    # seed 004: sub-agent calls
+    allow_sub_agent_calls: bool = False
+    max_sub_agent_depth: NonNegative = 5
+    tools_allowed: tuple[str, ...] = ()
+    # seed 002: capability names from the bundle's list
+    capabilities: tuple[str, ...] = ()
+    # gate limits that bound a ping-pong that never deepens
+    rate_per_minute: Positive = 60
+    trace_message_budget: Positive = 200
+
+
+class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A whole policy. `version` only ever grows: a lower one is a rollback and is refused."""
+
+    schema_version: str
+    version: Positive
+    label: str = ""
+    tenant_id: Name
+    issued_at: UtcTime | None = None
+    expires_at: UtcTime
+    profiles: dict[Name, ProfilePolicy] = {}
+    capabilities: tuple[Capability, ...] = ()
+    llm_policy: LlmPolicy = LlmPolicy()
+    approval_rules: tuple[ApprovalRule, ...] = ()
+
+
+class _Head(Struct, frozen=True):
+    schema_version: str = ""
+
+
+class BundleError(ValueError):
+    """A bundle that must not be trusted. `code` is the error code, `reason` a short word."""
+
+    def __init__(self, code: ErrorCode, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+
+
+_head_decoder = msgspec.json.Decoder(_Head)
+_bundle_decoder = msgspec.json.Decoder(PolicyBundle)
+
+
+def decode_bundle(payload: bytes) -> PolicyBundle:
+    """Decode bundle bytes strictly (schema version first, for a clear error)."""
+    try:
+        head = _head_decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise BundleError(ErrorCode.POLICY_BUNDLE_INVALID, "malformed", str(exc)) from None
+    if head.schema_version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise BundleError(
+            ErrorCode.POLICY_BUNDLE_INVALID,
+            "schema_version",
+            f"schema version {head.schema_version!r} is not supported "
+            f"(supported: {', '.join(SUPPORTED_SCHEMA_VERSIONS)})",
+        )
+    try:
+        return _bundle_decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise BundleError(ErrorCode.POLICY_BUNDLE_INVALID, "invalid", str(exc)) from None
+
+
+def verify_bundle(
+    signed: bytes,
+    trusted: dict[str, Ed25519PublicKey],
+    *,
+    now: datetime,
+    tenant: str | None = None,
+    min_version: int = 0,
+) -> tuple[PolicyBundle, str]:
+    """Verify a signed bundle and return it with the id of the key that signed it.
+
+    Order matters: signature over the exact bytes, then decoding, then expiry, tenant and
+    rollback (`version` below `min_version`, the highest version ever trusted).
+
+    Raises:
+        BundleError: with `POLICY_BUNDLE_INVALID` or `POLICY_EXPIRED`.
+    """
+    try:
+        payload, signer = verify_payload(signed, BUNDLE_PAYLOAD_TYPE, trusted)
+    except DsseError as exc:
+        raise BundleError(ErrorCode.POLICY_BUNDLE_INVALID, exc.reason, str(exc)) from None
+    bundle = decode_bundle(payload)
+    if bundle.expires_at <= now:
+        raise BundleError(
+            ErrorCode.POLICY_EXPIRED,
+            "expired",
+            f"bundle version {bundle.version} expired at {bundle.expires_at.isoformat()}",
+        )
+    if tenant is not None and bundle.tenant_id != tenant:
+        raise BundleError(
+            ErrorCode.POLICY_BUNDLE_INVALID,
+            "tenant",
+            f"bundle is for tenant {bundle.tenant_id!r}, this gate serves {tenant!r}",
+        )
+    if bundle.version < min_version:
+        raise BundleError(
+            ErrorCode.POLICY_BUNDLE_INVALID,
+            "rollback",
+            f"bundle version {bundle.version} is lower than the trusted version {min_version}",
+        )
+    return bundle, signer
