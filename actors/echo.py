@@ -15,11 +15,6 @@ from schemas import AgentCall, AgentResponse, AnyEnvelope, HumanMessage, Reply, 
 __all__ = ("EchoActor",)
 
 
-def _text_of(envelope: AnyEnvelope) -> str:
-    text = getattr(envelope, "text", "")
-    return text if isinstance(text, str) and text else str(envelope.__struct_config__.tag)
-
-
 class EchoActor(Actor):
     """Echo each human message's or agent call's text back to its sender through the gate."""
 
@@ -30,17 +25,15 @@ class EchoActor(Actor):
             # Answering answers (responses, errors, events) would let two echoes, or an echo
             # and a gate refusing it, talk for ever.
             return
-        text = _text_of(envelope)
-        call_id = getattr(envelope, "call_id", envelope.id)
-        session_id = envelope.session_id if isinstance(envelope, HumanMessage) else None
+        text = envelope.text or "(empty)"  # a reply's message may not be empty
         reply = AgentResponse(
             id=ctx.derive_id("echo"),
             created_at=utc_now(),
             sender=self.actor_id,
             target=ctx.sender or "router",
             text=text,
-            call_id=call_id if isinstance(call_id, str) else envelope.id,
-            session_id=session_id,
+            call_id=envelope.call_id,
+            session_id=envelope.session_id,
             reply=Reply(message=text, final=True),
             attempt=ctx.attempt,
         )
