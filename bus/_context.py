@@ -7,11 +7,12 @@ the gate may write), never from the envelope.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bus._headers import TraceHeaders
 from bus._outbox import Outbox
-from schemas import AnyEnvelope, Namespace, derive_id, encode
+from schemas import AnyEnvelope, Namespace, derive_id, encode, hop_delta_for
 
 __all__ = ("Context",)
 
@@ -31,6 +32,8 @@ class Context:
     stream_seq: int
     outbox: Outbox
     submit_subject: str
+    headers: Mapping[str, str]
+    """The message's raw headers: claims, for an actor (the gate) that checks them."""
 
     @property
     def trace_id(self) -> str:
@@ -70,6 +73,10 @@ class Context:
             headers.update(extra_headers)
         await self.outbox.publish(subject, encode(envelope), headers)
 
-    async def submit(self, envelope: AnyEnvelope, *, hop_delta: int = 0) -> None:
-        """Submit an effect to the gate on this actor's own submit subject."""
-        await self.publish(self.submit_subject, envelope, hop_delta=hop_delta)
+    async def submit(self, envelope: AnyEnvelope) -> None:
+        """Submit an effect to the gate on this actor's own submit subject.
+
+        Its hop count is the one the gate will derive for its kind (a call one deeper, a
+        return one shallower, anything else level: `schemas.hop_delta_for`).
+        """
+        await self.publish(self.submit_subject, envelope, hop_delta=hop_delta_for(envelope))

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -45,6 +46,9 @@ from schemas import (
 __all__ = ("ActorRuntime",)
 
 log = logging.getLogger("parley.bus.runtime")
+
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 class _BadInput(Exception):
@@ -187,6 +191,7 @@ class ActorRuntime:
             stream_seq=meta.sequence.stream,
             outbox=Outbox(js, stall_s=self.settings.ack_wait_s / 2),
             submit_subject=self._submit_subject,
+            headers=msg.headers or _NO_HEADERS,
         )
         return _Job(msg, envelope, ctx)
 

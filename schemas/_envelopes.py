@@ -34,6 +34,7 @@ __all__ = (
     "ContextFilter",
     "ContextMessage",
     "Control",
+    "Decision",
     "DelegationConstraints",
     "DelegationRequest",
     "DelegationResponse",
@@ -55,6 +56,9 @@ __all__ = (
     "ToolRequest",
     "ToolResult",
     "TranscriptItem",
+    "call_kinds",
+    "hop_delta_for",
+    "return_kinds",
 )
 
 PROTOCOL_VERSION = 1
@@ -309,6 +313,7 @@ class Control(Envelope, frozen=True, kw_only=True, tag="control"):
 
     action: Literal["pause", "resume", "stop", "take_over", "approve", "reject"]
     session_id: Id
+    target: Name = "router"
     approval_id: Id | None = None
     reason: str = ""
     user_id: str = ""
@@ -431,6 +436,41 @@ class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
     hash: str = ""
 
 
+class Decision(Envelope, frozen=True, kw_only=True, tag="decision"):
+    """The gate's verdict on one submitted envelope, published on `parley.decisions.<sender>`.
+
+    Everything here is what the gate derived from the subject and its own records, never the
+    sender's claims: `sender` is the submit subject's token, `trace_id`, `hop_count`, `origin`
+    and `chain` come from the cause's record. `rule` names the check that decided (`allow`
+    when every check passed), `limit` and `value` the numbers it compared. `preview` is the
+    first 200 characters of the envelope's text, unredacted: the auditor redacts it.
+    """
+
+    allowed: bool
+    code: ErrorCode | None = None
+    rule: str = "allow"
+    message: str = ""
+    limit: int | None = None
+    value: int | None = None
+    sender: Name
+    target: str = ""
+    envelope_id: Id
+    envelope_kind: str
+    causation_id: str = ""
+    trace_id: str
+    hop_count: NonNegative = 0
+    origin: str = ""
+    chain: tuple[str, ...] = ()
+    user_id: str = ""
+    session_id: str | None = None
+    request_id: str | None = None
+    objective: str = ""
+    preview: Annotated[str, Meta(max_length=200)] = ""
+    bundle_version: int | None = None
+    bundle_hash: str = ""
+    decided_at: UtcTime | None = None
+
+
 AnyEnvelope = (
     HumanMessage
     | AgentCall
@@ -446,4 +486,35 @@ AnyEnvelope = (
     | ToolResult
     | ApprovalRequest
     | AuditRecord
+    | Decision
 )
+
+_CALL_KINDS: frozenset[type[Envelope]] = frozenset({AgentCall, DelegationRequest, SubAgentCall})
+_RETURN_KINDS: frozenset[type[Envelope]] = frozenset(
+    {AgentResponse, DelegationResponse, SubAgentResult, Error}
+)
+
+
+def call_kinds() -> frozenset[type[Envelope]]:
+    """Kinds that ask another agent to act: each sits one hop deeper than its cause."""
+    return _CALL_KINDS
+
+
+def return_kinds() -> frozenset[type[Envelope]]:
+    """Kinds that answer a call: each goes back to the caller, one hop shallower than its cause."""
+    return _RETURN_KINDS
+
+
+def hop_delta_for(envelope: Envelope) -> int:
+    """How many hops deeper than its cause an envelope of this kind sits (DESIGN.md headers).
+
+    A call is its cause's hop + 1, a return is back at its caller's level (- 1), anything
+    else (a human message, a control, an event) stays at its cause's level. The gate derives
+    the same number from its own records and refuses a sender that claims another.
+    """
+    kind = type(envelope)
+    if kind in _CALL_KINDS:
+        return 1
+    if kind in _RETURN_KINDS:
+        return -1
+    return 0

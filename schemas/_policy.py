@@ -78,6 +78,13 @@ class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """What one agent profile may do. Every default is the seeds' default, and denies."""
 
     allowed_targets: tuple[Name, ...] = ()
+    start_traces: bool = False
+    """May submit an envelope with no cause, starting a new trace (a person's CLI, the
+    router). Agents may not: an agent that could start fresh traces could escape the trace
+    budget and the cycle checks by dropping its causation."""
+    max_concurrent_calls: NonNegative = 3
+    """Calls (agent calls, delegations, sub-agent calls) from this profile awaiting their
+    answer at once."""
     # seed 000: shared agents and loop prevention
     allow_shared_agent_calls: bool = False
     allowed_shared_device_ids: tuple[str, ...] = ()
