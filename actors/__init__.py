@@ -4,9 +4,10 @@
 agent host, auditor, relay) register here as they arrive.
 """
 
+from actors.agent import AgentHost
 from actors.echo import EchoActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
+ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor, AgentHost.kind: AgentHost}
 
-__all__ = ("ACTORS", "EchoActor")
+__all__ = ("ACTORS", "AgentHost", "EchoActor")

@@ -77,7 +77,7 @@ from schemas._policy import (
     decode_bundle,
     verify_bundle,
 )
-from schemas._registry import ActorHeartbeat, heartbeat_key
+from schemas._registry import ActorHeartbeat, ProfileSummary, heartbeat_key, profile_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
 
 __all__ = (
@@ -123,6 +123,7 @@ __all__ = (
     "Namespace",
     "PolicyBundle",
     "ProfilePolicy",
+    "ProfileSummary",
     "Reference",
     "Reply",
     "SessionEvent",
@@ -150,6 +151,7 @@ __all__ = (
     "key_id",
     "new_id",
     "pae",
+    "profile_key",
     "render_schema",
     "return_kinds",
     "sign_payload",

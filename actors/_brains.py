@@ -1,0 +1,17 @@
+"""Which brain class answers for which backend name."""
+
+from __future__ import annotations
+
+from actors._brain import Brain
+from actors._brain_scripted import ScriptedBrain
+from actors._profile import AgentProfile, ScriptedBrainConfig
+
+__all__ = ("make_brain",)
+
+
+def make_brain(profile: AgentProfile) -> Brain:
+    """The brain a profile names, built (not yet started) from its `[brain]` settings."""
+    config = profile.brain
+    if isinstance(config, ScriptedBrainConfig):
+        return ScriptedBrain(profile, config)
+    raise NotImplementedError(config.backend)
