@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from actors._brain import Brain
 from actors._brain_scripted import ScriptedBrain
-from actors._profile import AgentProfile, ScriptedBrainConfig
+from actors._brain_subprocess import SubprocessBrain
+from actors._profile import AgentProfile, ScriptedBrainConfig, SubprocessBrainConfig
 
 __all__ = ("make_brain",)
 
@@ -14,4 +15,6 @@ def make_brain(profile: AgentProfile) -> Brain:
     config = profile.brain
     if isinstance(config, ScriptedBrainConfig):
         return ScriptedBrain(profile, config)
+    if isinstance(config, SubprocessBrainConfig):
+        return SubprocessBrain(profile, config)
     raise NotImplementedError(config.backend)

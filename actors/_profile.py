@@ -10,6 +10,7 @@ profile directory can be moved as a whole.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -21,6 +22,7 @@ from schemas import SubjectTokenError, check_token
 
 __all__ = (
     "DEFAULT_AGENTS_DIR",
+    "PYTHON_PLACEHOLDER",
     "AgentProfile",
     "AnthropicBrainConfig",
     "BrainConfig",
@@ -31,6 +33,7 @@ __all__ = (
 )
 
 DEFAULT_AGENTS_DIR = Path("deploy/agents")
+PYTHON_PLACEHOLDER = "{python}"
 
 
 class _Strict(BaseModel):
@@ -138,8 +141,12 @@ def _with_paths_resolved(profile: AgentProfile, base: Path) -> AgentProfile:
         brain = brain.model_copy(update={"script": _resolve(brain.script, base)})
     elif isinstance(brain, SubprocessBrainConfig):
         program, *rest = brain.command
-        # A bare program name is looked up on PATH; a relative path is the profile's own.
-        if "/" in program:
+        # `{python}` is the interpreter running the host, so an example program written in
+        # Python finds Parley's packages; a bare name is looked up on PATH; a relative path
+        # is the profile's own.
+        if program == PYTHON_PLACEHOLDER:
+            program = sys.executable
+        elif "/" in program:
             program = str(_resolve(Path(program), base))
         brain = brain.model_copy(update={"command": (program, *rest)})
     return profile.model_copy(update={"brain": brain})
