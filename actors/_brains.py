@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from actors._brain import Brain
+from actors._brain_anthropic import AnthropicBrain
+from actors._brain_openai import OpenAIBrain
 from actors._brain_scripted import ScriptedBrain
 from actors._brain_subprocess import SubprocessBrain
-from actors._profile import AgentProfile, ScriptedBrainConfig, SubprocessBrainConfig
+from actors._profile import (
+    AgentProfile,
+    AnthropicBrainConfig,
+    OpenAIBrainConfig,
+    ScriptedBrainConfig,
+    SubprocessBrainConfig,
+)
 
 __all__ = ("make_brain",)
 
@@ -17,4 +27,8 @@ def make_brain(profile: AgentProfile) -> Brain:
         return ScriptedBrain(profile, config)
     if isinstance(config, SubprocessBrainConfig):
         return SubprocessBrain(profile, config)
-    raise NotImplementedError(config.backend)
+    if isinstance(config, OpenAIBrainConfig):
+        return OpenAIBrain(profile, config)
+    if isinstance(config, AnthropicBrainConfig):
+        return AnthropicBrain(profile, config)
+    assert_never(config)
