@@ -204,3 +204,36 @@ final = true
     _, answer = await out.next()
     assert isinstance(answer, AgentResponse) and answer.call_id == last.call_id
     assert await out.none_left()
+
+
+async def test_a_call_slower_than_the_ack_wait_is_kept_in_progress_and_answered_once(
+    nc: NATS,
+    nats_server: EmbeddedServer,
+    namespace: Namespace,
+    processes: list[ProcessOutput],
+    tmp_path: Path,
+) -> None:
+    """The brain takes over three ack waits; in-progress heartbeats keep it from redelivery."""
+    js = nc.jetstream()
+    env = parley_env(nats_server.url, namespace.root, ack_wait_s="0.6", fetch_timeout_s="1")
+    script = '[[turn]]\ndelay_s = 2.0\nmessage = "slow but sure"\nfinal = true\n'
+    profile = write_profile(
+        tmp_path, "slow", 'backend = "scripted"\nscript = "slow-script.toml"', script=script
+    )
+    out = await Submitted(js, namespace, "slow").open()
+    host = start_agent(str(profile), env)
+    processes.append(host)
+    await host.wait_line(READY)
+    call = agent_call("slow", "take your time")
+    await send(js, namespace, "slow", call)
+    _, answer = await out.next()
+    assert isinstance(answer, AgentResponse)
+    assert (answer.call_id, answer.attempt, answer.text) == (call.call_id, 1, "slow but sure")
+    # Had the call been redelivered, a second handler would have answered it as attempt 2.
+    fast = agent_call("slow", "next")
+    await send(js, namespace, "slow", fast)
+    _, following = await out.next()
+    assert isinstance(following, AgentResponse) and following.call_id == fast.call_id
+    info = await js.consumer_info(namespace.stream("deliver"), "slow")
+    assert info.delivered.consumer_seq == 2, "each call delivered once, none redelivered"
+    assert not any('"attempt":2' in line for line in host.lines)
