@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,11 @@ def test_run_agent_with_a_missing_profile_exits_with_the_config_code(
 ) -> None:
     assert main(["run", "agent", "--profile", "nobody-here"]) == 2
     assert "agent profile not found" in capsys.readouterr().err
+
+
+def test_the_readme_profile_example_is_a_valid_profile() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Agent hosts") :]
+    block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 10)]
+    profile = AgentProfile.model_validate(tomllib.loads(block))
+    assert (profile.name, profile.brain.backend, profile.peers) == ("gpt", "openai", ("claude",))
