@@ -34,61 +34,66 @@ def _log(text: str) -> None:
     sys.stderr.flush()
 
 
-def _handle(request: LocalPromptRequest, outstanding: int) -> None:
+def _terminal(data: bytes) -> None:
+    """Send a request's terminal frame: from here on it no longer counts as outstanding.
+
+    The count drops before the frame goes out, because the bridge may send the next request
+    the moment it reads this one's answer.
+    """
     global _outstanding
+    with _count_lock:
+        _outstanding -= 1
+    _send(data)
+
+
+def _handle(request: LocalPromptRequest, outstanding: int) -> None:
     objective = request.objective
-    try:
-        if "[exit]" in objective:
-            _log(f"exiting during {request.request_id}")
-            os._exit(3)
-        if "[hang]" in objective:
-            _log(f"working on {request.request_id}")
-            threading.Event().wait()
-        if "[slow]" in objective:
-            time.sleep(0.3)  # simulated work, so overlapping requests would be seen
-        if "[unknown-id]" in objective:
-            _send(
-                encode(LocalPromptResponse(request_id="req_bogus", status="ok", draft_message="x"))
-            )
-        if "[garbage]" in objective:
-            _send(b"this line is not a frame")
-        if "[error]" in objective:
-            _send(
-                encode(
-                    LocalPromptResponse(
-                        request_id=request.request_id, status="error", reason="asked to fail"
-                    )
+    if "[exit]" in objective:
+        _log(f"exiting during {request.request_id}")
+        os._exit(3)
+    if "[hang]" in objective:
+        _log(f"working on {request.request_id}")
+        threading.Event().wait()
+    if "[slow]" in objective:
+        time.sleep(0.3)  # simulated work, so overlapping requests would be seen
+    if "[unknown-id]" in objective:
+        _send(encode(LocalPromptResponse(request_id="req_bogus", status="ok", draft_message="x")))
+    if "[garbage]" in objective:
+        _send(b"this line is not a frame")
+    if "[error]" in objective:
+        _terminal(
+            encode(
+                LocalPromptResponse(
+                    request_id=request.request_id, status="error", reason="asked to fail"
                 )
             )
-            return
-        reply = {
-            "message": json.dumps(
-                {
-                    "outstanding": outstanding,
-                    "objective": objective,
-                    "remote": request.remote_message,
-                    "turns": [turn.role for turn in request.history],
-                    "summary": request.history_summary,
-                    "tools": request.constraints.allow_tool_use,
-                    "timeout_ms": request.constraints.local_turn_timeout_ms,
-                    "profile": request.profile_id,
-                    "turn_index": request.turn_index,
-                    "pid": os.getpid(),
-                }
-            ),
-            "final": True,
-        }
-        frame = encode(
-            LocalPromptResponse(
-                request_id=request.request_id, status="ok", draft_message=json.dumps(reply)
-            )
         )
+        return
+    reply = {
+        "message": json.dumps(
+            {
+                "outstanding": outstanding,
+                "objective": objective,
+                "remote": request.remote_message,
+                "turns": [turn.role for turn in request.history],
+                "summary": request.history_summary,
+                "tools": request.constraints.allow_tool_use,
+                "timeout_ms": request.constraints.local_turn_timeout_ms,
+                "profile": request.profile_id,
+                "turn_index": request.turn_index,
+                "pid": os.getpid(),
+            }
+        ),
+        "final": True,
+    }
+    frame = encode(
+        LocalPromptResponse(
+            request_id=request.request_id, status="ok", draft_message=json.dumps(reply)
+        )
+    )
+    _terminal(frame)
+    if "[twice]" in objective:
         _send(frame)
-        if "[twice]" in objective:
-            _send(frame)
-    finally:
-        with _count_lock:
-            _outstanding -= 1
 
 
 def main() -> None:
