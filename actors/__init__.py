@@ -6,8 +6,13 @@ agent host, auditor, relay) register here as they arrive.
 
 from actors.agent import AgentHost
 from actors.echo import EchoActor
+from actors.gate import GateActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor, AgentHost.kind: AgentHost}
+ACTORS: dict[str, type[Actor]] = {
+    EchoActor.kind: EchoActor,
+    GateActor.kind: GateActor,
+    AgentHost.kind: AgentHost,
+}
 
-__all__ = ("ACTORS", "AgentHost", "EchoActor")
+__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor")

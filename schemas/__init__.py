@@ -77,13 +77,16 @@ from schemas._policy import (
     decode_bundle,
     verify_bundle,
 )
+from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
 from schemas._registry import ActorHeartbeat, ProfileSummary, heartbeat_key, profile_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
 
 __all__ = (
     "BUNDLE_PAYLOAD_TYPE",
     "DEFAULT_MAX_BYTES",
+    "PII_KINDS",
     "PROTOCOL_VERSION",
+    "SECRET_KINDS",
     "SUPPORTED_SCHEMA_VERSIONS",
     "ActorHeartbeat",
     "AgentCall",
@@ -114,6 +117,7 @@ __all__ = (
     "Handoff",
     "HandoffData",
     "HistoryTurn",
+    "Hit",
     "HumanMessage",
     "LlmPolicy",
     "LocalPromptConstraints",
@@ -145,6 +149,7 @@ __all__ = (
     "decode_reply",
     "derive_id",
     "encode",
+    "find_secrets",
     "heartbeat_key",
     "hop_delta_for",
     "json_schemas",
@@ -152,6 +157,7 @@ __all__ = (
     "new_id",
     "pae",
     "profile_key",
+    "redact",
     "render_schema",
     "return_kinds",
     "sign_payload",
