@@ -31,7 +31,7 @@ from schemas import (
     utc_now,
 )
 from tests.support.agents import FAIRY_TALE, Submitted, agent_call, send, start_agent, write_profile
-from tests.support.processes import READY, ProcessOutput, parley_env
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 
 @pytest.fixture
@@ -85,7 +85,8 @@ async def test_two_scripted_agents_play_the_fairy_tale(
 async def test_registry_holds_the_profile_summary_and_a_heartbeat(
     nc: NATS, namespace: Namespace, env: dict[str, str], processes: list[ProcessOutput]
 ) -> None:
-    host = start_agent("claude", env)
+    # No --profile: the actor id names the profile, as a topology's `run = "agent"` does.
+    host = start_actor("agent", "claude", env)
     processes.append(host)
     await host.wait_line(READY)
     kv = await nc.jetstream().key_value(namespace.bucket("registry"))
