@@ -90,7 +90,9 @@ async def test_fairy_tale_through_the_gate(
     inbox = await js.pull_subscribe(
         namespace.deliver("router"), durable="router", stream=namespace.stream("deliver")
     )
-    transcript = (TranscriptItem(role="user", name="you", text=FAIRY_TALE),)
+    transcript: tuple[TranscriptItem, ...] = (
+        TranscriptItem(role="user", name="you", text=FAIRY_TALE),
+    )
     speaker, cause, finals = "claude", "", []
     for round_no in range(1, 5):
         call = agent_call(speaker, FAIRY_TALE, round=round_no, max_rounds=4, transcript=transcript)
