@@ -37,6 +37,7 @@ from schemas import ErrorCode
 __all__ = ("Script", "ScriptedBrain", "ScriptedTurn", "load_script")
 
 CRASH_EXIT_CODE = 70
+_FIELDS = ("name", "goal", "task", "round", "max_rounds")
 
 
 class _Handoff(BaseModel):
@@ -68,6 +69,14 @@ class ScriptedTurn(BaseModel):
     def _says_something(self) -> ScriptedTurn:
         if self.action in ("reply", "hang_after_reply") and not (self.message or self.raw):
             raise ValueError("a replying turn needs `message` or `raw`")
+        templates = [self.message, self.raw or ""]
+        if self.handoff is not None:
+            templates.append(self.handoff.task)
+        for template in templates:  # a bad placeholder fails at start, not at a call
+            try:
+                template.format_map(dict.fromkeys(_FIELDS, ""))
+            except (KeyError, ValueError, IndexError) as exc:
+                raise ValueError(f"bad placeholder in {template[:60]!r}: {exc!r}") from None
         return self
 
     def matches(self, call: BrainCall) -> bool:

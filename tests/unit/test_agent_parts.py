@@ -203,3 +203,11 @@ def test_the_readme_profile_example_is_a_valid_profile() -> None:
     block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 10)]
     profile = AgentProfile.model_validate(tomllib.loads(block))
     assert (profile.name, profile.brain.backend, profile.peers) == ("gpt", "openai", ("claude",))
+
+
+def test_a_script_with_a_bad_placeholder_fails_at_load(tmp_path: Path) -> None:
+    script = tmp_path / "s.toml"
+    script.write_text('[[turn]]\nmessage = "hello {nobody}"\n')
+    config = ScriptedBrainConfig(backend="scripted", script=script)
+    with pytest.raises(ConfigError, match="bad placeholder"):
+        ScriptedBrain(AgentProfile(name="a", brain=config), config)
