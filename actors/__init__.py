@@ -4,10 +4,15 @@
 agent host, auditor, relay) register here as they arrive.
 """
 
+from actors.agent import AgentHost
 from actors.echo import EchoActor
 from actors.gate import GateActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor, GateActor.kind: GateActor}
+ACTORS: dict[str, type[Actor]] = {
+    EchoActor.kind: EchoActor,
+    GateActor.kind: GateActor,
+    AgentHost.kind: AgentHost,
+}
 
-__all__ = ("ACTORS", "EchoActor", "GateActor")
+__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor")
