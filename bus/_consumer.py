@@ -60,7 +60,12 @@ class ConsumerLoop:
 
     def consumer_config(self) -> ConsumerConfig:
         s = self._settings
+        # Naming the consumer as well makes nats-py create it on
+        # `$JS.API.CONSUMER.CREATE.<stream>.<durable>.<filter>`, a subject the server checks
+        # against the request, so broker permissions can let an actor create or update its own
+        # durable with its own filter and nothing else (deploy/nats/).
         return ConsumerConfig(
+            name=self.spec.durable,
             durable_name=self.spec.durable,
             filter_subject=self.spec.filter_subject,
             ack_policy=AckPolicy.EXPLICIT,
