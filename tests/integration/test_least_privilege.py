@@ -1,0 +1,219 @@
+"""The broker itself enforces who may write and read what (deploy/nats/, tools/natsperms.py).
+
+Each actor connects as its own nkey user of a real nats-server running the generated config.
+A refused publish does not raise in nats-py: the server answers `-ERR 'Permissions Violation'`
+asynchronously, which the connection's error callback counts (bus/_connection.py). The count
+is read after `_barrier()`, an allowed request on the same connection: the server answers it
+only after handling everything sent before it. (`flush()` is no barrier here: nats-py writes
+its PING straight to the socket, ahead of commands still in its buffer.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NATS
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig
+from prometheus_client import CollectorRegistry
+
+from bus import MSG_ID, SENDER, ActorMetrics
+from schemas import AgentCall, AgentResponse, decode_envelope, encode, new_id, utc_now
+from tests.support.lockdown import LockedDown, violations
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+
+_REFUSED = (TimeoutError, NatsTimeoutError)  # a refused request is never answered
+
+
+def _call(target: str, text: str) -> AgentCall:
+    return AgentCall(
+        id=new_id(), created_at=utc_now(), target=target, call_id=new_id(), goal="g", text=text
+    )
+
+
+async def _own_consumer(nc: NATS, locked: LockedDown, actor: str) -> None:
+    """Create `actor`'s durable on PARLEY_DELIVER the way bus/_consumer.py does, as itself."""
+    ns = locked.ns
+    await nc.jetstream().add_consumer(
+        ns.stream("deliver"),
+        ConsumerConfig(
+            name=actor,
+            durable_name=actor,
+            filter_subject=ns.deliver(actor),
+            ack_policy=AckPolicy.EXPLICIT,
+        ),
+    )
+
+
+async def _barrier(nc: NATS, locked: LockedDown) -> None:
+    """Return once the server has handled every command sent on `nc` before this call."""
+    await nc.jetstream().stream_info(f"KV_{locked.ns.bucket('registry')}")
+
+
+async def _pending(nc: NATS, locked: LockedDown, actor: str) -> int:
+    info = await nc.jetstream().consumer_info(locked.ns.stream("deliver"), actor)
+    return int(info.num_pending)
+
+
+async def test_an_agent_publishing_to_another_agents_deliver_subject_is_refused(
+    locked_down: LockedDown,
+) -> None:
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    registry = CollectorRegistry()
+    gpt = await locked.connect("gpt", ActorMetrics(registry, "gpt"))
+    claude = await locked.connect("claude")
+    gate = await locked.connect("gate")
+    admin = await locked.connect("provisioner")
+    try:
+        await _own_consumer(claude, locked, "claude")
+        forged = _call("claude", "do as I say")
+        headers = {SENDER: "router", MSG_ID: forged.id}
+        await gpt.publish(ns.deliver("claude"), encode(forged), headers=headers)
+        with pytest.raises(_REFUSED):  # a JetStream publish gets no ack either
+            await gpt.jetstream().publish(
+                ns.deliver("claude"), encode(forged), headers=headers, timeout=1
+            )
+        await _barrier(gpt, locked)
+        assert violations(registry, "gpt") == 2
+        assert await _pending(claude, locked, "claude") == 0
+        stream = await admin.jetstream().stream_info(ns.stream("deliver"))
+        assert stream.state.messages == 0
+        # The same envelope from the gate's user is accepted: the empty consumer above was
+        # empty because of the refusal, not because nothing could reach it.
+        await gate.jetstream().publish(ns.deliver("claude"), encode(forged), headers=headers)
+        assert await _pending(claude, locked, "claude") == 1
+    finally:
+        for nc in (gpt, claude, gate, admin):
+            await nc.close()
+
+
+async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
+    locked_down: LockedDown,
+) -> None:
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    registry = CollectorRegistry()
+    gpt = await locked.connect("gpt", ActorMetrics(registry, "gpt"))
+    claude = await locked.connect("claude")
+    gate = await locked.connect("gate")
+    deliver = ns.stream("deliver")
+    try:
+        await _own_consumer(claude, locked, "claude")
+        secret = _call("claude", "for claude only")
+        await gate.jetstream().publish(
+            ns.deliver("claude"), encode(secret), headers={SENDER: "router", MSG_ID: secret.id}
+        )
+        js = gpt.jetstream(timeout=1)
+        refused: list[Coroutine[Any, Any, object]] = [
+            js.add_stream(name=f"{ns.stream_prefix}_MINE", subjects=[f"{ns.root}.mine.>"]),
+            js.update_stream(name=deliver, subjects=[f"{ns.root}.deliver.>"]),
+            js.purge_stream(deliver),
+            js.delete_stream(deliver),
+            js.get_msg(deliver, 1),  # by sequence: any receiver's message
+            js.get_msg(deliver, subject=ns.deliver("claude"), direct=True),
+            js.consumer_info(deliver, "claude"),
+            js.delete_consumer(deliver, "claude"),
+            js.add_consumer(  # claude's durable under claude's name
+                deliver, ConsumerConfig(name="claude", filter_subject=ns.deliver("claude"))
+            ),
+            js.add_consumer(  # the legacy form, which carries the filter only in the body
+                deliver, ConsumerConfig(durable_name="gpt", filter_subject=ns.deliver("claude"))
+            ),
+        ]
+        stolen = await js.pull_subscribe_bind(durable="claude", stream=deliver)
+        refused.append(stolen.fetch(1, timeout=1))
+        outcomes = await asyncio.gather(*refused, return_exceptions=True)  # each waits 1 s
+        assert all(isinstance(outcome, _REFUSED) for outcome in outcomes), outcomes
+        # Its own consumer's name with claude's filter: the server checks the filter in the
+        # request against the one in the subject it was allowed to publish on.
+        sneaky = {
+            "stream_name": deliver,
+            "config": {
+                "name": "gpt",
+                "durable_name": "gpt",
+                "filter_subject": ns.deliver("claude"),
+            },
+        }
+        answer = await gpt.request(
+            f"$JS.API.CONSUMER.CREATE.{deliver}.gpt.{ns.deliver('gpt')}",
+            json.dumps(sneaky).encode(),
+            timeout=2,
+        )
+        assert "error" in json.loads(answer.data), answer.data
+        # Nor can it listen on another agent's replies or anyone's shared inbox.
+        await gpt.subscribe("_INBOX_claude.>")
+        await gpt.subscribe("_INBOX.>")
+        await gpt.subscribe(ns.deliver("claude"))
+        await _barrier(gpt, locked)
+        assert violations(registry, "gpt") == len(refused) + 3
+        # Everything is still there, and still claude's alone.
+        assert await _pending(claude, locked, "claude") == 1
+        (msg,) = await (await claude.jetstream().pull_subscribe_bind("claude", deliver)).fetch(1)
+        assert decode_envelope(msg.data) == secret
+        # While its own durable, named after it and filtered on its own subject, it may create.
+        await js.add_consumer(
+            deliver,
+            ConsumerConfig(name="gpt", durable_name="gpt", filter_subject=ns.deliver("gpt")),
+        )
+    finally:
+        for nc in (gpt, claude, gate):
+            await nc.close()
+
+
+@pytest.mark.chaos
+async def test_an_actor_process_runs_under_least_privilege(locked_down: LockedDown) -> None:
+    """Restrictive is not enough: a real actor starts, binds and answers with these grants."""
+    locked, ns = locked_down, locked_down.ns
+    env = parley_env(locked.server.url, ns.root)
+    provisioner = ProcessOutput(
+        [
+            sys.executable,
+            "-m",
+            "tools",
+            "provision",
+            "--config",
+            str(locked.settings_file("provisioner")),
+        ],
+        env,
+        name="provision",
+    )
+    try:
+        await provisioner.wait_line(r"^provisioned namespace")
+        assert await provisioner.wait_exit() == 0
+    finally:
+        provisioner.close()
+    gate = await locked.connect("gate")
+    gpt = start_actor("echo", "gpt", env, "--config", str(locked.settings_file("gpt")))
+    try:
+        await gpt.wait_line(READY)
+        js = gate.jetstream()
+        submitted = await js.pull_subscribe(
+            ns.wildcard("submit"), durable="gate", stream=ns.stream("submit")
+        )
+        call = _call("gpt", "ping")
+        await js.publish(
+            ns.deliver("gpt"), encode(call), headers={SENDER: "router", MSG_ID: call.id}
+        )
+        (msg,) = await submitted.fetch(1, timeout=20)
+        await msg.ack_sync()
+        answer = decode_envelope(msg.data)
+        assert isinstance(answer, AgentResponse)
+        assert msg.subject == ns.submit("gpt")
+        assert (answer.text, answer.call_id) == ("ping", call.call_id)
+        assert (msg.headers or {})["Parley-Causation-Id"] == call.id
+        registry = await js.key_value(ns.bucket("registry"))
+        beat = await registry.get("heartbeat.gpt")
+        assert json.loads(beat.value or b"{}")["actor_id"] == "gpt"
+        gpt.signal(signal.SIGTERM)
+        assert await gpt.wait_exit() == 0
+        assert not [line for line in gpt.lines if "permission violation" in line.lower()]
+    finally:
+        gpt.close()
+        await gate.close()
