@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 from collections.abc import Coroutine
@@ -23,10 +24,11 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig
 from prometheus_client import CollectorRegistry
 
-from bus import MSG_ID, SENDER, ActorMetrics
+from bus import DEAD_ACTOR, DEAD_REASON, MSG_ID, SENDER, ActorMetrics, DeadLetters
 from schemas import AgentCall, AgentResponse, decode_envelope, encode, new_id, utc_now
 from tests.support.lockdown import LockedDown, violations
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+from tests.support.wire import PROBE, human
 
 _REFUSED = (TimeoutError, NatsTimeoutError)  # a refused request is never answered
 
@@ -217,3 +219,62 @@ async def test_an_actor_process_runs_under_least_privilege(locked_down: LockedDo
     finally:
         gpt.close()
         await gate.close()
+
+
+class _LogEvent(logging.Handler):
+    """Sets an event when a log record with the given message is emitted (on this loop)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == self.message:
+            self.seen.set()
+
+
+@pytest.mark.chaos
+async def test_the_gate_moves_a_receivers_exhausted_delivery(locked_down: LockedDown) -> None:
+    """A receiver may not read or delete PARLEY_DELIVER by sequence, so the gate's user moves
+    the message that crashed it on every delivery, filed under the receiver's name."""
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    gate = await locked.connect("gate")
+    auditor = await locked.connect("auditor")
+    admin = await locked.connect("provisioner")
+    moved = _LogEvent("moved an exhausted message out of its stream")
+    logging.getLogger("parley.bus.dead").addHandler(moved)
+    env = parley_env(
+        locked.server.url, ns.root, ack_wait_s="0.6", max_deliver="1", fetch_timeout_s="1"
+    )
+    claude = start_actor(PROBE, "claude", env, "--config", str(locked.settings_file("claude")))
+    try:
+        mover = DeadLetters(
+            gate.jetstream(), ns, "gate", 64 * 1024, ActorMetrics(CollectorRegistry(), "gate")
+        )
+        await mover.watch_max_deliveries(gate, ns.stream("deliver"), None)
+        await claude.wait_line(READY)
+        crasher = human("crash")
+        await gate.jetstream().publish(
+            ns.deliver("claude"), encode(crasher), headers={SENDER: "cli", MSG_ID: crasher.id}
+        )
+        assert await claude.wait_exit() == 70  # max_deliver=1: this was its only chance
+        letters = await auditor.jetstream().pull_subscribe(
+            ns.wildcard("dead"), durable="auditor", stream=ns.stream("dead")
+        )
+        (letter,) = await letters.fetch(1, timeout=20)
+        assert letter.subject == ns.dead("claude")
+        assert letter.headers is not None
+        assert letter.headers[DEAD_REASON] == "max_deliveries"
+        assert letter.headers[DEAD_ACTOR] == "claude"
+        assert decode_envelope(letter.data) == crasher
+        await asyncio.wait_for(moved.seen.wait(), timeout=10)
+        info = await admin.jetstream().stream_info(ns.stream("deliver"))
+        assert info.state.messages == 0, "the exhausted message must leave the work queue"
+        assert not [line for line in claude.lines if "permission violation" in line.lower()]
+    finally:
+        logging.getLogger("parley.bus.dead").removeHandler(moved)
+        claude.close()
+        for nc in (gate, auditor, admin):
+            await nc.close()
