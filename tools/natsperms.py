@@ -117,6 +117,7 @@ class _Grants:
             f"{_JS}.DIRECT.GET.{stream}",
             f"{_JS}.DIRECT.GET.{stream}.>",
             f"{_JS}.CONSUMER.CREATE.{stream}",
+            f"{_JS}.CONSUMER.INFO.{stream}.*",  # nats-py looks at the one it created
             f"$JS.FC.{stream}.>",
         )
 

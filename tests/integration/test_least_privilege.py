@@ -278,3 +278,55 @@ async def test_the_gate_moves_a_receivers_exhausted_delivery(locked_down: Locked
         claude.close()
         for nc in (gate, auditor, admin):
             await nc.close()
+
+
+async def test_each_role_can_do_its_own_work(locked_down: LockedDown) -> None:
+    """The grants are sufficient, not only restrictive: each role's documented duties work."""
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    actors = ("gate", "router", "auditor", "cli", "gpt")
+    registries = {actor: CollectorRegistry() for actor in actors}
+    conns = {
+        actor: await locked.connect(actor, ActorMetrics(registries[actor], actor))
+        for actor in actors
+    }
+    try:
+        gate, router, auditor, cli, gpt = (conns[a].jetstream() for a in conns)
+        # An agent writes its profile; the gate and the router read the registry.
+        profiles = await gpt.key_value(ns.bucket("registry"))
+        await profiles.put("profile.gpt", b'{"model": "x"}')
+        for reader in (gate, router, cli):
+            entry = await (await reader.key_value(ns.bucket("registry"))).get("profile.gpt")
+            assert entry.value == b'{"model": "x"}'
+        # The gate keeps its records, reads bundles and records the version it trusted.
+        traces = await gate.key_value(ns.bucket("traces"))
+        revision = await traces.put("trace.t1", b"1")
+        await traces.update("trace.t1", b"2", last=revision)
+        assert set(await traces.keys()) == {"trace.t1"}
+        policy = await gate.key_value(ns.bucket("policy"))
+        await policy.put("trusted", b"7")
+        assert (await policy.get("trusted")).value == b"7"
+        await gate.publish(ns.decisions("gpt"), b"{}", headers={MSG_ID: new_id()})
+        # The router keeps sessions and writes the timeline; the CLI follows it.
+        sessions = await router.key_value(ns.bucket("sessions"))
+        await sessions.put("s1", b"state")
+        assert (await sessions.get("s1")).value == b"state"
+        timeline = await cli.subscribe(ns.wildcard("events"), ordered_consumer=True)
+        await router.publish(ns.events("s1"), b'{"round": 1}', headers={MSG_ID: new_id()})
+        assert (await timeline.next_msg(timeout=10)).data == b'{"round": 1}'
+        # The auditor reads decisions and events and appends to its chain.
+        events = await auditor.pull_subscribe(
+            f"{ns.root}.>", durable="auditor", stream=ns.stream("events")
+        )
+        seen = [msg.subject for msg in await events.fetch(2, timeout=10)]
+        assert seen == [ns.decisions("gpt"), ns.events("s1")]
+        ack = await auditor.publish(ns.audit("acme", "gpt"), b"{}", headers={MSG_ID: new_id()})
+        head = await auditor.get_msg(ns.stream("audit"), ack.seq)
+        assert head.subject == ns.audit("acme", "gpt")
+        assert (await auditor.stream_info(ns.stream("audit"))).state.last_seq == ack.seq
+        await asyncio.gather(*(_barrier(nc, locked) for nc in conns.values()))
+        for actor in actors:
+            assert violations(registries[actor], actor) == 0, actor
+    finally:
+        for nc in conns.values():
+            await nc.close()
