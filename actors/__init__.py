@@ -5,8 +5,9 @@ agent host, auditor, relay) register here as they arrive.
 """
 
 from actors.echo import EchoActor
+from actors.gate import GateActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
+ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor, GateActor.kind: GateActor}
 
-__all__ = ("ACTORS", "EchoActor")
+__all__ = ("ACTORS", "EchoActor", "GateActor")
