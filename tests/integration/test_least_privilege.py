@@ -16,6 +16,7 @@ import logging
 import signal
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from schemas import AgentCall, AgentResponse, decode_envelope, encode, new_id, u
 from tests.support.lockdown import LockedDown, violations
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tests.support.wire import PROBE, human
+from tools.cli import main as cli_main
 
 _REFUSED = (TimeoutError, NatsTimeoutError)  # a refused request is never answered
 
@@ -330,3 +332,63 @@ async def test_each_role_can_do_its_own_work(locked_down: LockedDown) -> None:
     finally:
         for nc in conns.values():
             await nc.close()
+
+
+@pytest.mark.chaos
+async def test_a_call_goes_through_the_real_gate_under_least_privilege(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """cli -> gate -> gpt (echo) -> gate -> cli, every process as its own nkey user."""
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    keys, bundle, signed = tmp_path / "keys", tmp_path / "bundle.json", tmp_path / "signed.json"
+    bundle.write_text(
+        json.dumps(
+            {
+                "schema_version": "1.0",
+                "version": 1,
+                "tenant_id": "default",
+                "expires_at": "2099-01-01T00:00:00Z",
+                "profiles": {"cli": {"allowed_targets": ["gpt"], "start_traces": True}, "gpt": {}},
+            }
+        )
+    )
+    assert cli_main(["policy", "keygen", "--out", str(keys)]) == 0
+    assert (
+        cli_main(
+            ["policy", "sign", "--key", str(keys / "policy.key"), str(bundle), "-o", str(signed)]
+        )
+        == 0
+    )
+    admin = await locked.connect("provisioner")  # the signer publishes with an operator's key
+    await (await admin.jetstream().key_value(ns.bucket("policy"))).put(
+        "bundle", signed.read_bytes()
+    )
+    await admin.close()
+    env = parley_env(locked.server.url, ns.root)
+    gate_env = {**env, "PARLEY_OPTIONS": json.dumps({"policy_keys": [str(keys / "policy.pub")]})}
+    gate = start_actor("gate", "gate", gate_env, "--config", str(locked.settings_file("gate")))
+    gpt = start_actor("echo", "gpt", env, "--config", str(locked.settings_file("gpt")))
+    cli = await locked.connect("cli")
+    try:
+        await gate.wait_line(READY)
+        await gpt.wait_line(READY)
+        await _own_consumer(cli, locked, "cli")
+        js = cli.jetstream()
+        call = _call("gpt", "through the gate")
+        await js.publish(ns.submit("cli"), encode(call), headers={MSG_ID: call.id})
+        inbox = await js.pull_subscribe_bind("cli", ns.stream("deliver"))
+        (msg,) = await inbox.fetch(1, timeout=20)
+        await msg.ack_sync()
+        answer = decode_envelope(msg.data)
+        assert isinstance(answer, AgentResponse), answer
+        assert (answer.text, answer.call_id) == ("through the gate", call.call_id)
+        assert (msg.headers or {})[SENDER] == "gpt"
+        for process in (gate, gpt):
+            process.signal(signal.SIGTERM)
+            assert await process.wait_exit() == 0
+            assert not [line for line in process.lines if "permission violation" in line.lower()]
+    finally:
+        gate.close()
+        gpt.close()
+        await cli.close()
