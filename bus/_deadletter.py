@@ -57,6 +57,7 @@ DEAD_ACTOR = "Parley-Dead-Actor"
 _DEAD_TRUNCATED = "Parley-Dead-Truncated"
 _HEADER_ROOM = 8 * 1024
 _ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
 
 
 _HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
@@ -159,8 +160,18 @@ class DeadLetters:
         """
 
         async def on_advisory(msg: Msg) -> None:
+            if msg.reply:
+                # The server publishes advisories without a reply subject. A message with one
+                # is a push consumer's delivery, which an actor allowed to create consumers
+                # could aim here to have other receivers' messages moved.
+                log.warning("ignored a max-deliveries advisory the server did not send")
+                return
             try:
                 advisory = json.loads(msg.data)
+                if advisory["type"] != _ADVISORY_TYPE or advisory["stream"] != stream:
+                    raise ValueError(f"not a max-deliveries advisory of {stream}")
+                if durable is not None and advisory["consumer"] != durable:
+                    raise ValueError(f"not a max-deliveries advisory of {durable}")
                 seq = int(advisory["stream_seq"])
                 deliveries = int(advisory.get("deliveries", 0))
                 owner = None if durable is not None else str(advisory["consumer"])

@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
+    create_consumers: bool = Field(
+        default=True,
+        description="Create or update this actor's durable consumers at start; false: bind to "
+        "the ones `parley provision` created (an actor that may create a consumer could make it "
+        "push its messages onto subjects it may not publish to).",
+    )
     move_exhausted: bool = Field(
         default=True,
         description="Move this actor's own inputs' exhausted messages to PARLEY_DEAD (needs "
