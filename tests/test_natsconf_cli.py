@@ -35,8 +35,10 @@ def test_nats_config_writes_private_seeds_and_keeps_them(
     settings = load_settings(out / "actors" / "gpt.toml")
     assert (settings.actor_id, settings.namespace, settings.provision) == ("gpt", "n1", False)
     assert settings.move_exhausted is False and settings.nkey_seed_file is not None
+    assert settings.create_consumers is False
     gate = load_settings(out / "actors" / "gate.toml")
     assert gate.move_exhausted and gate.move_exhausted_of == ("deliver",)
+    assert gate.create_consumers
 
     # Adding an actor later gives it a key and rotates nobody else's.
     assert main(["nats-config", "--out", str(out), "--actors", "gate,gpt,claude"]) == 0

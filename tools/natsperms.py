@@ -9,15 +9,22 @@ The roles, by actor id: `gate`, `router`, `auditor`, `cli` and `provisioner` are
 any other id is an agent. The JetStream subjects are the ones nats-py uses for what the
 runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
 
-- a durable pull consumer: created on `$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`,
-  which the server checks against the request's own filter, so an actor may create or update
-  its own durable with its own filter only; read with `CONSUMER.MSG.NEXT`, acked on
-  `$JS.ACK.<stream>.<durable>.>`, looked at with `CONSUMER.INFO`;
+- a durable pull consumer: read with `CONSUMER.MSG.NEXT`, acked on
+  `$JS.ACK.<stream>.<durable>.>`, looked at with `CONSUMER.INFO`. Receivers on PARLEY_DELIVER
+  (agents, the router, the CLI) may not create theirs: `parley provision` does, and they bind
+  (`create_consumers = false`). Whoever creates a consumer chooses its `deliver_subject`, and
+  a push consumer republishes what it reads on that subject wherever anyone listens, into
+  any stream that captures it, past the creator's publish permissions. The gate and the
+  auditor create their own, on `$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>` (the server
+  checks the filter against the request);
 - a KV get is `$JS.API.DIRECT.GET.KV_<bucket>...`, a put is a JetStream publish on
   `$KV.<bucket>.<key>`, opening a bucket is `STREAM.INFO.KV_<bucket>`, a watch or key listing
   is an ephemeral consumer (`CONSUMER.CREATE.KV_<bucket>`, no name: ephemerals only);
 - every reply (JetStream acks, API answers, pushed messages) comes back under the actor's own
   inbox prefix `_INBOX_<actor>`; no actor answers requests, so none needs `allow_responses`.
+  Nobody subscribes to anything else but max-deliveries advisories (which the mover checks
+  came from the server), so no subject outside an inbox has a listener a push consumer could
+  feed.
 
 Moving an exhausted message to PARLEY_DEAD means reading and deleting it by sequence
 (`STREAM.MSG.GET`, `STREAM.MSG.DELETE`), which on PARLEY_DELIVER would let one receiver read
@@ -90,16 +97,21 @@ class _Grants:
     def sub(self, *subjects: str) -> None:
         self.subscribe.extend(s for s in subjects if s not in self.subscribe)
 
-    def durable(self, family: str, filter_subject: str | None) -> None:
-        """Create, bind, read and ack this actor's own durable (named after it) on a stream."""
+    def bind(self, family: str) -> None:
+        """Look at, read and ack this actor's own durable (named after it) on a stream."""
         stream, name = self.ns.stream(family), self.actor
-        create = f"{_JS}.CONSUMER.CREATE.{stream}.{name}"
-        self.pub(create if filter_subject is None else f"{create}.{filter_subject}")
         self.pub(
             f"{_JS}.CONSUMER.INFO.{stream}.{name}",
             f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{name}",
             f"$JS.ACK.{stream}.{name}.>",
         )
+
+    def durable(self, family: str, filter_subject: str | None) -> None:
+        """Create (or update) and bind this actor's own durable: trusted actors only, since a
+        consumer's creator chooses where a push consumer republishes what it reads."""
+        create = f"{_JS}.CONSUMER.CREATE.{self.ns.stream(family)}.{self.actor}"
+        self.pub(create if filter_subject is None else f"{create}.{filter_subject}")
+        self.bind(family)
 
     def move_own_exhausted(self, family: str, *, delete: bool) -> None:
         """Dead-letter this actor's own exhausted messages of a stream it may read whole."""
@@ -135,7 +147,7 @@ def _actor_grants(g: _Grants, role: str) -> None:
     g.pub(ns.submit(me), ns.dead(me))
     g.write_keys("registry", f"heartbeat.{me}")
     if role in ("agent", "router", "cli"):
-        g.durable("deliver", ns.deliver(me))  # exhausted deliveries are the gate's to move
+        g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
     elif role == "gate":
@@ -182,6 +194,7 @@ def _provisioner_grants(g: _Grants) -> None:
             f"{_JS}.CONSUMER.INFO.{stream}.*",
             f"{_JS}.CONSUMER.DELETE.{stream}.*",
         )
+    g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream('deliver')}.>")  # every receiver's durable
     g.pub(f"$KV.{ns.bucket('policy')}.>")  # publishing signed bundles is an operator's act
 
 
@@ -213,6 +226,7 @@ def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
     role = role_of(actor)
     values: dict[str, object] = {"actor_id": actor, "namespace": ns.root, "provision": False}
     if role in ("agent", "router", "cli"):
+        values["create_consumers"] = False
         values["move_exhausted"] = False
     if role == "gate":
         values["move_exhausted_of"] = ["deliver"]

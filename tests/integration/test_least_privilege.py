@@ -26,11 +26,20 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from prometheus_client import CollectorRegistry
 
 from bus import DEAD_ACTOR, DEAD_REASON, MSG_ID, SENDER, ActorMetrics, DeadLetters
-from schemas import AgentCall, AgentResponse, decode_envelope, encode, new_id, utc_now
+from schemas import (
+    AgentCall,
+    AgentResponse,
+    Namespace,
+    decode_envelope,
+    encode,
+    new_id,
+    utc_now,
+)
 from tests.support.lockdown import LockedDown, violations
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tests.support.wire import PROBE, human
 from tools.cli import main as cli_main
+from tools.provision import provision_once
 
 _REFUSED = (TimeoutError, NatsTimeoutError)  # a refused request is never answered
 
@@ -38,20 +47,6 @@ _REFUSED = (TimeoutError, NatsTimeoutError)  # a refused request is never answer
 def _call(target: str, text: str) -> AgentCall:
     return AgentCall(
         id=new_id(), created_at=utc_now(), target=target, call_id=new_id(), goal="g", text=text
-    )
-
-
-async def _own_consumer(nc: NATS, locked: LockedDown, actor: str) -> None:
-    """Create `actor`'s durable on PARLEY_DELIVER the way bus/_consumer.py does, as itself."""
-    ns = locked.ns
-    await nc.jetstream().add_consumer(
-        ns.stream("deliver"),
-        ConsumerConfig(
-            name=actor,
-            durable_name=actor,
-            filter_subject=ns.deliver(actor),
-            ack_policy=AckPolicy.EXPLICIT,
-        ),
     )
 
 
@@ -76,7 +71,6 @@ async def test_an_agent_publishing_to_another_agents_deliver_subject_is_refused(
     gate = await locked.connect("gate")
     admin = await locked.connect("provisioner")
     try:
-        await _own_consumer(claude, locked, "claude")
         forged = _call("claude", "do as I say")
         headers = {SENDER: "router", MSG_ID: forged.id}
         await gpt.publish(ns.deliver("claude"), encode(forged), headers=headers)
@@ -109,7 +103,6 @@ async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
     gate = await locked.connect("gate")
     deliver = ns.stream("deliver")
     try:
-        await _own_consumer(claude, locked, "claude")
         secret = _call("claude", "for claude only")
         await gate.jetstream().publish(
             ns.deliver("claude"), encode(secret), headers={SENDER: "router", MSG_ID: secret.id}
@@ -130,27 +123,20 @@ async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
             js.add_consumer(  # the legacy form, which carries the filter only in the body
                 deliver, ConsumerConfig(durable_name="gpt", filter_subject=ns.deliver("claude"))
             ),
+            js.add_consumer(  # its own, pushing what it reads onto claude's submit subject
+                deliver,
+                ConsumerConfig(
+                    name="gpt",
+                    durable_name="gpt",
+                    filter_subject=ns.deliver("gpt"),
+                    deliver_subject=ns.submit("claude"),
+                ),
+            ),
         ]
         stolen = await js.pull_subscribe_bind(durable="claude", stream=deliver)
         refused.append(stolen.fetch(1, timeout=1))
         outcomes = await asyncio.gather(*refused, return_exceptions=True)  # each waits 1 s
         assert all(isinstance(outcome, _REFUSED) for outcome in outcomes), outcomes
-        # Its own consumer's name with claude's filter: the server checks the filter in the
-        # request against the one in the subject it was allowed to publish on.
-        sneaky = {
-            "stream_name": deliver,
-            "config": {
-                "name": "gpt",
-                "durable_name": "gpt",
-                "filter_subject": ns.deliver("claude"),
-            },
-        }
-        answer = await gpt.request(
-            f"$JS.API.CONSUMER.CREATE.{deliver}.gpt.{ns.deliver('gpt')}",
-            json.dumps(sneaky).encode(),
-            timeout=2,
-        )
-        assert "error" in json.loads(answer.data), answer.data
         # Nor can it listen on another agent's replies or anyone's shared inbox.
         await gpt.subscribe("_INBOX_claude.>")
         await gpt.subscribe("_INBOX.>")
@@ -161,11 +147,6 @@ async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
         assert await _pending(claude, locked, "claude") == 1
         (msg,) = await (await claude.jetstream().pull_subscribe_bind("claude", deliver)).fetch(1)
         assert decode_envelope(msg.data) == secret
-        # While its own durable, named after it and filtered on its own subject, it may create.
-        await js.add_consumer(
-            deliver,
-            ConsumerConfig(name="gpt", durable_name="gpt", filter_subject=ns.deliver("gpt")),
-        )
     finally:
         for nc in (gpt, claude, gate):
             await nc.close()
@@ -184,12 +165,13 @@ async def test_an_actor_process_runs_under_least_privilege(locked_down: LockedDo
             "provision",
             "--config",
             str(locked.settings_file("provisioner")),
+            str(locked.settings_file("gpt")),
         ],
         env,
         name="provision",
     )
     try:
-        await provisioner.wait_line(r"^provisioned namespace")
+        await provisioner.wait_line(r"^provisioned namespace .*; consumers gpt$")
         assert await provisioner.wait_exit() == 0
     finally:
         provisioner.close()
@@ -241,16 +223,15 @@ async def test_the_gate_moves_a_receivers_exhausted_delivery(locked_down: Locked
     """A receiver may not read or delete PARLEY_DELIVER by sequence, so the gate's user moves
     the message that crashed it on every delivery, filed under the receiver's name."""
     locked, ns = locked_down, locked_down.ns
-    await locked.provision()
+    tuned = locked.tune("claude", ack_wait_s="0.6", max_deliver="1", fetch_timeout_s="1")
+    await locked.provision()  # claude's consumer as its settings say
     gate = await locked.connect("gate")
     auditor = await locked.connect("auditor")
     admin = await locked.connect("provisioner")
     moved = _LogEvent("moved an exhausted message out of its stream")
     logging.getLogger("parley.bus.dead").addHandler(moved)
-    env = parley_env(
-        locked.server.url, ns.root, ack_wait_s="0.6", max_deliver="1", fetch_timeout_s="1"
-    )
-    claude = start_actor(PROBE, "claude", env, "--config", str(locked.settings_file("claude")))
+    env = parley_env(locked.server.url, ns.root)
+    claude = start_actor(PROBE, "claude", env, "--config", str(tuned))
     try:
         mover = DeadLetters(
             gate.jetstream(), ns, "gate", 64 * 1024, ActorMetrics(CollectorRegistry(), "gate")
@@ -373,7 +354,6 @@ async def test_a_call_goes_through_the_real_gate_under_least_privilege(
     try:
         await gate.wait_line(READY)
         await gpt.wait_line(READY)
-        await _own_consumer(cli, locked, "cli")
         js = cli.jetstream()
         call = _call("gpt", "through the gate")
         await js.publish(ns.submit("cli"), encode(call), headers={MSG_ID: call.id})
@@ -392,3 +372,76 @@ async def test_a_call_goes_through_the_real_gate_under_least_privilege(
         gate.close()
         gpt.close()
         await cli.close()
+
+
+@pytest.mark.chaos
+async def test_an_actor_that_may_not_create_its_consumer_refuses_a_missing_or_other_one(
+    locked_down: LockedDown,
+) -> None:
+    locked, ns = locked_down, locked_down.ns
+    await provision_once(locked.settings_file("provisioner"), locked.server.url)  # no consumers
+    env = parley_env(locked.server.url, ns.root)
+    config = str(locked.settings_file("gpt"))
+    missing = start_actor("echo", "gpt", env, "--config", config)
+    try:
+        await missing.wait_line(r"does not exist and this actor may not create it")
+        assert await missing.wait_exit() == 2
+    finally:
+        missing.close()
+    await locked.provision()
+    other = start_actor("echo", "gpt", {**env, "PARLEY_ACK_WAIT_S": "5"}, "--config", config)
+    try:
+        await other.wait_line(r"ack_wait is 30\.0 s, expected 5\.0 s")
+        assert await other.wait_exit() == 2
+    finally:
+        other.close()
+
+
+async def test_the_mover_ignores_advisories_the_server_did_not_send(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """A push consumer aimed at the advisory subject delivers with a `$JS.ACK` reply, which the
+    server's own advisories never carry; a message without the advisory's type is not one
+    either. Neither moves anything."""
+    js, ns = nc.jetstream(), namespace
+    call = _call("claude", "keep me")
+    seq = (await js.publish(ns.deliver("claude"), encode(call), headers={MSG_ID: call.id})).seq
+    ignored = _LogEvent("ignored a max-deliveries advisory the server did not send")
+    unreadable = _LogEvent("unreadable max-deliveries advisory")
+    logger = logging.getLogger("parley.bus.dead")
+    logger.addHandler(ignored)
+    logger.addHandler(unreadable)
+    try:
+        mover = DeadLetters(js, ns, "gate", 64 * 1024, ActorMetrics(CollectorRegistry(), "gate"))
+        deliver = ns.stream("deliver")
+        # An exact subscription, as every actor moving its own has: a push consumer delivers
+        # where a subscription names its deliver subject exactly (not to wildcard ones).
+        await mover.watch_max_deliveries(nc, deliver, "claude")
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{deliver}.claude"
+        forged = {
+            "type": "io.nats.jetstream.advisory.v1.max_deliver",
+            "stream": deliver,
+            "consumer": "claude",
+            "stream_seq": seq,
+            "deliveries": 5,
+        }
+        # A push consumer (created here on an open server) feeding the advisory subject with
+        # a message that reads like an advisory about claude's message.
+        await js.add_consumer(
+            deliver,
+            ConsumerConfig(
+                durable_name="evil",
+                filter_subject=ns.deliver("evil"),
+                deliver_subject=subject,
+                ack_policy=AckPolicy.EXPLICIT,
+            ),
+        )
+        await js.publish(ns.deliver("evil"), json.dumps(forged).encode())
+        await asyncio.wait_for(ignored.seen.wait(), timeout=10)
+        await nc.publish(subject, json.dumps({**forged, "type": "x"}).encode())
+        await asyncio.wait_for(unreadable.seen.wait(), timeout=10)
+        assert (await js.get_msg(deliver, seq)).data == encode(call)  # still there
+        assert (await js.stream_info(ns.stream("dead"))).state.messages == 0
+    finally:
+        logger.removeHandler(ignored)
+        logger.removeHandler(unreadable)

@@ -39,8 +39,17 @@ class LockedDown:
         """Connect as `actor`'s nkey user, the way the actor runtime does."""
         return await connect(self.settings(actor), actor, metrics, reconnect_forever=False)
 
+    def tune(self, actor: str, **values: str) -> Path:
+        """Add settings (TOML values, as text) to `actor`'s settings file; return its path."""
+        path = self.settings_file(actor)
+        lines = [f"{key} = {value}" for key, value in values.items()]
+        path.write_text(path.read_text() + "\n".join(lines) + "\n")
+        return path
+
     async def provision(self) -> str:
-        return await provision_once(self.settings_file("provisioner"), self.server.url)
+        """Streams, buckets, and the consumers of every actor that may not create its own."""
+        actors = sorted((self.config_dir / "actors").glob("*.toml"))
+        return await provision_once(self.settings_file("provisioner"), self.server.url, actors)
 
 
 def violations(registry: CollectorRegistry, actor: str) -> float:

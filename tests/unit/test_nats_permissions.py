@@ -202,9 +202,8 @@ def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[
                 f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.{me}"
             ]
             assert user.publishes(f"$JS.ACK.{deliver}.>") == [f"$JS.ACK.{deliver}.{me}.>"]
-            assert user.publishes(f"$JS.API.CONSUMER.CREATE.{deliver}.>") == [
-                f"$JS.API.CONSUMER.CREATE.{deliver}.{me}.{ns.deliver(me)}"
-            ]
+            # Provisioned for it: it only binds (see test_untrusted_actors_create_no_durable).
+            assert not user.publishes(f"$JS.API.CONSUMER.CREATE.{deliver}.>"), me
         elif user.role != "gate":
             assert not user.publishes(f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.>"), me
             assert not user.publishes(f"$JS.ACK.{deliver}.>"), me
@@ -234,6 +233,35 @@ def test_each_actor_has_its_own_inbox(config: tuple[Namespace, list[User]]) -> N
                 assert not user.publishes(theirs), (user.actor, other.actor)
         inboxes = [e for e in user.subscribe if e.startswith("_INBOX")]
         assert inboxes == [mine], user.actor
+
+
+def test_untrusted_actors_create_no_durable(config: tuple[Namespace, list[User]]) -> None:
+    """Whoever creates a consumer picks where a push consumer republishes what it reads, past
+    its own publish permissions: agents create none; the router and the CLI only ephemeral
+    ones on streams they may read whole (the API subject without a name makes an ephemeral)."""
+    _, users = config
+    for user in users:
+        creates = user.publishes("$JS.API.CONSUMER.CREATE.>") + user.publishes(
+            "$JS.API.CONSUMER.DURABLE.CREATE.>"
+        )
+        if user.role == "agent":
+            assert not creates, user.actor
+        elif user.role in ("router", "cli"):
+            assert all(len(entry.split(".")) == 5 for entry in creates), (user.actor, creates)
+
+
+def test_nobody_listens_where_a_push_consumer_could_write(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """Subscriptions only on one's own inbox and on the server's max-deliveries advisories,
+    which nobody may publish: no other subject has a listener to feed."""
+    _, users = config
+    for user in users:
+        assert not user.publishes("$JS.EVENT.>"), user.actor
+        for entry in user.subscribe:
+            assert entry == f"_INBOX_{user.actor}.>" or entry.startswith(
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
+            ), (user.actor, entry)
 
 
 def test_only_the_auditor_writes_the_audit_trail(config: tuple[Namespace, list[User]]) -> None:
@@ -273,6 +301,8 @@ def _mutated(users: list[User], actor: str, publish: str = "", subscribe: str = 
 
 
 LINTS = {
+    "create": test_untrusted_actors_create_no_durable,
+    "listen": test_nobody_listens_where_a_push_consumer_could_write,
     "nobody": test_nobody_gets_everything,
     "deliver": test_only_the_gate_publishes_deliveries,
     "streams": test_only_the_provisioner_manages_streams,
@@ -302,6 +332,10 @@ LINTS = {
         ("gpt", "", "_INBOX_claude.>", "inbox"),
         ("gate", "", "_INBOX.>", "inbox"),
         ("router", "parley.audit.t.p", "", "audit"),
+        ("gpt", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS", "", "create"),
+        ("cli", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS.cli.parley.events.*", "", "create"),
+        ("router", "", "parley.events.s1", "listen"),
+        ("gpt", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.PARLEY_DELIVER.gpt", "", "listen"),
     ],
 )
 def test_the_lint_catches_a_widened_grant(
