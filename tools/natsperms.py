@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bus import BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
 
 __all__ = (
@@ -182,9 +183,8 @@ def _actor_grants(g: _Grants, role: str) -> None:
 
 def _provisioner_grants(g: _Grants) -> None:
     ns = g.ns
-    streams = [ns.stream(f) for f in ("submit", "deliver", "events", "audit", "dead")]
-    streams += [f"KV_{ns.bucket(b)}" for b in ("sessions", "traces", "registry", "policy")]
-    streams.append(f"KV_{ns.bucket('idempotency')}")
+    streams = [ns.stream(family) for family in STREAM_FAMILIES]
+    streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
     g.pub(f"{_JS}.INFO", f"{_JS}.STREAM.NAMES", f"{_JS}.STREAM.LIST")
     for stream in streams:
         g.pub(*(f"{_JS}.STREAM.{verb}.{stream}" for verb in ("INFO", *_STREAM_ADMIN)))
