@@ -24,7 +24,9 @@ from bus import (
     run_actor,
 )
 from bus._supervisor import GiveUp
+from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
+from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
 
 __all__ = ("main", "resolve_actor")
@@ -160,6 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     schemas.set_defaults(func=_cmd_schemas)
 
     add_policy_commands(commands)
+    add_natsconf_commands(commands)
+    add_provision_command(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser
