@@ -86,7 +86,11 @@ async def test_an_agent_publishing_to_another_agents_deliver_subject_is_refused(
         # The same envelope from the gate's user is accepted: the empty consumer above was
         # empty because of the refusal, not because nothing could reach it.
         await gate.jetstream().publish(ns.deliver("claude"), encode(forged), headers=headers)
-        assert await _pending(claude, locked, "claude") == 1
+        inbox = await claude.jetstream().pull_subscribe_bind(
+            durable="claude", stream=ns.stream("deliver")
+        )
+        (delivered,) = await inbox.fetch(1, timeout=10)
+        assert delivered.data == encode(forged)
     finally:
         for nc in (gpt, claude, gate, admin):
             await nc.close()
