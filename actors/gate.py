@@ -228,8 +228,10 @@ class GateActor(Actor):
         if isinstance(outcome, Allow):
             position = outcome.route.position
             await self._record(store, ctx, position_key(position.envelope_id), position)
-            await self._deliver(ctx, envelope, position, redacted=self._redacted(outcome))
-            await self._decide_record(ctx, envelope, "allow", position, None)
+            redacted = self._redacted(outcome)
+            await self._deliver(ctx, envelope, position, redacted=redacted)
+            # The decision's preview is taken from what was delivered: redacted if it was.
+            await self._decide_record(ctx, redacted or envelope, "allow", position, None)
             return
         if verdict.cause is not None:
             error_position = _error_position(envelope, ctx, verdict.cause)
