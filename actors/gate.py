@@ -222,13 +222,16 @@ class GateActor(Actor):
         outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
         if isinstance(outcome, Position):
             log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
-            await self._deliver(ctx, envelope, outcome, redacted=None)
-            await self._decide_record(ctx, envelope, "allow", outcome, None)
+            bundle = self.bundles.bundle if self.bundles else None
+            profile = bundle.profiles.get(ctx.sender) if bundle else None
+            redacted = _redacted(envelope, profile.redact_pii if profile else True)
+            await self._deliver(ctx, envelope, outcome, redacted=redacted)
+            await self._decide_record(ctx, redacted or envelope, "allow", outcome, None)
             return
         if isinstance(outcome, Allow):
             position = outcome.route.position
             await self._record(store, ctx, position_key(position.envelope_id), position)
-            redacted = self._redacted(outcome)
+            redacted = _redacted(envelope, outcome.route.profile.redact_pii)
             await self._deliver(ctx, envelope, position, redacted=redacted)
             # The decision's preview is taken from what was delivered: redacted if it was.
             await self._decide_record(ctx, redacted or envelope, "allow", position, None)
@@ -250,22 +253,6 @@ class GateActor(Actor):
             return
         store.remember(key, value)
         await ctx.outbox.publish(store.subject(key), store.encode(value), {})
-
-    @staticmethod
-    def _redacted(allow: Allow) -> AnyEnvelope | None:
-        """A copy with secrets and PII redacted, when the sender's profile asks (seed 003)."""
-        envelope = allow.envelope
-        if isinstance(envelope, DelegationRequest) and allow.route.profile.redact_pii:
-            return structs.replace(
-                envelope,
-                objective=redact(envelope.objective, pii=True),
-                input=redact(envelope.input, pii=True),
-                handoff_data=structs.replace(
-                    envelope.handoff_data,
-                    facts=tuple(redact(f, pii=True) for f in envelope.handoff_data.facts),
-                ),
-            )
-        return None
 
     async def _deliver(
         self,
@@ -354,6 +341,22 @@ class GateActor(Actor):
         )
         headers = {"Nats-Msg-Id": decision.id, SENDER: self.actor_id}
         await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
+
+
+def _redacted(envelope: AnyEnvelope, redact_pii: bool) -> AnyEnvelope | None:
+    """A copy of a delegation with secrets and PII redacted, when its sender's profile asks
+    (seed 003 security 3); None when nothing is to be redacted."""
+    if not (redact_pii and isinstance(envelope, DelegationRequest)):
+        return None
+    return structs.replace(
+        envelope,
+        objective=redact(envelope.objective, pii=True),
+        input=redact(envelope.input, pii=True),
+        handoff_data=structs.replace(
+            envelope.handoff_data,
+            facts=tuple(redact(fact, pii=True) for fact in envelope.handoff_data.facts),
+        ),
+    )
 
 
 def _tag(envelope: AnyEnvelope) -> str:
