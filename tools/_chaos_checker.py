@@ -1,0 +1,259 @@
+"""The chaos checker: from what a run durably stored, the promises it kept or broke.
+
+Jepsen-style, the checker only looks at histories after the run. A history is four lists of
+facts: what JetStream acknowledged to a publisher (`Published`), what a handler did with a
+delivery (`Applied`), each session's end (`SessionOutcome`) and each fault the scheduler
+injected (`Fault`). The facts are read from the streams themselves (tools/_chaos_records.py),
+so no actor carries test hooks, and this module needs no bus: it is a pure function of the
+history, tested on hand-made histories.
+
+What it computes, and why each is a broken promise:
+
+- lost: a message JetStream acknowledged that its receiver never applied (no effect caused by
+  it, no session transition naming it). Acknowledged means stored; stored must mean handled.
+- duplicate effects: one handler answered one input twice under different ids for the same
+  purpose (two replies to one call, two `step_completed` for one response). Redeliveries must
+  re-publish the same derived id, which JetStream then drops.
+- de-duplication escapes: one id stored twice (the gate decided twice on one envelope, one
+  session event appended twice): a redelivery's copy that JetStream should have dropped.
+- sessions not completed: a session that started and never reached `session_completed` or
+  `session_failed`; a failure must carry its reason, so a reasonless one counts too.
+- audit gaps: what the audit chain verifier found missing or broken.
+- recovery: for each fault, the time from the fault to the next end-to-end message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = (
+    "Applied",
+    "ChaosReport",
+    "Fault",
+    "Published",
+    "SessionOutcome",
+    "check_history",
+    "format_report",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A message JetStream acknowledged: its envelope id, stream sequence and receiver."""
+
+    envelope_id: str
+    stream_seq: int
+    receiver: str
+    kind: str = ""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A handler's effect of one delivery: which input, at which attempt, giving which effect.
+
+    `purpose` tells apart the legitimately different effects of one input (a session event's
+    type, an effect envelope's kind); two effects with one purpose and different ids are a
+    duplicate. `attempt` is 0 when the history does not say.
+    """
+
+    handler: str
+    envelope_id: str
+    effect_id: str
+    purpose: str
+    attempt: int = 0
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOutcome:
+    """One session: whether it ended, and how (`completed`/`failed`), with the stated reason."""
+
+    session_id: str
+    ended: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault the scheduler injected: what, to whom, when (seconds on the run's clock)."""
+
+    action: str
+    target: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosReport:
+    """The checker's verdict; `violations()` names every broken promise."""
+
+    published: int
+    applied: int
+    lost: tuple[str, ...]
+    duplicate_effects: tuple[tuple[str, str, str], ...]
+    dedup_escapes: tuple[str, ...]
+    sessions: int
+    completed: int
+    failed: dict[str, int]
+    incomplete: tuple[str, ...]
+    audit_records: int | None
+    audit_gaps: tuple[str, ...]
+    recovery_s: tuple[float | None, ...]
+    recovery_bound_s: float | None = None
+    faults: tuple[Fault, ...] = field(default=())
+
+    @property
+    def worst_recovery_s(self) -> float | None:
+        """The longest recovery; None when no fault was injected."""
+        if not self.recovery_s:
+            return None
+        if any(value is None for value in self.recovery_s):
+            return float("inf")
+        return max(value for value in self.recovery_s if value is not None)
+
+    def violations(self) -> list[str]:
+        """Each broken promise as a sentence; empty when the run kept them all."""
+        found: list[str] = []
+        if self.lost:
+            found.append(f"{len(self.lost)} acknowledged message(s) never applied")
+        if self.duplicate_effects:
+            found.append(f"{len(self.duplicate_effects)} input(s) with duplicate effects")
+        if self.dedup_escapes:
+            found.append(f"{len(self.dedup_escapes)} id(s) stored more than once")
+        if self.incomplete:
+            found.append(f"{len(self.incomplete)} session(s) neither completed nor failed")
+        if self.failed.get("", 0):
+            found.append(f"{self.failed['']} session(s) failed without a reason")
+        if self.audit_gaps:
+            found.append(f"audit chain broken: {len(self.audit_gaps)} problem(s)")
+        worst = self.worst_recovery_s
+        if (
+            worst is not None
+            and self.recovery_bound_s is not None
+            and worst > self.recovery_bound_s
+        ):
+            found.append(f"recovery took {worst:.1f} s (bound {self.recovery_bound_s:.1f} s)")
+        return found
+
+
+def check_history(
+    published: Iterable[Published],
+    applied: Iterable[Applied],
+    sessions: Iterable[SessionOutcome] = (),
+    *,
+    stored_ids: Iterable[str] = (),
+    faults: Sequence[Fault] = (),
+    end_to_end: Iterable[float] = (),
+    audit_records: int | None = None,
+    audit_gaps: Iterable[str] = (),
+    recovery_bound_s: float | None = None,
+) -> ChaosReport:
+    """Judge one run's history.
+
+    Args:
+        published: every acknowledged message whose receiver owes an effect.
+        applied: every effect a handler produced, with the input it answers.
+        sessions: every session that started.
+        stored_ids: the id of every record in the streams that de-duplicate by id; an id seen
+            twice escaped de-duplication.
+        faults: the injected faults, on the same clock as `end_to_end`.
+        end_to_end: when each end-to-end message (a session transition) happened.
+        audit_records: how many audit records the verifier read (None: no auditor ran).
+        audit_gaps: the verifier's problems.
+        recovery_bound_s: the longest acceptable recovery, if any.
+    """
+    published = list(published)
+    applied = list(applied)
+    handled = {(record.handler, record.envelope_id) for record in applied}
+    lost = tuple(
+        sorted({p.envelope_id for p in published if (p.receiver, p.envelope_id) not in handled})
+    )
+    effects: defaultdict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for record in applied:
+        effects[(record.handler, record.envelope_id, record.purpose)].add(record.effect_id)
+    duplicates = tuple(sorted(key for key, ids in effects.items() if len(ids) > 1))
+    counts = Counter(stored_ids)
+    escapes = tuple(sorted(key for key, count in counts.items() if count > 1))
+    outcomes = list(sessions)
+    failed: Counter[str] = Counter()
+    completed = 0
+    incomplete: list[str] = []
+    for outcome in outcomes:
+        if outcome.ended == "completed":
+            completed += 1
+        elif outcome.ended == "failed":
+            failed[outcome.reason or ""] += 1
+        else:
+            incomplete.append(outcome.session_id)
+    return ChaosReport(
+        published=len(published),
+        applied=len(handled),
+        lost=lost,
+        duplicate_effects=duplicates,
+        dedup_escapes=escapes,
+        sessions=len(outcomes),
+        completed=completed,
+        failed=dict(failed),
+        incomplete=tuple(sorted(incomplete)),
+        audit_records=audit_records,
+        audit_gaps=tuple(audit_gaps),
+        recovery_s=recoveries(faults, end_to_end),
+        recovery_bound_s=recovery_bound_s,
+        faults=tuple(faults),
+    )
+
+
+def recoveries(faults: Sequence[Fault], end_to_end: Iterable[float]) -> tuple[float | None, ...]:
+    """For each fault, seconds until the first end-to-end message after it (None: never)."""
+    times = sorted(end_to_end)
+    out: list[float | None] = []
+    for fault in faults:
+        after = next((t for t in times if t > fault.at), None)
+        out.append(None if after is None else after - fault.at)
+    return tuple(out)
+
+
+def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
+    """The checker's table, one promise per row, as `parley chaos` prints it."""
+    worst = report.worst_recovery_s
+    failed = sum(report.failed.values())
+    reasons = ", ".join(f"{reason or '?'}: {n}" for reason, n in sorted(report.failed.items()))
+    rows: list[tuple[str, str]] = [
+        ("acknowledged messages", str(report.published)),
+        ("applied", str(report.applied)),
+        ("lost", str(len(report.lost))),
+        ("duplicate effects", str(len(report.duplicate_effects))),
+        ("past de-duplication", str(len(report.dedup_escapes))),
+        ("sessions", str(report.sessions)),
+        ("  completed", str(report.completed)),
+        ("  failed (with reason)", f"{failed}" + (f" ({reasons})" if reasons else "")),
+        ("  not completed", str(len(report.incomplete))),
+        (
+            "audit records",
+            "no auditor" if report.audit_records is None else str(report.audit_records),
+        ),
+        ("audit chain gaps", str(len(report.audit_gaps))),
+        ("faults injected", str(len(report.faults))),
+        (
+            "worst recovery",
+            "-"
+            if worst is None
+            else ("never" if worst == float("inf") else f"{worst:.2f} s")
+            + (
+                f" (bound {report.recovery_bound_s:.1f} s)"
+                if report.recovery_bound_s is not None
+                else ""
+            ),
+        ),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    if seed is not None:
+        lines.append(f"{'seed':<{width}}  {seed}")
+    violations = report.violations()
+    lines.append(
+        f"{'verdict':<{width}}  " + ("PASS" if not violations else "FAIL: " + "; ".join(violations))
+    )
+    return "\n".join(lines)
