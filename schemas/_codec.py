@@ -62,6 +62,8 @@ def _decode(
         raise DecodeError("malformed", str(exc)) from None
     except RecursionError:
         raise DecodeError("malformed", "JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:  # msgspec raises it, not DecodeError, inside a string
+        raise DecodeError("malformed", f"invalid UTF-8: {exc}") from None
 
 
 def decode_envelope(

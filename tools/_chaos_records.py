@@ -1,0 +1,198 @@
+"""Reading a run's history back from what JetStream stored, for the chaos checker.
+
+No actor records anything for the checker: every fact is derived from the durable streams.
+
+- The gate's decisions (`parley.decisions.>` on PARLEY_EVENTS): a decision on envelope E says
+  the gate applied the submission of E; an allowed one says JetStream stored E on its
+  receiver's deliver subject (the gate acks only then), so the receiver owes an effect; and a
+  decision on an envelope caused by C, submitted by S, is S's effect of C.
+- The router's session events (`parley.events.>`): each names the inputs it consumed in
+  `envelope_ids`, and the session's start and end.
+- The dead letters (PARLEY_DEAD): counted by actor and typed reason.
+
+`history_from()` is pure (decoded records in, checker facts out) so it is unit-tested; only
+`read_stream()` talks to the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+
+from bus import DEAD_ACTOR, DEAD_REASON
+from schemas import (
+    AnyEnvelope,
+    Decision,
+    DecodeError,
+    ErrorCode,
+    Namespace,
+    SessionEvent,
+    call_kinds,
+    decode_envelope,
+)
+from tools._chaos_checker import Applied, Published, SessionOutcome
+
+__all__ = ("History", "Stored", "history_from", "read_dead_letters", "read_stream")
+
+ROUTER = "router"
+_CALL_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in call_kinds()) | {
+    "human_message"  # a person's message to an agent asks for an answer as a call does
+}
+_ENDS = {"session_completed": "completed", "session_failed": "failed"}
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored message: stream sequence, subject, headers and decoded envelope (or None)."""
+
+    seq: int
+    subject: str
+    envelope: AnyEnvelope | None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class History:
+    """The checker's facts, and what could not be read."""
+
+    published: list[Published] = field(default_factory=list)
+    applied: list[Applied] = field(default_factory=list)
+    sessions: list[SessionOutcome] = field(default_factory=list)
+    stored_ids: list[str] = field(default_factory=list)
+    end_to_end: list[float] = field(default_factory=list)
+    undecodable: int = 0
+
+
+def _owes_effect(decision: Decision, answering: frozenset[str]) -> bool:
+    """Whether the receiver of an allowed envelope leaves a trace we can see when it handles it.
+
+    Calls (and human messages) are answered by the agents in `answering`; the router records
+    every input it consumes in a session event. Anything else (an answer to the CLI) is the
+    receiver's own business.
+    """
+    if decision.target == ROUTER:
+        return True
+    return decision.target in answering and decision.envelope_kind in _CALL_TAGS
+
+
+def history_from(
+    records: Iterable[Stored],
+    roots: Sequence[Published] = (),
+    *,
+    answering: Iterable[str] = (),
+) -> History:
+    """Turn the stored decisions and session events into checker facts.
+
+    Args:
+        records: PARLEY_EVENTS in stream order.
+        roots: what the load generator published and JetStream acknowledged (received by
+            the gate).
+        answering: the agents whose calls must be answered (their call deliveries count).
+    """
+    history = History(published=list(roots))
+    who_answers = frozenset(answering)
+    ends: dict[str, SessionOutcome] = {}
+    for record in records:
+        envelope = record.envelope
+        match envelope:
+            case Decision():
+                _decision(history, record.seq, envelope, who_answers)
+            case SessionEvent():
+                _session_event(history, envelope, ends)
+            case None:
+                history.undecodable += 1
+            case _:
+                pass
+    history.sessions = list(ends.values())
+    return history
+
+
+def _decision(history: History, seq: int, decision: Decision, answering: frozenset[str]) -> None:
+    at = decision.decided_at.timestamp() if decision.decided_at else decision.created_at.timestamp()
+    history.stored_ids.append(f"decision-on:{decision.envelope_id}")
+    history.applied.append(Applied("gate", decision.envelope_id, decision.id, "decision", at=at))
+    if decision.causation_id and decision.code != ErrorCode.FORGED_HEADER:
+        # A forged cause is a claim the gate refused, not an effect of that cause.
+        history.applied.append(
+            Applied(
+                decision.sender,
+                decision.causation_id,
+                decision.envelope_id,
+                decision.envelope_kind,
+                at=at,
+            )
+        )
+    if decision.allowed and _owes_effect(decision, answering):
+        history.published.append(
+            Published(decision.envelope_id, seq, decision.target, decision.envelope_kind, at)
+        )
+
+
+def _session_event(history: History, event: SessionEvent, ends: dict[str, SessionOutcome]) -> None:
+    at = event.created_at.timestamp()
+    history.stored_ids.append(f"event:{event.id}")
+    history.end_to_end.append(at)
+    for input_id in event.envelope_ids:
+        history.applied.append(Applied(ROUTER, input_id, event.id, event.event_type, at=at))
+    ended = _ENDS.get(event.event_type)
+    if ended is not None:
+        reason = event.stop_reason or str(event.payload.get("code") or "") or None
+        ends[event.session_id] = SessionOutcome(event.session_id, ended, reason)
+    elif event.session_id not in ends:
+        ends[event.session_id] = SessionOutcome(event.session_id)
+
+
+async def read_stream(
+    js: JetStreamContext, stream: str, subject: str, *, timeout: float = 10.0
+) -> list[Stored]:
+    """Every message of `stream` on `subject` so far, in order, through an ordered consumer.
+
+    Raises:
+        TimeoutError: the messages the stream counted did not all arrive in `timeout`.
+    """
+    info = await js.stream_info(stream, subjects_filter=subject)
+    expected = sum((info.state.subjects or {}).values())
+    if expected == 0:
+        return []
+    out: list[Stored] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: Msg) -> None:
+        meta = msg.metadata
+        try:
+            envelope: AnyEnvelope | None = decode_envelope(msg.data)
+        except DecodeError:
+            envelope = None
+        out.append(Stored(meta.sequence.stream, msg.subject, envelope, dict(msg.headers or {})))
+        if len(out) >= expected:
+            done.set()
+
+    sub = await js.subscribe(
+        subject,
+        stream=stream,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.ALL,
+        cb=on_msg,
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            await done.wait()
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def read_dead_letters(
+    js: JetStreamContext, ns: Namespace, *, timeout: float = 10.0
+) -> Counter[tuple[str, str]]:
+    """How many dead letters each (actor, reason) filed."""
+    records = await read_stream(js, ns.stream("dead"), f"{ns.root}.dead.>", timeout=timeout)
+    return Counter(
+        (r.headers.get(DEAD_ACTOR, "?"), r.headers.get(DEAD_REASON, "?")) for r in records
+    )
