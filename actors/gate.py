@@ -251,8 +251,8 @@ class GateActor(Actor):
         """
         if value is None:
             return
-        store.remember(key, value)
-        await ctx.outbox.publish(store.subject(key), store.encode(value), {})
+        stored = await ctx.outbox.publish(store.subject(key), store.encode(value), {})
+        store.remember(key, value, stored)
 
     async def _deliver(
         self,
