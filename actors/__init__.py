@@ -5,8 +5,9 @@ agent host, auditor, relay) register here as they arrive.
 """
 
 from actors.echo import EchoActor
+from actors.router import RouterActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
+ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor, RouterActor.kind: RouterActor}
 
-__all__ = ("ACTORS", "EchoActor")
+__all__ = ("ACTORS", "EchoActor", "RouterActor")

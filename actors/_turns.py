@@ -1,0 +1,378 @@
+"""The turn loop of seed 001 §6 as transitions: open, answer, error, stop.
+
+Each function takes the stored session (or the opening message) and one input and returns a
+`Step`: the next state and the effects, built with ids derived from the input's id. See
+actors/_session.py for why that makes a re-run after a crash exact.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from msgspec import structs
+
+from actors._session import (
+    CANCEL_NOTICE,
+    Effect,
+    EventClock,
+    Limits,
+    PendingCall,
+    Session,
+    SessionInput,
+    Step,
+    StopReason,
+)
+from actors._window import render_context, transcript_window
+from schemas import (
+    AgentCall,
+    AgentResponse,
+    Control,
+    Error,
+    ErrorCode,
+    Handoff,
+    HumanMessage,
+    SubjectTokenError,
+    TranscriptItem,
+    check_token,
+    derive_id,
+)
+
+__all__ = ("advance", "open_session", "refuse_duplicate", "session_id_for")
+
+_MENTION = re.compile(r"^\s*@([a-z0-9_-]{1,64})\b[\s:,]*(.*)$", re.DOTALL)
+_COMMAND = re.compile(r"^\s*@router\s+collaborate\s+([a-z0-9_\- ]+?)\s*:\s*(.+)$", re.DOTALL)
+
+
+def session_id_for(msg: HumanMessage) -> str:
+    """The message's own session id, or one derived from its id (the same on redelivery)."""
+    return msg.session_id or derive_id(msg.id, "session")
+
+
+def _error(clock: EventClock, code: ErrorCode, message: str, cause_id: str, target: str) -> Error:
+    return Error(
+        id=clock.id("error"),
+        created_at=clock.now,
+        code=code,
+        message=message,
+        cause_id=cause_id,
+        details={"session_id": clock.session_id, "target": target},
+    )
+
+
+def _parse(msg: HumanMessage, limits: Limits) -> tuple[str, tuple[str, ...], str, str] | str:
+    """(mode, participants, first speaker, goal) from a message, or why it cannot start."""
+    mode: str = msg.mode
+    text = msg.text
+    participants = tuple(msg.participants)
+    command = _COMMAND.match(text) if mode == "single" else None
+    if command:  # seed 001 §6's optional `@router collaborate gpt claude: <goal>`
+        mode, text = "collaborate", command.group(2)
+        participants = tuple(command.group(1).split())
+    elif mode == "single" and msg.first_speaker is None and len(participants) != 1:
+        mention = _MENTION.match(text)
+        if mention is None:
+            return "a single call names its agent: `@gpt …`, first_speaker or one participant"
+        participants, text = (mention.group(1),), mention.group(2)
+    if mode == "single":
+        target = msg.first_speaker or participants[0]
+        return "single", (target,), target, text.strip() or msg.text
+    participants = participants or limits.default_participants
+    if len(set(participants)) != len(participants):
+        return f"participants repeat a name: {', '.join(participants)}"
+    first = msg.first_speaker or participants[0]
+    if first not in participants:
+        return f"first speaker {first!r} is not a participant ({', '.join(participants)})"
+    return "collaborate", participants, first, text
+
+
+def open_session(
+    msg: HumanMessage, *, session_id: str, sender: str, now: datetime, limits: Limits
+) -> Step:
+    """Open a session from a person's message and call its first speaker (round 1).
+
+    An unusable message (bad session id, no agent named, a first speaker who is not a
+    participant) opens nothing: the sender gets an `INVALID_REQUEST` error through the gate.
+    """
+    clock = EventClock(session_id, msg.id, now)
+    try:
+        check_token(session_id, "session id")
+    except SubjectTokenError as exc:
+        return Step(session=None, effects=(_invalid(clock, msg, sender, str(exc)),))
+    parsed = _parse(msg, limits)
+    if isinstance(parsed, str):
+        return Step(session=None, effects=(_invalid(clock, msg, sender, parsed),))
+    mode, participants, first, goal = parsed
+    for name in participants:
+        try:
+            check_token(name, "participant")
+        except SubjectTokenError as exc:
+            return Step(session=None, effects=(_invalid(clock, msg, sender, str(exc)),))
+    session = Session(
+        session_id=session_id,
+        origin_id=msg.id,
+        mode="single" if mode == "single" else "collaborate",
+        participants=participants,
+        goal=goal,
+        user_id=msg.user_id,
+        thread=msg.thread,
+        first_speaker=first,
+        round=1,
+        max_rounds=1 if mode == "single" else msg.max_rounds,
+        transcript=(TranscriptItem(role="user", name=msg.sender, text=goal),),
+        created_at=now,
+    )
+    created = clock.event(
+        "session_created",
+        round_=0,
+        speaker=first,
+        envelope_ids=(msg.id,),
+        payload={
+            "mode": session.mode,
+            "goal": goal,
+            "participants": list(participants),
+            "max_rounds": session.max_rounds,
+            "user_id": msg.user_id,
+        },
+    )
+    started = clock.event("session_started", round_=1, speaker=first)
+    call_id = derive_id(session_id, "call-1")
+    session, call_effects = _call(session, clock, first, call_id, attempts=1, limits=limits)
+    effects = (created, started, *call_effects)
+    return Step(session=_record(session, msg.id, effects), effects=effects, changed=True)
+
+
+def _invalid(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Error:
+    return _error(
+        clock, ErrorCode.INVALID_REQUEST, f"cannot start a session: {why}", msg.id, sender
+    )
+
+
+def refuse_duplicate(msg: HumanMessage, *, session_id: str, sender: str, now: datetime) -> Step:
+    """A second, different message claims a session id that is already in use."""
+    clock = EventClock(session_id, msg.id, now)
+    why = f"session id {session_id!r} is already in use"
+    return Step(session=None, effects=(_invalid(clock, msg, sender, why),))
+
+
+def _call(
+    session: Session,
+    clock: EventClock,
+    speaker: str,
+    call_id: str,
+    *,
+    attempts: int,
+    limits: Limits,
+) -> tuple[Session, tuple[Effect, ...]]:
+    """Build the context, call `speaker` for the session's round, and wait for it."""
+    final_round = session.round >= session.max_rounds and session.mode == "collaborate"
+    window = transcript_window(
+        session.transcript, max_items=limits.window_items, max_chars=limits.window_chars
+    )
+    call = AgentCall(
+        id=clock.id("call"),
+        created_at=clock.now,
+        target=speaker,
+        thread=session.thread,
+        text=render_context(
+            speaker=speaker,
+            goal=session.goal,
+            window=window,
+            round_=session.round,
+            max_rounds=session.max_rounds,
+            final_round=final_round,
+            single=session.mode == "single",
+        ),
+        call_id=call_id,
+        session_id=session.session_id,
+        round=session.round,
+        max_rounds=session.max_rounds,
+        goal=session.goal,
+        transcript=window,
+        final_round=final_round,
+        user_id=session.user_id,
+    )
+    step = clock.event(
+        "step_started",
+        round_=session.round,
+        speaker=speaker,
+        envelope_ids=(call.id,),
+        payload={"call_id": call_id, "final_round": final_round, "attempt": attempts},
+    )
+    pending = PendingCall(call_id=call_id, envelope_id=call.id, speaker=speaker, attempts=attempts)
+    return _replace(session, pending=pending), (step, call)
+
+
+def _replace(session: Session, **changes: Any) -> Session:
+    return structs.replace(session, **changes)
+
+
+def _record(session: Session, input_id: str, effects: tuple[Effect, ...]) -> Session:
+    return _replace(session, applied=session.recording(input_id, effects))
+
+
+def _end(
+    session: Session,
+    clock: EventClock,
+    reason: StopReason,
+    *,
+    envelope_ids: tuple[str, ...] = (),
+    warning: str | None = None,
+    error: Error | None = None,
+) -> tuple[Session, tuple[Effect, ...]]:
+    status = {"canceled": "canceled", "error": "failed"}.get(reason, "completed")
+    event_type = {"canceled": "session_canceled", "error": "session_failed"}.get(
+        reason, "session_completed"
+    )
+    payload: dict[str, object] = {
+        "turns": sum(1 for item in session.transcript if item.role in session.participants)
+    }
+    if warning:
+        payload["warning"] = warning
+    if reason == "canceled":
+        payload["message"] = CANCEL_NOTICE
+    if error is not None:
+        payload.update(code=str(error.code), message=error.message)
+    event = clock.event(
+        event_type,  # type: ignore[arg-type]  # one of the three names above
+        round_=session.round,
+        speaker=session.pending.speaker if session.pending else None,
+        stop_reason=reason,
+        envelope_ids=envelope_ids,
+        payload=payload,
+    )
+    ended = _replace(
+        session,
+        status=status,
+        stop_reason=reason,
+        warning=warning,
+        pending=None,
+    )
+    return ended, (event,)
+
+
+def advance(
+    session: Session,
+    envelope: SessionInput,
+    *,
+    sender: str,
+    now: datetime,
+    limits: Limits,
+) -> Step:
+    """Apply one input to a stored session: replay, ignore, or transition.
+
+    Args:
+        session: the stored state.
+        envelope: an agent's turn, an error, or a person's control.
+        sender: who sent it, from the gate's header (never the envelope's own field).
+        now: the time stamped on new effects.
+        limits: the router's knobs.
+
+    Returns:
+        The step; `changed` is False when nothing must be stored.
+    """
+    replay = session.effects_of(envelope.id)
+    if replay is not None:
+        return Step(session=session, effects=replay, note="replayed")
+    clock = EventClock(session.session_id, envelope.id, now)
+    match envelope:
+        case Control():
+            session, effects = _on_control(session, envelope, clock)
+        case AgentResponse():
+            session, effects = _on_response(session, envelope, sender, clock, limits)
+        case Error():
+            session, effects = _on_error(session, envelope, clock, limits)
+    if not effects:
+        return Step(session=session, note=f"ignored {type(envelope).__name__}")
+    return Step(session=_record(session, envelope.id, effects), effects=effects, changed=True)
+
+
+def _on_control(
+    session: Session, control: Control, clock: EventClock
+) -> tuple[Session, tuple[Effect, ...]]:
+    if control.action != "stop":
+        why = f"control {control.action!r} is not supported by collaboration sessions"
+        return session, (_error(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
+    if session.user_id and control.user_id != session.user_id:
+        why = f"user {control.user_id!r} cannot stop another user's session"
+        return session, (_error(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
+    if not session.open:
+        return session, ()
+    notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE)
+    session = _replace(session, transcript=(*session.transcript, notice))
+    return _end(session, clock, "canceled", envelope_ids=(control.id,))
+
+
+def _on_response(
+    session: Session,
+    response: AgentResponse,
+    sender: str,
+    clock: EventClock,
+    limits: Limits,
+) -> tuple[Session, tuple[Effect, ...]]:
+    pending = session.pending
+    if not session.open or pending is None or response.call_id != pending.call_id:
+        return session, ()  # late, duplicate, or for a session already ended
+    if sender != pending.speaker:
+        return session, ()  # only the agent called may answer its call
+    reply = response.reply
+    item = TranscriptItem(role=pending.speaker, name=pending.speaker, text=reply.message)
+    session = _replace(session, transcript=(*session.transcript, item))
+    handoff = (
+        reply.handoff if isinstance(reply.handoff, Handoff) and not response.malformed else None
+    )
+    completed = clock.event(
+        "step_completed",
+        round_=session.round,
+        speaker=pending.speaker,
+        envelope_ids=(response.id,),
+        payload={
+            "message": reply.message,
+            "handoff": {"to": handoff.to, "task": handoff.task} if handoff else None,
+            "final": reply.final and not response.malformed,
+            "malformed": response.malformed,
+        },
+    )
+    ids = (response.id,)
+    if response.malformed:
+        warning = (
+            f"{pending.speaker} did not answer with the JSON reply envelope; its text was "
+            "shown as a plain message and any handoff ignored"
+        )
+        session, end = _end(session, clock, "malformed", envelope_ids=ids, warning=warning)
+    elif reply.final:
+        session, end = _end(session, clock, "final", envelope_ids=ids)
+    elif session.mode == "single":
+        session, end = _end(session, clock, "answered", envelope_ids=ids)
+    elif handoff is None:
+        session, end = _end(session, clock, "no_handoff", envelope_ids=ids)
+    elif handoff.to not in session.participants:
+        warning = f"{pending.speaker} handed off to {handoff.to!r}, who is not a participant"
+        session, end = _end(session, clock, "malformed", envelope_ids=ids, warning=warning)
+    elif session.round >= session.max_rounds:
+        session, end = _end(session, clock, "cap_reached", envelope_ids=ids)
+    else:
+        task = TranscriptItem(role="router", name=handoff.to, text=handoff.task)
+        session = _replace(session, transcript=(*session.transcript, task), round=session.round + 1)
+        call_id = derive_id(session.session_id, f"call-{session.round}")
+        session, end = _call(session, clock, handoff.to, call_id, attempts=1, limits=limits)
+    return session, (completed, *end)
+
+
+def _on_error(
+    session: Session, error: Error, clock: EventClock, limits: Limits
+) -> tuple[Session, tuple[Effect, ...]]:
+    pending = session.pending
+    if not session.open or pending is None or error.cause_id != pending.envelope_id:
+        return session, ()  # about a call this session is no longer waiting on
+    if error.retryable and pending.attempts <= limits.agent_retries:
+        return _call(
+            session,
+            clock,
+            pending.speaker,
+            pending.call_id,
+            attempts=pending.attempts + 1,
+            limits=limits,
+        )
+    return _end(session, clock, "error", envelope_ids=(error.id,), error=error)
