@@ -28,11 +28,12 @@ class HangingRouter(RouterActor):
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context
     ) -> Step:
         step = await super()._advance(envelope, session_id, ctx)
-        hang = isinstance(envelope, AgentResponse) and ctx.attempt == 1
-        if hang and envelope.text == HANG_AFTER_STORE:
+        if not isinstance(envelope, AgentResponse) or ctx.attempt > 1:
+            return step
+        if envelope.text == HANG_AFTER_STORE:
             print("stored, effects not published", flush=True)  # noqa: T201 - the test waits for it
             await asyncio.Event().wait()  # never set: the test kills the process here
-        if hang and envelope.text == HANG_AFTER_EFFECTS:
+        if envelope.text == HANG_AFTER_EFFECTS:
             await self._emit(step.effects, ctx)
             await ctx.outbox.settle(5.0)
             print("stored and effects published, not acked", flush=True)  # noqa: T201
