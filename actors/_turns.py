@@ -99,16 +99,16 @@ def open_session(
     try:
         check_token(session_id, "session id")
     except SubjectTokenError as exc:
-        return Step(session=None, effects=(_invalid(clock, msg, sender, str(exc)),))
+        return _refused(clock, msg, sender, str(exc))
     parsed = _parse(msg, limits)
     if isinstance(parsed, str):
-        return Step(session=None, effects=(_invalid(clock, msg, sender, parsed),))
+        return _refused(clock, msg, sender, parsed)
     mode, participants, first, goal = parsed
     for name in participants:
         try:
             check_token(name, "participant")
         except SubjectTokenError as exc:
-            return Step(session=None, effects=(_invalid(clock, msg, sender, str(exc)),))
+            return _refused(clock, msg, sender, str(exc))
     session = Session(
         session_id=session_id,
         origin_id=msg.id,
@@ -147,6 +147,24 @@ def _invalid(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Err
     return _error(
         clock, ErrorCode.INVALID_REQUEST, f"cannot start a session: {why}", msg.id, sender
     )
+
+
+def _refused(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Step:
+    """Refuse an unusable opening message: an error to its sender, and, when its session id
+    can name a subject, a `session_failed` event for whoever follows that session."""
+    error = _invalid(clock, msg, sender, why)
+    try:
+        check_token(clock.session_id, "session id")
+    except SubjectTokenError:
+        return Step(session=None, effects=(error,))
+    failed = clock.event(
+        "session_failed",
+        round_=0,
+        stop_reason="error",
+        envelope_ids=(msg.id,),
+        payload={"code": str(error.code), "message": error.message},
+    )
+    return Step(session=None, effects=(error, failed))
 
 
 def refuse_duplicate(msg: HumanMessage, *, session_id: str, sender: str, now: datetime) -> Step:

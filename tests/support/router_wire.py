@@ -45,6 +45,7 @@ __all__ = (
     "Script",
     "Timeline",
     "collaborate",
+    "relay_cli",
     "relay_turns",
     "stop",
 )
@@ -63,7 +64,8 @@ class AgentTurn:
     retryable: bool = False
 
 
-Script = Callable[[AgentCall], AgentTurn]
+Script = Callable[[AgentCall], AgentTurn | None]
+"""An agent's turn for a call; None leaves the call unanswered (an agent still thinking)."""
 
 
 def collaborate(
@@ -174,7 +176,24 @@ async def relay_turns(
         wire.seen_calls.add(envelope.id)
         if on_call is not None:
             await on_call(envelope)
-        await wire.answer(envelope, trace, script(envelope))
+        turn = script(envelope)
+        if turn is not None:
+            await wire.answer(envelope, trace, turn)
+
+
+async def relay_cli(wire: RouterWire) -> None:
+    """Move what `parley collab` submits to the router, as the gate would (for ever)."""
+    sub = await wire.js.pull_subscribe(
+        wire.ns.submit("cli"), durable="test-gate-cli", stream=wire.ns.stream("submit")
+    )
+    while True:
+        try:
+            (msg,) = await sub.fetch(1, timeout=1.0)
+        except TimeoutError:
+            continue
+        envelope = decode_envelope(msg.data)
+        await wire.deliver(envelope, "cli", parse_trace_headers(msg.headers, envelope.id, "cli"))
+        await msg.ack_sync()
 
 
 class Timeline:

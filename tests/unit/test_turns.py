@@ -164,9 +164,15 @@ def test_unusable_messages_get_an_invalid_request_error_and_open_nothing() -> No
         result = open_session(
             msg, session_id=msg.session_id or "s-x", sender="cli", now=T0, limits=LIMITS
         )
-        (error,) = result.effects
+        error, *failed = result.effects
         assert isinstance(error, Error) and error.code is ErrorCode.INVALID_REQUEST
         assert error.cause_id == msg.id and result.session is None
+        # Whoever follows a nameable session learns why it never started.
+        if msg.session_id != "Not.A.Token":
+            (event,) = failed
+            assert isinstance(event, SessionEvent) and event.event_type == "session_failed"
+        else:
+            assert not failed
 
 
 def test_a_second_message_claiming_a_session_id_is_refused() -> None:
