@@ -5,9 +5,14 @@ agent host, auditor, relay) register here as they arrive.
 """
 
 from actors.echo import EchoActor
+from actors.gate import GateActor
 from actors.router import RouterActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor, RouterActor.kind: RouterActor}
+ACTORS: dict[str, type[Actor]] = {
+    EchoActor.kind: EchoActor,
+    GateActor.kind: GateActor,
+    RouterActor.kind: RouterActor,
+}
 
-__all__ = ("ACTORS", "EchoActor", "RouterActor")
+__all__ = ("ACTORS", "EchoActor", "GateActor", "RouterActor")

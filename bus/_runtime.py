@@ -125,6 +125,7 @@ class ActorRuntime:
                 for loop, ready in zip(loops, readies, strict=True):
                     tasks.create_task(loop.run(stopping, ready))
                 tasks.create_task(heartbeat.run(stopping))
+                tasks.create_task(self.actor.background(stopping))
                 all_ready = tasks.create_task(_wait_all(readies))
                 stop_wait = tasks.create_task(stopping.wait())
                 await asyncio.wait({all_ready, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -192,6 +193,7 @@ class ActorRuntime:
             outbox=Outbox(js, stall_s=self.settings.ack_wait_s / 2),
             submit_subject=self._submit_subject,
             headers=msg.headers or _NO_HEADERS,
+            payload=msg.data,
         )
         return _Job(msg, envelope, ctx)
 
@@ -202,6 +204,16 @@ class ActorRuntime:
             except Exception as exc:
                 return exc
         return None
+
+    async def _handle_batch(self, jobs: list[_Job]) -> list[Exception | None]:
+        try:
+            errors = await self.actor.handle_batch([(job.envelope, job.ctx) for job in jobs])
+        except Exception as exc:
+            return [exc] * len(jobs)
+        if len(errors) != len(jobs):
+            failure = RuntimeError(f"handle_batch answered {len(errors)} of {len(jobs)} messages")
+            return [failure] * len(jobs)
+        return errors
 
     async def _process_batch(self, spec: Input, messages: list[Msg]) -> None:
         """Handle a fetched batch: handlers, then all effects settled together, then acks."""
@@ -226,7 +238,9 @@ class ActorRuntime:
                 )
         if not jobs:
             return
-        if self.actor.concurrent_handlers and len(jobs) > 1:
+        if self.actor.handles_batches:
+            errors = await self._handle_batch(jobs)
+        elif self.actor.concurrent_handlers and len(jobs) > 1:
             errors = list(await asyncio.gather(*(self._handle(job) for job in jobs)))
         else:
             errors = [await self._handle(job) for job in jobs]
