@@ -64,7 +64,8 @@ StopReason = Literal[
     "final", "no_handoff", "cap_reached", "malformed", "canceled", "error", "answered"
 ]
 Effect = AgentCall | Error | SessionEvent
-"""Agent calls and errors are submitted to the gate; session events go to the timeline."""
+"""Agent calls are submitted to the gate; session events and refusals (errors answering the
+person) go to the session's timeline."""
 SessionInput = AgentResponse | Error | Control
 EventName = Literal[
     "session_created",

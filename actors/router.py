@@ -2,8 +2,8 @@
 
 A thin shell around the pure turn loop (actors/_turns.py): for each input it loads the
 session, applies the transition, stores the result with compare-and-set, and only then hands
-the effects (agent calls and errors to the gate, events to `parley.events.<session>`) to the
-runtime, which acks the input once JetStream stored them all. So a router killed at any point
+the effects (agent calls to the gate, events and refusals to `parley.events.<session>`) to
+the runtime, which acks the input once JetStream stored them all. So a router killed at any point
 loses nothing and repeats nothing:
 
 - killed before the store: the input is redelivered and the transition runs again from the
@@ -30,8 +30,9 @@ import msgspec
 from actors._session import Effect, Limits, Step
 from actors._session_store import Conflict, SessionStore
 from actors._turns import advance, open_session, refuse_duplicate, session_id_for
-from bus import Actor, BusHandle, ConfigError, Context, Settings
+from bus import Actor, BusHandle, ConfigError, Context, DeadLetters, Settings
 from schemas import (
+    AgentCall,
     AgentResponse,
     AnyEnvelope,
     Control,
@@ -64,11 +65,15 @@ class RouterActor(Actor):
         except msgspec.ValidationError as exc:
             raise ConfigError(f"router options: {exc}") from None
         self._store: SessionStore | None = None
+        self._dead: DeadLetters | None = None
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         self._store = SessionStore(kv)
+        self._dead = DeadLetters(
+            bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
+        )
 
     @property
     def store(self) -> SessionStore:
@@ -200,11 +205,37 @@ class RouterActor(Actor):
         await self._emit(step.effects, ctx)
 
     async def _emit(self, effects: tuple[Effect, ...], ctx: Context) -> None:
+        """Agent calls go to the gate; events and refusals go to the session's timeline.
+
+        A refusal answers a person (a message that cannot open a session, a Stop for a session
+        that does not exist), and the person follows the session's events, not a deliver
+        subject of their own; the input itself is also dead-lettered with the reason.
+        """
         for effect in effects:
-            if isinstance(effect, SessionEvent):
-                await ctx.publish(self.namespace.events(effect.session_id), effect)
-            else:
-                await ctx.submit(effect)
+            match effect:
+                case AgentCall():
+                    await ctx.submit(effect)
+                case SessionEvent():
+                    await ctx.publish(self.namespace.events(effect.session_id), effect)
+                case Error():
+                    session_id = effect.details.get("session_id")
+                    if isinstance(session_id, str) and _valid(session_id):
+                        await ctx.publish(self.namespace.events(session_id), effect)
+                    await self._dead_letter(ctx, effect)
+
+    async def _dead_letter(self, ctx: Context, refusal: Error) -> None:
+        if self._dead is None:
+            raise RuntimeError("router used before start()")
+        await self._dead.publish(
+            payload=ctx.payload,
+            headers=ctx.headers,
+            subject=ctx.subject,
+            stream=ctx.stream,
+            seq=ctx.stream_seq,
+            attempt=ctx.attempt,
+            reason=refusal.code.lower(),
+            detail=refusal.message,
+        )
 
 
 def _valid(session_id: str) -> bool:

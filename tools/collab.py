@@ -33,6 +33,7 @@ from schemas import (
     Control,
     Decision,
     DecodeError,
+    Error,
     HumanMessage,
     Namespace,
     SessionEvent,
@@ -109,14 +110,14 @@ async def follow_session(
     """
     assert msg.session_id is not None  # noqa: S101 - callers always choose one
     js = nc.jetstream()
-    news: asyncio.Queue[SessionEvent | Decision | None] = asyncio.Queue()
+    news: asyncio.Queue[SessionEvent | Decision | Error | None] = asyncio.Queue()
 
     async def on_message(raw: Msg) -> None:
         try:
             envelope = decode_envelope(raw.data)
         except DecodeError:
             return  # not ours to judge; the timeline stays readable
-        if isinstance(envelope, SessionEvent):
+        if isinstance(envelope, SessionEvent | Error):
             news.put_nowait(envelope)
         elif isinstance(envelope, Decision) and envelope.envelope_id == msg.id:
             news.put_nowait(envelope)
@@ -157,6 +158,9 @@ async def follow_session(
                         continue
                     print(f"refused by the gate: {item.code}: {item.message}", file=out)
                     return SessionEnd(None, 1, tuple(seen))
+                if isinstance(item, Error):  # the router refused what we sent; its end follows
+                    print(f"refused: {item.code}: {item.message}", file=out, flush=True)
+                    continue
                 seen.append(item)
                 if on_event is not None:
                     on_event(item)
@@ -175,7 +179,7 @@ async def follow_session(
 
 
 async def _on_stop(
-    stop_requested: asyncio.Event, news: asyncio.Queue[SessionEvent | Decision | None]
+    stop_requested: asyncio.Event, news: asyncio.Queue[SessionEvent | Decision | Error | None]
 ) -> None:
     await stop_requested.wait()
     news.put_nowait(None)

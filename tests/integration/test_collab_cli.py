@@ -136,3 +136,22 @@ async def test_a_failed_session_exits_non_zero(
     output = "\n".join(cli.lines)
     assert code == 1, output
     assert "stopped: error" in output and "AGENT_UNAVAILABLE" in output
+
+
+async def test_a_request_the_router_refuses_is_reported_and_exits_non_zero(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    async with stand_ins(nc, nats_server, namespace, fairy_tale) as env:
+        cli = parley(env, "collab", "--first", "llama", "plan a hike")
+        try:
+            code = await cli.wait_exit(30)
+        finally:
+            cli.close()
+    output = "\n".join(cli.lines)
+    assert code == 1, output
+    assert "refused: INVALID_REQUEST: cannot start a session: first speaker 'llama'" in output
+    assert cli.lines[-2:] == [
+        "stopped: error (round 0)",
+        "    error: INVALID_REQUEST: cannot start a session: first speaker 'llama' is not a "
+        "participant (gpt, claude)",
+    ]

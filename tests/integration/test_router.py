@@ -12,13 +12,21 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import pytest
 from msgspec import structs
 from nats.aio.client import Client as NATS
 
 from actors._session import CANCEL_NOTICE
-from bus import EmbeddedServer, TraceHeaders
-from schemas import AgentCall, Error, ErrorCode, HumanMessage, Namespace, Reply, new_id, utc_now
+from bus import DEAD_REASON, EmbeddedServer
+from schemas import (
+    AgentCall,
+    AnyEnvelope,
+    ErrorCode,
+    HumanMessage,
+    Namespace,
+    Reply,
+    new_id,
+    utc_now,
+)
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tests.support.router_wire import (
     AgentTurn,
@@ -215,8 +223,8 @@ async def test_e_stop_cancels_with_the_notice_and_a_late_answer_changes_nothing(
         await wire.answer(call, trace, handoff("late", "gpt", "go on"))
         pause = structs.replace(stop(msg.session_id), action="pause")
         await wire.control(pause)
-        _, refusal = await wire.submitted()
-        assert isinstance(refusal, Error) and refusal.cause_id == pause.id
+        refusal = await timeline.refusal()
+        assert refusal.cause_id == pause.id and refusal.code is ErrorCode.INVALID_REQUEST
         session = await stored_session(js, namespace, msg.session_id)
         assert session.status == "canceled" and session.transcript[-1].text == CANCEL_NOTICE
         assert [item.text for item in session.transcript].count("late") == 0
@@ -282,19 +290,8 @@ async def test_an_agent_error_is_retried_then_fails_the_session(
     assert end.payload["code"] == "AGENT_UNAVAILABLE"
 
 
-@pytest.mark.parametrize(
-    ("change", "why"),
-    [
-        ({"first_speaker": "llama"}, "not a participant"),
-        ({"session_id": "Bad.Id"}, "session id"),
-    ],
-)
-async def test_an_unusable_request_is_refused_to_its_sender(
-    nc: NATS,
-    nats_server: EmbeddedServer,
-    namespace: Namespace,
-    change: dict[str, str],
-    why: str,
+async def test_unusable_requests_are_refused_on_the_timeline_and_dead_lettered(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
     js = nc.jetstream()
     wire = RouterWire(js, namespace)
@@ -302,16 +299,42 @@ async def test_an_unusable_request_is_refused_to_its_sender(
     router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))
     try:
         await router.wait_line(READY)
-        msg = structs.replace(collaborate(PROMPT_1), **change)
+        msg = structs.replace(collaborate(PROMPT_1), first_speaker="llama")
+        assert msg.session_id is not None
+        timeline = Timeline(js, namespace, msg.session_id)
+        await timeline.open()
         await wire.start(msg)
-        trace, refusal = await wire.submitted()
-        assert isinstance(refusal, Error) and refusal.code is ErrorCode.INVALID_REQUEST
-        assert refusal.cause_id == msg.id and why in refusal.message
-        assert trace == TraceHeaders(trace_id=msg.id, causation_id=msg.id, origin="cli")
-        # Stopping a session that does not exist is refused too.
+        refusal = await timeline.refusal()
+        assert refusal.code is ErrorCode.INVALID_REQUEST and refusal.cause_id == msg.id
+        assert "not a participant" in refusal.message
+        end = await timeline.until_end()
+        assert (end.event_type, end.payload["code"]) == ("session_failed", "INVALID_REQUEST")
+        await timeline.close()
+        # Stopping a session that does not exist is refused the same way.
         ghost = stop(new_id())
+        missing_timeline = Timeline(js, namespace, ghost.session_id)
+        await missing_timeline.open()
         await wire.control(ghost)
-        _, missing = await wire.submitted()
-        assert isinstance(missing, Error) and missing.code is ErrorCode.SESSION_NOT_FOUND
+        missing = await missing_timeline.refusal()
+        assert missing.code is ErrorCode.SESSION_NOT_FOUND and missing.cause_id == ghost.id
+        await missing_timeline.close()
+        letters = await js.pull_subscribe(
+            namespace.dead("router"), durable="dead-reader", stream=namespace.stream("dead")
+        )
+        reasons = [
+            (letter.headers or {}).get(DEAD_REASON, "")
+            for letter in await letters.fetch(2, timeout=10)
+        ]
+        assert sorted(reasons) == ["invalid_request", "session_not_found"]
+        assert await _nothing_submitted(wire) is None
     finally:
         router.close()
+
+
+async def _nothing_submitted(wire: RouterWire) -> AnyEnvelope | None:
+    """Whatever the router submitted to the gate (a refusal must not go there), or None."""
+    try:
+        _, envelope = await wire.submitted(timeout=0.3)
+    except TimeoutError:
+        return None
+    return envelope

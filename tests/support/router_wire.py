@@ -202,6 +202,7 @@ class Timeline:
     def __init__(self, js: JetStreamContext, ns: Namespace, session_id: str) -> None:
         self._js, self._ns, self.session_id = js, ns, session_id
         self.events: list[SessionEvent] = []
+        self.refusals: list[Error] = []
 
     async def open(self) -> None:
         self._sub = await self._js.subscribe(
@@ -210,18 +211,28 @@ class Timeline:
             deliver_policy=DeliverPolicy.ALL,
         )
 
-    async def next(self, timeout: float = 20.0) -> SessionEvent:
+    async def next(self, timeout: float = 20.0) -> SessionEvent | Error:
+        """The next event, or a refusal the router answered a person with."""
         msg = await self._sub.next_msg(timeout=timeout)
         event = decode_envelope(msg.data)
+        if isinstance(event, Error):
+            self.refusals.append(event)
+            return event
         assert isinstance(event, SessionEvent)
         self.events.append(event)
         return event
+
+    async def refusal(self, timeout: float = 20.0) -> Error:
+        async with asyncio.timeout(timeout):
+            while True:
+                if isinstance(event := await self.next(timeout=timeout), Error):
+                    return event
 
     async def until_end(self, timeout: float = 30.0) -> SessionEvent:
         async with asyncio.timeout(timeout):
             while True:
                 event = await self.next(timeout=timeout)
-                if event.event_type in END_EVENTS:
+                if isinstance(event, SessionEvent) and event.event_type in END_EVENTS:
                     return event
 
     async def close(self) -> None:
