@@ -24,7 +24,7 @@ from actors._session import (
     Step,
     StopReason,
 )
-from actors._window import render_context, transcript_window
+from actors._window import transcript_window
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -183,25 +183,25 @@ def _call(
     attempts: int,
     limits: Limits,
 ) -> tuple[Session, tuple[Effect, ...]]:
-    """Build the context, call `speaker` for the session's round, and wait for it."""
+    """Build the context, call `speaker` for the session's round, and wait for it.
+
+    The context is the call's fields (seed 001 §4): the goal verbatim, the transcript window,
+    the round and cap, and whether this is the final round; the agent host turns them into
+    its model's prompt. `text` is this turn's task: the handoff's task addressed to the
+    speaker, or the goal itself on the first turn.
+    """
     final_round = session.round >= session.max_rounds and session.mode == "collaborate"
     window = transcript_window(
         session.transcript, max_items=limits.window_items, max_chars=limits.window_chars
     )
+    last = session.transcript[-1] if session.transcript else None
+    task = last.text if last and last.role == "router" and last.name == speaker else session.goal
     call = AgentCall(
         id=clock.id("call"),
         created_at=clock.now,
         target=speaker,
         thread=session.thread,
-        text=render_context(
-            speaker=speaker,
-            goal=session.goal,
-            window=window,
-            round_=session.round,
-            max_rounds=session.max_rounds,
-            final_round=final_round,
-            single=session.mode == "single",
-        ),
+        text=task,
         call_id=call_id,
         session_id=session.session_id,
         round=session.round,

@@ -1,10 +1,11 @@
-"""What an agent sees on its turn: the transcript window and the context text (seed 001 §4-5).
+"""What an agent sees of the session on its turn: the transcript window (seed 001 §5).
 
-The router passes each agent the goal verbatim, the last few transcript items oldest-first,
-the round ("Round 3 of 6") and the JSON-only instruction. The window is bounded twice, by a
-number of items and by a character budget (a stand-in for the seed's 2-3K tokens that needs no
-tokenizer), and when it overflows the oldest items go first, as the seed asks. Pure functions:
-the same transcript always gives the same window, which a re-run after a crash relies on.
+The router passes each agent the goal verbatim, the last few transcript items oldest-first and
+the round; the agent host writes them into its model's prompt with the JSON-only instruction.
+The window is bounded twice, by a number of items and by a character budget (a stand-in for
+the seed's 2-3K tokens that needs no tokenizer), and when it overflows the oldest items go
+first, as the seed asks. A pure function: the same transcript always gives the same window,
+which a re-run after a crash relies on.
 """
 
 from __future__ import annotations
@@ -13,22 +14,13 @@ from typing import Final
 
 from schemas import TranscriptItem
 
-__all__ = (
-    "DEFAULT_WINDOW_CHARS",
-    "DEFAULT_WINDOW_ITEMS",
-    "JSON_ONLY",
-    "render_context",
-    "transcript_window",
-)
+__all__ = ("DEFAULT_WINDOW_CHARS", "DEFAULT_WINDOW_ITEMS", "transcript_window")
 
 DEFAULT_WINDOW_ITEMS: Final = 8
 """Seed 001 §5: "the last 8 transcript items"."""
 
 DEFAULT_WINDOW_CHARS: Final = 10_000
 """About 2.5K tokens at four characters a token: the seed's "~2-3K tokens"."""
-
-JSON_ONLY: Final = "Return JSON only per schema—no extra text."
-"""Seed 001 §4's final instruction, verbatim."""
 
 _ELLIPSIS: Final = "…"
 
@@ -63,47 +55,3 @@ def transcript_window(
         cut = newest.text[: max(max_chars - len(_ELLIPSIS), 0)] + _ELLIPSIS
         recent[0] = TranscriptItem(role=newest.role, name=newest.name, text=cut[:max_chars])
     return tuple(recent)
-
-
-def _line(item: TranscriptItem) -> str:
-    if item.role == "router":
-        return f"[router → {item.name}] {item.text}"
-    return f"[{item.name}] {item.text}"
-
-
-def render_context(
-    *,
-    speaker: str,
-    goal: str,
-    window: tuple[TranscriptItem, ...],
-    round_: int,
-    max_rounds: int,
-    final_round: bool,
-    single: bool = False,
-) -> str:
-    """The context text of one agent call, in the order seed 001 §4 lists it.
-
-    Args:
-        speaker: the agent called (its name hint is its own system prompt's job).
-        goal: the user's goal, verbatim.
-        window: the transcript window, oldest first.
-        round_: this turn's round, from 1.
-        max_rounds: the session's cap.
-        final_round: this is the last round the cap allows: the agent is asked to finish.
-        single: a single call (`@gpt …`), which is answered once and has no rounds.
-
-    Returns:
-        The text put in `AgentCall.text`.
-    """
-    if single:
-        return f"Goal: {goal}\n\n{JSON_ONLY}"
-    parts = [f"Goal: {goal}", ""]
-    if window:
-        parts.append("Recent transcript (oldest first):")
-        parts.extend(_line(item) for item in window)
-        parts.append("")
-    parts.append(f"Round {round_} of {max_rounds}. You are {speaker}.")
-    if final_round:
-        parts.append("This is the final round: finish the task in this reply and set final: true.")
-    parts.append(JSON_ONLY)
-    return "\n".join(parts)

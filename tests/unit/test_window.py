@@ -1,4 +1,4 @@
-"""The transcript window and the context text of seed 001 §4-5."""
+"""The transcript window of seed 001 §5."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors._window import JSON_ONLY, render_context, transcript_window
+from actors._window import transcript_window
 from schemas import TranscriptItem
 
 
@@ -50,26 +50,3 @@ def test_window_is_a_bounded_suffix(texts: list[str], max_items: int, max_chars:
         assert window, "the newest item is always passed"
         # Everything but a cut newest-kept item is an exact suffix of the transcript.
         assert window[1:] == transcript[len(transcript) - len(window) + 1 :]
-
-
-def test_context_lists_goal_window_round_and_the_json_instruction_in_order() -> None:
-    window = (
-        TranscriptItem(role="claude", name="claude", text="Once upon a time"),
-        TranscriptItem(role="router", name="gpt", text="Edit paragraph one"),
-    )
-    text = render_context(
-        speaker="gpt", goal="Write a tale", window=window, round_=2, max_rounds=4, final_round=False
-    )
-    lines = text.splitlines()
-    assert lines[0] == "Goal: Write a tale"
-    assert "[claude] Once upon a time" in lines
-    assert "[router → gpt] Edit paragraph one" in lines
-    assert lines.index("Round 2 of 4. You are gpt.") < lines.index(JSON_ONLY)
-    assert "final round" not in text
-
-
-def test_the_final_round_asks_the_agent_to_finish() -> None:
-    text = render_context(
-        speaker="gpt", goal="g", window=(), round_=6, max_rounds=6, final_round=True
-    )
-    assert "This is the final round" in text and text.endswith(JSON_ONLY)
