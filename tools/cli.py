@@ -25,6 +25,7 @@ from bus import (
 )
 from bus._supervisor import GiveUp
 from tools.collab import LOCAL_URL_FILE, add_collab_commands
+from tools.demo import add_demo_command
 from tools.policy import add_policy_commands
 from tools.schemagen import write_schemas
 
@@ -159,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_policy_commands(commands)
     add_collab_commands(commands)
+    add_demo_command(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser
