@@ -59,6 +59,7 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._bench_collab import collab_rows
 
 __all__ = ("main",)
 
@@ -278,6 +279,8 @@ def _summarise(rounds: list[dict[str, Any]], name: str, fsync: str) -> Row:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.collab_only:
+        return {"rows": [], "ratios_parley_to_raw": {}, "collab": await _collab(args)}
     rows: list[Row] = []
     with (
         tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
@@ -303,6 +306,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "rows": [asdict(r) for r in rows],
         "ratios_parley_to_raw": ratios,
+        "collab": [] if args.skip_collab else await _collab(args),
         "settings": {
             "count": args.count,
             "backlog": args.backlog,
@@ -310,6 +314,39 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             "loop": "uvloop",
         },
     }
+
+
+async def _collab(args: argparse.Namespace) -> list[dict[str, Any]]:
+    levels = [int(level) for level in args.collab_sessions.split(",") if level]
+    rows = await collab_rows(levels, args.collab_rounds, args.collab_min_rounds)
+    return [asdict(row) for row in rows]
+
+
+def _print_collab(result: dict[str, Any]) -> None:
+    rows = result.get("collab") or []
+    if not rows:
+        return
+    print("\nCollaboration rounds through gate, router and two zero-latency scripted agents")
+    print("(fsync always; a round = 4 JetStream hops + the router's compare-and-set):")
+    print(
+        f"{'sessions':>8} {'rounds':>7} {'rounds/s':>9} {'hops/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
+    )
+    raw = next(
+        (
+            r["throughput"]
+            for r in result["rows"]
+            if r["name"] == "js-raw" and r["fsync"] == "always"
+        ),
+        None,
+    )
+    for row in rows:
+        print(
+            f"{row['sessions']:>8} {row['rounds']:>7} {row['rounds_per_s']:>9.0f} "
+            f"{row['hops_per_s']:>8.0f} {row['session_p50_ms']:>8.0f} {row['session_p99_ms']:>8.0f}"
+        )
+    if raw:
+        best = max(row["hops_per_s"] for row in rows)
+        print(f"  best hops/s over raw nats-py js-raw msgs/s (fsync always): {best / raw:.2f}x")
 
 
 def _print(result: dict[str, Any]) -> None:
@@ -334,9 +371,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog", type=int, default=5000, help="envelopes per throughput run")
     parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
+    parser.add_argument(
+        "--collab-sessions", default="1,10,100", help="concurrent sessions per collab row"
+    )
+    parser.add_argument("--collab-rounds", type=int, default=6, help="rounds per session")
+    parser.add_argument(
+        "--collab-min-rounds", type=int, default=300, help="rounds measured per collab row"
+    )
+    parser.add_argument("--skip-collab", action="store_true", help="leave out the collab rows")
+    parser.add_argument("--collab-only", action="store_true", help="only the collab rows")
     args = parser.parse_args(argv)
     result = uvloop.run(_run(args))
     _print(result)
+    _print_collab(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")

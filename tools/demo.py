@@ -46,11 +46,14 @@ from schemas import (
 from tools.collab import follow_session
 
 __all__ = (
+    "BUNDLE_KEY",
     "DEMO_GOAL",
+    "DEMO_POLICY",
     "add_demo_command",
     "demo_topology",
     "publish_policy",
     "run_demo",
+    "sign_bundle",
     "sign_policy",
 )
 
@@ -74,7 +77,11 @@ def sign_policy(source: Path, keys: Path) -> tuple[bytes, Path]:
     Returns:
         The signed bundle (DSSE JSON) and the public key's path, for the gate's `policy_keys`.
     """
-    payload = msgspec.json.encode(tomllib.loads(source.read_text()))
+    return sign_bundle(msgspec.json.encode(tomllib.loads(source.read_text())), keys)
+
+
+def sign_bundle(payload: bytes, keys: Path) -> tuple[bytes, Path]:
+    """Sign a bundle's JSON with a key made for this run; write the public key under `keys`."""
     decode_bundle(payload)  # never publish what no gate could read
     key = Ed25519PrivateKey.generate()
     keys.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,7 @@ async def running_system(
     }
     processes: list[ProcessOutput] = []
     async with AsyncExitStack() as stack:
-        stack.callback(lambda: [p.close() for p in processes])
+        stack.callback(_close_all, processes)
         processes.append(start_actor("gate", "gate", gate_env))
         processes.append(start_actor("router", "router", env))
         for actor_id, profile in agents.items():
@@ -57,6 +57,11 @@ async def running_system(
         for process in processes:
             await process.wait_line(READY)
         yield env
+
+
+def _close_all(processes: list[ProcessOutput]) -> None:
+    for process in processes:
+        process.close()
 
 
 def parley_cli(env: Mapping[str, str], *argv: str) -> ProcessOutput:
