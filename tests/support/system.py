@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
@@ -20,9 +21,34 @@ from schemas import Namespace
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
 from tools.demo import publish_policy
 
-__all__ = ("DEMO_AGENTS", "parley_cli", "running_system")
+__all__ = ("DEMO_AGENTS", "System", "parley_cli", "running_system")
 
 DEMO_AGENTS: Mapping[str, str] = {"gpt": "gpt", "claude": "claude"}
+
+
+@dataclass
+class System:
+    """The running processes by actor id, and the environment a `parley` command needs."""
+
+    env: dict[str, str]
+    processes: dict[str, ProcessOutput] = field(default_factory=dict)
+    _argv: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = field(default_factory=dict)
+
+    async def start(self, actor_id: str, run: str, env: dict[str, str], *extra: str) -> None:
+        self._argv[actor_id] = (run, env, extra)
+        self.processes[actor_id] = start_actor(run, actor_id, env, *extra)
+        await self.processes[actor_id].wait_line(READY)
+
+    async def kill_and_restart(self, actor_id: str) -> None:
+        """SIGKILL one actor and start it again, as a supervisor would."""
+        self.processes[actor_id].kill()
+        self.processes[actor_id].close()
+        run, env, extra = self._argv[actor_id]
+        await self.start(actor_id, run, env, *extra)
+
+    def close(self) -> None:
+        for process in self.processes.values():
+            process.close()
 
 
 @asynccontextmanager
@@ -35,8 +61,8 @@ async def running_system(
     *,
     extra_env: Mapping[str, str] | None = None,
     **settings: str,
-) -> AsyncIterator[dict[str, str]]:
-    """Start gate, router and agents; yield the environment a `parley` command needs.
+) -> AsyncIterator[System]:
+    """Start gate, router and agents, and stop them all on the way out.
 
     `extra_env` goes to every process (an API key variable a test profile names); `settings`
     become `PARLEY_*` variables.
@@ -47,21 +73,15 @@ async def running_system(
         **env,
         "PARLEY_OPTIONS": json.dumps({"policy_keys": [str(public)], "tenant": "demo"}),
     }
-    processes: list[ProcessOutput] = []
-    async with AsyncExitStack() as stack:
-        stack.callback(_close_all, processes)
-        processes.append(start_actor("gate", "gate", gate_env))
-        processes.append(start_actor("router", "router", env))
+    system = System(env)
+    try:
+        await system.start("gate", "gate", gate_env)
+        await system.start("router", "router", env)
         for actor_id, profile in agents.items():
-            processes.append(start_actor("agent", actor_id, env, "--profile", profile))
-        for process in processes:
-            await process.wait_line(READY)
-        yield env
-
-
-def _close_all(processes: list[ProcessOutput]) -> None:
-    for process in processes:
-        process.close()
+            await system.start(actor_id, "agent", env, "--profile", profile)
+        yield system
+    finally:
+        system.close()
 
 
 def parley_cli(env: Mapping[str, str], *argv: str) -> ProcessOutput:
