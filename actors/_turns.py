@@ -1,13 +1,12 @@
-"""The turn loop of seed 001 §6 as transitions: open, answer, error, stop.
+"""The turn loop of seed 001 §6 as transitions: answer, error, stop.
 
-Each function takes the stored session (or the opening message) and one input and returns a
-`Step`: the next state and the effects, built with ids derived from the input's id. See
-actors/_session.py for why that makes a re-run after a crash exact.
+Each function takes the stored session and one input and returns a `Step`: the next state and
+the effects, built with ids derived from the input's id. See actors/_session.py for why that
+makes a re-run after a crash exact, and actors/_opening.py for how a session starts.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -32,25 +31,16 @@ from schemas import (
     Error,
     ErrorCode,
     Handoff,
-    HumanMessage,
-    SubjectTokenError,
     TranscriptItem,
-    check_token,
     derive_id,
 )
 
-__all__ = ("advance", "open_session", "refuse_duplicate", "session_id_for")
-
-_MENTION = re.compile(r"^\s*@([a-z0-9_-]{1,64})\b[\s:,]*(.*)$", re.DOTALL)
-_COMMAND = re.compile(r"^\s*@router\s+collaborate\s+([a-z0-9_\- ]+?)\s*:\s*(.+)$", re.DOTALL)
+__all__ = ("advance", "call_agent", "error_for", "record")
 
 
-def session_id_for(msg: HumanMessage) -> str:
-    """The message's own session id, or one derived from its id (the same on redelivery)."""
-    return msg.session_id or derive_id(msg.id, "session")
-
-
-def _error(clock: EventClock, code: ErrorCode, message: str, cause_id: str, target: str) -> Error:
+def error_for(
+    clock: EventClock, code: ErrorCode, message: str, cause_id: str, target: str
+) -> Error:
     return Error(
         id=clock.id("error"),
         created_at=clock.now,
@@ -61,120 +51,7 @@ def _error(clock: EventClock, code: ErrorCode, message: str, cause_id: str, targ
     )
 
 
-def _parse(msg: HumanMessage, limits: Limits) -> tuple[str, tuple[str, ...], str, str] | str:
-    """(mode, participants, first speaker, goal) from a message, or why it cannot start."""
-    mode: str = msg.mode
-    text = msg.text
-    participants = tuple(msg.participants)
-    command = _COMMAND.match(text) if mode == "single" else None
-    if command:  # seed 001 §6's optional `@router collaborate gpt claude: <goal>`
-        mode, text = "collaborate", command.group(2)
-        participants = tuple(command.group(1).split())
-    elif mode == "single" and msg.first_speaker is None and len(participants) != 1:
-        mention = _MENTION.match(text)
-        if mention is None:
-            return "a single call names its agent: `@gpt …`, first_speaker or one participant"
-        participants, text = (mention.group(1),), mention.group(2)
-    if mode == "single":
-        target = msg.first_speaker or participants[0]
-        return "single", (target,), target, text.strip() or msg.text
-    participants = participants or limits.default_participants
-    if len(set(participants)) != len(participants):
-        return f"participants repeat a name: {', '.join(participants)}"
-    first = msg.first_speaker or participants[0]
-    if first not in participants:
-        return f"first speaker {first!r} is not a participant ({', '.join(participants)})"
-    return "collaborate", participants, first, text
-
-
-def open_session(
-    msg: HumanMessage, *, session_id: str, sender: str, now: datetime, limits: Limits
-) -> Step:
-    """Open a session from a person's message and call its first speaker (round 1).
-
-    An unusable message (bad session id, no agent named, a first speaker who is not a
-    participant) opens nothing: the sender gets an `INVALID_REQUEST` error through the gate.
-    """
-    clock = EventClock(session_id, msg.id, now)
-    try:
-        check_token(session_id, "session id")
-    except SubjectTokenError as exc:
-        return _refused(clock, msg, sender, str(exc))
-    parsed = _parse(msg, limits)
-    if isinstance(parsed, str):
-        return _refused(clock, msg, sender, parsed)
-    mode, participants, first, goal = parsed
-    for name in participants:
-        try:
-            check_token(name, "participant")
-        except SubjectTokenError as exc:
-            return _refused(clock, msg, sender, str(exc))
-    session = Session(
-        session_id=session_id,
-        origin_id=msg.id,
-        mode="single" if mode == "single" else "collaborate",
-        participants=participants,
-        goal=goal,
-        user_id=msg.user_id,
-        thread=msg.thread,
-        first_speaker=first,
-        round=1,
-        max_rounds=1 if mode == "single" else msg.max_rounds,
-        transcript=(TranscriptItem(role="user", name=msg.sender, text=goal),),
-        created_at=now,
-    )
-    created = clock.event(
-        "session_created",
-        round_=0,
-        speaker=first,
-        envelope_ids=(msg.id,),
-        payload={
-            "mode": session.mode,
-            "goal": goal,
-            "participants": list(participants),
-            "max_rounds": session.max_rounds,
-            "user_id": msg.user_id,
-        },
-    )
-    started = clock.event("session_started", round_=1, speaker=first)
-    call_id = derive_id(session_id, "call-1")
-    session, call_effects = _call(session, clock, first, call_id, attempts=1, limits=limits)
-    effects = (created, started, *call_effects)
-    return Step(session=_record(session, msg.id, effects), effects=effects, changed=True)
-
-
-def _invalid(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Error:
-    return _error(
-        clock, ErrorCode.INVALID_REQUEST, f"cannot start a session: {why}", msg.id, sender
-    )
-
-
-def _refused(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Step:
-    """Refuse an unusable opening message: an error to its sender, and, when its session id
-    can name a subject, a `session_failed` event for whoever follows that session."""
-    error = _invalid(clock, msg, sender, why)
-    try:
-        check_token(clock.session_id, "session id")
-    except SubjectTokenError:
-        return Step(session=None, effects=(error,))
-    failed = clock.event(
-        "session_failed",
-        round_=0,
-        stop_reason="error",
-        envelope_ids=(msg.id,),
-        payload={"code": str(error.code), "message": error.message},
-    )
-    return Step(session=None, effects=(error, failed))
-
-
-def refuse_duplicate(msg: HumanMessage, *, session_id: str, sender: str, now: datetime) -> Step:
-    """A second, different message claims a session id that is already in use."""
-    clock = EventClock(session_id, msg.id, now)
-    why = f"session id {session_id!r} is already in use"
-    return Step(session=None, effects=(_invalid(clock, msg, sender, why),))
-
-
-def _call(
+def call_agent(
     session: Session,
     clock: EventClock,
     speaker: str,
@@ -226,7 +103,7 @@ def _replace(session: Session, **changes: Any) -> Session:
     return structs.replace(session, **changes)
 
 
-def _record(session: Session, input_id: str, effects: tuple[Effect, ...]) -> Session:
+def record(session: Session, input_id: str, effects: tuple[Effect, ...]) -> Session:
     return _replace(session, applied=session.recording(input_id, effects))
 
 
@@ -303,7 +180,7 @@ def advance(
             session, effects = _on_error(session, envelope, clock, limits)
     if not effects:
         return Step(session=session, note=f"ignored {type(envelope).__name__}")
-    return Step(session=_record(session, envelope.id, effects), effects=effects, changed=True)
+    return Step(session=record(session, envelope.id, effects), effects=effects, changed=True)
 
 
 def _on_control(
@@ -311,10 +188,10 @@ def _on_control(
 ) -> tuple[Session, tuple[Effect, ...]]:
     if control.action != "stop":
         why = f"control {control.action!r} is not supported by collaboration sessions"
-        return session, (_error(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
+        return session, (error_for(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
     if session.user_id and control.user_id != session.user_id:
         why = f"user {control.user_id!r} cannot stop another user's session"
-        return session, (_error(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
+        return session, (error_for(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
     if not session.open:
         return session, ()
     notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE)
@@ -374,7 +251,7 @@ def _on_response(
         task = TranscriptItem(role="router", name=handoff.to, text=handoff.task)
         session = _replace(session, transcript=(*session.transcript, task), round=session.round + 1)
         call_id = derive_id(session.session_id, f"call-{session.round}")
-        session, end = _call(session, clock, handoff.to, call_id, attempts=1, limits=limits)
+        session, end = call_agent(session, clock, handoff.to, call_id, attempts=1, limits=limits)
     return session, (completed, *end)
 
 
@@ -385,7 +262,7 @@ def _on_error(
     if not session.open or pending is None or error.cause_id != pending.envelope_id:
         return session, ()  # about a call this session is no longer waiting on
     if error.retryable and pending.attempts <= limits.agent_retries:
-        return _call(
+        return call_agent(
             session,
             clock,
             pending.speaker,

@@ -27,9 +27,10 @@ from typing import ClassVar
 
 import msgspec
 
+from actors._opening import open_session, refuse_duplicate, session_id_for
 from actors._session import Effect, Limits, Step
 from actors._session_store import Conflict, SessionStore
-from actors._turns import advance, open_session, refuse_duplicate, session_id_for
+from actors._turns import advance
 from bus import Actor, BusHandle, ConfigError, Context, DeadLetters, Settings
 from schemas import (
     AgentCall,

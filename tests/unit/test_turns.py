@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
+from actors._opening import open_session, refuse_duplicate
 from actors._session import CANCEL_NOTICE, Limits, Session, Step
-from actors._turns import advance, open_session, refuse_duplicate
+from actors._turns import advance
 from schemas import (
     AgentCall,
     AgentResponse,
