@@ -4,6 +4,7 @@
 agent host, auditor, relay) register here as they arrive.
 """
 
+from actors.agent import AgentHost
 from actors.echo import EchoActor
 from actors.gate import GateActor
 from actors.router import RouterActor
@@ -13,6 +14,7 @@ ACTORS: dict[str, type[Actor]] = {
     EchoActor.kind: EchoActor,
     GateActor.kind: GateActor,
     RouterActor.kind: RouterActor,
+    AgentHost.kind: AgentHost,
 }
 
-__all__ = ("ACTORS", "EchoActor", "GateActor", "RouterActor")
+__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor", "RouterActor")

@@ -6,8 +6,10 @@ holds and a cache answers almost every read. Every write still names the revisio
 counter first, JetStream refuses the stale write and the messages that relied on it are
 retried with fresh values: two replicas never both spend the last unit of a limit.
 
-Writes of a whole batch are pipelined and awaited together (one round trip per batch, not
-one per message), and a batch's updates to one key are coalesced into one write.
+Counter writes of a whole batch are sent together and awaited together (one round trip per
+batch, not one per message), and a batch's updates to one key are coalesced into one write.
+Positions are written only once the counters they depend on are committed, pipelined with the
+deliveries: a recorded position therefore always means "admitted and paid for".
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import msgspec
 from msgspec import Struct
@@ -26,7 +27,7 @@ from nats.js.kv import KeyValue
 
 from actors._gate_records import Counter, Inflight, Position, RateBucket, TraceState
 
-__all__ = ("CommitResult", "GateStore")
+__all__ = ("GateStore",)
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 
@@ -42,15 +43,6 @@ _encoder = msgspec.json.Encoder()
 
 def _decode(key: str, data: bytes) -> Struct:
     return _DECODERS[key.split(".", 1)[0]].decode(data)
-
-
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    """Which keys of a commit were stored, and which were refused as stale."""
-
-    stale: frozenset[str]
-    existed: frozenset[str]
-    """Create-only keys that already existed (a position written by an earlier attempt)."""
 
 
 class GateStore:
@@ -98,49 +90,59 @@ class GateStore:
         found = (await self.load((key,))).get(key)
         return found if isinstance(found, Position) else None
 
-    async def commit(
-        self, updates: dict[str, Struct], creates: dict[str, Struct], timeout: float
-    ) -> CommitResult:
-        """Write `updates` (compare-and-set on the cached revision) and `creates` (only if
-        absent), pipelined, and wait for all of them.
+    def subject(self, key: str) -> str:
+        """The KV subject a record is written on (for writes pipelined with other effects)."""
+        return self._prefix + key
+
+    def encode(self, value: Struct) -> bytes:
+        return _encoder.encode(value)
+
+    def remember(self, key: str, value: Struct) -> None:
+        """Cache a record whose write is in flight (its revision is read back on demand)."""
+        self._remember(key, value, self._cache[key][1] if key in self._cache else 0)
+
+    async def commit(self, updates: dict[str, Struct], timeout: float) -> frozenset[str]:
+        """Write `updates`, each only if its key is still at the revision this process last
+        saw, concurrently; return the keys another writer changed first (now uncached).
+
+        Each write is a plain JetStream publish awaited with the others: nats-py's
+        `publish_async` never completes a future whose publish JetStream refused, so a
+        refused compare-and-set would only show as a timeout.
 
         Raises:
-            Exception: JetStream failed to answer for a reason other than a stale revision
-                (the caller's messages are then retried).
+            Exception: JetStream failed for a reason other than a stale revision (the
+                caller's messages are then retried).
         """
-        keys: list[str] = []
-        futures: list[asyncio.Future[PubAck]] = []
-        for key, value in updates.items():
-            revision = self._cache[key][1] if key in self._cache else 0
-            keys.append(key)
-            futures.append(await self._write(key, value, revision))
-        for key, value in creates.items():
-            keys.append(key)
-            futures.append(await self._write(key, value, 0))
-        if not futures:
-            return CommitResult(frozenset(), frozenset())
-        results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout)
+        if not updates:
+            return frozenset()
+        keys = list(updates)
+        async with asyncio.timeout(timeout):
+            results = await asyncio.gather(
+                *(self._write(key, updates[key]) for key in keys), return_exceptions=True
+            )
         stale: set[str] = set()
-        existed: set[str] = set()
+        failure: BaseException | None = None
         for key, result in zip(keys, results, strict=True):
             if isinstance(result, BaseException):
+                self.forget((key,))
                 if _is_stale(result):
-                    self.forget((key,))
-                    (existed if key in creates else stale).add(key)
-                    continue
-                self.forget(keys)
-                raise result
-            value = updates.get(key) or creates[key]
-            self._remember(key, value, int(result.seq))
-        return CommitResult(frozenset(stale), frozenset(existed))
+                    stale.add(key)
+                else:
+                    failure = result
+                continue
+            self._remember(key, updates[key], int(result.seq))
+        if failure is not None:
+            raise failure
+        return frozenset(stale)
 
-    async def _write(self, key: str, value: Struct, revision: int) -> asyncio.Future[PubAck]:
-        future: asyncio.Future[PubAck] = await self._js.publish_async(
+    async def _write(self, key: str, value: Struct) -> PubAck:
+        revision = self._cache[key][1] if key in self._cache else 0
+        ack: PubAck = await self._js.publish(
             self._prefix + key,
             _encoder.encode(value),
             headers={_EXPECTED_LAST_SUBJECT_SEQ: str(revision)},
         )
-        return future
+        return ack
 
 
 def _is_stale(error: BaseException) -> bool:

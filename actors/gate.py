@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import ClassVar
 
 from msgspec import Struct, structs
 
-from actors._bundles import BundleStore, load_public_keys
+from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
 from actors._decide import Allow, Deny, Ledger, Route, Submission, decide, plan, required_keys
 from actors._gate_records import Position, position_key
 from actors._gate_store import GateStore
@@ -47,7 +48,7 @@ from schemas import (
     utc_now,
 )
 
-__all__ = ("GateActor",)
+__all__ = ("ALLOWED_TOOLS", "BUNDLE_KEY", "GateActor")
 
 log = logging.getLogger("parley.actors.gate")
 
@@ -87,6 +88,7 @@ class GateActor(Actor):
             raise ConfigError("the gate needs options.policy_keys: the signers' public keys")
         self._tenant = str(options.get("tenant", "default"))
         self._cache_size = int(options.get("cache_entries", 200_000))
+        self._me = f"{self.actor_id}/{os.getpid()}"
         self._store: GateStore | None = None
         self.bundles: BundleStore | None = None
 
@@ -142,7 +144,6 @@ class GateActor(Actor):
         )
         ledger = Ledger(dict(counters))
         verdicts: list[_Verdict] = []
-        creates: dict[str, Struct] = {}
         for (envelope, ctx), sub, route in zip(batch, subs, routes, strict=True):
             if isinstance(route, Position):
                 verdicts.append(_Verdict(envelope, ctx, route))
@@ -151,29 +152,18 @@ class GateActor(Actor):
                 outcome: Allow | Deny = decide(route, ledger, bundle)
             else:
                 outcome = route if isinstance(route, Deny) else _NO_BUNDLE
-            cause = self._sender_position(sub, causes)
-            verdicts.append(_Verdict(envelope, ctx, outcome, cause))
-            if isinstance(outcome, Allow):
-                position = outcome.route.position
-                creates[position_key(position.envelope_id)] = position
-            elif cause is not None:
-                error_position = _error_position(envelope, ctx, cause)
-                creates[position_key(error_position.envelope_id)] = error_position
+            verdicts.append(_Verdict(envelope, ctx, outcome, self._sender_position(sub, causes)))
         updates: dict[str, Struct] = {}
         for key in ledger.dirty:
             value = ledger.values[key]
             if value is not None:
                 updates[key] = value
-        commit = await store.commit(
-            updates,
-            creates,
-            timeout=self.settings.ack_wait_s / 2,
-        )
+        stale = await store.commit(updates, timeout=self.settings.ack_wait_s / 2)
         results: list[Exception | None] = []
         for verdict in verdicts:
-            failure = self._conflict(verdict, commit.stale)
+            failure = self._conflict(verdict, stale)
             if failure is None:
-                await self._publish(verdict, commit.existed)
+                await self._publish(store, verdict)
             results.append(failure)
         return results
 
@@ -213,20 +203,34 @@ class GateActor(Actor):
             )
         return None
 
-    async def _publish(self, verdict: _Verdict, existed: frozenset[str]) -> None:
+    async def _publish(self, store: GateStore, verdict: _Verdict) -> None:
+        """Record positions and publish the effects of one decided message, pipelined."""
         outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
         if isinstance(outcome, Position):
+            log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
             await self._deliver(ctx, envelope, outcome, redacted=None)
             await self._decide_record(ctx, envelope, "allow", outcome, None)
             return
         if isinstance(outcome, Allow):
             position = outcome.route.position
-            if position_key(position.envelope_id) in existed:
-                log.info("re-delivering an envelope admitted before", extra={"id": envelope.id})
+            await self._record(store, ctx, position)
             await self._deliver(ctx, envelope, position, redacted=self._redacted(outcome))
             await self._decide_record(ctx, envelope, "allow", position, None)
             return
+        if verdict.cause is not None:
+            await self._record(store, ctx, _error_position(envelope, ctx, verdict.cause))
         await self._refuse(ctx, envelope, outcome, verdict.cause)
+
+    @staticmethod
+    async def _record(store: GateStore, ctx: Context, position: Position) -> None:
+        """Write a position before its envelope is delivered, on the same connection.
+
+        A plain put: the record is a function of the envelope, so writing it again after a
+        crash writes the same thing.
+        """
+        key = position_key(position.envelope_id)
+        store.remember(key, position)
+        await ctx.outbox.publish(store.subject(key), store.encode(position), {})
 
     @staticmethod
     def _redacted(allow: Allow) -> AnyEnvelope | None:
@@ -327,6 +331,7 @@ class GateActor(Actor):
             bundle_version=bundle.version if bundle else None,
             bundle_hash=bundles.bundle_hash if bundles else "",
             decided_at=utc_now(),
+            decided_by=self._me,
         )
         headers = {"Nats-Msg-Id": decision.id, SENDER: self.actor_id}
         await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)

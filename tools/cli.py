@@ -63,6 +63,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             actor_id=args.id,
             allow_lazy_fsync=True if args.allow_lazy_fsync else None,
         )
+        if args.profile:  # an agent host's profile: a name in deploy/agents or a path
+            options = {**settings.options, "profile": args.profile}
+            settings = settings.model_copy(update={"options": options})
         actor = actor_cls(settings)
     except ConfigError as exc:
         print(f"parley run: {exc}", file=sys.stderr)
@@ -142,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("actor", help="actor kind (" + ", ".join(sorted(ACTORS)) + ") or module:Class")
     run.add_argument("--config", type=Path, help="TOML settings file")
     run.add_argument("--id", help="actor id (default: PARLEY_ACTOR_ID, else the kind)")
+    run.add_argument(
+        "--profile", help="agent profile, a name in deploy/agents or a TOML path (agent only)"
+    )
     run.add_argument(
         "--allow-lazy-fsync",
         action="store_true",
