@@ -27,9 +27,10 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
+from actors.gate import BUNDLE_KEY
 from bus import EmbeddedServer, Supervisor, TraceHeaders, provision
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode, new_id, utc_now
-from tools.demo import BUNDLE_KEY, DEMO_POLICY, demo_topology, sign_bundle
+from tools.demo import DEMO_POLICY, demo_topology, sign_bundle
 
 __all__ = ("CollabRow", "collab_rows")
 

@@ -29,6 +29,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from actors import ACTORS
+from actors.gate import BUNDLE_KEY
 from bus import ChildSpec, EmbeddedServer, Supervisor, Topology, provision
 from bus._supervisor import GiveUp
 from schemas import (
@@ -46,7 +47,6 @@ from schemas import (
 from tools.collab import follow_session
 
 __all__ = (
-    "BUNDLE_KEY",
     "DEMO_GOAL",
     "DEMO_POLICY",
     "add_demo_command",
@@ -64,8 +64,6 @@ DEMO_GOAL: Final = (
 """Seed 001 §11, test prompt 2, exactly."""
 
 DEMO_POLICY: Final = Path("deploy/policy/demo.toml")
-BUNDLE_KEY: Final = "bundle"
-"""Where the gate reads the signed bundle in the policy bucket."""
 
 _READY = '"msg":"ready"'
 _LOUD = ('"level":"warning"', '"level":"error"', '"level":"critical"', "Traceback", "exited (")
