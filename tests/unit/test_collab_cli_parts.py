@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from actors._session import EventName
-from bus import load_settings
+from bus import load_settings, load_topology
 from schemas import SessionEvent
+from tests.support.processes import REPO
 from tools.collab import LOCAL_URL_FILE, local_url, render
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -59,3 +60,15 @@ def test_the_end_prints_the_stop_reason_and_why() -> None:
     )
     assert render(malformed, 6) == "stopped: malformed (round 1)\n    warning: not JSON"
     assert render(_event("step_started", round=1, speaker="gpt"), 6) is None
+
+
+def test_the_collab_topology_runs_gate_router_and_both_agents() -> None:
+    topology = load_topology(REPO / "deploy/topologies/collab.toml")
+    assert [(a.name, a.run) for a in topology.actor] == [
+        ("gate", "gate"),
+        ("router", "router"),
+        ("gpt", "agent"),
+        ("claude", "agent"),
+    ]
+    gate = topology.actor[0]
+    assert gate.config is not None and gate.config.is_file()
