@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from msgspec import structs
 
 from actors._opening import open_session, refuse_duplicate
-from actors._session import CANCEL_NOTICE, Limits, Session, Step
+from actors._session import APPLIED_KEPT, CANCEL_NOTICE, Limits, Session, Step
 from actors._turns import advance
 from schemas import (
     AgentCall,
@@ -422,3 +422,43 @@ def test_any_sequence_keeps_the_loop_guard(script: list[Move], max_rounds: int) 
             ended = True
             assert session.pending is None and session.stop_reason is not None
     assert _play(script, max_rounds) == steps, "transitions are deterministic"
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=moves, max_rounds=st.integers(1, 6), data=st.data())
+def test_an_input_handled_again_after_a_crash_gets_its_first_effects_back(
+    script: list[Move], max_rounds: int, data: st.DataObject
+) -> None:
+    """A router that stored a transition and died before acking its input handles that input
+    again from the stored state: it must re-publish exactly what it published the first time,
+    and store nothing new, for any input among the last APPLIED_KEPT that changed the session.
+    """
+    session, call = started(goal(max_rounds=max_rounds))
+    applied: list[tuple[AgentResponse | Error | Control, Step]] = []
+    for n, (move, pick) in enumerate(script):
+        if not session.open:
+            break
+        other = "gpt" if call.target == "claude" else "claude"
+        envelope: AgentResponse | Error | Control
+        if move in ("handoff", "dup", "late"):
+            envelope = answer(call, f"turn {n}", to=(other, call.target)[pick], id_=f"r{n}")
+        elif move == "final":
+            envelope = answer(call, f"turn {n}", final=True, id_=f"r{n}")
+        elif move == "stop":
+            envelope = Control(id=f"s{n}", created_at=T0, action="stop", session_id="s-1")
+        elif move == "error":
+            envelope = _refusal(call, retryable=bool(pick), id_=f"e{n}")
+        else:
+            envelope = answer(call, f"turn {n}", malformed=move == "malformed", id_=f"r{n}")
+        result = step(session, envelope)
+        if result.changed:
+            assert result.session is not None
+            applied.append((envelope, result))
+            session = result.session
+            call = next(iter(calls(result)), call)
+    recent = applied[-APPLIED_KEPT:]
+    if not recent:
+        return
+    envelope, first = data.draw(st.sampled_from(recent))
+    again = step(session, envelope)
+    assert not again.changed and again.effects == first.effects
