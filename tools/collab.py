@@ -296,6 +296,6 @@ def add_collab_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         parser.add_argument("--config", type=Path, help="TOML settings file")
         parser.add_argument("--user", default="", help="user id carried by the session")
         parser.add_argument(
-            "--timeout", type=float, default=120.0, help="give up after this many silent seconds"
+            "--timeout", type=float, default=300.0, help="give up after this many silent seconds"
         )
         parser.set_defaults(func=_cmd(single))

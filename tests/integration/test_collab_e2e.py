@@ -19,7 +19,7 @@ from nats.aio.client import Client as NATS
 from bus import EmbeddedServer
 from schemas import Namespace
 from tests.support.llm_server import WireServer, anthropic_message, openai_completion
-from tests.support.processes import ProcessOutput
+from tests.support.processes import REPO, ProcessOutput
 from tests.support.system import parley_cli, running_system
 from tools.demo import DEMO_GOAL as FAIRY
 
@@ -132,6 +132,21 @@ async def test_a_call_the_gate_refuses_fails_the_session_with_the_gates_reason(
     assert code == 1, "\n".join(lines)
     assert lines[-2] == "stopped: error (round 1)"
     assert lines[-1].startswith("    error: TARGET_NOT_ALLOWED: router may not send to llama")
+
+
+async def test_a_message_the_gate_refuses_is_reported_by_the_cli(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    demo = (REPO / "deploy/policy/demo.toml").read_text()
+    policy = tmp_path / "no-cli.toml"
+    policy.write_text(demo.replace("[profiles.cli]", "[profiles.cli-disabled]"))
+    async with running_system(
+        nc, nats_server, namespace, tmp_path / "keys", policy=policy
+    ) as running:
+        code, lines = await finished(parley_cli(running.env, "collab", "Plan a trip."))
+    assert code == 1, "\n".join(lines)
+    assert lines[-1].startswith("refused by the gate: UNAUTHORIZED: ")
+    assert "no profile for 'cli'" in lines[-1]
 
 
 async def test_say_is_a_single_call(system: dict[str, str]) -> None:

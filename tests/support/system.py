@@ -59,15 +59,17 @@ async def running_system(
     keys: Path,
     agents: Mapping[str, str] = DEMO_AGENTS,
     *,
+    policy: Path = REPO / "deploy/policy/demo.toml",
     extra_env: Mapping[str, str] | None = None,
     **settings: str,
 ) -> AsyncIterator[System]:
     """Start gate, router and agents, and stop them all on the way out.
 
+    `policy` is the bundle source the gate enforces (signed here with a fresh key);
     `extra_env` goes to every process (an API key variable a test profile names); `settings`
     become `PARLEY_*` variables.
     """
-    public = await publish_policy(nc.jetstream(), ns, REPO / "deploy/policy/demo.toml", keys)
+    public = await publish_policy(nc.jetstream(), ns, policy, keys)
     env = {**parley_env(server.url, ns.root, **settings), **(extra_env or {})}
     gate_env = {
         **env,
