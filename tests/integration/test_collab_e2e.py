@@ -100,14 +100,34 @@ async def test_d_prompt_5_malformed_json_ends_with_a_warning(system: dict[str, s
     assert not any(line.startswith("    → ") for line in lines), "no handoff followed"
 
 
-async def test_e_ctrl_c_stops_the_session_with_the_notice(system: dict[str, str]) -> None:
-    cli = parley_cli(system, "collab", "--max-rounds", "50", "Keep refining a long essay.")
-    await cli.wait_line(r"^\[gpt · 1/50\]")
-    cli.signal(signal.SIGINT)
-    code, lines = await finished(cli)
+async def test_e_ctrl_c_stops_the_session_with_the_notice(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    # From round 2 on, each agent thinks for a while (as a model does), so the Stop pressed
+    # after the first turn always arrives while the session is running.
+    agents = {}
+    for name, peer in (("gpt", "claude"), ("claude", "gpt")):
+        (tmp_path / f"{name}-script.toml").write_text(
+            f'[[turn]]\nfrom_round = 2\ndelay_s = 2.0\nmessage = "{name} thought long"\n'
+            f'handoff = {{ to = "{peer}", task = "go on" }}\n'
+            f'[[turn]]\nmessage = "{name} first"\nhandoff = {{ to = "{peer}", task = "go on" }}\n'
+        )
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\npeers = ["{peer}"]\n[brain]\nbackend = "scripted"\n'
+            f'script = "{name}-script.toml"\n'
+        )
+        agents[name] = str(tmp_path / f"{name}.toml")
+    async with running_system(nc, nats_server, namespace, tmp_path / "keys", agents) as running:
+        cli = parley_cli(running.env, "collab", "--max-rounds", "6", "Refine a long essay.")
+        await cli.wait_line(r"^\[gpt · 1/6\] gpt first$")
+        cli.signal(signal.SIGINT)
+        code, lines = await finished(cli)
     assert code == 130, "\n".join(lines)
-    assert any(line.startswith("stopped: canceled") for line in lines)
-    assert "    message: Collaboration canceled by user." in lines
+    assert "stop requested" in lines
+    assert lines[-2:] == [
+        "stopped: canceled (round 2)",
+        "    message: Collaboration canceled by user.",
+    ]
 
 
 async def test_prompt_4_two_sessions_back_to_back_never_see_each_other(
