@@ -98,11 +98,14 @@ class RouterActor(Actor):
                 self._locks[session_id] = (lock, users - 1)
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        # Effects are sent inside the session's lock, so one session's events reach the
+        # timeline in the order its transitions were stored.
         match envelope:
             case HumanMessage():
                 session_id = session_id_for(envelope)
                 async with self._session_lock(session_id):
                     step = await self._open(envelope, session_id, ctx)
+                    await self._emit(step.effects, ctx)
             case AgentResponse() | Error() | Control():
                 found = await self._session_of(envelope, ctx)
                 if found is None:
@@ -111,12 +114,12 @@ class RouterActor(Actor):
                 session_id = found
                 async with self._session_lock(session_id):
                     step = await self._advance(envelope, session_id, ctx)
+                    await self._emit(step.effects, ctx)
             case _:
                 log.info("ignored", extra={"kind": type(envelope).__name__, "id": envelope.id})
                 return
         if step.note:
             log.info(step.note, extra={"session_id": session_id, "id": envelope.id})
-        await self._emit(step.effects, ctx)
 
     async def _session_of(
         self, envelope: AgentResponse | Error | Control, ctx: Context
