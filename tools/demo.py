@@ -24,7 +24,12 @@ from typing import Any, Final, TextIO
 import msgspec
 import nats
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
@@ -105,16 +110,30 @@ async def publish_policy(js: JetStreamContext, ns: Namespace, source: Path, keys
 def demo_topology(
     public_key: Path, tenant: str, agents: Iterable[str] = ("gpt", "claude")
 ) -> Topology:
-    """The demo's processes: gate, router, the auditor if this build has one, the agents."""
+    """The demo's processes: gate, router, the auditor if this build has one, the agents.
+
+    The auditor signs its checkpoints with a key of its own, written beside the policy's
+    public key for this run.
+    """
     gate_options = json.dumps({"policy_keys": [str(public_key)], "tenant": tenant})
     children = [
         ChildSpec(name="gate", run="gate", env={"PARLEY_OPTIONS": gate_options}),
         ChildSpec(name="router", run="router"),
     ]
     if "auditor" in ACTORS:
-        children.append(ChildSpec(name="auditor", run="auditor"))
+        audit_key = _private_key_file(public_key.parent / "audit.key")
+        options = json.dumps({"signing_key": str(audit_key), "tenant": tenant})
+        children.append(ChildSpec(name="auditor", run="auditor", env={"PARLEY_OPTIONS": options}))
     children.extend(ChildSpec(name=agent, run="agent") for agent in agents)
     return Topology(settings={"log_level": "info"}, actor=tuple(children))
+
+
+def _private_key_file(path: Path) -> Path:
+    """A fresh Ed25519 private key (PEM, owner-only) at `path`."""
+    key = Ed25519PrivateKey.generate()
+    path.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    path.chmod(0o600)
+    return path
 
 
 def _demo_message() -> HumanMessage:
