@@ -33,7 +33,7 @@ from msgspec import Struct, structs
 
 from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
 from actors._decide import Allow, Deny, Ledger, Route, Submission, decide, plan, required_keys
-from actors._gate_records import Position, position_key
+from actors._gate_records import Position, position_key, trace_key
 from actors._gate_store import GateStore
 from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
 from schemas import (
@@ -139,10 +139,21 @@ class GateActor(Actor):
             routes.append(
                 plan(sub, cause if isinstance(cause, Position) else None, bundle, bundles.problem)
             )
+        # A root's trace record cannot exist yet (the trace is named after the root), so it
+        # is neither read nor compare-and-set: it is written with the root's delivery.
+        new_traces = {
+            trace_key(route.position.trace_id)
+            for route in routes
+            if isinstance(route, Route) and route.is_root
+        }
         counters = await store.load(
-            key for route in routes if isinstance(route, Route) for key in required_keys(route)
+            key
+            for route in routes
+            if isinstance(route, Route)
+            for key in required_keys(route)
+            if key not in new_traces
         )
-        ledger = Ledger(dict(counters))
+        ledger = Ledger({**counters, **dict.fromkeys(new_traces)})
         verdicts: list[_Verdict] = []
         for (envelope, ctx), sub, route in zip(batch, subs, routes, strict=True):
             if isinstance(route, Position):
@@ -154,7 +165,7 @@ class GateActor(Actor):
                 outcome = route if isinstance(route, Deny) else _NO_BUNDLE
             verdicts.append(_Verdict(envelope, ctx, outcome, self._sender_position(sub, causes)))
         updates: dict[str, Struct] = {}
-        for key in ledger.dirty:
+        for key in ledger.dirty - new_traces:
             value = ledger.values[key]
             if value is not None:
                 updates[key] = value
@@ -163,6 +174,9 @@ class GateActor(Actor):
         for verdict in verdicts:
             failure = self._conflict(verdict, stale)
             if failure is None:
+                if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
+                    key = trace_key(verdict.outcome.route.position.trace_id)
+                    await self._record(store, verdict.ctx, key, ledger.values[key])
                 await self._publish(store, verdict)
             results.append(failure)
         return results
@@ -208,45 +222,37 @@ class GateActor(Actor):
         outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
         if isinstance(outcome, Position):
             log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
-            await self._deliver(ctx, envelope, outcome, redacted=None)
-            await self._decide_record(ctx, envelope, "allow", outcome, None)
+            bundle = self.bundles.bundle if self.bundles else None
+            profile = bundle.profiles.get(ctx.sender) if bundle else None
+            redacted = _redacted(envelope, profile.redact_pii if profile else True)
+            await self._deliver(ctx, envelope, outcome, redacted=redacted)
+            await self._decide_record(ctx, redacted or envelope, "allow", outcome, None)
             return
         if isinstance(outcome, Allow):
             position = outcome.route.position
-            await self._record(store, ctx, position)
-            await self._deliver(ctx, envelope, position, redacted=self._redacted(outcome))
-            await self._decide_record(ctx, envelope, "allow", position, None)
+            await self._record(store, ctx, position_key(position.envelope_id), position)
+            redacted = _redacted(envelope, outcome.route.profile.redact_pii)
+            await self._deliver(ctx, envelope, position, redacted=redacted)
+            # The decision's preview is taken from what was delivered: redacted if it was.
+            await self._decide_record(ctx, redacted or envelope, "allow", position, None)
             return
         if verdict.cause is not None:
-            await self._record(store, ctx, _error_position(envelope, ctx, verdict.cause))
+            error_position = _error_position(envelope, ctx, verdict.cause)
+            await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
         await self._refuse(ctx, envelope, outcome, verdict.cause)
 
     @staticmethod
-    async def _record(store: GateStore, ctx: Context, position: Position) -> None:
-        """Write a position before its envelope is delivered, on the same connection.
+    async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
+        """Write a record no other message can touch before the envelope is delivered, on the
+        same connection: a position, or a new trace's first count.
 
         A plain put: the record is a function of the envelope, so writing it again after a
         crash writes the same thing.
         """
-        key = position_key(position.envelope_id)
-        store.remember(key, position)
-        await ctx.outbox.publish(store.subject(key), store.encode(position), {})
-
-    @staticmethod
-    def _redacted(allow: Allow) -> AnyEnvelope | None:
-        """A copy with secrets and PII redacted, when the sender's profile asks (seed 003)."""
-        envelope = allow.envelope
-        if isinstance(envelope, DelegationRequest) and allow.route.profile.redact_pii:
-            return structs.replace(
-                envelope,
-                objective=redact(envelope.objective, pii=True),
-                input=redact(envelope.input, pii=True),
-                handoff_data=structs.replace(
-                    envelope.handoff_data,
-                    facts=tuple(redact(f, pii=True) for f in envelope.handoff_data.facts),
-                ),
-            )
-        return None
+        if value is None:
+            return
+        store.remember(key, value)
+        await ctx.outbox.publish(store.subject(key), store.encode(value), {})
 
     async def _deliver(
         self,
@@ -335,6 +341,22 @@ class GateActor(Actor):
         )
         headers = {"Nats-Msg-Id": decision.id, SENDER: self.actor_id}
         await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
+
+
+def _redacted(envelope: AnyEnvelope, redact_pii: bool) -> AnyEnvelope | None:
+    """A copy of a delegation with secrets and PII redacted, when its sender's profile asks
+    (seed 003 security 3); None when nothing is to be redacted."""
+    if not (redact_pii and isinstance(envelope, DelegationRequest)):
+        return None
+    return structs.replace(
+        envelope,
+        objective=redact(envelope.objective, pii=True),
+        input=redact(envelope.input, pii=True),
+        handoff_data=structs.replace(
+            envelope.handoff_data,
+            facts=tuple(redact(fact, pii=True) for fact in envelope.handoff_data.facts),
+        ),
+    )
 
 
 def _tag(envelope: AnyEnvelope) -> str:

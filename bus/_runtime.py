@@ -118,8 +118,7 @@ class ActorRuntime:
                 [spec.filter_subject for spec in self.actor.inputs()],
             )
             await heartbeat.beat()
-            for loop in loops:
-                await self._dead.watch_max_deliveries(nc, loop.spec.stream, loop.spec.durable)
+            await self._watch_exhausted(nc, self._dead, [loop.spec for loop in loops])
             readies = [asyncio.Event() for _ in loops]
             async with asyncio.TaskGroup() as tasks:
                 for loop, ready in zip(loops, readies, strict=True):
@@ -136,6 +135,21 @@ class ActorRuntime:
                         "ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]}
                     )
                 all_ready.cancel()
+
+    async def _watch_exhausted(self, nc: NATS, dead: DeadLetters, specs: list[Input]) -> None:
+        """Watch for messages that exhausted their deliveries: this actor's own, unless it
+        leaves them to a more trusted actor (`move_exhausted`), and every consumer's of the
+        stream families it was told to look after (`move_exhausted_of`)."""
+        ns = self.namespace
+        work_queues = {ns.stream("submit"), ns.stream("deliver")}
+        if self.settings.move_exhausted:
+            for spec in specs:
+                await dead.watch_max_deliveries(
+                    nc, spec.stream, spec.durable, remove=spec.stream in work_queues
+                )
+        for family in self.settings.move_exhausted_of:
+            stream = ns.stream(family)
+            await dead.watch_max_deliveries(nc, stream, None, remove=stream in work_queues)
 
     @staticmethod
     async def _drain(nc: NATS) -> None:

@@ -60,6 +60,7 @@ from schemas import (
     utc_now,
 )
 from tools._bench_collab import collab_rows
+from tools.bench_gate import decide_timing, gate_rounds, summarise_gate
 
 __all__ = ("main",)
 
@@ -279,8 +280,6 @@ def _summarise(rounds: list[dict[str, Any]], name: str, fsync: str) -> Row:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
-    if args.collab_only:
-        return {"rows": [], "ratios_parley_to_raw": {}, "collab": await _collab(args)}
     rows: list[Row] = []
     with (
         tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
@@ -306,7 +305,6 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "rows": [asdict(r) for r in rows],
         "ratios_parley_to_raw": ratios,
-        "collab": [] if args.skip_collab else await _collab(args),
         "settings": {
             "count": args.count,
             "backlog": args.backlog,
@@ -334,7 +332,7 @@ def _print_collab(result: dict[str, Any]) -> None:
     raw = next(
         (
             r["throughput"]
-            for r in result["rows"]
+            for r in result.get("rows", [])
             if r["name"] == "js-raw" and r["fsync"] == "always"
         ),
         None,
@@ -365,6 +363,38 @@ def _print(result: dict[str, Any]) -> None:
         )
 
 
+async def _gate(args: argparse.Namespace) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    for sync_always in (True, False):
+        runs += await gate_rounds(sync_always, args.count, args.backlog, args.rounds)
+    return {
+        "always": summarise_gate(runs, "always"),
+        "lazy": summarise_gate(runs, "lazy"),
+        "decide": decide_timing(),
+    }
+
+
+def _print_gate(gate: dict[str, Any]) -> None:
+    head = f"{'row':<10} {'fsync':<7} {'added p50':>10} {'added p99':>10} {'msgs/s':>9}"
+    print(f"\n{head} {'CPU µs':>8}")
+    for fsync in ("always", "lazy"):
+        for name in ("relay-raw", "gate"):
+            row = gate[fsync][name]
+            print(
+                f"{name:<10} {fsync:<7} {row['added_p50_us']:>10.0f} {row['added_p99_us']:>10.0f} "
+                f"{row['throughput']:>9.0f} {row['cpu_us_per_envelope']:>8.1f}"
+            )
+    print("\nOne gate process / raw nats-py relay (same server, same run):")
+    for fsync in ("always", "lazy"):
+        ratio = gate[fsync]["ratios"]
+        print(
+            f"  fsync={fsync:<6} throughput {ratio['throughput']:.2f}x  "
+            f"added p50 {ratio['added_p50']:.2f}x  added p99 {ratio['added_p99']:.2f}x"
+        )
+    decide = gate["decide"]
+    print(f"  decide() alone: p50 {decide['p50_us']:.1f} µs, p99 {decide['p99_us']:.1f} µs")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="parley bench", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=500, help="latency samples per run")
@@ -372,18 +402,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
+        "--only",
+        choices=("runtime", "gate", "collab"),
+        help="run only these rows (default: all)",
+    )
+    parser.add_argument(
         "--collab-sessions", default="1,10,100", help="concurrent sessions per collab row"
     )
     parser.add_argument("--collab-rounds", type=int, default=6, help="rounds per session")
     parser.add_argument(
         "--collab-min-rounds", type=int, default=300, help="rounds measured per collab row"
     )
-    parser.add_argument("--skip-collab", action="store_true", help="leave out the collab rows")
-    parser.add_argument("--collab-only", action="store_true", help="only the collab rows")
     args = parser.parse_args(argv)
-    result = uvloop.run(_run(args))
-    _print(result)
-    _print_collab(result)
+    result: dict[str, Any] = {}
+    if args.only in (None, "runtime"):
+        result = uvloop.run(_run(args))
+        _print(result)
+    if args.only in (None, "gate"):
+        result["gate"] = uvloop.run(_gate(args))
+        _print_gate(result["gate"])
+    if args.only in (None, "collab"):
+        result["collab"] = uvloop.run(_collab(args))
+        _print_collab(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")

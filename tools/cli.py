@@ -26,7 +26,9 @@ from bus import (
 from bus._supervisor import GiveUp
 from tools.collab import LOCAL_URL_FILE, add_collab_commands
 from tools.demo import add_demo_command
+from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
+from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
 
 __all__ = ("main", "resolve_actor")
@@ -167,6 +169,8 @@ def _parser() -> argparse.ArgumentParser:
     add_policy_commands(commands)
     add_collab_commands(commands)
     add_demo_command(commands)
+    add_natsconf_commands(commands)
+    add_provision_command(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

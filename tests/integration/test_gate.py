@@ -14,6 +14,8 @@ from bus import HOP_COUNT, SENDER, TRACE_ID, EmbeddedServer
 from schemas import (
     AgentCall,
     AgentResponse,
+    DelegationConstraints,
+    DelegationRequest,
     ErrorCode,
     HumanMessage,
     Namespace,
@@ -49,7 +51,7 @@ async def world(
         cli={"start_traces": True, "allowed_targets": ("a",)},
         a={"allowed_targets": ("b", "c"), "max_concurrent_calls": 10},
         b={"allowed_targets": ("a", "c"), "trace_message_budget": BUDGET, "max_hop_count": 3},
-        c={"allowed_targets": ("b",)},
+        c={"allowed_targets": ("b", "d"), "redact_pii": True, "max_depth": 5},
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
@@ -100,11 +102,15 @@ async def test_a_ping_pong_that_never_deepens_stops_at_the_trace_budget(world: W
     assert admitted == BUDGET
 
 
+async def _reader(world: World, actor: str) -> JetStreamContext.PullSubscription:
+    return await world.js.pull_subscribe(
+        world.ns.deliver(actor), durable=actor, stream=world.ns.stream("deliver")
+    )
+
+
 async def _call_delivered_to_c(world: World) -> AgentCall:
     """cli -> a -> b -> c: c (played by the test) holds a call at hop 3."""
-    reader = await world.js.pull_subscribe(
-        world.ns.deliver("c"), durable="c", stream=world.ns.stream("deliver")
-    )
+    reader = await _reader(world, "c")
     await submit(world.js, world.ns, "cli", _human("call:b:call:c"))
     (msg,) = await reader.fetch(1, timeout=20)
     await msg.ack()
@@ -148,3 +154,33 @@ async def test_forged_hop_count_and_trace_id_on_a_reply_are_refused(world: World
     await submit(world.js, world.ns, "c", honest, cause=call.id)
     admitted = await world.decisions.until(honest.id)
     assert admitted.allowed and admitted.target == "b" and admitted.hop_count == 1
+
+
+async def test_a_delegation_is_redacted_before_delivery_when_the_profile_asks(
+    world: World,
+) -> None:
+    call = await _call_delivered_to_c(world)
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    request = DelegationRequest(
+        id=new_id(),
+        created_at=utc_now(),
+        request_id=new_id(),
+        origin_employee="c",
+        target_employee="d",
+        user_id="",
+        parent_session_id="s",
+        objective="Write to alice@example.com",
+        input=f"Use key {secret} and call +1 415 555 0100",
+        constraints=DelegationConstraints(max_depth=5),
+    )
+    reader = await _reader(world, "d")
+    await submit(world.js, world.ns, "c", request, cause=call.id)
+    decision = await world.decisions.until(request.id)
+    assert decision.allowed, decision
+    assert "alice@example.com" not in decision.objective + decision.preview
+    (msg,) = await reader.fetch(1, timeout=20)
+    delivered = decode_envelope(msg.data)
+    assert isinstance(delivered, DelegationRequest) and delivered.id == request.id
+    for plain in ("alice@example.com", secret, "555 0100"):
+        assert plain not in msg.data.decode()
+    assert "[REDACTED:" in delivered.input and "[REDACTED:" in delivered.objective
