@@ -253,6 +253,7 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
         user=settings.user,
         password=settings.password,
         user_credentials=str(settings.creds_file) if settings.creds_file else None,
+        nkeys_seed=str(settings.nkey_seed_file) if settings.nkey_seed_file else None,
         inbox_prefix=ns.inbox_prefix(SENDER).encode(),
         connect_timeout=5,
         max_reconnect_attempts=3,
