@@ -7,12 +7,14 @@ agent host, auditor, relay) register here as they arrive.
 from actors.agent import AgentHost
 from actors.echo import EchoActor
 from actors.gate import GateActor
+from actors.router import RouterActor
 from bus import Actor
 
 ACTORS: dict[str, type[Actor]] = {
     EchoActor.kind: EchoActor,
     GateActor.kind: GateActor,
+    RouterActor.kind: RouterActor,
     AgentHost.kind: AgentHost,
 }
 
-__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor")
+__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor", "RouterActor")
