@@ -77,13 +77,16 @@ from schemas._policy import (
     decode_bundle,
     verify_bundle,
 )
+from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
 from schemas._registry import ActorHeartbeat, heartbeat_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
 
 __all__ = (
     "BUNDLE_PAYLOAD_TYPE",
     "DEFAULT_MAX_BYTES",
+    "PII_KINDS",
     "PROTOCOL_VERSION",
+    "SECRET_KINDS",
     "SUPPORTED_SCHEMA_VERSIONS",
     "ActorHeartbeat",
     "AgentCall",
@@ -114,6 +117,7 @@ __all__ = (
     "Handoff",
     "HandoffData",
     "HistoryTurn",
+    "Hit",
     "HumanMessage",
     "LlmPolicy",
     "LocalPromptConstraints",
@@ -144,12 +148,14 @@ __all__ = (
     "decode_reply",
     "derive_id",
     "encode",
+    "find_secrets",
     "heartbeat_key",
     "hop_delta_for",
     "json_schemas",
     "key_id",
     "new_id",
     "pae",
+    "redact",
     "render_schema",
     "return_kinds",
     "sign_payload",
