@@ -4,9 +4,11 @@
 agent host, auditor, relay) register here as they arrive.
 """
 
+from actors.auditor import AuditorActor
 from actors.echo import EchoActor
 from bus import Actor
 
 ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
+ACTORS[AuditorActor.kind] = AuditorActor
 
-__all__ = ("ACTORS", "EchoActor")
+__all__ = ("ACTORS", "AuditorActor", "EchoActor")

@@ -24,6 +24,7 @@ from bus import (
     run_actor,
 )
 from bus._supervisor import GiveUp
+from tools.audit import add_audit_commands
 from tools.policy import add_policy_commands
 from tools.schemagen import write_schemas
 
@@ -154,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     schemas.set_defaults(func=_cmd_schemas)
 
     add_policy_commands(commands)
+    add_audit_commands(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

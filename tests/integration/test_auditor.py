@@ -1,0 +1,139 @@
+"""The auditor as a real process: profile-scoped records, redaction, the CLI over them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from nats.aio.client import Client as NATS
+
+from bus import EmbeddedServer, read_history
+from schemas import Decision, Namespace, SessionEvent, key_id, new_id
+from tests.support.audit import (
+    AuditorKeys,
+    decision,
+    publish_fact,
+    session_event,
+    start_auditor,
+)
+from tests.support.processes import READY, REPO, parley_env
+from tools.audit import query_records, read_off_box, verify_stream
+
+OPENAI_KEY = "sk-proj-" + "Zx81Qa" * 8
+EMAIL = "alice.smith@example.org"
+
+
+def _cli(url: str, ns: Namespace, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tools", *argv, "--namespace", ns.root],
+        env=parley_env(url, ns.root),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+async def test_collaboration_and_denied_call_are_scoped_to_their_profiles(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    js = nc.jetstream()
+    keys = AuditorKeys(tmp_path)
+    auditor = start_auditor(nats_server.url, namespace, keys, tmp_path, checkpoint_s=0.3)
+    try:
+        await auditor.wait_line(READY)
+        session = new_id()
+        call = decision(
+            "gpt",
+            "claude",
+            session_id=session,
+            objective=f"summarise the contract, use key {OPENAI_KEY}",
+            preview=f"mail {EMAIL} the result",
+        )
+        answer = decision(
+            "claude",
+            "gpt",
+            trace_id=call.trace_id,
+            causation_id=call.envelope_id,
+            session_id=session,
+            hop_count=1,
+            kind="agent_response",
+        )
+        denied = decision("gpt", "mallory", allowed=False, objective="exfiltrate")
+        other = decision("mallory", "gpt", allowed=False)
+        facts: list[Decision | SessionEvent] = [
+            session_event(session, "session_started"),
+            call,
+            answer,
+            session_event(session, "step_completed", speaker="gpt"),
+            denied,
+            other,
+            session_event(session, "session_completed"),
+        ]
+        for fact in facts:
+            await publish_fact(js, namespace, fact)
+        # 7 facts: the two admitted calls are recorded for both ends, the rest once.
+        await auditor.wait_line(r'"count":9\b', timeout=20)
+
+        gpt = await query_records(js, namespace, tenant="demo", profile="gpt")
+        assert [(r.fact, r.envelope_id, r.status) for r in gpt] == [
+            ("decision", call.envelope_id, "delivered"),
+            ("decision", answer.envelope_id, "delivered"),
+            ("session_event", facts[3].id, "step_completed"),
+            ("decision", denied.envelope_id, "rejected"),
+        ]
+        assert {r.profile for r in gpt} == {"gpt"}
+        assert gpt[3].decision_code == "TARGET_NOT_ALLOWED" and gpt[3].success is False
+        claude = await query_records(js, namespace, tenant="demo", profile="claude")
+        assert [r.envelope_id for r in claude] == [call.envelope_id, answer.envelope_id]
+        mallory = await query_records(js, namespace, tenant="demo", profile="mallory")
+        assert [r.envelope_id for r in mallory] == [other.envelope_id]  # not gpt's refused call
+        router = await query_records(js, namespace, tenant="demo", profile="router")
+        assert [r.status for r in router] == ["session_started", "session_completed"]
+        by_session = await query_records(js, namespace, tenant="demo", session=session)
+        assert {r.profile for r in by_session} == {"gpt", "claude", "router"}
+
+        # No secret and no PII in any stored byte; equal markers for the two copies.
+        stored = [m async for m in read_history(js, namespace.stream("audit"))]
+        assert stored and all(OPENAI_KEY.encode() not in m.data for m in stored)
+        assert all(EMAIL.encode() not in m.data for m in stored)
+        assert "[REDACTED:openai_key:" in gpt[0].objective
+        assert gpt[0].objective == claude[0].objective
+        assert "[REDACTED:email:" in gpt[0].output_preview
+        assert all(OPENAI_KEY not in text and EMAIL not in text for text in auditor.lines)
+
+        report = await verify_stream(
+            js,
+            namespace.stream("audit"),
+            trusted={key_id(keys.public): keys.public},
+            off_box=read_off_box(auditor.lines),
+            strict=True,
+        )
+        assert report.ok, report
+        assert (report.records, report.covered) == (9, 9)
+
+        # The same through the command line, as an operator would run it.
+        query = await asyncio.to_thread(
+            _cli, nats_server.url, namespace, "audit", "query", "--tenant", "demo",
+            "--profile", "mallory", "--json",
+        )  # fmt: skip
+        assert query.returncode == 0, query.stderr
+        rows = [json.loads(line) for line in query.stdout.splitlines()]
+        assert [row["envelope_id"] for row in rows] == [other.envelope_id]
+        verify = await asyncio.to_thread(
+            _cli, nats_server.url, namespace, "audit", "verify", "--key", str(keys.public_path),
+        )  # fmt: skip
+        assert verify.returncode == 0 and "intact" in verify.stdout, verify.stdout
+        trace = await asyncio.to_thread(
+            _cli, nats_server.url, namespace, "trace", call.trace_id, "--tenant", "demo"
+        )
+        assert trace.returncode == 0, trace.stderr
+        assert "gpt -> claude" in trace.stdout and "   └─ claude -> gpt" in trace.stdout
+    finally:
+        auditor.signal(signal.SIGTERM)
+        await auditor.wait_exit()
+        auditor.close()
