@@ -32,10 +32,12 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
+from actors._ackinbox import AckInbox
 from actors._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal
 from bus import MSG_ID, StoredMessage, read_history
 from schemas import AuditRecord, encode, utc_now
@@ -60,7 +62,8 @@ class ChainAppender:
     """Appends sealed records and signed checkpoints to one audit stream, as its only writer.
 
     Args:
-        js: JetStream context of the auditor's connection.
+        nc: The auditor's connection (appends are published on it).
+        js: JetStream context of the same connection (for reading the head).
         stream: The audit stream.
         settle_s: How long a re-sync waits for appends still in flight.
         window: How many of the newest messages are read at start to learn which facts are
@@ -71,6 +74,7 @@ class ChainAppender:
 
     def __init__(
         self,
+        nc: NATS,
         js: JetStreamContext,
         stream: str,
         *,
@@ -84,6 +88,7 @@ class ChainAppender:
         self._window = window
         self._on_foreign = on_foreign
         self._lock = asyncio.Lock()
+        self._acks = AckInbox(nc, timeout=settle_s)
         self._dirty = True
         self._started = False
         self._head = GENESIS
@@ -91,6 +96,7 @@ class ChainAppender:
         self._head_seq = 0
         self._last_seq = 0
         self._acked_seq = 0
+        self._rescan_from = 1
         self.checkpointed = 0
         """Record count of the newest checkpoint known to be stored."""
         self._inflight: set[asyncio.Future[PubAck]] = set()
@@ -100,6 +106,7 @@ class ChainAppender:
 
     async def open(self) -> None:
         """Read the head of the chain and the facts already recorded."""
+        await self._acks.open()
         async with self._lock:
             if self._dirty:
                 await self._resync()
@@ -185,7 +192,7 @@ class ChainAppender:
     ) -> asyncio.Future[PubAck]:
         expected = self._last_seq
         out = {**headers, MSG_ID: msg_id, EXPECTED_LAST_SEQ: str(expected)}
-        future: asyncio.Future[PubAck] = await self._js.publish_async(subject, data, headers=out)
+        future = await self._acks.publish(subject, data, out)
         self._last_seq = expected + 1
         self._remember(self._sent, msg_id, None)
         self._inflight.add(future)
@@ -199,6 +206,8 @@ class ChainAppender:
                 error = "cancelled" if future.cancelled() else repr(future.exception())
                 log.warning("audit append failed; re-reading the head", extra={"error": error})
             self._dirty = True
+            # Unanswered is not unstored: the re-sync reads from here to find out.
+            self._rescan_from = min(self._rescan_from, predicted)
             if self._recorded.get(msg_id) is future:
                 del self._recorded[msg_id]
             return
@@ -217,7 +226,10 @@ class ChainAppender:
         info = await self._js.stream_info(self._stream)
         last = int(info.state.last_seq or 0)
         first_time = not self._started
-        start = max(1, last - self._window + 1) if first_time else self._acked_seq + 1
+        if first_time:
+            start = max(1, last - self._window + 1)
+        else:
+            start = min(self._acked_seq + 1, self._rescan_from)
         found_record = False
         foreign: list[StoredMessage] = []
         if last >= start:
@@ -231,6 +243,7 @@ class ChainAppender:
         if not found_record and start > 1:
             await self._walk_back(start - 1)
         self._last_seq = self._acked_seq = last
+        self._rescan_from = last + 1
         self._started, self._dirty = True, False
         self._checkpoint_sent = max(self._checkpoint_sent, self.checkpointed)
         self.resyncs += 1

@@ -16,6 +16,8 @@ disagrees with a signature its rewriter cannot make.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from array import array
@@ -26,7 +28,7 @@ from datetime import datetime
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from schemas import AuditRecord, DecodeError, DsseError, decode_envelope, sign_payload
+from schemas import AuditRecord, DecodeError, DsseEnvelope, DsseError, decode_envelope, sign_payload
 from schemas import verify_payload as verify_dsse
 
 __all__ = (
@@ -67,6 +69,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_dsse_decoder = msgspec.json.Decoder(DsseEnvelope)
 
 
 def seal(unsealed: bytes) -> tuple[bytes, str]:
@@ -95,12 +98,32 @@ def sign_checkpoint(checkpoint: Checkpoint, key: Ed25519PrivateKey) -> bytes:
     return sign_payload(msgspec.json.encode(checkpoint), CHECKPOINT_TYPE, key)
 
 
+def _canonical(data: bytes) -> bool:
+    """Whether `data` is exactly how the auditor writes a DSSE envelope.
+
+    JSON and base64 both have several spellings of the same value (key order, duplicate
+    keys, padding bits), so a byte could be edited without changing what a lenient decoder
+    sees; the auditor's own encoding is unique, so anything else is an edit.
+    """
+    try:
+        envelope = _dsse_decoder.decode(data)
+        parts = [envelope.payload, *(s.sig for s in envelope.signatures)]
+        decoded = [base64.b64decode(part, validate=True) for part in parts]
+    except (msgspec.DecodeError, binascii.Error, ValueError):
+        return False
+    return msgspec.json.encode(envelope) == data and all(
+        base64.b64encode(raw).decode() == part for raw, part in zip(decoded, parts, strict=True)
+    )
+
+
 def open_checkpoint(data: bytes, trusted: dict[str, Ed25519PublicKey]) -> Checkpoint:
     """Verify a signed checkpoint, then decode it.
 
     Raises:
-        DsseError: not signed by a trusted key, or malformed.
+        DsseError: not signed by a trusted key, not in canonical form, or malformed.
     """
+    if not _canonical(data):
+        raise DsseError("malformed", "checkpoint bytes are not in the form the auditor writes")
     payload, _ = verify_dsse(data, CHECKPOINT_TYPE, trusted)
     try:
         return _checkpoint_decoder.decode(payload)
@@ -218,6 +241,10 @@ class ChainVerifier:
         expected = (self.report.records, self._head_seq, self._head)
         if (checkpoint.count, checkpoint.last_seq, checkpoint.head_hash) != expected:
             self._bad(seq, f"checkpoint {checkpoint.count} disagrees with the chain before it")
+            return
+        if self._head_seq != seq - 1:
+            # The single writer appends a checkpoint right after the record it pins.
+            self._bad(seq, f"checkpoint {checkpoint.count} does not follow the record it pins")
             return
         self._seen_pins.add(checkpoint.count)
         self.report.covered = max(self.report.covered, checkpoint.count)

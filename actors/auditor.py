@@ -138,9 +138,10 @@ class AuditorActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         self._appender = ChainAppender(
+            bus.nc,
             bus.js,
             self.namespace.stream("audit"),
-            settle_s=self.settings.ack_wait_s / 2,
+            settle_s=max(self.settings.ack_wait_s, 2.0),
             window=self.options.recent_window,
             on_foreign=self._alert,
         )
@@ -200,9 +201,8 @@ class AuditorActor(Actor):
         if sent is None:
             return
         future, signed, count = sent
-        await asyncio.wait_for(asyncio.shield(future), timeout=self.settings.ack_wait_s / 2)
-        # The off-box copy: a log shipper keeps these lines where the stream's writers cannot.
-        _log_checkpoint(signed, count, future)
+        future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+        await asyncio.wait_for(asyncio.shield(future), timeout=self.settings.ack_wait_s)
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         appender = self._appender
@@ -227,12 +227,13 @@ class AuditorActor(Actor):
         headers = {"Parley-Trace-Id": source.trace_id} if source.trace_id else {}
         for record in records:
             known, pending = appender.recorded(record.id)
-            if known:
-                if pending is not None:  # being stored by an earlier delivery: share its fate
-                    ctx.outbox.pending.append(pending)
-                continue
-            subject = self.namespace.audit(record.tenant, record.profile)
-            ctx.outbox.pending.append(await appender.append_record(subject, record, headers))
+            if not known:
+                subject = self.namespace.audit(record.tenant, record.profile)
+                pending = await appender.append_record(subject, record, headers)
+            if pending is not None:
+                # The runtime cancels what it gave up waiting for; the append itself must only
+                # ever end with the server's answer, which is what the chain's state follows.
+                ctx.outbox.pending.append(asyncio.shield(pending))
         if appender.unpinned >= self.options.checkpoint_every:
             sent = await appender.append_checkpoint(self._checkpoint_subject, self._sign)
             if sent is not None:
@@ -241,6 +242,10 @@ class AuditorActor(Actor):
 
 
 def _log_checkpoint(signed: bytes, count: int, future: asyncio.Future[PubAck]) -> None:
-    """Log a checkpoint once it is stored (an unstored one would pin records that are not)."""
+    """Log a checkpoint once it is stored (an unstored one would pin records that are not).
+
+    The log line is the off-box copy: a log shipper keeps it where the stream's writers
+    cannot reach it.
+    """
     if not future.cancelled() and future.exception() is None:
         log.info("audit checkpoint", extra={"count": count, "checkpoint": signed.decode()})

@@ -47,11 +47,13 @@ def start_auditor(
     checkpoint_s: float = 10.0,
     extra: str = "",
     name: str = "auditor",
+    ack_wait_s: float = 5.0,
 ) -> ProcessOutput:
     """`parley run auditor` as a real process, with its options in a TOML file."""
     config = directory / f"{name}.toml"
     config.write_text(
-        "ack_wait_s = 5.0\n"
+        f"ack_wait_s = {ack_wait_s}\n"
+        "max_deliver = 100\n"
         "grace_s = 5.0\n"
         "fetch_batch = 256\n"
         "max_in_flight = 1024\n"
@@ -62,7 +64,9 @@ def start_auditor(
         f"checkpoint_s = {checkpoint_s}\n" + extra
     )
     env = parley_env(url, ns.root, allow_lazy_fsync="true")
-    return start_actor("auditor", "auditor", env, "--config", str(config))
+    process = start_actor("auditor", "auditor", env, "--config", str(config))
+    process.name = name
+    return process
 
 
 def decision(
