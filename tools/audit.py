@@ -221,7 +221,7 @@ def _describe(msg: Msg) -> str:
     try:
         envelope: Any = decode_envelope(msg.data)
         body = msgspec.json.encode(envelope).decode()
-        kind = getattr(envelope, "kind", "?")
+        kind = str(envelope.__struct_config__.tag)
     except DecodeError:
         kind, body = "raw", msg.data[:500].decode("utf-8", "replace")
     return f"[{msg.subject}] {kind} {shown}\n  {body}"

@@ -59,6 +59,7 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._benchaudit import audit_rows
 
 __all__ = ("main",)
 
@@ -300,9 +301,11 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             "throughput": parley.throughput / raw.throughput,
             "cpu_per_envelope": parley_cpu / raw_cpu,
         }
+    audit = await audit_rows(args.rounds, args.audit_backlog) if args.audit_backlog else None
     return {
         "rows": [asdict(r) for r in rows],
         "ratios_parley_to_raw": ratios,
+        "audit": audit,
         "settings": {
             "count": args.count,
             "backlog": args.backlog,
@@ -326,6 +329,14 @@ def _print(result: dict[str, Any]) -> None:
             f"  fsync={fsync:<6} p50 {ratio['p50_latency']:.2f}x  p99 {ratio['p99_latency']:.2f}x  "
             f"throughput {ratio['throughput']:.2f}x  CPU/envelope {ratio['cpu_per_envelope']:.2f}x"
         )
+    audit = result.get("audit")
+    if audit:
+        print("\nAudit appends, fsync=always (one auditor vs raw publish_async + Nats-Msg-Id):")
+        print(
+            f"  raw {audit['raw_publish_async_per_s']:.0f}/s  auditor "
+            f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
+            f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=500, help="latency samples per run")
     parser.add_argument("--backlog", type=int, default=5000, help="envelopes per throughput run")
     parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
+    parser.add_argument(
+        "--audit-backlog", type=int, default=5000, help="facts per audit run (0: skip the row)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     args = parser.parse_args(argv)
     result = uvloop.run(_run(args))

@@ -20,7 +20,7 @@ from tests.support.audit import (
     session_event,
     start_auditor,
 )
-from tests.support.processes import READY, REPO, parley_env
+from tests.support.processes import READY, REPO, ProcessOutput, parley_env
 from tools.audit import query_records, read_off_box, verify_stream
 
 OPENAI_KEY = "sk-proj-" + "Zx81Qa" * 8
@@ -137,3 +137,21 @@ async def test_collaboration_and_denied_call_are_scoped_to_their_profiles(
         auditor.signal(signal.SIGTERM)
         await auditor.wait_exit()
         auditor.close()
+
+
+async def test_tail_prints_live_traffic_decoded(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    argv = [sys.executable, "-m", "tools", "tail", "--count", "1", "--namespace", namespace.root]
+    tail = ProcessOutput(argv, parley_env(nats_server.url, namespace.root), name="tail")
+    try:
+        await tail.wait_line(rf"tailing {namespace.root}\.>")
+        fact = decision("gpt", "claude", objective="hello")
+        await publish_fact(nc.jetstream(), namespace, fact)
+        _, line = await tail.wait_line(r"\] decision ")
+        assert line.startswith(f"[{namespace.decisions('gpt')}] decision")
+        _, body = await tail.wait_line(r'"kind":"decision"')
+        assert json.loads(body)["envelope_id"] == fact.envelope_id
+        assert await tail.wait_exit() == 0
+    finally:
+        tail.close()
