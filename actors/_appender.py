@@ -37,7 +37,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
-from actors._ackinbox import AckInbox
+from actors._ackinbox import AckInbox, AppendRefused
 from actors._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal
 from bus import MSG_ID, StoredMessage, read_history
 from schemas import AuditRecord, encode, utc_now
@@ -47,6 +47,7 @@ __all__ = ("EXPECTED_LAST_SEQ", "ChainAppender", "ForeignWrite")
 log = logging.getLogger("parley.actors.auditor")
 
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+_WRONG_LAST_SEQUENCE = 10071
 _record_decoder = msgspec.json.Decoder(AuditRecord)
 
 
@@ -202,9 +203,13 @@ class ChainAppender:
     def _settled(self, msg_id: str, predicted: int, future: asyncio.Future[PubAck]) -> None:
         self._inflight.discard(future)
         if future.cancelled() or future.exception() is not None:
-            if not self._dirty:
-                error = "cancelled" if future.cancelled() else repr(future.exception())
-                log.warning("audit append failed; re-reading the head", extra={"error": error})
+            error = future.exception() if not future.cancelled() else None
+            if isinstance(error, AppendRefused) and error.err_code != _WRONG_LAST_SEQUENCE:
+                # Not a lost race but the stream refusing (full, with discard new): an alert.
+                log.error("audit stream refused an append", extra={"error": str(error)})
+            elif not self._dirty:
+                shown = "cancelled" if error is None else repr(error)
+                log.warning("audit append failed; re-reading the head", extra={"error": shown})
             self._dirty = True
             # Unanswered is not unstored: the re-sync reads from here to find out.
             self._rescan_from = min(self._rescan_from, predicted)
@@ -242,6 +247,13 @@ class ChainAppender:
                     foreign.append(message)
         if not found_record and start > 1:
             await self._walk_back(start - 1)
+        if first_time and self._index > self.checkpointed:
+            # Normal after a crash, but only this line and the off-box copies can tell an
+            # operator that these records were not vouched for by the writer that made them.
+            log.warning(
+                "pinning records written before this start",
+                extra={"first_index": self.checkpointed + 1, "last_index": self._index},
+            )
         self._last_seq = self._acked_seq = last
         self._rescan_from = last + 1
         self._started, self._dirty = True, False

@@ -137,6 +137,7 @@ class AuditorActor(Actor):
         )
 
     async def start(self, bus: BusHandle) -> None:
+        """Read the chain's head and the facts already recorded; start the checkpoint timer."""
         self._appender = ChainAppender(
             bus.nc,
             bus.js,
@@ -155,6 +156,7 @@ class AuditorActor(Actor):
         self._tasks.create_task(self._tick())
 
     async def stop(self) -> None:
+        """Stop the timer and pin everything written with a final checkpoint."""
         self._stopping.set()
         if self._tasks is not None:
             await self._tasks.__aexit__(None, None, None)
