@@ -4,11 +4,17 @@
 agent host, auditor, relay) register here as they arrive.
 """
 
+from actors.agent import AgentHost
 from actors.auditor import AuditorActor
 from actors.echo import EchoActor
+from actors.gate import GateActor
 from bus import Actor
 
-ACTORS: dict[str, type[Actor]] = {EchoActor.kind: EchoActor}
+ACTORS: dict[str, type[Actor]] = {
+    EchoActor.kind: EchoActor,
+    GateActor.kind: GateActor,
+    AgentHost.kind: AgentHost,
+}
 ACTORS[AuditorActor.kind] = AuditorActor
 
-__all__ = ("ACTORS", "AuditorActor", "EchoActor")
+__all__ = ("ACTORS", "AgentHost", "AuditorActor", "EchoActor", "GateActor")

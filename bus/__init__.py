@@ -3,7 +3,7 @@ the embedded server and the supervisor. Imports `schemas`; never imports `actors
 
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import FsyncCheckError, check_fsync, connect
-from bus._consumer import ConsumerLoop
+from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
 from bus._context import Context
 from bus._deadletter import (
     DEAD_ACTOR,
@@ -64,6 +64,7 @@ __all__ = (
     "BusHandle",
     "ChildSpec",
     "ConfigError",
+    "ConsumerBindError",
     "ConsumerLoop",
     "Context",
     "DeadLetters",
@@ -84,6 +85,7 @@ __all__ = (
     "check_fsync",
     "configure_logging",
     "connect",
+    "consumer_config",
     "current_trace_id",
     "dump_tasks",
     "find_nats_server",

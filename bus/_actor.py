@@ -7,6 +7,7 @@ logging, effects, acks, dead letters and shutdown, is the runtime's job (bus/_ru
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ class Actor(ABC):
     ordered). True: handlers of a batch run concurrently, for actors whose handlers wait on
     slow things (an LLM call) so one slow message does not hold up the others."""
 
+    handles_batches: ClassVar[bool] = False
+    """True: the runtime passes each fetched batch to `handle_batch()` instead of calling
+    `handle()` per message, for actors that commit shared state once per batch (the gate)."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.actor_id = settings.actor_id or self.kind
@@ -75,9 +80,26 @@ class Actor(ABC):
     async def start(self, bus: BusHandle) -> None:  # noqa: B027 - optional hook
         """Open what the actor needs (KV buckets, …) before the first message arrives."""
 
+    async def background(self, stopping: asyncio.Event) -> None:  # noqa: B027 - optional hook
+        """Work beside message handling (watching a KV key, …) until `stopping` is set.
+
+        Runs in the runtime's task group once `start()` returned; an exception here stops
+        the actor (crash loudly, the supervisor restarts it).
+        """
+
     async def stop(self) -> None:  # noqa: B027 - optional hook
         """Release what `start()` opened; called after in-flight messages are finished."""
 
     @abstractmethod
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         """Handle one envelope. Publish effects through `ctx`; raise to have it retried."""
+
+    async def handle_batch(
+        self, batch: Sequence[tuple[AnyEnvelope, Context]]
+    ) -> list[Exception | None]:
+        """Handle a whole fetched batch (only called when `handles_batches` is True).
+
+        Returns one entry per message, in order: None when it was handled (its effects are
+        in its context's outbox), or the exception that should have it retried.
+        """
+        raise NotImplementedError(f"{type(self).__name__} sets handles_batches but does not")

@@ -86,6 +86,9 @@ async def connect(
         options["password"] = settings.password or ""
     if settings.creds_file is not None:
         options["user_credentials"] = str(settings.creds_file)
+    if settings.nkey_seed_file is not None:
+        # nats-py reads the seed from the file at each (re)connect to sign the server's nonce.
+        options["nkeys_seed"] = str(settings.nkey_seed_file)
     connection: NATS = await nats.connect(**options)
     client.append(connection)
     return connection

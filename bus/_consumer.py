@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -26,9 +27,51 @@ from bus._actor import Input
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
 
-__all__ = ("ConsumerLoop",)
+__all__ = ("ConsumerBindError", "ConsumerLoop", "consumer_config")
 
 log = logging.getLogger("parley.bus.consumer")
+
+
+class ConsumerBindError(RuntimeError):
+    """The actor may not create its consumer, and the provisioned one is missing or differs."""
+
+
+def consumer_config(spec: Input, settings: Settings) -> ConsumerConfig:
+    """The durable pull consumer an actor with `settings` reads `spec` through.
+
+    Naming the consumer as well makes nats-py create it on
+    `$JS.API.CONSUMER.CREATE.<stream>.<durable>.<filter>`, a subject the server checks against
+    the request, so broker permissions can allow exactly this consumer. It is also what
+    `parley provision` creates for actors that may not create their own.
+    """
+    return ConsumerConfig(
+        name=spec.durable,
+        durable_name=spec.durable,
+        filter_subject=spec.filter_subject,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=settings.max_deliver,
+        max_ack_pending=max(settings.max_in_flight * 4, 256),
+        max_waiting=512,
+    )
+
+
+def _differences(wanted: ConsumerConfig, found: ConsumerConfig) -> list[str]:
+    differences = [
+        f"{name} is {have!r}, expected {want!r}"
+        for name, want, have in (
+            ("filter_subject", wanted.filter_subject, found.filter_subject),
+            ("ack_policy", wanted.ack_policy, found.ack_policy),
+            ("max_deliver", wanted.max_deliver, found.max_deliver),
+        )
+        if want != have
+    ]
+    if not math.isclose(wanted.ack_wait or 0.0, found.ack_wait or 0.0, rel_tol=1e-6):
+        differences.append(f"ack_wait is {found.ack_wait} s, expected {wanted.ack_wait} s")
+    if found.deliver_subject:
+        differences.append(f"it pushes to {found.deliver_subject!r} instead of being pulled")
+    return differences
 
 
 class ConsumerLoop:
@@ -59,23 +102,38 @@ class ConsumerLoop:
         self._received = metrics.received.labels(settings.actor_id, spec.stream)
 
     def consumer_config(self) -> ConsumerConfig:
-        s = self._settings
-        return ConsumerConfig(
-            durable_name=self.spec.durable,
-            filter_subject=self.spec.filter_subject,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            ack_wait=s.ack_wait_s,
-            max_deliver=s.max_deliver,
-            max_ack_pending=max(s.max_in_flight * 4, 256),
-            max_waiting=512,
-        )
+        return consumer_config(self.spec, self._settings)
 
     async def _bind(self) -> JetStreamContext.PullSubscription:
-        await self._js.add_consumer(self.spec.stream, self.consumer_config())
+        if self._settings.create_consumers:
+            await self._js.add_consumer(self.spec.stream, self.consumer_config())
+        else:
+            await self._check_provisioned()
         return await self._js.pull_subscribe_bind(
             durable=self.spec.durable, stream=self.spec.stream
         )
+
+    async def _check_provisioned(self) -> None:
+        """Bind only to a consumer that is the one this actor would have created.
+
+        Raises:
+            ConsumerBindError: it is missing, or differs in what the runtime relies on (an
+                ack wait shorter than the actor thinks would redeliver its long handlers).
+        """
+        spec = self.spec
+        try:
+            info = await self._js.consumer_info(spec.stream, spec.durable)
+        except NotFoundError:
+            raise ConsumerBindError(
+                f"consumer {spec.durable} on {spec.stream} does not exist and this actor may not "
+                "create it (create_consumers = false): run `parley provision` with its settings"
+            ) from None
+        differences = _differences(self.consumer_config(), info.config)
+        if differences:
+            raise ConsumerBindError(
+                f"consumer {spec.durable} on {spec.stream} differs from this actor's settings "
+                f"({'; '.join(differences)}): run `parley provision` with its settings"
+            )
 
     @property
     def _subscription(self) -> JetStreamContext.PullSubscription:

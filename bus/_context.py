@@ -34,6 +34,8 @@ class Context:
     submit_subject: str
     headers: Mapping[str, str]
     """The message's raw headers: claims, for an actor (the gate) that checks them."""
+    payload: bytes = b""
+    """The message's bytes, for an actor that forwards an envelope unchanged (the gate)."""
 
     @property
     def trace_id(self) -> str:

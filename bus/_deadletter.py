@@ -8,6 +8,13 @@ time), which would otherwise sit in a work-queue stream for ever.
 A dead letter keeps the original payload (truncated to fit if needed) and headers, and adds
 `Parley-Dead-*` headers saying why, from where, and at which delivery. Its `Nats-Msg-Id` is the
 source stream and sequence, so replicas that dead-letter the same message store it once.
+
+Moving a message out of a stream takes reading and deleting it by sequence, which on a shared
+stream (PARLEY_DELIVER) would let an actor read and delete other actors' messages. Under the
+least-privilege broker config (deploy/nats/) receivers therefore leave their exhausted
+deliveries to the gate, which watches every consumer of that stream and files each dead letter
+under the receiver's name; a message of a limits stream (PARLEY_EVENTS) is copied, never
+deleted, since other readers still need it.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from nats.js.errors import NotFoundError
 
 from bus._headers import MSG_ID
 from bus._metrics import ActorMetrics
-from schemas import Namespace
+from schemas import Namespace, SubjectTokenError, check_token
 
 __all__ = (
     "DEAD_ACTOR",
@@ -50,6 +57,7 @@ DEAD_ACTOR = "Parley-Dead-Actor"
 _DEAD_TRUNCATED = "Parley-Dead-Truncated"
 _HEADER_ROOM = 8 * 1024
 _ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
 
 
 _HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
@@ -87,6 +95,7 @@ class DeadLetters:
         metrics: ActorMetrics,
     ) -> None:
         self._js = js
+        self._ns = ns
         self._subject = ns.dead(actor_id)
         self._actor_id = actor_id
         self._max_payload = max_payload
@@ -103,8 +112,14 @@ class DeadLetters:
         attempt: int,
         reason: str,
         detail: str,
+        owner: str | None = None,
     ) -> None:
-        """Store one dead letter and wait for JetStream to acknowledge it."""
+        """Store one dead letter and wait for JetStream to acknowledge it.
+
+        `owner` files it under another actor (the receiver whose consumer gave up on it) instead
+        of this one.
+        """
+        actor = self._actor_id if owner is None else check_token(owner, "consumer")
         out = {key: _header_safe(value) for key, value in (headers or {}).items() if _copyable(key)}
         out.update(
             {
@@ -115,36 +130,62 @@ class DeadLetters:
                 DEAD_SEQ: str(seq),
                 DEAD_SUBJECT: _header_safe(subject, 256),
                 DEAD_ATTEMPT: str(attempt),
-                DEAD_ACTOR: self._actor_id,
+                DEAD_ACTOR: actor,
             }
         )
         room = self._max_payload - _HEADER_ROOM
         if len(payload) > room:
             out[_DEAD_TRUNCATED] = str(len(payload))
             payload = payload[:room]
-        await self._js.publish(self._subject, payload, headers=out)
+        subject = self._subject if owner is None else self._ns.dead(actor)
+        await self._js.publish(subject, payload, headers=out)
         self._metrics.dead_lettered.labels(self._actor_id, reason).inc()
         log.warning(
             "dead-lettered a message",
             extra={"reason": reason, "detail": detail[:300], "stream": stream, "seq": seq},
         )
 
-    async def watch_max_deliveries(self, nc: NATS, stream: str, durable: str) -> Subscription:
-        """Dead-letter messages of `stream`/`durable` that exhausted their deliveries."""
+    async def watch_max_deliveries(
+        self, nc: NATS, stream: str, durable: str | None, *, remove: bool = True
+    ) -> Subscription:
+        """Dead-letter messages of `stream`/`durable` that exhausted their deliveries.
+
+        Args:
+            nc: the connection to subscribe on.
+            stream: the stream the consumer reads.
+            durable: the consumer, or None for every consumer of the stream (each dead letter
+                is then filed under the consumer's name).
+            remove: delete the message from `stream` once its dead letter is stored (work
+                queues, where it would otherwise sit for ever); False copies it only.
+        """
 
         async def on_advisory(msg: Msg) -> None:
+            if msg.reply:
+                # The server publishes advisories without a reply subject. A message with one
+                # is a push consumer's delivery, which an actor allowed to create consumers
+                # could aim here to have other receivers' messages moved.
+                log.warning("ignored a max-deliveries advisory the server did not send")
+                return
             try:
                 advisory = json.loads(msg.data)
+                if advisory["type"] != _ADVISORY_TYPE or advisory["stream"] != stream:
+                    raise ValueError(f"not a max-deliveries advisory of {stream}")
+                if durable is not None and advisory["consumer"] != durable:
+                    raise ValueError(f"not a max-deliveries advisory of {durable}")
                 seq = int(advisory["stream_seq"])
                 deliveries = int(advisory.get("deliveries", 0))
+                owner = None if durable is not None else str(advisory["consumer"])
             except (ValueError, KeyError, TypeError):
                 log.warning("unreadable max-deliveries advisory", extra={"data": msg.data[:200]})
                 return
-            await self._move_exhausted(stream, seq, deliveries)
+            await self._move_exhausted(stream, seq, deliveries, owner, remove)
 
-        return await nc.subscribe(f"{_ADVISORY}.{stream}.{durable}", cb=on_advisory)
+        consumer = "*" if durable is None else durable
+        return await nc.subscribe(f"{_ADVISORY}.{stream}.{consumer}", cb=on_advisory)
 
-    async def _move_exhausted(self, stream: str, seq: int, deliveries: int) -> None:
+    async def _move_exhausted(
+        self, stream: str, seq: int, deliveries: int, owner: str | None, remove: bool
+    ) -> None:
         try:
             stored = await self._js.get_msg(stream, seq)
         except NotFoundError:
@@ -162,10 +203,15 @@ class DeadLetters:
                 attempt=deliveries,
                 reason="max_deliveries",
                 detail=f"not acknowledged after {deliveries} deliveries",
+                owner=owner,
             )
-            await self._js.delete_msg(stream, seq)
-            log.warning("moved an exhausted message out of its stream", extra={"seq": seq})
+            if remove:
+                await self._js.delete_msg(stream, seq)
+                log.warning("moved an exhausted message out of its stream", extra={"seq": seq})
         except NotFoundError:
+            return
+        except SubjectTokenError:
+            log.warning("advisory names an invalid consumer", extra={"owner": owner, "seq": seq})
             return
         except Exception:
             # Left in place: the message stays in its stream, nothing is lost.

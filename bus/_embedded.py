@@ -68,7 +68,10 @@ class EmbeddedServer:
         sync_always: bool = True,
         extra_config: str = "",
         on_log: Callable[[str], None] | None = None,
+        authorization: Path | None = None,
     ) -> None:
+        """`authorization`: an `authorization.conf` (from `parley nats-config`) to include, so
+        the server runs with one nkey user per actor and their least-privilege permissions."""
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
             self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-nats-")
@@ -76,6 +79,7 @@ class EmbeddedServer:
         self.store_dir = store_dir
         self.sync_always = sync_always
         self.extra_config = extra_config
+        self.authorization = authorization
         self._on_log = on_log
         self.port: int | None = None
         self.monitor_port: int | None = None
@@ -114,7 +118,9 @@ class EmbeddedServer:
             "jetstream {\n"
             f'  store_dir: "{self.store_dir}"\n'
             f"  sync_interval: {sync}\n"
-            "}\n" + self.extra_config
+            "}\n"
+            + ('include "authorization.conf"\n' if self.authorization is not None else "")
+            + self.extra_config
         )
 
     def start(self, timeout: float = 20.0) -> None:
@@ -128,6 +134,8 @@ class EmbeddedServer:
         binary = find_nats_server()
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.store_dir / "nats-server.conf"
+        if self.authorization is not None:  # included by a path relative to the config
+            shutil.copyfile(self.authorization, self.store_dir / "authorization.conf")
         config.write_text(self._config_text())
         ready = threading.Event()
         self._log_tail = []

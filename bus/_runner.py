@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from bus._actor import Actor
 from bus._connection import FsyncCheckError
+from bus._consumer import ConsumerBindError
 from bus._logging import configure_logging
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._provision import ProvisionError
@@ -67,7 +68,7 @@ async def _serve(actor: Actor) -> ExitCode:
     code = ExitCode.OK
     try:
         await runtime.run(stopping)
-    except* FsyncCheckError as group:
+    except* (FsyncCheckError, ConsumerBindError) as group:
         log.error("refusing to start", extra={"error": str(group.exceptions[0])})
         code = ExitCode.CONFIG
     except* (OSError, NoServersError, ProvisionError) as group:

@@ -118,13 +118,13 @@ class ActorRuntime:
                 [spec.filter_subject for spec in self.actor.inputs()],
             )
             await heartbeat.beat()
-            for loop in loops:
-                await self._dead.watch_max_deliveries(nc, loop.spec.stream, loop.spec.durable)
+            await self._watch_exhausted(nc, self._dead, [loop.spec for loop in loops])
             readies = [asyncio.Event() for _ in loops]
             async with asyncio.TaskGroup() as tasks:
                 for loop, ready in zip(loops, readies, strict=True):
                     tasks.create_task(loop.run(stopping, ready))
                 tasks.create_task(heartbeat.run(stopping))
+                tasks.create_task(self.actor.background(stopping))
                 all_ready = tasks.create_task(_wait_all(readies))
                 stop_wait = tasks.create_task(stopping.wait())
                 await asyncio.wait({all_ready, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -135,6 +135,21 @@ class ActorRuntime:
                         "ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]}
                     )
                 all_ready.cancel()
+
+    async def _watch_exhausted(self, nc: NATS, dead: DeadLetters, specs: list[Input]) -> None:
+        """Watch for messages that exhausted their deliveries: this actor's own, unless it
+        leaves them to a more trusted actor (`move_exhausted`), and every consumer's of the
+        stream families it was told to look after (`move_exhausted_of`)."""
+        ns = self.namespace
+        work_queues = {ns.stream("submit"), ns.stream("deliver")}
+        if self.settings.move_exhausted:
+            for spec in specs:
+                await dead.watch_max_deliveries(
+                    nc, spec.stream, spec.durable, remove=spec.stream in work_queues
+                )
+        for family in self.settings.move_exhausted_of:
+            stream = ns.stream(family)
+            await dead.watch_max_deliveries(nc, stream, None, remove=stream in work_queues)
 
     @staticmethod
     async def _drain(nc: NATS) -> None:
@@ -192,6 +207,7 @@ class ActorRuntime:
             outbox=Outbox(js, stall_s=self.settings.ack_wait_s / 2),
             submit_subject=self._submit_subject,
             headers=msg.headers or _NO_HEADERS,
+            payload=msg.data,
         )
         return _Job(msg, envelope, ctx)
 
@@ -202,6 +218,16 @@ class ActorRuntime:
             except Exception as exc:
                 return exc
         return None
+
+    async def _handle_batch(self, jobs: list[_Job]) -> list[Exception | None]:
+        try:
+            errors = await self.actor.handle_batch([(job.envelope, job.ctx) for job in jobs])
+        except Exception as exc:
+            return [exc] * len(jobs)
+        if len(errors) != len(jobs):
+            failure = RuntimeError(f"handle_batch answered {len(errors)} of {len(jobs)} messages")
+            return [failure] * len(jobs)
+        return errors
 
     async def _process_batch(self, spec: Input, messages: list[Msg]) -> None:
         """Handle a fetched batch: handlers, then all effects settled together, then acks."""
@@ -226,7 +252,9 @@ class ActorRuntime:
                 )
         if not jobs:
             return
-        if self.actor.concurrent_handlers and len(jobs) > 1:
+        if self.actor.handles_batches:
+            errors = await self._handle_batch(jobs)
+        elif self.actor.concurrent_handlers and len(jobs) > 1:
             errors = list(await asyncio.gather(*(self._handle(job) for job in jobs)))
         else:
             errors = [await self._handle(job) for job in jobs]

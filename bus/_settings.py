@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, FilePath, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     user: str | None = None
     password: str | None = None
     creds_file: Path | None = None
+    nkey_seed_file: FilePath | None = Field(
+        default=None, description="This actor's NATS nkey seed (`parley nats-config` writes it)."
+    )
     provision: bool = Field(default=True, description="Create or update streams and buckets.")
     ack_wait_s: float = Field(default=30.0, gt=0)
     max_deliver: int = Field(default=5, ge=1)
@@ -68,6 +71,22 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
+    create_consumers: bool = Field(
+        default=True,
+        description="Create or update this actor's durable consumers at start; false: bind to "
+        "the ones `parley provision` created (an actor that may create a consumer could make it "
+        "push its messages onto subjects it may not publish to).",
+    )
+    move_exhausted: bool = Field(
+        default=True,
+        description="Move this actor's own inputs' exhausted messages to PARLEY_DEAD (needs "
+        "STREAM.MSG.GET and MSG.DELETE on its input streams).",
+    )
+    move_exhausted_of: tuple[str, ...] = Field(
+        default=(),
+        description="Stream families (`deliver`) whose every consumer's exhausted messages this "
+        "actor moves to PARLEY_DEAD, for receivers the broker does not trust to do it.",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Actor-specific settings ([options] in TOML)."
     )
@@ -81,6 +100,11 @@ class Settings(BaseSettings):
     @classmethod
     def _namespace_token(cls, value: str) -> str:
         return check_token(value, "namespace")
+
+    @field_validator("move_exhausted_of")
+    @classmethod
+    def _family_tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_token(family, "stream family") for family in value)
 
     @field_validator("backoff_s")
     @classmethod

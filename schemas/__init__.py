@@ -78,7 +78,7 @@ from schemas._policy import (
     verify_bundle,
 )
 from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
-from schemas._registry import ActorHeartbeat, heartbeat_key
+from schemas._registry import ActorHeartbeat, ProfileSummary, heartbeat_key, profile_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
 
 __all__ = (
@@ -127,6 +127,7 @@ __all__ = (
     "Namespace",
     "PolicyBundle",
     "ProfilePolicy",
+    "ProfileSummary",
     "Reference",
     "Reply",
     "SessionEvent",
@@ -155,6 +156,7 @@ __all__ = (
     "key_id",
     "new_id",
     "pae",
+    "profile_key",
     "redact",
     "render_schema",
     "return_kinds",

@@ -474,6 +474,8 @@ class Decision(Envelope, frozen=True, kw_only=True, tag="decision"):
     bundle_version: int | None = None
     bundle_hash: str = ""
     decided_at: UtcTime | None = None
+    decided_by: str = ""
+    """Which gate process decided (`<actor id>/<pid>`): replicas share one consumer."""
 
 
 AnyEnvelope = (

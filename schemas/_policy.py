@@ -117,6 +117,9 @@ class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     issued_at: UtcTime | None = None
     expires_at: UtcTime
     profiles: dict[Name, ProfilePolicy] = {}
+    shared_agents: tuple[Name, ...] = ()
+    """Targets that are shared agents on another deployment (seed 000): calls to them need
+    `allow_shared_agent_calls` and count against `max_concurrent_shared_calls`."""
     capabilities: tuple[Capability, ...] = ()
     llm_policy: LlmPolicy = LlmPolicy()
     approval_rules: tuple[ApprovalRule, ...] = ()

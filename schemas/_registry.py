@@ -6,7 +6,7 @@ from msgspec import Struct
 
 from schemas._envelopes import UtcTime
 
-__all__ = ("ActorHeartbeat", "heartbeat_key")
+__all__ = ("ActorHeartbeat", "ProfileSummary", "heartbeat_key", "profile_key")
 
 
 class ActorHeartbeat(Struct, frozen=True, kw_only=True):
@@ -27,3 +27,31 @@ class ActorHeartbeat(Struct, frozen=True, kw_only=True):
 def heartbeat_key(actor_id: str) -> str:
     """The registry key of an actor's heartbeat."""
     return f"heartbeat.{actor_id}"
+
+
+class ProfileSummary(Struct, frozen=True, kw_only=True):
+    """Written under `profile.<name>` by an agent host when it starts.
+
+    What the router and the gate need to know about an agent without reading its profile
+    file: which backend and model answer for it, what it may do (capabilities, tools,
+    sub-agent calls) and which version of the profile is running. Liveness is the
+    heartbeat's business (`heartbeat.<actor_id>`), not this record's.
+    """
+
+    name: str
+    actor_id: str
+    kind: str = "agent"
+    backend: str
+    model: str = ""
+    description: str = ""
+    version: str = "1"
+    capabilities: tuple[str, ...] = ()
+    tools_allowed: tuple[str, ...] = ()
+    allow_sub_agent_calls: bool = False
+    peers: tuple[str, ...] = ()
+    written_at: UtcTime
+
+
+def profile_key(name: str) -> str:
+    """The registry key of an agent profile's summary."""
+    return f"profile.{name}"

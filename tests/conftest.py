@@ -17,7 +17,9 @@ from nats.aio.client import Client as NATS
 
 from bus import EmbeddedServer, provision
 from schemas import Namespace
+from tests.support.lockdown import LOCKED_ACTORS, LockedDown
 from tests.support.wire import Effects
+from tools.natsconf import write_nats_config
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +61,15 @@ async def effects(nc: NATS, namespace: Namespace) -> AsyncIterator[Effects]:
     reader = Effects(nc.jetstream(), namespace, "probe")
     await reader.open()
     yield reader
+
+
+@pytest.fixture
+def locked_down(tmp_path: Path, namespace: Namespace) -> Iterator[LockedDown]:
+    """A nats-server of this test's own running `parley nats-config`'s least-privilege config
+    (one nkey user per actor), with nothing provisioned yet."""
+    config_dir = tmp_path / "nats-config"
+    write_nats_config(config_dir, LOCKED_ACTORS, namespace)
+    server = EmbeddedServer(tmp_path / "nats", authorization=config_dir / "authorization.conf")
+    server.start()
+    yield LockedDown(server, config_dir, namespace)
+    server.close()

@@ -60,6 +60,7 @@ from schemas import (
     utc_now,
 )
 from tools._benchaudit import audit_rows
+from tools.bench_gate import decide_timing, gate_rounds, summarise_gate
 
 __all__ = ("main",)
 
@@ -301,11 +302,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             "throughput": parley.throughput / raw.throughput,
             "cpu_per_envelope": parley_cpu / raw_cpu,
         }
-    audit = await audit_rows(args.rounds, args.audit_backlog) if args.audit_backlog else None
     return {
         "rows": [asdict(r) for r in rows],
         "ratios_parley_to_raw": ratios,
-        "audit": audit,
         "settings": {
             "count": args.count,
             "backlog": args.backlog,
@@ -329,14 +328,47 @@ def _print(result: dict[str, Any]) -> None:
             f"  fsync={fsync:<6} p50 {ratio['p50_latency']:.2f}x  p99 {ratio['p99_latency']:.2f}x  "
             f"throughput {ratio['throughput']:.2f}x  CPU/envelope {ratio['cpu_per_envelope']:.2f}x"
         )
-    audit = result.get("audit")
-    if audit:
-        print("\nAudit appends, fsync=always (one auditor vs raw publish_async + Nats-Msg-Id):")
+
+
+async def _gate(args: argparse.Namespace) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    for sync_always in (True, False):
+        runs += await gate_rounds(sync_always, args.count, args.backlog, args.rounds)
+    return {
+        "always": summarise_gate(runs, "always"),
+        "lazy": summarise_gate(runs, "lazy"),
+        "decide": decide_timing(),
+    }
+
+
+def _print_gate(gate: dict[str, Any]) -> None:
+    head = f"{'row':<10} {'fsync':<7} {'added p50':>10} {'added p99':>10} {'msgs/s':>9}"
+    print(f"\n{head} {'CPU µs':>8}")
+    for fsync in ("always", "lazy"):
+        for name in ("relay-raw", "gate"):
+            row = gate[fsync][name]
+            print(
+                f"{name:<10} {fsync:<7} {row['added_p50_us']:>10.0f} {row['added_p99_us']:>10.0f} "
+                f"{row['throughput']:>9.0f} {row['cpu_us_per_envelope']:>8.1f}"
+            )
+    print("\nOne gate process / raw nats-py relay (same server, same run):")
+    for fsync in ("always", "lazy"):
+        ratio = gate[fsync]["ratios"]
         print(
-            f"  raw {audit['raw_publish_async_per_s']:.0f}/s  auditor "
-            f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
-            f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
+            f"  fsync={fsync:<6} throughput {ratio['throughput']:.2f}x  "
+            f"added p50 {ratio['added_p50']:.2f}x  added p99 {ratio['added_p99']:.2f}x"
         )
+    decide = gate["decide"]
+    print(f"  decide() alone: p50 {decide['p50_us']:.1f} µs, p99 {decide['p99_us']:.1f} µs")
+
+
+def _print_audit(audit: dict[str, Any]) -> None:
+    print("\nAudit appends, fsync=always (one auditor vs raw publish_async + Nats-Msg-Id):")
+    print(
+        f"  raw {audit['raw_publish_async_per_s']:.0f}/s  auditor "
+        f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
+        f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,9 +380,20 @@ def main(argv: list[str] | None = None) -> int:
         "--audit-backlog", type=int, default=5000, help="facts per audit run (0: skip the row)"
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
+    parser.add_argument(
+        "--only", choices=("runtime", "gate", "audit"), help="run only these rows (default: all)"
+    )
     args = parser.parse_args(argv)
-    result = uvloop.run(_run(args))
-    _print(result)
+    result: dict[str, Any] = {}
+    if args.only in (None, "runtime"):
+        result = uvloop.run(_run(args))
+        _print(result)
+    if args.only in (None, "gate"):
+        result["gate"] = uvloop.run(_gate(args))
+        _print_gate(result["gate"])
+    if args.only in (None, "audit") and args.audit_backlog:
+        result["audit"] = uvloop.run(audit_rows(args.rounds, args.audit_backlog))
+        _print_audit(result["audit"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")

@@ -25,7 +25,9 @@ from bus import (
 )
 from bus._supervisor import GiveUp
 from tools.audit import add_audit_commands
+from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
+from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
 
 __all__ = ("main", "resolve_actor")
@@ -62,6 +64,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             actor_id=args.id,
             allow_lazy_fsync=True if args.allow_lazy_fsync else None,
         )
+        if args.profile:  # an agent host's profile: a name in deploy/agents or a path
+            options = {**settings.options, "profile": args.profile}
+            settings = settings.model_copy(update={"options": options})
         actor = actor_cls(settings)
     except ConfigError as exc:
         print(f"parley run: {exc}", file=sys.stderr)
@@ -139,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="TOML settings file")
     run.add_argument("--id", help="actor id (default: PARLEY_ACTOR_ID, else the kind)")
     run.add_argument(
+        "--profile", help="agent profile, a name in deploy/agents or a TOML path (agent only)"
+    )
+    run.add_argument(
         "--allow-lazy-fsync",
         action="store_true",
         help="accept a server that does not fsync every write",
@@ -155,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     schemas.set_defaults(func=_cmd_schemas)
 
     add_policy_commands(commands)
+    add_natsconf_commands(commands)
+    add_provision_command(commands)
     add_audit_commands(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tomllib
@@ -18,11 +19,15 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
     load_pem_public_key,
 )
+from nats.errors import NoServersError
 
+from actors.gate import BUNDLE_KEY
+from bus import ConfigError, connect, load_settings, provision
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
     BundleError,
     DsseEnvelope,
+    Namespace,
     PolicyBundle,
     decode_bundle,
     key_id,
@@ -136,6 +141,39 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _publish_bundle(signed: bytes) -> int:
+    settings = load_settings(None)
+    nc = await connect(settings, "policy-signer", reconnect_forever=False)
+    try:
+        js = nc.jetstream()
+        namespace = Namespace(settings.namespace)
+        if settings.provision:
+            await provision(js, namespace, max_msg_size=settings.max_payload)
+        kv = await js.key_value(namespace.bucket("policy"))
+        return int(await kv.put(BUNDLE_KEY, signed))
+    finally:
+        await nc.close()
+
+
+def _publish(args: argparse.Namespace) -> int:
+    try:
+        signed = args.signed.read_bytes()
+    except OSError as exc:
+        raise PolicyToolError(f"cannot read {args.signed}: {exc}") from None
+    try:
+        envelope = msgspec.json.decode(signed, type=DsseEnvelope)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise PolicyToolError(f"{args.signed} is not a signed bundle: {exc}") from None
+    if envelope.payloadType != BUNDLE_PAYLOAD_TYPE:
+        raise PolicyToolError(f"{args.signed} holds {envelope.payloadType}, not a policy bundle")
+    try:
+        revision = asyncio.run(_publish_bundle(signed))
+    except (ConfigError, OSError, NoServersError) as exc:
+        raise PolicyToolError(f"cannot publish: {exc}") from None
+    print(f"published {args.signed} as revision {revision}; gates verify it before using it")
+    return 0
+
+
 def _run(handler: argparse.Namespace) -> int:
     try:
         code: int = handler.policy_func(handler)
@@ -167,6 +205,12 @@ def add_policy_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     verify.add_argument("--tenant", help="also require this tenant")
     verify.add_argument("signed", type=Path)
     verify.set_defaults(policy_func=_verify)
+
+    publish = sub.add_parser(
+        "publish", help="put a signed bundle where the gates load it (NATS_URL, PARLEY_*)"
+    )
+    publish.add_argument("signed", type=Path)
+    publish.set_defaults(policy_func=_publish)
 
     show = sub.add_parser("show", help="print a signed bundle's contents (without verifying)")
     show.add_argument("signed", type=Path)

@@ -99,6 +99,6 @@ async def test_unknown_actor_is_a_config_error(
     process = start_actor("nonexistent", "x", parley_env(nats_server.url, namespace.root))
     try:
         assert await process.wait_exit() == 2
-        await process.wait_line(r"unknown actor 'nonexistent'; known actors: (\w+, )*echo\b")
+        await process.wait_line(r"unknown actor 'nonexistent'; known actors: .*\becho\b")
     finally:
         process.close()

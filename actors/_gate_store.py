@@ -1,0 +1,150 @@
+"""The gate's records in the traces KV bucket: a read-through cache and batched commits.
+
+One gate process is usually the only writer of its records, so what it wrote last is what KV
+holds and a cache answers almost every read. Every write still names the revision it read
+(`Nats-Expected-Last-Subject-Sequence`; 0 to create), so when a second replica wrote the same
+counter first, JetStream refuses the stale write and the messages that relied on it are
+retried with fresh values: two replicas never both spend the last unit of a limit.
+
+Counter writes of a whole batch are sent together and awaited together (one round trip per
+batch, not one per message), and a batch's updates to one key are coalesced into one write.
+Positions are written only once the counters they depend on are committed, pipelined with the
+deliveries: a recorded position therefore always means "admitted and paid for".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Iterable
+
+import msgspec
+from msgspec import Struct
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+
+from actors._gate_records import Counter, Inflight, Position, RateBucket, TraceState
+
+__all__ = ("GateStore",)
+
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+
+_DECODERS: dict[str, msgspec.json.Decoder[Struct]] = {
+    "pos": msgspec.json.Decoder(Position),
+    "trace": msgspec.json.Decoder(TraceState),
+    "rate": msgspec.json.Decoder(RateBucket),
+    "inflight": msgspec.json.Decoder(Inflight),
+    "fanout": msgspec.json.Decoder(Counter),
+}
+_encoder = msgspec.json.Encoder()
+
+
+def _decode(key: str, data: bytes) -> Struct:
+    return _DECODERS[key.split(".", 1)[0]].decode(data)
+
+
+class GateStore:
+    """Cached, revision-checked access to the gate's records."""
+
+    def __init__(self, js: JetStreamContext, kv: KeyValue, bucket: str, capacity: int) -> None:
+        self._js = js
+        self._kv = kv
+        self._prefix = f"$KV.{bucket}."
+        self._capacity = capacity
+        self._cache: OrderedDict[str, tuple[Struct | None, int]] = OrderedDict()
+
+    def _remember(self, key: str, value: Struct | None, revision: int) -> None:
+        self._cache[key] = (value, revision)
+        self._cache.move_to_end(key)
+        if len(self._cache) > self._capacity:
+            self._cache.popitem(last=False)
+
+    def cached(self, key: str) -> Struct | None:
+        hit = self._cache.get(key)
+        return hit[0] if hit is not None else None
+
+    def forget(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._cache.pop(key, None)
+
+    async def _read(self, key: str) -> None:
+        try:
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:
+            self._remember(key, None, 0)
+            return
+        value = _decode(key, entry.value) if entry.value else None
+        self._remember(key, value, int(entry.revision or 0))
+
+    async def load(self, keys: Iterable[str]) -> dict[str, Struct | None]:
+        """The current value of each key (None when absent), reading misses concurrently."""
+        wanted = list(dict.fromkeys(keys))
+        missing = [key for key in wanted if key not in self._cache]
+        if missing:
+            await asyncio.gather(*(self._read(key) for key in missing))
+        return {key: self._cache[key][0] for key in wanted if key in self._cache}
+
+    async def position(self, key: str) -> Position | None:
+        found = (await self.load((key,))).get(key)
+        return found if isinstance(found, Position) else None
+
+    def subject(self, key: str) -> str:
+        """The KV subject a record is written on (for writes pipelined with other effects)."""
+        return self._prefix + key
+
+    def encode(self, value: Struct) -> bytes:
+        return _encoder.encode(value)
+
+    def remember(self, key: str, value: Struct) -> None:
+        """Cache a record whose write is in flight (its revision is read back on demand)."""
+        self._remember(key, value, self._cache[key][1] if key in self._cache else 0)
+
+    async def commit(self, updates: dict[str, Struct], timeout: float) -> frozenset[str]:
+        """Write `updates`, each only if its key is still at the revision this process last
+        saw, concurrently; return the keys another writer changed first (now uncached).
+
+        Each write is a plain JetStream publish awaited with the others: nats-py's
+        `publish_async` never completes a future whose publish JetStream refused, so a
+        refused compare-and-set would only show as a timeout.
+
+        Raises:
+            Exception: JetStream failed for a reason other than a stale revision (the
+                caller's messages are then retried).
+        """
+        if not updates:
+            return frozenset()
+        keys = list(updates)
+        async with asyncio.timeout(timeout):
+            results = await asyncio.gather(
+                *(self._write(key, updates[key]) for key in keys), return_exceptions=True
+            )
+        stale: set[str] = set()
+        failure: BaseException | None = None
+        for key, result in zip(keys, results, strict=True):
+            if isinstance(result, BaseException):
+                self.forget((key,))
+                if _is_stale(result):
+                    stale.add(key)
+                else:
+                    failure = result
+                continue
+            self._remember(key, updates[key], int(result.seq))
+        if failure is not None:
+            raise failure
+        return frozenset(stale)
+
+    async def _write(self, key: str, value: Struct) -> PubAck:
+        revision = self._cache[key][1] if key in self._cache else 0
+        ack: PubAck = await self._js.publish(
+            self._prefix + key,
+            _encoder.encode(value),
+            headers={_EXPECTED_LAST_SUBJECT_SEQ: str(revision)},
+        )
+        return ack
+
+
+def _is_stale(error: BaseException) -> bool:
+    # JetStream's "wrong last sequence" (10071): another writer got there first.
+    return getattr(error, "err_code", None) == 10071

@@ -1,0 +1,189 @@
+"""Agent profiles: who an agent host speaks for, and which brain answers for it.
+
+A profile is a TOML file (`deploy/agents/<name>.toml`, or any path), validated by pydantic so a
+typo fails at start with the field and the value instead of at the first call. The `[brain]`
+table picks the backend by its `backend` key; each backend has its own settings model, so a
+scripted profile cannot carry an API key by mistake and an HTTP profile cannot forget its URL.
+Relative paths inside a profile (a script, a program) are relative to the profile file, so a
+profile directory can be moved as a whole.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bus import ConfigError
+from schemas import SubjectTokenError, check_token
+
+__all__ = (
+    "DEFAULT_AGENTS_DIR",
+    "PYTHON_PLACEHOLDER",
+    "AgentProfile",
+    "AnthropicBrainConfig",
+    "BrainConfig",
+    "OpenAIBrainConfig",
+    "ScriptedBrainConfig",
+    "SubprocessBrainConfig",
+    "load_profile",
+)
+
+DEFAULT_AGENTS_DIR = Path("deploy/agents")
+PYTHON_PLACEHOLDER = "{python}"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScriptedBrainConfig(_Strict):
+    """Deterministic replies from a script file (the demo's and the tests' brain)."""
+
+    backend: Literal["scripted"]
+    script: Path
+
+
+class SubprocessBrainConfig(_Strict):
+    """A local agent program speaking seed 000's NDJSON frames on its stdin and stdout."""
+
+    backend: Literal["subprocess"]
+    command: tuple[str, ...] = Field(min_length=1)
+    allow_tool_use: bool = False
+    turn_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Per-request timeout; default 60 s, or 120 s with allow_tool_use (seed 000).",
+    )
+    max_history_turns: int = Field(default=6, ge=0)
+    max_history_chars: int = Field(default=24000, ge=0)
+    max_output_chars: int = Field(default=12000, ge=1)
+
+    @property
+    def timeout_s(self) -> float:
+        if self.turn_timeout_s is not None:
+            return self.turn_timeout_s
+        return 120.0 if self.allow_tool_use else 60.0
+
+
+class _HttpBrainConfig(_Strict):
+    base_url: str
+    api_key: str | None = Field(
+        default=None, description="Prefer api_key_env: keep keys out of files."
+    )
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
+class OpenAIBrainConfig(_HttpBrainConfig):
+    """Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
+
+    backend: Literal["openai"]
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = "OPENAI_API_KEY"
+
+
+class AnthropicBrainConfig(_HttpBrainConfig):
+    """Anthropic's Messages API."""
+
+    backend: Literal["anthropic"]
+    base_url: str = "https://api.anthropic.com"
+    api_key_env: str | None = "ANTHROPIC_API_KEY"
+    anthropic_version: str = "2023-06-01"
+
+
+BrainConfig = Annotated[
+    ScriptedBrainConfig | SubprocessBrainConfig | OpenAIBrainConfig | AnthropicBrainConfig,
+    Field(discriminator="backend"),
+]
+
+
+class AgentProfile(_Strict):
+    """One agent: its name, what it may do, and the brain behind it."""
+
+    name: str = Field(description="The agent's name: its actor id and subject token.")
+    description: str = ""
+    version: str = "1"
+    brain: BrainConfig
+    model: str = ""
+    system_prompt: str = Field(default="", description="Added after seed 001's shared rules.")
+    peers: tuple[str, ...] = Field(
+        default=(), description="Agents a handoff may name; empty means any valid name."
+    )
+    capabilities: tuple[str, ...] = ()
+    tools_allowed: tuple[str, ...] = ()
+    allow_sub_agent_calls: bool = False
+    max_output_tokens: int = Field(default=1024, ge=1)
+    max_context_tokens: int = Field(default=4000, ge=1)
+    transcript_window: int = Field(default=8, ge=0, description="Seed 001 §5: last 8 items.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_token(cls, value: str) -> str:
+        return check_token(value, "agent name")
+
+    @field_validator("peers")
+    @classmethod
+    def _peer_tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_token(peer, "peer name") for peer in value)
+
+
+def _resolve(path: Path, base: Path) -> Path:
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _with_paths_resolved(profile: AgentProfile, base: Path) -> AgentProfile:
+    brain = profile.brain
+    if isinstance(brain, ScriptedBrainConfig):
+        brain = brain.model_copy(update={"script": _resolve(brain.script, base)})
+    elif isinstance(brain, SubprocessBrainConfig):
+        program, *rest = brain.command
+        # `{python}` is the interpreter running the host, so an example program written in
+        # Python finds Parley's packages; a bare name is looked up on PATH; a relative path
+        # is the profile's own.
+        if program == PYTHON_PLACEHOLDER:
+            program = sys.executable
+        elif "/" in program:
+            program = str(_resolve(Path(program), base))
+        brain = brain.model_copy(update={"command": (program, *rest)})
+    return profile.model_copy(update={"brain": brain})
+
+
+def _describe(error: ValidationError, source: Path) -> str:
+    lines = [f"invalid agent profile {source}:"]
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(profile)"
+        value = item.get("input")
+        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"  {where}: {item['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def load_profile(name_or_path: str, agents_dir: Path = DEFAULT_AGENTS_DIR) -> AgentProfile:
+    """Load a profile by name (`gpt` reads `<agents_dir>/gpt.toml`) or by a path to a file.
+
+    Raises:
+        ConfigError: no such profile, not TOML, or not a valid profile.
+    """
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".toml" or "/" in name_or_path:
+        path = candidate
+    else:
+        try:
+            path = agents_dir / f"{check_token(name_or_path, 'profile name')}.toml"
+        except SubjectTokenError as exc:
+            raise ConfigError(str(exc)) from None
+    if not path.is_file():
+        raise ConfigError(f"agent profile not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"agent profile {path} is not valid TOML: {exc}") from None
+    try:
+        profile = AgentProfile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None
+    return _with_paths_resolved(profile, path.resolve().parent)

@@ -1,0 +1,415 @@
+"""The gate (policy enforcer): the only way from one actor to another.
+
+Every actor submits on `parley.submit.<itself>` (the broker lets it publish nowhere else that
+reaches another actor); the gate reads that work queue through one durable consumer shared by
+all its replicas, and for each envelope:
+
+1. takes the sender from the subject, and the envelope's position (trace, origin, call chain,
+   hop count) from its cause's record, never from the sender's headers (actors/_decide.py);
+2. decides against the signed policy bundle in force (actors/_bundles.py) and the counters in
+   the traces bucket;
+3. commits the counters it spent and the new envelope's position with compare-and-set, for
+   the whole fetched batch in one pipelined round (actors/_gate_store.py);
+4. delivers an admitted envelope to `parley.deliver.<target>`, or an `error` envelope caused
+   by a refused one to `parley.deliver.<sender>`, and publishes the decision on
+   `parley.decisions.<sender>`; the runtime acks the input only after JetStream stored those.
+
+A crash anywhere loses nothing: an input is redelivered until acked, its effects carry ids
+derived from it, and a redelivered envelope whose position is already recorded is delivered
+again as recorded instead of being counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from msgspec import Struct, structs
+
+from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
+from actors._decide import Allow, Deny, Ledger, Route, Submission, decide, plan, required_keys
+from actors._gate_records import Position, position_key, trace_key
+from actors._gate_store import GateStore
+from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
+from schemas import (
+    AnyEnvelope,
+    Decision,
+    DelegationRequest,
+    Error,
+    ErrorCode,
+    derive_id,
+    encode,
+    redact,
+    utc_now,
+)
+
+__all__ = ("ALLOWED_TOOLS", "BUNDLE_KEY", "GateActor")
+
+log = logging.getLogger("parley.actors.gate")
+
+_NO_BUNDLE = Deny(ErrorCode.INTERNAL_ERROR, "no_route", "the gate could not route this envelope")
+
+ALLOWED_TOOLS = "Parley-Allowed-Tools"
+"""Set on delivered calls: the tools the callee may use, narrowed along the chain."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    envelope: AnyEnvelope
+    ctx: Context
+    outcome: Allow | Deny | Position
+    """Admitted, refused, or (a Position) admitted before a crash and delivered again."""
+    cause: Position | None = None
+    """The sender's own position, where a refusal is delivered (None: unknown, forged)."""
+
+
+class GateActor(Actor):
+    """Reads every submission, decides, commits, delivers."""
+
+    kind: ClassVar[str] = "gate"
+    handles_batches: ClassVar[bool] = True
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        options = settings.options
+        keys = options.get("policy_keys", [])
+        if isinstance(keys, str):
+            keys = [keys]
+        try:
+            self._trusted = load_public_keys(list(keys))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if not self._trusted:
+            raise ConfigError("the gate needs options.policy_keys: the signers' public keys")
+        self._tenant = str(options.get("tenant", "default"))
+        self._cache_size = int(options.get("cache_entries", 200_000))
+        self._me = f"{self.actor_id}/{os.getpid()}"
+        self._store: GateStore | None = None
+        self.bundles: BundleStore | None = None
+
+    def inputs(self) -> Sequence[Input]:
+        ns = self.namespace
+        return (Input(ns.stream("submit"), ns.wildcard("submit"), self.actor_id, "subject"),)
+
+    async def start(self, bus: BusHandle) -> None:
+        ns = self.namespace
+        policy = await bus.js.key_value(ns.bucket("policy"))
+        self.bundles = BundleStore(policy, self._trusted, self._tenant)
+        await self.bundles.load()
+        bucket = ns.bucket("traces")
+        traces = await bus.js.key_value(bucket)
+        self._store = GateStore(bus.js, traces, bucket, self._cache_size)
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        if self.bundles is not None:
+            await self.bundles.watch(stopping)
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        errors = await self.handle_batch([(envelope, ctx)])
+        if errors[0] is not None:
+            raise errors[0]
+
+    async def handle_batch(
+        self, batch: Sequence[tuple[AnyEnvelope, Context]]
+    ) -> list[Exception | None]:
+        store, bundles = self._store, self.bundles
+        if store is None or bundles is None:
+            raise RuntimeError("the gate handled a message before it started")
+        now_ms = int(time.time() * 1000)
+        subs = [
+            Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms)
+            for envelope, ctx in batch
+        ]
+        replayed = await self._recorded(store, batch)
+        causes = await store.load(
+            position_key(sub.causation_id) for sub in subs if sub.causation_id
+        )
+        bundle = bundles.bundle
+        routes: list[Route | Deny | Position] = []
+        for sub, replay in zip(subs, replayed, strict=True):
+            if replay is not None:
+                routes.append(replay)
+                continue
+            cause = causes.get(position_key(sub.causation_id)) if sub.causation_id else None
+            routes.append(
+                plan(sub, cause if isinstance(cause, Position) else None, bundle, bundles.problem)
+            )
+        # A root's trace record cannot exist yet (the trace is named after the root), so it
+        # is neither read nor compare-and-set: it is written with the root's delivery.
+        new_traces = {
+            trace_key(route.position.trace_id)
+            for route in routes
+            if isinstance(route, Route) and route.is_root
+        }
+        counters = await store.load(
+            key
+            for route in routes
+            if isinstance(route, Route)
+            for key in required_keys(route)
+            if key not in new_traces
+        )
+        ledger = Ledger({**counters, **dict.fromkeys(new_traces)})
+        verdicts: list[_Verdict] = []
+        for (envelope, ctx), sub, route in zip(batch, subs, routes, strict=True):
+            if isinstance(route, Position):
+                verdicts.append(_Verdict(envelope, ctx, route))
+                continue
+            if isinstance(route, Route) and bundle is not None:
+                outcome: Allow | Deny = decide(route, ledger, bundle)
+            else:
+                outcome = route if isinstance(route, Deny) else _NO_BUNDLE
+            verdicts.append(_Verdict(envelope, ctx, outcome, self._sender_position(sub, causes)))
+        updates: dict[str, Struct] = {}
+        for key in ledger.dirty - new_traces:
+            value = ledger.values[key]
+            if value is not None:
+                updates[key] = value
+        stale = await store.commit(updates, timeout=self.settings.ack_wait_s / 2)
+        results: list[Exception | None] = []
+        for verdict in verdicts:
+            failure = self._conflict(verdict, stale)
+            if failure is None:
+                if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
+                    key = trace_key(verdict.outcome.route.position.trace_id)
+                    await self._record(store, verdict.ctx, key, ledger.values[key])
+                await self._publish(store, verdict)
+            results.append(failure)
+        return results
+
+    async def _recorded(
+        self, store: GateStore, batch: Sequence[tuple[AnyEnvelope, Context]]
+    ) -> list[Position | None]:
+        """Positions already recorded for redelivered envelopes (admitted before a crash)."""
+        again = [position_key(env.id) for env, ctx in batch if ctx.attempt > 1]
+        if not again:
+            return [None] * len(batch)
+        found = await store.load(again)
+        out: list[Position | None] = []
+        for env, ctx in batch:
+            value = found.get(position_key(env.id)) if ctx.attempt > 1 else None
+            recorded = value if isinstance(value, Position) and value.sender == ctx.sender else None
+            out.append(recorded)
+        return out
+
+    @staticmethod
+    def _sender_position(sub: Submission, causes: Mapping[str, object]) -> Position | None:
+        if not sub.causation_id:
+            return None
+        cause = causes.get(position_key(sub.causation_id))
+        if isinstance(cause, Position) and cause.target == sub.sender:
+            return cause
+        return None
+
+    @staticmethod
+    def _conflict(verdict: _Verdict, stale: frozenset[str]) -> Exception | None:
+        outcome = verdict.outcome
+        if not stale or not isinstance(outcome, Allow):
+            return None
+        touched = set(required_keys(outcome.route)) & stale
+        if touched:
+            return RuntimeError(
+                f"another gate replica updated {', '.join(sorted(touched))} first: retrying"
+            )
+        return None
+
+    async def _publish(self, store: GateStore, verdict: _Verdict) -> None:
+        """Record positions and publish the effects of one decided message, pipelined."""
+        outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
+        if isinstance(outcome, Position):
+            log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
+            bundle = self.bundles.bundle if self.bundles else None
+            profile = bundle.profiles.get(ctx.sender) if bundle else None
+            redacted = _redacted(envelope, profile.redact_pii if profile else True)
+            await self._deliver(ctx, envelope, outcome, redacted=redacted)
+            await self._decide_record(ctx, redacted or envelope, "allow", outcome, None)
+            return
+        if isinstance(outcome, Allow):
+            position = outcome.route.position
+            await self._record(store, ctx, position_key(position.envelope_id), position)
+            redacted = _redacted(envelope, outcome.route.profile.redact_pii)
+            await self._deliver(ctx, envelope, position, redacted=redacted)
+            # The decision's preview is taken from what was delivered: redacted if it was.
+            await self._decide_record(ctx, redacted or envelope, "allow", position, None)
+            return
+        if verdict.cause is not None:
+            error_position = _error_position(envelope, ctx, verdict.cause)
+            await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
+        await self._refuse(ctx, envelope, outcome, verdict.cause)
+
+    @staticmethod
+    async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
+        """Write a record no other message can touch before the envelope is delivered, on the
+        same connection: a position, or a new trace's first count.
+
+        A plain put: the record is a function of the envelope, so writing it again after a
+        crash writes the same thing.
+        """
+        if value is None:
+            return
+        store.remember(key, value)
+        await ctx.outbox.publish(store.subject(key), store.encode(value), {})
+
+    async def _deliver(
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        position: Position,
+        *,
+        redacted: AnyEnvelope | None,
+    ) -> None:
+        """Publish the envelope to its target: the sender's exact bytes, or a redacted copy."""
+        level = position.levels[-1]
+        headers = TraceHeaders(
+            trace_id=position.trace_id,
+            hop_count=position.hop,
+            causation_id=ctx.causation_id,
+            origin=position.origin,
+            deadline_ms=level.deadline_ms,
+        ).to_headers(derive_id(envelope.id, "deliver"))
+        headers[SENDER] = position.sender
+        if level.tools is not None and level.call_id == envelope.id:
+            headers[ALLOWED_TOOLS] = ",".join(level.tools)
+        payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
+        await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
+
+    async def _refuse(
+        self, ctx: Context, envelope: AnyEnvelope, deny: Deny, cause: Position | None
+    ) -> None:
+        error = _error_for(envelope, ctx, deny)
+        trace = cause.trace_id if cause else envelope.id
+        headers = TraceHeaders(
+            trace_id=trace,
+            hop_count=cause.hop if cause else 0,
+            causation_id=envelope.id,
+            origin=cause.origin if cause else ctx.sender,
+        ).to_headers(error.id)
+        headers[SENDER] = self.actor_id
+        await ctx.outbox.publish(self.namespace.deliver(ctx.sender), encode(error), headers)
+        where = cause or Position(
+            envelope_id=envelope.id,
+            trace_id=trace,
+            origin=ctx.sender,
+            sender=ctx.sender,
+            target="",
+            kind=_tag(envelope),
+            levels=(),
+        )
+        await self._decide_record(ctx, envelope, deny.rule, where, deny)
+
+    async def _decide_record(
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        rule: str,
+        position: Position,
+        deny: Deny | None,
+    ) -> None:
+        bundles = self.bundles
+        bundle = bundles.bundle if bundles else None
+        decision = Decision(
+            id=derive_id(envelope.id, "decision"),
+            created_at=utc_now(),
+            allowed=deny is None,
+            code=deny.code if deny else None,
+            rule="allow" if deny is None else rule,
+            message=deny.message if deny else "",
+            limit=deny.limit if deny else None,
+            value=deny.value if deny else None,
+            sender=ctx.sender,
+            target=position.target if deny is None else _named(envelope),
+            envelope_id=envelope.id,
+            envelope_kind=_tag(envelope),
+            causation_id=ctx.causation_id,
+            trace_id=position.trace_id,
+            hop_count=position.hop if position.levels else 0,
+            origin=position.origin,
+            chain=position.chain,
+            user_id=position.user_id,
+            session_id=_text_field(envelope, "session_id") or None,
+            request_id=_text_field(envelope, "request_id") or None,
+            objective=_text_field(envelope, "objective")[:500],
+            preview=_preview(envelope),
+            bundle_version=bundle.version if bundle else None,
+            bundle_hash=bundles.bundle_hash if bundles else "",
+            decided_at=utc_now(),
+            decided_by=self._me,
+        )
+        headers = {"Nats-Msg-Id": decision.id, SENDER: self.actor_id}
+        await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
+
+
+def _redacted(envelope: AnyEnvelope, redact_pii: bool) -> AnyEnvelope | None:
+    """A copy of a delegation with secrets and PII redacted, when its sender's profile asks
+    (seed 003 security 3); None when nothing is to be redacted."""
+    if not (redact_pii and isinstance(envelope, DelegationRequest)):
+        return None
+    return structs.replace(
+        envelope,
+        objective=redact(envelope.objective, pii=True),
+        input=redact(envelope.input, pii=True),
+        handoff_data=structs.replace(
+            envelope.handoff_data,
+            facts=tuple(redact(fact, pii=True) for fact in envelope.handoff_data.facts),
+        ),
+    )
+
+
+def _tag(envelope: AnyEnvelope) -> str:
+    return str(envelope.__struct_config__.tag)
+
+
+def _named(envelope: AnyEnvelope) -> str:
+    for field in ("target", "target_employee"):
+        value = getattr(envelope, field, None)
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def _text_field(envelope: AnyEnvelope, name: str) -> str:
+    value = getattr(envelope, name, None)
+    return value if isinstance(value, str) else ""
+
+
+def _preview(envelope: AnyEnvelope) -> str:
+    for field in ("text", "input", "output", "result", "message"):
+        value = getattr(envelope, field, None)
+        if isinstance(value, str) and value:
+            return value[:200]
+    return ""
+
+
+def _error_for(envelope: AnyEnvelope, ctx: Context, deny: Deny) -> Error:
+    details: dict[str, object] = {"rule": deny.rule}
+    if deny.limit is not None:
+        details["limit"] = deny.limit
+    if deny.value is not None:
+        details["value"] = deny.value
+    return Error(
+        id=derive_id(envelope.id, "refused"),
+        created_at=utc_now(),
+        code=deny.code,
+        message=deny.message,
+        retryable=deny.rule in {"rate_per_minute", "max_concurrent_calls", "no_bundle"},
+        details=details,
+        cause_id=envelope.id,
+    )
+
+
+def _error_position(envelope: AnyEnvelope, ctx: Context, cause: Position) -> Position:
+    """Where the refusal of `envelope` sits: with its sender, at the sender's own level."""
+    return Position(
+        envelope_id=derive_id(envelope.id, "refused"),
+        trace_id=cause.trace_id,
+        origin=cause.origin,
+        sender="gate",
+        target=ctx.sender,
+        kind="error",
+        levels=cause.levels,
+        user_id=cause.user_id,
+    )

@@ -1,0 +1,177 @@
+"""The gate's pure core driven without a bus: what actors/gate.py does, minus JetStream.
+
+Positions and counters live in one in-memory ledger; `submit` plans and decides one envelope the
+way the shell does, records the admitted envelope's position, and returns the verdict. Tests of
+the policy rules and the hypothesis property run on it; the integration tests run the real gate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from actors._decide import Allow, Deny, Ledger, Route, Submission, decide, plan
+from actors._gate_records import Position, position_key
+from bus import CAUSATION_ID
+from schemas import (
+    AgentCall,
+    AgentResponse,
+    AnyEnvelope,
+    DelegationConstraints,
+    DelegationRequest,
+    DelegationResponse,
+    HumanMessage,
+    PolicyBundle,
+    ProfilePolicy,
+    Reply,
+    SubAgentArgs,
+    SubAgentCall,
+    SubAgentResult,
+    TokenUsage,
+    new_id,
+    utc_now,
+)
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+NOW_MS = int(NOW.timestamp() * 1000)
+
+
+def bundle(**profiles: ProfilePolicy | dict[str, Any]) -> PolicyBundle:
+    built = {
+        name: p if isinstance(p, ProfilePolicy) else ProfilePolicy(**p)
+        for name, p in profiles.items()
+    }
+    return PolicyBundle(
+        schema_version="1.0",
+        version=1,
+        tenant_id="t",
+        expires_at=NOW + timedelta(days=1),
+        profiles=built,
+    )
+
+
+@dataclass
+class GateSim:
+    """Plans and decides like the gate, with every record in memory."""
+
+    policy: PolicyBundle | None
+    now_ms: int = NOW_MS
+    ledger: Ledger = field(default_factory=Ledger)
+
+    def submit(
+        self,
+        sender: str,
+        envelope: AnyEnvelope,
+        cause: str = "",
+        claims: dict[str, str] | None = None,
+    ) -> Allow | Deny:
+        headers = dict(claims or {})
+        if cause:
+            headers[CAUSATION_ID] = cause
+        sub = Submission(envelope, sender, cause, headers, self.now_ms)
+        recorded = self.ledger.get(position_key(cause), Position) if cause else None
+        route = plan(sub, recorded, self.policy, "no bundle")
+        if isinstance(route, Deny):
+            return route
+        assert isinstance(route, Route) and self.policy is not None
+        outcome = decide(route, self.ledger, self.policy)
+        if isinstance(outcome, Allow):
+            self.ledger.put(position_key(envelope.id), outcome.route.position)
+        return outcome
+
+    def position(self, envelope_id: str) -> Position:
+        found = self.ledger.get(position_key(envelope_id), Position)
+        assert found is not None
+        return found
+
+
+def human(target: str = "router", user_id: str = "") -> HumanMessage:
+    return HumanMessage(
+        id=new_id(), created_at=utc_now(), text="hi", call_id=new_id(), target=target,
+        user_id=user_id,
+    )  # fmt: skip
+
+
+def call(target: str, goal: str = "g", user_id: str = "") -> AgentCall:
+    return AgentCall(
+        id=new_id(), created_at=utc_now(), target=target, call_id=new_id(), goal=goal,
+        user_id=user_id,
+    )  # fmt: skip
+
+
+def response(
+    sender: str, text: str = "ok", target: str | None = None, tokens: int = 0
+) -> AgentResponse:
+    return AgentResponse(
+        id=new_id(),
+        created_at=utc_now(),
+        sender=sender,
+        target=target or "router",
+        text=text,
+        call_id=new_id(),
+        reply=Reply(message=text),
+        token_usage=TokenUsage(total=tokens),
+    )
+
+
+def delegation(
+    origin: str,
+    target: str,
+    objective: str = "extract receipt",
+    *,
+    max_tokens: int = 1200,
+    deadline_ms: int = 15000,
+    user_id: str = "u1",
+) -> DelegationRequest:
+    return DelegationRequest(
+        id=new_id(),
+        created_at=utc_now(),
+        request_id=new_id(),
+        origin_employee=origin,
+        target_employee=target,
+        user_id=user_id,
+        parent_session_id="ps",
+        objective=objective,
+        input="receipt.jpg",
+        constraints=DelegationConstraints(max_tokens=max_tokens, deadline_ms=deadline_ms),
+    )
+
+
+def delegation_done(sender: str) -> DelegationResponse:
+    return DelegationResponse(
+        id=new_id(),
+        created_at=utc_now(),
+        request_id=new_id(),
+        target_employee=sender,
+        summary="done",
+        result="done",
+        status="success",
+    )
+
+
+def sub_agent(
+    caller: str,
+    target: str,
+    *,
+    task: str = "write tests",
+    tools: tuple[str, ...] | None = None,
+    nested: bool = False,
+) -> SubAgentCall:
+    return SubAgentCall(
+        id=new_id(),
+        created_at=utc_now(),
+        call_id=new_id(),
+        caller=caller,
+        session_id="s",
+        args=SubAgentArgs(
+            agent_name=target, task=task, allowed_tools=tools, allow_nested_calls=nested
+        ),
+    )
+
+
+def sub_agent_done(sender: str) -> SubAgentResult:
+    return SubAgentResult(
+        id=new_id(), created_at=utc_now(), call_id=new_id(), agent_name=sender, success=True,
+        output="ok",
+    )  # fmt: skip

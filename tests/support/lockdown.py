@@ -1,0 +1,59 @@
+"""A real nats-server running the least-privilege config of `parley nats-config`.
+
+Every actor connects as its own nkey user, with the settings file the generator wrote for it,
+exactly as a deployment would; the provisioner creates the streams first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nats.aio.client import Client as NATS
+from prometheus_client import CollectorRegistry
+
+from bus import ActorMetrics, EmbeddedServer, Settings, connect, load_settings
+from schemas import Namespace
+from tools.provision import provision_once
+
+__all__ = ("LOCKED_ACTORS", "LockedDown", "violations")
+
+LOCKED_ACTORS = ("gate", "router", "auditor", "cli", "gpt", "claude")
+
+
+@dataclass(frozen=True)
+class LockedDown:
+    """The server, the generated config directory and the namespace it was written for."""
+
+    server: EmbeddedServer
+    config_dir: Path
+    ns: Namespace
+
+    def settings_file(self, actor: str) -> Path:
+        return self.config_dir / "actors" / f"{actor}.toml"
+
+    def settings(self, actor: str) -> Settings:
+        return load_settings(self.settings_file(actor), nats_url=self.server.url)
+
+    async def connect(self, actor: str, metrics: ActorMetrics | None = None) -> NATS:
+        """Connect as `actor`'s nkey user, the way the actor runtime does."""
+        return await connect(self.settings(actor), actor, metrics, reconnect_forever=False)
+
+    def tune(self, actor: str, **values: str) -> Path:
+        """Add settings (TOML values, as text) to `actor`'s settings file; return its path."""
+        path = self.settings_file(actor)
+        lines = [f"{key} = {value}" for key, value in values.items()]
+        path.write_text(path.read_text() + "\n".join(lines) + "\n")
+        return path
+
+    async def provision(self) -> str:
+        """Streams, buckets, and the consumers of every actor that may not create its own."""
+        actors = sorted((self.config_dir / "actors").glob("*.toml"))
+        return await provision_once(self.settings_file("provisioner"), self.server.url, actors)
+
+
+def violations(registry: CollectorRegistry, actor: str) -> float:
+    """How many permission violations the server reported to `actor`'s connection so far
+    (counted by the error callback of bus/_connection.py)."""
+    value = registry.get_sample_value("parley_permission_violations_total", {"actor": actor})
+    return value or 0.0

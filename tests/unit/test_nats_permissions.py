@@ -1,0 +1,360 @@
+"""Lint of the generated broker permissions: the rules of least privilege, checked on the file.
+
+The checks read `authorization.conf` and `actors.json` as written (the committed example in
+deploy/nats/ and a fresh one for another namespace and other agents), not the generator's
+Python objects, so a hand edit of the file is caught too. Subjects are compared the way
+nats-server does, token by token, wildcards included: an allow entry "reaches" a subject
+family when some subject matches both, so `>` or `$JS.>` cannot slip past a literal check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from schemas import Namespace
+from tools.natsconf import DEFAULT_ACTORS, read_authorization, write_nats_config
+from tools.natsperms import PROVISIONER
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "deploy" / "nats"
+PUBLIC_USER_KEY = re.compile(r"U[A-Z2-7]{55}")
+USER_SEED = re.compile(r"SU[A-Z2-7]{56}")
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether some subject matches both patterns (NATS wildcards `*` and `>`)."""
+    left, right = a.split("."), b.split(".")
+    for x, y in zip(left, right, strict=False):
+        if x == ">" or y == ">":
+            return True  # both still have a token here, and `>` takes one or more
+        if x != y and "*" not in (x, y):
+            return False
+    return len(left) == len(right)
+
+
+def covers(a: str, b: str) -> bool:
+    """Whether every subject matching `b` matches `a`."""
+    left, right = a.split("."), b.split(".")
+    for i, x in enumerate(left):
+        if x == ">":
+            return i < len(right)
+        if i >= len(right) or right[i] == ">":
+            return False
+        if x not in ("*", right[i]):
+            return False
+    return len(left) == len(right)
+
+
+def literal_head(entry: str) -> int:
+    """How many leading tokens of a JetStream or KV grant must be literal: up to and including
+    the stream (and consumer) it names, so a wildcard can never widen it to other streams."""
+    tokens = entry.split(".")
+    if entry.startswith("$JS.API."):
+        if tokens[2:5] in (["STREAM", "MSG", "GET"], ["STREAM", "MSG", "DELETE"]):
+            return 6
+        if tokens[2:5] == ["CONSUMER", "MSG", "NEXT"]:
+            return 7
+        return 5 if tokens[2] in ("STREAM", "CONSUMER", "DIRECT") else len(tokens)
+    if entry.startswith("$JS.ACK."):
+        return 4
+    if entry.startswith("$JS.EVENT.ADVISORY."):
+        return 6
+    if entry.startswith(("$JS.FC.", "$KV.")):
+        return 3 if entry.startswith("$JS.FC.") else 2
+    return 0
+
+
+def test_subject_algebra() -> None:
+    assert overlaps(">", "_INBOX.x") and overlaps("*.>", "_INBOX.>")
+    assert overlaps("$JS.API.*.INFO.*", "$JS.API.STREAM.INFO.X")
+    assert not overlaps("parley.submit.gpt", "parley.deliver.>")
+    assert not overlaps("a.b", "a.b.c") and not overlaps("a.b.c", "a.*")
+    assert covers(">", "_INBOX.>") and covers("$JS.>", "$JS.API.>") and covers("a.*", "a.b")
+    assert not covers("$JS.API.*", "$JS.API.>") and not covers("a.b", "a.*")
+    assert not covers("_INBOX_gpt.>", "_INBOX.>")
+
+
+@dataclass(frozen=True)
+class User:
+    actor: str
+    role: str
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+    publish_deny: tuple[str, ...]
+
+    def publishes(self, family: str) -> list[str]:
+        return [entry for entry in self.publish if overlaps(entry, family)]
+
+    def subscribes(self, family: str) -> list[str]:
+        return [entry for entry in self.subscribe if overlaps(entry, family)]
+
+
+def load_users(directory: Path) -> list[User]:
+    manifest = json.loads((directory / "actors.json").read_text())
+    by_key = {entry["nkey"]: (actor, entry["role"]) for actor, entry in manifest.items()}
+    users = []
+    for raw in read_authorization(directory / "authorization.conf"):
+        assert set(raw) == {"nkey", "permissions"}, raw.keys()
+        actor, role = by_key.pop(raw["nkey"])  # every user is a known actor, once
+        assert PUBLIC_USER_KEY.fullmatch(raw["nkey"]), raw["nkey"]
+        perms = raw["permissions"]
+        users.append(
+            User(
+                actor,
+                role,
+                tuple(perms["publish"]["allow"]),
+                tuple(perms["subscribe"]["allow"]),
+                tuple(perms["publish"].get("deny", ())),
+            )
+        )
+    assert not by_key, f"actors without a user: {by_key}"
+    return users
+
+
+@pytest.fixture(
+    params=["example", "generated"],
+    ids=["committed example", "fresh, other namespace"],
+)
+def config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Namespace, list[User]]:
+    if request.param == "example":
+        return Namespace("parley"), load_users(EXAMPLE)
+    ns = Namespace("acme-prod")
+    write_nats_config(tmp_path, ["gate", "router", "auditor", "cli", "a1", "b-2", "c_3"], ns)
+    return ns, load_users(tmp_path)
+
+
+def test_every_actor_and_role_is_present(config: tuple[Namespace, list[User]]) -> None:
+    _, users = config
+    roles = {user.role for user in users}
+    assert {"gate", "router", "auditor", "cli", PROVISIONER, "agent"} <= roles
+    assert len([u for u in users if u.role == "agent"]) >= 2
+
+
+def test_nobody_gets_everything(config: tuple[Namespace, list[User]]) -> None:
+    ns, users = config
+    too_wide = [">", "*.>", "_INBOX.>", "$JS.>", "$JS.API.>", "$JS.API.*", "$JS.API.STREAM.>"]
+    too_wide += ["$JS.API.CONSUMER.>", "$JS.API.DIRECT.>", "$JS.ACK.>", "$KV.>", f"{ns.root}.>"]
+    for user in users:
+        for entry in user.publish + user.subscribe:
+            wide = [w for w in too_wide if covers(entry, w)]
+            assert not wide, f"{user.actor}: {entry!r} covers {wide}"
+            head = entry.split(".")[: literal_head(entry)]
+            assert "*" not in head and ">" not in head, f"{user.actor}: {entry!r}"
+        for stray in ("x", "x.y", "_INBOX.abc", "$SYS.REQ.SERVER.PING", "$JS.API.ACCOUNT.x"):
+            reached = [e for e in user.publish + user.subscribe if overlaps(e, stray)]
+            assert not reached, (user.actor, stray, reached)
+
+
+def test_only_the_gate_publishes_deliveries(config: tuple[Namespace, list[User]]) -> None:
+    ns, users = config
+    deliver = f"{ns.root}.deliver.>"
+    writers = {u.actor for u in users if u.publishes(deliver)}
+    assert writers == {"gate"}
+    for user in users:
+        if user.actor != "gate":
+            assert any(covers(d, deliver) for d in user.publish_deny), user.actor
+
+
+def test_only_the_provisioner_manages_streams(config: tuple[Namespace, list[User]]) -> None:
+    _, users = config
+    for verb in ("CREATE", "UPDATE", "DELETE", "PURGE"):
+        family = f"$JS.API.STREAM.{verb}.>"
+        assert {u.actor for u in users if u.publishes(family)} == {PROVISIONER}, verb
+        for user in users:
+            if user.role != PROVISIONER:
+                assert any(covers(d, family) for d in user.publish_deny), (user.actor, verb)
+    # Consumers are deleted only by the provisioner too: a receiver deleting another's durable
+    # would throw away its delivery state.
+    deleters = {u.actor for u in users if u.publishes("$JS.API.CONSUMER.DELETE.>")}
+    assert deleters == {PROVISIONER}
+
+
+def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]]) -> None:
+    ns, users = config
+    for user in users:
+        if user.role in ("agent", "router", "cli", "auditor", "gate"):
+            me = user.actor
+            assert user.publishes(f"{ns.root}.submit.>") == [f"{ns.root}.submit.{me}"], me
+        if user.role != "agent":
+            continue
+        me = user.actor
+        assert sorted(user.publishes(f"{ns.root}.>")) == sorted(
+            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}"]
+        )
+        registry = f"$KV.{ns.bucket('registry')}"
+        assert sorted(user.publishes("$KV.>")) == sorted(
+            [f"{registry}.heartbeat.{me}", f"{registry}.profile.{me}"]
+        )
+
+
+def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[User]]) -> None:
+    ns, users = config
+    deliver = ns.stream("deliver")
+    for user in users:
+        me = user.actor
+        if user.role in ("agent", "router", "cli"):
+            assert user.publishes(f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.>") == [
+                f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.{me}"
+            ]
+            assert user.publishes(f"$JS.ACK.{deliver}.>") == [f"$JS.ACK.{deliver}.{me}.>"]
+            # Provisioned for it: it only binds (see test_untrusted_actors_create_no_durable).
+            assert not user.publishes(f"$JS.API.CONSUMER.CREATE.{deliver}.>"), me
+        elif user.role != "gate":
+            assert not user.publishes(f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.>"), me
+            assert not user.publishes(f"$JS.ACK.{deliver}.>"), me
+        if user.role != "gate":
+            # Reading or deleting by sequence or subject reaches every receiver's messages.
+            for api in ("STREAM.MSG.GET", "STREAM.MSG.DELETE", "DIRECT.GET", "STREAM.INFO"):
+                if user.role == PROVISIONER and api == "STREAM.INFO":
+                    continue
+                assert not user.publishes(f"$JS.API.{api}.{deliver}.>"), (me, api)
+                assert not user.publishes(f"$JS.API.{api}.{deliver}"), (me, api)
+            assert not user.publishes(f"$JS.API.CONSUMER.DURABLE.CREATE.{deliver}.>"), me
+            assert not user.publishes(f"$JS.API.CONSUMER.CREATE.{deliver}"), me
+        assert not user.subscribes(f"{ns.root}.deliver.>"), me
+
+
+def test_each_actor_has_its_own_inbox(config: tuple[Namespace, list[User]]) -> None:
+    ns, users = config
+    for user in users:
+        mine = f"{ns.inbox_prefix(user.actor)}.>"
+        assert mine in user.subscribe
+        assert not user.subscribes("_INBOX.>"), user.actor
+        assert not user.publishes("_INBOX.>"), user.actor
+        for other in users:
+            if other.actor != user.actor:
+                theirs = f"{ns.inbox_prefix(other.actor)}.>"
+                assert not user.subscribes(theirs), (user.actor, other.actor)
+                assert not user.publishes(theirs), (user.actor, other.actor)
+        inboxes = [e for e in user.subscribe if e.startswith("_INBOX")]
+        assert inboxes == [mine], user.actor
+
+
+def test_untrusted_actors_create_no_durable(config: tuple[Namespace, list[User]]) -> None:
+    """Whoever creates a consumer picks where a push consumer republishes what it reads, past
+    its own publish permissions: agents create none; the router and the CLI only ephemeral
+    ones on streams they may read whole (the API subject without a name makes an ephemeral)."""
+    _, users = config
+    for user in users:
+        creates = user.publishes("$JS.API.CONSUMER.CREATE.>") + user.publishes(
+            "$JS.API.CONSUMER.DURABLE.CREATE.>"
+        )
+        if user.role == "agent":
+            assert not creates, user.actor
+        elif user.role in ("router", "cli"):
+            assert all(len(entry.split(".")) == 5 for entry in creates), (user.actor, creates)
+
+
+def test_nobody_listens_where_a_push_consumer_could_write(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """Subscriptions only on one's own inbox and on the server's max-deliveries advisories,
+    which nobody may publish: no other subject has a listener to feed."""
+    _, users = config
+    for user in users:
+        assert not user.publishes("$JS.EVENT.>"), user.actor
+        for entry in user.subscribe:
+            assert entry == f"_INBOX_{user.actor}.>" or entry.startswith(
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
+            ), (user.actor, entry)
+
+
+def test_only_the_auditor_writes_the_audit_trail(config: tuple[Namespace, list[User]]) -> None:
+    ns, users = config
+    audit = f"{ns.root}.audit.>"
+    assert {u.actor for u in users if u.publishes(audit)} == {"auditor"}
+    events = f"{ns.root}.events.>"
+    assert {u.actor for u in users if u.publishes(events)} == {"router"}
+    decisions = f"{ns.root}.decisions.>"
+    assert {u.actor for u in users if u.publishes(decisions)} == {"gate"}
+
+
+def test_the_example_is_marked_and_holds_no_seed() -> None:
+    for path in EXAMPLE.iterdir():
+        if path.is_file():
+            assert not USER_SEED.search(path.read_text()), f"{path.name} holds a seed"
+    assert "EXAMPLE ONLY" in (EXAMPLE / "authorization.conf").read_text()
+    assert "EXAMPLE ONLY" in (EXAMPLE / "nats-server.conf").read_text()
+    assert "sync_interval: always" in (EXAMPLE / "nats-server.conf").read_text()
+
+
+def _mutated(users: list[User], actor: str, publish: str = "", subscribe: str = "") -> list[User]:
+    out = []
+    for user in users:
+        if user.actor == actor:
+            extra_pub = (publish,) if publish else ()
+            extra_sub = (subscribe,) if subscribe else ()
+            user = User(
+                user.actor,
+                user.role,
+                user.publish + extra_pub,
+                user.subscribe + extra_sub,
+                user.publish_deny,
+            )
+        out.append(user)
+    return out
+
+
+LINTS = {
+    "create": test_untrusted_actors_create_no_durable,
+    "listen": test_nobody_listens_where_a_push_consumer_could_write,
+    "nobody": test_nobody_gets_everything,
+    "deliver": test_only_the_gate_publishes_deliveries,
+    "streams": test_only_the_provisioner_manages_streams,
+    "as-self": test_agents_publish_only_as_themselves,
+    "own-deliveries": test_receivers_read_only_their_own_deliveries,
+    "inbox": test_each_actor_has_its_own_inbox,
+    "audit": test_only_the_auditor_writes_the_audit_trail,
+}
+
+
+@pytest.mark.parametrize(
+    ("actor", "publish", "subscribe", "lint"),
+    [
+        ("gpt", "", ">", "nobody"),
+        ("gpt", "$JS.>", "", "nobody"),
+        ("router", "$JS.API.*.*.T", "", "nobody"),
+        ("cli", "$KV.*.heartbeat.gpt", "", "nobody"),
+        ("gpt", "parley.deliver.claude", "", "deliver"),
+        ("router", "parley.*.router", "", "deliver"),
+        ("auditor", "$JS.API.STREAM.PURGE.PARLEY_AUDIT", "", "streams"),
+        ("gate", "$JS.API.CONSUMER.DELETE.PARLEY_DELIVER.claude", "", "streams"),
+        ("gpt", "parley.submit.claude", "", "as-self"),
+        ("gpt", "$KV.parley_registry.heartbeat.claude", "", "as-self"),
+        ("gpt", "$JS.API.CONSUMER.MSG.NEXT.PARLEY_DELIVER.claude", "", "own-deliveries"),
+        ("claude", "$JS.API.STREAM.MSG.GET.PARLEY_DELIVER", "", "own-deliveries"),
+        ("gpt", "$JS.API.CONSUMER.DURABLE.CREATE.PARLEY_DELIVER.gpt", "", "own-deliveries"),
+        ("gpt", "", "_INBOX_claude.>", "inbox"),
+        ("gate", "", "_INBOX.>", "inbox"),
+        ("router", "parley.audit.t.p", "", "audit"),
+        ("gpt", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS", "", "create"),
+        ("cli", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS.cli.parley.events.*", "", "create"),
+        ("router", "", "parley.events.s1", "listen"),
+        ("gpt", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.PARLEY_DELIVER.gpt", "", "listen"),
+    ],
+)
+def test_the_lint_catches_a_widened_grant(
+    actor: str, publish: str, subscribe: str, lint: str
+) -> None:
+    """Each rule fails on the committed example with one grant too many added by hand."""
+    ns, users = Namespace("parley"), load_users(EXAMPLE)
+    LINTS[lint]((ns, users))  # passes as committed
+    with pytest.raises(AssertionError):
+        LINTS[lint]((ns, _mutated(users, actor, publish, subscribe)))
+
+
+def test_the_example_matches_the_generator(tmp_path: Path) -> None:
+    """The committed example is what `parley nats-config --example` writes today, keys aside."""
+    write_nats_config(tmp_path, DEFAULT_ACTORS, Namespace("parley"), example=True)
+    for name in ("authorization.conf", "actors.json", "nats-server.conf"):
+        fresh, committed = (
+            PUBLIC_USER_KEY.sub("U…", (d / name).read_text()) for d in (tmp_path, EXAMPLE)
+        )
+        assert fresh == committed, (
+            f"deploy/nats/{name} is stale: run `parley nats-config --out deploy/nats --example`"
+        )

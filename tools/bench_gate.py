@@ -1,0 +1,318 @@
+"""`parley bench`'s gate rows: one gate process against a raw nats-py relay, in one run.
+
+- `relay-raw`: what an expert writes with nats-py alone to move envelopes between the same two
+  JetStream streams: pull batches of 64 from `PARLEY_SUBMIT`, decode, `publish_async` each to
+  `parley.deliver.<target>`, await the batch's acks, `ack_sync` the inputs.
+- `gate`: Parley's gate (actors/gate.py) in its runtime, with a signed bundle: decode, derive
+  the position, decide, commit the counters, record the position, deliver, publish the
+  decision, ack.
+
+Both read the same envelopes: roots from a `bench` profile to `sink`, each starting its own
+trace (the gate's most expensive case: a new trace record per envelope). Throughput is taken
+over a pre-loaded backlog (first input ack to last); latency one envelope at a time, from the
+publish until the input is acked (its delivery stored), minus the p50/p99 of a direct
+JetStream publish to the target in the same run: the latency each adds. `decide` times the
+pure core (`plan()` + `decide()`) alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from prometheus_client import CollectorRegistry
+
+from actors._decide import Allow, Ledger, Route, Submission, decide, plan
+from actors.gate import BUNDLE_KEY, GateActor
+from bus import MSG_ID, ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
+from schemas import (
+    BUNDLE_PAYLOAD_TYPE,
+    AgentCall,
+    AgentResponse,
+    AnyEnvelope,
+    HumanMessage,
+    Namespace,
+    PolicyBundle,
+    ProfilePolicy,
+    Reply,
+    decode_envelope,
+    encode,
+    new_id,
+    sign_payload,
+    utc_now,
+)
+
+__all__ = ("decide_timing", "gate_rounds", "summarise_gate")
+
+
+def _limitless(**fields: object) -> ProfilePolicy:
+    """A profile whose counted limits never refuse: the benchmark measures the work, not
+    the refusals."""
+    return msgspec.convert(
+        {
+            "rate_per_minute": 10**9,
+            "trace_message_budget": 10**9,
+            "max_concurrent_calls": 10**6,
+            "max_fan_out": 10**6,
+            **fields,
+        },
+        ProfilePolicy,
+    )
+
+
+def _bundle() -> PolicyBundle:
+    return PolicyBundle(
+        schema_version="1.0",
+        version=1,
+        tenant_id="bench",
+        expires_at=utc_now() + timedelta(days=1),
+        profiles={
+            "bench": _limitless(start_traces=True, allowed_targets=("sink",)),
+            "sink": _limitless(allowed_targets=("bench",)),
+        },
+    )
+
+
+def _root() -> HumanMessage:
+    text = "benchmark envelope of a typical size " * 4
+    return HumanMessage(
+        id=new_id(), created_at=utc_now(), text=text, call_id=new_id(), target="sink"
+    )
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
+
+
+async def _preload(nc: NATS, ns: Namespace, count: int) -> None:
+    js = nc.jetstream()
+    futures = []
+    for _ in range(count):
+        envelope = _root()
+        futures.append(
+            await js.publish_async(
+                ns.submit("bench"), encode(envelope), headers={MSG_ID: envelope.id}
+            )
+        )
+    await asyncio.gather(*futures)
+
+
+async def _relay(url: str, ns: Namespace, stop: asyncio.Event) -> None:
+    """The reference relay, on its own connection as the gate has."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe(
+        ns.wildcard("submit"), durable="relay", stream=ns.stream("submit")
+    )
+    while not stop.is_set():
+        try:
+            msgs = await sub.fetch(64, timeout=0.5)
+        except TimeoutError:
+            continue
+        effects = []
+        for msg in msgs:
+            envelope = decode_envelope(msg.data)
+            target = getattr(envelope, "target", "sink")
+            effects.append(
+                await js.publish_async(
+                    ns.deliver(target), msg.data, headers={MSG_ID: f"{envelope.id}:d"}
+                )
+            )
+        await asyncio.gather(*effects)
+        await asyncio.gather(*(msg.ack_sync() for msg in msgs))
+    await sub.unsubscribe()
+    await nc.drain()
+
+
+async def _gate(url: str, ns: Namespace, keys: Path, stop: asyncio.Event) -> None:
+    settings = load_settings(
+        nats_url=url,
+        namespace=ns.root,
+        actor_id="gate",
+        provision=False,
+        log_level="WARNING",
+        options={"policy_keys": [str(keys)], "tenant": "bench"},
+    )
+    runtime = ActorRuntime(GateActor(settings), ActorMetrics(CollectorRegistry(), "gate"))
+    await runtime.run(stop)
+
+
+class _Acks:
+    """Counts input acks on `$JS.ACK.<stream>.>`, the finish line of both sides."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.target = 0
+        self.reached = asyncio.Event()
+        self.first = asyncio.Event()
+
+    async def on_ack(self, msg: Msg) -> None:
+        if msg.data not in (b"", b"+ACK"):
+            return
+        self.count += 1
+        self.first.set()
+        if self.count >= self.target:
+            self.reached.set()
+
+    def expect(self, more: int) -> None:
+        self.target = self.count + more
+        self.reached.clear()
+
+
+async def _direct_publish(nc: NATS, ns: Namespace, count: int) -> list[float]:
+    js = nc.jetstream()
+    samples = []
+    for _ in range(count):
+        envelope = _root()
+        t0 = time.perf_counter()
+        await js.publish(ns.deliver("sink"), encode(envelope), headers={MSG_ID: envelope.id})
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def _measure(
+    nc: NATS, ns: Namespace, name: str, url: str, keys: Path, count: int, backlog: int
+) -> dict[str, Any]:
+    acks = _Acks()
+    sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('submit')}.>", cb=acks.on_ack)
+    await _preload(nc, ns, backlog)
+    acks.expect(backlog)
+    stop = asyncio.Event()
+    async with asyncio.TaskGroup() as tasks:
+        if name == "gate":
+            tasks.create_task(_gate(url, ns, keys, stop))
+        else:
+            tasks.create_task(_relay(url, ns, stop))
+        await asyncio.wait_for(acks.first.wait(), 60)
+        cpu0, t0, done0 = time.process_time(), time.perf_counter(), acks.count
+        await asyncio.wait_for(acks.reached.wait(), 600)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        moved = max(acks.count - done0, 1)
+        samples: list[float] = []
+        js = nc.jetstream()
+        for i in range(count + 20):  # the first 20 warm up
+            acks.expect(1)
+            envelope = _root()
+            t_start = time.perf_counter()
+            await js.publish(ns.submit("bench"), encode(envelope), headers={MSG_ID: envelope.id})
+            await asyncio.wait_for(acks.reached.wait(), 10)
+            if i >= 20:
+                samples.append(time.perf_counter() - t_start)
+        stop.set()
+    await sniff.unsubscribe()
+    return {"row": name, "samples": samples, "rate": moved / wall, "cpu": cpu / moved * 1e6}
+
+
+async def gate_rounds(fsync: bool, count: int, backlog: int, rounds: int) -> list[dict[str, Any]]:
+    """Alternating relay and gate runs on one embedded server; raw figures per run."""
+    results: list[dict[str, Any]] = []
+    key = Ed25519PrivateKey.generate()
+    with (
+        tempfile.TemporaryDirectory(prefix="parley-bench-gate-") as store,
+        EmbeddedServer(Path(store) / "nats", sync_always=fsync) as server,
+    ):
+        keys = Path(store) / "policy.pub"
+        keys.write_bytes(
+            key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+        )
+        signed = sign_payload(msgspec.json.encode(_bundle()), BUNDLE_PAYLOAD_TYPE, key)
+        nc = await nats.connect(server.url)
+        try:
+            for turn in range(rounds):
+                for name in ("relay-raw", "gate") if turn % 2 == 0 else ("gate", "relay-raw"):
+                    ns = Namespace(f"gb{turn}{name.replace('-', '')}")
+                    await provision(nc.jetstream(), ns)
+                    policy = await nc.jetstream().key_value(ns.bucket("policy"))
+                    await policy.put(BUNDLE_KEY, signed)
+                    result = await _measure(nc, ns, name, server.url, keys, count, backlog)
+                    result["direct"] = await _direct_publish(nc, ns, count)
+                    result["fsync"] = "always" if fsync else "lazy"
+                    results.append(result)
+        finally:
+            await nc.close()
+    return results
+
+
+def summarise_gate(results: list[dict[str, Any]], fsync: str) -> dict[str, Any]:
+    """Rows and the gate/relay ratios for one fsync setting."""
+    out: dict[str, Any] = {}
+    for name in ("relay-raw", "gate"):
+        chosen = [r for r in results if r["row"] == name and r["fsync"] == fsync]
+        samples = [s for r in chosen for s in r["samples"]]
+        direct = [s for r in chosen for s in r["direct"]]
+        out[name] = {
+            "p50_us": _percentile(samples, 0.5),
+            "p99_us": _percentile(samples, 0.99),
+            "added_p50_us": _percentile(samples, 0.5) - _percentile(direct, 0.5),
+            "added_p99_us": _percentile(samples, 0.99) - _percentile(direct, 0.99),
+            "throughput": statistics.median(r["rate"] for r in chosen),
+            "cpu_us_per_envelope": statistics.median(r["cpu"] for r in chosen),
+        }
+    relay, gate = out["relay-raw"], out["gate"]
+    out["ratios"] = {
+        "throughput": gate["throughput"] / relay["throughput"],
+        "added_p50": gate["added_p50_us"] / max(relay["added_p50_us"], 1.0),
+        "added_p99": gate["added_p99_us"] / max(relay["added_p99_us"], 1.0),
+    }
+    return out
+
+
+def decide_timing(count: int = 20_000) -> dict[str, float]:
+    """p50 and p99 of `plan()` + `decide()` in µs, over a session's calls and answers
+    (router -> gpt, gpt -> router, …) on one trace, with every record already at hand."""
+    bundle = PolicyBundle(
+        schema_version="1.0",
+        version=1,
+        tenant_id="bench",
+        expires_at=utc_now() + timedelta(days=1),
+        profiles={
+            "cli": _limitless(start_traces=True, allowed_targets=("router",)),
+            "router": _limitless(allowed_targets=("gpt",)),
+            "gpt": _limitless(allowed_targets=("router",)),
+        },
+    )
+    ledger = Ledger()
+    now = int(time.time() * 1000)
+    start = HumanMessage(
+        id=new_id(), created_at=utc_now(), text="go", call_id=new_id(), target="router"
+    )
+    first = plan(Submission(start, "cli", "", {}, now), None, bundle, "")
+    if not isinstance(first, Route):
+        raise RuntimeError(f"the benchmark's bundle refused its first envelope: {first}")
+    cause = first.position
+    reply = Reply(message="ok")
+    samples = []
+    for n in range(count):
+        envelope: AnyEnvelope
+        if n % 2 == 0:
+            sender = "router"
+            envelope = AgentCall(
+                id=new_id(), created_at=utc_now(), target="gpt", call_id=new_id(), goal="g"
+            )
+        else:
+            sender = "gpt"
+            envelope = AgentResponse(
+                id=new_id(), created_at=utc_now(), sender="gpt", text="ok", call_id=new_id(),
+                reply=reply,
+            )  # fmt: skip
+        sub = Submission(envelope, sender, cause.envelope_id, {}, now + n)
+        t0 = time.perf_counter_ns()
+        route = plan(sub, cause, bundle, "")
+        outcome = decide(route, ledger, bundle) if isinstance(route, Route) else route
+        samples.append((time.perf_counter_ns() - t0) / 1e9)
+        if not isinstance(outcome, Allow):
+            raise RuntimeError(f"the benchmark's session was refused: {outcome}")
+        cause = outcome.route.position
+    return {"p50_us": _percentile(samples, 0.5), "p99_us": _percentile(samples, 0.99)}

@@ -1,0 +1,195 @@
+"""`parley nats-config`: a least-privilege nats-server config with one nkey user per actor.
+
+Writes, into `--out DIR`:
+
+- `nats-server.conf`: listen, monitoring, JetStream with `sync_interval: always` (as the
+  embedded server runs), and `include "authorization.conf"`;
+- `authorization.conf`: one nkey user per actor with its permissions (tools/natsperms.py),
+  as JSON (a subset of nats-server's config syntax) so tools and tests can read it back;
+- `actors.json`: which public key is which actor and role (nkey users carry no name);
+- `seeds/<actor>.nk`: each actor's private seed, readable by its owner only;
+- `actors/<actor>.toml`: the settings that actor runs with (`parley run ... --config`): its
+  id, namespace, seed file, `provision = false`, and who moves exhausted messages.
+
+Seeds already in `DIR/seeds` are kept, so re-running after adding an actor does not rotate
+everyone's keys. `--example` writes only the three config files, with fresh public keys whose
+seeds are thrown away: the committed `deploy/nats/` example is made that way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import nkeys
+
+from schemas import Namespace, SubjectTokenError, check_token
+from tools.natsperms import PROVISIONER, permissions_for, role_of, settings_for
+
+__all__ = (
+    "DEFAULT_ACTORS",
+    "add_natsconf_commands",
+    "new_user_seed",
+    "public_key",
+    "read_authorization",
+    "write_nats_config",
+)
+
+DEFAULT_ACTORS = ("gate", "router", "auditor", "cli", "gpt", "claude")
+AUTHORIZATION = "authorization.conf"
+MANIFEST = "actors.json"
+_EXAMPLE_NOTE = (
+    "# EXAMPLE ONLY: these public keys were generated and their seeds thrown away, so nobody\n"
+    "# can log in with them. Write your own with `parley nats-config --out DIR`.\n"
+)
+
+
+def new_user_seed() -> bytes:
+    """A fresh nkey user seed (`SU...`): 32 random bytes, NATS's base32 + CRC16 encoding."""
+    seed: bytes = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    return seed
+
+
+def public_key(seed: bytes) -> str:
+    """The public nkey (`U...`) of a user seed."""
+    pair = nkeys.from_seed(bytearray(seed))
+    try:
+        return str(pair.public_key.decode())
+    finally:
+        pair.wipe()
+
+
+def _seed_for(seeds_dir: Path | None, actor: str) -> bytes:
+    """The actor's existing seed from `seeds_dir`, else a new one written there (mode 0600)."""
+    if seeds_dir is None:
+        return new_user_seed()
+    path = seeds_dir / f"{actor}.nk"
+    if path.is_file():
+        return path.read_bytes().strip()
+    seed = new_user_seed()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(seed + b"\n")
+    return seed
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+
+
+def _server_conf(store_dir: str, example: bool) -> str:
+    return (
+        "# Parley's nats-server config, written by `parley nats-config`.\n"
+        + (_EXAMPLE_NOTE if example else "")
+        + "# Every write is fsynced before it is acknowledged (Jepsen lost acknowledged writes\n"
+        "# with the lazy default). Users and their permissions are in authorization.conf.\n"
+        'listen: "0.0.0.0:4222"\n'
+        'http: "127.0.0.1:8222"\n'
+        "max_payload: 1MB\n"
+        "jetstream {\n"
+        f"  store_dir: {json.dumps(store_dir)}\n"
+        "  sync_interval: always\n"
+        "}\n"
+        f'include "{AUTHORIZATION}"\n'
+    )
+
+
+def write_nats_config(
+    out: Path,
+    actors: Sequence[str],
+    ns: Namespace,
+    *,
+    example: bool = False,
+    store_dir: str = "jetstream",
+) -> dict[str, dict[str, str]]:
+    """Write the config files (and, unless `example`, seeds and settings) into `out`.
+
+    Returns:
+        The manifest: actor id -> {"role", "nkey"}.
+
+    Raises:
+        SubjectTokenError: an actor id is not a valid subject token.
+    """
+    names = list(dict.fromkeys([*(check_token(a, "actor id") for a in actors), PROVISIONER]))
+    out.mkdir(parents=True, exist_ok=True)
+    seeds_dir = None if example else out / "seeds"
+    if seeds_dir is not None:
+        seeds_dir.mkdir(mode=0o700, exist_ok=True)
+        (out / "actors").mkdir(exist_ok=True)
+    manifest: dict[str, dict[str, str]] = {}
+    users: list[dict[str, Any]] = []
+    for actor in names:
+        seed = _seed_for(seeds_dir, actor)
+        nkey = public_key(seed)
+        manifest[actor] = {"role": role_of(actor), "nkey": nkey}
+        users.append({"nkey": nkey, "permissions": permissions_for(actor, ns).to_config()})
+        if seeds_dir is not None:
+            values = {
+                **settings_for(actor, ns),
+                "nkey_seed_file": str((seeds_dir / f"{actor}.nk").resolve()),
+            }
+            lines = [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+            header = f"# Settings for {actor} under deploy/nats permissions (parley nats-config).\n"
+            (out / "actors" / f"{actor}.toml").write_text(header + "\n".join(lines) + "\n")
+    header = (
+        f"# One nkey user per actor of namespace {ns.root!r}, written by `parley nats-config`;\n"
+        f"# {MANIFEST} says which key is which actor. Least privilege: see tools/natsperms.py.\n"
+    )
+    body = json.dumps({"authorization": {"users": users}}, indent=2)
+    (out / AUTHORIZATION).write_text(header + (_EXAMPLE_NOTE if example else "") + body + "\n")
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / "nats-server.conf").write_text(_server_conf(store_dir, example))
+    return manifest
+
+
+def read_authorization(path: Path) -> list[dict[str, Any]]:
+    """The users of an `authorization.conf` written by `write_nats_config`."""
+    text = "\n".join(
+        line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")
+    )
+    users: list[dict[str, Any]] = json.loads(text)["authorization"]["users"]
+    return users
+
+
+def _cmd_nats_config(args: argparse.Namespace) -> int:
+    actors = [a.strip() for a in args.actors.split(",") if a.strip()]
+    try:
+        manifest = write_nats_config(
+            args.out, actors, Namespace(args.namespace), example=args.example
+        )
+    except (SubjectTokenError, OSError) as exc:
+        print(f"parley nats-config: {exc}", file=sys.stderr)
+        return 2
+    for actor, entry in manifest.items():
+        print(f"{actor:<12} {entry['role']:<12} {entry['nkey']}")
+    written = "config only (example keys)" if args.example else "config, seeds and settings"
+    print(f"wrote {written} to {args.out}")
+    return 0
+
+
+def add_natsconf_commands(commands: Any) -> None:
+    """Register `parley nats-config` on the CLI's subcommands."""
+    cmd = commands.add_parser(
+        "nats-config", help="write a least-privilege nats-server config, one nkey per actor"
+    )
+    cmd.add_argument("--out", type=Path, required=True, help="directory to write into")
+    cmd.add_argument(
+        "--actors",
+        default=",".join(DEFAULT_ACTORS),
+        help="comma-separated actor ids (gate, router, auditor, cli are roles; others are "
+        "agents); the provisioner is always added",
+    )
+    cmd.add_argument("--namespace", default="parley", help="subject root (default parley)")
+    cmd.add_argument(
+        "--example", action="store_true", help="config files only, keys' seeds thrown away"
+    )
+    cmd.set_defaults(func=_cmd_nats_config)

@@ -1,0 +1,233 @@
+"""What each actor may publish and subscribe to on the broker: least privilege, per role.
+
+Identity on the bus comes from the subject (an actor publishes only on `submit.<itself>`) and
+only the gate writes `deliver.*`, so these permissions are what makes DESIGN.md's guarantees
+hold against a misbehaving actor, not a convention. Every grant names one stream, one
+consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `$JS.API.>`.
+
+The roles, by actor id: `gate`, `router`, `auditor`, `cli` and `provisioner` are fixed ids;
+any other id is an agent. The JetStream subjects are the ones nats-py uses for what the
+runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
+
+- a durable pull consumer: read with `CONSUMER.MSG.NEXT`, acked on
+  `$JS.ACK.<stream>.<durable>.>`, looked at with `CONSUMER.INFO`. Receivers on PARLEY_DELIVER
+  (agents, the router, the CLI) may not create theirs: `parley provision` does, and they bind
+  (`create_consumers = false`). Whoever creates a consumer chooses its `deliver_subject`, and
+  a push consumer republishes what it reads on that subject wherever anyone listens, into
+  any stream that captures it, past the creator's publish permissions. The gate and the
+  auditor create their own, on `$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>` (the server
+  checks the filter against the request);
+- a KV get is `$JS.API.DIRECT.GET.KV_<bucket>...`, a put is a JetStream publish on
+  `$KV.<bucket>.<key>`, opening a bucket is `STREAM.INFO.KV_<bucket>`, a watch or key listing
+  is an ephemeral consumer (`CONSUMER.CREATE.KV_<bucket>`, no name: ephemerals only);
+- every reply (JetStream acks, API answers, pushed messages) comes back under the actor's own
+  inbox prefix `_INBOX_<actor>`; no actor answers requests, so none needs `allow_responses`.
+  Nobody subscribes to anything else but max-deliveries advisories (which the mover checks
+  came from the server), so no subject outside an inbox has a listener a push consumer could
+  feed.
+
+Moving an exhausted message to PARLEY_DEAD means reading and deleting it by sequence
+(`STREAM.MSG.GET`, `STREAM.MSG.DELETE`), which on PARLEY_DELIVER would let one receiver read
+and delete every other receiver's messages. Receivers therefore do not get them: the gate,
+which wrote those messages in the first place, moves every receiver's exhausted deliveries
+(`move_exhausted_of = ["deliver"]` in its settings) and files each under the receiver's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bus import BUCKETS, STREAM_FAMILIES
+from schemas import Namespace, check_token
+
+__all__ = (
+    "FIXED_ROLES",
+    "PROVISIONER",
+    "Permissions",
+    "permissions_for",
+    "role_of",
+    "settings_for",
+)
+
+PROVISIONER = "provisioner"
+FIXED_ROLES = ("gate", "router", "auditor", "cli", PROVISIONER)
+_JS = "$JS.API"
+_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+_STREAM_ADMIN = ("CREATE", "UPDATE", "DELETE", "PURGE")
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    """One user's nats-server permissions: allow lists (everything else is refused) plus
+    explicit denies of what must never be granted by mistake (deny wins in nats-server)."""
+
+    publish_allow: tuple[str, ...]
+    subscribe_allow: tuple[str, ...]
+    publish_deny: tuple[str, ...] = field(default=())
+    subscribe_deny: tuple[str, ...] = field(default=())
+
+    def to_config(self) -> dict[str, object]:
+        """The `permissions` block of a nats-server user."""
+        publish: dict[str, list[str]] = {"allow": list(self.publish_allow)}
+        if self.publish_deny:
+            publish["deny"] = list(self.publish_deny)
+        subscribe: dict[str, list[str]] = {"allow": list(self.subscribe_allow)}
+        if self.subscribe_deny:
+            subscribe["deny"] = list(self.subscribe_deny)
+        return {"publish": publish, "subscribe": subscribe}
+
+
+def role_of(actor: str) -> str:
+    """The role of an actor id: one of FIXED_ROLES, else `agent`."""
+    check_token(actor, "actor id")
+    return actor if actor in FIXED_ROLES else "agent"
+
+
+class _Grants:
+    """Accumulates one actor's grants, in order and without repeats."""
+
+    def __init__(self, ns: Namespace, actor: str) -> None:
+        self.ns = ns
+        self.actor = actor
+        self.publish: list[str] = []
+        self.subscribe: list[str] = [f"{ns.inbox_prefix(actor)}.>"]
+
+    def pub(self, *subjects: str) -> None:
+        self.publish.extend(s for s in subjects if s not in self.publish)
+
+    def sub(self, *subjects: str) -> None:
+        self.subscribe.extend(s for s in subjects if s not in self.subscribe)
+
+    def bind(self, family: str) -> None:
+        """Look at, read and ack this actor's own durable (named after it) on a stream."""
+        stream, name = self.ns.stream(family), self.actor
+        self.pub(
+            f"{_JS}.CONSUMER.INFO.{stream}.{name}",
+            f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"$JS.ACK.{stream}.{name}.>",
+        )
+
+    def durable(self, family: str, filter_subject: str | None) -> None:
+        """Create (or update) and bind this actor's own durable: trusted actors only, since a
+        consumer's creator chooses where a push consumer republishes what it reads."""
+        create = f"{_JS}.CONSUMER.CREATE.{self.ns.stream(family)}.{self.actor}"
+        self.pub(create if filter_subject is None else f"{create}.{filter_subject}")
+        self.bind(family)
+
+    def move_own_exhausted(self, family: str, *, delete: bool) -> None:
+        """Dead-letter this actor's own exhausted messages of a stream it may read whole."""
+        stream = self.ns.stream(family)
+        self.pub(f"{_JS}.STREAM.MSG.GET.{stream}")
+        if delete:
+            self.pub(f"{_JS}.STREAM.MSG.DELETE.{stream}")
+        self.sub(f"{_ADVISORY}.{stream}.{self.actor}")
+
+    def read_stream(self, stream: str) -> None:
+        """Look up, get by sequence or subject, and follow (ephemeral consumers) a stream."""
+        self.pub(
+            f"{_JS}.STREAM.INFO.{stream}",
+            f"{_JS}.STREAM.MSG.GET.{stream}",
+            f"{_JS}.DIRECT.GET.{stream}",
+            f"{_JS}.DIRECT.GET.{stream}.>",
+            f"{_JS}.CONSUMER.CREATE.{stream}",
+            f"{_JS}.CONSUMER.INFO.{stream}.*",  # nats-py looks at the one it created
+            f"$JS.FC.{stream}.>",
+        )
+
+    def read_bucket(self, name: str) -> None:
+        self.read_stream(f"KV_{self.ns.bucket(name)}")
+
+    def write_keys(self, name: str, *keys: str) -> None:
+        """Put keys (a JetStream publish on `$KV.<bucket>.<key>`); opening needs STREAM.INFO."""
+        bucket = self.ns.bucket(name)
+        self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", *(f"$KV.{bucket}.{key}" for key in keys))
+
+
+def _actor_grants(g: _Grants, role: str) -> None:
+    ns, me = g.ns, g.actor
+    g.pub(ns.submit(me), ns.dead(me))
+    g.write_keys("registry", f"heartbeat.{me}")
+    if role in ("agent", "router", "cli"):
+        g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
+    if role == "agent":
+        g.write_keys("registry", f"profile.{me}")
+    elif role == "gate":
+        g.durable("submit", ns.wildcard("submit"))
+        g.move_own_exhausted("submit", delete=True)
+        g.pub(ns.wildcard("deliver"), ns.wildcard("decisions"), ns.wildcard("dead"))
+        deliver = ns.stream("deliver")  # it moves every receiver's exhausted deliveries
+        g.pub(f"{_JS}.STREAM.MSG.GET.{deliver}", f"{_JS}.STREAM.MSG.DELETE.{deliver}")
+        g.sub(f"{_ADVISORY}.{deliver}.*")
+        g.read_bucket("traces")
+        g.write_keys("traces", ">")
+        g.read_bucket("policy")
+        g.write_keys("policy", "trusted", "trusted.>")  # bundles are the signer's to write
+        g.read_bucket("registry")
+    elif role == "router":
+        g.read_bucket("sessions")
+        g.write_keys("sessions", ">")
+        g.pub(ns.wildcard("events"))
+        g.read_bucket("registry")
+    elif role == "auditor":
+        for family in ("events", "dead"):
+            g.durable(family, None)  # the whole stream, unfiltered or filtered as it likes
+            g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream(family)}.{me}.>")
+            g.move_own_exhausted(family, delete=False)  # limits streams: copy, never delete
+        g.pub(ns.wildcard("audit"))
+        g.read_stream(ns.stream("audit"))
+    elif role == "cli":
+        g.pub(f"{_JS}.STREAM.NAMES")  # nats-py looks a subscription's stream up by subject
+        g.read_stream(ns.stream("events"))
+        g.read_bucket("registry")
+
+
+def _provisioner_grants(g: _Grants) -> None:
+    ns = g.ns
+    streams = [ns.stream(family) for family in STREAM_FAMILIES]
+    streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
+    g.pub(f"{_JS}.INFO", f"{_JS}.STREAM.NAMES", f"{_JS}.STREAM.LIST")
+    for stream in streams:
+        g.pub(*(f"{_JS}.STREAM.{verb}.{stream}" for verb in ("INFO", *_STREAM_ADMIN)))
+        g.pub(
+            f"{_JS}.CONSUMER.NAMES.{stream}",
+            f"{_JS}.CONSUMER.LIST.{stream}",
+            f"{_JS}.CONSUMER.INFO.{stream}.*",
+            f"{_JS}.CONSUMER.DELETE.{stream}.*",
+        )
+    g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream('deliver')}.>")  # every receiver's durable
+    g.pub(f"$KV.{ns.bucket('policy')}.>")  # publishing signed bundles is an operator's act
+
+
+def permissions_for(actor: str, ns: Namespace) -> Permissions:
+    """The permissions of `actor` in namespace `ns`."""
+    role = role_of(actor)
+    g = _Grants(ns, actor)
+    if role == PROVISIONER:
+        _provisioner_grants(g)
+    else:
+        _actor_grants(g, role)
+    deny = [] if role == "gate" else [f"{ns.root}.deliver.>"]
+    if role != PROVISIONER:
+        deny += [f"{_JS}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
+    return Permissions(
+        publish_allow=tuple(g.publish),
+        subscribe_allow=tuple(g.subscribe),
+        publish_deny=tuple(deny),
+        subscribe_deny=("_INBOX.>",),
+    )
+
+
+def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
+    """The Parley settings an actor runs with under these permissions (besides its seed).
+
+    Streams are the provisioner's; receivers on PARLEY_DELIVER leave their exhausted messages
+    to the gate, which moves every receiver's.
+    """
+    role = role_of(actor)
+    values: dict[str, object] = {"actor_id": actor, "namespace": ns.root, "provision": False}
+    if role in ("agent", "router", "cli"):
+        values["create_consumers"] = False
+        values["move_exhausted"] = False
+    if role == "gate":
+        values["move_exhausted_of"] = ["deliver"]
+    return values

@@ -1,0 +1,110 @@
+"""`parley provision`: create or update the streams and buckets, as the only user allowed to.
+
+Under the least-privilege broker config (deploy/nats/) actors run with `provision = false` and
+cannot create, update, purge or delete streams, so an operator provisions once, with the
+provisioner's credentials, before the actors start (and again after changing a definition).
+Receivers that may not create consumers (agents, the router, the CLI) get their durable here,
+configured from their own settings files: `parley provision --config P DIR/actors/*.toml`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nats.errors import Error as NatsError
+from nats.js.errors import APIError
+
+from bus import (
+    BUCKETS,
+    ConfigError,
+    ExitCode,
+    Input,
+    ProvisionError,
+    connect,
+    consumer_config,
+    load_settings,
+    provision,
+    stream_configs,
+)
+from schemas import Namespace
+
+__all__ = ("add_provision_command", "provision_once")
+
+
+async def provision_once(
+    config: Path | None, nats_url: str | None = None, actors: Sequence[Path] = ()
+) -> str:
+    """Provision the namespace of the settings in `config`; return what now exists.
+
+    Each of `actors` (an actor's settings file) that may not create its own consumers gets
+    its durable on PARLEY_DELIVER, configured from that file as the actor would have; it binds
+    to it at start and refuses to start if it differs. `nats_url` overrides the settings'
+    server (which otherwise come from `NATS_URL`).
+
+    Raises:
+        ConfigError: the settings are invalid, or an actor's namespace is another.
+        ProvisionError: JetStream refused a definition.
+        OSError, nats.errors.Error: the server cannot be reached or did not answer.
+    """
+    settings = load_settings(config, nats_url=nats_url)
+    ns = Namespace(settings.namespace)
+    receivers = [load_settings(path) for path in actors]
+    for receiver in receivers:
+        if receiver.namespace != ns.root:
+            raise ConfigError(
+                f"actor {receiver.actor_id} is in namespace {receiver.namespace}, not {ns.root}"
+            )
+    nc = await connect(settings, settings.actor_id or "provisioner", reconnect_forever=False)
+    created = []
+    try:
+        js = nc.jetstream()
+        await provision(js, ns, max_msg_size=settings.max_payload)
+        for receiver in receivers:
+            if receiver.create_consumers or not receiver.actor_id:
+                continue
+            spec = Input.deliver(ns, receiver.actor_id)
+            try:
+                await js.add_consumer(spec.stream, consumer_config(spec, receiver))
+            except APIError as exc:
+                raise ProvisionError(f"cannot create consumer {spec.durable}: {exc}") from exc
+            created.append(spec.durable)
+    finally:
+        await nc.close()
+    streams = ", ".join(c.name or "" for c in stream_configs(ns))
+    buckets = ", ".join(ns.bucket(spec.name) for spec in BUCKETS)
+    consumers = f"; consumers {', '.join(created)}" if created else ""
+    return f"provisioned namespace {ns.root}: streams {streams}; buckets {buckets}{consumers}"
+
+
+def _cmd_provision(args: argparse.Namespace) -> int:
+    try:
+        print(asyncio.run(provision_once(args.config, actors=args.actors)))
+    except ConfigError as exc:
+        print(f"parley provision: {exc}", file=sys.stderr)
+        return int(ExitCode.CONFIG)
+    except (ProvisionError, OSError, NatsError, TimeoutError) as exc:
+        print(f"parley provision: {exc!r}", file=sys.stderr)
+        return int(ExitCode.UNAVAILABLE)
+    return 0
+
+
+def add_provision_command(commands: Any) -> None:
+    """Register `parley provision` on the CLI's subcommands."""
+    cmd = commands.add_parser(
+        "provision", help="create or update streams and buckets (the provisioner's job)"
+    )
+    cmd.add_argument(
+        "--config", type=Path, help="settings TOML (e.g. the provisioner's from nats-config)"
+    )
+    cmd.add_argument(
+        "actors",
+        nargs="*",
+        type=Path,
+        help="actors' settings files: each that may not create its consumer gets it",
+    )
+    cmd.set_defaults(func=_cmd_provision)
