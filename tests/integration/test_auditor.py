@@ -12,7 +12,16 @@ from pathlib import Path
 from nats.aio.client import Client as NATS
 
 from bus import EmbeddedServer, read_history
-from schemas import Decision, Namespace, SessionEvent, key_id, new_id
+from schemas import (
+    AgentCall,
+    Decision,
+    HumanMessage,
+    Namespace,
+    SessionEvent,
+    key_id,
+    new_id,
+    utc_now,
+)
 from tests.support.audit import (
     AuditorKeys,
     decision,
@@ -20,7 +29,8 @@ from tests.support.audit import (
     session_event,
     start_auditor,
 )
-from tests.support.processes import READY, REPO, ProcessOutput, parley_env
+from tests.support.gate import Signer, make_bundle, publish_bundle, start_gate, submit
+from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
 from tools.audit import query_records, read_off_box, verify_stream
 
 OPENAI_KEY = "sk-proj-" + "Zx81Qa" * 8
@@ -155,3 +165,51 @@ async def test_tail_prints_live_traffic_decoded(
         assert await tail.wait_exit() == 0
     finally:
         tail.close()
+
+
+async def test_through_the_real_gate_each_profile_sees_its_own_calls(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """cli calls echo (admitted, echo answers), cli -> mallory refused: recorded per profile."""
+    js = nc.jetstream()
+    signer = Signer.create(tmp_path)
+    bundle = make_bundle(cli={"start_traces": True, "allowed_targets": ("echo",)}, echo={})
+    await publish_bundle(js, namespace, signer.sign(bundle))
+    keys = AuditorKeys(tmp_path)
+    gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")
+    echo = start_actor("echo", "echo", parley_env(nats_server.url, namespace.root))
+    auditor = start_auditor(nats_server.url, namespace, keys, tmp_path, checkpoint_s=0.3)
+    try:
+        for process in (gate, echo, auditor):
+            await process.wait_line(READY)
+        await gate.wait_line("policy bundle in force")
+        hello = AgentCall(
+            id=new_id(), created_at=utc_now(), text=f"hi, key {OPENAI_KEY}", call_id=new_id(),
+            target="echo", goal="greet",
+        )  # fmt: skip
+        await submit(js, namespace, "cli", hello)
+        await auditor.wait_line(r'"count":4\b', timeout=30)  # the call and the answer, twice
+        refused = HumanMessage(
+            id=new_id(), created_at=utc_now(), text="psst", call_id=new_id(), target="mallory"
+        )
+        await submit(js, namespace, "cli", refused)
+        await auditor.wait_line(r'"count":5\b', timeout=30)
+
+        cli = await query_records(js, namespace, tenant="demo", profile="cli")
+        echo_records = await query_records(js, namespace, tenant="demo", profile="echo")
+        mallory = await query_records(js, namespace, tenant="demo", profile="mallory")
+        assert [(r.requester, r.target, r.status) for r in cli] == [
+            ("cli", "echo", "delivered"),
+            ("echo", "cli", "delivered"),
+            ("cli", "mallory", "rejected"),
+        ]
+        assert cli[2].decision_code == "TARGET_NOT_ALLOWED" and cli[2].policy_version == 1
+        assert [(r.requester, r.target) for r in echo_records] == [("cli", "echo"), ("echo", "cli")]
+        assert mallory == []
+        assert cli[0].trace_id == cli[1].trace_id == hello.id
+        assert cli[1].causation_id == hello.id and cli[1].task == "agent_response"
+        stored = [m async for m in read_history(js, namespace.stream("audit"))]
+        assert all(OPENAI_KEY.encode() not in m.data for m in stored)
+    finally:
+        for process in (gate, echo, auditor):
+            process.close()
