@@ -71,6 +71,8 @@ class ChainAppender:
             already recorded (a restarted auditor gets its unacked facts again).
         on_foreign: Builds the alert record (subject, record) appended when messages this
             writer did not publish are found in the stream.
+        on_unvouched: Builds the record appended at start about records (first, last index)
+            that no checkpoint pinned before this start.
     """
 
     def __init__(
@@ -82,12 +84,14 @@ class ChainAppender:
         settle_s: float = 10.0,
         window: int = 4096,
         on_foreign: Callable[[ForeignWrite], tuple[str, AuditRecord]] | None = None,
+        on_unvouched: Callable[[int, int], tuple[str, AuditRecord]] | None = None,
     ) -> None:
         self._js = js
         self._stream = stream
         self._settle_s = settle_s
         self._window = window
         self._on_foreign = on_foreign
+        self._on_unvouched = on_unvouched
         self._lock = asyncio.Lock()
         self._acks = AckInbox(nc, timeout=settle_s)
         self._dirty = True
@@ -247,19 +251,23 @@ class ChainAppender:
                     foreign.append(message)
         if not found_record and start > 1:
             await self._walk_back(start - 1)
-        if first_time and self._index > self.checkpointed:
-            # Normal after a crash, but only this line and the off-box copies can tell an
-            # operator that these records were not vouched for by the writer that made them.
-            log.warning(
-                "pinning records written before this start",
-                extra={"first_index": self.checkpointed + 1, "last_index": self._index},
-            )
+        unvouched = (self.checkpointed + 1, self._index) if first_time else None
         self._last_seq = self._acked_seq = last
         self._rescan_from = last + 1
         self._started, self._dirty = True, False
         self._checkpoint_sent = max(self._checkpoint_sent, self.checkpointed)
         self.resyncs += 1
         log.info("audit chain head", extra={"index": self._index, "last_seq": last})
+        if unvouched is not None and unvouched[0] <= unvouched[1]:
+            # Normal after a crash; but a forged tail appended while the auditor was down
+            # would look the same, so the chain itself says which records nobody vouched for.
+            log.warning(
+                "pinning records written before this start",
+                extra={"first_index": unvouched[0], "last_index": unvouched[1]},
+            )
+            if self._on_unvouched is not None:
+                subject, note = self._on_unvouched(*unvouched)
+                await self._append_locked(subject, note, {})
         if foreign and self._on_foreign is not None:
             event = ForeignWrite(
                 foreign[0].seq, foreign[-1].seq, tuple(sorted({m.subject for m in foreign}))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from actors._chain import ALERT_FACT, UNVOUCHED_FACT
 from schemas import (
     AnyEnvelope,
     AuditRecord,
@@ -29,9 +30,15 @@ from schemas import (
     redact,
 )
 
-__all__ = ("ALERT_FACT", "ALERT_PROFILE", "FactSource", "Redactor", "alert_record", "records_for")
+__all__ = (
+    "ALERT_PROFILE",
+    "FactSource",
+    "Redactor",
+    "alert_record",
+    "records_for",
+    "unvouched_record",
+)
 
-ALERT_FACT = "chain_alert"
 ALERT_PROFILE = "_alerts"
 """Where alerts about the chain itself go (`_` tokens are the auditor's, never a profile's)."""
 _PREVIEW = 200
@@ -202,4 +209,22 @@ def alert_record(
         status="foreign_write",
         failure_reason=detail,
         success=False,
+    )
+
+
+def unvouched_record(*, tenant: str, first: int, last: int, at: datetime) -> AuditRecord:
+    """The record a restarted auditor appends about records it pins without having seen
+    them pinned by their writer: those just before a crash, or any appended while it was down.
+    """
+    return AuditRecord(
+        id=derive_id(f"unvouched:{first}:{last}", "audit:alert"),
+        created_at=at,
+        tenant=tenant,
+        profile=ALERT_PROFILE,
+        fact=UNVOUCHED_FACT,
+        status="unvouched",
+        failure_reason=(
+            f"records {first}..{last} were appended before a restart and pinned by no "
+            "checkpoint of their writer; compare them with the off-box copies"
+        ),
     )

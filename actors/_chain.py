@@ -32,9 +32,11 @@ from schemas import AuditRecord, DecodeError, DsseEnvelope, DsseError, decode_en
 from schemas import verify_payload as verify_dsse
 
 __all__ = (
+    "ALERT_FACT",
     "CHECKPOINT_PROFILE",
     "CHECKPOINT_TYPE",
     "GENESIS",
+    "UNVOUCHED_FACT",
     "ChainError",
     "ChainReport",
     "ChainVerifier",
@@ -47,6 +49,11 @@ __all__ = (
 GENESIS = ""
 """The `prev_hash` of the first record."""
 CHECKPOINT_TYPE = "application/vnd.parley.audit-checkpoint+json"
+ALERT_FACT = "chain_alert"
+"""A record the auditor appends about messages in its stream that it did not write."""
+UNVOUCHED_FACT = "chain_unvouched"
+"""A record the auditor appends after a restart about records no checkpoint of their writer
+pinned (written just before a crash, or by someone else while it was down)."""
 CHECKPOINT_PROFILE = "_checkpoint"
 """The subject token checkpoints use in place of a profile (profiles never start with `_`)."""
 
@@ -140,6 +147,8 @@ class ChainReport:
     covered: int = 0
     """Records pinned by a verified checkpoint (the chain up to that index)."""
     alerts: int = 0
+    unvouched: list[str] = field(default_factory=list)
+    """Ranges of records a restarted auditor pinned without having written them itself."""
     first_bad_seq: int | None = None
     problem: str = ""
     last_seq: int = 0
@@ -221,7 +230,9 @@ class ChainVerifier:
             self._bad(seq, f"chain index {record.chain_index}, expected {index}")
         if (record.tenant, record.profile) != (tenant, profile):
             self._bad(seq, "record sits on another tenant's or profile's subject")
-        if record.fact == "chain_alert":
+        if record.fact == UNVOUCHED_FACT:
+            self.report.unvouched.append(record.failure_reason or "")
+        if record.fact == ALERT_FACT:
             self.report.alerts += 1
             self._bad(seq, f"the auditor recorded a foreign write: {record.failure_reason}")
         self._head, self._head_seq = claimed, seq

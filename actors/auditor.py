@@ -38,7 +38,14 @@ from nats.js.api import PubAck
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from actors._appender import ChainAppender, ForeignWrite
-from actors._auditfacts import ALERT_PROFILE, FactSource, Redactor, alert_record, records_for
+from actors._auditfacts import (
+    ALERT_PROFILE,
+    FactSource,
+    Redactor,
+    alert_record,
+    records_for,
+    unvouched_record,
+)
 from actors._chain import CHECKPOINT_PROFILE, Checkpoint, sign_checkpoint
 from bus import Actor, BusHandle, ConfigError, Context, Input, Settings
 from schemas import PII_KINDS, AnyEnvelope, AuditRecord, check_token, key_id, utc_now
@@ -145,6 +152,7 @@ class AuditorActor(Actor):
             settle_s=max(self.settings.ack_wait_s, 2.0),
             window=self.options.recent_window,
             on_foreign=self._alert,
+            on_unvouched=self._unvouched,
         )
         await self._appender.open()
         log.info(
@@ -182,6 +190,10 @@ class AuditorActor(Actor):
             first_seq=event.first_seq,
             last_seq=event.last_seq,
         )
+        return self.namespace.audit(self.options.tenant, record.profile), record
+
+    def _unvouched(self, first: int, last: int) -> tuple[str, AuditRecord]:
+        record = unvouched_record(tenant=self.options.tenant, first=first, last=last, at=utc_now())
         return self.namespace.audit(self.options.tenant, record.profile), record
 
     async def _tick(self) -> None:

@@ -199,6 +199,8 @@ async def _verify(args: argparse.Namespace) -> int:
         print(json.dumps({**report.__dict__, "ok": report.ok}))
     elif report.ok:
         print(f"audit chain intact: {summary}")
+        for note in report.unvouched:
+            print(f"  note: {note}")
     else:
         print(f"audit chain BROKEN at seq {report.first_bad_seq}: {report.problem} ({summary})")
     return 0 if report.ok else 1

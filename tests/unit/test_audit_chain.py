@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from actors._auditfacts import FactSource, Redactor, records_for
+from actors._auditfacts import FactSource, Redactor, records_for, unvouched_record
 from actors._chain import (
     CHECKPOINT_PROFILE,
     GENESIS,
@@ -23,6 +23,7 @@ from schemas import AuditRecord, DsseError, HumanMessage, encode, key_id
 from tests.support.audit import decision, session_event
 from tools._tracetree import render_trace
 
+_records = msgspec.json.Decoder(AuditRecord)
 KEY = Ed25519PrivateKey.generate()
 TRUSTED = {key_id(KEY.public_key()): KEY.public_key()}
 AT = datetime(2026, 11, 22, tzinfo=UTC)
@@ -174,3 +175,19 @@ def test_the_trace_tree_follows_causation() -> None:
     assert lines[1].startswith("└─ gpt -> claude")
     assert lines[2].startswith("   └─ claude -> helper") and "hop 2" in lines[2]
     assert lines[3].startswith("      └─ helper -> claude")
+
+
+def test_an_unvouched_range_is_reported_but_does_not_break_the_chain() -> None:
+    messages = _chain(2, checkpoint_every=5)[:-1]  # two records, their checkpoint lost
+    note = msgspec.structs.replace(
+        unvouched_record(tenant="t", first=1, last=2, at=AT),
+        chain_index=3,
+        prev_hash=_records.decode(messages[-1][1]).hash,
+    )
+    data, head = seal(encode(note))
+    messages.append(("parley.audit.t._alerts", data))
+    claim = Checkpoint(tenant="t", count=3, last_seq=3, head_hash=head, at=AT)
+    messages.append((f"parley.audit.t.{CHECKPOINT_PROFILE}", sign_checkpoint(claim, KEY)))
+    report = _verify(messages, strict=True).report
+    assert report.ok and report.covered == 3
+    assert len(report.unvouched) == 1 and "records 1..2" in report.unvouched[0]
