@@ -1,8 +1,8 @@
 """Reading a stream's stored messages in order, through a subject filter.
 
 The audit tools and the auditor's own start-up read history, never live traffic: an
-ephemeral pull consumer with no acks, starting at a sequence and filtered by subject, read
-until it has nothing pending. The filter is applied by the server, so a reader scoped to one
+ephemeral ordered consumer, starting at a sequence and filtered by subject, read until it has
+nothing pending. The filter is applied by the server, so a reader scoped to one
 profile's subject is never sent another profile's records.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 __all__ = ("StoredMessage", "read_history")
 
@@ -37,38 +37,38 @@ async def read_history(
     *,
     subject: str | None = None,
     start_seq: int = 1,
-    batch: int = 512,
     timeout: float = 5.0,
 ) -> AsyncIterator[StoredMessage]:
     """Yield the messages of `stream` (matching `subject`) from `start_seq` to the end.
 
     The end is what was pending when the reader started plus whatever arrives while it
-    reads; it stops as soon as nothing is pending.
+    reads; it stops as soon as nothing is pending. The reader is an ordered push consumer
+    delivering to this connection's inbox: it needs only the rights to create an ephemeral
+    consumer and receive its flow control, not to pull from consumers by name.
     """
-    config = ConsumerConfig(
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-        opt_start_seq=max(1, start_seq),
-        ack_policy=AckPolicy.NONE,
-        filter_subject=subject,
-        inactive_threshold=60.0,
-        mem_storage=True,
-        num_replicas=1,
+    sub = await js.subscribe(
+        subject or ">",
+        stream=stream,
+        ordered_consumer=True,
+        config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=max(1, start_seq),
+            filter_subject=subject or ">",
+        ),
     )
-    sub = await js.pull_subscribe(subject or "", durable=None, stream=stream, config=config)
     try:
         info = await sub.consumer_info()
-        if info.num_pending == 0:
+        if info.num_pending == 0 and not (info.delivered and info.delivered.consumer_seq):
             return
         while True:
             try:
-                messages = await sub.fetch(batch, timeout=timeout)
+                msg = await sub.next_msg(timeout=timeout)
             except (TimeoutError, NatsTimeoutError):
                 return  # nothing arrived: the consumer's pending count was stale
-            for msg in messages:
-                meta = msg.metadata
-                yield StoredMessage(meta.sequence.stream, msg.subject, msg.data, msg.headers or {})
-                if meta.num_pending == 0:
-                    return
+            meta = msg.metadata
+            yield StoredMessage(meta.sequence.stream, msg.subject, msg.data, msg.headers or {})
+            if meta.num_pending == 0:
+                return
     finally:
         try:
             await sub.unsubscribe()
