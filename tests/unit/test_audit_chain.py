@@ -163,8 +163,10 @@ def test_other_kinds_are_not_facts() -> None:
 
 def test_the_trace_tree_follows_causation() -> None:
     call = decision("gpt", "claude", trace_id="tr")
-    sub = decision("claude", "helper", trace_id="tr", causation_id=call.envelope_id, hop_count=2)
-    answer = decision("helper", "claude", trace_id="tr", causation_id=sub.envelope_id)
+    sub = decision(
+        "claude", "researcher", trace_id="tr", causation_id=call.envelope_id, hop_count=2
+    )
+    answer = decision("researcher", "claude", trace_id="tr", causation_id=sub.envelope_id)
     records = [
         r
         for fact in (call, sub, answer)
@@ -173,8 +175,8 @@ def test_the_trace_tree_follows_causation() -> None:
     lines = render_trace("tr", records)
     assert lines[0].startswith("trace tr: 3 decision(s)")
     assert lines[1].startswith("└─ gpt -> claude")
-    assert lines[2].startswith("   └─ claude -> helper") and "hop 2" in lines[2]
-    assert lines[3].startswith("      └─ helper -> claude")
+    assert lines[2].startswith("   └─ claude -> researcher") and "hop 2" in lines[2]
+    assert lines[3].startswith("      └─ researcher -> claude")
 
 
 def test_an_unvouched_range_is_reported_but_does_not_break_the_chain() -> None:
