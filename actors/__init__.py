@@ -5,6 +5,7 @@ agent host, auditor, relay) register here as they arrive.
 """
 
 from actors.agent import AgentHost
+from actors.auditor import AuditorActor
 from actors.echo import EchoActor
 from actors.gate import GateActor
 from actors.router import RouterActor
@@ -15,6 +16,7 @@ ACTORS: dict[str, type[Actor]] = {
     GateActor.kind: GateActor,
     RouterActor.kind: RouterActor,
     AgentHost.kind: AgentHost,
+    AuditorActor.kind: AuditorActor,
 }
 
-__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor", "RouterActor")
+__all__ = ("ACTORS", "AgentHost", "AuditorActor", "EchoActor", "GateActor", "RouterActor")

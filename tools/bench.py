@@ -60,6 +60,7 @@ from schemas import (
     utc_now,
 )
 from tools._bench_collab import collab_rows
+from tools._benchaudit import audit_rows
 from tools.bench_gate import decide_timing, gate_rounds, summarise_gate
 
 __all__ = ("main",)
@@ -395,15 +396,27 @@ def _print_gate(gate: dict[str, Any]) -> None:
     print(f"  decide() alone: p50 {decide['p50_us']:.1f} µs, p99 {decide['p99_us']:.1f} µs")
 
 
+def _print_audit(audit: dict[str, Any]) -> None:
+    print("\nAudit appends, fsync=always (one auditor vs raw publish_async + Nats-Msg-Id):")
+    print(
+        f"  raw {audit['raw_publish_async_per_s']:.0f}/s  auditor "
+        f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
+        f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="parley bench", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=500, help="latency samples per run")
     parser.add_argument("--backlog", type=int, default=5000, help="envelopes per throughput run")
     parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
+    parser.add_argument(
+        "--audit-backlog", type=int, default=5000, help="facts per audit run (0: skip the row)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
         "--only",
-        choices=("runtime", "gate", "collab"),
+        choices=("runtime", "gate", "collab", "audit"),
         help="run only these rows (default: all)",
     )
     parser.add_argument(
@@ -424,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "collab"):
         result["collab"] = uvloop.run(_collab(args))
         _print_collab(result)
+    if args.only in (None, "audit") and args.audit_backlog:
+        result["audit"] = uvloop.run(audit_rows(args.rounds, args.audit_backlog))
+        _print_audit(result["audit"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")

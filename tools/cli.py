@@ -24,6 +24,7 @@ from bus import (
     run_actor,
 )
 from bus._supervisor import GiveUp
+from tools.audit import add_audit_commands
 from tools.collab import LOCAL_URL_FILE, add_collab_commands
 from tools.demo import add_demo_command
 from tools.natsconf import add_natsconf_commands
@@ -171,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_natsconf_commands(commands)
     add_provision_command(commands)
+    add_audit_commands(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser
