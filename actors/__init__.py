@@ -5,14 +5,18 @@ agent host, auditor, relay) register here as they arrive.
 """
 
 from actors.agent import AgentHost
+from actors.auditor import AuditorActor
 from actors.echo import EchoActor
 from actors.gate import GateActor
+from actors.router import RouterActor
 from bus import Actor
 
 ACTORS: dict[str, type[Actor]] = {
     EchoActor.kind: EchoActor,
     GateActor.kind: GateActor,
+    RouterActor.kind: RouterActor,
     AgentHost.kind: AgentHost,
+    AuditorActor.kind: AuditorActor,
 }
 
-__all__ = ("ACTORS", "AgentHost", "EchoActor", "GateActor")
+__all__ = ("ACTORS", "AgentHost", "AuditorActor", "EchoActor", "GateActor", "RouterActor")

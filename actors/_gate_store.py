@@ -30,6 +30,8 @@ from actors._gate_records import Counter, Inflight, Position, RateBucket, TraceS
 __all__ = ("GateStore",)
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_UNKNOWN = -1
+"""The revision of a cached record whose write JetStream has not acknowledged yet."""
 
 _DECODERS: dict[str, msgspec.json.Decoder[Struct]] = {
     "pos": msgspec.json.Decoder(Position),
@@ -61,10 +63,6 @@ class GateStore:
         if len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def cached(self, key: str) -> Struct | None:
-        hit = self._cache.get(key)
-        return hit[0] if hit is not None else None
-
     def forget(self, keys: Iterable[str]) -> None:
         for key in keys:
             self._cache.pop(key, None)
@@ -81,14 +79,12 @@ class GateStore:
     async def load(self, keys: Iterable[str]) -> dict[str, Struct | None]:
         """The current value of each key (None when absent), reading misses concurrently."""
         wanted = list(dict.fromkeys(keys))
-        missing = [key for key in wanted if key not in self._cache]
+        missing = [
+            key for key in wanted if key not in self._cache or self._cache[key][1] == _UNKNOWN
+        ]
         if missing:
             await asyncio.gather(*(self._read(key) for key in missing))
         return {key: self._cache[key][0] for key in wanted if key in self._cache}
-
-    async def position(self, key: str) -> Position | None:
-        found = (await self.load((key,))).get(key)
-        return found if isinstance(found, Position) else None
 
     def subject(self, key: str) -> str:
         """The KV subject a record is written on (for writes pipelined with other effects)."""
@@ -97,9 +93,24 @@ class GateStore:
     def encode(self, value: Struct) -> bytes:
         return _encoder.encode(value)
 
-    def remember(self, key: str, value: Struct) -> None:
-        """Cache a record whose write is in flight (its revision is read back on demand)."""
-        self._remember(key, value, self._cache[key][1] if key in self._cache else 0)
+    def remember(self, key: str, value: Struct, stored: asyncio.Future[PubAck]) -> None:
+        """Cache a record whose write `stored` is in flight.
+
+        Until JetStream acknowledges it the record's revision is unknown, and a read of the
+        key goes to KV; the acknowledgement gives the revision the next compare-and-set names.
+        """
+        self._remember(key, value, _UNKNOWN)
+
+        def stored_at(future: asyncio.Future[PubAck]) -> None:
+            hit = self._cache.get(key)
+            if hit is None or hit[0] is not value:
+                return  # replaced or evicted meanwhile
+            if future.cancelled() or future.exception() is not None:
+                self._cache.pop(key, None)
+            else:
+                self._cache[key] = (value, int(future.result().seq))
+
+        stored.add_done_callback(stored_at)
 
     async def commit(self, updates: dict[str, Struct], timeout: float) -> frozenset[str]:
         """Write `updates`, each only if its key is still at the revision this process last

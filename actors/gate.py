@@ -32,9 +32,10 @@ from typing import ClassVar
 from msgspec import Struct, structs
 
 from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
-from actors._decide import Allow, Deny, Ledger, Route, Submission, decide, plan, required_keys
+from actors._decide import Allow, Ledger, decide, required_keys
 from actors._gate_records import Position, position_key, trace_key
 from actors._gate_store import GateStore
+from actors._plan import Deny, Route, Submission, plan
 from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
 from schemas import (
     AnyEnvelope,
@@ -117,9 +118,36 @@ class GateActor(Actor):
     async def handle_batch(
         self, batch: Sequence[tuple[AnyEnvelope, Context]]
     ) -> list[Exception | None]:
+        """Decide a fetched batch, commit what it spends in one round, then publish.
+
+        A message whose admission relied on a counter another replica changed first is
+        returned as failed (retried with fresh values); everything else is published.
+        """
         store, bundles = self._store, self.bundles
         if store is None or bundles is None:
             raise RuntimeError("the gate handled a message before it started")
+        verdicts, ledger, new_traces = await self._decide_batch(store, bundles, batch)
+        updates: dict[str, Struct] = {}
+        for key in ledger.dirty - new_traces:
+            value = ledger.values[key]
+            if value is not None:
+                updates[key] = value
+        stale = await store.commit(updates, timeout=self.settings.ack_wait_s / 2)
+        results: list[Exception | None] = []
+        for verdict in verdicts:
+            failure = self._conflict(verdict, stale)
+            if failure is None:
+                if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
+                    key = trace_key(verdict.outcome.route.position.trace_id)
+                    await self._record(store, verdict.ctx, key, ledger.values[key])
+                await self._publish(store, verdict)
+            results.append(failure)
+        return results
+
+    async def _decide_batch(
+        self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
+    ) -> tuple[list[_Verdict], Ledger, set[str]]:
+        """Plan and decide every message of a batch in order, against one ledger."""
         now_ms = int(time.time() * 1000)
         subs = [
             Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms)
@@ -164,22 +192,7 @@ class GateActor(Actor):
             else:
                 outcome = route if isinstance(route, Deny) else _NO_BUNDLE
             verdicts.append(_Verdict(envelope, ctx, outcome, self._sender_position(sub, causes)))
-        updates: dict[str, Struct] = {}
-        for key in ledger.dirty - new_traces:
-            value = ledger.values[key]
-            if value is not None:
-                updates[key] = value
-        stale = await store.commit(updates, timeout=self.settings.ack_wait_s / 2)
-        results: list[Exception | None] = []
-        for verdict in verdicts:
-            failure = self._conflict(verdict, stale)
-            if failure is None:
-                if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
-                    key = trace_key(verdict.outcome.route.position.trace_id)
-                    await self._record(store, verdict.ctx, key, ledger.values[key])
-                await self._publish(store, verdict)
-            results.append(failure)
-        return results
+        return verdicts, ledger, new_traces
 
     async def _recorded(
         self, store: GateStore, batch: Sequence[tuple[AnyEnvelope, Context]]
@@ -251,8 +264,8 @@ class GateActor(Actor):
         """
         if value is None:
             return
-        store.remember(key, value)
-        await ctx.outbox.publish(store.subject(key), store.encode(value), {})
+        stored = await ctx.outbox.publish(store.subject(key), store.encode(value), {})
+        store.remember(key, value, stored)
 
     async def _deliver(
         self,

@@ -30,6 +30,7 @@ from bus._headers import (
     parse_trace_headers,
     traceparent_for,
 )
+from bus._history import StoredMessage, read_history
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
@@ -77,6 +78,7 @@ __all__ = (
     "Outbox",
     "ProvisionError",
     "Settings",
+    "StoredMessage",
     "Supervisor",
     "Topology",
     "TraceHeaders",
@@ -91,6 +93,7 @@ __all__ = (
     "load_topology",
     "parse_trace_headers",
     "provision",
+    "read_history",
     "run_actor",
     "serve_metrics",
     "stream_configs",

@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import msgspec
 
+from schemas import redact
+
 __all__ = ("configure_logging", "current_trace_id", "trace_scope")
 
 current_trace_id: Final[contextvars.ContextVar[str]] = contextvars.ContextVar(
@@ -52,7 +54,8 @@ class _JsonFormatter(logging.Formatter):
         )
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return _encoder.encode(entry).decode("utf-8", "replace")
+        # No secret reaches a log line, whoever logged it (markers keep the line JSON).
+        return redact(_encoder.encode(entry).decode("utf-8", "replace"))
 
 
 class trace_scope:

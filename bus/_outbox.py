@@ -34,8 +34,12 @@ class Outbox:
         self._stall_s = stall_s
         self.pending: list[asyncio.Future[PubAck]] = []
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
+    async def publish(
+        self, subject: str, payload: bytes, headers: dict[str, str]
+    ) -> asyncio.Future[PubAck]:
         """Send one effect now; its acknowledgement is awaited by `settle()`.
+
+        Returns the acknowledgement's future, for a caller that needs the stored sequence.
 
         Raises:
             nats.js.errors.TooManyStalledMsgsError: too many publishes await their acks for
@@ -45,8 +49,11 @@ class Outbox:
         # nats-py applies wait_stall with asyncio.wait_for, which costs a task per publish;
         # below a quarter of its 4000-publish window the wait cannot stall, so skip it there.
         stall = self._stall_s if self._js.publish_async_pending() >= _STALL_WATCH_FROM else None
-        future = await self._js.publish_async(subject, payload, headers=headers, wait_stall=stall)
+        future: asyncio.Future[PubAck] = await self._js.publish_async(
+            subject, payload, headers=headers, wait_stall=stall
+        )
         self.pending.append(future)
+        return future
 
     def __len__(self) -> int:
         return len(self.pending)

@@ -60,6 +60,8 @@ def _decode(
         raise DecodeError("invalid", str(exc)) from None
     except msgspec.DecodeError as exc:
         raise DecodeError("malformed", str(exc)) from None
+    except UnicodeDecodeError as exc:  # msgspec's error for invalid UTF-8 inside a string
+        raise DecodeError("malformed", f"invalid UTF-8: {exc}") from None
     except RecursionError:
         raise DecodeError("malformed", "JSON nested too deeply") from None
     except UnicodeDecodeError as exc:  # msgspec raises it, not DecodeError, inside a string

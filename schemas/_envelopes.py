@@ -432,8 +432,13 @@ class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
     success: bool | None = None
     source_stream: str = ""
     source_seq: NonNegative = 0
+    session_id: str | None = None
+    causation_id: str = ""
+    chain_index: NonNegative = 0
+    """Position in the audit chain, from 1; a checkpoint's `count` names one of these."""
     prev_hash: str = ""
     hash: str = ""
+    """SHA-256 of the record's stored bytes with this value empty; kept last on purpose."""
 
 
 class Decision(Envelope, frozen=True, kw_only=True, tag="decision"):

@@ -106,8 +106,9 @@ _SECRET_PATTERNS: tuple[_Pattern, ...] = (
     _p(
         "private_key",
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
-        flags=re.DOTALL,
+        # Never across a double quote, so redacting a JSON line keeps it JSON; a block cut
+        # short (no END line) is redacted to the end of its string.
+        r'(?:[^"]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[^"]*)',
     ),
     _p("anthropic_key", _B + r"sk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_\-]{20,}" + _E),
     _p(
@@ -151,7 +152,7 @@ _SECRET_PATTERNS: tuple[_Pattern, ...] = (
     _p("basic_auth", r"(?i)\bauthorization\s*:\s*basic\s+([A-Za-z0-9+/]{8,}={0,2})", group=1),
     _p(
         "url_password",
-        r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:([^\s@/]+)@",
+        r'\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@"]*:([^\s@/"]+)@',
         group=1,
     ),
     _p(

@@ -59,6 +59,8 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._bench_collab import collab_rows
+from tools._benchaudit import audit_rows
 from tools.bench_gate import decide_timing, gate_rounds, summarise_gate
 
 __all__ = ("main",)
@@ -313,6 +315,39 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def _collab(args: argparse.Namespace) -> list[dict[str, Any]]:
+    levels = [int(level) for level in args.collab_sessions.split(",") if level]
+    rows = await collab_rows(levels, args.collab_rounds, args.collab_min_rounds)
+    return [asdict(row) for row in rows]
+
+
+def _print_collab(result: dict[str, Any]) -> None:
+    rows = result.get("collab") or []
+    if not rows:
+        return
+    print("\nCollaboration rounds through gate, router and two zero-latency scripted agents")
+    print("(fsync always; a round = 4 JetStream hops + the router's compare-and-set):")
+    print(
+        f"{'sessions':>8} {'rounds':>7} {'rounds/s':>9} {'hops/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
+    )
+    raw = next(
+        (
+            r["throughput"]
+            for r in result.get("rows", [])
+            if r["name"] == "js-raw" and r["fsync"] == "always"
+        ),
+        None,
+    )
+    for row in rows:
+        print(
+            f"{row['sessions']:>8} {row['rounds']:>7} {row['rounds_per_s']:>9.0f} "
+            f"{row['hops_per_s']:>8.0f} {row['session_p50_ms']:>8.0f} {row['session_p99_ms']:>8.0f}"
+        )
+    if raw:
+        best = max(row["hops_per_s"] for row in rows)
+        print(f"  best hops/s over raw nats-py js-raw msgs/s (fsync always): {best / raw:.2f}x")
+
+
 def _print(result: dict[str, Any]) -> None:
     print(f"{'row':<10} {'fsync':<7} {'p50 µs':>9} {'p99 µs':>9} {'msgs/s':>9} {'CPU µs/env':>11}")
     for row in result["rows"]:
@@ -361,14 +396,35 @@ def _print_gate(gate: dict[str, Any]) -> None:
     print(f"  decide() alone: p50 {decide['p50_us']:.1f} µs, p99 {decide['p99_us']:.1f} µs")
 
 
+def _print_audit(audit: dict[str, Any]) -> None:
+    print("\nAudit appends, fsync=always (one auditor vs raw publish_async + Nats-Msg-Id):")
+    print(
+        f"  raw {audit['raw_publish_async_per_s']:.0f}/s  auditor "
+        f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
+        f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="parley bench", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=500, help="latency samples per run")
     parser.add_argument("--backlog", type=int, default=5000, help="envelopes per throughput run")
     parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
+    parser.add_argument(
+        "--audit-backlog", type=int, default=5000, help="facts per audit run (0: skip the row)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
-        "--only", choices=("runtime", "gate"), help="run only these rows (default: all)"
+        "--only",
+        choices=("runtime", "gate", "collab", "audit"),
+        help="run only these rows (default: all)",
+    )
+    parser.add_argument(
+        "--collab-sessions", default="1,10,100", help="concurrent sessions per collab row"
+    )
+    parser.add_argument("--collab-rounds", type=int, default=6, help="rounds per session")
+    parser.add_argument(
+        "--collab-min-rounds", type=int, default=300, help="rounds measured per collab row"
     )
     args = parser.parse_args(argv)
     result: dict[str, Any] = {}
@@ -378,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "gate"):
         result["gate"] = uvloop.run(_gate(args))
         _print_gate(result["gate"])
+    if args.only in (None, "collab"):
+        result["collab"] = uvloop.run(_collab(args))
+        _print_collab(result)
+    if args.only in (None, "audit") and args.audit_backlog:
+        result["audit"] = uvloop.run(audit_rows(args.rounds, args.audit_backlog))
+        _print_audit(result["audit"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")

@@ -33,7 +33,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
-from actors._decide import Allow, Ledger, Route, Submission, decide, plan
+from actors._decide import Allow, Ledger, decide
+from actors._plan import Route, Submission, plan
 from actors.gate import BUNDLE_KEY, GateActor
 from bus import MSG_ID, ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
 from schemas import (

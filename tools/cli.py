@@ -24,6 +24,9 @@ from bus import (
     run_actor,
 )
 from bus._supervisor import GiveUp
+from tools.audit import add_audit_commands
+from tools.collab import LOCAL_URL_FILE, add_collab_commands
+from tools.demo import add_demo_command
 from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
 from tools.provision import add_provision_command
@@ -98,6 +101,8 @@ async def _up(args: argparse.Namespace) -> int:
             await asyncio.to_thread(server.start)
             env["NATS_URL"] = server.url
             env["PARLEY_MONITOR_URL"] = server.monitor_url
+            LOCAL_URL_FILE.parent.mkdir(parents=True, exist_ok=True)
+            LOCAL_URL_FILE.write_text(server.url + "\n")  # `parley collab` finds it here
             print(
                 f"[nats] embedded nats-server (pid {server.pid}) ready at {server.url} "
                 f"(store {server.store_dir})",
@@ -110,6 +115,7 @@ async def _up(args: argparse.Namespace) -> int:
         return 1
     finally:
         if server is not None:
+            LOCAL_URL_FILE.unlink(missing_ok=True)
             await asyncio.to_thread(server.stop)
     print("parley up: stopped", flush=True)
     return 0
@@ -162,8 +168,11 @@ def _parser() -> argparse.ArgumentParser:
     schemas.set_defaults(func=_cmd_schemas)
 
     add_policy_commands(commands)
+    add_collab_commands(commands)
+    add_demo_command(commands)
     add_natsconf_commands(commands)
     add_provision_command(commands)
+    add_audit_commands(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

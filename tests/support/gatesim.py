@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from actors._decide import Allow, Deny, Ledger, Route, Submission, decide, plan
+from actors._decide import Allow, Ledger, decide
 from actors._gate_records import Position, position_key
+from actors._plan import Deny, Route, Submission, plan
 from bus import CAUSATION_ID
 from schemas import (
     AgentCall,

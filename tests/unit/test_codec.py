@@ -164,3 +164,10 @@ def test_structured_garbage_decodes_or_raises_decode_error(
     except DecodeError:
         return
     assert envelope.__struct_config__.tag == kind
+
+
+@pytest.mark.parametrize("data", [b'"\xdc"', b'{"kind":"human_message","text":"\xff\xfe"}'])
+def test_invalid_utf8_is_a_decode_error(data: bytes) -> None:
+    # msgspec raises UnicodeDecodeError here, which an actor's edge must not let through.
+    with pytest.raises(DecodeError):
+        decode_envelope(data)

@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 from msgspec import structs
 
-from actors._decide import Allow, Deny
+from actors._decide import Allow
+from actors._plan import Deny
 from bus import HOP_COUNT, ORIGIN, TRACE_ID
 from schemas import ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
 from tests.support.gatesim import (

@@ -1,0 +1,250 @@
+"""The router: runs collaboration sessions (seed 001) and single calls over the bus.
+
+A thin shell around the pure turn loop (actors/_turns.py): for each input it loads the
+session, applies the transition, stores the result with compare-and-set, and only then hands
+the effects (agent calls to the gate, events and refusals to `parley.events.<session>`) to
+the runtime, which acks the input once JetStream stored them all. So a router killed at any point
+loses nothing and repeats nothing:
+
+- killed before the store: the input is redelivered and the transition runs again from the
+  same state, giving the same effects with the same ids;
+- killed after the store, before the ack: the redelivered input is found among the session's
+  applied inputs and its recorded effects are published again (JetStream drops the copies).
+
+Handlers run concurrently (a turn waits on two KV round trips, and one session must not hold
+up the others); a per-session lock keeps one session's inputs in arrival order inside the
+process, and compare-and-set keeps replicas from both advancing one session: a session is
+owned by whichever replica holds its latest revision, one transition at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import ClassVar
+
+import msgspec
+
+from actors._opening import open_session, refuse_duplicate, session_id_for
+from actors._session import Effect, Limits, Step
+from actors._session_store import Conflict, SessionStore
+from actors._turns import advance
+from bus import Actor, BusHandle, ConfigError, Context, DeadLetters, Settings
+from schemas import (
+    AgentCall,
+    AgentResponse,
+    AnyEnvelope,
+    Control,
+    Error,
+    ErrorCode,
+    HumanMessage,
+    SessionEvent,
+    SubjectTokenError,
+    check_token,
+    utc_now,
+)
+
+__all__ = ("RouterActor",)
+
+log = logging.getLogger("parley.actors.router")
+
+_CAS_ATTEMPTS = 5
+
+
+class RouterActor(Actor):
+    """Sessions: open, advance turn by turn, end on final / no handoff / cap / error / Stop."""
+
+    kind: ClassVar[str] = "router"
+    concurrent_handlers: ClassVar[bool] = True
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        try:
+            self.limits = msgspec.convert(settings.options, Limits)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"router options: {exc}") from None
+        self._store: SessionStore | None = None
+        self._dead: DeadLetters | None = None
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def start(self, bus: BusHandle) -> None:
+        kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
+        self._store = SessionStore(kv)
+        self._dead = DeadLetters(
+            bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
+        )
+
+    @property
+    def store(self) -> SessionStore:
+        if self._store is None:
+            raise RuntimeError("router used before start()")
+        return self._store
+
+    @asynccontextmanager
+    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
+        """One input of a session at a time in this process, in the order they arrived."""
+        lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[session_id]
+            if users == 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        # Effects are sent inside the session's lock, so one session's events reach the
+        # timeline in the order its transitions were stored.
+        match envelope:
+            case HumanMessage():
+                session_id = session_id_for(envelope)
+                async with self._session_lock(session_id):
+                    step = await self._open(envelope, session_id, ctx)
+                    await self._emit(step.effects, ctx)
+            case AgentResponse() | Error() | Control():
+                found = await self._session_of(envelope, ctx)
+                if found is None:
+                    await self._unknown(envelope, ctx, "names no session this router knows")
+                    return
+                session_id = found
+                async with self._session_lock(session_id):
+                    step = await self._advance(envelope, session_id, ctx)
+                    await self._emit(step.effects, ctx)
+            case _:
+                log.info("ignored", extra={"kind": type(envelope).__name__, "id": envelope.id})
+                return
+        if step.note:
+            log.info(step.note, extra={"session_id": session_id, "id": envelope.id})
+
+    async def _session_of(
+        self, envelope: AgentResponse | Error | Control, ctx: Context
+    ) -> str | None:
+        """The session an input belongs to; an error finds it through its trace."""
+        if isinstance(envelope, Error):
+            named = envelope.details.get("session_id")
+            if isinstance(named, str) and named:
+                return named
+            try:
+                check_token(ctx.trace_id, "trace id")
+            except SubjectTokenError:
+                return None
+            return await self.store.session_of_trace(ctx.trace_id)
+        return envelope.session_id
+
+    async def _open(self, msg: HumanMessage, session_id: str, ctx: Context) -> Step:
+        now = utc_now()
+        for _ in range(_CAS_ATTEMPTS):
+            stored = await self.store.load(session_id, fresh=True) if _valid(session_id) else None
+            if stored is not None:
+                replay = stored.session.effects_of(msg.id)
+                if replay is not None:
+                    return Step(session=stored.session, effects=replay, note="replayed")
+                if stored.session.origin_id == msg.id:
+                    return Step(session=stored.session, note="opening message seen long ago")
+                return refuse_duplicate(msg, session_id=session_id, sender=ctx.sender, now=now)
+            step = open_session(
+                msg, session_id=session_id, sender=ctx.sender, now=now, limits=self.limits
+            )
+            if step.session is None:
+                return step
+            await self.store.link_trace(ctx.trace_id, session_id)
+            try:
+                await self.store.create(step.session)
+            except Conflict:
+                continue
+            return step
+        raise RuntimeError(f"session {session_id} kept changing while being opened")
+
+    async def _advance(
+        self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context
+    ) -> Step:
+        fresh = False
+        for _ in range(_CAS_ATTEMPTS):
+            stored = await self.store.load(session_id, fresh=fresh) if _valid(session_id) else None
+            if stored is None:
+                return self._unknown_step(envelope, ctx, f"session {session_id!r} does not exist")
+            step = advance(
+                stored.session, envelope, sender=ctx.sender, now=utc_now(), limits=self.limits
+            )
+            if not step.changed:
+                if step.effects or stored.fresh:
+                    return step  # a replay, or an input the latest state really ignores
+                fresh = True  # a cached state may be behind another replica's: read again
+                continue
+            assert step.session is not None  # noqa: S101 - a changed step always has a state
+            try:
+                await self.store.update(step.session, stored.revision)
+            except Conflict:
+                fresh = True
+                continue
+            return step
+        raise RuntimeError(f"session {session_id} kept changing under this router")
+
+    def _unknown_step(
+        self, envelope: AgentResponse | Error | Control, ctx: Context, why: str
+    ) -> Step:
+        if not isinstance(envelope, Control):
+            return Step(session=None, note=f"ignored {type(envelope).__name__}: {why}")
+        refusal = Error(
+            id=ctx.derive_id("error"),
+            created_at=utc_now(),
+            code=ErrorCode.SESSION_NOT_FOUND,
+            message=f"cannot {envelope.action}: {why}",
+            cause_id=envelope.id,
+            details={"session_id": envelope.session_id},
+        )
+        return Step(session=None, effects=(refusal,))
+
+    async def _unknown(
+        self, envelope: AgentResponse | Error | Control, ctx: Context, why: str
+    ) -> None:
+        step = self._unknown_step(envelope, ctx, why)
+        if step.note:
+            log.info(step.note, extra={"id": envelope.id})
+        await self._emit(step.effects, ctx)
+
+    async def _emit(self, effects: tuple[Effect, ...], ctx: Context) -> None:
+        """Agent calls go to the gate; events and refusals go to the session's timeline.
+
+        A refusal answers a person (a message that cannot open a session, a Stop for a session
+        that does not exist), and the person follows the session's events, not a deliver
+        subject of their own; the input itself is also dead-lettered with the reason.
+        """
+        for effect in effects:
+            match effect:
+                case AgentCall():
+                    await ctx.submit(effect)
+                case SessionEvent():
+                    await ctx.publish(self.namespace.events(effect.session_id), effect)
+                case Error():
+                    session_id = effect.details.get("session_id")
+                    if isinstance(session_id, str) and _valid(session_id):
+                        await ctx.publish(self.namespace.events(session_id), effect)
+                    await self._dead_letter(ctx, effect)
+
+    async def _dead_letter(self, ctx: Context, refusal: Error) -> None:
+        if self._dead is None:
+            raise RuntimeError("router used before start()")
+        await self._dead.publish(
+            payload=ctx.payload,
+            headers=ctx.headers,
+            subject=ctx.subject,
+            stream=ctx.stream,
+            seq=ctx.stream_seq,
+            attempt=ctx.attempt,
+            reason=refusal.code.lower(),
+            detail=refusal.message,
+        )
+
+
+def _valid(session_id: str) -> bool:
+    try:
+        check_token(session_id, "session id")
+    except SubjectTokenError:
+        return False
+    return True

@@ -1,0 +1,341 @@
+"""Seed 001's acceptance tests A-E and test prompts 1-5 against a real router process.
+
+The test plays the gate and two scripted agents (`gpt`, `claude`) around it: it delivers the
+person's message and each agent's answer to the router, and reads the router's agent calls and
+the session's events from the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from msgspec import structs
+from nats.aio.client import Client as NATS
+
+from actors._session import CANCEL_NOTICE
+from bus import DEAD_REASON, EmbeddedServer
+from schemas import (
+    AgentCall,
+    AnyEnvelope,
+    ErrorCode,
+    HumanMessage,
+    Namespace,
+    Reply,
+    new_id,
+    utc_now,
+)
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+from tests.support.router_wire import (
+    AgentTurn,
+    RouterWire,
+    Script,
+    Timeline,
+    collaborate,
+    handoff,
+    relay_turns,
+    stop,
+    stored_session,
+)
+
+PROMPT_1 = (
+    "Collaborate to outline and refine a 5-step plan for a weekend hiking trip. Keep it concise."
+)
+PROMPT_2 = (
+    "Write a 2-paragraph fairy tale—Claude drafts, GPT edits, alternate until done (≤4 rounds)."
+)
+PROMPT_3 = "Summarize this in 1 sentence, then stop."
+
+
+def other(name: str) -> str:
+    return "gpt" if name == "claude" else "claude"
+
+
+def alternating(final_at: int | None = None) -> Script:
+    """Each agent builds on the latest message it was shown and hands over to the other."""
+
+    def turn(call: AgentCall) -> AgentTurn:
+        latest = next(
+            (item.text for item in reversed(call.transcript) if item.role in ("gpt", "claude")),
+            call.goal,
+        )
+        message = f"{call.target} r{call.round} after «{latest[:24]}»"
+        if final_at is not None and call.round == final_at:
+            return AgentTurn(reply=Reply(message=message, final=True))
+        return handoff(message, other(call.target), f"continue from round {call.round}")
+
+    return turn
+
+
+@asynccontextmanager
+async def router_running(
+    nc: NATS, server: EmbeddedServer, ns: Namespace, script: Script, **settings: str
+) -> AsyncIterator[tuple[RouterWire, list[AgentCall], ProcessOutput]]:
+    """A router process, and the test answering its calls with `script` in the background."""
+    wire = RouterWire(nc.jetstream(), ns)
+    await wire.open()
+    router = start_actor("router", "router", parley_env(server.url, ns.root, **settings))
+    calls: list[AgentCall] = []
+
+    async def record(call: AgentCall) -> None:
+        calls.append(call)
+
+    try:
+        await router.wait_line(READY)
+        async with asyncio.TaskGroup() as tasks:
+            relay = tasks.create_task(relay_turns(wire, script, on_call=record))
+            try:
+                yield wire, calls, router
+            finally:
+                relay.cancel()
+    finally:
+        router.close()
+
+
+async def run_session(nc: NATS, ns: Namespace, wire: RouterWire, msg: HumanMessage) -> Timeline:
+    assert msg.session_id is not None
+    timeline = Timeline(nc.jetstream(), ns, msg.session_id)
+    await timeline.open()
+    await wire.start(msg)
+    await timeline.until_end()
+    await timeline.close()
+    return timeline
+
+
+async def test_a_prompt_2_fairy_tale_shares_context_and_ends_on_final(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    script: dict[tuple[str, int], AgentTurn] = {
+        ("claude", 1): handoff("Once upon a time a fox…", "gpt", "Edit paragraph one."),
+        ("gpt", 2): handoff("Edited: Once, a clever fox…", "claude", "Write paragraph two."),
+        ("claude", 3): handoff("At dawn the fox…", "gpt", "Polish and finish."),
+        ("gpt", 4): AgentTurn(reply=Reply(message="The tale is done.", final=True)),
+    }
+    async with router_running(
+        nc, nats_server, namespace, lambda call: script[call.target, call.round]
+    ) as (wire, calls, _):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_2, max_rounds=4))
+    assert timeline.turns() == [
+        (1, "claude", "Once upon a time a fox…"),
+        (2, "gpt", "Edited: Once, a clever fox…"),
+        (3, "claude", "At dawn the fox…"),
+        (4, "gpt", "The tale is done."),
+    ]
+    assert timeline.events[-1].stop_reason == "final"
+    # Context sharing: every call after the first carries the other agent's latest message,
+    # the goal verbatim, and the round.
+    for previous, call in itertools.pairwise(calls):
+        shown = [item.text for item in call.transcript]
+        said = script[previous.target, previous.round].reply
+        assert said is not None and said.message in shown
+        assert call.goal == PROMPT_2 and call.max_rounds == 4
+        assert call.text == script[previous.target, previous.round].reply.handoff.task  # type: ignore[union-attr]
+
+
+async def test_prompt_1_hiking_plan_alternates_until_final(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    async with router_running(nc, nats_server, namespace, alternating(final_at=5)) as (wire, _, _):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_1, first="gpt"))
+    speakers = [speaker for _, speaker, _ in timeline.turns()]
+    assert speakers == ["gpt", "claude", "gpt", "claude", "gpt"]
+    assert timeline.events[-1].event_type == "session_completed"
+    assert timeline.events[-1].stop_reason == "final"
+
+
+async def test_prompt_3_final_in_the_first_reply_ends_at_once(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    async with router_running(nc, nats_server, namespace, alternating(final_at=1)) as (
+        wire,
+        calls,
+        _,
+    ):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_3))
+    assert len(timeline.turns()) == 1 and len(calls) == 1
+    assert timeline.events[-1].stop_reason == "final"
+
+
+async def test_b_max_rounds_two_gives_exactly_two_turns_then_cap_reached(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    async with router_running(nc, nats_server, namespace, alternating()) as (wire, calls, _):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_1, max_rounds=2))
+    assert [r for r, _, _ in timeline.turns()] == [1, 2]
+    assert timeline.events[-1].stop_reason == "cap_reached"
+    assert [c.final_round for c in calls] == [False, True], "the last agent is told to finish"
+
+
+async def test_c_no_handoff_ends_the_session(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    def script(call: AgentCall) -> AgentTurn:
+        if call.round == 1:
+            return handoff("draft", "gpt", "edit it")
+        return AgentTurn(reply=Reply(message="edited, nothing more to add"))
+
+    async with router_running(nc, nats_server, namespace, script) as (wire, _, _):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_2))
+    assert len(timeline.turns()) == 2 and timeline.events[-1].stop_reason == "no_handoff"
+
+
+async def test_d_prompt_5_malformed_json_ends_with_a_warning_and_no_handoff(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    prose = 'Sure! Here is my answer: {"message": "hi", "handoff": {"to": "gpt"'
+    async with router_running(nc, nats_server, namespace, lambda call: AgentTurn(raw=prose)) as (
+        wire,
+        calls,
+        _,
+    ):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_1))
+    assert len(calls) == 1
+    assert timeline.turns() == [(1, "claude", prose)]
+    end = timeline.events[-1]
+    assert end.stop_reason == "malformed" and "JSON" in str(end.payload["warning"])
+    step = next(e for e in timeline.events if e.event_type == "step_completed")
+    assert step.payload["handoff"] is None and step.payload["malformed"] is True
+
+
+async def test_e_stop_cancels_with_the_notice_and_a_late_answer_changes_nothing(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    js = nc.jetstream()
+    wire = RouterWire(js, namespace)
+    await wire.open()
+    router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))
+    try:
+        await router.wait_line(READY)
+        msg = collaborate(PROMPT_1)
+        assert msg.session_id is not None
+        timeline = Timeline(js, namespace, msg.session_id)
+        await timeline.open()
+        await wire.start(msg)
+        trace, call = await wire.submitted()
+        assert isinstance(call, AgentCall)
+        await wire.control(stop(msg.session_id))
+        end = await timeline.until_end()
+        assert (end.event_type, end.stop_reason) == ("session_canceled", "canceled")
+        assert end.payload["message"] == CANCEL_NOTICE
+        # The agent answers after the Stop: nothing moves. An unsupported control for the same
+        # session, sent after it, is handled after it and marks when the router got that far.
+        await wire.answer(call, trace, handoff("late", "gpt", "go on"))
+        pause = structs.replace(stop(msg.session_id), action="pause")
+        await wire.control(pause)
+        refusal = await timeline.refusal()
+        assert refusal.cause_id == pause.id and refusal.code is ErrorCode.INVALID_REQUEST
+        session = await stored_session(js, namespace, msg.session_id)
+        assert session.status == "canceled" and session.transcript[-1].text == CANCEL_NOTICE
+        assert [item.text for item in session.transcript].count("late") == 0
+        await timeline.close()
+    finally:
+        router.close()
+
+
+async def test_prompt_4_back_to_back_sessions_never_see_each_other(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    def script(call: AgentCall) -> AgentTurn:
+        tag = call.goal.split()[0]
+        for item in call.transcript:
+            assert item.text.split()[0] in (tag, "continue"), f"{tag} saw {item.text!r}"
+        if call.round == 3:
+            return AgentTurn(reply=Reply(message=f"{tag} done", final=True))
+        return handoff(f"{tag} turn {call.round}", other(call.target), "continue")
+
+    async with router_running(nc, nats_server, namespace, script) as (wire, calls, _):
+        first, second = collaborate("apples: plan"), collaborate("pears: plan")
+        timelines = [
+            Timeline(nc.jetstream(), namespace, m.session_id or "") for m in (first, second)
+        ]
+        for timeline in timelines:
+            await timeline.open()
+        await wire.start(first)
+        await wire.start(second)
+        ends = [await timeline.until_end() for timeline in timelines]
+    assert [end.stop_reason for end in ends] == ["final", "final"]
+    for timeline, tag in zip(timelines, ("apples:", "pears:"), strict=True):
+        assert all(message.startswith(tag) for _, _, message in timeline.turns())
+    assert len(calls) == 6
+
+
+async def test_a_single_call_is_answered_once(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    msg = HumanMessage(
+        id=new_id(),
+        created_at=utc_now(),
+        text="@gpt what is NATS?",
+        call_id=new_id(),
+        session_id=new_id(),
+    )
+    script = lambda call: handoff(f"{call.target}: a messaging system", "claude", "say more")  # noqa: E731
+    async with router_running(nc, nats_server, namespace, script) as (wire, calls, _):
+        timeline = await run_session(nc, namespace, wire, msg)
+    assert [(c.target, c.goal) for c in calls] == [("gpt", "what is NATS?")]
+    assert timeline.turns() == [(1, "gpt", "gpt: a messaging system")]
+    assert timeline.events[-1].stop_reason == "answered"
+
+
+async def test_an_agent_error_is_retried_then_fails_the_session(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    script = lambda call: AgentTurn(error=ErrorCode.AGENT_UNAVAILABLE, retryable=True)  # noqa: E731
+    async with router_running(nc, nats_server, namespace, script) as (wire, calls, _):
+        timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_1))
+    assert len(calls) == 2, "one retry, as the default limit allows"
+    end = timeline.events[-1]
+    assert (end.event_type, end.stop_reason) == ("session_failed", "error")
+    assert end.payload["code"] == "AGENT_UNAVAILABLE"
+
+
+async def test_unusable_requests_are_refused_on_the_timeline_and_dead_lettered(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    js = nc.jetstream()
+    wire = RouterWire(js, namespace)
+    await wire.open()
+    router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))
+    try:
+        await router.wait_line(READY)
+        msg = structs.replace(collaborate(PROMPT_1), first_speaker="llama")
+        assert msg.session_id is not None
+        timeline = Timeline(js, namespace, msg.session_id)
+        await timeline.open()
+        await wire.start(msg)
+        refusal = await timeline.refusal()
+        assert refusal.code is ErrorCode.INVALID_REQUEST and refusal.cause_id == msg.id
+        assert "not a participant" in refusal.message
+        end = await timeline.until_end()
+        assert (end.event_type, end.payload["code"]) == ("session_failed", "INVALID_REQUEST")
+        await timeline.close()
+        # Stopping a session that does not exist is refused the same way.
+        ghost = stop(new_id())
+        missing_timeline = Timeline(js, namespace, ghost.session_id)
+        await missing_timeline.open()
+        await wire.control(ghost)
+        missing = await missing_timeline.refusal()
+        assert missing.code is ErrorCode.SESSION_NOT_FOUND and missing.cause_id == ghost.id
+        await missing_timeline.close()
+        letters = await js.pull_subscribe(
+            namespace.dead("router"), durable="dead-reader", stream=namespace.stream("dead")
+        )
+        reasons = [
+            (letter.headers or {}).get(DEAD_REASON, "")
+            for letter in await letters.fetch(2, timeout=10)
+        ]
+        assert sorted(reasons) == ["invalid_request", "session_not_found"]
+        assert await _nothing_submitted(wire) is None
+    finally:
+        router.close()
+
+
+async def _nothing_submitted(wire: RouterWire) -> AnyEnvelope | None:
+    """Whatever the router submitted to the gate (a refusal must not go there), or None."""
+    try:
+        _, envelope = await wire.submitted(timeout=0.3)
+    except TimeoutError:
+        return None
+    return envelope

@@ -1,0 +1,74 @@
+"""Pieces of `parley collab`: where it finds NATS, and how it prints a session's events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors._session import EventName
+from bus import load_settings, load_topology
+from schemas import SessionEvent
+from tests.support.processes import REPO
+from tools.collab import LOCAL_URL_FILE, local_url, render
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def test_nats_url_wins_then_the_url_parley_up_wrote_then_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.delenv("PARLEY_NATS_URL", raising=False)
+    assert local_url(load_settings()) == "nats://127.0.0.1:4222"
+    LOCAL_URL_FILE.parent.mkdir(parents=True)
+    LOCAL_URL_FILE.write_text("nats://127.0.0.1:40001\n")
+    assert local_url(load_settings()) == "nats://127.0.0.1:40001"
+    monkeypatch.setenv("NATS_URL", "nats://10.0.0.7:4222")
+    assert local_url(load_settings()) == "nats://10.0.0.7:4222"
+
+
+def _event(event_type: EventName, **fields: Any) -> SessionEvent:
+    return SessionEvent(id="e", created_at=T0, session_id="s", event_type=event_type, **fields)
+
+
+def test_a_turn_prints_speaker_round_of_cap_message_and_handoff() -> None:
+    event = _event(
+        "step_completed",
+        round=2,
+        speaker="gpt",
+        payload={"message": "Edited.", "handoff": {"to": "claude", "task": "Finish."}},
+    )
+    assert render(event, 4) == "[gpt · 2/4] Edited.\n    → claude: Finish."
+
+
+def test_the_end_prints_the_stop_reason_and_why() -> None:
+    failed = _event(
+        "session_failed",
+        round=1,
+        stop_reason="error",
+        payload={"code": "AGENT_UNAVAILABLE", "message": "gpt is down"},
+    )
+    assert (
+        render(failed, 6) == "stopped: error (round 1)\n    error: AGENT_UNAVAILABLE: gpt is down"
+    )
+    malformed = _event(
+        "session_completed", round=1, stop_reason="malformed", payload={"warning": "not JSON"}
+    )
+    assert render(malformed, 6) == "stopped: malformed (round 1)\n    warning: not JSON"
+    assert render(_event("step_started", round=1, speaker="gpt"), 6) is None
+
+
+def test_the_collab_topology_runs_gate_router_and_both_agents() -> None:
+    topology = load_topology(REPO / "deploy/topologies/collab.toml")
+    assert [(a.name, a.run) for a in topology.actor] == [
+        ("gate", "gate"),
+        ("router", "router"),
+        ("gpt", "agent"),
+        ("claude", "agent"),
+    ]
+    gate = topology.actor[0]
+    assert gate.config is not None and gate.config.is_file()

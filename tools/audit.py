@@ -1,0 +1,311 @@
+"""`parley audit query|verify`, `parley trace` and `parley tail`: reading the audit history.
+
+`query` and `trace` read through server-side subject filters: a query for one profile
+subscribes to that profile's audit subject only, so it is never sent another profile's
+records. `verify` re-walks a whole audit stream (the live one, or a copy given by name) with
+the chain verifier, checking every checkpoint's signature against the given public key and,
+when given, the checkpoints the auditor wrote to its log. `tail` prints live traffic decoded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from actors._chain import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
+from bus import ConfigError, connect, load_settings, read_history
+from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id
+from tools._tracetree import render_trace
+
+__all__ = (
+    "add_audit_commands",
+    "query_records",
+    "read_off_box",
+    "verify_stream",
+)
+
+_record_decoder = msgspec.json.Decoder(AuditRecord)
+_DURATION = re.compile(r"(\d+)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class AuditToolError(Exception):
+    """Bad arguments or files for the audit tools."""
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    """The auditor's checkpoint public key (PEM)."""
+    try:
+        key = load_pem_public_key(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise AuditToolError(f"cannot read public key {path}: {exc}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise AuditToolError(f"{path} is not an Ed25519 public key")
+    return key
+
+
+def read_off_box(lines: Iterable[str]) -> list[bytes]:
+    """Signed checkpoints from the auditor's log lines (or from bare DSSE JSON lines)."""
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("checkpoint"), str):
+            found.append(entry["checkpoint"].encode())
+        elif isinstance(entry, dict) and "payloadType" in entry:
+            found.append(line.strip().encode())
+    return found
+
+
+async def verify_stream(
+    js: JetStreamContext,
+    stream: str,
+    *,
+    trusted: dict[str, Ed25519PublicKey],
+    off_box: Iterable[bytes] = (),
+    strict: bool = False,
+) -> ChainReport:
+    """Walk every message of `stream` through the chain verifier."""
+    verifier = ChainVerifier(trusted=trusted, off_box=off_box, strict=strict)
+    async for message in read_history(js, stream):
+        verifier.feed(message.seq, message.subject, message.data)
+    return verifier.finish()
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """`--since`: an RFC 3339 time, or a duration back from now (`90s`, `15m`, `2h`, `1d`)."""
+    match = _DURATION.fullmatch(text)
+    if match:
+        return (now or datetime.now(UTC)) - timedelta(
+            seconds=int(match.group(1)) * _UNITS[match.group(2)]
+        )
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise AuditToolError(f"--since {text!r}: give an RFC 3339 time or 30s/15m/2h/1d") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+async def query_records(
+    js: JetStreamContext,
+    ns: Namespace,
+    *,
+    tenant: str,
+    profile: str | None = None,
+    trace: str | None = None,
+    session: str | None = None,
+    since: datetime | None = None,
+) -> list[AuditRecord]:
+    """Audit records of `tenant` (one profile's only, when given), oldest first.
+
+    The profile becomes the consumer's subject filter, so the server sends nothing else.
+    """
+    subject = ns.audit(tenant, profile) if profile else f"{ns.root}.audit.{tenant}.*"
+    records = []
+    async for message in read_history(js, ns.stream("audit"), subject=subject):
+        if message.subject.endswith("." + CHECKPOINT_PROFILE):
+            continue
+        try:
+            record = _record_decoder.decode(message.data)
+        except msgspec.DecodeError:
+            continue  # `parley audit verify` reports it
+        if trace and record.trace_id != trace:
+            continue
+        if session and record.session_id != session:
+            continue
+        if since and record.created_at < since:
+            continue
+        records.append(record)
+    return records
+
+
+def _row(record: AuditRecord) -> str:
+    when = record.created_at.strftime("%Y-%m-%dT%H:%M:%S")
+    code = record.decision_code or "-"
+    what = record.objective or record.output_preview or record.failure_reason or ""
+    return (
+        f"#{record.chain_index:<6} {when}  {record.profile:<12} {record.fact:<13} "
+        f"{record.requester or '-'} -> {record.target or '-'}  {record.status} {code}  "
+        f"{record.task}  trace {record.trace_id[:13]}  {what[:60]}"
+    )
+
+
+async def _open(args: argparse.Namespace) -> tuple[NATS, Namespace]:
+    settings = load_settings(args.config, namespace=args.namespace)
+    nc = await connect(settings, "audit-cli", reconnect_forever=False)
+    return nc, Namespace(settings.namespace)
+
+
+async def _query(args: argparse.Namespace) -> int:
+    nc, ns = await _open(args)
+    try:
+        records = await query_records(
+            nc.jetstream(),
+            ns,
+            tenant=args.tenant,
+            profile=args.profile,
+            trace=args.trace,
+            session=args.session,
+            since=parse_since(args.since) if args.since else None,
+        )
+    finally:
+        await nc.close()
+    for record in records:
+        print(msgspec.json.encode(record).decode() if args.json else _row(record))
+    return 0
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    public = load_public_key(args.key)
+    off_box: list[bytes] = []
+    for path in args.checkpoints or ():
+        try:
+            text = await asyncio.to_thread(Path(path).read_text)
+            off_box += read_off_box(text.splitlines())
+        except OSError as exc:
+            raise AuditToolError(f"cannot read {path}: {exc}") from None
+    nc, ns = await _open(args)
+    try:
+        report = await verify_stream(
+            nc.jetstream(),
+            args.stream or ns.stream("audit"),
+            trusted={key_id(public): public},
+            off_box=off_box,
+            strict=args.strict,
+        )
+    finally:
+        await nc.close()
+    summary = (
+        f"{report.records} records, {report.checkpoints} checkpoints, "
+        f"{report.covered} pinned by a signed checkpoint"
+    )
+    if args.json:
+        print(json.dumps({**report.__dict__, "ok": report.ok}))
+    elif report.ok:
+        print(f"audit chain intact: {summary}")
+        for note in report.unvouched:
+            print(f"  note: {note}")
+    else:
+        print(f"audit chain BROKEN at seq {report.first_bad_seq}: {report.problem} ({summary})")
+    return 0 if report.ok else 1
+
+
+async def _trace(args: argparse.Namespace) -> int:
+    nc, ns = await _open(args)
+    try:
+        records = await query_records(nc.jetstream(), ns, tenant=args.tenant, trace=args.trace_id)
+    finally:
+        await nc.close()
+    for line in render_trace(args.trace_id, records):
+        print(line)
+    return 0 if records else 1
+
+
+def _describe(msg: Msg) -> str:
+    headers = msg.headers or {}
+    shown = " ".join(f"{k}={v}" for k, v in sorted(headers.items()) if k.startswith("Parley-"))
+    try:
+        envelope: Any = decode_envelope(msg.data)
+        body = msgspec.json.encode(envelope).decode()
+        kind = str(envelope.__struct_config__.tag)
+    except DecodeError:
+        kind, body = "raw", msg.data[:500].decode("utf-8", "replace")
+    return f"[{msg.subject}] {kind} {shown}\n  {body}"
+
+
+async def _tail(args: argparse.Namespace) -> int:
+    nc, ns = await _open(args)
+    done = asyncio.Event()
+    seen = 0
+
+    async def on_msg(msg: Msg) -> None:
+        nonlocal seen
+        print(_describe(msg), flush=True)
+        seen += 1
+        if args.count and seen >= args.count:
+            done.set()
+
+    await nc.subscribe(args.subject or f"{ns.root}.>", cb=on_msg)
+    await nc.flush()
+    print(f"tailing {args.subject or ns.root + '.>'} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    try:
+        await done.wait()
+    finally:
+        await nc.close()
+    return 0
+
+
+def _runner(coro: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = asyncio.run(coro(args))
+        except (AuditToolError, ConfigError) as exc:
+            print(f"parley: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 0
+        return code
+
+    return run
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TOML settings file (NATS URL, namespace)")
+    parser.add_argument("--namespace", help="subject root (default: settings, else parley)")
+
+
+def add_audit_commands(commands: Any) -> None:
+    """Register `audit`, `trace` and `tail` on the `parley` parser's subcommands."""
+    audit = commands.add_parser("audit", help="query and verify the audit history")
+    verbs = audit.add_subparsers(dest="audit_command", required=True)
+
+    query = verbs.add_parser("query", help="print audit records (one profile's, when given)")
+    _common(query)
+    query.add_argument("--tenant", default="default")
+    query.add_argument("--profile", help="only this profile's records (its subject only)")
+    query.add_argument("--trace", help="only records of this trace id")
+    query.add_argument("--session", help="only records of this session id")
+    query.add_argument("--since", help="RFC 3339 time, or 30s / 15m / 2h / 1d ago")
+    query.add_argument("--json", action="store_true", help="one JSON record per line")
+    query.set_defaults(func=_runner(_query))
+
+    verify = verbs.add_parser("verify", help="re-walk the chain and the signed checkpoints")
+    _common(verify)
+    verify.add_argument("--key", type=Path, required=True, help="auditor's public key (PEM)")
+    verify.add_argument("--stream", help="verify this stream (a copy) instead of PARLEY_AUDIT")
+    verify.add_argument(
+        "--checkpoints", action="append", help="auditor log file with off-box checkpoints"
+    )
+    verify.add_argument(
+        "--strict", action="store_true", help="every record must be pinned by a checkpoint"
+    )
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=_runner(_verify))
+
+    trace = commands.add_parser("trace", help="draw the causal tree of a trace")
+    _common(trace)
+    trace.add_argument("trace_id")
+    trace.add_argument("--tenant", default="default")
+    trace.set_defaults(func=_runner(_trace))
+
+    tail = commands.add_parser("tail", help="print live traffic decoded (like `nats sub`)")
+    _common(tail)
+    tail.add_argument("subject", nargs="?", help="subject filter (default: <namespace>.>)")
+    tail.add_argument("--count", type=int, default=0, help="stop after this many messages")
+    tail.set_defaults(func=_runner(_tail))

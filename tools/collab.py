@@ -1,0 +1,302 @@
+"""`parley collab` and `parley say`: a person's side of a session, from a terminal.
+
+The command submits a human message on `parley.submit.cli` (a root: its trace id is its own
+id), then follows `parley.events.<session>` from the start through an ordered consumer and
+prints each turn as it happens. The session id is chosen here, before submitting, so not one
+event can be missed. Ctrl-C sends Stop (a `control` envelope) and waits for the router to
+confirm; a second Ctrl-C leaves at once. A refusal by the gate (its decision on
+`parley.decisions.cli`) ends the command with the gate's reason.
+
+Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 130 it was
+canceled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TextIO
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+
+from bus import ConfigError, Settings, TraceHeaders, load_settings
+from schemas import (
+    Control,
+    Decision,
+    DecodeError,
+    Error,
+    HumanMessage,
+    Namespace,
+    SessionEvent,
+    decode_envelope,
+    encode,
+    new_id,
+    utc_now,
+)
+
+__all__ = ("LOCAL_URL_FILE", "SessionEnd", "add_collab_commands", "follow_session", "local_url")
+
+LOCAL_URL_FILE: Final = Path(".parley/nats.url")
+"""Where `parley up` writes its embedded server's URL for the commands run beside it."""
+
+SENDER: Final = "cli"
+_END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
+
+
+@dataclass(frozen=True)
+class SessionEnd:
+    """How a followed session ended: its last event (None if it never ended) and exit code."""
+
+    event: SessionEvent | None
+    code: int
+    events: tuple[SessionEvent, ...]
+
+
+def local_url(settings: Settings) -> str:
+    """NATS_URL when set, else the URL of the system `parley up` started here, else the default."""
+    if "nats_url" in settings.model_fields_set or not LOCAL_URL_FILE.is_file():
+        return settings.nats_url
+    return LOCAL_URL_FILE.read_text().strip() or settings.nats_url
+
+
+def render(event: SessionEvent, max_rounds: int) -> str | None:
+    """One line (or a few) for the terminal, or None for events not worth a line."""
+    payload = event.payload
+    match event.event_type:
+        case "session_created":
+            who = ", ".join(str(p) for p in payload.get("participants", []))
+            return f"session {event.session_id}: {who}, up to {max_rounds} rounds"
+        case "step_completed":
+            head = f"[{event.speaker} · {event.round}/{max_rounds}] {payload.get('message', '')}"
+            handoff = payload.get("handoff")
+            if isinstance(handoff, dict):
+                head += f"\n    → {handoff.get('to')}: {handoff.get('task')}"
+            return head
+        case "session_completed" | "session_failed" | "session_canceled":
+            lines = [f"stopped: {event.stop_reason} (round {event.round})"]
+            if payload.get("code"):
+                lines.append(f"    error: {payload['code']}: {payload.get('message', '')}")
+            elif payload.get("message"):
+                lines.append(f"    message: {payload['message']}")
+            if payload.get("warning"):
+                lines.append(f"    warning: {payload['warning']}")
+            return "\n".join(lines)
+    return None
+
+
+async def follow_session(
+    nc: NATS,
+    ns: Namespace,
+    msg: HumanMessage,
+    *,
+    out: TextIO,
+    timeout: float,
+    stop_requested: asyncio.Event | None = None,
+    on_event: Callable[[SessionEvent], None] | None = None,
+) -> SessionEnd:
+    """Submit `msg` and print its session's events until it ends (or `timeout` of silence).
+
+    Setting `stop_requested` submits a Stop for the session; the function still waits for the
+    router's `session_canceled`.
+    """
+    assert msg.session_id is not None  # noqa: S101 - callers always choose one
+    js = nc.jetstream()
+    news: asyncio.Queue[SessionEvent | Decision | Error | None] = asyncio.Queue()
+
+    async def on_message(raw: Msg) -> None:
+        try:
+            envelope = decode_envelope(raw.data)
+        except DecodeError:
+            return  # not ours to judge; the timeline stays readable
+        if isinstance(envelope, SessionEvent | Error):
+            news.put_nowait(envelope)
+        elif isinstance(envelope, Decision) and envelope.envelope_id == msg.id:
+            news.put_nowait(envelope)
+
+    subs = [
+        await js.subscribe(
+            ns.events(msg.session_id),
+            cb=on_message,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        ),
+        await js.subscribe(
+            ns.decisions(SENDER),
+            cb=on_message,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+        ),
+    ]
+    seen: list[SessionEvent] = []
+    max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
+    async with asyncio.TaskGroup() as tasks:
+        if stop_requested is not None:
+            stopper = tasks.create_task(_on_stop(stop_requested, news))
+        try:
+            await _submit(js, ns, msg)
+            while True:
+                try:
+                    item = await asyncio.wait_for(news.get(), timeout)
+                except TimeoutError:
+                    print(f"no news from the session for {timeout:.0f} s", file=out, flush=True)
+                    return SessionEnd(None, 1, tuple(seen))
+                if item is None:  # Ctrl-C: ask the router to stop, and keep following
+                    await _submit(js, ns, _stop(msg))
+                    print("stop requested", file=out, flush=True)
+                    continue
+                if isinstance(item, Decision):
+                    if item.allowed:
+                        continue
+                    print(f"refused by the gate: {item.code}: {item.message}", file=out)
+                    return SessionEnd(None, 1, tuple(seen))
+                if isinstance(item, Error):  # the router refused what we sent; its end follows
+                    print(f"refused: {item.code}: {item.message}", file=out, flush=True)
+                    continue
+                seen.append(item)
+                if on_event is not None:
+                    on_event(item)
+                if item.event_type == "session_created":
+                    max_rounds = int(item.payload.get("max_rounds", max_rounds))
+                line = render(item, max_rounds)
+                if line is not None:
+                    print(line, file=out, flush=True)
+                if item.event_type in _END:
+                    return SessionEnd(item, _END[item.event_type], tuple(seen))
+        finally:
+            if stop_requested is not None:
+                stopper.cancel()
+            for sub in subs:
+                await sub.unsubscribe()
+
+
+async def _on_stop(
+    stop_requested: asyncio.Event, news: asyncio.Queue[SessionEvent | Decision | Error | None]
+) -> None:
+    await stop_requested.wait()
+    news.put_nowait(None)
+
+
+async def _submit(js: JetStreamContext, ns: Namespace, envelope: HumanMessage | Control) -> None:
+    """Submit as the CLI: a root envelope, whose trace is its own id."""
+    headers = TraceHeaders(trace_id=envelope.id, origin=SENDER).to_headers(envelope.id)
+    await js.publish(ns.submit(SENDER), encode(envelope), headers=headers)
+
+
+def _stop(msg: HumanMessage) -> Control:
+    assert msg.session_id is not None  # noqa: S101
+    return Control(
+        id=new_id(),
+        created_at=utc_now(),
+        action="stop",
+        session_id=msg.session_id,
+        user_id=msg.user_id,
+        reason="Ctrl-C",
+    )
+
+
+def human_message(args: argparse.Namespace, *, single: bool) -> HumanMessage:
+    """The message a `collab` or `say` command line asks for."""
+    if single:
+        target = args.agent.removeprefix("@")
+        return HumanMessage(
+            id=new_id(),
+            created_at=utc_now(),
+            text=" ".join(args.text),
+            call_id=new_id(),
+            user_id=args.user,
+            mode="single",
+            participants=(target,),
+            first_speaker=target,
+            max_rounds=1,
+            session_id=new_id(),
+        )
+    agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
+    return HumanMessage(
+        id=new_id(),
+        created_at=utc_now(),
+        text=" ".join(args.goal),
+        call_id=new_id(),
+        user_id=args.user,
+        mode="collaborate",
+        participants=agents,
+        first_speaker=args.first or agents[0],
+        max_rounds=args.max_rounds,
+        session_id=new_id(),
+    )
+
+
+async def _run(args: argparse.Namespace, *, single: bool) -> int:
+    settings = load_settings(args.config)
+    ns = Namespace(settings.namespace)
+    msg = human_message(args, single=single)
+    stop_requested = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def on_interrupt() -> None:
+        if stop_requested.is_set() and main is not None:
+            main.cancel()  # the second Ctrl-C: leave without waiting for the router
+        stop_requested.set()
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    nc = await nats.connect(
+        local_url(settings),
+        user=settings.user,
+        password=settings.password,
+        user_credentials=str(settings.creds_file) if settings.creds_file else None,
+        nkeys_seed=str(settings.nkey_seed_file) if settings.nkey_seed_file else None,
+        inbox_prefix=ns.inbox_prefix(SENDER).encode(),
+        connect_timeout=5,
+        max_reconnect_attempts=3,
+    )
+    try:
+        end = await follow_session(
+            nc, ns, msg, out=sys.stdout, timeout=args.timeout, stop_requested=stop_requested
+        )
+    except asyncio.CancelledError:
+        return 130
+    finally:
+        await nc.close()
+    return end.code
+
+
+def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        try:
+            return asyncio.run(_run(args, single=single))
+        except ConfigError as exc:
+            print(f"parley: {exc}", file=sys.stderr)
+            return 2
+        except (OSError, nats.errors.NoServersError) as exc:
+            print(f"parley: cannot reach NATS: {exc}", file=sys.stderr)
+            return 3
+
+    return command
+
+
+def add_collab_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `collab` and `say` to the `parley` command."""
+    collab = commands.add_parser("collab", help="start a collaboration session and follow it")
+    collab.add_argument("goal", nargs="+", help="what the agents should do together")
+    collab.add_argument("--agents", default="gpt,claude", help="participants, comma-separated")
+    collab.add_argument("--first", help="who speaks first (default: the first of --agents)")
+    collab.add_argument("--max-rounds", type=int, default=6, help="round cap (default 6)")
+    say = commands.add_parser("say", help="one call to one agent: parley say @gpt 'hello'")
+    say.add_argument("agent", help="the agent, as @name or name")
+    say.add_argument("text", nargs="+")
+    for parser, single in ((collab, False), (say, True)):
+        parser.add_argument("--config", type=Path, help="TOML settings file")
+        parser.add_argument("--user", default="", help="user id carried by the session")
+        parser.add_argument(
+            "--timeout", type=float, default=300.0, help="give up after this many silent seconds"
+        )
+        parser.set_defaults(func=_cmd(single))
