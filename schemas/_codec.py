@@ -64,8 +64,6 @@ def _decode(
         raise DecodeError("malformed", f"invalid UTF-8: {exc}") from None
     except RecursionError:
         raise DecodeError("malformed", "JSON nested too deeply") from None
-    except UnicodeDecodeError as exc:  # msgspec raises it, not DecodeError, inside a string
-        raise DecodeError("malformed", f"invalid UTF-8: {exc}") from None
 
 
 def decode_envelope(
