@@ -25,6 +25,7 @@ from bus import (
 )
 from bus._supervisor import GiveUp
 from tools.audit import add_audit_commands
+from tools.chaos import add_chaos_command
 from tools.collab import LOCAL_URL_FILE, add_collab_commands
 from tools.demo import add_demo_command
 from tools.natsconf import add_natsconf_commands
@@ -170,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     add_policy_commands(commands)
     add_collab_commands(commands)
     add_demo_command(commands)
+    add_chaos_command(commands)
     add_natsconf_commands(commands)
     add_provision_command(commands)
     add_audit_commands(commands)

@@ -1,0 +1,31 @@
+"""The fault schedule: the same seed gives the same faults; every target is hit in turn."""
+
+from __future__ import annotations
+
+from tools._chaos_schedule import SERVER, plan_faults
+
+ACTORS = ["gate", "router", "auditor", "gpt", "claude"]
+
+
+def test_the_same_seed_gives_the_same_schedule() -> None:
+    assert plan_faults(1, 60, ACTORS) == plan_faults(1, 60, list(reversed(ACTORS)))
+    assert plan_faults(1, 60, ACTORS) != plan_faults(2, 60, ACTORS)
+
+
+def test_faults_leave_the_last_30_percent_of_the_run_quiet() -> None:
+    for seed in range(50):
+        faults = plan_faults(seed, 100, ACTORS)
+        assert faults, seed
+        assert all(10 <= f.at < 70 for f in faults)
+        assert all(a.at + a.hold_s < b.at for a, b in zip(faults, faults[1:], strict=False))
+
+
+def test_every_target_is_hit_before_any_is_hit_twice() -> None:
+    faults = plan_faults(3, 200, ACTORS)
+    first = [f.target for f in faults[: len(ACTORS) + 1]]
+    assert sorted(first) == sorted([*ACTORS, SERVER])
+    assert all(f.action in {"kill", "pause"} for f in faults if f.target == SERVER)
+
+
+def test_without_server_faults_the_server_is_left_alone() -> None:
+    assert all(f.target != SERVER for f in plan_faults(1, 300, ACTORS, include_server=False))
