@@ -44,7 +44,11 @@ ROUTER = "router"
 _CALL_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in call_kinds()) | {
     "human_message"  # a person's message to an agent asks for an answer as a call does
 }
-_ENDS = {"session_completed": "completed", "session_failed": "failed"}
+_ENDS = {
+    "session_completed": "completed",
+    "session_failed": "failed",
+    "session_canceled": "failed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +146,8 @@ def _session_event(history: History, event: SessionEvent, ends: dict[str, Sessio
         history.applied.append(Applied(ROUTER, input_id, event.id, event.event_type, at=at))
     ended = _ENDS.get(event.event_type)
     if ended is not None:
-        reason = event.stop_reason or str(event.payload.get("code") or "") or None
+        code = str(event.payload.get("code") or "")
+        reason = ": ".join(part for part in (event.stop_reason or "", code) if part) or None
         ends[event.session_id] = SessionOutcome(event.session_id, ended, reason)
     elif event.session_id not in ends:
         ends[event.session_id] = SessionOutcome(event.session_id)

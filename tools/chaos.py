@@ -50,11 +50,15 @@ from tools._chaos_procs import Child
 from tools._chaos_records import history_from, read_stream
 from tools._chaos_schedule import SERVER, PlannedFault, plan_faults
 from tools.audit import verify_stream
-from tools.demo import DEMO_GOAL, DEMO_POLICY, demo_topology, publish_policy
+from tools.demo import DEMO_GOAL, demo_topology, publish_policy
 
-__all__ = ("ChaosOptions", "add_chaos_command", "run_chaos")
+__all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")
 
+CHAOS_POLICY = Path("deploy/policy/chaos.toml")
+"""The demo bundle with agent answer rates a run cannot reach (see the file)."""
 _CLI = "cli"
+EVERY_ACTOR = "*"
+"""A scenario's target meaning every actor of the topology at once."""
 _ENDS = ("session_completed", "session_failed")
 
 
@@ -69,6 +73,9 @@ class ChaosOptions:
     server_faults: bool = True
     keep: Path | None = None
     agents: tuple[str, ...] = ("gpt", "claude")
+    policy: Path = CHAOS_POLICY
+    plan: tuple[PlannedFault, ...] | None = None
+    """Faults to inject instead of the seed's schedule (a named scenario)."""
 
 
 @dataclass
@@ -109,7 +116,12 @@ async def _submit(js: JetStreamContext, ns: Namespace, msg: HumanMessage, until:
 
 
 async def _worker(
-    js: JetStreamContext, ns: Namespace, load: _Load, stop_at: float, give_up_at: float
+    js: JetStreamContext,
+    ns: Namespace,
+    load: _Load,
+    stop_at: float,
+    give_up_at: float,
+    session_timeout_s: float,
 ) -> None:
     """Run sessions one after another until `stop_at`."""
     while time.monotonic() < stop_at:
@@ -121,11 +133,13 @@ async def _worker(
             load.open.pop(msg.session_id, None)
             return
         load.roots.append(Published(msg.id, seq, "gate", "human_message", time.time()))
+        # A session that never ends is the checker's to report; the load goes on without it.
+        patience = min(session_timeout_s, max(give_up_at - time.monotonic(), 0.1))
         try:
-            async with asyncio.timeout(max(give_up_at - time.monotonic(), 0.1)):
+            async with asyncio.timeout(patience):
                 await ended.wait()
         except TimeoutError:
-            return
+            continue
 
 
 async def _follow_events(nc: NATS, ns: Namespace, load: _Load) -> None:
@@ -171,6 +185,9 @@ class _Faults:
                 await asyncio.sleep(fault.hold_s)  # the outage's length
                 await asyncio.to_thread(self.server.start)
             return
+        if fault.target == EVERY_ACTOR:
+            await self._all_at_once(fault)
+            return
         child = self.children[fault.target]
         if fault.action == "pause":
             child.send(signal.SIGSTOP)
@@ -185,6 +202,25 @@ class _Faults:
         child.start()
         if not await child.wait_ready():
             print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
+
+    async def _all_at_once(self, fault: PlannedFault) -> None:
+        """Every actor at once: SIGKILL (or SIGSTOP) them all, then bring them all back."""
+        children = list(self.children.values())
+        if fault.action == "pause":
+            for child in children:
+                child.send(signal.SIGSTOP)
+            await asyncio.sleep(fault.hold_s)  # the pause's length
+            for child in children:
+                child.send(signal.SIGCONT)
+            return
+        for child in children:
+            await asyncio.to_thread(child.kill)
+        await asyncio.sleep(fault.hold_s)  # the outage's length
+        for child in children:
+            child.start()
+        for child in children:
+            if not await child.wait_ready():
+                print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
 
 
 async def _quiet(exc: Exception) -> None:
@@ -245,7 +281,7 @@ async def _run(
 ) -> tuple[int, ChaosReport]:
     js = nc.jetstream()
     await provision(js, ns)
-    public = await publish_policy(js, ns, DEMO_POLICY, work / "keys")
+    public = await publish_policy(js, ns, options.policy, work / "keys")
     topology = demo_topology(public, tenant="demo", agents=options.agents)
     base = {
         **os.environ,
@@ -263,11 +299,15 @@ async def _run(
         if not await child.wait_ready():
             print(f"parley chaos: {child.name} did not start; see {work}", file=out)
             return 2, check_history([], [])
-    plan = plan_faults(
-        options.seed,
-        options.duration_s,
-        list(children),
-        include_server=options.server_faults,
+    plan = (
+        list(options.plan)
+        if options.plan is not None
+        else plan_faults(
+            options.seed,
+            options.duration_s,
+            list(children),
+            include_server=options.server_faults,
+        )
     )
     print(
         f"parley chaos: seed {options.seed}, {options.duration_s:.0f} s, {options.sessions} "
@@ -281,10 +321,11 @@ async def _run(
     started = time.monotonic()
     stop_at = started + options.duration_s
     give_up_at = stop_at + options.ack_wait_s * 20 + 30
+    session_timeout_s = options.ack_wait_s * 10 + 20
     async with asyncio.TaskGroup() as tasks:
         tasks.create_task(faults.run(plan, started))
         for _ in range(options.sessions):
-            tasks.create_task(_worker(js, ns, load, stop_at, give_up_at))
+            tasks.create_task(_worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
     report = await _judge(js, ns, load, faults.healed, options, public.parent / "audit.key")
     if report.incomplete:
         print("unfinished sessions; consumers:", file=out)
@@ -348,6 +389,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         ack_wait_s=args.ack_wait,
         server_faults=not args.no_server_faults,
         keep=args.keep,
+        policy=args.policy,
     )
     if args.plan:
         names = [spec.name for spec in demo_topology(Path("policy.pub"), "demo").actor]
@@ -368,6 +410,9 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     chaos.add_argument("--ack-wait", type=float, default=2.0, help="actors' ack wait (s)")
     chaos.add_argument(
         "--no-server-faults", action="store_true", help="leave the nats-server alone"
+    )
+    chaos.add_argument(
+        "--policy", type=Path, default=CHAOS_POLICY, help="the bundle source the gate enforces"
     )
     chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
     chaos.add_argument("--keep", type=Path, help="keep the server store and actor logs here")
