@@ -1,6 +1,7 @@
 """NATS machinery: connection, provisioning, consumer loops, headers, the process runner,
 the embedded server and the supervisor. Imports `schemas`; never imports `actors` or `tools`."""
 
+from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import FsyncCheckError, check_fsync, connect
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
@@ -58,9 +59,12 @@ __all__ = (
     "STREAM_FAMILIES",
     "TRACEPARENT",
     "TRACE_ID",
+    "AckInbox",
     "Actor",
     "ActorMetrics",
     "ActorRuntime",
+    "AppendRefused",
+    "AppendTimeout",
     "BusHandle",
     "ChildSpec",
     "ConfigError",
