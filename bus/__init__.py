@@ -32,6 +32,7 @@ from bus._headers import (
     traceparent_for,
 )
 from bus._history import StoredMessage, read_history
+from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
@@ -78,6 +79,7 @@ __all__ = (
     "FsyncCheckError",
     "HeaderError",
     "Input",
+    "KeyFileError",
     "NatsServerError",
     "Outbox",
     "ProvisionError",
@@ -93,6 +95,8 @@ __all__ = (
     "current_trace_id",
     "dump_tasks",
     "find_nats_server",
+    "load_private_key",
+    "load_public_key",
     "load_settings",
     "load_topology",
     "parse_trace_headers",
