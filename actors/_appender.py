@@ -37,9 +37,8 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
-from actors._ackinbox import AckInbox, AppendRefused
 from actors._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal
-from bus import MSG_ID, StoredMessage, read_history
+from bus import MSG_ID, AckInbox, AppendRefused, StoredMessage, read_history
 from schemas import AuditRecord, encode, utc_now
 
 __all__ = ("EXPECTED_LAST_SEQ", "ChainAppender", "ForeignWrite")

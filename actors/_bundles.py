@@ -17,10 +17,10 @@ import logging
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from bus import load_public_key
 from schemas import BundleError, ErrorCode, PolicyBundle, key_id, utc_now, verify_bundle
 
 __all__ = ("BUNDLE_KEY", "TRUSTED_VERSION_KEY", "BundleStore", "load_public_keys")
@@ -39,13 +39,7 @@ def load_public_keys(paths: list[str]) -> dict[str, Ed25519PublicKey]:
     """
     keys: dict[str, Ed25519PublicKey] = {}
     for name in paths:
-        path = Path(name)
-        try:
-            key = load_pem_public_key(path.read_bytes())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read policy public key {path}: {exc}") from None
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError(f"{path} is not an Ed25519 public key")
+        key = load_public_key(Path(name))
         keys[key_id(key)] = key
     return keys
 

@@ -32,7 +32,6 @@ from cryptography.hazmat.primitives.serialization import (
     Encoding,
     NoEncryption,
     PrivateFormat,
-    load_pem_private_key,
 )
 from nats.js.api import PubAck
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -47,7 +46,16 @@ from actors._auditfacts import (
     unvouched_record,
 )
 from actors._chain import CHECKPOINT_PROFILE, Checkpoint, sign_checkpoint
-from bus import Actor, BusHandle, ConfigError, Context, Input, Settings
+from bus import (
+    Actor,
+    BusHandle,
+    ConfigError,
+    Context,
+    Input,
+    KeyFileError,
+    Settings,
+    load_private_key,
+)
 from schemas import PII_KINDS, AnyEnvelope, AuditRecord, check_token, key_id, utc_now
 
 __all__ = ("AuditorActor", "AuditorOptions")
@@ -90,12 +98,9 @@ def load_signing_key(path: Path) -> Ed25519PrivateKey:
         ConfigError: unreadable, or not an Ed25519 private key.
     """
     try:
-        key = load_pem_private_key(path.read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
-        raise ConfigError(f"auditor: cannot read signing key {path}: {exc}") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ConfigError(f"auditor: {path} is not an Ed25519 private key")
-    return key
+        return load_private_key(path)
+    except KeyFileError as exc:
+        raise ConfigError(f"auditor: {exc}") from None
 
 
 def _options(raw: dict[str, Any]) -> AuditorOptions:

@@ -1,6 +1,7 @@
 """NATS machinery: connection, provisioning, consumer loops, headers, the process runner,
 the embedded server and the supervisor. Imports `schemas`; never imports `actors` or `tools`."""
 
+from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import FsyncCheckError, check_fsync, connect
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
@@ -31,6 +32,7 @@ from bus._headers import (
     traceparent_for,
 )
 from bus._history import StoredMessage, read_history
+from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
@@ -58,9 +60,12 @@ __all__ = (
     "STREAM_FAMILIES",
     "TRACEPARENT",
     "TRACE_ID",
+    "AckInbox",
     "Actor",
     "ActorMetrics",
     "ActorRuntime",
+    "AppendRefused",
+    "AppendTimeout",
     "BusHandle",
     "ChildSpec",
     "ConfigError",
@@ -74,6 +79,7 @@ __all__ = (
     "FsyncCheckError",
     "HeaderError",
     "Input",
+    "KeyFileError",
     "NatsServerError",
     "Outbox",
     "ProvisionError",
@@ -89,6 +95,8 @@ __all__ = (
     "current_trace_id",
     "dump_tasks",
     "find_nats_server",
+    "load_private_key",
+    "load_public_key",
     "load_settings",
     "load_topology",
     "parse_trace_headers",

@@ -23,12 +23,12 @@ import nats
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from actors import AuditorActor
 from bus import ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
 from schemas import Decision, ErrorCode, Namespace, encode, key_id, new_id, utc_now
+from tools._benchkit import AckCounter
 from tools.audit import verify_stream
 
 __all__ = ("audit_rows",)
@@ -68,25 +68,6 @@ async def _raw(nc: NATS, ns: Namespace, count: int, size: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-class _Acks:
-    def __init__(self, target: int) -> None:
-        self.count = 0
-        self.target = target
-        self.first = asyncio.Event()
-        self.done = asyncio.Event()
-        self.t_first = 0.0
-
-    async def on_ack(self, msg: Msg) -> None:
-        if msg.data not in (b"", b"+ACK"):
-            return
-        self.count += 1
-        if not self.first.is_set():
-            self.t_first = time.perf_counter()
-            self.first.set()
-        if self.count >= self.target:
-            self.done.set()
-
-
 async def _parley(
     nc: NATS, server: EmbeddedServer, ns: Namespace, count: int, key_dir: Path
 ) -> dict[str, Any]:
@@ -103,7 +84,8 @@ async def _parley(
             )
         )
     await asyncio.gather(*futures)
-    acks = _Acks(count)
+    acks = AckCounter()
+    acks.expect(count)
     sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('events')}.>", cb=acks.on_ack)
     settings = load_settings(
         nats_url=server.url,
@@ -121,7 +103,7 @@ async def _parley(
     async with asyncio.TaskGroup() as tasks:
         tasks.create_task(runtime.run(stop))
         await asyncio.wait_for(acks.first.wait(), 30)
-        await asyncio.wait_for(acks.done.wait(), 300)
+        await asyncio.wait_for(acks.reached.wait(), 300)
         rate = (acks.count - 1) / max(time.perf_counter() - acks.t_first, 1e-9)
         stop.set()
     await sniff.unsubscribe()

@@ -21,13 +21,13 @@ from typing import Any
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actors._chain import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
-from bus import ConfigError, connect, load_settings, read_history
+from bus import ConfigError, KeyFileError, connect, load_settings, read_history
+from bus import load_public_key as bus_load_public_key
 from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id
 from tools._tracetree import render_trace
 
@@ -50,12 +50,9 @@ class AuditToolError(Exception):
 def load_public_key(path: Path) -> Ed25519PublicKey:
     """The auditor's checkpoint public key (PEM)."""
     try:
-        key = load_pem_public_key(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise AuditToolError(f"cannot read public key {path}: {exc}") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise AuditToolError(f"{path} is not an Ed25519 public key")
-    return key
+        return bus_load_public_key(path)
+    except KeyFileError as exc:
+        raise AuditToolError(str(exc)) from None
 
 
 def read_off_box(lines: Iterable[str]) -> list[bytes]:

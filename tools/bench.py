@@ -61,6 +61,7 @@ from schemas import (
 )
 from tools._bench_collab import collab_rows
 from tools._benchaudit import audit_rows
+from tools._benchkit import AckCounter, percentile_us
 from tools.bench_gate import decide_timing, gate_rounds, summarise_gate
 
 __all__ = ("main",)
@@ -92,11 +93,6 @@ def _effect_of(envelope: AnyEnvelope, attempt: int = 1) -> AgentResponse:
     )
 
 
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
-
-
 class _BenchActor(Actor):
     """Parley's side: decode is done by the runtime; the handler submits one effect."""
 
@@ -123,7 +119,7 @@ async def _core_round_trips(nc: NATS, count: int) -> Row:
     elapsed = time.perf_counter() - started
     await sub.unsubscribe()
     return Row(
-        "core-rr", "-", _percentile(samples, 0.5), _percentile(samples, 0.99), count / elapsed
+        "core-rr", "-", percentile_us(samples, 0.5), percentile_us(samples, 0.99), count / elapsed
     )
 
 
@@ -186,34 +182,11 @@ async def _parley_consumer(url: str, ns: Namespace, stop: asyncio.Event) -> None
 Consumer = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 
-class _AckCounter:
-    """Counts input acks by watching `$JS.ACK.<stream>.>`: the same finish line for raw and
-    Parley (the effect is stored and the input acknowledged), with no hook in either."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.target = 0
-        self.reached = asyncio.Event()
-        self.first = asyncio.Event()
-
-    async def on_ack(self, msg: Msg) -> None:
-        if msg.data not in (b"", b"+ACK"):
-            return  # in-progress heartbeats and naks are not completions
-        self.count += 1
-        self.first.set()
-        if self.count >= self.target:
-            self.reached.set()
-
-    def expect(self, more: int) -> None:
-        self.target = self.count + more
-        self.reached.clear()
-
-
 async def _measure(
     nc: NATS, ns: Namespace, consumer: Consumer, latency_count: int, backlog: int
 ) -> tuple[list[float], float, float]:
     """Throughput and CPU over a pre-loaded backlog, then latency one message at a time."""
-    acks = _AckCounter()
+    acks = AckCounter()
     sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('deliver')}.>", cb=acks.on_ack)
     await _preload(nc, ns, backlog)
     acks.expect(backlog)
@@ -273,8 +246,8 @@ def _summarise(rounds: list[dict[str, Any]], name: str, fsync: str) -> Row:
     return Row(
         name,
         fsync,
-        _percentile(samples, 0.5),
-        _percentile(samples, 0.99),
+        percentile_us(samples, 0.5),
+        percentile_us(samples, 0.99),
         statistics.median(r["rate"] for r in chosen),
         statistics.median(r["cpu"] for r in chosen),
     )

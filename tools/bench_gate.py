@@ -30,7 +30,6 @@ import nats
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from actors._decide import Allow, Ledger, decide
@@ -53,6 +52,7 @@ from schemas import (
     sign_payload,
     utc_now,
 )
+from tools._benchkit import AckCounter, percentile_us
 
 __all__ = ("decide_timing", "gate_rounds", "summarise_gate")
 
@@ -90,11 +90,6 @@ def _root() -> HumanMessage:
     return HumanMessage(
         id=new_id(), created_at=utc_now(), text=text, call_id=new_id(), target="sink"
     )
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
 
 
 async def _preload(nc: NATS, ns: Namespace, count: int) -> None:
@@ -150,28 +145,6 @@ async def _gate(url: str, ns: Namespace, keys: Path, stop: asyncio.Event) -> Non
     await runtime.run(stop)
 
 
-class _Acks:
-    """Counts input acks on `$JS.ACK.<stream>.>`, the finish line of both sides."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.target = 0
-        self.reached = asyncio.Event()
-        self.first = asyncio.Event()
-
-    async def on_ack(self, msg: Msg) -> None:
-        if msg.data not in (b"", b"+ACK"):
-            return
-        self.count += 1
-        self.first.set()
-        if self.count >= self.target:
-            self.reached.set()
-
-    def expect(self, more: int) -> None:
-        self.target = self.count + more
-        self.reached.clear()
-
-
 async def _direct_publish(nc: NATS, ns: Namespace, count: int) -> list[float]:
     js = nc.jetstream()
     samples = []
@@ -186,7 +159,7 @@ async def _direct_publish(nc: NATS, ns: Namespace, count: int) -> list[float]:
 async def _measure(
     nc: NATS, ns: Namespace, name: str, url: str, keys: Path, count: int, backlog: int
 ) -> dict[str, Any]:
-    acks = _Acks()
+    acks = AckCounter()
     sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('submit')}.>", cb=acks.on_ack)
     await _preload(nc, ns, backlog)
     acks.expect(backlog)
@@ -254,10 +227,10 @@ def summarise_gate(results: list[dict[str, Any]], fsync: str) -> dict[str, Any]:
         samples = [s for r in chosen for s in r["samples"]]
         direct = [s for r in chosen for s in r["direct"]]
         out[name] = {
-            "p50_us": _percentile(samples, 0.5),
-            "p99_us": _percentile(samples, 0.99),
-            "added_p50_us": _percentile(samples, 0.5) - _percentile(direct, 0.5),
-            "added_p99_us": _percentile(samples, 0.99) - _percentile(direct, 0.99),
+            "p50_us": percentile_us(samples, 0.5),
+            "p99_us": percentile_us(samples, 0.99),
+            "added_p50_us": percentile_us(samples, 0.5) - percentile_us(direct, 0.5),
+            "added_p99_us": percentile_us(samples, 0.99) - percentile_us(direct, 0.99),
             "throughput": statistics.median(r["rate"] for r in chosen),
             "cpu_us_per_envelope": statistics.median(r["cpu"] for r in chosen),
         }
@@ -316,4 +289,4 @@ def decide_timing(count: int = 20_000) -> dict[str, float]:
         if not isinstance(outcome, Allow):
             raise RuntimeError(f"the benchmark's session was refused: {outcome}")
         cause = outcome.route.position
-    return {"p50_us": _percentile(samples, 0.5), "p99_us": _percentile(samples, 0.99)}
+    return {"p50_us": percentile_us(samples, 0.5), "p99_us": percentile_us(samples, 0.99)}

@@ -16,13 +16,19 @@ from cryptography.hazmat.primitives.serialization import (
     NoEncryption,
     PrivateFormat,
     PublicFormat,
-    load_pem_private_key,
-    load_pem_public_key,
 )
 from nats.errors import NoServersError
 
 from actors.gate import BUNDLE_KEY
-from bus import ConfigError, connect, load_settings, provision
+from bus import (
+    ConfigError,
+    KeyFileError,
+    connect,
+    load_private_key,
+    load_public_key,
+    load_settings,
+    provision,
+)
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
     BundleError,
@@ -45,22 +51,16 @@ class PolicyToolError(Exception):
 
 def _load_private(path: Path) -> Ed25519PrivateKey:
     try:
-        key = load_pem_private_key(path.read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
-        raise PolicyToolError(f"cannot read private key {path}: {exc}") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise PolicyToolError(f"{path} is not an Ed25519 private key")
-    return key
+        return load_private_key(path)
+    except KeyFileError as exc:
+        raise PolicyToolError(str(exc)) from None
 
 
 def _load_public(path: Path) -> Ed25519PublicKey:
     try:
-        key = load_pem_public_key(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise PolicyToolError(f"cannot read public key {path}: {exc}") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise PolicyToolError(f"{path} is not an Ed25519 public key")
-    return key
+        return load_public_key(path)
+    except KeyFileError as exc:
+        raise PolicyToolError(str(exc)) from None
 
 
 def _bundle_bytes(path: Path) -> bytes:
