@@ -30,7 +30,6 @@ from schemas import (
     AnyEnvelope,
     Decision,
     DecodeError,
-    ErrorCode,
     Namespace,
     SessionEvent,
     call_kinds,
@@ -102,11 +101,17 @@ def history_from(
     history = History(published=list(roots))
     who_answers = frozenset(answering)
     ends: dict[str, SessionOutcome] = {}
+    records = list(records)
+    delivered = {
+        (r.envelope.target, r.envelope.envelope_id)
+        for r in records
+        if isinstance(r.envelope, Decision) and r.envelope.allowed
+    }
     for record in records:
         envelope = record.envelope
         match envelope:
             case Decision():
-                _decision(history, record.seq, envelope, who_answers)
+                _decision(history, record.seq, envelope, who_answers, delivered)
             case SessionEvent():
                 _session_event(history, envelope, ends)
             case None:
@@ -117,12 +122,19 @@ def history_from(
     return history
 
 
-def _decision(history: History, seq: int, decision: Decision, answering: frozenset[str]) -> None:
+def _decision(
+    history: History,
+    seq: int,
+    decision: Decision,
+    answering: frozenset[str],
+    delivered: set[tuple[str, str]],
+) -> None:
     at = decision.decided_at.timestamp() if decision.decided_at else decision.created_at.timestamp()
     history.stored_ids.append(f"decision-on:{decision.envelope_id}")
     history.applied.append(Applied("gate", decision.envelope_id, decision.id, "decision", at=at))
-    if decision.causation_id and decision.code != ErrorCode.FORGED_HEADER:
-        # A forged cause is a claim the gate refused, not an effect of that cause.
+    if (decision.sender, decision.causation_id) in delivered:
+        # Only a cause the gate delivered to this sender: any other is a claim (a forged
+        # header), not an effect of that cause.
         history.applied.append(
             Applied(
                 decision.sender,
