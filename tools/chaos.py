@@ -392,7 +392,10 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         policy=args.policy,
     )
     if args.plan:
-        names = [spec.name for spec in demo_topology(Path("policy.pub"), "demo").actor]
+        with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
+            # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
+            topology = demo_topology(Path(scratch) / "policy.pub", "demo")
+        names = [spec.name for spec in topology.actor]
         for fault in plan_faults(args.seed, args.duration, names):
             print(fault.describe())
         return 0

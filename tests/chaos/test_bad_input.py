@@ -44,7 +44,7 @@ from tests.support.badinput import (
 from tests.support.gate import Signer, make_bundle, publish_bundle, start_gate
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
 from tools._chaos_checker import Published, check_history
-from tools._chaos_records import history_from, read_stream
+from tools._chaos_records import history_from, read_dead_letters, read_stream
 
 pytestmark = pytest.mark.chaos
 
@@ -216,8 +216,18 @@ async def _wait_decided(
                 waiting.discard(decision.envelope_id)
                 unanswered.discard(decision.causation_id)
     except TimeoutError:
+        states = [
+            f"{name}: pending {info.num_pending}, unacked {info.num_ack_pending}, "
+            f"waiting pulls {info.num_waiting}"
+            for name, info in [
+                ("gate", await js.consumer_info(ns.stream("submit"), "gate")),
+                ("echo", await js.consumer_info(ns.stream("deliver"), "echo")),
+            ]
+        ]
+        dead = await read_dead_letters(js, ns)
         raise AssertionError(
-            f"undecided: {len(waiting)} of {len(ids)}; unanswered: {sorted(unanswered)}"
+            f"undecided: {len(waiting)} of {len(ids)}; unanswered: {len(unanswered)}; {states}; "
+            f"dead letters: {dict(dead)}"
         ) from None
     finally:
         await sub.unsubscribe()
