@@ -22,9 +22,11 @@ pytestmark = pytest.mark.chaos
 ACK_WAIT_S = 2.0
 KNOWN_GATE_FAILURE = "error: CYCLE_DETECTED"
 """Seen after the gate (alone, with every actor, or under a server restart) is killed mid-run:
-now and then (about 1 session in 150) a call redelivered to the restarted gate is refused as a
-cycle and its session fails with that reason. The session does end, with a clear reason; the
-defect is the gate's, and is left to it."""
+now and then (about 1 session in 500) the gate refuses a call with "router -> claude with same
+objective already in progress". The objective marker written by a first attempt that never
+finished (no decision, no delivery) is found by the same call's redelivery, which is then
+taken for a repeat of itself. The session does end, with a clear reason; the defect is the
+gate's, and is left to it."""
 
 
 @pytest.mark.parametrize(
