@@ -4,7 +4,7 @@ typed reason, and good traffic sent alongside is all delivered.
 Real processes on the real server: the gate (bad bytes on a sender's submit subject), the echo
 actor and a scripted agent host (bad bytes on their deliver subjects, as if the gate had sent
 them). The cases are hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default
-10,000) sets how many. The oracle is the public decoder and header parser the runtime uses:
+3,000) sets how many. The oracle is the public decoder and header parser the runtime uses:
 every case they refuse must come back as exactly one dead letter carrying that reason and the
 case's stream sequence, and no valid case may be dead-lettered. Between the bad cases, good
 messages go from `cli` through the gate to echo; the chaos checker then proves none was lost.
@@ -49,6 +49,9 @@ from tools._chaos_records import history_from, read_dead_letters, read_stream
 pytestmark = pytest.mark.chaos
 
 COUNT = int(os.environ.get("PARLEY_BAD_INPUTS", "3000"))
+# 3,000 keeps `make test` inside its budget. With PARLEY_BAD_INPUTS=10000 this test fails today:
+# about a third of echo's answers to the good messages never get a gate decision, although
+# every consumer drains (nothing pending or unacked) and no answer is dead-lettered. Open.
 GOOD_EVERY = 100
 CHUNK = 500
 
@@ -225,8 +228,11 @@ async def _wait_decided(
             ]
         ]
         dead = await read_dead_letters(js, ns)
+        stored = await read_stream(js, ns.stream("events"), f"{ns.root}.decisions.>")
+        causes = {r.envelope.causation_id for r in stored if isinstance(r.envelope, Decision)}
         raise AssertionError(
-            f"undecided: {len(waiting)} of {len(ids)}; unanswered: {len(unanswered)}; {states}; "
+            f"undecided: {len(waiting)} of {len(ids)}; unanswered: {len(unanswered)} "
+            f"({len(unanswered - causes)} by a fresh read of the stream); {states}; "
             f"dead letters: {dict(dead)}"
         ) from None
     finally:
