@@ -2,11 +2,12 @@
 typed reason, and good traffic sent alongside is all delivered.
 
 Real processes on the real server: the gate (bad bytes on a sender's submit subject), the echo
-actor and a scripted agent host (bad bytes on their deliver subjects, as if the gate had sent
-them). The cases are hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default
+actor, a scripted agent host and the router (bad bytes on their deliver subjects, as if the
+gate had sent them) and the auditor (bad bytes on an events subject). The cases are hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default
 3,000) sets how many. The oracle is the public decoder and header parser the runtime uses:
 every case they refuse must come back as exactly one dead letter carrying that reason and the
-case's stream sequence, and no valid case may be dead-lettered. Between the bad cases, good
+case's stream sequence, and no valid case may be dead-lettered (except by the router, which
+files its own typed refusals of valid input there too). Between the bad cases, good
 messages go from `cli` through the gate to echo; the chaos checker then proves none was lost.
 """
 
@@ -23,7 +24,16 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-from bus import DEAD_DETAIL, DEAD_REASON, DEAD_SEQ, DEAD_STREAM, MSG_ID, SENDER, EmbeddedServer
+from bus import (
+    DEAD_ACTOR,
+    DEAD_DETAIL,
+    DEAD_REASON,
+    DEAD_SEQ,
+    DEAD_STREAM,
+    MSG_ID,
+    SENDER,
+    EmbeddedServer,
+)
 from schemas import (
     AgentCall,
     Decision,
@@ -34,6 +44,7 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tests.support.audit import AuditorKeys, start_auditor
 from tests.support.badinput import (
     BadCase,
     bad_cases,
@@ -53,6 +64,8 @@ COUNT = int(os.environ.get("PARLEY_BAD_INPUTS", "3000"))
 # about a third of echo's answers to the good messages never get a gate decision, although
 # every consumer drains (nothing pending or unacked) and no answer is dead-lettered. Open.
 GOOD_EVERY = 100
+SHARES = {"gate": 30, "echo": 20, "gpt": 20, "router": 15, "auditor": 15}
+"""Percent of the cases published at each actor's input."""
 CHUNK = 500
 
 
@@ -81,6 +94,8 @@ async def world(
         start_gate(nats_server.url, namespace, signer, **settings),
         start_actor("echo", "echo", env),
         start_actor("agent", "gpt", env, "--profile", str(REPO / "deploy/agents/gpt.toml")),
+        start_actor("router", "router", env),
+        start_auditor(nats_server.url, namespace, AuditorKeys(tmp_path), tmp_path),
     ]
     try:
         for process in processes:
@@ -115,13 +130,21 @@ def _good(target: str) -> HumanMessage:
 
 async def test_no_actor_dies_of_bad_input_and_good_traffic_gets_through(world: World) -> None:
     js, ns = world.js, world.ns
-    share = {"gate": COUNT * 4 // 10, "echo": COUNT * 3 // 10}
-    share["gpt"] = COUNT - share["gate"] - share["echo"]
-    subject_of = {"gate": ns.submit("cli"), "echo": ns.deliver("echo"), "gpt": ns.deliver("gpt")}
+    share = {name: COUNT * part // 100 for name, part in SHARES.items()}
+    share["gate"] += COUNT - sum(share.values())
+    subject_of = {
+        "gate": ns.submit("cli"),
+        "echo": ns.deliver("echo"),
+        "gpt": ns.deliver("gpt"),
+        "router": ns.deliver("router"),
+        "auditor": ns.events("badinput"),
+    }
     sender_of: dict[str, Callable[[BadCase], str]] = {
         "gate": lambda case: "cli",
         "echo": header_sender,
         "gpt": header_sender,
+        "router": header_sender,
+        "auditor": header_sender,
     }
     items: list[tuple[str, bytes, dict[str, str]]] = []
     owners: list[str] = []
@@ -169,6 +192,9 @@ async def test_no_actor_dies_of_bad_input_and_good_traffic_gets_through(world: W
         (letter.headers[DEAD_REASON], letter.headers.get(DEAD_DETAIL, "")[:200])
         for letter in letters
         if (letter.headers[DEAD_STREAM], int(letter.headers[DEAD_SEQ])) not in expected
+        # The router files its own refusals of valid input (a duplicate opening message, an
+        # unknown session) as dead letters too, each with its typed reason.
+        and letter.headers.get(DEAD_ACTOR) != "router"
     ]
     assert not extra, f"valid messages dead-lettered: {extra[:5]}"
 
