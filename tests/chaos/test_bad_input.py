@@ -4,7 +4,8 @@ typed reason, and good traffic sent alongside is all delivered.
 Real processes on the real server: the gate (bad bytes on a sender's submit subject), the echo
 actor, a scripted agent host and the router (bad bytes on their deliver subjects, as if the
 gate had sent them) and the auditor (bad bytes on an events subject). The cases are
-hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default 3,000) sets how many. The oracle is the public decoder and header parser the runtime uses:
+hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default 3,000) sets how many.
+The oracle is the public decoder and header parser the runtime uses:
 every case they refuse must come back as exactly one dead letter carrying that reason and the
 case's stream sequence, and no valid case may be dead-lettered (except by the router, which
 files its own typed refusals of valid input there too). Between the bad cases, good
