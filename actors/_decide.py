@@ -15,7 +15,7 @@ from typing import TypeVar
 from msgspec import Struct
 
 from actors._gate_records import (
-    Counter,
+    Children,
     Inflight,
     OpenCall,
     RateBucket,
@@ -83,8 +83,9 @@ def required_keys(route: Route) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _live(calls: dict[str, int], now_ms: int) -> dict[str, int]:
-    return {call: expires for call, expires in calls.items() if expires > now_ms}
+def _live(calls: dict[str, int], now_ms: int, but: str = "") -> dict[str, int]:
+    """The calls still counting at `now_ms`, leaving out `but`."""
+    return {call: expires for call, expires in calls.items() if expires > now_ms and call != but}
 
 
 def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
@@ -102,12 +103,16 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
             limit=budget,
             value=trace.count + 1,
         )
+    # A call the gate admitted before a crash but never delivered comes back as a
+    # redelivery: its own earlier marks (open call, slot, child) must not count against it.
+    own = sub.envelope.id
     open_calls = {k: v for k, v in trace.open_calls.items() if v.expires_ms > now}
     tokens = trace.tokens
     inflight_k = inflight_key(sub.sender if route.role == "call" else route.target)
     inflight = ledger.get(inflight_k, Inflight) or Inflight()
     fanout_k = fanout_key(sub.causation_id) if sub.causation_id else ""
-    fanout = ledger.get(fanout_k, Counter) if fanout_k else None
+    fanout = ledger.get(fanout_k, Children) if fanout_k else None
+    siblings = tuple(child for child in fanout.ids if child != own) if fanout else ()
     if route.role == "call":
         session_limit = bundle.llm_policy.max_session_tokens
         if session_limit is not None and tokens >= session_limit:
@@ -118,7 +123,7 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
                 limit=session_limit,
                 value=tokens,
             )
-        children = (fanout.count if fanout else 0) + 1
+        children = len(siblings) + 1
         if fanout_k and children > profile.max_fan_out:
             return Deny(
                 ErrorCode.FAN_OUT_EXCEEDED,
@@ -128,7 +133,7 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
                 limit=profile.max_fan_out,
                 value=children,
             )
-        calls = _live(inflight.calls, now)
+        calls = _live(inflight.calls, now, own)
         if len(calls) + 1 > profile.max_concurrent_calls:
             return Deny(
                 ErrorCode.RATE_LIMITED,
@@ -138,7 +143,7 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
                 limit=profile.max_concurrent_calls,
                 value=len(calls) + 1,
             )
-        shared_calls = _live(inflight.shared, now)
+        shared_calls = _live(inflight.shared, now, own)
         if route.shared and len(shared_calls) + 1 > profile.max_concurrent_shared_calls:
             return Deny(
                 ErrorCode.RATE_LIMITED,
@@ -148,7 +153,7 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
                 limit=profile.max_concurrent_shared_calls,
                 value=len(shared_calls) + 1,
             )
-        if any(call.objective == route.objective for call in open_calls.values()):
+        if any(call.objective == route.objective for k, call in open_calls.items() if k != own):
             return Deny(
                 ErrorCode.CYCLE_DETECTED,
                 "objective_in_progress",
@@ -175,14 +180,14 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
     if route.role == "call":
         level = route.position.levels[-1]
         expires = level.deadline_ms or now + profile.deadline_ms
-        open_calls[sub.envelope.id] = OpenCall(objective=route.objective, expires_ms=expires)
-        calls = {**_live(inflight.calls, now), sub.envelope.id: expires}
+        open_calls[own] = OpenCall(objective=route.objective, expires_ms=expires)
+        calls = {**_live(inflight.calls, now), own: expires}
         shared_calls = _live(inflight.shared, now)
         if route.shared:
-            shared_calls[sub.envelope.id] = expires
+            shared_calls[own] = expires
         ledger.put(inflight_k, Inflight(calls=calls, shared=shared_calls))
         if fanout_k:
-            ledger.put(fanout_k, Counter(count=(fanout.count if fanout else 0) + 1))
+            ledger.put(fanout_k, Children(ids=(*siblings, own)))
     elif route.role == "return" and route.answered is not None:
         answered = route.answered.call_id
         open_calls.pop(answered, None)

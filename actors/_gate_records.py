@@ -23,7 +23,7 @@ from typing import Final
 from msgspec import Struct
 
 __all__ = (
-    "Counter",
+    "Children",
     "Inflight",
     "Level",
     "OpenCall",
@@ -136,7 +136,8 @@ class Inflight(Struct, frozen=True, kw_only=True):
     """The subset that are calls to shared agents (seed 000 `maxConcurrentSharedCalls`)."""
 
 
-class Counter(Struct, frozen=True, kw_only=True):
-    """A plain count: calls made because of one parent envelope (fan-out)."""
+class Children(Struct, frozen=True, kw_only=True):
+    """The calls made because of one parent envelope (its fan-out), by id: a call admitted
+    again after a crash is the same child, not one more."""
 
-    count: int = 0
+    ids: tuple[str, ...] = ()

@@ -25,7 +25,7 @@ from nats.js.api import PubAck
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from actors._gate_records import Counter, Inflight, Position, RateBucket, TraceState
+from actors._gate_records import Children, Inflight, Position, RateBucket, TraceState
 
 __all__ = ("GateStore",)
 
@@ -38,7 +38,7 @@ _DECODERS: dict[str, msgspec.json.Decoder[Struct]] = {
     "trace": msgspec.json.Decoder(TraceState),
     "rate": msgspec.json.Decoder(RateBucket),
     "inflight": msgspec.json.Decoder(Inflight),
-    "fanout": msgspec.json.Decoder(Counter),
+    "fanout": msgspec.json.Decoder(Children),
 }
 _encoder = msgspec.json.Encoder()
 

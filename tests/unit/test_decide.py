@@ -11,6 +11,7 @@ import pytest
 from msgspec import structs
 
 from actors._decide import Allow
+from actors._gate_records import position_key
 from actors._plan import Deny
 from bus import HOP_COUNT, ORIGIN, TRACE_ID
 from schemas import ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
@@ -532,3 +533,20 @@ def test_narrowed_tools_are_recorded_for_the_callee() -> None:
     result = sub_agent_done("s1")
     assert _ok(sim.submit("s1", result, cause=to_s1.id)).route.target == "a"
     assert ProfilePolicy().allow_sub_agent_calls is False  # the seed's default denies
+
+
+def test_a_call_admitted_before_a_crash_is_not_a_repeat_of_itself() -> None:
+    """The gate committed a call's counters, then died before recording or delivering it:
+    the call's redelivery finds its own marks (open objective, slot, child) and must not be
+    refused because of them, nor count twice against the limits."""
+    profiles = {**PROFILES, "prime": {**PROFILES["prime"], "max_fan_out": 1}}
+    sim = GateSim(bundle(**profiles))
+    cid = _prime(sim)
+    first = delegation("prime", "byte")
+    _ok(sim.submit("prime", first, cause=cid))
+    sim.ledger.values.pop(position_key(first.id))  # no position: never recorded nor delivered
+    again = _ok(sim.submit("prime", first, cause=cid))
+    assert again.route.target == "byte"
+    # A different call with the same objective still is a repeat, and over the fan-out.
+    other = sim.submit("prime", delegation("prime", "byte"), cause=cid)
+    assert isinstance(other, Deny) and other.code == ErrorCode.FAN_OUT_EXCEEDED
