@@ -4,7 +4,7 @@ typed reason, and good traffic sent alongside is all delivered.
 Real processes on the real server: the gate (bad bytes on a sender's submit subject), the echo
 actor, a scripted agent host and the router (bad bytes on their deliver subjects, as if the
 gate had sent them) and the auditor (bad bytes on an events subject). The cases are
-hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default 3,000) sets how many.
+hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default 10,000) sets how many.
 The oracle is the public decoder and header parser the runtime uses:
 every case they refuse must come back as exactly one dead letter carrying that reason and the
 case's stream sequence, and no valid case may be dead-lettered (except by the router, which
@@ -60,10 +60,8 @@ from tools._chaos_records import history_from, read_dead_letters, read_stream
 
 pytestmark = pytest.mark.chaos
 
-COUNT = int(os.environ.get("PARLEY_BAD_INPUTS", "3000"))
-# 3,000 keeps `make test` inside its budget. With PARLEY_BAD_INPUTS=10000 this test fails today:
-# about a third of echo's answers to the good messages never get a gate decision, although
-# every consumer drains (nothing pending or unacked) and no answer is dead-lettered. Open.
+COUNT = int(os.environ.get("PARLEY_BAD_INPUTS", "10000"))
+# About 25 s for 10,000 on two busy cores; `PARLEY_BAD_INPUTS` makes a quicker local run.
 GOOD_EVERY = 100
 SHARES = {"gate": 30, "echo": 20, "gpt": 20, "router": 15, "auditor": 15}
 """Percent of the cases published at each actor's input."""
@@ -84,8 +82,9 @@ async def world(
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
     bundle = make_bundle(
-        cli={"start_traces": True, "allowed_targets": ("echo", "gpt")},
-        echo={"allowed_targets": ("cli",)},
+        # Rates no burst of good traffic reaches: a refusal here would not be about bad input.
+        cli={"start_traces": True, "allowed_targets": ("echo", "gpt"), "rate_per_minute": 60000},
+        echo={"allowed_targets": ("cli",), "rate_per_minute": 60000},
         gpt={"allowed_targets": ("cli", "router")},
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
@@ -207,6 +206,12 @@ async def test_no_actor_dies_of_bad_input_and_good_traffic_gets_through(world: W
     history = history_from(records, roots, answering=("echo",))
     report = check_history(history.published, history.applied, stored_ids=history.stored_ids)
     assert report.violations() == [], (report.duplicate_effects[:3], report.lost[:3])
+    admitted = {
+        r.envelope.envelope_id
+        for r in records
+        if isinstance(r.envelope, Decision) and r.envelope.allowed
+    }
+    assert admitted >= {m.id for m in good}, "good traffic was refused"
     echoed = {a.envelope_id for a in history.applied if a.handler == "echo"}
     assert echoed >= {m.id for m in good}
 
