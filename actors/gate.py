@@ -67,6 +67,9 @@ class _Verdict:
     """Admitted, refused, or (a Position) admitted before a crash and delivered again."""
     cause: Position | None = None
     """The sender's own position, where a refusal is delivered (None: unknown, forged)."""
+    refused_return: Position | None = None
+    """A refused answer's would-be position: its caller is told too, or it would wait for the
+    answer for ever."""
 
 
 class GateActor(Actor):
@@ -187,11 +190,15 @@ class GateActor(Actor):
             if isinstance(route, Position):
                 verdicts.append(_Verdict(envelope, ctx, route))
                 continue
+            refused_return: Position | None = None
             if isinstance(route, Route) and bundle is not None:
                 outcome: Allow | Deny = decide(route, ledger, bundle)
+                if isinstance(outcome, Deny) and route.role == "return":
+                    refused_return = route.position
             else:
                 outcome = route if isinstance(route, Deny) else _NO_BUNDLE
-            verdicts.append(_Verdict(envelope, ctx, outcome, self._sender_position(sub, causes)))
+            cause = self._sender_position(sub, causes)
+            verdicts.append(_Verdict(envelope, ctx, outcome, cause, refused_return))
         return verdicts, ledger, new_traces
 
     async def _recorded(
@@ -253,6 +260,21 @@ class GateActor(Actor):
             error_position = _error_position(envelope, ctx, verdict.cause)
             await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
         await self._refuse(ctx, envelope, outcome, verdict.cause)
+        if verdict.refused_return is not None:
+            await self._tell_caller(store, ctx, envelope, outcome, verdict.refused_return)
+
+    async def _tell_caller(
+        self, store: GateStore, ctx: Context, envelope: AnyEnvelope, deny: Deny, at: Position
+    ) -> None:
+        """Deliver a refused answer's error to the caller that waits for it, at its level."""
+        error = _error_for(envelope, deny, "refused-answer")
+        position = structs.replace(at, envelope_id=error.id, sender=self.actor_id, kind="error")
+        await self._record(store, ctx, position_key(error.id), position)
+        headers = TraceHeaders(
+            trace_id=at.trace_id, hop_count=at.hop, causation_id=envelope.id, origin=at.origin
+        ).to_headers(error.id)
+        headers[SENDER] = self.actor_id
+        await ctx.outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
 
     @staticmethod
     async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
@@ -293,7 +315,7 @@ class GateActor(Actor):
     async def _refuse(
         self, ctx: Context, envelope: AnyEnvelope, deny: Deny, cause: Position | None
     ) -> None:
-        error = _error_for(envelope, ctx, deny)
+        error = _error_for(envelope, deny, "refused")
         trace = cause.trace_id if cause else envelope.id
         headers = TraceHeaders(
             trace_id=trace,
@@ -397,14 +419,14 @@ def _preview(envelope: AnyEnvelope) -> str:
     return ""
 
 
-def _error_for(envelope: AnyEnvelope, ctx: Context, deny: Deny) -> Error:
+def _error_for(envelope: AnyEnvelope, deny: Deny, purpose: str) -> Error:
     details: dict[str, object] = {"rule": deny.rule}
     if deny.limit is not None:
         details["limit"] = deny.limit
     if deny.value is not None:
         details["value"] = deny.value
     return Error(
-        id=derive_id(envelope.id, "refused"),
+        id=derive_id(envelope.id, purpose),
         created_at=utc_now(),
         code=deny.code,
         message=deny.message,

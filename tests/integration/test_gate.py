@@ -39,6 +39,7 @@ class World:
     ns: Namespace
     decisions: Decisions
     gate: ProcessOutput
+    agents: dict[str, ProcessOutput]
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ async def world(
         cli={"start_traces": True, "allowed_targets": ("a",)},
         a={"allowed_targets": ("b", "c"), "max_concurrent_calls": 10},
         b={"allowed_targets": ("a", "c"), "trace_message_budget": BUDGET, "max_hop_count": 3},
-        c={"allowed_targets": ("b", "d"), "redact_pii": True, "max_depth": 5},
+        c={"allowed_targets": ("b", "d"), "redact_pii": True, "max_depth": 5, "rate_per_minute": 1},
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
@@ -62,7 +63,7 @@ async def world(
         for process in (gate, *agents):
             await process.wait_line(READY)
         await gate.wait_line("policy bundle in force")
-        yield World(js, namespace, decisions, gate)
+        yield World(js, namespace, decisions, gate, dict(zip(("a", "b"), agents, strict=True)))
         # One gate is the only writer of its records: it never loses a compare-and-set.
         conflicts = [line for line in gate.lines if "another gate replica" in line]
         assert not conflicts, conflicts
@@ -187,3 +188,16 @@ async def test_a_delegation_is_redacted_before_delivery_when_the_profile_asks(
     for plain in ("alice@example.com", secret, "555 0100"):
         assert plain not in msg.data.decode()
     assert "[REDACTED:" in delivered.input and "[REDACTED:" in delivered.objective
+
+
+async def test_a_refused_answer_is_reported_to_the_caller_waiting_for_it(world: World) -> None:
+    call = await _call_delivered_to_c(world)
+    first = _answer(call)
+    await submit(world.js, world.ns, "c", first, cause=call.id)
+    assert (await world.decisions.until(first.id)).allowed
+    again = _answer(call)  # c's rate towards b is one a minute: this one is refused
+    await submit(world.js, world.ns, "c", again, cause=call.id)
+    refused = await world.decisions.until(again.id)
+    assert refused.code == ErrorCode.RATE_LIMITED
+    # b, whose call c answered, is told as well: a caller never waits for ever on a refusal.
+    await world.agents["b"].wait_line(r'"msg":"refused".*RATE_LIMITED')
