@@ -42,15 +42,13 @@ from schemas import (
     decode_envelope,
     encode,
     key_id,
-    new_id,
-    utc_now,
 )
 from tools._chaos_checker import ChaosReport, Fault, Published, check_history, format_report
 from tools._chaos_procs import Child
 from tools._chaos_records import history_from, read_stream
 from tools._chaos_schedule import SERVER, PlannedFault, plan_faults
 from tools.audit import verify_stream
-from tools.demo import DEMO_GOAL, demo_topology, publish_policy
+from tools.demo import demo_message, demo_topology, publish_policy
 
 __all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")
 
@@ -86,21 +84,6 @@ class _Load:
     open: dict[str, asyncio.Event] = field(default_factory=dict)
 
 
-def _session_message() -> HumanMessage:
-    return HumanMessage(
-        id=new_id(),
-        created_at=utc_now(),
-        text=DEMO_GOAL,
-        call_id=new_id(),
-        user_id="chaos",
-        mode="collaborate",
-        participants=("gpt", "claude"),
-        first_speaker="claude",
-        max_rounds=4,
-        session_id=new_id(),
-    )
-
-
 async def _submit(js: JetStreamContext, ns: Namespace, msg: HumanMessage, until: float) -> int:
     """Submit as the CLI until JetStream acknowledges it (the same id each time, so a retry
     after a lost ack is de-duplicated); return its stream sequence, or 0 if the run ended."""
@@ -125,7 +108,7 @@ async def _worker(
 ) -> None:
     """Run sessions one after another until `stop_at`."""
     while time.monotonic() < stop_at:
-        msg = _session_message()
+        msg = demo_message(user_id="chaos")
         assert msg.session_id is not None  # noqa: S101 - set just above
         ended = load.open.setdefault(msg.session_id, asyncio.Event())
         seq = await _submit(js, ns, msg, give_up_at)

@@ -55,6 +55,7 @@ __all__ = (
     "DEMO_GOAL",
     "DEMO_POLICY",
     "add_demo_command",
+    "demo_message",
     "demo_topology",
     "publish_policy",
     "run_demo",
@@ -136,13 +137,14 @@ def _private_key_file(path: Path) -> Path:
     return path
 
 
-def _demo_message() -> HumanMessage:
+def demo_message(user_id: str = "demo") -> HumanMessage:
+    """Seed 001's test prompt 2 as a fresh collaboration request (the demo's and chaos's)."""
     return HumanMessage(
         id=new_id(),
         created_at=utc_now(),
         text=DEMO_GOAL,
         call_id=new_id(),
-        user_id="demo",
+        user_id=user_id,
         mode="collaborate",
         participants=("gpt", "claude"),
         first_speaker="claude",
@@ -264,7 +266,7 @@ async def _converse(
         missing = ", ".join(name for name, event in ready.items() if not event.is_set())
         print(f"parley demo: not ready within 60 s: {missing}", file=out)
         return 1
-    msg = _demo_message()
+    msg = demo_message()
     print(
         f"\nyou → router (collaborate, gpt and claude, claude first, ≤4 rounds):\n{DEMO_GOAL}\n",
         file=out,
