@@ -21,9 +21,9 @@ waiting for, from the agent it called, counts.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 from actors._window import DEFAULT_WINDOW_CHARS, DEFAULT_WINDOW_ITEMS
 from schemas import (
@@ -87,6 +87,12 @@ class Limits(Struct, frozen=True, kw_only=True):
     window_chars: int = DEFAULT_WINDOW_CHARS
     agent_retries: int = 1
     """Calls re-sent after a retryable error before the session fails with `error`."""
+    turn_timeout_s: Annotated[float, Meta(gt=0)] = 60.0
+    """Seed 000's request timeout: a call unanswered this long fails the session."""
+    missed_beats: Annotated[int, Meta(ge=1)] = 3
+    """Heartbeat periods of silence after which a called agent counts as not running."""
+    start_grace_s: Annotated[float, Meta(gt=0)] = 15.0
+    """How long a called agent that never wrote a heartbeat has to start and answer."""
 
 
 class PendingCall(Struct, frozen=True, kw_only=True):

@@ -15,24 +15,33 @@ Handlers run concurrently (a turn waits on two KV round trips, and one session m
 up the others); a per-session lock keeps one session's inputs in arrival order inside the
 process, and compare-and-set keeps replicas from both advancing one session: a session is
 owned by whichever replica holds its latest revision, one transition at a time.
+
+Every call the router sends is also put on its own reminder queue (`parley.timers.router`),
+which all replicas share: until the call is answered, the reminder comes back and the router
+asks actors/_turn_watch.py whether the agent is still there. A crashed, crash-looping or
+long-stalled agent fails its session with `AGENT_UNAVAILABLE` instead of leaving it waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import ClassVar
 
 import msgspec
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
 
 from actors._opening import open_session, refuse_duplicate, session_id_for
 from actors._session import Effect, Limits, Step
 from actors._session_store import Conflict, SessionStore
+from actors._turn_watch import Unavailable, judge
 from actors._turns import advance
-from bus import Actor, BusHandle, ConfigError, Context, DeadLetters, Settings
+from bus import Actor, BusHandle, ConfigError, Context, DeadLetters, Input, Settings, Uptime
 from schemas import (
+    ActorHeartbeat,
     AgentCall,
     AgentResponse,
     AnyEnvelope,
@@ -43,6 +52,7 @@ from schemas import (
     SessionEvent,
     SubjectTokenError,
     check_token,
+    heartbeat_key,
     utc_now,
 )
 
@@ -51,6 +61,7 @@ __all__ = ("RouterActor",)
 log = logging.getLogger("parley.actors.router")
 
 _CAS_ATTEMPTS = 5
+_heartbeat_decoder = msgspec.json.Decoder(ActorHeartbeat)
 
 
 class RouterActor(Actor):
@@ -67,11 +78,23 @@ class RouterActor(Actor):
             raise ConfigError(f"router options: {exc}") from None
         self._store: SessionStore | None = None
         self._dead: DeadLetters | None = None
+        self._registry: KeyValue | None = None
+        self._uptime = Uptime()
+        self._timers = self.namespace.timers(self.actor_id)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def inputs(self) -> Sequence[Input]:
+        """What the gate delivers, and the reminders about calls still unanswered."""
+        return (
+            Input.deliver(self.namespace, self.actor_id),
+            Input.timers(self.namespace, self.actor_id),
+        )
 
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         self._store = SessionStore(kv)
+        self._registry = await bus.js.key_value(bus.namespace.bucket("registry"))
+        self._uptime = bus.uptime
         self._dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
         )
@@ -100,6 +123,12 @@ class RouterActor(Actor):
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         # Effects are sent inside the session's lock, so one session's events reach the
         # timeline in the order its transitions were stored.
+        if ctx.subject == self._timers:
+            if isinstance(envelope, AgentCall) and ctx.sender == self.actor_id:
+                await self._watch(envelope, ctx)
+            else:
+                log.warning("ignored reminder", extra={"kind": type(envelope).__name__})
+            return
         match envelope:
             case HumanMessage():
                 session_id = session_id_for(envelope)
@@ -185,6 +214,63 @@ class RouterActor(Actor):
             return step
         raise RuntimeError(f"session {session_id} kept changing under this router")
 
+    async def _watch(self, call: AgentCall, ctx: Context) -> None:
+        """A reminder about `call`: done if it was answered, else judge the agent's silence.
+
+        The error that fails the session has an id derived from the call, so every replica
+        and every redelivery of the reminder produces the same one, and the session applies
+        it once.
+        """
+        session_id = call.session_id
+        if session_id is None or not _valid(session_id):
+            return
+        async with self._session_lock(session_id):
+            stored = await self.store.load(session_id, fresh=True)
+            pending = stored.session.pending if stored is not None else None
+            if stored is None or not stored.session.open or pending is None:
+                return
+            if pending.envelope_id != call.id:
+                return  # answered, or retried under a new call with its own reminder
+            verdict = judge(
+                call.target,
+                call.created_at,
+                await self._heartbeat(call.target),
+                now=utc_now(),
+                connected_since=self._uptime.since,
+                limits=self.limits,
+            )
+            if not isinstance(verdict, Unavailable):
+                ctx.defer(verdict.seconds)
+                return
+            error = Error(
+                id=ctx.derive_id("unavailable"),
+                created_at=utc_now(),
+                code=ErrorCode.AGENT_UNAVAILABLE,
+                message=verdict.message,
+                cause_id=call.id,
+                details={"session_id": session_id, "target": call.target, **verdict.details},
+            )
+            log.warning(
+                "agent unavailable", extra={"session_id": session_id, "reason": verdict.message}
+            )
+            step = await self._advance(error, session_id, ctx)
+            await self._emit(step.effects, ctx)
+
+    async def _heartbeat(self, agent: str) -> ActorHeartbeat | None:
+        if self._registry is None:
+            raise RuntimeError("router used before start()")
+        try:
+            entry = await self._registry.get(heartbeat_key(agent))
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        try:
+            return _heartbeat_decoder.decode(entry.value)
+        except msgspec.DecodeError:
+            log.warning("unreadable heartbeat", extra={"agent": agent})
+            return None
+
     def _unknown_step(
         self, envelope: AgentResponse | Error | Control, ctx: Context, why: str
     ) -> Step:
@@ -219,6 +305,7 @@ class RouterActor(Actor):
             match effect:
                 case AgentCall():
                     await ctx.submit(effect)
+                    await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(effect.session_id), effect)
                 case Error():

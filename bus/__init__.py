@@ -3,9 +3,9 @@ the embedded server and the supervisor. Imports `schemas`; never imports `actors
 
 from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import FsyncCheckError, check_fsync, connect
+from bus._connection import FsyncCheckError, Uptime, check_fsync, connect
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
-from bus._context import Context
+from bus._context import Context, Deferral
 from bus._deadletter import (
     DEAD_ACTOR,
     DEAD_ATTEMPT,
@@ -73,6 +73,7 @@ __all__ = (
     "ConsumerLoop",
     "Context",
     "DeadLetters",
+    "Deferral",
     "EffectError",
     "EmbeddedServer",
     "ExitCode",
@@ -88,6 +89,7 @@ __all__ = (
     "Supervisor",
     "Topology",
     "TraceHeaders",
+    "Uptime",
     "check_fsync",
     "configure_logging",
     "connect",

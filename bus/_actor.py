@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from bus._connection import Uptime
 from bus._context import Context
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
@@ -37,11 +38,23 @@ class Input:
     filter_subject: str
     durable: str
     sender_from: Literal["subject", "header"] = "header"
+    max_deliver: int | None = None
+    """Deliveries before a message is given up on; None: the actor's `max_deliver` setting,
+    -1: never (a reminder re-armed with `Context.defer` is delivered again each time)."""
 
     @classmethod
     def deliver(cls, ns: Namespace, actor_id: str) -> Input:
         """The usual input: envelopes the gate delivers to `actor_id`."""
         return cls(ns.stream("deliver"), ns.deliver(actor_id), actor_id, "header")
+
+    @classmethod
+    def timers(cls, ns: Namespace, actor_id: str) -> Input:
+        """Reminders `actor_id` publishes to itself on `parley.timers.<actor_id>`.
+
+        The sender is the subject's token, which the broker lets only the actor itself
+        publish on; a reminder is delivered until its handler stops deferring it.
+        """
+        return cls(ns.stream("timers"), ns.timers(actor_id), actor_id, "subject", -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,8 @@ class BusHandle:
     namespace: Namespace
     settings: Settings
     metrics: ActorMetrics
+    uptime: Uptime
+    """When this process last (re)connected to the server, for judging others' silence."""
 
 
 class Actor(ABC):

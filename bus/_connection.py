@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import urllib.request
+from datetime import UTC, datetime
 from typing import Any
 
 import nats
@@ -32,12 +33,27 @@ class FsyncCheckError(RuntimeError):
     is acceptable."""
 
 
+class Uptime:
+    """When a connection was last (re)established, in wall-clock time.
+
+    Another actor's silence says something about it only while we could have heard it: after
+    a broker outage everyone's heartbeats are old, and nobody is dead for that.
+    """
+
+    def __init__(self) -> None:
+        self.since = datetime.now(UTC)
+
+    def mark(self) -> None:
+        self.since = datetime.now(UTC)
+
+
 async def connect(
     settings: Settings,
     actor_id: str,
     metrics: ActorMetrics | None = None,
     *,
     reconnect_forever: bool = True,
+    uptime: Uptime | None = None,
 ) -> NATS:
     """Open the actor's connection and return it (already connected)."""
     ns = Namespace(settings.namespace)
@@ -63,6 +79,8 @@ async def connect(
         log.warning("disconnected from nats")
 
     async def on_reconnect() -> None:
+        if uptime is not None:
+            uptime.mark()
         if metrics is not None:
             metrics.connection_events.labels(actor_id, "reconnect").inc()
         log.info("reconnected to nats")
@@ -91,6 +109,8 @@ async def connect(
         options["nkeys_seed"] = str(settings.nkey_seed_file)
     connection: NATS = await nats.connect(**options)
     client.append(connection)
+    if uptime is not None:
+        uptime.mark()
     return connection
 
 

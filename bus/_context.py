@@ -8,13 +8,22 @@ the gate may write), never from the envelope.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bus._headers import TraceHeaders
 from bus._outbox import Outbox
 from schemas import AnyEnvelope, Namespace, derive_id, encode, hop_delta_for
 
-__all__ = ("Context",)
+__all__ = ("Context", "Deferral")
+
+
+class Deferral:
+    """A handler's request to see its message again later instead of having it acked."""
+
+    __slots__ = ("delay_s",)
+
+    def __init__(self) -> None:
+        self.delay_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +45,7 @@ class Context:
     """The message's raw headers: claims, for an actor (the gate) that checks them."""
     payload: bytes = b""
     """The message's bytes, for an actor that forwards an envelope unchanged (the gate)."""
+    deferral: Deferral = field(default_factory=Deferral)
 
     @property
     def trace_id(self) -> str:
@@ -52,6 +62,15 @@ class Context:
     @property
     def deadline_ms(self) -> int | None:
         return self.trace.deadline_ms
+
+    def defer(self, delay_s: float) -> None:
+        """Have this message delivered again in `delay_s` seconds instead of acked.
+
+        For reminders (an input whose `max_deliver` is -1): the effects published so far are
+        still stored first, and a deferral is not a failure, so it is neither logged as one
+        nor dead-lettered.
+        """
+        self.deferral.delay_s = max(delay_s, 0.0)
 
     def derive_id(self, purpose: str) -> str:
         """The id of this envelope's effect `purpose`: the same on every redelivery."""

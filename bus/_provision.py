@@ -26,7 +26,7 @@ __all__ = ("BUCKETS", "STREAM_FAMILIES", "ProvisionError", "provision", "stream_
 
 _DAY = 24 * 3600.0
 
-STREAM_FAMILIES = ("submit", "deliver", "events", "audit", "dead")
+STREAM_FAMILIES = ("submit", "deliver", "events", "audit", "dead", "timers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +130,15 @@ def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> l
             work_queue=False,
             discard_new=False,
             max_age=30 * _DAY,
+            duplicate_window=120.0,
+            max_msg_size=max_msg_size,
+        ),
+        _stream(
+            ns.stream("timers"),
+            "Reminders actors set for themselves, redelivered until they are settled.",
+            [ns.wildcard("timers")],
+            work_queue=True,
+            max_age=7 * _DAY,
             duplicate_window=120.0,
             max_msg_size=max_msg_size,
         ),

@@ -24,7 +24,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import check_fsync, connect
+from bus._connection import Uptime, check_fsync, connect
 from bus._consumer import ConsumerLoop
 from bus._context import Context
 from bus._deadletter import DeadLetters
@@ -87,7 +87,7 @@ class ActorRuntime:
         self._submit_subject = self.namespace.submit(actor.actor_id)
         self._outcomes = {
             outcome: metrics.handled.labels(actor.actor_id, outcome)
-            for outcome in ("acked", "nacked", "dead_lettered")
+            for outcome in ("acked", "nacked", "dead_lettered", "deferred")
         }
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -96,7 +96,8 @@ class ActorRuntime:
         actor_id = self.actor.actor_id
         async with AsyncExitStack() as stack:
             await check_fsync(settings)
-            nc = await connect(settings, actor_id, self.metrics)
+            uptime = Uptime()
+            nc = await connect(settings, actor_id, self.metrics, uptime=uptime)
             stack.push_async_callback(self._drain, nc)
             js = nc.jetstream()
             self._nc, self._js = nc, js
@@ -105,7 +106,7 @@ class ActorRuntime:
             self._dead = DeadLetters(
                 js, self.namespace, actor_id, settings.max_payload, self.metrics
             )
-            handle = BusHandle(nc, js, self.namespace, settings, self.metrics)
+            handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
             loops = [self._loop_for(spec, js) for spec in self.actor.inputs()]
@@ -266,6 +267,7 @@ class ActorRuntime:
                 done.append(job)
             else:
                 await self._failed(dead, spec, job, failure)
+        done = await self._deferred(done)
         if not done:
             return
         timeout = self.settings.ack_wait_s / 2
@@ -285,6 +287,21 @@ class ActorRuntime:
             self._published.inc(published)
         self._latency.observe(time.perf_counter() - started)
 
+    async def _deferred(self, done: list[_Job]) -> list[_Job]:
+        """Nak the messages whose handlers deferred them (with their delay); return the rest."""
+        ack = []
+        for job in done:
+            delay = job.ctx.deferral.delay_s
+            if delay is None:
+                ack.append(job)
+                continue
+            try:
+                await job.msg.nak(delay=delay)
+            except Exception as exc:  # the ack wait redelivers it anyway
+                log.debug("nak failed", extra={"error": repr(exc)})
+            self._outcomes["deferred"].inc()
+        return ack
+
     async def _failed(self, dead: DeadLetters, spec: Input, job: _Job, exc: Exception) -> None:
         ctx = job.ctx
         log.warning(
@@ -296,7 +313,8 @@ class ActorRuntime:
                 "seq": ctx.stream_seq,
             },
         )
-        if ctx.attempt >= self.settings.max_deliver:
+        max_deliver = self.settings.max_deliver if spec.max_deliver is None else spec.max_deliver
+        if 0 < max_deliver <= ctx.attempt:
             await self._dead_letter(
                 dead, spec, job.msg, ctx.stream_seq, ctx.attempt, "handler_failed", repr(exc)
             )

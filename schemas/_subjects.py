@@ -69,6 +69,10 @@ class Namespace:
         """Where `actor` moves a message it cannot process, with the reason."""
         return f"{self.root}.dead.{check_token(actor, 'actor')}"
 
+    def timers(self, actor: str) -> str:
+        """Reminders `actor` set for itself (the router's watch over the calls it waits on)."""
+        return f"{self.root}.timers.{check_token(actor, 'actor')}"
+
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
         depth = 2 if family == "audit" else 1

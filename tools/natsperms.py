@@ -167,6 +167,8 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
         g.pub(ns.wildcard("events"))
+        g.pub(ns.timers(me))  # reminders about its calls, to itself only
+        g.bind("timers")
         g.read_bucket("registry")
     elif role == "auditor":
         for family in ("events", "dead"):
@@ -194,7 +196,8 @@ def _provisioner_grants(g: _Grants) -> None:
             f"{_JS}.CONSUMER.INFO.{stream}.*",
             f"{_JS}.CONSUMER.DELETE.{stream}.*",
         )
-    g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream('deliver')}.>")  # every receiver's durable
+    for family in ("deliver", "timers"):  # every receiver's durables
+        g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream(family)}.>")
     g.pub(f"$KV.{ns.bucket('policy')}.>")  # publishing signed bundles is an operator's act
 
 

@@ -32,8 +32,18 @@ from bus import (
     stream_configs,
 )
 from schemas import Namespace
+from tools.natsperms import role_of
 
-__all__ = ("add_provision_command", "provision_once")
+__all__ = ("add_provision_command", "provision_once", "provisioned_inputs")
+
+
+def provisioned_inputs(ns: Namespace, actor_id: str) -> list[Input]:
+    """The durables an actor that may not create its own reads: its deliveries, and for the
+    router its reminders (actors/router.py)."""
+    inputs = [Input.deliver(ns, actor_id)]
+    if role_of(actor_id) == "router":
+        inputs.append(Input.timers(ns, actor_id))
+    return inputs
 
 
 async def provision_once(
@@ -42,7 +52,7 @@ async def provision_once(
     """Provision the namespace of the settings in `config`; return what now exists.
 
     Each of `actors` (an actor's settings file) that may not create its own consumers gets
-    its durable on PARLEY_DELIVER, configured from that file as the actor would have; it binds
+    its durables (`provisioned_inputs`), configured from that file as the actor would have; it binds
     to it at start and refuses to start if it differs. `nats_url` overrides the settings'
     server (which otherwise come from `NATS_URL`).
 
@@ -67,12 +77,14 @@ async def provision_once(
         for receiver in receivers:
             if receiver.create_consumers or not receiver.actor_id:
                 continue
-            spec = Input.deliver(ns, receiver.actor_id)
-            try:
-                await js.add_consumer(spec.stream, consumer_config(spec, receiver))
-            except APIError as exc:
-                raise ProvisionError(f"cannot create consumer {spec.durable}: {exc}") from exc
-            created.append(spec.durable)
+            for spec in provisioned_inputs(ns, receiver.actor_id):
+                try:
+                    await js.add_consumer(spec.stream, consumer_config(spec, receiver))
+                except APIError as exc:
+                    raise ProvisionError(
+                        f"cannot create consumer {spec.durable} on {spec.stream}: {exc}"
+                    ) from exc
+                created.append(f"{spec.stream}/{spec.durable}")
     finally:
         await nc.close()
     streams = ", ".join(c.name or "" for c in stream_configs(ns))

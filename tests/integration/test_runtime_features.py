@@ -167,3 +167,27 @@ async def test_a_stuck_handler_loses_its_message_to_another_replica(
         first.close()
         if second is not None:
             second.close()
+
+
+async def test_a_deferred_reminder_comes_back_past_max_deliver_and_is_never_dead_lettered(
+    nc: NATS, namespace: Namespace, probe_env: dict[str, str], effects: Effects
+) -> None:
+    """`ctx.defer` naks without failing: a reminder deferred seven times (max_deliver is 3)
+    is delivered an eighth time, and nothing reaches the dead letters."""
+    env = {**probe_env, "PARLEY_MAX_DELIVER": "3"}
+    process = start_actor("support.probe:ReminderProbe", "probe", env)
+    try:
+        await process.wait_line(READY)
+        js = nc.jetstream()
+        reminder = human("remind:8")
+        await js.publish(
+            namespace.timers("probe"), encode(reminder), headers={"Nats-Msg-Id": reminder.id}
+        )
+        _, effect = await effects.next(timeout=20)
+        assert (effect.text, effect.attempt) == ("remind:8", 8)
+        assert (await js.stream_info(namespace.stream("dead"))).state.messages == 0
+        info = await js.consumer_info(namespace.stream("timers"), "probe")
+        assert info.config.max_deliver == -1
+        assert (info.num_ack_pending, info.num_pending) == (0, 0)
+    finally:
+        process.close()

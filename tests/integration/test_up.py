@@ -2,41 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
 from bus import EmbeddedServer, load_topology
 from schemas import Namespace
-from tests.support.processes import REPO, ProcessOutput, parley_env
+from tests.support.processes import REPO, close_up, parley_env, parley_up
 
 SMOKE = REPO / "deploy" / "topologies" / "smoke.toml"
-
-
-def parley_up(topology: Path, env: dict[str, str], *extra: str) -> ProcessOutput:
-    return ProcessOutput(
-        [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up"
-    )
-
-
-def close_up(up: ProcessOutput) -> None:
-    """Stop `parley up`; if it did not exit by itself (a failed test), kill what it started.
-
-    Its actors and server run in sessions of their own, so killing `parley up` alone would
-    leave them running; their pids are in its output.
-    """
-    leaked = up.process.poll() is None
-    pids = [int(m.group(1)) for line in up.lines if (m := re.search(r"\(pid (\d+)\)", line))]
-    up.close()
-    if leaked:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def test_smoke_topology_loads() -> None:

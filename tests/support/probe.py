@@ -11,15 +11,19 @@ misbehave in one precise way:
 - `fail`: raise, so the runtime retries and finally dead-letters it;
 - `crash`: exit the process at once, on every delivery;
 - `slow:SECONDS`: take that long before the effect, as a long LLM call would.
+
+`ReminderProbe` also reads its reminders (`parley.timers.<id>`): `remind:N` defers itself
+(0.1 s) until its N-th delivery, then submits the effect.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from typing import ClassVar
 
-from bus import Actor, Context
+from bus import Actor, Context, Input
 from schemas import AgentResponse, AnyEnvelope, HumanMessage, Reply, utc_now
 
 
@@ -53,3 +57,19 @@ class ProbeActor(Actor):
         # `done` names the process that finished the work, so a test can tell a redelivery to
         # a restarted process from one inside the same process.
         await ctx.submit(self._response(ctx, "done", f"{envelope.text}@{os.getpid()}"))
+
+
+class ReminderProbe(ProbeActor):
+    kind: ClassVar[str] = "reminder-probe"
+
+    def inputs(self) -> Sequence[Input]:
+        return (*super().inputs(), Input.timers(self.namespace, self.actor_id))
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        if not (isinstance(envelope, HumanMessage) and envelope.text.startswith("remind:")):
+            await super().handle(envelope, ctx)
+            return
+        if ctx.attempt < int(envelope.text.removeprefix("remind:")):
+            ctx.defer(0.1)
+            return
+        await ctx.submit(self._response(ctx, "effect", envelope.text))

@@ -6,6 +6,7 @@ Waiting is always for a line of output (an event), with a timeout, never a sleep
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -117,3 +118,24 @@ def start_actor(run: str, actor_id: str, env: Mapping[str, str], *extra: str) ->
 
 
 READY = r'"msg":"ready"'
+
+
+def parley_up(topology: Path, env: dict[str, str], *extra: str) -> ProcessOutput:
+    return ProcessOutput(
+        [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up"
+    )
+
+
+def close_up(up: ProcessOutput) -> None:
+    """Stop `parley up`; if it did not exit by itself (a failed test), kill what it started.
+
+    Its actors and server run in sessions of their own, so killing `parley up` alone would
+    leave them running; their pids are in its output.
+    """
+    leaked = up.process.poll() is None
+    pids = [int(m.group(1)) for line in up.lines if (m := re.search(r"\(pid (\d+)\)", line))]
+    up.close()
+    if leaked:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -4,12 +4,14 @@ The test delivers what the gate would (a person's message from `cli`, an agent's
 that agent, a refusal) to `parley.deliver.router` with the gate's headers, reads what the
 router submits from `parley.submit.router`, and answers each agent call with a scripted turn,
 as a scripted agent host behind the gate would. Session events are read from
-`parley.events.<session>`, and the stored session from the sessions bucket.
+`parley.events.<session>`, and the stored session from the sessions bucket. Playing the
+agents includes their heartbeats: the router gives up on an agent that never beats.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -20,6 +22,7 @@ from nats.js.api import DeliverPolicy
 from actors._session import Session
 from bus import SENDER, TraceHeaders, parse_trace_headers
 from schemas import (
+    ActorHeartbeat,
     AgentCall,
     AgentResponse,
     AnyEnvelope,
@@ -34,6 +37,7 @@ from schemas import (
     decode_envelope,
     derive_id,
     encode,
+    heartbeat_key,
     new_id,
     utc_now,
 )
@@ -105,10 +109,26 @@ class RouterWire:
     router: str = "router"
     seen_calls: set[str] = field(default_factory=set)
 
+    agents: tuple[str, ...] = ("gpt", "claude")
+    beat_period_s: float = 600.0
+    """The period the played agents claim: long enough that one beat lasts any test."""
+
     async def open(self) -> None:
         self._sub = await self.js.pull_subscribe(
             self.ns.submit(self.router), durable="test-gate", stream=self.ns.stream("submit")
         )
+        registry = await self.js.key_value(self.ns.bucket("registry"))
+        now = utc_now()
+        for agent in self.agents:
+            heartbeat = ActorHeartbeat(
+                actor_id=agent,
+                kind="agent",
+                pid=os.getpid(),
+                started_at=now,
+                beat_at=now,
+                period_s=self.beat_period_s,
+            )
+            await registry.put(heartbeat_key(agent), encode(heartbeat))
 
     async def deliver(self, envelope: AnyEnvelope, sender: str, trace: TraceHeaders) -> None:
         headers = trace.to_headers(envelope.id)

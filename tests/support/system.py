@@ -61,13 +61,14 @@ async def running_system(
     *,
     policy: Path = REPO / "deploy/policy/demo.toml",
     extra_env: Mapping[str, str] | None = None,
+    router_options: Mapping[str, object] | None = None,
     **settings: str,
 ) -> AsyncIterator[System]:
     """Start gate, router and agents, and stop them all on the way out.
 
     `policy` is the bundle source the gate enforces (signed here with a fresh key);
-    `extra_env` goes to every process (an API key variable a test profile names); `settings`
-    become `PARLEY_*` variables.
+    `extra_env` goes to every process (an API key variable a test profile names);
+    `router_options` are the router's `[options]`; `settings` become `PARLEY_*` variables.
     """
     public = await publish_policy(nc.jetstream(), ns, policy, keys)
     env = {**parley_env(server.url, ns.root, **settings), **(extra_env or {})}
@@ -78,7 +79,8 @@ async def running_system(
     system = System(env)
     try:
         await system.start("gate", "gate", gate_env)
-        await system.start("router", "router", env)
+        router_env = {**env, "PARLEY_OPTIONS": json.dumps(dict(router_options or {}))}
+        await system.start("router", "router", router_env)
         for actor_id, profile in agents.items():
             await system.start(actor_id, "agent", env, "--profile", profile)
         yield system

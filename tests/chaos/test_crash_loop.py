@@ -1,0 +1,120 @@
+"""A crash-looping agent: its supervisor gives up, and the router answers `AGENT_UNAVAILABLE`.
+
+The gate, the router and `claude` run as usual; `gpt` runs under a `parley up` of its own (as
+an agent on another machine would), with an intensity of 2. The test SIGKILLs each `gpt` the
+supervisor starts, as soon as it is ready, until the supervisor gives up and exits. A session
+that then asks `gpt` to speak fails within the heartbeat limit (three beats of 0.5 s) with
+`AGENT_UNAVAILABLE` naming `gpt`, and `parley collab` says so and exits 1, instead of waiting
+for ever on a call that sits in a dead agent's queue.
+
+A second test keeps the agent alive but has it never answer (a brain that hangs): its
+heartbeat is fresh, so only the router's turn timeout ends the session.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from bus import EmbeddedServer
+from schemas import Namespace
+from tests.support.agents import write_profile
+from tests.support.processes import close_up, parley_up
+from tests.support.system import parley_cli, running_system
+
+pytestmark = pytest.mark.chaos
+
+GOAL = "Collaborate on a two-line poem about tides."
+INTENSITY = 2
+
+
+async def test_a_crash_looping_agent_is_given_up_on_and_its_session_fails_as_unavailable(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    async with running_system(
+        nc,
+        nats_server,
+        namespace,
+        tmp_path / "keys",
+        agents={"claude": "claude"},
+        heartbeat_s="0.5",
+    ) as system:
+        topology = tmp_path / "gpt-alone.toml"
+        topology.write_text(
+            f'intensity = {INTENSITY}\nperiod_s = 120.0\n\n[[actor]]\nname = "gpt"\nrun = "agent"\n'
+        )
+        up = parley_up(topology, system.env)
+        try:
+            kills, seen = 0, 0
+            while True:
+                index, line = await up.wait_line(
+                    r"^\[gpt\] (started \(pid \d+\)|.*giving up)", start=seen
+                )
+                seen = index + 1
+                if "giving up" in line:
+                    break
+                match = re.search(r"pid (\d+)", line)
+                assert match is not None
+                ready, _ = await up.wait_line(r'^\[gpt\] .*"msg":"ready"', start=seen)
+                seen = ready + 1
+                os.kill(int(match.group(1)), signal.SIGKILL)
+                kills += 1
+            assert await up.wait_exit(30) == 1
+            assert kills == INTENSITY + 1  # the restart past the intensity is never made
+            assert any("parley up: giving up" in line for line in up.lines)
+        finally:
+            close_up(up)
+
+        cli = parley_cli(system.env, "collab", "--first", "gpt", "--max-rounds", "4", GOAL)
+        try:
+            code = await cli.wait_exit(30)
+        finally:
+            cli.close()
+        said = "\n".join(cli.lines)
+        assert code == 1, said
+        assert "stopped: error (round 1)" in cli.lines, said
+        failure = next(line for line in cli.lines if line.strip().startswith("error:"))
+        assert re.fullmatch(
+            r"\s*error: AGENT_UNAVAILABLE: gpt is not running: last heartbeat [\d.]+ s ago "
+            r"\(limit 1\.5 s\); start it and try again",
+            failure,
+        ), failure
+        router = "\n".join(system.processes["router"].lines)
+        assert '"msg":"agent unavailable"' in router
+
+
+async def test_an_agent_that_beats_but_never_answers_times_out(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    hanging = write_profile(
+        tmp_path / "agents",
+        "gpt",
+        # A local agent program that reads its requests and never answers (exits at EOF).
+        f'backend = "subprocess"\ncommand = ["{sys.executable}", "-c", "import sys; '
+        f'sys.stdin.read()"]\nturn_timeout_s = 3600',
+    )
+    async with running_system(
+        nc,
+        nats_server,
+        namespace,
+        tmp_path / "keys",
+        agents={"gpt": str(hanging), "claude": "claude"},
+        heartbeat_s="0.5",
+        router_options={"turn_timeout_s": 2.0},
+    ) as system:
+        cli = parley_cli(system.env, "collab", "--first", "gpt", "--max-rounds", "4", GOAL)
+        try:
+            code = await cli.wait_exit(30)
+        finally:
+            cli.close()
+        said = "\n".join(cli.lines)
+        assert code == 1, said
+        assert "    error: AGENT_UNAVAILABLE: gpt did not answer within 2 s (turn timeout 2 s)" in (
+            cli.lines
+        ), said

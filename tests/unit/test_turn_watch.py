@@ -1,0 +1,86 @@
+"""The router's judgement of a silent agent (actors/_turn_watch.py), figure by figure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from actors._session import Limits
+from actors._turn_watch import Unavailable, Wait, judge
+from schemas import ActorHeartbeat
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+LIMITS = Limits(turn_timeout_s=60.0, missed_beats=3, start_grace_s=15.0)
+LONG_AGO = T0 - timedelta(hours=1)
+
+
+def beat(at: datetime, period_s: float = 5.0) -> ActorHeartbeat:
+    return ActorHeartbeat(
+        actor_id="gpt", kind="agent", pid=1, started_at=at, beat_at=at, period_s=period_s
+    )
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def verdict(
+    now_s: float, heartbeat: ActorHeartbeat | None, connected: datetime = LONG_AGO
+) -> Wait | Unavailable:
+    return judge("gpt", T0, heartbeat, now=at(now_s), connected_since=connected, limits=LIMITS)
+
+
+def test_a_live_agent_is_waited_for_until_its_beats_would_be_missed() -> None:
+    assert verdict(1.0, beat(at(0.5))) == Wait(14.5)  # 3 beats of 5 s after its last one
+
+
+def test_an_agent_silent_for_three_periods_is_unavailable() -> None:
+    result = verdict(16.0, beat(at(0.5)))
+    assert isinstance(result, Unavailable)
+    assert result.message == (
+        "gpt is not running: last heartbeat 15.5 s ago (limit 15 s); start it and try again"
+    )
+    assert result.details["silent_s"] == 15.5 and result.details["limit_s"] == 15.0
+
+
+def test_a_beat_long_before_the_call_counts_from_the_call() -> None:
+    # An agent stopped yesterday is given the same 15 s from the call as one restarting now.
+    assert verdict(2.0, beat(LONG_AGO)) == Wait(13.0)
+    result = verdict(15.0, beat(LONG_AGO))
+    assert isinstance(result, Unavailable)
+    assert result.message.startswith("gpt is not running: last heartbeat 3615.0 s ago")
+
+
+def test_an_agent_never_seen_gets_the_start_grace() -> None:
+    assert verdict(10.0, None) == Wait(5.0)
+    result = verdict(15.0, None)
+    assert isinstance(result, Unavailable)
+    assert result.message == (
+        "gpt is not running: no heartbeat in the 15.0 s since the call (limit 15 s); "
+        "start it and try again"
+    )
+    assert result.details["last_heartbeat"] is None
+
+
+def test_silence_counts_from_the_routers_reconnection_after_an_outage() -> None:
+    # The broker was down from 1 s to 40 s: nobody could beat, nobody is dead for that.
+    assert verdict(41.0, beat(at(0.5)), connected=at(40.0)) == Wait(14.0)
+    assert isinstance(verdict(55.0, beat(at(0.5)), connected=at(40.0)), Unavailable)
+
+
+def test_a_beating_agent_that_never_answers_times_out() -> None:
+    assert verdict(58.0, beat(at(57.0))) == Wait(2.0)  # the turn timeout comes first
+    result = verdict(60.0, beat(at(59.5)))
+    assert isinstance(result, Unavailable)
+    assert result.message == "gpt did not answer within 60 s (turn timeout 60 s)"
+
+
+def test_the_period_comes_from_the_agents_own_heartbeat() -> None:
+    assert verdict(1.0, beat(at(0.0), period_s=0.5)) == Wait(0.5)
+
+
+@pytest.mark.parametrize("late_by", [0.0, 1e-6])
+def test_a_reminder_is_never_rearmed_for_nothing(late_by: float) -> None:
+    result = verdict(14.999 + late_by, None)
+    assert isinstance(result, Wait) and result.seconds >= 0.05
