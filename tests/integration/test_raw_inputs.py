@@ -35,13 +35,13 @@ async def test_raw_bytes_and_malformed_headers_reach_the_handler(
     js = nc.jetstream()
     await reader.wait_line(READY)
     # Headers an envelope input would refuse as malformed: a raw input does not read them.
-    headers = {DEAD_REASON: "decode_invalid_json", "Parley-Hop-Count": "-1"}
+    headers = {DEAD_REASON: "decode_malformed", "Parley-Hop-Count": "-1"}
     ack = await js.publish(namespace.dead("gpt"), GARBAGE, headers=headers)
     _, line = await reader.wait_line(r'"msg":"raw message"')
     seen = json.loads(line)
     assert seen["seq"] == ack.seq and seen["subject"] == namespace.dead("gpt")
     assert seen["sha256"] == hashlib.sha256(GARBAGE).hexdigest()
-    assert seen["reason"] == "decode_invalid_json"
+    assert seen["reason"] == "decode_malformed"
     assert seen["id"] == f"{namespace.stream('dead')}:{ack.seq}"
     info = await js.stream_info(namespace.stream("dead"))
     assert info.state.messages == 1  # the bad headers did not make it a new dead letter

@@ -34,7 +34,7 @@ def _letter(
 def _runtime_headers(**overrides: str) -> dict[str, str]:
     """The headers bus/_deadletter.py writes on a dead letter."""
     headers = {
-        DEAD_REASON: "decode_invalid_json",
+        DEAD_REASON: "decode_malformed",
         DEAD_DETAIL: f"JSON is malformed near {SECRET}",
         DEAD_STREAM: "T1_SUBMIT",
         DEAD_SEQ: "12",
@@ -52,7 +52,7 @@ def test_a_runtime_dead_letter_is_recorded_under_its_actor_with_its_source() -> 
         _letter(_runtime_headers()), tenant="demo", redactor=REDACT, at=utc_now()
     )
     assert (record.fact, record.profile, record.tenant) == ("dead_letter", "gate", "demo")
-    assert (record.status, record.success) == ("decode_invalid_json", False)
+    assert (record.status, record.success) == ("decode_malformed", False)
     assert (record.source_stream, record.source_seq) == ("T1_SUBMIT", 12)
     assert (record.source_subject, record.attempt) == ("t1.submit.gpt", 1)
     assert record.trace_id == "0b5c1d2e-0000-8000-8000-000000000001"
