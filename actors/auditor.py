@@ -1,12 +1,15 @@
 """The auditor: the single writer of Parley's redacted, hash-chained audit history.
 
 It reads every fact of `PARLEY_EVENTS` (the gate's decisions and the router's session events)
-through one durable consumer, so a crash loses nothing: a fact is acked only once all its
-records are stored. Each fact becomes one record per profile it concerns (actors/_auditfacts.py),
-redacted, chained and appended to `parley.audit.<tenant>.<profile>` by the pipelined single
-writer (actors/_appender.py). Every `checkpoint_every` records, and every `checkpoint_s`
-seconds while new records came in, it signs a checkpoint, appends it on
-`parley.audit.<tenant>._checkpoint` and writes it to its log for copies off the box.
+through one durable consumer, and every dead letter of `PARLEY_DEAD` through another (a raw
+input: a dead letter is the bad bytes themselves, never decoded), so a crash loses nothing: a
+fact is acked only once all its records are stored. Each fact becomes one record per profile it
+concerns (actors/_auditfacts.py), each dead letter one record under the actor that gave up on
+it (actors/_auditdead.py), redacted, chained and appended to
+`parley.audit.<tenant>.<profile>` by the pipelined single writer (actors/_appender.py).
+Every `checkpoint_every` records, and every `checkpoint_s` seconds while new records came in,
+it signs a checkpoint, appends it on `parley.audit.<tenant>._checkpoint` and writes it to its
+log for copies off the box.
 
 Options (`[options]` in its TOML settings):
     signing_key: Ed25519 private key (PEM) that signs checkpoints. Required.
@@ -37,6 +40,7 @@ from nats.js.api import PubAck
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from actors._appender import ChainAppender, ForeignWrite
+from actors._auditdead import DeadLetter, dead_letter_record
 from actors._auditfacts import (
     ALERT_PROFILE,
     FactSource,
@@ -114,7 +118,8 @@ def _options(raw: dict[str, Any]) -> AuditorOptions:
 
 
 class AuditorActor(Actor):
-    """Turns every fact on `PARLEY_EVENTS` into chained, redacted audit records."""
+    """Turns every fact on `PARLEY_EVENTS` and every dead letter on `PARLEY_DEAD` into chained,
+    redacted audit records."""
 
     kind: ClassVar[str] = "auditor"
     concurrent_handlers: ClassVar[bool] = True
@@ -138,14 +143,12 @@ class AuditorActor(Actor):
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
 
     def inputs(self) -> Sequence[Input]:
-        """Everything on the events stream: decisions and session events alike."""
+        """Everything on the events stream (decisions and session events alike) and every
+        dead letter. PARLEY_DEAD is a limits stream: reading it removes nothing."""
+        ns = self.namespace
         return (
-            Input(
-                self.namespace.stream("events"),
-                f"{self.namespace.root}.>",
-                self.actor_id,
-                "header",
-            ),
+            Input(ns.stream("events"), f"{ns.root}.>", self.actor_id, "header"),
+            Input(ns.stream("dead"), ns.wildcard("dead"), self.actor_id, raw=True),
         )
 
     async def start(self, bus: BusHandle) -> None:
@@ -243,7 +246,28 @@ class AuditorActor(Actor):
             redactor=self._redactor,
             runner=self.options.session_profile,
         )
-        headers = {"Parley-Trace-Id": source.trace_id} if source.trace_id else {}
+        await self._append(appender, records, ctx, source.trace_id)
+
+    async def handle_raw(self, ctx: Context) -> None:
+        """Record one dead letter: never its payload, only its size and digest.
+
+        A failure here is retried like a fact's; on the last delivery the runtime gives up on
+        it (logged, counted as abandoned) rather than dead-letter a dead letter into a loop.
+        """
+        appender = self._appender
+        if appender is None:
+            raise RuntimeError("auditor handled a message before start()")
+        letter = DeadLetter(ctx.subject, ctx.stream, ctx.stream_seq, ctx.headers, ctx.payload)
+        record = dead_letter_record(
+            letter, tenant=self.options.tenant, redactor=self._redactor, at=utc_now()
+        )
+        await self._append(appender, [record], ctx, record.trace_id)
+
+    async def _append(
+        self, appender: ChainAppender, records: list[AuditRecord], ctx: Context, trace_id: str
+    ) -> None:
+        """Append the records not yet stored; their acks join the input's outbox."""
+        headers = {"Parley-Trace-Id": trace_id} if trace_id else {}
         for record in records:
             known, pending = appender.recorded(record.id)
             if not known:

@@ -14,6 +14,7 @@ from bus._deadletter import (
     DEAD_SEQ,
     DEAD_STREAM,
     DEAD_SUBJECT,
+    DEAD_TRUNCATED,
     DeadLetters,
 )
 from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
@@ -53,6 +54,7 @@ __all__ = (
     "DEAD_SEQ",
     "DEAD_STREAM",
     "DEAD_SUBJECT",
+    "DEAD_TRUNCATED",
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",

@@ -41,6 +41,10 @@ class Input:
     max_deliver: int | None = None
     """Deliveries before a message is given up on; None: the actor's `max_deliver` setting,
     -1: never (a reminder re-armed with `Context.defer` is delivered again each time)."""
+    raw: bool = False
+    """True: its messages are not envelopes (dead letters hold whatever bad bytes came in), so
+    the runtime decodes nothing and passes each to `Actor.handle_raw()` with its bytes and
+    headers untouched; acks, retries and settling are the same as for envelopes."""
 
     @classmethod
     def deliver(cls, ns: Namespace, actor_id: str) -> Input:
@@ -108,6 +112,16 @@ class Actor(ABC):
     @abstractmethod
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         """Handle one envelope. Publish effects through `ctx`; raise to have it retried."""
+
+    async def handle_raw(self, ctx: Context) -> None:
+        """Handle one message of a raw input (`Input.raw`); raise to have it retried.
+
+        Nothing was decoded or checked: the bytes are `ctx.payload`, the headers
+        `ctx.headers`, the position `ctx.stream` / `ctx.stream_seq` / `ctx.attempt`. The
+        context has no trace and no sender, and `ctx.envelope_id` is `<stream>:<seq>`, so ids
+        from `ctx.derive_id()` are still the same on every redelivery.
+        """
+        raise NotImplementedError(f"{type(self).__name__} reads a raw input but has no handle_raw")
 
     async def handle_batch(
         self, batch: Sequence[tuple[AnyEnvelope, Context]]

@@ -42,6 +42,7 @@ __all__ = (
     "DEAD_SEQ",
     "DEAD_STREAM",
     "DEAD_SUBJECT",
+    "DEAD_TRUNCATED",
     "DeadLetters",
 )
 
@@ -54,7 +55,8 @@ DEAD_SEQ = "Parley-Dead-Seq"
 DEAD_SUBJECT = "Parley-Dead-Subject"
 DEAD_ATTEMPT = "Parley-Dead-Attempt"
 DEAD_ACTOR = "Parley-Dead-Actor"
-_DEAD_TRUNCATED = "Parley-Dead-Truncated"
+DEAD_TRUNCATED = "Parley-Dead-Truncated"
+"""Set when the payload was cut to fit: the original's size in bytes."""
 _HEADER_ROOM = 8 * 1024
 _ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 _ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.max_deliver"
@@ -135,7 +137,7 @@ class DeadLetters:
         )
         room = self._max_payload - _HEADER_ROOM
         if len(payload) > room:
-            out[_DEAD_TRUNCATED] = str(len(payload))
+            out[DEAD_TRUNCATED] = str(len(payload))
             payload = payload[:room]
         subject = self._subject if owner is None else self._ns.dead(actor)
         await self._js.publish(subject, payload, headers=out)

@@ -27,7 +27,7 @@ class ActorMetrics:
         )
         self.handled = Counter(
             "parley_messages_handled",
-            "Messages finished, by outcome (acked, nacked, dead_lettered).",
+            "Messages finished, by outcome (acked, nacked, dead_lettered, abandoned).",
             ["actor", "outcome"],
             registry=registry,
         )

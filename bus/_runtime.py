@@ -6,7 +6,16 @@ trace ids (in order, or concurrently for actors that declare `concurrent_handler
 every effect of the batch in one wait, then ack each message whose effects were all stored.
 Bad input is dead-lettered at once and acked, so it can neither crash the actor nor block the
 messages behind it; a failing handler is retried with backoff and dead-lettered on its last
-delivery.
+delivery. A raw input (`Input.raw`) is not decoded at all: its messages go to
+`Actor.handle_raw()` as bytes, with the same retries, settling and acks.
+
+What is read from PARLEY_DEAD is never dead-lettered again, whatever went wrong: the new dead
+letter would land on the stream it came from, be read again, fail again, and loop for ever. A
+message of PARLEY_DEAD that cannot be handled is retried like any other and, on its last
+delivery, terminated (the server stops redelivering it) with an error in the log and the
+`abandoned` outcome counted; it stays in PARLEY_DEAD, a limits stream, so nothing is lost, and
+reading it again takes resetting the consumer. For the same reason nobody watches the
+max-deliveries advisories of PARLEY_DEAD's consumers.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from bus._connection import Uptime, check_fsync, connect
 from bus._consumer import ConsumerLoop
 from bus._context import Context
 from bus._deadletter import DeadLetters
-from bus._headers import SENDER, HeaderError, parse_trace_headers
+from bus._headers import SENDER, HeaderError, TraceHeaders, parse_trace_headers
 from bus._heartbeat import Heartbeat
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
@@ -49,6 +58,7 @@ log = logging.getLogger("parley.bus.runtime")
 
 
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+_NO_TRACE = TraceHeaders(trace_id="")
 
 
 class _BadInput(Exception):
@@ -66,7 +76,8 @@ async def _wait_all(events: list[asyncio.Event]) -> None:
 @dataclass(frozen=True, slots=True)
 class _Job:
     msg: Msg
-    envelope: AnyEnvelope
+    envelope: AnyEnvelope | None
+    """None for a message of a raw input."""
     ctx: Context
 
 
@@ -85,9 +96,10 @@ class ActorRuntime:
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
         self._published = metrics.published.labels(actor.actor_id)
         self._submit_subject = self.namespace.submit(actor.actor_id)
+        self._dead_stream = self.namespace.stream("dead")
         self._outcomes = {
             outcome: metrics.handled.labels(actor.actor_id, outcome)
-            for outcome in ("acked", "nacked", "dead_lettered", "deferred")
+            for outcome in ("acked", "nacked", "dead_lettered", "deferred", "abandoned")
         }
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -145,11 +157,16 @@ class ActorRuntime:
         work_queues = {ns.stream("submit"), ns.stream("deliver")}
         if self.settings.move_exhausted:
             for spec in specs:
+                if spec.stream == self._dead_stream:
+                    continue  # a dead letter is never dead-lettered again (module docstring)
                 await dead.watch_max_deliveries(
                     nc, spec.stream, spec.durable, remove=spec.stream in work_queues
                 )
         for family in self.settings.move_exhausted_of:
             stream = ns.stream(family)
+            if stream == self._dead_stream:
+                log.warning("not moving exhausted dead letters: they would loop back")
+                continue
             await dead.watch_max_deliveries(nc, stream, None, remove=stream in work_queues)
 
     @staticmethod
@@ -184,6 +201,8 @@ class ActorRuntime:
 
     def _prepare(self, spec: Input, msg: Msg, js: JetStreamContext) -> _Job:
         """Decode one message into a job for the handler, or raise `_BadInput`."""
+        if spec.raw:
+            return self._prepare_raw(spec, msg, js)
         meta = msg.metadata
         try:
             envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
@@ -212,17 +231,44 @@ class ActorRuntime:
         )
         return _Job(msg, envelope, ctx)
 
+    def _prepare_raw(self, spec: Input, msg: Msg, js: JetStreamContext) -> _Job:
+        """A job for `handle_raw()`: nothing decoded, nothing that could be bad input."""
+        meta = msg.metadata
+        seq = meta.sequence.stream
+        ctx = Context(
+            actor_id=self.actor.actor_id,
+            namespace=self.namespace,
+            subject=msg.subject,
+            stream=spec.stream,
+            sender="",
+            envelope_id=f"{spec.stream}:{seq}",
+            trace=_NO_TRACE,
+            attempt=meta.num_delivered or 1,
+            stream_seq=seq,
+            outbox=Outbox(js, stall_s=self.settings.ack_wait_s / 2),
+            submit_subject=self._submit_subject,
+            headers=msg.headers or _NO_HEADERS,
+            payload=msg.data,
+        )
+        return _Job(msg, None, ctx)
+
     async def _handle(self, job: _Job) -> Exception | None:
         with trace_scope(job.ctx.trace_id):
             try:
-                await self.actor.handle(job.envelope, job.ctx)
+                if job.envelope is None:
+                    await self.actor.handle_raw(job.ctx)
+                else:
+                    await self.actor.handle(job.envelope, job.ctx)
             except Exception as exc:
                 return exc
         return None
 
     async def _handle_batch(self, jobs: list[_Job]) -> list[Exception | None]:
+        batch = [(job.envelope, job.ctx) for job in jobs if job.envelope is not None]
+        if len(batch) != len(jobs):
+            raise RuntimeError("raw messages are never handled as a batch")
         try:
-            errors = await self.actor.handle_batch([(job.envelope, job.ctx) for job in jobs])
+            errors = await self.actor.handle_batch(batch)
         except Exception as exc:
             return [exc] * len(jobs)
         if len(errors) != len(jobs):
@@ -253,7 +299,7 @@ class ActorRuntime:
                 )
         if not jobs:
             return
-        if self.actor.handles_batches:
+        if self.actor.handles_batches and not spec.raw:
             errors = await self._handle_batch(jobs)
         elif self.actor.concurrent_handlers and len(jobs) > 1:
             errors = list(await asyncio.gather(*(self._handle(job) for job in jobs)))
@@ -304,16 +350,12 @@ class ActorRuntime:
 
     async def _failed(self, dead: DeadLetters, spec: Input, job: _Job, exc: Exception) -> None:
         ctx = job.ctx
+        max_deliver = self.settings.max_deliver if spec.max_deliver is None else spec.max_deliver
         log.warning(
             "handler failed",
             exc_info=exc,
-            extra={
-                "attempt": ctx.attempt,
-                "max_deliver": self.settings.max_deliver,
-                "seq": ctx.stream_seq,
-            },
+            extra={"attempt": ctx.attempt, "max_deliver": max_deliver, "seq": ctx.stream_seq},
         )
-        max_deliver = self.settings.max_deliver if spec.max_deliver is None else spec.max_deliver
         if 0 < max_deliver <= ctx.attempt:
             await self._dead_letter(
                 dead, spec, job.msg, ctx.stream_seq, ctx.attempt, "handler_failed", repr(exc)
@@ -336,6 +378,9 @@ class ActorRuntime:
         reason: str,
         detail: str,
     ) -> None:
+        if spec.stream == self._dead_stream:
+            await self._abandon(msg, seq, attempt, reason, detail)
+            return
         try:
             await dead.publish(
                 payload=msg.data,
@@ -357,3 +402,15 @@ class ActorRuntime:
                 log.debug("nak failed", extra={"error": repr(nak_exc)})
             return
         self._outcomes["dead_lettered"].inc()
+
+    async def _abandon(self, msg: Msg, seq: int, attempt: int, reason: str, detail: str) -> None:
+        """Give up on a message of PARLEY_DEAD without dead-lettering it (module docstring)."""
+        log.error(
+            "gave up on a dead letter; it stays in the dead-letter stream",
+            extra={"reason": reason, "detail": detail[:300], "seq": seq, "attempt": attempt},
+        )
+        try:
+            await msg.term()
+        except Exception as exc:  # redelivered until max_deliver, then left alone by the server
+            log.debug("term failed", extra={"error": repr(exc)})
+        self._outcomes["abandoned"].inc()

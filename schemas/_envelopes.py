@@ -434,6 +434,14 @@ class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
     source_seq: NonNegative = 0
     session_id: str | None = None
     causation_id: str = ""
+    source_subject: str = ""
+    """The subject the source message was published on (a dead letter's original subject)."""
+    attempt: NonNegative | None = None
+    """The delivery on which the source message was given up (a dead letter)."""
+    payload_bytes: NonNegative | None = None
+    payload_sha256: str = ""
+    """Size and SHA-256 of a dead letter's payload as stored: the payload itself may hold
+    secrets and is never copied into the audit history."""
     chain_index: NonNegative = 0
     """Position in the audit chain, from 1; a checkpoint's `count` names one of these."""
     prev_hash: str = ""

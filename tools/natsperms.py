@@ -171,10 +171,11 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.bind("timers")
         g.read_bucket("registry")
     elif role == "auditor":
-        for family in ("events", "dead"):
-            g.durable(family, None)  # the whole stream, unfiltered or filtered as it likes
-            g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream(family)}.{me}.>")
-            g.move_own_exhausted(family, delete=False)  # limits streams: copy, never delete
+        g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
+        g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
+        g.move_own_exhausted("events", delete=False)  # a limits stream: copy, never delete
+        # Dead letters it only reads and acks: one it cannot audit is never moved again.
+        g.durable("dead", ns.wildcard("dead"))
         g.pub(ns.wildcard("audit"))
         g.read_stream(ns.stream("audit"))
     elif role == "cli":

@@ -10,6 +10,7 @@ every case they refuse must come back as exactly one dead letter carrying that r
 case's stream sequence, and no valid case may be dead-lettered (except by the router, which
 files its own typed refusals of valid input there too). Between the bad cases, good
 messages go from `cli` through the gate to echo; the chaos checker then proves none was lost.
+Every dead letter, the auditor's own included, ends up as exactly one audit record.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from bus import (
 )
 from schemas import (
     AgentCall,
+    AuditRecord,
     Decision,
+    DecodeError,
     HumanMessage,
     Namespace,
     decode_envelope,
@@ -201,6 +204,11 @@ async def test_no_actor_dies_of_bad_input_and_good_traffic_gets_through(world: W
     for process in world.processes:
         assert process.process.poll() is None, f"{process.name} died"
 
+    audited = await _dead_letter_records(js, ns, len(letters), timeout=60)
+    assert sorted((r.source_stream, r.source_seq) for r in audited) == sorted(
+        (letter.headers[DEAD_STREAM], int(letter.headers[DEAD_SEQ])) for letter in letters
+    )
+
     records = await read_stream(js, ns.stream("events"), f"{ns.root}.decisions.>", timeout=30)
     roots = [Published(m.id, 0, "gate", "human_message") for m in good]
     history = history_from(records, roots, answering=("echo",))
@@ -227,6 +235,36 @@ async def _follow(
                 await sub.next_msg(timeout=timeout)
     finally:
         await sub.unsubscribe()
+
+
+def _is_dead_letter_record(data: bytes) -> bool:
+    try:
+        record = decode_envelope(data)
+    except DecodeError:
+        return False  # a checkpoint
+    return isinstance(record, AuditRecord) and record.fact == "dead_letter"
+
+
+async def _dead_letter_records(
+    js: JetStreamContext, ns: Namespace, count: int, timeout: float
+) -> list[AuditRecord]:
+    """Follow the audit stream until it holds `count` dead-letter records; then one more read
+    of the whole stream, so a record too many would be seen too."""
+    sub = await js.subscribe(f"{ns.root}.audit.>", stream=ns.stream("audit"), ordered_consumer=True)
+    found = 0
+    try:
+        async with asyncio.timeout(timeout):
+            while found < count:
+                msg = await sub.next_msg(timeout=timeout)
+                found += _is_dead_letter_record(msg.data)
+    finally:
+        await sub.unsubscribe()
+    stored = await read_stream(js, ns.stream("audit"), f"{ns.root}.audit.>", timeout=30)
+    return [
+        r.envelope
+        for r in stored
+        if isinstance(r.envelope, AuditRecord) and r.envelope.fact == "dead_letter"
+    ]
 
 
 async def _wait_decided(

@@ -1,4 +1,5 @@
-"""The auditor does its whole job as its own nkey user under the least-privilege config."""
+"""The auditor does its whole job as its own nkey user under the least-privilege config,
+dead letters included."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import signal
 from pathlib import Path
 
 from actors._chain import CHECKPOINT_PROFILE
+from bus import DEAD_REASON
 from schemas import encode
 from tests.support.audit import AuditorKeys, decision
 from tests.support.lockdown import LockedDown
@@ -35,18 +37,27 @@ async def test_the_auditor_records_and_reads_back_with_only_its_own_grants(
             ns.decisions("gpt"), encode(fact), headers={"Nats-Msg-Id": fact.id}
         )
         await auditor.wait_line(r'"count":2\b', timeout=20)
+        # A dead letter the gate files under a receiver it gave up on, as bus/_deadletter.py does.
+        await gate.jetstream().publish(
+            ns.dead("gpt"), b"\xffnot an envelope", headers={DEAD_REASON: "max_deliveries"}
+        )
+        await auditor.wait_line(r'"count":3\b', timeout=20)
         auditor.signal(signal.SIGTERM)
         assert await auditor.wait_exit() == 0
         auditor.close()
         # A restart reads the chain's head and recent records back through its own grants.
         auditor = start_actor("auditor", "auditor", env, "--config", str(config))
-        await auditor.wait_line(r'"msg":"audit chain head","index":2\b')
+        await auditor.wait_line(r'"msg":"audit chain head","index":3\b')
         await auditor.wait_line(READY)
         auditor.signal(signal.SIGTERM)
         assert await auditor.wait_exit() == 0
         # Reading back as the auditor's user: the history reader's grants suffice too.
         records = await query_records(auditor_nc.jetstream(), ns, tenant="demo", profile="gpt")
-        assert [r.envelope_id for r in records] == [fact.envelope_id]
+        assert [(r.fact, r.envelope_id) for r in records] == [
+            ("decision", fact.envelope_id),
+            ("dead_letter", ""),
+        ]
+        assert records[1].status == "max_deliveries"
         assert not [line for line in auditor.lines if "permission" in line.lower()]
         assert CHECKPOINT_PROFILE not in {r.profile for r in records}
     finally:

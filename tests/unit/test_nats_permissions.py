@@ -274,6 +274,26 @@ def test_only_the_auditor_writes_the_audit_trail(config: tuple[Namespace, list[U
     assert {u.actor for u in users if u.publishes(decisions)} == {"gate"}
 
 
+def test_the_auditor_reads_dead_letters_but_never_moves_them(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """Its durable on PARLEY_DEAD, filtered to dead letters, is read and acked; nothing lets
+    it get, copy or watch them, which is how a dead letter could be dead-lettered again."""
+    ns, users = config
+    (auditor,) = (u for u in users if u.actor == "auditor")
+    dead = ns.stream("dead")
+    consumers = [e for e in auditor.publishes("$JS.API.CONSUMER.>") if dead in e.split(".")]
+    assert set(consumers) == {
+        f"$JS.API.CONSUMER.CREATE.{dead}.auditor.{ns.root}.dead.*",
+        f"$JS.API.CONSUMER.INFO.{dead}.auditor",
+        f"$JS.API.CONSUMER.MSG.NEXT.{dead}.auditor",
+    }
+    assert auditor.publishes(f"$JS.ACK.{dead}.>") == [f"$JS.ACK.{dead}.auditor.>"]
+    assert not auditor.publishes(f"$JS.API.STREAM.MSG.*.{dead}")
+    assert not auditor.publishes(f"$JS.API.DIRECT.GET.{dead}.>")
+    assert not auditor.subscribes(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{dead}.>")
+
+
 def test_the_example_is_marked_and_holds_no_seed() -> None:
     for path in EXAMPLE.iterdir():
         if path.is_file():
