@@ -163,10 +163,12 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
     rate_k = rate_key(sub.sender, route.target)
     bucket = ledger.get(rate_k, RateBucket)
     capacity = float(profile.rate_per_minute)
+    leases = bucket.live_leases(now) if bucket is not None else {}
+    ceiling = capacity - sum(lease.tokens for lease in leases.values())
     available = (
         capacity
         if bucket is None
-        else min(capacity, bucket.tokens + (now - bucket.at_ms) * capacity / 60_000)
+        else min(ceiling, bucket.tokens + (now - bucket.at_ms) * capacity / 60_000)
     )
     if available < 1.0:
         return Deny(
@@ -176,7 +178,7 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
             limit=profile.rate_per_minute,
         )
     # Admitted: spend what it costs.
-    ledger.put(rate_k, RateBucket(tokens=available - 1.0, at_ms=now))
+    ledger.put(rate_k, RateBucket(tokens=available - 1.0, at_ms=now, leases=leases))
     if route.role == "call":
         level = route.position.levels[-1]
         expires = level.deadline_ms or now + profile.deadline_ms

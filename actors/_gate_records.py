@@ -25,6 +25,7 @@ from msgspec import Struct
 __all__ = (
     "Children",
     "Inflight",
+    "Lease",
     "Level",
     "OpenCall",
     "Position",
@@ -121,11 +122,29 @@ class TraceState(Struct, frozen=True, kw_only=True):
     open_calls: dict[str, OpenCall] = {}
 
 
+class Lease(Struct, frozen=True, kw_only=True):
+    """Tokens of a rate bucket handed to one gate replica to spend on its own until expiry."""
+
+    tokens: float
+    expires_ms: int
+
+
 class RateBucket(Struct, frozen=True, kw_only=True):
-    """A token bucket per (profile, target): `tokens` left at `at_ms`."""
+    """A token bucket per (profile, target): `tokens` left at `at_ms`, plus the leases.
+
+    A replica may take a lease of tokens (actors/_rate_leases.py) and spend them without a
+    round trip each. The bucket refills only up to its capacity minus the tokens leased out
+    and not yet expired, so the bucket and every lease together never hold more than the
+    capacity: admissions in any window stay within capacity plus refill, exactly as without
+    leases.
+    """
 
     tokens: float
     at_ms: int
+    leases: dict[str, Lease] = {}
+
+    def live_leases(self, now_ms: int) -> dict[str, Lease]:
+        return {who: lease for who, lease in self.leases.items() if lease.expires_ms > now_ms}
 
 
 class Inflight(Struct, frozen=True, kw_only=True):

@@ -9,7 +9,8 @@ all its replicas, and for each envelope:
 2. decides against the signed policy bundle in force (actors/_bundles.py) and the counters in
    the traces bucket;
 3. commits the counters it spent and the new envelope's position with compare-and-set, for
-   the whole fetched batch in one pipelined round (actors/_gate_store.py);
+   the whole fetched batch in one pipelined round (actors/_gate_store.py), except rate tokens
+   spent from a lease this replica holds (actors/_rate_leases.py);
 4. delivers an admitted envelope to `parley.deliver.<target>`, or an `error` envelope caused
    by a refused one to `parley.deliver.<sender>`, and publishes the decision on
    `parley.decisions.<sender>`; the runtime acks the input only after JetStream stored those.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from actors._decide import Allow, Ledger, decide, required_keys
 from actors._gate_records import Position, position_key, trace_key
 from actors._gate_store import GateStore
 from actors._plan import Deny, Route, Submission, plan
+from actors._rate_leases import RateLeases
 from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
 from schemas import (
     AnyEnvelope,
@@ -55,6 +58,8 @@ log = logging.getLogger("parley.actors.gate")
 
 _NO_BUNDLE = Deny(ErrorCode.INTERNAL_ERROR, "no_route", "the gate could not route this envelope")
 
+_CONFLICT_ROUNDS = 6
+"""Rounds a batch's conflicting messages are decided again before being redelivered."""
 ALLOWED_TOOLS = "Parley-Allowed-Tools"
 """Set on delivered calls: the tools the callee may use, narrowed along the chain."""
 
@@ -70,6 +75,22 @@ class _Verdict:
     refused_return: Position | None = None
     """A refused answer's would-be position: its caller is told too, or it would wait for the
     answer for ever."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """A decided batch: its verdicts, the ledger they spent from, and what that involves."""
+
+    verdicts: list[_Verdict]
+    ledger: Ledger
+    new_traces: set[str]
+    """Root trace records: written with their root's delivery, never compare-and-set."""
+    local: frozenset[str]
+    """Rate keys decided against this replica's own leases: nothing to commit."""
+    planned: list[Route]
+    now_ms: int
+    returned: dict[str, tuple[float, int]]
+    """Leases given back to their shared buckets before deciding (actors/_rate_leases.py)."""
 
 
 class GateActor(Actor):
@@ -93,6 +114,7 @@ class GateActor(Actor):
         self._tenant = str(options.get("tenant", "default"))
         self._cache_size = int(options.get("cache_entries", 200_000))
         self._me = f"{self.actor_id}/{os.getpid()}"
+        self._leases = RateLeases(self._me)
         self._store: GateStore | None = None
         self.bundles: BundleStore | None = None
 
@@ -124,20 +146,47 @@ class GateActor(Actor):
         """Decide a fetched batch, commit what it spends in one round, then publish.
 
         A message whose admission relied on a counter another replica changed first is
-        returned as failed (retried with fresh values); everything else is published.
+        decided again at once with fresh values (a few rounds, with jitter, so two replicas
+        on one hot counter do not keep invalidating each other); only one still in conflict
+        after that is returned as failed, to be redelivered. Redelivery alone would spend the
+        message's deliveries on contention and dead-letter good traffic.
         """
         store, bundles = self._store, self.bundles
         if store is None or bundles is None:
             raise RuntimeError("the gate handled a message before it started")
-        verdicts, ledger, new_traces = await self._decide_batch(store, bundles, batch)
+        results: dict[int, Exception | None] = {}
+        pending = list(batch)
+        for round_ in range(_CONFLICT_ROUNDS):
+            if round_:
+                await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311 - jitter
+            conflicts = await self._decide_and_commit(store, bundles, pending)
+            for (_, ctx), failure in zip(pending, conflicts, strict=True):
+                results[id(ctx)] = failure
+            pending = [item for item, failure in zip(pending, conflicts, strict=True) if failure]
+            if not pending:
+                break
+        return [results[id(ctx)] for _, ctx in batch]
+
+    async def _decide_and_commit(
+        self,
+        store: GateStore,
+        bundles: BundleStore,
+        batch: Sequence[tuple[AnyEnvelope, Context]],
+    ) -> list[Exception | None]:
+        """One round: decide, commit the counters, publish what did not conflict."""
+        decided = await self._decide_batch(store, bundles, batch)
+        ledger, local = decided.ledger, decided.local
+        taken = self._leases.grants(ledger, decided.planned, local, decided.now_ms)
         updates: dict[str, Struct] = {}
-        for key in ledger.dirty - new_traces:
+        for key in ledger.dirty - decided.new_traces - local:
             value = ledger.values[key]
             if value is not None:
                 updates[key] = value
         stale = await store.commit(updates, timeout=self.settings.ack_wait_s / 2)
+        self._leases.spent(ledger, local)
+        self._leases.granted(taken, stale, decided.returned)
         results: list[Exception | None] = []
-        for verdict in verdicts:
+        for verdict in decided.verdicts:
             failure = self._conflict(verdict, stale)
             if failure is None:
                 if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
@@ -149,7 +198,7 @@ class GateActor(Actor):
 
     async def _decide_batch(
         self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
-    ) -> tuple[list[_Verdict], Ledger, set[str]]:
+    ) -> _Decided:
         """Plan and decide every message of a batch in order, against one ledger."""
         now_ms = int(time.time() * 1000)
         subs = [
@@ -177,14 +226,16 @@ class GateActor(Actor):
             for route in routes
             if isinstance(route, Route) and route.is_root
         }
+        planned = [route for route in routes if isinstance(route, Route)]
+        local = self._leases.covered(planned, now_ms)
         counters = await store.load(
             key
-            for route in routes
-            if isinstance(route, Route)
+            for route in planned
             for key in required_keys(route)
-            if key not in new_traces
+            if key not in new_traces and key not in local
         )
-        ledger = Ledger({**counters, **dict.fromkeys(new_traces)})
+        ledger = Ledger({**counters, **dict.fromkeys(new_traces), **local})
+        returned = self._leases.fold(ledger, now_ms)
         verdicts: list[_Verdict] = []
         for (envelope, ctx), sub, route in zip(batch, subs, routes, strict=True):
             if isinstance(route, Position):
@@ -199,7 +250,7 @@ class GateActor(Actor):
                 outcome = route if isinstance(route, Deny) else _NO_BUNDLE
             cause = self._sender_position(sub, causes)
             verdicts.append(_Verdict(envelope, ctx, outcome, cause, refused_return))
-        return verdicts, ledger, new_traces
+        return _Decided(verdicts, ledger, new_traces, frozenset(local), planned, now_ms, returned)
 
     async def _recorded(
         self, store: GateStore, batch: Sequence[tuple[AnyEnvelope, Context]]

@@ -9,6 +9,7 @@ import pytest
 from msgspec import structs
 from nats.aio.client import Client as NATS
 
+from actors._rate_leases import lease_size
 from bus import EmbeddedServer
 from schemas import (
     AgentCall,
@@ -88,6 +89,46 @@ async def test_two_replicas_never_admit_more_than_the_limits(
         assert refused["calls"] == {ErrorCode.RATE_LIMITED}
         assert await decisions_left(decisions) == 0
         assert deciders == {f"gate/{gate.pid}" for gate in gates}  # both replicas took part
+    finally:
+        for gate in gates:
+            gate.close()
+
+
+async def test_two_replicas_spending_leased_rate_tokens_stay_within_the_bucket(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """A rate large enough to lease (1280 a minute: leases of 20 tokens) under a burst of 1500:
+    the replicas spend leased tokens without a round trip each, and together still admit no
+    more than the bucket holds plus its refill; a lease that cannot cover a batch is given
+    back, so at most the two replicas' last leases go unspent. Contention on the one hot
+    counter is decided again inside the batch, so no message is dead-lettered for it."""
+    js = nc.jetstream()
+    signer = Signer.create(tmp_path)
+    rate, lease = 1280, lease_size(1280)
+    bundle = make_bundle(
+        notes={"start_traces": True, "allowed_targets": ("sink",), "rate_per_minute": rate}
+    )
+    await publish_bundle(js, namespace, signer.sign(bundle))
+    decisions = await Decisions(js, namespace).open()
+    notes = [_note() for _ in range(1500)]
+    started = time.monotonic()
+    for note in notes:
+        await submit(js, namespace, "notes", note)
+    gates = [
+        start_gate(nats_server.url, namespace, signer, ack_wait_s="5", fetch_batch="16")
+        for _ in range(2)
+    ]
+    try:
+        for gate in gates:
+            await gate.wait_line(READY)
+        admitted, deciders = 0, set()
+        for _ in notes:
+            decision = await decisions.next(timeout=30)
+            deciders.add(decision.decided_by)
+            admitted += decision.allowed
+        elapsed_min = (time.monotonic() - started) / 60
+        assert rate - 2 * lease <= admitted <= rate + rate * elapsed_min + 1
+        assert deciders == {f"gate/{gate.pid}" for gate in gates}
     finally:
         for gate in gates:
             gate.close()
