@@ -12,11 +12,11 @@ header is a claim of whoever published the original or the dead letter, so each 
 bounded, and redacted when it is free text; a header that does not fit becomes a default, never
 an error: an unparseable dead letter is still audited, it just says less.
 
-The record's id derives from the source (stream, sequence) and the profile, as the dead
-letter's own `Nats-Msg-Id` does, so a dead letter handled twice (a restarted auditor) is
-recorded once. A dead letter without a readable source is identified by its own position in
-PARLEY_DEAD instead. The profile in the id means a forged source can only ever collide with the
-forger's own records.
+The record's id derives from the dead letter's own position in PARLEY_DEAD, which nobody but
+the server assigns, so a dead letter handled twice (a restarted auditor) is recorded once. The
+claimed source (stream, sequence) is data only: were it the id, an agent could publish a
+harmless letter claiming the source of one of its own deliveries and have the real dead letter
+of that delivery (filed under the same name by the gate) dropped as its duplicate.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def dead_letter_record(
     trace = headers.get(TRACE_ID, "")
     subject = headers.get(DEAD_SUBJECT, "")[:_SUBJECT_LIMIT]
     return AuditRecord(
-        id=derive_id(f"dead:{stream}:{seq}", f"audit:{profile}"),
+        id=derive_id(f"dead:{letter.stream}:{letter.seq}", f"audit:{profile}"),
         created_at=at,
         tenant=tenant,
         profile=profile,

@@ -53,11 +53,19 @@ class RateLeases:
         """Buckets to decide a batch against locally: the rate keys whose lease covers every
         message of the batch that would spend from them. Each is a bucket holding the lease's
         tokens and nothing to refill, so `decide()` spends them like any other."""
-        wanted = Counter(rate_key(route.sub.sender, route.target) for route in routes)
+        wanted: Counter[str] = Counter()
+        allowed: dict[str, int] = {}
+        for route in routes:
+            key = rate_key(route.sub.sender, route.target)
+            wanted[key] += 1
+            size = lease_size(route.profile.rate_per_minute)  # the bundle in force now
+            allowed[key] = min(allowed.get(key, size), size)
         local: dict[str, RateBucket] = {}
         for key, count in wanted.items():
             tokens, expires_ms = self._held.get(key, (0.0, 0))
-            if now_ms < expires_ms - MARGIN_MS and tokens >= count:
+            # A lease larger than the bundle now allows (its limit was lowered) is given back.
+            fits = 0 < tokens <= allowed[key]
+            if fits and now_ms < expires_ms - MARGIN_MS and tokens >= count:
                 local[key] = RateBucket(tokens=tokens, at_ms=now_ms)
         return local
 

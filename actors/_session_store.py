@@ -62,9 +62,11 @@ class SessionStore:
             return None
         if entry.value is None or entry.revision is None:
             return None
-        stored = Stored(_decoder.decode(entry.value), int(entry.revision), True)
-        self._remember(stored)
-        return stored
+        session, revision = _decoder.decode(entry.value), int(entry.revision)
+        # Fresh for this caller only: a later reader of the cache gets it as possibly stale,
+        # or it would trust an old state (and ignore an answer) without reading again.
+        self._remember(Stored(session, revision, False))
+        return Stored(session, revision, True)
 
     async def create(self, session: Session) -> None:
         """Store a new session; `Conflict` if the id is already taken."""

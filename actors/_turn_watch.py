@@ -14,8 +14,11 @@ each time the reminder comes round, asks `judge()`:
   supervisor). An agent never seen gets `start_grace_s` from the call instead;
 - otherwise look again when the first of those limits would pass.
 
-Counting from the router's own (re)connection keeps a broker outage from failing every session
-at once: while the server was down nobody could beat, and nobody is dead for that. Heartbeat
+Counting from the router's own (re)connection, or from its own heartbeat being written again
+(JetStream can come back after the connection does), keeps an outage from failing every
+session at once: while the registry could not be written nobody could beat, and nobody is dead
+for that. The turn timeout also counts from then, so an answer stuck behind an outage still
+has its whole time. Heartbeat
 times are the agent's clock, the rest the router's: hosts are assumed to keep their clocks
 within a heartbeat period of each other (NTP does far better).
 """
@@ -64,10 +67,11 @@ def judge(
         sent_at: when the call was made (its `created_at`).
         heartbeat: the agent's latest heartbeat, or None if it never wrote one.
         now: the router's clock.
-        connected_since: when the router last (re)connected to the server.
+        connected_since: when the router could last start hearing again (bus `Uptime`).
         limits: the router's knobs (`turn_timeout_s`, `missed_beats`, `start_grace_s`).
     """
-    waited = (now - sent_at).total_seconds()
+    # An outage stops the clock: a call is given its whole timeout once the router can hear.
+    waited = (now - max(sent_at, connected_since)).total_seconds()
     if waited >= limits.turn_timeout_s:
         return Unavailable(
             f"{agent} did not answer within {limits.turn_timeout_s:g} s "

@@ -27,6 +27,7 @@ import logging
 import os
 import random
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -114,7 +115,9 @@ class GateActor(Actor):
         self._tenant = str(options.get("tenant", "default"))
         self._cache_size = int(options.get("cache_entries", 200_000))
         self._me = f"{self.actor_id}/{os.getpid()}"
-        self._leases = RateLeases(self._me)
+        # Unique per process start: replicas in containers often share a pid, and two
+        # replicas under one lease name would overwrite each other's leases.
+        self._leases = RateLeases(f"{self._me}/{uuid.uuid4().hex[:12]}")
         self._store: GateStore | None = None
         self.bundles: BundleStore | None = None
 

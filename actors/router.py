@@ -226,8 +226,16 @@ class RouterActor(Actor):
             return
         async with self._session_lock(session_id):
             stored = await self.store.load(session_id, fresh=True)
-            pending = stored.session.pending if stored is not None else None
-            if stored is None or not stored.session.open or pending is None:
+            if stored is None:
+                return
+            replay = stored.session.effects_of(ctx.derive_id("unavailable"))
+            if replay is not None:
+                # Applied before the router died or its events failed to publish: publish
+                # the recorded effects again (JetStream drops copies), never skip them.
+                await self._emit(replay, ctx)
+                return
+            pending = stored.session.pending
+            if not stored.session.open or pending is None:
                 return
             if pending.envelope_id != call.id:
                 return  # answered, or retried under a new call with its own reminder

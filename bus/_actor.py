@@ -41,6 +41,9 @@ class Input:
     max_deliver: int | None = None
     """Deliveries before a message is given up on; None: the actor's `max_deliver` setting,
     -1: never (a reminder re-armed with `Context.defer` is delivered again each time)."""
+    max_ack_pending: int | None = None
+    """Messages out at once; None: from `max_in_flight`. A deferred reminder stays pending
+    until it comes back, so a reminder queue needs room for one per thing it watches."""
     raw: bool = False
     """True: its messages are not envelopes (dead letters hold whatever bad bytes came in), so
     the runtime decodes nothing and passes each to `Actor.handle_raw()` with its bytes and
@@ -58,7 +61,14 @@ class Input:
         The sender is the subject's token, which the broker lets only the actor itself
         publish on; a reminder is delivered until its handler stops deferring it.
         """
-        return cls(ns.stream("timers"), ns.timers(actor_id), actor_id, "subject", -1)
+        return cls(
+            ns.stream("timers"),
+            ns.timers(actor_id),
+            actor_id,
+            "subject",
+            -1,
+            max_ack_pending=65_536,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,10 @@ class FsyncCheckError(RuntimeError):
 
 
 class Uptime:
-    """When a connection was last (re)established, in wall-clock time.
+    """When this process could last start hearing others again, in wall-clock time: its
+    connection was (re)established, or its own heartbeat was written again after failing
+    (JetStream recovers after the connection does; a cluster can lose the registry's quorum
+    while connections stay up).
 
     Another actor's silence says something about it only while we could have heard it: after
     a broker outage everyone's heartbeats are old, and nobody is dead for that.

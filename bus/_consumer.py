@@ -52,7 +52,7 @@ def consumer_config(spec: Input, settings: Settings) -> ConsumerConfig:
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=settings.ack_wait_s,
         max_deliver=settings.max_deliver if spec.max_deliver is None else spec.max_deliver,
-        max_ack_pending=max(settings.max_in_flight * 4, 256),
+        max_ack_pending=spec.max_ack_pending or max(settings.max_in_flight * 4, 256),
         max_waiting=512,
     )
 

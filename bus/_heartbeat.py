@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from nats.js import JetStreamContext
 
+from bus._connection import Uptime
 from schemas import ActorHeartbeat, Namespace, encode, heartbeat_key, utc_now
 
 __all__ = ("Heartbeat",)
@@ -31,8 +32,11 @@ class Heartbeat:
         kind: str,
         period_s: float,
         inputs: Sequence[str],
+        uptime: Uptime | None = None,
     ) -> None:
         self._js = js
+        self._uptime = uptime
+        self._failing = False
         self._bucket = ns.bucket("registry")
         self._key = heartbeat_key(actor_id)
         self._started_at = utc_now()
@@ -52,7 +56,14 @@ class Heartbeat:
             kv = await self._js.key_value(self._bucket)
             await kv.put(self._key, encode(record))
         except Exception as exc:
+            self._failing = True
             log.warning("heartbeat not written", extra={"error": repr(exc)})
+            return
+        if self._failing and self._uptime is not None:
+            # JetStream (or the registry's quorum) is back, maybe long after the connection:
+            # nobody could beat while it was away, so silence counts from now.
+            self._uptime.mark()
+        self._failing = False
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Beat every period until `stopping` is set (the first beat is `beat()` at start)."""

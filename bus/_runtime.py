@@ -129,6 +129,7 @@ class ActorRuntime:
                 self.actor.kind,
                 settings.heartbeat_s,
                 [spec.filter_subject for spec in self.actor.inputs()],
+                uptime,
             )
             await heartbeat.beat()
             await self._watch_exhausted(nc, self._dead, [loop.spec for loop in loops])

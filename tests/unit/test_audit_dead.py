@@ -82,6 +82,24 @@ def test_the_same_dead_letter_twice_is_one_record_and_another_profile_another() 
     assert forged.profile == "mallory" and forged.id != first.id
 
 
+def test_a_letter_claiming_anothers_source_does_not_take_its_record_id() -> None:
+    """The id is the letter's own PARLEY_DEAD position: a forged letter published first with
+    the same claimed source and name cannot make the real one look like its duplicate."""
+    headers = _runtime_headers()
+    real = dead_letter_record(_letter(headers), tenant="demo", redactor=REDACT, at=utc_now())
+    forged_letter = _letter(headers)
+    forged_letter = DeadLetter(
+        forged_letter.subject,
+        forged_letter.stream,
+        forged_letter.seq + 1,
+        forged_letter.headers,
+        b"harmless",
+    )
+    forged = dead_letter_record(forged_letter, tenant="demo", redactor=REDACT, at=utc_now())
+    assert (forged.source_stream, forged.source_seq) == (real.source_stream, real.source_seq)
+    assert forged.id != real.id
+
+
 def test_the_subject_names_the_profile_not_the_claimed_actor() -> None:
     headers = _runtime_headers(**{DEAD_ACTOR: "gate"})
     record = dead_letter_record(

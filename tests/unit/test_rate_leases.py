@@ -106,6 +106,19 @@ def test_a_lease_that_cannot_cover_a_batch_gives_its_leftover_back() -> None:
     assert replica.round_trips == 2
 
 
+def test_a_lease_larger_than_a_lowered_limit_allows_is_given_back() -> None:
+    store: dict[str, RateBucket] = {}
+    replica = Replica("g1")
+    replica.batch(store, 1, NOW_MS)  # a lease of 10 under 640 a minute
+    lowered = bundle(
+        cli={"start_traces": True, "allowed_targets": ("router",), "rate_per_minute": 320},
+        router={},
+    )
+    route = plan(Submission(human(), "cli", "", {}, NOW_MS), None, lowered, "")
+    assert isinstance(route, Route)
+    assert replica.leases.covered([route], NOW_MS) == {}  # 320 allows leases of 5, not 10
+
+
 def test_a_lease_is_not_spent_in_its_last_margin() -> None:
     store: dict[str, RateBucket] = {}
     replica = Replica("g1")

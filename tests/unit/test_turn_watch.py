@@ -69,6 +69,12 @@ def test_silence_counts_from_the_routers_reconnection_after_an_outage() -> None:
     assert isinstance(verdict(55.0, beat(at(0.5)), connected=at(40.0)), Unavailable)
 
 
+def test_an_outage_stops_the_turn_clock() -> None:
+    # Called at 0, the broker away from 10 s to 40 s: the call still has 60 s from 40 s.
+    assert verdict(70.0, beat(at(69.0)), connected=at(40.0)) == Wait(14.0)
+    assert isinstance(verdict(100.0, beat(at(99.0)), connected=at(40.0)), Unavailable)
+
+
 def test_a_beating_agent_that_never_answers_times_out() -> None:
     assert verdict(58.0, beat(at(57.0))) == Wait(2.0)  # the turn timeout comes first
     result = verdict(60.0, beat(at(59.5)))
