@@ -81,8 +81,11 @@ async def follow_events(js: JetStreamContext, ns: Namespace, load: Load) -> None
     """Mark sessions ended as their end events pass (the checker reads them durably later).
 
     An ordered consumer, as `parley collab` follows a session: under least privilege the CLI
-    may read PARLEY_EVENTS but not subscribe to its subjects. Its heartbeats (1 s) let it
-    notice a restarted server within a few seconds and resume after the last event it saw.
+    may read PARLEY_EVENTS but not subscribe to its subjects. Its consumer lives in the
+    server's memory, so a restarted server forgets it; nats-py recreates it, from the event
+    after the last one seen, once two idle heartbeats are missed. Heartbeats every 0.5 s make
+    that about a second after the server is back (it took 2-3 s at 1 s), so a worker whose
+    session ended just before the outage soon starts the next one.
     """
 
     async def on_event(raw: Msg) -> None:
@@ -99,5 +102,5 @@ async def follow_events(js: JetStreamContext, ns: Namespace, load: Load) -> None
         cb=on_event,
         ordered_consumer=True,
         deliver_policy=DeliverPolicy.NEW,
-        idle_heartbeat=1.0,
+        idle_heartbeat=0.5,
     )
