@@ -39,7 +39,7 @@ from schemas import Namespace, key_id
 from tools._chaos_checker import ChaosReport, Fault, check_history, format_report
 from tools._chaos_faults import EVERY_ACTOR, Faults
 from tools._chaos_load import CLI, Load, follow_events, worker
-from tools._chaos_lockdown import LockedBroker
+from tools._chaos_lockdown import LockedBroker, ProvisionFailed
 from tools._chaos_procs import Child
 from tools._chaos_records import History, history_from, read_stream
 from tools._chaos_schedule import PlannedFault, plan_faults
@@ -182,7 +182,11 @@ async def _run(
         file=out,
         flush=True,
     )
-    await _provision(server.url, ns, broker, base, options.policy, work / "keys")
+    try:
+        await _provision(server.url, ns, broker, base, options.policy, work / "keys")
+    except ProvisionFailed as exc:
+        print(f"parley chaos: {exc}", file=out)
+        return 2, None
     for spec in topology.actor:
         env = {**base, **topology.child_env(spec)}
         args = () if broker is None else ("--config", str(broker.settings_file(spec.name)))
