@@ -13,7 +13,8 @@ verifies the audit chain, stops everything, counts the refusals the server logge
 checker's table and the seed, and exits 1 on any violation.
 
 Recovery is measured from the moment a fault was healed (the process started again or
-continued) to the next session transition, and bounded by the ack wait plus 5 s.
+continued) to the next session transition JetStream stored, and bounded by the ack wait plus
+5 s.
 """
 
 from __future__ import annotations
