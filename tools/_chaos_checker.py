@@ -20,12 +20,15 @@ What it computes, and why each is a broken promise:
   `session_failed`; a failure must carry its reason, so a reasonless one counts too.
 - audit gaps: what the audit chain verifier found missing or broken.
 - recovery: for each fault, the time from the fault to the next end-to-end message.
+- permission violations: what the broker refused, by actor. Under the least-privilege config a
+  refused publish or subscription is either a grant too narrow for the actor's work or an
+  actor doing what it must not; either way the run did not show what it claims to.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = (
@@ -103,6 +106,8 @@ class ChaosReport:
     recovery_s: tuple[float | None, ...]
     recovery_bound_s: float | None = None
     faults: tuple[Fault, ...] = field(default=())
+    permission_violations: dict[str, int] | None = None
+    """Refusals the broker reported, by actor; None when the broker ran open (no users)."""
 
     @property
     def worst_recovery_s(self) -> float | None:
@@ -135,7 +140,14 @@ class ChaosReport:
             and worst > self.recovery_bound_s
         ):
             found.append(f"recovery took {worst:.1f} s (bound {self.recovery_bound_s:.1f} s)")
+        if refused := sum((self.permission_violations or {}).values()):
+            found.append(f"{refused} permission violation(s): {_by_actor(self)}")
         return found
+
+
+def _by_actor(report: ChaosReport) -> str:
+    counts = report.permission_violations or {}
+    return ", ".join(f"{actor}: {n}" for actor, n in sorted(counts.items()) if n)
 
 
 def check_history(
@@ -149,6 +161,7 @@ def check_history(
     audit_records: int | None = None,
     audit_gaps: Iterable[str] = (),
     recovery_bound_s: float | None = None,
+    permission_violations: Mapping[str, int] | None = None,
 ) -> ChaosReport:
     """Judge one run's history.
 
@@ -163,6 +176,7 @@ def check_history(
         audit_records: how many audit records the verifier read (None: no auditor ran).
         audit_gaps: the verifier's problems.
         recovery_bound_s: the longest acceptable recovery, if any.
+        permission_violations: the broker's refusals by actor (None: it ran open).
     """
     published = list(published)
     applied = list(applied)
@@ -202,6 +216,9 @@ def check_history(
         recovery_s=recoveries(faults, end_to_end),
         recovery_bound_s=recovery_bound_s,
         faults=tuple(faults),
+        permission_violations=(
+            None if permission_violations is None else dict(permission_violations)
+        ),
     )
 
 
@@ -213,6 +230,13 @@ def recoveries(faults: Sequence[Fault], end_to_end: Iterable[float]) -> tuple[fl
         after = next((t for t in times if t > fault.at), None)
         out.append(None if after is None else after - fault.at)
     return tuple(out)
+
+
+def _refusals(report: ChaosReport) -> str:
+    if report.permission_violations is None:
+        return "open broker"
+    total = sum(report.permission_violations.values())
+    return f"{total} ({_by_actor(report)})" if total else "0"
 
 
 def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
@@ -235,6 +259,7 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
             "no auditor" if report.audit_records is None else str(report.audit_records),
         ),
         ("audit chain gaps", str(len(report.audit_gaps))),
+        ("permission violations", _refusals(report)),
         ("faults injected", str(len(report.faults))),
         (
             "worst recovery",

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -25,9 +25,17 @@ _READY = '"msg":"ready"'
 class Child:
     """One actor process, restartable, with its output appended to `log_path`."""
 
-    def __init__(self, name: str, run: str, env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        run: str,
+        env: Mapping[str, str],
+        log_path: Path,
+        args: Sequence[str] = (),
+    ) -> None:
+        """`args` go after `parley run RUN --id NAME` (a `--config` settings file)."""
         self.name = name
-        self._argv = [sys.executable, "-m", "tools", "run", run, "--id", name]
+        self._argv = [sys.executable, "-m", "tools", "run", run, "--id", name, *args]
         self._env = dict(env)
         self._log_path = log_path
         self._process: subprocess.Popen[str] | None = None

@@ -7,7 +7,8 @@ No actor records anything for the checker: every fact is derived from the durabl
   receiver's deliver subject (the gate acks only then), so the receiver owes an effect; and a
   decision on an envelope caused by C, submitted by S, is S's effect of C.
 - The router's session events (`parley.events.>`): each names the inputs it consumed in
-  `envelope_ids`, and the session's start and end.
+  `envelope_ids`, and the session's start and end. When the stream stored one is when the
+  system made end-to-end progress, which the checker's recovery is measured by.
 - The dead letters (PARLEY_DEAD): counted by actor and typed reason.
 
 `history_from()` is pure (decoded records in, checker facts out) so it is unit-tested; only
@@ -52,12 +53,14 @@ _ENDS = {
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """One stored message: stream sequence, subject, headers and decoded envelope (or None)."""
+    """One stored message: stream sequence, subject, headers and decoded envelope (or None),
+    and when JetStream stored it (seconds since the epoch; None when not known)."""
 
     seq: int
     subject: str
     envelope: AnyEnvelope | None
     headers: dict[str, str] = field(default_factory=dict)
+    stored_at: float | None = None
 
 
 @dataclass
@@ -113,7 +116,7 @@ def history_from(
             case Decision():
                 _decision(history, record.seq, envelope, who_answers, delivered)
             case SessionEvent():
-                _session_event(history, envelope, ends)
+                _session_event(history, envelope, ends, record.stored_at)
             case None:
                 history.undecodable += 1
             case _:
@@ -150,10 +153,18 @@ def _decision(
         )
 
 
-def _session_event(history: History, event: SessionEvent, ends: dict[str, SessionOutcome]) -> None:
+def _session_event(
+    history: History,
+    event: SessionEvent,
+    ends: dict[str, SessionOutcome],
+    stored_at: float | None,
+) -> None:
     at = event.created_at.timestamp()
     history.stored_ids.append(f"event:{event.id}")
-    history.end_to_end.append(at)
+    # Progress is when the transition reached the stream: a router that built an event just
+    # before an outage stores it (with its original created_at) only once it is back, and
+    # that store is the system moving again.
+    history.end_to_end.append(at if stored_at is None else max(at, stored_at))
     for input_id in event.envelope_ids:
         history.applied.append(Applied(ROUTER, input_id, event.id, event.event_type, at=at))
     ended = _ENDS.get(event.event_type)
@@ -186,7 +197,10 @@ async def read_stream(
             envelope: AnyEnvelope | None = decode_envelope(msg.data)
         except DecodeError:
             envelope = None
-        out.append(Stored(meta.sequence.stream, msg.subject, envelope, dict(msg.headers or {})))
+        stored_at = meta.timestamp.timestamp() if meta.timestamp else None
+        out.append(
+            Stored(meta.sequence.stream, msg.subject, envelope, dict(msg.headers or {}), stored_at)
+        )
         if len(out) >= expected:
             done.set()
 

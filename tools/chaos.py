@@ -1,16 +1,20 @@
 """`parley chaos`: the demo topology under load while a seeded schedule breaks it, then the
 checker's verdict.
 
-It starts an embedded nats-server, signs and publishes the demo policy, and starts the demo's
-actors (gate, router, auditor, the scripted agents) as separate processes it controls. N
-workers each run collaboration sessions back to back, as `parley collab` would submit them,
-while the schedule (tools/_chaos_schedule.py, drawn from `--seed`) kills, pauses and restarts
-chosen actors and the nats-server itself. After the run it waits for the sessions in flight,
-reads the history back from JetStream (tools/_chaos_records.py), verifies the audit chain,
-prints the checker's table and the seed, and exits 1 on any violation.
+It starts an embedded nats-server with the least-privilege config (one nkey user per actor,
+tools/_chaos_lockdown.py; `--open-broker` runs it without users), provisions it as the
+provisioner, signs and publishes the demo policy as an operator would, and starts the demo's
+actors (gate, router, auditor, the scripted agents) as separate processes it controls, each
+with its own settings file. N workers each run collaboration sessions back to back as the
+CLI (tools/_chaos_load.py), while the schedule (tools/_chaos_schedule.py, drawn from `--seed`)
+kills, pauses and restarts chosen actors and the nats-server itself. After the run it waits
+for the sessions in flight, reads the history back from JetStream (tools/_chaos_records.py),
+verifies the audit chain, stops everything, counts the refusals the server logged, prints the
+checker's table and the seed, and exits 1 on any violation.
 
 Recovery is measured from the moment a fault was healed (the process started again or
-continued) to the next session transition, and bounded by the ack wait plus 5 s.
+continued) to the next session transition JetStream stored, and bounded by the ack wait plus
+5 s.
 """
 
 from __future__ import annotations
@@ -18,46 +22,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import nats
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 
 from actors import ACTORS
-from bus import EmbeddedServer, TraceHeaders, provision
-from schemas import (
-    HumanMessage,
-    Namespace,
-    SessionEvent,
-    decode_envelope,
-    encode,
-    key_id,
-)
-from tools._chaos_checker import ChaosReport, Fault, Published, check_history, format_report
+from bus import EmbeddedServer, Topology, provision
+from schemas import Namespace, key_id
+from tools._chaos_checker import ChaosReport, Fault, check_history, format_report
+from tools._chaos_faults import EVERY_ACTOR, Faults
+from tools._chaos_load import CLI, Load, follow_events, worker
+from tools._chaos_lockdown import LockedBroker, ProvisionFailed
 from tools._chaos_procs import Child
-from tools._chaos_records import history_from, read_stream
-from tools._chaos_schedule import SERVER, PlannedFault, plan_faults
+from tools._chaos_records import History, history_from, read_stream
+from tools._chaos_schedule import PlannedFault, plan_faults
 from tools.audit import verify_stream
-from tools.demo import demo_message, demo_topology, publish_policy
+from tools.demo import demo_topology, publish_policy
+from tools.natsperms import PROVISIONER
 
 __all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")
 
 CHAOS_POLICY = Path("deploy/policy/chaos.toml")
 """The demo bundle with agent answer rates a run cannot reach (see the file)."""
-_CLI = "cli"
-EVERY_ACTOR = "*"
-"""A scenario's target meaning every actor of the topology at once."""
-_ENDS = ("session_completed", "session_failed")
+_AUDITOR = "auditor"
 
 
 @dataclass(frozen=True)
@@ -74,144 +69,46 @@ class ChaosOptions:
     policy: Path = CHAOS_POLICY
     plan: tuple[PlannedFault, ...] | None = None
     """Faults to inject instead of the seed's schedule (a named scenario)."""
+    locked_down: bool = True
+    """One nkey user per actor with least-privilege permissions (False: a server without
+    users, on which every connection may do anything)."""
 
 
 @dataclass
-class _Load:
-    """The load generator's record: roots JetStream acknowledged, sessions it is waiting on."""
+class _Readings:
+    """What the checker read from the streams while the server was still up."""
 
-    roots: list[Published] = field(default_factory=list)
-    open: dict[str, asyncio.Event] = field(default_factory=dict)
-
-
-async def _submit(js: JetStreamContext, ns: Namespace, msg: HumanMessage, until: float) -> int:
-    """Submit as the CLI until JetStream acknowledges it (the same id each time, so a retry
-    after a lost ack is de-duplicated); return its stream sequence, or 0 if the run ended."""
-    headers = TraceHeaders(trace_id=msg.id, origin=_CLI).to_headers(msg.id)
-    while time.monotonic() < until:
-        try:
-            ack = await js.publish(ns.submit(_CLI), encode(msg), headers=headers, timeout=2)
-        except Exception:  # the server is down or restarting: try again, as a client would
-            await asyncio.sleep(0.5)  # retry pacing while the broker is away
-            continue
-        return int(ack.seq)
-    return 0
-
-
-async def _worker(
-    js: JetStreamContext,
-    ns: Namespace,
-    load: _Load,
-    stop_at: float,
-    give_up_at: float,
-    session_timeout_s: float,
-) -> None:
-    """Run sessions one after another until `stop_at`."""
-    while time.monotonic() < stop_at:
-        msg = demo_message(user_id="chaos")
-        assert msg.session_id is not None  # noqa: S101 - set just above
-        ended = load.open.setdefault(msg.session_id, asyncio.Event())
-        seq = await _submit(js, ns, msg, give_up_at)
-        if seq == 0:
-            load.open.pop(msg.session_id, None)
-            return
-        load.roots.append(Published(msg.id, seq, "gate", "human_message", time.time()))
-        # A session that never ends is the checker's to report; the load goes on without it.
-        patience = min(session_timeout_s, max(give_up_at - time.monotonic(), 0.1))
-        try:
-            async with asyncio.timeout(patience):
-                await ended.wait()
-        except TimeoutError:
-            continue
-
-
-async def _follow_events(nc: NATS, ns: Namespace, load: _Load) -> None:
-    """Mark sessions ended as their end events pass (the checker reads them durably later)."""
-
-    async def on_event(raw: Msg) -> None:
-        try:
-            event = decode_envelope(raw.data)
-        except ValueError:
-            return
-        if isinstance(event, SessionEvent) and event.event_type in _ENDS:
-            load.open.setdefault(event.session_id, asyncio.Event()).set()
-
-    await nc.subscribe(ns.wildcard("events"), cb=on_event)
-
-
-class _Faults:
-    """Applies the planned faults to the children and the server; records when each healed."""
-
-    def __init__(self, children: dict[str, Child], server: EmbeddedServer, out: TextIO) -> None:
-        self.children = children
-        self.server = server
-        self.out = out
-        self.healed: list[Fault] = []
-
-    async def run(self, plan: list[PlannedFault], started: float) -> None:
-        for fault in plan:
-            delay = started + fault.at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)  # the schedule's own clock, not a synchronisation
-            print(f"fault: {fault.describe()}", file=self.out, flush=True)
-            await self._apply(fault)
-            self.healed.append(Fault(fault.action, fault.target, time.time()))
-
-    async def _apply(self, fault: PlannedFault) -> None:
-        if fault.target == SERVER:
-            if fault.action == "pause":
-                os.kill(self.server.pid or 0, signal.SIGSTOP)
-                await asyncio.sleep(fault.hold_s)  # the fault's length
-                os.kill(self.server.pid or 0, signal.SIGCONT)
-            else:
-                await asyncio.to_thread(self.server.kill)
-                await asyncio.sleep(fault.hold_s)  # the outage's length
-                await asyncio.to_thread(self.server.start)
-            return
-        if fault.target == EVERY_ACTOR:
-            await self._all_at_once(fault)
-            return
-        child = self.children[fault.target]
-        if fault.action == "pause":
-            child.send(signal.SIGSTOP)
-            await asyncio.sleep(fault.hold_s)  # the pause's length
-            child.send(signal.SIGCONT)
-            return
-        if fault.action == "kill":
-            await asyncio.to_thread(child.kill)
-            await asyncio.sleep(fault.hold_s)  # how long the supervisor takes to notice
-        else:
-            await asyncio.to_thread(child.terminate)
-        child.start()
-        if not await child.wait_ready():
-            print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
-
-    async def _all_at_once(self, fault: PlannedFault) -> None:
-        """Every actor at once: SIGKILL (or SIGSTOP) them all, then bring them all back."""
-        children = list(self.children.values())
-        if fault.action == "pause":
-            for child in children:
-                child.send(signal.SIGSTOP)
-            await asyncio.sleep(fault.hold_s)  # the pause's length
-            for child in children:
-                child.send(signal.SIGCONT)
-            return
-        for child in children:
-            await asyncio.to_thread(child.kill)
-        await asyncio.sleep(fault.hold_s)  # the outage's length
-        for child in children:
-            child.start()
-        for child in children:
-            if not await child.wait_ready():
-                print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
+    history: History
+    faults: list[Fault]
+    audit_records: int | None
+    audit_gaps: list[str]
 
 
 async def _quiet(exc: Exception) -> None:
-    del exc
+    del exc  # refusals are counted from the server's log; outages are the run's own faults
 
 
-async def _consumers(js: JetStreamContext, ns: Namespace, out: TextIO) -> None:
+async def _connect(url: str, broker: LockedBroker | None, actor: str) -> NATS:
+    """The run's own connection, as `actor`'s user when the broker is locked down."""
+    options: dict[str, Any] = {
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.25,
+        "ping_interval": 5,
+        "error_cb": _quiet,  # nats-py would print each of the server's own faults
+    }
+    if broker is not None:
+        options.update(broker.credentials(actor))
+    return await nats.connect(url, **options)
+
+
+def _actor_ids(topology: Topology) -> list[str]:
+    """Every user the run needs: the topology's actors and the CLI the load submits as."""
+    return [*(spec.name for spec in topology.actor), CLI]
+
+
+async def _consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
     """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
+    js = nc.jetstream()
     for family in ("submit", "deliver", "events"):
         stream = ns.stream(family)
         try:
@@ -233,39 +130,45 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
     ns = Namespace("parley")
     with tempfile.TemporaryDirectory(prefix="parley-chaos-") as scratch:
         work = options.keep or Path(scratch)
-        work.mkdir(parents=True, exist_ok=True)
-        server = EmbeddedServer(work / "nats")
-        await asyncio.to_thread(server.start)
-        nc = await nats.connect(
-            server.url,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.25,
-            ping_interval=5,
-            error_cb=_quiet,  # the server's own faults: nats-py would print each one
+        keys = work / "keys"
+        keys.mkdir(parents=True, exist_ok=True)
+        # publish_policy writes the public key at this path once the server is up.
+        topology = demo_topology(keys / "policy.pub", tenant="demo", agents=options.agents)
+        broker = (
+            LockedBroker(work / "nats-config", _actor_ids(topology), ns)
+            if options.locked_down
+            else None
         )
+        server = EmbeddedServer(
+            work / "nats",
+            authorization=None if broker is None else broker.authorization,
+            on_log=None if broker is None else broker.on_server_log,
+        )
+        await asyncio.to_thread(server.start)
         children: dict[str, Child] = {}
         try:
-            return await _run(options, ns, work, server, nc, children, out)
+            code, readings = await _run(options, ns, work, topology, server, broker, children, out)
         finally:
             for child in children.values():
                 await asyncio.to_thread(child.terminate, 5.0)
-            await nc.close()
-            await asyncio.to_thread(server.stop)
+            await asyncio.to_thread(server.stop)  # its log is read to the end: every refusal
+        if readings is None:
+            return code, check_history([], [])
+        report = _check(readings, options, broker)
+        print(format_report(report, seed=options.seed), file=out, flush=True)
+        return (1 if report.violations() else 0), report
 
 
 async def _run(
     options: ChaosOptions,
     ns: Namespace,
     work: Path,
+    topology: Topology,
     server: EmbeddedServer,
-    nc: NATS,
+    broker: LockedBroker | None,
     children: dict[str, Child],
     out: TextIO,
-) -> tuple[int, ChaosReport]:
-    js = nc.jetstream()
-    await provision(js, ns)
-    public = await publish_policy(js, ns, options.policy, work / "keys")
-    topology = demo_topology(public, tenant="demo", agents=options.agents)
+) -> tuple[int, _Readings | None]:
     base = {
         **os.environ,
         "NATS_URL": server.url,
@@ -274,14 +177,26 @@ async def _run(
         "PARLEY_MAX_DELIVER": "20",  # outlive every fault of the run, and then some
     }
     base.pop("PARLEY_NAMESPACE", None)
+    print(
+        f"parley chaos: nats-server {server.url}, "
+        + ("least privilege (one nkey user per actor)" if broker else "open broker (no users)"),
+        file=out,
+        flush=True,
+    )
+    try:
+        await _provision(server.url, ns, broker, base, options.policy, work / "keys")
+    except ProvisionFailed as exc:
+        print(f"parley chaos: {exc}", file=out)
+        return 2, None
     for spec in topology.actor:
         env = {**base, **topology.child_env(spec)}
-        children[spec.name] = Child(spec.name, spec.run, env, work / f"{spec.name}.log")
+        args = () if broker is None else ("--config", str(broker.settings_file(spec.name)))
+        children[spec.name] = Child(spec.name, spec.run, env, work / f"{spec.name}.log", args)
         children[spec.name].start()
     for child in children.values():
         if not await child.wait_ready():
             print(f"parley chaos: {child.name} did not start; see {work}", file=out)
-            return 2, check_history([], [])
+            return 2, None
     plan = (
         list(options.plan)
         if options.plan is not None
@@ -298,59 +213,81 @@ async def _run(
         file=out,
         flush=True,
     )
-    load = _Load()
-    await _follow_events(nc, ns, load)
-    faults = _Faults(children, server, out)
-    started = time.monotonic()
-    stop_at = started + options.duration_s
-    give_up_at = stop_at + options.ack_wait_s * 20 + 30
-    session_timeout_s = options.ack_wait_s * 10 + 20
-    async with asyncio.TaskGroup() as tasks:
-        tasks.create_task(faults.run(plan, started))
-        for _ in range(options.sessions):
-            tasks.create_task(_worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
-    report = await _judge(js, ns, load, faults.healed, options, public.parent / "audit.key")
-    if report.incomplete:
-        print("unfinished sessions; consumers:", file=out)
-        await _consumers(js, ns, out)
-    print(format_report(report, seed=options.seed), file=out, flush=True)
-    return (1 if report.violations() else 0), report
-
-
-async def _judge(
-    js: JetStreamContext,
-    ns: Namespace,
-    load: _Load,
-    healed: list[Fault],
-    options: ChaosOptions,
-    audit_key: Path,
-) -> ChaosReport:
-    events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
-    decisions = await read_stream(js, ns.stream("events"), ns.wildcard("decisions"), timeout=60)
+    nc = await _connect(server.url, broker, CLI)
+    try:
+        js = nc.jetstream()
+        load = Load()
+        await follow_events(js, ns, load)
+        faults = Faults(children, server, out)
+        started = time.monotonic()
+        stop_at = started + options.duration_s
+        give_up_at = stop_at + options.ack_wait_s * 20 + 30
+        session_timeout_s = options.ack_wait_s * 10 + 20
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(faults.run(plan, started))
+            for _ in range(options.sessions):
+                tasks.create_task(worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
+        events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
+        decisions = await read_stream(js, ns.stream("events"), ns.wildcard("decisions"), timeout=60)
+    finally:
+        await nc.close()
     history = history_from(
-        sorted([*decisions, *events], key=lambda r: r.seq),
-        load.roots,
-        answering=options.agents,
+        sorted([*decisions, *events], key=lambda r: r.seq), load.roots, answering=options.agents
     )
-    audit_records, audit_gaps = await _verify_audit(js, ns, audit_key)
+    records, gaps = await _verify_audit(server.url, broker, ns, work / "keys" / "audit.key")
+    if any(not session.ended for session in history.sessions):
+        print("unfinished sessions; consumers:", file=out)
+        admin = await _connect(server.url, broker, PROVISIONER)  # only it sees every consumer
+        try:
+            await _consumers(admin, ns, out)
+        finally:
+            await admin.close()
+    return 0, _Readings(history, faults.healed, records, gaps)
+
+
+async def _provision(
+    url: str,
+    ns: Namespace,
+    broker: LockedBroker | None,
+    env: dict[str, str],
+    policy: Path,
+    keys: Path,
+) -> None:
+    """Streams, buckets and the receivers' durables, then the signed policy bundle: the
+    provisioner's acts (an operator's) under least privilege."""
+    if broker is not None:
+        await broker.provision(env)
+    admin = await _connect(url, broker, PROVISIONER)
+    try:
+        if broker is None:
+            await provision(admin.jetstream(), ns)
+        await publish_policy(admin.jetstream(), ns, policy, keys)
+    finally:
+        await admin.close()
+
+
+def _check(readings: _Readings, options: ChaosOptions, broker: LockedBroker | None) -> ChaosReport:
+    history = readings.history
     return check_history(
         history.published,
         history.applied,
         history.sessions,
         stored_ids=history.stored_ids,
-        faults=healed,
+        faults=readings.faults,
         end_to_end=history.end_to_end,
-        audit_records=audit_records,
-        audit_gaps=audit_gaps,
+        audit_records=readings.audit_records,
+        audit_gaps=readings.audit_gaps,
         recovery_bound_s=options.ack_wait_s + 5.0,
+        permission_violations=None if broker is None else dict(broker.refused),
     )
 
 
 async def _verify_audit(
-    js: JetStreamContext, ns: Namespace, audit_key: Path
+    url: str, broker: LockedBroker | None, ns: Namespace, audit_key: Path
 ) -> tuple[int | None, list[str]]:
-    """Walk the audit chain with the auditor's public key; (None, []) without an auditor."""
-    if "auditor" not in ACTORS:
+    """Walk the audit chain with the auditor's public key, reading as the auditor (the only
+    user that may read PARLEY_AUDIT); (None, []) without an auditor."""
+    if _AUDITOR not in ACTORS:
         return None, []
     try:
         pem = await asyncio.to_thread(audit_key.read_bytes)
@@ -359,7 +296,12 @@ async def _verify_audit(
     private = load_pem_private_key(pem, password=None)
     assert isinstance(private, Ed25519PrivateKey)  # noqa: S101 - demo_topology wrote it
     public = private.public_key()
-    report = await verify_stream(js, ns.stream("audit"), trusted={key_id(public): public})
+    nc = await _connect(url, broker, _AUDITOR)
+    try:
+        js = nc.jetstream()
+        report = await verify_stream(js, ns.stream("audit"), trusted={key_id(public): public})
+    finally:
+        await nc.close()
     gaps = [] if report.ok else [f"seq {report.first_bad_seq}: {report.problem}"]
     return report.records, gaps
 
@@ -373,6 +315,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         server_faults=not args.no_server_faults,
         keep=args.keep,
         policy=args.policy,
+        locked_down=not args.open_broker,
     )
     if args.plan:
         with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
@@ -401,5 +344,14 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--policy", type=Path, default=CHAOS_POLICY, help="the bundle source the gate enforces"
     )
     chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
-    chaos.add_argument("--keep", type=Path, help="keep the server store and actor logs here")
+    chaos.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the server store, the generated broker config and actor logs here",
+    )
+    chaos.add_argument(
+        "--open-broker",
+        action="store_true",
+        help="run the server without users (default: one nkey user per actor, least privilege)",
+    )
     chaos.set_defaults(func=_cmd_chaos)

@@ -2,10 +2,12 @@
 
 Each runs `parley chaos`'s runner with an explicit fault instead of a seeded schedule: real
 actor processes (gate, router, auditor, two scripted agents) on a nats-server of the run's
-own, concurrent collaboration sessions, a real SIGKILL (or the server killed and restarted on
-its port and store). Pass figures, from the checker over what JetStream stored: lost 0,
-duplicate effects 0, nothing stored twice, every session completed, the audit chain verifies,
-and the next end-to-end message within ack wait + 5 s of the fault being healed.
+own running the least-privilege config (one nkey user per actor, each actor with its own
+settings file), concurrent collaboration sessions, a real SIGKILL (or the server killed and
+restarted on its port, store and config). Pass figures, from the checker over what JetStream
+stored: lost 0, duplicate effects 0, nothing stored twice, every session completed, the audit
+chain verifies, the next end-to-end message within ack wait + 5 s of the fault being healed,
+and not one refusal in the server's log: every grant the work needs, and no actor straying.
 """
 
 from __future__ import annotations
@@ -46,3 +48,5 @@ async def test_a_kill_mid_run_loses_nothing(target: str) -> None:
     assert report.sessions >= 2
     assert report.failed == {}, out.getvalue()
     assert report.completed == report.sessions
+    assert report.permission_violations is not None, "the run was not locked down"
+    assert not any(report.permission_violations.values()), report.permission_violations

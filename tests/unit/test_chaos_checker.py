@@ -112,3 +112,20 @@ def test_slow_recovery_breaks_the_bound() -> None:
         [], [], faults=[Fault("SIGKILL", "gate", 0.0)], end_to_end=[9.0], recovery_bound_s=7.0
     )
     assert report.violations() == ["recovery took 9.0 s (bound 7.0 s)"]
+
+
+def test_a_refusal_by_the_broker_is_a_violation() -> None:
+    report = check_history([CALL], [REPLY], permission_violations={"gpt": 2, "router": 0})
+    assert report.violations() == ["2 permission violation(s): gpt: 2"]
+    table = format_report(report)
+    assert re.search(r"^permission violations +2 \(gpt: 2\)$", table, re.M)
+    assert "FAIL" in table
+
+
+def test_a_locked_down_run_without_refusals_shows_zero_and_an_open_one_says_so() -> None:
+    locked = format_report(check_history([CALL], [REPLY], permission_violations={"gpt": 0}))
+    assert re.search(r"^permission violations +0$", locked, re.M)
+    assert locked.endswith("PASS")
+    assert re.search(
+        r"^permission violations +open broker$", format_report(check_history([], [])), re.M
+    )

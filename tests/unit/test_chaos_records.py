@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schemas import Decision, ErrorCode, SessionEvent, utc_now
-from tools._chaos_checker import Published, check_history
+from tools._chaos_checker import Fault, Published, check_history
 from tools._chaos_records import Stored, history_from
 
 T0 = utc_now()
@@ -110,3 +110,16 @@ def test_a_failed_session_keeps_its_reason_and_code() -> None:
 def test_an_undecodable_record_is_counted() -> None:
     history = history_from([Stored(1, "subject", None)])
     assert history.undecodable == 1
+
+
+def test_progress_is_when_a_transition_was_stored_not_when_it_was_built() -> None:
+    """A router that built an event just before an outage stores it once the broker is back:
+    the recovery after that fault ends at the store, not never."""
+    built = T0.timestamp()
+    stored_late = Stored(1, "subject", _event("e1", "session_completed", ("r",)), {}, built + 5)
+    unknown = Stored(2, "subject", _event("e2", "step_completed", ("q",)))
+    history = history_from([stored_late, unknown])
+    assert history.end_to_end == [built + 5, built]
+    healed = Fault("kill", "nats-server", built + 1)
+    report = check_history([], [], faults=[healed], end_to_end=history.end_to_end)
+    assert report.recovery_s == (4.0,)

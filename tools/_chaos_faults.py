@@ -1,0 +1,91 @@
+"""Applying a chaos run's planned faults to its actor processes and its nats-server.
+
+Each fault is real: SIGKILL (a crash), SIGTERM (a restart), SIGSTOP/SIGCONT (a pause), or the
+server killed and started again on its port, store and config. The time each fault was
+healed is what the checker measures recovery from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import TextIO
+
+from bus import EmbeddedServer
+from tools._chaos_checker import Fault
+from tools._chaos_procs import Child
+from tools._chaos_schedule import SERVER, PlannedFault
+
+__all__ = ("EVERY_ACTOR", "Faults")
+
+EVERY_ACTOR = "*"
+"""A scenario's target meaning every actor of the topology at once."""
+
+
+class Faults:
+    """Applies the planned faults to the children and the server; records when each healed."""
+
+    def __init__(self, children: dict[str, Child], server: EmbeddedServer, out: TextIO) -> None:
+        self.children = children
+        self.server = server
+        self.out = out
+        self.healed: list[Fault] = []
+
+    async def run(self, plan: list[PlannedFault], started: float) -> None:
+        for fault in plan:
+            delay = started + fault.at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)  # the schedule's own clock, not a synchronisation
+            print(f"fault: {fault.describe()}", file=self.out, flush=True)
+            await self._apply(fault)
+            self.healed.append(Fault(fault.action, fault.target, time.time()))
+
+    async def _apply(self, fault: PlannedFault) -> None:
+        if fault.target == SERVER:
+            if fault.action == "pause":
+                os.kill(self.server.pid or 0, signal.SIGSTOP)
+                await asyncio.sleep(fault.hold_s)  # the fault's length
+                os.kill(self.server.pid or 0, signal.SIGCONT)
+            else:
+                await asyncio.to_thread(self.server.kill)
+                await asyncio.sleep(fault.hold_s)  # the outage's length
+                await asyncio.to_thread(self.server.start)
+            return
+        if fault.target == EVERY_ACTOR:
+            await self._all_at_once(fault)
+            return
+        child = self.children[fault.target]
+        if fault.action == "pause":
+            child.send(signal.SIGSTOP)
+            await asyncio.sleep(fault.hold_s)  # the pause's length
+            child.send(signal.SIGCONT)
+            return
+        if fault.action == "kill":
+            await asyncio.to_thread(child.kill)
+            await asyncio.sleep(fault.hold_s)  # how long the supervisor takes to notice
+        else:
+            await asyncio.to_thread(child.terminate)
+        child.start()
+        if not await child.wait_ready():
+            print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
+
+    async def _all_at_once(self, fault: PlannedFault) -> None:
+        """Every actor at once: SIGKILL (or SIGSTOP) them all, then bring them all back."""
+        children = list(self.children.values())
+        if fault.action == "pause":
+            for child in children:
+                child.send(signal.SIGSTOP)
+            await asyncio.sleep(fault.hold_s)  # the pause's length
+            for child in children:
+                child.send(signal.SIGCONT)
+            return
+        for child in children:
+            await asyncio.to_thread(child.kill)
+        await asyncio.sleep(fault.hold_s)  # the outage's length
+        for child in children:
+            child.start()
+        for child in children:
+            if not await child.wait_ready():
+                print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)

@@ -1,0 +1,106 @@
+"""A chaos run's load generator: workers running collaboration sessions back to back.
+
+Each worker submits the demo's collaboration request as the CLI would (retrying through a
+broker outage with the same id, so JetStream de-duplicates a retry after a lost ack) and
+waits for the session's end event before starting the next one. A session that never ends is
+the checker's to report: the worker gives up waiting and goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+
+from bus import TraceHeaders
+from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode
+from tools._chaos_checker import Published
+from tools.demo import demo_message
+
+__all__ = ("CLI", "Load", "follow_events", "submit_root", "worker")
+
+CLI = "cli"
+"""Who the load generator submits as: the user `parley collab` runs as."""
+_ENDS = ("session_completed", "session_failed")
+
+
+@dataclass
+class Load:
+    """The load generator's record: roots JetStream acknowledged, sessions it is waiting on."""
+
+    roots: list[Published] = field(default_factory=list)
+    open: dict[str, asyncio.Event] = field(default_factory=dict)
+
+
+async def submit_root(js: JetStreamContext, ns: Namespace, msg: HumanMessage, until: float) -> int:
+    """Submit as the CLI until JetStream acknowledges it (the same id each time, so a retry
+    after a lost ack is de-duplicated); return its stream sequence, or 0 if the run ended."""
+    headers = TraceHeaders(trace_id=msg.id, origin=CLI).to_headers(msg.id)
+    while time.monotonic() < until:
+        try:
+            ack = await js.publish(ns.submit(CLI), encode(msg), headers=headers, timeout=2)
+        except Exception:  # the server is down or restarting: try again, as a client would
+            await asyncio.sleep(0.5)  # retry pacing while the broker is away
+            continue
+        return int(ack.seq)
+    return 0
+
+
+async def worker(
+    js: JetStreamContext,
+    ns: Namespace,
+    load: Load,
+    stop_at: float,
+    give_up_at: float,
+    session_timeout_s: float,
+) -> None:
+    """Run sessions one after another until `stop_at`."""
+    while time.monotonic() < stop_at:
+        msg = demo_message(user_id="chaos")
+        assert msg.session_id is not None  # noqa: S101 - set just above
+        ended = load.open.setdefault(msg.session_id, asyncio.Event())
+        seq = await submit_root(js, ns, msg, give_up_at)
+        if seq == 0:
+            load.open.pop(msg.session_id, None)
+            return
+        load.roots.append(Published(msg.id, seq, "gate", "human_message", time.time()))
+        # A session that never ends is the checker's to report; the load goes on without it.
+        patience = min(session_timeout_s, max(give_up_at - time.monotonic(), 0.1))
+        try:
+            async with asyncio.timeout(patience):
+                await ended.wait()
+        except TimeoutError:
+            continue
+
+
+async def follow_events(js: JetStreamContext, ns: Namespace, load: Load) -> None:
+    """Mark sessions ended as their end events pass (the checker reads them durably later).
+
+    An ordered consumer, as `parley collab` follows a session: under least privilege the CLI
+    may read PARLEY_EVENTS but not subscribe to its subjects. Its consumer lives in the
+    server's memory, so a restarted server forgets it; nats-py recreates it, from the event
+    after the last one seen, once two idle heartbeats are missed. Heartbeats every 0.5 s make
+    that about a second after the server is back (it took 2-3 s at 1 s), so a worker whose
+    session ended just before the outage soon starts the next one.
+    """
+
+    async def on_event(raw: Msg) -> None:
+        try:
+            event = decode_envelope(raw.data)
+        except ValueError:
+            return
+        if isinstance(event, SessionEvent) and event.event_type in _ENDS:
+            load.open.setdefault(event.session_id, asyncio.Event()).set()
+
+    await js.subscribe(
+        ns.wildcard("events"),
+        stream=ns.stream("events"),
+        cb=on_event,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.NEW,
+        idle_heartbeat=0.5,
+    )
