@@ -9,6 +9,9 @@ for ever on a call that sits in a dead agent's queue.
 
 A second test keeps the agent alive but has it never answer (a brain that hangs): its
 heartbeat is fresh, so only the router's turn timeout ends the session.
+
+Both run under the least-privilege config: every process, `parley up`'s child and the CLI
+included, is its own nkey user, and none may hit a permission violation.
 """
 
 from __future__ import annotations
@@ -20,13 +23,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client as NATS
 
-from bus import EmbeddedServer
-from schemas import Namespace
 from tests.support.agents import write_profile
-from tests.support.processes import close_up, parley_up
-from tests.support.system import parley_cli, running_system
+from tests.support.lockdown import LockedDown
+from tests.support.processes import ProcessOutput, close_up, parley_up
+from tests.support.system import System, parley_cli, running_locked_system
 
 pytestmark = pytest.mark.chaos
 
@@ -34,20 +35,28 @@ GOAL = "Collaborate on a two-line poem about tides."
 INTENSITY = 2
 
 
+def collab(system: System, locked: LockedDown) -> ProcessOutput:
+    config = ("--config", str(locked.settings_file("cli")))
+    return parley_cli(system.env, "collab", *config, "--first", "gpt", "--max-rounds", "4", GOAL)
+
+
+def assert_no_violations(*processes: ProcessOutput) -> None:
+    for process in processes:
+        refused = [line for line in process.lines if "permission" in line.lower()]
+        assert not refused, f"{process.name}: {refused}"
+
+
 async def test_a_crash_looping_agent_is_given_up_on_and_its_session_fails_as_unavailable(
-    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+    locked_down: LockedDown, tmp_path: Path
 ) -> None:
-    async with running_system(
-        nc,
-        nats_server,
-        namespace,
-        tmp_path / "keys",
-        agents={"claude": "claude"},
-        heartbeat_s="0.5",
+    locked = locked_down
+    async with running_locked_system(
+        locked, tmp_path / "keys", agents={"claude": "claude"}, heartbeat_s="0.5"
     ) as system:
         topology = tmp_path / "gpt-alone.toml"
         topology.write_text(
-            f'intensity = {INTENSITY}\nperiod_s = 120.0\n\n[[actor]]\nname = "gpt"\nrun = "agent"\n'
+            f"intensity = {INTENSITY}\nperiod_s = 120.0\n\n[[actor]]\n"
+            f'name = "gpt"\nrun = "agent"\nconfig = "{locked.settings_file("gpt")}"\n'
         )
         up = parley_up(topology, system.env)
         try:
@@ -71,7 +80,7 @@ async def test_a_crash_looping_agent_is_given_up_on_and_its_session_fails_as_una
         finally:
             close_up(up)
 
-        cli = parley_cli(system.env, "collab", "--first", "gpt", "--max-rounds", "4", GOAL)
+        cli = collab(system, locked)
         try:
             code = await cli.wait_exit(30)
         finally:
@@ -87,10 +96,11 @@ async def test_a_crash_looping_agent_is_given_up_on_and_its_session_fails_as_una
         ), failure
         router = "\n".join(system.processes["router"].lines)
         assert '"msg":"agent unavailable"' in router
+        assert_no_violations(cli, up, *system.processes.values())
 
 
 async def test_an_agent_that_beats_but_never_answers_times_out(
-    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+    locked_down: LockedDown, tmp_path: Path
 ) -> None:
     hanging = write_profile(
         tmp_path / "agents",
@@ -99,16 +109,14 @@ async def test_an_agent_that_beats_but_never_answers_times_out(
         f'backend = "subprocess"\ncommand = ["{sys.executable}", "-c", "import sys; '
         f'sys.stdin.read()"]\nturn_timeout_s = 3600',
     )
-    async with running_system(
-        nc,
-        nats_server,
-        namespace,
+    async with running_locked_system(
+        locked_down,
         tmp_path / "keys",
         agents={"gpt": str(hanging), "claude": "claude"},
         heartbeat_s="0.5",
         router_options={"turn_timeout_s": 2.0},
     ) as system:
-        cli = parley_cli(system.env, "collab", "--first", "gpt", "--max-rounds", "4", GOAL)
+        cli = collab(system, locked_down)
         try:
             code = await cli.wait_exit(30)
         finally:
@@ -118,3 +126,4 @@ async def test_an_agent_that_beats_but_never_answers_times_out(
         assert "    error: AGENT_UNAVAILABLE: gpt did not answer within 2 s (turn timeout 2 s)" in (
             cli.lines
         ), said
+        assert_no_violations(cli, *system.processes.values())

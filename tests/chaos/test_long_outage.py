@@ -4,6 +4,10 @@ nats-py gives up after 60 reconnect attempts 2 s apart (about two minutes) and c
 connection for good; an actor that kept that default would sit alive but deaf after a long
 outage. Actors reconnect for ever (bus/_connection.py), so after the server comes back on the
 same port and store, the same process answers again, and what was stored before is kept.
+
+It runs under the least-privilege config: the actor (an echo, as agent `gpt`) connects as its
+own nkey user and must authenticate again after the outage; the test plays the gate with the
+gate's credentials (delivering, and reading submissions through the gate's own durable).
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import nats
 import nats.aio.client
 import pytest
 
-from bus import EmbeddedServer, provision
-from schemas import AgentCall, Namespace, encode, new_id, utc_now
+from bus import Input, consumer_config
+from schemas import AgentCall, AgentResponse, decode_envelope, encode, new_id, utc_now
+from tests.support.lockdown import LockedDown
 from tests.support.processes import READY, parley_env, start_actor
-from tests.support.wire import Effects, deliver
+from tests.support.wire import deliver
 
 pytestmark = pytest.mark.chaos
+
+AGENT = "gpt"
 
 DEFAULT_BUDGET_S = (
     nats.aio.client.DEFAULT_MAX_RECONNECT_ATTEMPTS * nats.aio.client.DEFAULT_RECONNECT_TIME_WAIT
@@ -28,20 +35,25 @@ DEFAULT_BUDGET_S = (
 
 def _call(text: str) -> AgentCall:
     return AgentCall(
-        id=new_id(), created_at=utc_now(), target="echo", call_id=new_id(), goal="g", text=text
+        id=new_id(), created_at=utc_now(), target=AGENT, call_id=new_id(), goal="g", text=text
     )
 
 
-async def _ask(server: EmbeddedServer, ns: Namespace, text: str) -> str:
-    """Deliver a call to echo on a fresh connection and return the text it answers with."""
-    client = await nats.connect(server.url)
+async def _ask(locked: LockedDown, text: str) -> str:
+    """As the gate, on a fresh connection: deliver a call to the agent, return its answer."""
+    ns = locked.ns
+    client = await locked.connect("gate")
     try:
         js = client.jetstream()
-        answers = Effects(js, ns, "echo")
-        await answers.open()
+        spec = Input(ns.stream("submit"), ns.wildcard("submit"), "gate", "subject")
+        await js.add_consumer(spec.stream, consumer_config(spec, locked.settings("gate")))
+        submitted = await js.pull_subscribe_bind(durable="gate", stream=spec.stream)
         call = _call(text)
-        await deliver(js, ns, "echo", encode(call), call.id)
-        _, answer = await answers.next(timeout=60)
+        await deliver(js, ns, AGENT, encode(call), call.id)
+        (msg,) = await submitted.fetch(1, timeout=60)
+        await msg.ack_sync()
+        answer = decode_envelope(msg.data)
+        assert isinstance(answer, AgentResponse) and msg.subject == ns.submit(AGENT)
         return answer.text
     finally:
         await client.close()
@@ -49,24 +61,26 @@ async def _ask(server: EmbeddedServer, ns: Namespace, text: str) -> str:
 
 @pytest.mark.timeout(DEFAULT_BUDGET_S + 120)
 async def test_an_actor_survives_an_outage_longer_than_the_default_reconnect_budget(
-    private_server: EmbeddedServer,
+    locked_down: LockedDown,
 ) -> None:
-    ns = Namespace("outage")
-    client = await nats.connect(private_server.url)
-    await provision(client.jetstream(), ns)
-    await client.close()
-    echo = start_actor("echo", "echo", parley_env(private_server.url, ns.root, ack_wait_s="5"))
+    locked = locked_down
+    await locked.provision()
+    server = locked.server
+    env = parley_env(server.url, locked.ns.root)
+    echo = start_actor("echo", AGENT, env, "--config", str(locked.settings_file(AGENT)))
     try:
         await echo.wait_line(READY)
-        assert await _ask(private_server, ns, "before") == "before"
+        assert await _ask(locked, "before") == "before"
         lines_before = len(echo.lines)
-        private_server.kill()
+        server.kill()
         await echo.wait_line("disconnected|nats error", start=lines_before, timeout=30)
         # The outage itself: held for longer than nats-py's own budget on purpose.
         await asyncio.sleep(DEFAULT_BUDGET_S + 5)
         assert echo.process.poll() is None, "the actor died during the outage"
-        private_server.start()
-        assert await _ask(private_server, ns, "after") == "after"
+        server.start()
+        assert await _ask(locked, "after") == "after"
         assert echo.process.poll() is None
+        refused = [line for line in echo.lines if "permission" in line.lower()]
+        assert not refused, refused
     finally:
         echo.close()

@@ -18,10 +18,11 @@ from nats.aio.client import Client as NATS
 
 from bus import EmbeddedServer
 from schemas import Namespace
+from tests.support.lockdown import LockedDown
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
-from tools.demo import publish_policy
+from tools.demo import publish_policy, sign_policy
 
-__all__ = ("DEMO_AGENTS", "System", "parley_cli", "running_system")
+__all__ = ("DEMO_AGENTS", "System", "parley_cli", "running_locked_system", "running_system")
 
 DEMO_AGENTS: Mapping[str, str] = {"gpt": "gpt", "claude": "claude"}
 
@@ -83,6 +84,47 @@ async def running_system(
         await system.start("router", "router", router_env)
         for actor_id, profile in agents.items():
             await system.start(actor_id, "agent", env, "--profile", profile)
+        yield system
+    finally:
+        system.close()
+
+
+@asynccontextmanager
+async def running_locked_system(
+    locked: LockedDown,
+    keys: Path,
+    agents: Mapping[str, str] = DEMO_AGENTS,
+    *,
+    router_options: Mapping[str, object] | None = None,
+    **settings: str,
+) -> AsyncIterator[System]:
+    """`running_system` under the least-privilege config: the provisioner creates the streams
+    and the receivers' durables and publishes the demo bundle; every process runs as its own
+    nkey user with the settings file `parley nats-config` wrote for it (`--config`)."""
+    ns = locked.ns
+    await locked.provision()
+    signed, public = sign_policy(REPO / "deploy/policy/demo.toml", keys)
+    admin = await locked.connect("provisioner")  # publishing bundles is an operator's act
+    try:
+        await (await admin.jetstream().key_value(ns.bucket("policy"))).put("bundle", signed)
+    finally:
+        await admin.close()
+    env = parley_env(locked.server.url, ns.root, **settings)
+    system = System(env)
+
+    def config(actor: str) -> tuple[str, str]:
+        return "--config", str(locked.settings_file(actor))
+
+    gate_env = {
+        **env,
+        "PARLEY_OPTIONS": json.dumps({"policy_keys": [str(public)], "tenant": "demo"}),
+    }
+    router_env = {**env, "PARLEY_OPTIONS": json.dumps(dict(router_options or {}))}
+    try:
+        await system.start("gate", "gate", gate_env, *config("gate"))
+        await system.start("router", "router", router_env, *config("router"))
+        for actor_id, profile in agents.items():
+            await system.start(actor_id, "agent", env, "--profile", profile, *config(actor_id))
         yield system
     finally:
         system.close()
