@@ -35,7 +35,7 @@ from schemas import (
     SubAgentResult,
 )
 
-__all__ = ("Allow", "Ledger", "decide", "required_keys")
+__all__ = ("Allow", "Ledger", "decide", "implied_root_trace", "required_keys")
 
 S = TypeVar("S", bound=Struct)
 
@@ -93,7 +93,11 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
     sub, profile = route.sub, route.profile
     now = sub.now_ms
     trace_k = trace_key(route.position.trace_id)
-    trace = ledger.get(trace_k, TraceState) or TraceState(user_id=route.position.user_id)
+    # No record yet: this is the root, or the trace's root was counted but never written
+    # (a root that opens no call spends only its own count; see `implied_root_trace`).
+    trace = ledger.get(trace_k, TraceState) or implied_root_trace(
+        route.position.user_id, counted=not route.is_root
+    )
     budget = profile.trace_message_budget
     if trace.count + 1 > budget:
         return Deny(
@@ -209,6 +213,13 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
         ),
     )
     return Allow(route=route, envelope=sub.envelope)
+
+
+def implied_root_trace(user_id: str, *, counted: bool = True) -> TraceState:
+    """The trace record a root leaves when it opens no call: its own count and user, nothing
+    else. The gate does not write it (one write fewer per conversation started); whoever
+    finds no record for a trace that has a root reads this instead."""
+    return TraceState(count=1 if counted else 0, user_id=user_id)
 
 
 def _tokens_spent(envelope: AnyEnvelope) -> int:

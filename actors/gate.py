@@ -35,7 +35,7 @@ from typing import ClassVar
 from msgspec import Struct, structs
 
 from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
-from actors._decide import Allow, Ledger, decide, required_keys
+from actors._decide import Allow, Ledger, decide, implied_root_trace, required_keys
 from actors._gate_records import Position, position_key, trace_key
 from actors._gate_store import GateStore
 from actors._plan import Deny, Route, Submission, plan
@@ -193,8 +193,10 @@ class GateActor(Actor):
             failure = self._conflict(verdict, stale)
             if failure is None:
                 if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
-                    key = trace_key(verdict.outcome.route.position.trace_id)
-                    await self._record(store, verdict.ctx, key, ledger.values[key])
+                    position = verdict.outcome.route.position
+                    key = trace_key(position.trace_id)
+                    if ledger.values[key] != implied_root_trace(position.user_id):
+                        await self._record(store, verdict.ctx, key, ledger.values[key])
                 await self._publish(store, verdict)
             results.append(failure)
         return results

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from msgspec import structs
 
-from actors._decide import Allow
-from actors._gate_records import position_key
+from actors._decide import Allow, implied_root_trace
+from actors._gate_records import TraceState, position_key, trace_key
 from actors._plan import Deny
 from bus import HOP_COUNT, ORIGIN, TRACE_ID
 from schemas import ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
@@ -550,3 +550,16 @@ def test_a_call_admitted_before_a_crash_is_not_a_repeat_of_itself() -> None:
     # A different call with the same objective still is a repeat, and over the fan-out.
     other = sim.submit("prime", delegation("prime", "byte"), cause=cid)
     assert isinstance(other, Deny) and other.code == ErrorCode.FAN_OUT_EXCEEDED
+
+
+def test_a_trace_whose_root_left_no_record_still_counts_the_root() -> None:
+    """The gate writes no trace record for a root that opens no call (`implied_root_trace`):
+    the first envelope after it counts the root from its absence."""
+    sim = GateSim(bundle(**PROFILES))
+    root = human()
+    _ok(sim.submit("cli", root))
+    written = sim.ledger.values.pop(trace_key(root.id))
+    assert written == implied_root_trace("")  # what the gate leaves unwritten
+    _ok(sim.submit("router", call("a"), cause=root.id))
+    after = sim.ledger.get(trace_key(root.id), TraceState)
+    assert after is not None and after.count == 2
