@@ -152,6 +152,7 @@ class AgentHost(Actor):
         if not isinstance(envelope, AgentCall | DelegationRequest | SubAgentCall):
             return  # never answer an answer, an error or an event
         call = call_for(envelope, ctx.attempt)
+        log.info("call received", extra={"call_id": call.call_id, "attempt": ctx.attempt})
         started = time.monotonic()
         try:
             answer = await self.brain.reply(call)

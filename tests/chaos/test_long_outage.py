@@ -18,7 +18,6 @@ import nats
 import nats.aio.client
 import pytest
 
-from bus import Input, consumer_config
 from schemas import AgentCall, AgentResponse, decode_envelope, encode, new_id, utc_now
 from tests.support.lockdown import LockedDown
 from tests.support.processes import READY, parley_env, start_actor
@@ -45,9 +44,7 @@ async def _ask(locked: LockedDown, text: str) -> str:
     client = await locked.connect("gate")
     try:
         js = client.jetstream()
-        spec = Input(ns.stream("submit"), ns.wildcard("submit"), "gate", "subject")
-        await js.add_consumer(spec.stream, consumer_config(spec, locked.settings("gate")))
-        submitted = await js.pull_subscribe_bind(durable="gate", stream=spec.stream)
+        submitted = await locked.gate_submissions(js)
         call = _call(text)
         await deliver(js, ns, AGENT, encode(call), call.id)
         (msg,) = await submitted.fetch(1, timeout=60)

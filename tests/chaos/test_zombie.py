@@ -1,30 +1,33 @@
 """A paused ("zombie") agent host whose late answer arrives after its redelivered twin's.
 
 Two replicas of one agent share its durable consumer. The first is SIGSTOPped mid-call (seen
-through its in-progress heartbeat on the call's ack subject, so it surely holds the call);
-its heartbeats stop, JetStream redelivers the call to the second replica after the ack wait,
+through its "call received" line for the first delivery, so it surely holds the call); its
+in-progress acks stop, JetStream redelivers the call to the second replica after the ack wait,
 and the second answers (attempt 2). Then the first is continued and finishes its call. Its
 late answer carries the same derived id as its twin's, so JetStream drops it: exactly one
 answer is stored, the twin's.
+
+It runs under the least-privilege config: both replicas are agent `gpt`'s nkey user, and the
+test plays the gate with the gate's credentials (delivering, and reading submissions through
+the gate's own durable).
 """
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 
-from bus import EmbeddedServer
-from schemas import AgentResponse, Namespace
-from tests.support.agents import Submitted, agent_call, send, start_agent, write_profile
-from tests.support.processes import READY, ProcessOutput, parley_env
+from schemas import AgentResponse, decode_envelope
+from tests.support.agents import agent_call, send, write_profile
+from tests.support.lockdown import LockedDown
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 pytestmark = pytest.mark.chaos
+
+AGENT = "gpt"
 
 SCRIPT = """
 # The first delivery thinks for a while; any later delivery answers at once.
@@ -50,46 +53,45 @@ def processes() -> Iterator[list[ProcessOutput]]:
 
 
 async def test_the_late_answer_of_a_paused_replica_is_discarded(
-    nc: NATS,
-    nats_server: EmbeddedServer,
-    namespace: Namespace,
-    processes: list[ProcessOutput],
-    tmp_path: Path,
+    locked_down: LockedDown, processes: list[ProcessOutput], tmp_path: Path
 ) -> None:
-    js = nc.jetstream()
-    env = parley_env(nats_server.url, namespace.root, ack_wait_s="1.5", fetch_timeout_s="1")
-    profile = str(
-        write_profile(
-            tmp_path, "keeper", 'backend = "scripted"\nscript = "keeper-script.toml"', script=SCRIPT
-        )
+    locked = locked_down
+    locked.tune(AGENT, ack_wait_s="1.5")  # the provisioned durable redelivers after 1.5 s
+    await locked.provision()
+    env = parley_env(locked.server.url, locked.ns.root, fetch_timeout_s="1")
+    profile = write_profile(
+        tmp_path, AGENT, f'backend = "scripted"\nscript = "{AGENT}-script.toml"', script=SCRIPT
     )
-    out = await Submitted(js, namespace, "keeper").open()
-    zombie = start_agent(profile, env)
-    processes.append(zombie)
-    await zombie.wait_line(READY)
+    argv = ("--profile", str(profile), "--config", str(locked.settings_file(AGENT)))
+    gate = await locked.connect("gate")
+    try:
+        js = gate.jetstream()
+        out = await locked.gate_submissions(js)
+        zombie = start_actor("agent", AGENT, env, *argv)
+        processes.append(zombie)
+        await zombie.wait_line(READY)
 
-    working: asyncio.Queue[Msg] = asyncio.Queue()
+        call = agent_call(AGENT, "a slow question")
+        await send(js, locked.ns, AGENT, call)
+        await zombie.wait_line(rf'"msg":"call received".*"call_id":"{call.call_id}".*"attempt":1')
+        zombie.signal(signal.SIGSTOP)
 
-    async def on_ack(msg: Msg) -> None:
-        if msg.data == b"+WPI":  # an in-progress heartbeat: the handler is mid-call
-            working.put_nowait(msg)
+        twin = start_actor("agent", AGENT, env, *argv)
+        processes.append(twin)
+        await twin.wait_line(READY)
+        (msg,) = await out.fetch(1, timeout=30)
+        await msg.ack_sync()
+        answer = decode_envelope(msg.data)
+        assert isinstance(answer, AgentResponse)
+        assert (answer.call_id, answer.attempt, answer.text) == (call.call_id, 2, "twin answer")
 
-    progress = await nc.subscribe(f"$JS.ACK.{namespace.stream('deliver')}.keeper.>", cb=on_ack)
-    call = agent_call("keeper", "a slow question")
-    await send(js, namespace, "keeper", call)
-    heartbeat = await asyncio.wait_for(working.get(), timeout=20)
-    assert heartbeat.subject.split(".")[5] == "1"  # the first delivery holds it
-    zombie.signal(signal.SIGSTOP)
-    await progress.unsubscribe()
-
-    twin = start_agent(profile, env)
-    processes.append(twin)
-    await twin.wait_line(READY)
-    _, answer = await out.next(timeout=30)
-    assert isinstance(answer, AgentResponse)
-    assert (answer.call_id, answer.attempt, answer.text) == (call.call_id, 2, "twin answer")
-
-    zombie.signal(signal.SIGCONT)
-    await zombie.wait_line(rf'"msg":"answered".*"call_id":"{call.call_id}".*"attempt":1')
-    assert zombie.process.poll() is None
-    assert await out.none_left(timeout=1.0), "the zombie's late answer was stored"
+        zombie.signal(signal.SIGCONT)
+        await zombie.wait_line(rf'"msg":"answered".*"call_id":"{call.call_id}".*"attempt":1')
+        assert zombie.process.poll() is None
+        with pytest.raises(TimeoutError):  # the zombie's late answer was not stored
+            await out.fetch(1, timeout=1.0)
+        for process in processes:
+            refused = [line for line in process.lines if "permission" in line.lower()]
+            assert not refused, refused
+    finally:
+        await gate.close()

@@ -10,9 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 
-from bus import ActorMetrics, EmbeddedServer, Settings, connect, load_settings
+from bus import (
+    ActorMetrics,
+    EmbeddedServer,
+    Input,
+    Settings,
+    connect,
+    consumer_config,
+    load_settings,
+)
 from schemas import Namespace
 from tools.provision import provision_once
 
@@ -45,6 +54,14 @@ class LockedDown:
         lines = [f"{key} = {value}" for key, value in values.items()]
         path.write_text(path.read_text() + "\n".join(lines) + "\n")
         return path
+
+    async def gate_submissions(self, js: JetStreamContext) -> JetStreamContext.PullSubscription:
+        """What every actor submits, read as the gate reads it: through the gate's own durable
+        (the only consumer the gate's user may create on PARLEY_SUBMIT), for a test that plays
+        the gate with the gate's credentials."""
+        spec = Input(self.ns.stream("submit"), self.ns.wildcard("submit"), "gate", "subject")
+        await js.add_consumer(spec.stream, consumer_config(spec, self.settings("gate")))
+        return await js.pull_subscribe_bind(durable="gate", stream=spec.stream)
 
     async def provision(self) -> str:
         """Streams, buckets, and the consumers of every actor that may not create its own."""
