@@ -27,7 +27,7 @@ import pytest
 from tests.support.agents import write_profile
 from tests.support.lockdown import LockedDown
 from tests.support.processes import ProcessOutput, close_up, parley_up
-from tests.support.system import System, parley_cli, running_locked_system
+from tests.support.system import System, finished, parley_cli, running_locked_system
 
 pytestmark = pytest.mark.chaos
 
@@ -81,14 +81,11 @@ async def test_a_crash_looping_agent_is_given_up_on_and_its_session_fails_as_una
             close_up(up)
 
         cli = collab(system, locked)
-        try:
-            code = await cli.wait_exit(30)
-        finally:
-            cli.close()
-        said = "\n".join(cli.lines)
+        code, lines = await finished(cli, 30)
+        said = "\n".join(lines)
         assert code == 1, said
-        assert "stopped: error (round 1)" in cli.lines, said
-        failure = next(line for line in cli.lines if line.strip().startswith("error:"))
+        assert "stopped: error (round 1)" in lines, said
+        failure = next(line for line in lines if line.strip().startswith("error:"))
         assert re.fullmatch(
             r"\s*error: AGENT_UNAVAILABLE: gpt is not running: last heartbeat [\d.]+ s ago "
             r"\(limit 1\.5 s\); start it and try again",
@@ -117,13 +114,10 @@ async def test_an_agent_that_beats_but_never_answers_times_out(
         router_options={"turn_timeout_s": 2.0},
     ) as system:
         cli = collab(system, locked_down)
-        try:
-            code = await cli.wait_exit(30)
-        finally:
-            cli.close()
-        said = "\n".join(cli.lines)
+        code, lines = await finished(cli, 30)
+        said = "\n".join(lines)
         assert code == 1, said
         assert "    error: AGENT_UNAVAILABLE: gpt did not answer within 2 s (turn timeout 2 s)" in (
-            cli.lines
+            lines
         ), said
         assert_no_violations(cli, *system.processes.values())

@@ -19,8 +19,8 @@ from nats.aio.client import Client as NATS
 from bus import EmbeddedServer
 from schemas import Namespace
 from tests.support.llm_server import WireServer, anthropic_message, openai_completion
-from tests.support.processes import REPO, ProcessOutput
-from tests.support.system import parley_cli, running_system
+from tests.support.processes import REPO
+from tests.support.system import finished, parley_cli, running_system
 from tools.demo import DEMO_GOAL as FAIRY
 
 HIKING = (
@@ -29,14 +29,6 @@ HIKING = (
 STOP_AFTER_ONE = "Summarize this in 1 sentence, then stop."
 PROSE = "Force malformed JSON: include prose in the answer."
 TURN = re.compile(r"^\[(\w+) · (\d+)/(\d+)\] (.*)$")
-
-
-async def finished(cli: ProcessOutput, timeout: float = 60) -> tuple[int, list[str]]:
-    try:
-        code = await cli.wait_exit(timeout)
-    finally:
-        cli.close()
-    return code, cli.lines
 
 
 def turns(lines: list[str]) -> list[tuple[str, int, str]]:

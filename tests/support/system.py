@@ -22,7 +22,14 @@ from tests.support.lockdown import LockedDown
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
 from tools.demo import publish_policy, sign_policy
 
-__all__ = ("DEMO_AGENTS", "System", "parley_cli", "running_locked_system", "running_system")
+__all__ = (
+    "DEMO_AGENTS",
+    "System",
+    "finished",
+    "parley_cli",
+    "running_locked_system",
+    "running_system",
+)
 
 DEMO_AGENTS: Mapping[str, str] = {"gpt": "gpt", "claude": "claude"}
 
@@ -133,3 +140,12 @@ async def running_locked_system(
 def parley_cli(env: Mapping[str, str], *argv: str) -> ProcessOutput:
     """A `parley` command as a real process (`collab`, `say`, `demo`, …)."""
     return ProcessOutput([sys.executable, "-m", "tools", *argv], env, name=argv[0])
+
+
+async def finished(cli: ProcessOutput, timeout: float = 60) -> tuple[int, list[str]]:
+    """Wait for a `parley` command to exit (and close it): its exit code and output lines."""
+    try:
+        code = await cli.wait_exit(timeout)
+    finally:
+        cli.close()
+    return code, cli.lines
