@@ -10,6 +10,11 @@ Counter writes of a whole batch are sent together and awaited together (one roun
 batch, not one per message), and a batch's updates to one key are coalesced into one write.
 Positions are written only once the counters they depend on are committed, pipelined with the
 deliveries: a recorded position therefore always means "admitted and paid for".
+
+The gate handles the next batch while the previous one's records may still be in flight
+(`Actor.settles_behind`). A read of a key whose write is in flight waits for that write
+instead of asking KV, which may not have stored it yet: a reply can reach the gate before
+the position of the call it answers is acknowledged.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class GateStore:
         self._prefix = f"$KV.{bucket}."
         self._capacity = capacity
         self._cache: OrderedDict[str, tuple[Struct | None, int]] = OrderedDict()
+        self._in_flight: dict[str, asyncio.Future[PubAck]] = {}
 
     def _remember(self, key: str, value: Struct | None, revision: int) -> None:
         self._cache[key] = (value, revision)
@@ -76,9 +82,16 @@ class GateStore:
         value = _decode(key, entry.value) if entry.value else None
         self._remember(key, value, int(entry.revision or 0))
 
-    async def load(self, keys: Iterable[str]) -> dict[str, Struct | None]:
-        """The current value of each key (None when absent), reading misses concurrently."""
+    async def load(self, keys: Iterable[str], wait_s: float = 5.0) -> dict[str, Struct | None]:
+        """The current value of each key (None when absent), reading misses concurrently.
+
+        A key written by this process and not yet acknowledged is read once its write is
+        (up to `wait_s`; after that, or if the write failed, from KV).
+        """
         wanted = list(dict.fromkeys(keys))
+        writing = [self._in_flight[key] for key in wanted if key in self._in_flight]
+        if writing:
+            await asyncio.wait(writing, timeout=wait_s)
         missing = [
             key for key in wanted if key not in self._cache or self._cache[key][1] == _UNKNOWN
         ]
@@ -100,8 +113,11 @@ class GateStore:
         key goes to KV; the acknowledgement gives the revision the next compare-and-set names.
         """
         self._remember(key, value, _UNKNOWN)
+        self._in_flight[key] = stored
 
         def stored_at(future: asyncio.Future[PubAck]) -> None:
+            if self._in_flight.get(key) is future:
+                del self._in_flight[key]
             hit = self._cache.get(key)
             if hit is None or hit[0] is not value:
                 return  # replaced or evicted meanwhile

@@ -99,6 +99,7 @@ class GateActor(Actor):
 
     kind: ClassVar[str] = "gate"
     handles_batches: ClassVar[bool] = True
+    settles_behind: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)

@@ -1,7 +1,7 @@
 """NATS machinery: connection, provisioning, consumer loops, headers, the process runner,
 the embedded server and the supervisor. Imports `schemas`; never imports `actors` or `tools`."""
 
-from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout
+from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import FsyncCheckError, Uptime, check_fsync, connect
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
@@ -86,6 +86,7 @@ __all__ = (
     "NatsServerError",
     "Outbox",
     "ProvisionError",
+    "PublishStalled",
     "Settings",
     "StoredMessage",
     "Supervisor",

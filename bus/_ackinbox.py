@@ -1,25 +1,35 @@
-"""Pipelined JetStream publishes whose acknowledgements always arrive, refused or not.
+"""Pipelined JetStream publishes and acks, answered on one reply inbox per connection.
 
-nats-py's `publish_async` leaves its future pending for ever when JetStream refuses a
-publish: its reply handler builds the error with `APIError.from_error`, which raises instead
-of returning, so the future is never resolved (nats-py 2.16). The audit chain depends on
-learning promptly that an append was refused (a wrong expected sequence), so the auditor
-publishes with its own reply inbox: one wildcard subscription, one future per publish,
-resolved with the `PubAck`, an `AppendRefused`, or an `AppendTimeout` when no answer comes.
+Every effect an actor stores and every input it acks is a request to the server. nats-py's
+own paths cost more than the work they wrap: `publish_async` takes a semaphore through
+`asyncio.wait_for`, reads `os.urandom` for each reply token and decodes each `PubAck` with
+`json` into a dataclass; `ack_sync` opens a request of its own. On the gate's hot path that
+was most of the Python time per envelope (docs/benchmarks.md). Worse, `publish_async` leaves
+its future pending for ever when JetStream refuses a publish (its reply handler builds the
+error with `APIError.from_error`, which raises instead of returning: nats-py 2.16), so a
+refused effect only showed as a timeout.
+
+`AckInbox` subscribes one wildcard inbox (under the actor's own inbox prefix, which its broker
+permissions allow) and answers every request with a future: a counter names the reply, msgspec
+decodes the answer, and a refusal resolves the future at once with `AppendRefused`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 
+import msgspec
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import PubAck
 
-__all__ = ("AckInbox", "AppendRefused", "AppendTimeout")
+__all__ = ("AckInbox", "AppendRefused", "AppendTimeout", "PublishStalled")
+
+_ACK = b"+ACK"
+_SWEEP_EVERY = 4096
+"""Publishes between sweeps of futures abandoned (cancelled) by a caller's deadline."""
 
 
 class AppendRefused(RuntimeError):
@@ -34,37 +44,107 @@ class AppendTimeout(RuntimeError):
     """No answer in time: the publish may or may not have been stored."""
 
 
-class AckInbox:
-    """Publishes with a reply subject of its own and resolves one future per publish."""
+class PublishStalled(RuntimeError):
+    """Too many requests wait for answers (the server is down or overloaded)."""
 
-    def __init__(self, nc: NATS, *, timeout: float) -> None:
+
+class _ApiError(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _Answer(msgspec.Struct):
+    """What JetStream answers a publish: a `PubAck`, or an error."""
+
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    domain: str | None = None
+    error: _ApiError | None = None
+
+
+_decode_answer = msgspec.json.Decoder(_Answer).decode
+
+
+class AckInbox:
+    """Publishes and acks with a reply subject of its own; one future per request."""
+
+    def __init__(self, nc: NATS, *, timeout: float | None = None, max_pending: int = 8192) -> None:
+        """`timeout`: resolve a publish with `AppendTimeout` when no answer comes in time
+        (None: the caller waits with its own deadline and cancels what is late).
+        `max_pending`: requests awaiting answers beyond which `publish` waits for room."""
         self._nc = nc
         self._timeout = timeout
+        self._max_pending = max_pending
         self._prefix = ""
         self._tokens = itertools.count(1)
         self._waiting: dict[str, asyncio.Future[PubAck]] = {}
+        self._acks: dict[str, asyncio.Future[None]] = {}
+        self._room = asyncio.Event()
         self._sub: Subscription | None = None
 
     async def open(self) -> None:
         """Subscribe the reply inbox (idempotent)."""
         if self._sub is None:
-            self._prefix = self._nc.new_inbox()
-            self._sub = await self._nc.subscribe(f"{self._prefix}.*", cb=self._on_reply)
+            self._prefix = self._nc.new_inbox() + "."
+            self._sub = await self._nc.subscribe(f"{self._prefix}*", cb=self._on_reply)
+
+    def pending(self) -> int:
+        """Requests sent and not yet answered (nor abandoned)."""
+        return len(self._waiting) + len(self._acks)
 
     async def publish(
-        self, subject: str, data: bytes, headers: dict[str, str]
+        self, subject: str, data: bytes, headers: dict[str, str], *, stall_s: float = 5.0
     ) -> asyncio.Future[PubAck]:
-        """Send now; the future resolves when JetStream answers (or `timeout` passes)."""
+        """Send now; the future resolves when JetStream answers.
+
+        Raises:
+            PublishStalled: `max_pending` requests have waited for answers for `stall_s`.
+        """
         if self._sub is None:
             raise RuntimeError("AckInbox.publish before open()")
-        token = str(next(self._tokens))
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[PubAck] = loop.create_future()
+        token = await self._next_token(stall_s)
+        future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
-        expire = loop.call_later(self._timeout, self._expire, token)
-        future.add_done_callback(lambda _: expire.cancel())
-        await self._nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=headers)
+        if self._timeout is not None:
+            expire = future.get_loop().call_later(self._timeout, self._expire, token)
+            future.add_done_callback(lambda _: expire.cancel())
+        await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
         return future
+
+    async def ack(self, reply: str, *, stall_s: float = 5.0) -> asyncio.Future[None]:
+        """Ack a JetStream message (`msg.reply`); the future resolves once the server has
+        recorded the ack, as nats-py's `ack_sync` would, without a request of its own."""
+        if self._sub is None:
+            raise RuntimeError("AckInbox.ack before open()")
+        token = "a" + await self._next_token(stall_s)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks[token] = future
+        await self._nc.publish(reply, _ACK, reply=self._prefix + token)
+        return future
+
+    async def _next_token(self, stall_s: float) -> str:
+        number = next(self._tokens)
+        if number % _SWEEP_EVERY == 0:
+            self._sweep()
+        if self.pending() >= self._max_pending:
+            self._sweep()
+        if self.pending() >= self._max_pending:
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), stall_s)
+            except TimeoutError:
+                raise PublishStalled(
+                    f"{self.pending()} requests unanswered for {stall_s}s"
+                ) from None
+        return str(number)
+
+    def _sweep(self) -> None:
+        """Forget futures a caller cancelled at its deadline: no answer will come for them."""
+        for table in (self._waiting, self._acks):
+            for token in [token for token, future in table.items() if future.done()]:
+                del table[token]
 
     def _expire(self, token: str) -> None:
         future = self._waiting.pop(token, None)
@@ -72,25 +152,34 @@ class AckInbox:
             future.set_exception(AppendTimeout(f"no acknowledgement in {self._timeout}s"))
 
     async def _on_reply(self, msg: Msg) -> None:
-        future = self._waiting.pop(msg.subject.rsplit(".", 1)[-1], None)
+        token = msg.subject[len(self._prefix) :]
+        if not self._room.is_set() and self.pending() < self._max_pending // 2:
+            self._room.set()
+        if token.startswith("a"):
+            acked = self._acks.pop(token, None)
+            if acked is not None and not acked.done():
+                acked.set_result(None)
+            return
+        future = self._waiting.pop(token, None)
         if future is None or future.done():
             return
         if msg.headers and msg.headers.get("Status") == "503":
             future.set_exception(AppendRefused(503, 0, "no stream listens on this subject"))
             return
         try:
-            reply = json.loads(msg.data)
-        except ValueError:
+            answer = _decode_answer(msg.data)
+        except msgspec.DecodeError:
             future.set_exception(AppendRefused(0, 0, f"unreadable reply {msg.data[:100]!r}"))
             return
-        error = reply.get("error")
-        if error:
-            future.set_exception(
-                AppendRefused(
-                    int(error.get("code", 0)),
-                    int(error.get("err_code", 0)),
-                    str(error.get("description", "")),
-                )
-            )
+        error = answer.error
+        if error is not None:
+            future.set_exception(AppendRefused(error.code, error.err_code, error.description))
             return
-        future.set_result(PubAck.from_response(reply))
+        future.set_result(
+            PubAck(
+                stream=answer.stream,
+                seq=answer.seq,
+                domain=answer.domain,
+                duplicate=answer.duplicate,
+            )
+        )

@@ -93,6 +93,13 @@ class Actor(ABC):
     ordered). True: handlers of a batch run concurrently, for actors whose handlers wait on
     slow things (an LLM call) so one slow message does not hold up the others."""
 
+    settles_behind: ClassVar[bool] = False
+    """True (for an in-order actor): the next batch is fetched and handled while the effects
+    of the previous one are still being stored; each message is still acked only once its
+    own effects are. Only for actors that never read back an earlier batch's effects from
+    the server while they may be in flight (the gate reads its own records through a cache
+    that waits for its writes in flight)."""
+
     handles_batches: ClassVar[bool] = False
     """True: the runtime passes each fetched batch to `handle_batch()` instead of calling
     `handle()` per message, for actors that commit shared state once per batch (the gate)."""

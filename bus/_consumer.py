@@ -3,6 +3,9 @@
 The loop owns fetching only; what happens to a fetched batch is the `process` callback's job
 (bus/_runtime.py). Each batch runs in a task of the loop's TaskGroup: one batch at a time for
 actors that handle messages in order, or concurrently up to `max_in_flight` messages in all.
+An in-order actor may let the next batch be fetched and handled while the previous one's
+effects are still being stored (`settles_behind`): handling stays one batch at a time, in
+order, and the server's work on one batch overlaps the actor's work on the next.
 The loop never fetches more than it has room for, so a slow handler applies back-pressure
 instead of letting messages time out in a local queue. One task per batch rather than per
 message keeps the per-envelope cost close to raw nats-py.
@@ -83,22 +86,29 @@ class ConsumerLoop:
         spec: Input,
         settings: Settings,
         metrics: ActorMetrics,
-        process: Callable[[list[Msg]], Awaitable[None]],
+        process: Callable[[list[Msg], asyncio.Event], Awaitable[None]],
         *,
         sequential: bool = False,
+        settles_behind: bool = False,
     ) -> None:
+        """`process(messages, handled)` sets `handled` once the batch's handlers have run
+        (its effects may still be in flight). `sequential`: the next fetch waits for the
+        batch to finish, or only for `handled` if `settles_behind`; room for a second batch
+        is then made, so one batch can settle while the next is handled."""
         self.spec = spec
         self._js = js
         self._settings = settings
         self._metrics = metrics
         self._process = process
         self._in_flight: dict[int, tuple[Msg, float]] = {}  # by id(): Msg is unhashable
-        self._slots = asyncio.Semaphore(settings.max_in_flight)
+        room = settings.max_in_flight * (2 if sequential and settles_behind else 1)
+        self._slots = asyncio.Semaphore(room)
         self._idle_fetches = 0
         self._finished = asyncio.Event()
         self._bound: JetStreamContext.PullSubscription | None = None
         self._fetch_failed = False
         self._sequential = sequential
+        self._settles_behind = settles_behind
         self._received = metrics.received.labels(settings.actor_id, spec.stream)
 
     def consumer_config(self) -> ConsumerConfig:
@@ -179,9 +189,13 @@ class ConsumerLoop:
                 now = time.monotonic()
                 for msg in messages:
                     self._in_flight[id(msg)] = (msg, now)
-                batch = tasks.create_task(self._run_batch(messages))
+                handled = asyncio.Event()
+                batch = tasks.create_task(self._run_batch(messages, handled))
                 if self._sequential:  # in order: the next fetch waits for this batch (or a stop)
-                    await asyncio.wait({batch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                    waited = tasks.create_task(handled.wait()) if self._settles_behind else batch
+                    await asyncio.wait({waited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                    if waited is not batch:
+                        waited.cancel()
             await self._drain_in_flight()
             heartbeat.cancel()
 
@@ -241,10 +255,11 @@ class ConsumerLoop:
             await asyncio.wait({stop_wait}, timeout=self._settings.backoff_s[-1])
         await self._watchdog()
 
-    async def _run_batch(self, messages: list[Msg]) -> None:
+    async def _run_batch(self, messages: list[Msg], handled: asyncio.Event) -> None:
         try:
-            await self._process(messages)
+            await self._process(messages, handled)
         finally:
+            handled.set()
             for msg in messages:
                 self._in_flight.pop(id(msg), None)
                 self._slots.release()

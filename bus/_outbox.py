@@ -1,7 +1,8 @@
 """Effects a handler publishes, pipelined, and settled before its input is acknowledged.
 
-A handler's publishes go out at once (`publish_async`); the acknowledgements of a whole
-batch's effects are awaited together once its handlers have run. Only when JetStream has
+A handler's publishes go out at once, answered on the runtime's reply inbox
+(bus/_ackinbox.py); the acknowledgements of a whole batch's effects are awaited together once
+its handlers have run. Only when JetStream has
 stored every effect of a message is that message acked, so a crash at any point either
 redelivers the input (and the effects, re-published with the same `Nats-Msg-Id`, are dropped
 as duplicates) or finds the work complete.
@@ -12,12 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-__all__ = ("EffectError", "Outbox", "settle")
+from bus._ackinbox import AckInbox
 
-_STALL_WATCH_FROM = 1000
+__all__ = ("EffectError", "Outbox", "settle")
 
 
 class EffectError(RuntimeError):
@@ -27,10 +27,10 @@ class EffectError(RuntimeError):
 class Outbox:
     """The pending publishes of one message being handled."""
 
-    __slots__ = ("_js", "_stall_s", "pending")
+    __slots__ = ("_inbox", "_stall_s", "pending")
 
-    def __init__(self, js: JetStreamContext, stall_s: float = 5.0) -> None:
-        self._js = js
+    def __init__(self, inbox: AckInbox, stall_s: float = 5.0) -> None:
+        self._inbox = inbox
         self._stall_s = stall_s
         self.pending: list[asyncio.Future[PubAck]] = []
 
@@ -42,16 +42,11 @@ class Outbox:
         Returns the acknowledgement's future, for a caller that needs the stored sequence.
 
         Raises:
-            nats.js.errors.TooManyStalledMsgsError: too many publishes await their acks for
-                longer than `stall_s` (the server is down or overloaded): the handler fails
-                and its message is retried later instead of blocking for ever.
+            PublishStalled: too many publishes await their acks for longer than `stall_s`
+                (the server is down or overloaded): the handler fails and its message is
+                retried later instead of blocking for ever.
         """
-        # nats-py applies wait_stall with asyncio.wait_for, which costs a task per publish;
-        # below a quarter of its 4000-publish window the wait cannot stall, so skip it there.
-        stall = self._stall_s if self._js.publish_async_pending() >= _STALL_WATCH_FROM else None
-        future: asyncio.Future[PubAck] = await self._js.publish_async(
-            subject, payload, headers=headers, wait_stall=stall
-        )
+        future = await self._inbox.publish(subject, payload, headers, stall_s=self._stall_s)
         self.pending.append(future)
         return future
 
