@@ -26,11 +26,11 @@ from schemas import Namespace
 class _Batches:
     """A `process` callback: records each batch, sets `handled` when told, settles when told."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int = 2) -> None:
         self.seen: list[bytes] = []
-        self.arrived = [asyncio.Event(), asyncio.Event()]
-        self.let_handle = [asyncio.Event(), asyncio.Event()]
-        self.let_settle = [asyncio.Event(), asyncio.Event()]
+        self.arrived = [asyncio.Event() for _ in range(count)]
+        self.let_handle = [asyncio.Event() for _ in range(count)]
+        self.let_settle = [asyncio.Event() for _ in range(count)]
 
     async def __call__(self, messages: list[Msg], handled: asyncio.Event) -> None:
         index = len(self.seen)
@@ -48,8 +48,8 @@ async def _loop(
     nc: NATS, ns: Namespace, batches: _Batches, *, settles_behind: bool
 ) -> AsyncIterator[None]:
     js = nc.jetstream()
-    for text in (b"first", b"second"):
-        await js.publish(ns.submit("probe"), text)
+    for n in range(len(batches.arrived)):
+        await js.publish(ns.submit("probe"), [b"first", b"second", b"third"][n])
     settings = load_settings(namespace=ns.root, actor_id="probe", fetch_batch=1, max_in_flight=1)
     spec = Input(ns.stream("submit"), ns.wildcard("submit"), "probe", "subject")
     loop = ConsumerLoop(
@@ -99,6 +99,23 @@ async def test_without_settling_behind_the_next_batch_waits_for_the_last_to_sett
             await asyncio.wait_for(batches.arrived[1].wait(), 0.5)
         batches.let_settle[0].set()
         await asyncio.wait_for(batches.arrived[1].wait(), 5)
+
+
+async def test_at_most_one_batch_settles_behind_the_one_being_handled(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """Room is made for one batch settling, not for an unbounded number of them."""
+    batches = _Batches(3)
+    async with _loop(nc, namespace, batches, settles_behind=True):
+        for index in (0, 1):
+            batches.let_handle[index].set()
+            await asyncio.wait_for(batches.arrived[index].wait(), 5)
+        batches.let_handle[2].set()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batches.arrived[2].wait(), 0.5)
+        batches.let_settle[0].set()
+        await asyncio.wait_for(batches.arrived[2].wait(), 5)
+        assert batches.seen == [b"first", b"second", b"third"]
 
 
 async def test_a_record_being_written_is_read_from_its_write_not_from_kv(
