@@ -74,26 +74,34 @@ class GateStore:
             self._cache.pop(key, None)
 
     async def _read(self, key: str) -> None:
+        before = self._cache.get(key)
         try:
             entry = await self._kv.get(key)
         except KeyNotFoundError:
-            self._remember(key, None, 0)
-            return
-        value = _decode(key, entry.value) if entry.value else None
-        self._remember(key, value, int(entry.revision or 0))
+            value, revision = None, 0
+        else:
+            value = _decode(key, entry.value) if entry.value else None
+            revision = int(entry.revision or 0)
+        if key in self._in_flight or self._cache.get(key) is not before:
+            return  # this process wrote the key meanwhile: its own record is newer
+        self._remember(key, value, revision)
 
     async def load(self, keys: Iterable[str], wait_s: float = 5.0) -> dict[str, Struct | None]:
         """The current value of each key (None when absent), reading misses concurrently.
 
-        A key written by this process and not yet acknowledged is read once its write is
-        (up to `wait_s`; after that, or if the write failed, from KV).
+        A key this process is still writing is answered once its write is acknowledged, or
+        after `wait_s` from what it wrote (KV may not hold it yet); a write that failed
+        leaves the key to be read from KV.
         """
         wanted = list(dict.fromkeys(keys))
         writing = [self._in_flight[key] for key in wanted if key in self._in_flight]
         if writing:
             await asyncio.wait(writing, timeout=wait_s)
         missing = [
-            key for key in wanted if key not in self._cache or self._cache[key][1] == _UNKNOWN
+            key
+            for key in wanted
+            if key not in self._cache
+            or (self._cache[key][1] == _UNKNOWN and key not in self._in_flight)
         ]
         if missing:
             await asyncio.gather(*(self._read(key) for key in missing))
@@ -130,7 +138,8 @@ class GateStore:
 
     async def commit(self, updates: dict[str, Struct], timeout: float) -> frozenset[str]:
         """Write `updates`, each only if its key is still at the revision this process last
-        saw, concurrently; return the keys another writer changed first (now uncached).
+        saw, concurrently; return the keys not written: changed by another writer first (now
+        uncached), or still being written by this process (no revision to name yet).
 
         Each write is a plain JetStream publish awaited with the others: nats-py's
         `publish_async` never completes a future whose publish JetStream refused, so a
@@ -140,14 +149,16 @@ class GateStore:
             Exception: JetStream failed for a reason other than a stale revision (the
                 caller's messages are then retried).
         """
-        if not updates:
-            return frozenset()
-        keys = list(updates)
+        # A record still being written has no revision to name yet: decided again later.
+        unknown = {key for key in updates if self._revision(key) == _UNKNOWN}
+        keys = [key for key in updates if key not in unknown]
+        if not keys:
+            return frozenset(unknown)
         async with asyncio.timeout(timeout):
             results = await asyncio.gather(
                 *(self._write(key, updates[key]) for key in keys), return_exceptions=True
             )
-        stale: set[str] = set()
+        stale: set[str] = set(unknown)
         failure: BaseException | None = None
         for key, result in zip(keys, results, strict=True):
             if isinstance(result, BaseException):
@@ -162,8 +173,11 @@ class GateStore:
             raise failure
         return frozenset(stale)
 
+    def _revision(self, key: str) -> int:
+        return self._cache[key][1] if key in self._cache else 0
+
     async def _write(self, key: str, value: Struct) -> PubAck:
-        revision = self._cache[key][1] if key in self._cache else 0
+        revision = self._revision(key)
         ack: PubAck = await self._js.publish(
             self._prefix + key,
             _encoder.encode(value),

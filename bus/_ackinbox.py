@@ -101,27 +101,45 @@ class AckInbox:
 
         Raises:
             PublishStalled: `max_pending` requests have waited for answers for `stall_s`.
+            Exception: nats-py could not send it (too large, closed, buffer full while
+                reconnecting); nothing is left waiting for an answer.
         """
         if self._sub is None:
             raise RuntimeError("AckInbox.publish before open()")
         token = await self._next_token(stall_s)
         future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
+        try:
+            await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+        except BaseException:
+            del self._waiting[token]
+            future.cancel()
+            raise
         if self._timeout is not None:
             expire = future.get_loop().call_later(self._timeout, self._expire, token)
             future.add_done_callback(lambda _: expire.cancel())
-        await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
         return future
 
     async def ack(self, reply: str, *, stall_s: float = 5.0) -> asyncio.Future[None]:
         """Ack a JetStream message (`msg.reply`); the future resolves once the server has
-        recorded the ack, as nats-py's `ack_sync` would, without a request of its own."""
+        recorded the ack, as nats-py's `ack_sync` would, without a request of its own.
+
+        An ack has no timeout of its own: the caller waits with its deadline.
+
+        Raises:
+            PublishStalled, Exception: as `publish`.
+        """
         if self._sub is None:
             raise RuntimeError("AckInbox.ack before open()")
         token = "a" + await self._next_token(stall_s)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks[token] = future
-        await self._nc.publish(reply, _ACK, reply=self._prefix + token)
+        try:
+            await self._nc.publish(reply, _ACK, reply=self._prefix + token)
+        except BaseException:
+            del self._acks[token]
+            future.cancel()
+            raise
         return future
 
     async def _next_token(self, stall_s: float) -> str:
@@ -153,17 +171,24 @@ class AckInbox:
 
     async def _on_reply(self, msg: Msg) -> None:
         token = msg.subject[len(self._prefix) :]
-        if not self._room.is_set() and self.pending() < self._max_pending // 2:
-            self._room.set()
+        no_responders = msg.headers is not None and msg.headers.get("Status") == "503"
         if token.startswith("a"):
             acked = self._acks.pop(token, None)
             if acked is not None and not acked.done():
-                acked.set_result(None)
-            return
-        future = self._waiting.pop(token, None)
-        if future is None or future.done():
-            return
-        if msg.headers and msg.headers.get("Status") == "503":
+                if no_responders:  # as ack_sync: the consumer was deleted or re-created
+                    acked.set_exception(AppendRefused(503, 0, "no consumer took this ack"))
+                else:
+                    acked.set_result(None)
+        else:
+            future = self._waiting.pop(token, None)
+            if future is not None and not future.done():
+                self._answer(future, msg, no_responders)
+        if not self._room.is_set() and self.pending() < self._max_pending // 2:
+            self._room.set()
+
+    @staticmethod
+    def _answer(future: asyncio.Future[PubAck], msg: Msg, no_responders: bool) -> None:
+        if no_responders:
             future.set_exception(AppendRefused(503, 0, "no stream listens on this subject"))
             return
         try:

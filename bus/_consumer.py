@@ -172,6 +172,7 @@ class ConsumerLoop:
         async with asyncio.TaskGroup() as tasks:
             heartbeat = tasks.create_task(self._heartbeat())
             stop_wait = tasks.create_task(stopping.wait())
+            behind: asyncio.Task[None] | None = None
             while not stopping.is_set():
                 room = await self._reserve(stop_wait)
                 if room == 0:
@@ -189,11 +190,19 @@ class ConsumerLoop:
                     self._in_flight[id(msg)] = (msg, now)
                 handled = asyncio.Event()
                 batch = tasks.create_task(self._run_batch(messages, handled))
-                if self._sequential:  # in order: the next fetch waits for this batch (or a stop)
-                    waited = tasks.create_task(handled.wait()) if self._settles_behind else batch
-                    await asyncio.wait({waited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                    if waited is not batch:
-                        waited.cancel()
+                if not self._sequential:
+                    continue
+                if not self._settles_behind:  # the next fetch waits for this batch (or a stop)
+                    await asyncio.wait({batch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                # The next fetch waits for this batch's handlers and for the batch before it
+                # to settle: one batch settles behind the one being handled, never more.
+                waited = tasks.create_task(handled.wait())
+                await asyncio.wait({waited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                waited.cancel()
+                if behind is not None:
+                    await asyncio.wait({behind, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                behind = batch
             await self._drain_in_flight()
             heartbeat.cancel()
 

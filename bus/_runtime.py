@@ -33,7 +33,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus._ackinbox import AckInbox
+from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import Uptime, check_fsync, connect
 from bus._consumer import ConsumerLoop
@@ -97,8 +97,19 @@ def _collect_less() -> None:
     is moved out of the collector's sight, and young collections run less often; garbage
     cycles are still collected, later.
     """
+    gc.collect()
     gc.freeze()
     gc.set_threshold(_YOUNG_COLLECTION_EVERY, 20, 100)
+
+
+def _ack_failure(
+    item: asyncio.Future[None] | BaseException, late: set[asyncio.Future[None]]
+) -> BaseException | None:
+    if isinstance(item, BaseException):
+        return item
+    if item in late:
+        return TimeoutError("the server did not confirm the ack in time")
+    return item.exception()
 
 
 class ActorRuntime:
@@ -365,12 +376,19 @@ class ActorRuntime:
 
     async def _ack(self, inbox: AckInbox, jobs: list[_Job]) -> list[BaseException | None]:
         """Ack every job's message, pipelined, and wait until the server recorded each ack
-        (or `ack_wait_s / 2` passed); None for each ack recorded, else what went wrong."""
+        (or `ack_wait_s / 2` passed); None for each ack recorded, else what went wrong.
+
+        A message whose ack is not recorded is redelivered after the ack wait, and its
+        effects, published again with the same ids, are dropped as duplicates.
+        """
         sent: list[asyncio.Future[None] | BaseException] = []
         for job in jobs:
             try:
                 sent.append(await inbox.ack(job.msg.reply))
-            except Exception as exc:  # not sent: the message is redelivered after ack_wait
+            except PublishStalled as exc:  # the rest would each wait as long: give up now
+                sent.extend([exc] * (len(jobs) - len(sent)))
+                break
+            except Exception as exc:
                 sent.append(exc)
         waiting = [item for item in sent if isinstance(item, asyncio.Future)]
         late: set[asyncio.Future[None]] = set()
@@ -378,14 +396,7 @@ class ActorRuntime:
             _done, late = await asyncio.wait(waiting, timeout=self.settings.ack_wait_s / 2)
             for future in late:
                 future.cancel()
-        return [
-            item
-            if isinstance(item, BaseException)
-            else (
-                TimeoutError("the server did not confirm the ack in time") if item in late else None
-            )
-            for item in sent
-        ]
+        return [_ack_failure(item, late) for item in sent]
 
     async def _deferred(self, done: list[_Job]) -> list[_Job]:
         """Nak the messages whose handlers deferred them (with their delay); return the rest."""

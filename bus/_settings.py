@@ -59,7 +59,12 @@ class Settings(BaseSettings):
     max_deliver: int = Field(default=5, ge=1)
     backoff_s: tuple[float, ...] = (0.25, 1.0, 5.0)
     fetch_batch: int = Field(default=64, ge=1, le=1024)
-    max_in_flight: int = Field(default=64, ge=1)
+    max_in_flight: int = Field(
+        default=64,
+        ge=1,
+        description="Messages handled at once per input; twice that for an actor that settles "
+        "one batch behind the one it handles (the gate).",
+    )
     fetch_timeout_s: float = Field(default=5.0, gt=0)
     watchdog_idle_fetches: int = Field(default=3, ge=1)
     grace_s: float = Field(default=10.0, ge=0)

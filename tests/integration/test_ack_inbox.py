@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.errors import MaxPayloadError
 from nats.js.api import StreamConfig
 from prometheus_client import CollectorRegistry
 
@@ -84,6 +85,38 @@ async def test_acks_are_confirmed_by_the_server(nc: NATS, namespace: Namespace) 
     await asyncio.wait_for(asyncio.gather(*[await inbox.ack(m.reply) for m in messages]), 5)
     info = await js.consumer_info(stream, "reader")
     assert (info.num_ack_pending, info.ack_floor.stream_seq) == (0, 3)
+
+
+async def test_a_publish_nats_py_cannot_send_leaves_nothing_waiting(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """Too large for the server: nats-py raises, and no future is left for an answer that
+    will never come (enough of them would stall every later publish)."""
+    prefix = await _stream(nc, namespace, "unsent")
+    inbox = AckInbox(nc, max_pending=2)
+    await inbox.open()
+    for _ in range(3):
+        with pytest.raises(MaxPayloadError):
+            await inbox.publish(f"{prefix}.big", b"x" * (nc.max_payload + 1), {}, stall_s=0.2)
+    assert inbox.pending() == 0
+    stored = await inbox.publish(f"{prefix}.small", b"x", {}, stall_s=0.2)
+    assert (await asyncio.wait_for(stored, 5)).seq == 1
+
+
+async def test_an_ack_nobody_takes_fails_as_ack_sync_would(nc: NATS, namespace: Namespace) -> None:
+    """The consumer was deleted (an operator, or the watchdog re-creating it): the ack is
+    not recorded, and the message will be delivered again."""
+    prefix = await _stream(nc, namespace, "orphan")
+    js = nc.jetstream()
+    await js.publish(f"{prefix}.m", b"m")
+    stream = f"{namespace.root}_orphan".upper()
+    sub = await js.pull_subscribe(f"{prefix}.>", durable="gone", stream=stream)
+    (message,) = await sub.fetch(1, timeout=5)
+    await js.delete_consumer(stream, "gone")
+    inbox = AckInbox(nc)
+    await inbox.open()
+    with pytest.raises(AppendRefused, match="no consumer"):
+        await asyncio.wait_for(await inbox.ack(message.reply), 5)
 
 
 async def test_unanswered_requests_stall_publishing_until_room_is_made(

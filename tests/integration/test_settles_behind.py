@@ -45,12 +45,14 @@ class _Batches:
 
 @asynccontextmanager
 async def _loop(
-    nc: NATS, ns: Namespace, batches: _Batches, *, settles_behind: bool
+    nc: NATS, ns: Namespace, batches: _Batches, *, settles_behind: bool, max_in_flight: int = 1
 ) -> AsyncIterator[None]:
     js = nc.jetstream()
     for n in range(len(batches.arrived)):
         await js.publish(ns.submit("probe"), [b"first", b"second", b"third"][n])
-    settings = load_settings(namespace=ns.root, actor_id="probe", fetch_batch=1, max_in_flight=1)
+    settings = load_settings(
+        namespace=ns.root, actor_id="probe", fetch_batch=1, max_in_flight=max_in_flight
+    )
     spec = Input(ns.stream("submit"), ns.wildcard("submit"), "probe", "subject")
     loop = ConsumerLoop(
         js,
@@ -104,9 +106,10 @@ async def test_without_settling_behind_the_next_batch_waits_for_the_last_to_sett
 async def test_at_most_one_batch_settles_behind_the_one_being_handled(
     nc: NATS, namespace: Namespace
 ) -> None:
-    """Room is made for one batch settling, not for an unbounded number of them."""
+    """One batch settles while the next is handled, never more, even when the room for
+    messages in flight would hold more batches (here four of one message each)."""
     batches = _Batches(3)
-    async with _loop(nc, namespace, batches, settles_behind=True):
+    async with _loop(nc, namespace, batches, settles_behind=True, max_in_flight=2):
         for index in (0, 1):
             batches.let_handle[index].set()
             await asyncio.wait_for(batches.arrived[index].wait(), 5)
@@ -135,7 +138,13 @@ async def test_a_record_being_written_is_read_from_its_write_not_from_kv(
     reading = asyncio.create_task(store.load([key]))
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(asyncio.shield(reading), 0.3)
+    # Still unacknowledged past the wait: answered from what was written, not from KV.
+    assert await store.load([key], wait_s=0.1) == {key: position}
+    # No revision to name yet: a compare-and-set is put off, not sent.
+    assert await store.commit({key: position}, timeout=5) == frozenset({key})
     write.set_result(PubAck(stream="KV", seq=41))
     assert await asyncio.wait_for(reading, 5) == {key: position}
-    # The acknowledged revision is what the next compare-and-set will name.
+    # The acknowledged revision is what the next compare-and-set names (KV has no such
+    # record, so naming 41 is refused: a write naming "create" would have gone through).
     assert await store.commit({key: position}, timeout=5) == frozenset({key})
+    assert await store.load([key]) == {key: None}
