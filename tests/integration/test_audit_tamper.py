@@ -38,6 +38,18 @@ _records = msgspec.json.Decoder(AuditRecord)
 _checkpoints = msgspec.json.Decoder(Checkpoint)
 
 
+async def _records_stored(js: JetStreamContext, ns: Namespace, count: int) -> None:
+    """Wait until the audit stream holds `count` records (checkpoints aside)."""
+    sub = await js.subscribe(ns.wildcard("audit"), ordered_consumer=True)
+    try:
+        seen = 0
+        while seen < count:
+            msg = await sub.next_msg(timeout=20)
+            seen += not msg.subject.endswith("." + CHECKPOINT_PROFILE)
+    finally:
+        await sub.unsubscribe()
+
+
 def _is_checkpoint(message: Message) -> bool:
     return message[0].endswith("." + CHECKPOINT_PROFILE)
 
@@ -173,7 +185,10 @@ async def test_two_hundred_random_tamperings_are_all_caught(
                 js, namespace, decision(f"p{i % 4}", f"p{(i + 1) % 4}", allowed=i % 2 == 0)
             )
         await auditor.wait_line(r'"count":54\b', timeout=20)
-        auditor.signal(signal.SIGTERM)  # the final checkpoint pins the last records
+        # Stopped only once every fact is recorded (a fact not yet fetched would be left for
+        # the next auditor); the final checkpoint then pins the last six records.
+        await _records_stored(js, namespace, 60)
+        auditor.signal(signal.SIGTERM)
         assert await auditor.wait_exit() == 0
     finally:
         auditor.close()
