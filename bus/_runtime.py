@@ -93,10 +93,13 @@ def _collect_less() -> None:
     An actor allocates a few short-lived objects per message and keeps large long-lived ones
     (the gate's record cache holds up to 200,000 records). With Python's default thresholds
     the collector runs every 700 allocations and keeps walking those records: a tenth of
-    the gate's CPU per envelope (docs/benchmarks.md). What exists once the actor has started
+    the gate's CPU per envelope with lazy fsync. What exists once the actor has started
     is moved out of the collector's sight, and young collections run less often; garbage
-    cycles are still collected, later.
+    cycles are still collected, later. Done once per process: several runtimes in one process
+    (tests, benchmarks) would otherwise keep freezing each other's objects.
     """
+    if gc.get_threshold()[0] >= _YOUNG_COLLECTION_EVERY:
+        return
     gc.collect()
     gc.freeze()
     gc.set_threshold(_YOUNG_COLLECTION_EVERY, 20, 100)
