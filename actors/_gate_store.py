@@ -117,8 +117,9 @@ class GateStore:
     def remember(self, key: str, value: Struct, stored: asyncio.Future[PubAck]) -> None:
         """Cache a record whose write `stored` is in flight.
 
-        Until JetStream acknowledges it the record's revision is unknown, and a read of the
-        key goes to KV; the acknowledgement gives the revision the next compare-and-set names.
+        Until JetStream acknowledges it the record's revision is unknown: a read of the key
+        waits for the acknowledgement (see `load`), which gives the revision the next
+        compare-and-set names; a failed write uncaches the key.
         """
         self._remember(key, value, _UNKNOWN)
         self._in_flight[key] = stored

@@ -112,7 +112,7 @@ class AckInbox:
         try:
             await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
         except BaseException:
-            del self._waiting[token]
+            self._waiting.pop(token, None)
             future.cancel()
             raise
         if self._timeout is not None:
@@ -137,7 +137,7 @@ class AckInbox:
         try:
             await self._nc.publish(reply, _ACK, reply=self._prefix + token)
         except BaseException:
-            del self._acks[token]
+            self._acks.pop(token, None)
             future.cancel()
             raise
         return future
