@@ -342,7 +342,7 @@ class _Slots:
     """Room for messages in flight: taken a fetch at a time, given back a batch at a time.
 
     A semaphore would take a fetch's room one slot (and one await) at a time: 64 of them for
-    every fetch, however few messages it brings, which showed in the gate's latency.
+    every fetch, however few messages it brings, which showed in the gate's profile.
     """
 
     def __init__(self, size: int) -> None:
