@@ -3,7 +3,7 @@ the embedded server and the supervisor. Imports `schemas`; never imports `actors
 
 from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout, PublishStalled
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import FsyncCheckError, Uptime, check_fsync, connect
+from bus._connection import FsyncCheckError, Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
 from bus._context import Context, Deferral
 from bus._deadletter import (
@@ -100,6 +100,7 @@ __all__ = (
     "current_trace_id",
     "dump_tasks",
     "find_nats_server",
+    "jetstream",
     "load_private_key",
     "load_public_key",
     "load_settings",

@@ -18,12 +18,13 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
 
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
 
-__all__ = ("FsyncCheckError", "check_fsync", "connect")
+__all__ = ("FsyncCheckError", "check_fsync", "connect", "jetstream")
 
 log = logging.getLogger("parley.bus.connection")
 
@@ -115,6 +116,12 @@ async def connect(
     if uptime is not None:
         uptime.mark()
     return connection
+
+
+def jetstream(nc: NATS, settings: Settings) -> JetStreamContext:
+    """The JetStream context of a connection made with `settings`: its API requests go where
+    the actor's account reaches JetStream (`js_api_prefix`)."""
+    return nc.jetstream(prefix=settings.js_api_prefix)
 
 
 def _read_varz(monitor_url: str) -> dict[str, Any]:

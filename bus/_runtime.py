@@ -35,7 +35,7 @@ from nats.js import JetStreamContext
 
 from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import Uptime, check_fsync, connect
+from bus._connection import Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerLoop
 from bus._context import Context
 from bus._deadletter import DeadLetters
@@ -146,7 +146,7 @@ class ActorRuntime:
             uptime = Uptime()
             nc = await connect(settings, actor_id, self.metrics, uptime=uptime)
             stack.push_async_callback(self._drain, nc)
-            js = nc.jetstream()
+            js = jetstream(nc, settings)
             self._nc, self._js = nc, js
             self._inbox = AckInbox(nc)
             await self._inbox.open()

@@ -92,6 +92,13 @@ class Settings(BaseSettings):
         description="Stream families (`deliver`) whose every consumer's exhausted messages this "
         "actor moves to PARLEY_DEAD, for receivers the broker does not trust to do it.",
     )
+    js_api_prefix: str = Field(
+        default="$JS.API",
+        pattern=r"^\$JS(\.[A-Za-z0-9_-]+)*\.API$",
+        description="Where this actor's JetStream API requests go: `$JS.API` in the account "
+        "that holds JetStream; the prefix its own account imports the API under otherwise "
+        "(`parley nats-config` writes it for agents and persons).",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Actor-specific settings ([options] in TOML)."
     )

@@ -217,7 +217,7 @@ async def _run(
     try:
         js = nc.jetstream()
         load = Load()
-        await follow_events(js, ns, load)
+        await follow_events(nc, ns, load)
         faults = Faults(children, server, out)
         started = time.monotonic()
         stop_at = started + options.duration_s
@@ -227,10 +227,16 @@ async def _run(
             tasks.create_task(faults.run(plan, started))
             for _ in range(options.sessions):
                 tasks.create_task(worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
+    finally:
+        await nc.close()
+    # The whole timeline is an operator's to read: a person's account sees it only live.
+    admin = await _connect(server.url, broker, PROVISIONER)
+    try:
+        js = admin.jetstream()
         events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
         decisions = await read_stream(js, ns.stream("events"), ns.wildcard("decisions"), timeout=60)
     finally:
-        await nc.close()
+        await admin.close()
     history = history_from(
         sorted([*decisions, *events], key=lambda r: r.seq), load.roots, answering=options.agents
     )

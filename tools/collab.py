@@ -1,11 +1,15 @@
 """`parley collab` and `parley say`: a person's side of a session, from a terminal.
 
 The command submits a human message on `parley.submit.cli` (a root: its trace id is its own
-id), then follows `parley.events.<session>` from the start through an ordered consumer and
-prints each turn as it happens. The session id is chosen here, before submitting, so not one
-event can be missed. Ctrl-C sends Stop (a `control` envelope) and waits for the router to
-confirm; a second Ctrl-C leaves at once. A refusal by the gate (its decision on
-`parley.decisions.cli`) ends the command with the gate's reason.
+id), then follows `parley.events.<session>` live and prints each turn as it happens. The
+session id is chosen here and the subscriptions are confirmed by the server before the
+message is submitted, so not one event can be missed while the connection holds. A person's
+account imports the timelines and its own decisions as read-only streams: it creates no
+consumer, since a consumer's creator chooses where the server writes what it reads.
+
+Ctrl-C sends Stop (a `control` envelope) and waits for the router to confirm; a second
+Ctrl-C leaves at once. A refusal by the gate (its decision on `parley.decisions.cli`) ends
+the command with the gate's reason.
 
 Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 130 it was
 canceled.
@@ -26,7 +30,6 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
 
 from bus import ConfigError, Settings, TraceHeaders, load_settings
 from schemas import (
@@ -123,19 +126,10 @@ async def follow_session(
             news.put_nowait(envelope)
 
     subs = [
-        await js.subscribe(
-            ns.events(msg.session_id),
-            cb=on_message,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-        ),
-        await js.subscribe(
-            ns.decisions(SENDER),
-            cb=on_message,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-        ),
+        await nc.subscribe(ns.events(msg.session_id), cb=on_message),
+        await nc.subscribe(ns.decisions(SENDER), cb=on_message),
     ]
+    await nc.flush()  # the server has both subscriptions before anything is submitted
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
     async with asyncio.TaskGroup() as tasks:

@@ -4,8 +4,10 @@ Writes, into `--out DIR`:
 
 - `nats-server.conf`: listen, monitoring, JetStream with `sync_interval: always` (as the
   embedded server runs), and `include "authorization.conf"`;
-- `authorization.conf`: one nkey user per actor with its permissions (tools/natsperms.py),
-  as JSON (a subset of nats-server's config syntax) so tools and tests can read it back;
+- `authorization.conf`: the accounts (tools/natsperms.py): the core account with JetStream and
+  the trusted actors, and one account per agent or person, each with one nkey user, its
+  permissions and the services and streams it imports from the core account; as JSON (a
+  subset of nats-server's config syntax) so tools and tests can read it back;
 - `actors.json`: which public key is which actor and role (nkey users carry no name);
 - `seeds/<actor>.nk`: each actor's private seed, readable by its owner only;
 - `actors/<actor>.toml`: the settings that actor runs with (`parley run ... --config`): its
@@ -29,13 +31,21 @@ from typing import Any
 import nkeys
 
 from schemas import Namespace, SubjectTokenError, check_token
-from tools.natsperms import PROVISIONER, permissions_for, role_of, settings_for
+from tools.natsperms import (
+    CORE_ACCOUNT,
+    PROVISIONER,
+    Permissions,
+    permissions_for,
+    role_of,
+    settings_for,
+)
 
 __all__ = (
     "DEFAULT_ACTORS",
     "add_natsconf_commands",
     "new_user_seed",
     "public_key",
+    "read_accounts",
     "read_authorization",
     "write_nats_config",
 )
@@ -126,12 +136,15 @@ def write_nats_config(
         seeds_dir.mkdir(mode=0o700, exist_ok=True)
         (out / "actors").mkdir(exist_ok=True)
     manifest: dict[str, dict[str, str]] = {}
-    users: list[dict[str, Any]] = []
+    users: dict[str, dict[str, Any]] = {}
+    grants: list[Permissions] = []
     for actor in names:
         seed = _seed_for(seeds_dir, actor)
         nkey = public_key(seed)
-        manifest[actor] = {"role": role_of(actor), "nkey": nkey}
-        users.append({"nkey": nkey, "permissions": permissions_for(actor, ns).to_config()})
+        perms = permissions_for(actor, ns)
+        grants.append(perms)
+        manifest[actor] = {"role": role_of(actor), "nkey": nkey, "account": perms.account}
+        users[actor] = {"nkey": nkey, "permissions": perms.to_config()}
         if seeds_dir is not None:
             values = {
                 **settings_for(actor, ns),
@@ -144,20 +157,60 @@ def write_nats_config(
         f"# One nkey user per actor of namespace {ns.root!r}, written by `parley nats-config`;\n"
         f"# {MANIFEST} says which key is which actor. Least privilege: see tools/natsperms.py.\n"
     )
-    body = json.dumps({"authorization": {"users": users}}, indent=2)
+    body = json.dumps({"accounts": _accounts(names, users, grants)}, indent=2)
     (out / AUTHORIZATION).write_text(header + (_EXAMPLE_NOTE if example else "") + body + "\n")
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     (out / "nats-server.conf").write_text(_server_conf(store_dir, example))
     return manifest
 
 
+def _accounts(
+    names: Sequence[str], users: dict[str, dict[str, Any]], grants: Sequence[Permissions]
+) -> dict[str, dict[str, Any]]:
+    """The core account (JetStream, the trusted actors, its exports) and one account per
+    other principal, which imports exactly its grants, each exported to it alone."""
+    core: dict[str, Any] = {"jetstream": "enabled", "users": [], "exports": []}
+    accounts: dict[str, dict[str, Any]] = {CORE_ACCOUNT: core}
+    services: dict[str, list[str]] = {}
+    streams: dict[str, list[str]] = {}
+    for actor, perms in zip(names, grants, strict=True):
+        if perms.account == CORE_ACCOUNT:
+            core["users"].append(users[actor])
+            continue
+        imports: list[dict[str, Any]] = []
+        for subject in perms.imports_services:
+            services.setdefault(subject, []).append(perms.account)
+            imports.append(
+                {
+                    "service": {"account": CORE_ACCOUNT, "subject": subject},
+                    "to": perms.local(subject),
+                }
+            )
+        for subject in perms.stream_imports:
+            streams.setdefault(subject, []).append(perms.account)
+            imports.append({"stream": {"account": CORE_ACCOUNT, "subject": subject}})
+        accounts[perms.account] = {"users": [users[actor]], "imports": imports}
+    for subject, to in services.items():
+        export: dict[str, Any] = {"service": subject, "accounts": to}
+        if ".MSG.NEXT." in subject:  # one pull request, many messages back
+            export["response_type"] = "stream"
+        core["exports"].append(export)
+    core["exports"] += [{"stream": subject, "accounts": to} for subject, to in streams.items()]
+    return accounts
+
+
 def read_authorization(path: Path) -> list[dict[str, Any]]:
-    """The users of an `authorization.conf` written by `write_nats_config`."""
+    """The users of every account of an `authorization.conf` written by `write_nats_config`."""
+    return [user for account in read_accounts(path).values() for user in account["users"]]
+
+
+def read_accounts(path: Path) -> dict[str, dict[str, Any]]:
+    """The accounts of an `authorization.conf` written by `write_nats_config`."""
     text = "\n".join(
         line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")
     )
-    users: list[dict[str, Any]] = json.loads(text)["authorization"]["users"]
-    return users
+    accounts: dict[str, dict[str, Any]] = json.loads(text)["accounts"]
+    return accounts
 
 
 def _cmd_nats_config(args: argparse.Namespace) -> int:

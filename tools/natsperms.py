@@ -26,6 +26,28 @@ runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_prov
   came from the server), so no subject outside an inbox has a listener a push consumer could
   feed.
 
+Accounts: what the broker writes on a principal's behalf
+-------------------------------------------------------
+nats-server checks a publish against the publisher's permissions, but not the reply subject of
+a request it answers itself: a JetStream API answer, a publish acknowledgement, an ack's
+confirmation and the messages a pull request asks for all go to whatever reply subject the
+requester chose, and a stream that captures that subject stores them. Within one account any
+principal could therefore have the server write on `parley.submit.<someone else>`,
+`parley.audit.>` or `$KV.<bucket>.<key>`. So only the trusted actors (the gate, the router,
+the auditor and the provisioner, `TRUSTED_ROLES`) share the account that holds JetStream
+(`CORE_ACCOUNT`); every other principal (each agent, each person) is alone in an account of
+its own, which has no JetStream and no subjects but what it imports:
+
+- every subject of its grants is a *service* the core account exports to that account alone
+  and it imports (JetStream API subjects under `IMPORTED_JS_API` instead of `$JS.API`, so
+  they do not collide with the server's own "JetStream not enabled" responder); a request
+  crosses into the core account, and its answer comes back into the principal's account on
+  its reply subject there, where nothing but its own imports lead anywhere, and those are
+  subjects it may publish on anyway;
+- what it may read live (a person follows its session's events and the gate's decisions on
+  what it sent) is a *stream* the core account exports to it: read-only, it cannot publish
+  back through it.
+
 Moving an exhausted message to PARLEY_DEAD means reading and deleting it by sequence
 (`STREAM.MSG.GET`, `STREAM.MSG.DELETE`), which on PARLEY_DELIVER would let one receiver read
 and delete every other receiver's messages. Receivers therefore do not get them: the gate,
@@ -41,9 +63,14 @@ from bus import BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
 
 __all__ = (
+    "CORE_ACCOUNT",
     "FIXED_ROLES",
+    "IMPORTED_JS_API",
     "PROVISIONER",
+    "TRUSTED_ROLES",
     "Permissions",
+    "account_of",
+    "core_subject",
     "permissions_for",
     "role_of",
     "settings_for",
@@ -51,6 +78,9 @@ __all__ = (
 
 PROVISIONER = "provisioner"
 FIXED_ROLES = ("gate", "router", "auditor", "cli", PROVISIONER)
+TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
+CORE_ACCOUNT = "PARLEY"
+IMPORTED_JS_API = "$JS.PARLEY.API"
 _JS = "$JS.API"
 _ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 _STREAM_ADMIN = ("CREATE", "UPDATE", "DELETE", "PURGE")
@@ -65,16 +95,44 @@ class Permissions:
     subscribe_allow: tuple[str, ...]
     publish_deny: tuple[str, ...] = field(default=())
     subscribe_deny: tuple[str, ...] = field(default=())
+    account: str = CORE_ACCOUNT
+    stream_imports: tuple[str, ...] = field(default=())
+    """Core subjects an account principal receives live (read-only), beside its inbox."""
+
+    @property
+    def imports_services(self) -> tuple[str, ...]:
+        """The core subjects an account principal reaches: every publish grant but its inbox."""
+        if self.account == CORE_ACCOUNT:
+            return ()
+        return tuple(s for s in self.publish_allow if not s.startswith("_INBOX"))
 
     def to_config(self) -> dict[str, object]:
-        """The `permissions` block of a nats-server user."""
-        publish: dict[str, list[str]] = {"allow": list(self.publish_allow)}
+        """The `permissions` block of a nats-server user, in its own account's subjects."""
+        publish: dict[str, list[str]] = {"allow": [self.local(s) for s in self.publish_allow]}
         if self.publish_deny:
-            publish["deny"] = list(self.publish_deny)
-        subscribe: dict[str, list[str]] = {"allow": list(self.subscribe_allow)}
+            publish["deny"] = [self.local(s) for s in self.publish_deny]
+        subscribe: dict[str, list[str]] = {"allow": [*self.subscribe_allow, *self.stream_imports]}
         if self.subscribe_deny:
             subscribe["deny"] = list(self.subscribe_deny)
         return {"publish": publish, "subscribe": subscribe}
+
+    def local(self, subject: str) -> str:
+        """`subject` as this principal names it in its own account (the imported JS API)."""
+        if self.account != CORE_ACCOUNT and subject.startswith(f"{_JS}."):
+            return IMPORTED_JS_API + subject[len(_JS) :]
+        return subject
+
+
+def core_subject(local: str) -> str:
+    """The core account's subject for a subject an account principal publishes on."""
+    if local.startswith(f"{IMPORTED_JS_API}."):
+        return _JS + local[len(IMPORTED_JS_API) :]
+    return local
+
+
+def account_of(actor: str) -> str:
+    """The account `actor` logs in to: the core account for trusted actors, else its own."""
+    return CORE_ACCOUNT if role_of(actor) in TRUSTED_ROLES else f"principal-{actor}"
 
 
 def role_of(actor: str) -> str:
@@ -178,10 +236,6 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.durable("dead", ns.wildcard("dead"))
         g.pub(ns.wildcard("audit"))
         g.read_stream(ns.stream("audit"))
-    elif role == "cli":
-        g.pub(f"{_JS}.STREAM.NAMES")  # nats-py looks a subscription's stream up by subject
-        g.read_stream(ns.stream("events"))
-        g.read_bucket("registry")
 
 
 def _provisioner_grants(g: _Grants) -> None:
@@ -200,6 +254,7 @@ def _provisioner_grants(g: _Grants) -> None:
     for family in ("deliver", "timers"):  # every receiver's durables
         g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream(family)}.>")
     g.pub(f"$KV.{ns.bucket('policy')}.>")  # publishing signed bundles is an operator's act
+    g.read_stream(ns.stream("events"))  # the whole timeline is an operator's to read
 
 
 def permissions_for(actor: str, ns: Namespace) -> Permissions:
@@ -213,11 +268,15 @@ def permissions_for(actor: str, ns: Namespace) -> Permissions:
     deny = [] if role == "gate" else [f"{ns.root}.deliver.>"]
     if role != PROVISIONER:
         deny += [f"{_JS}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
+    # A person follows its sessions' timelines and the gate's word on what it sent, live.
+    follows = (ns.wildcard("events"), ns.decisions(actor)) if role == "cli" else ()
     return Permissions(
         publish_allow=tuple(g.publish),
         subscribe_allow=tuple(g.subscribe),
         publish_deny=tuple(deny),
         subscribe_deny=("_INBOX.>",),
+        account=account_of(actor),
+        stream_imports=follows,
     )
 
 
@@ -234,4 +293,6 @@ def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
         values["move_exhausted"] = False
     if role == "gate":
         values["move_exhausted_of"] = ["deliver"]
+    if account_of(actor) != CORE_ACCOUNT:
+        values["js_api_prefix"] = IMPORTED_JS_API
     return values

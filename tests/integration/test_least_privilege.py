@@ -52,11 +52,11 @@ def _call(target: str, text: str) -> AgentCall:
 
 async def _barrier(nc: NATS, locked: LockedDown) -> None:
     """Return once the server has handled every command sent on `nc` before this call."""
-    await nc.jetstream().stream_info(f"KV_{locked.ns.bucket('registry')}")
+    await nc.flush()
 
 
 async def _pending(nc: NATS, locked: LockedDown, actor: str) -> int:
-    info = await nc.jetstream().consumer_info(locked.ns.stream("deliver"), actor)
+    info = await locked.js(nc, actor).consumer_info(locked.ns.stream("deliver"), actor)
     return int(info.num_pending)
 
 
@@ -75,7 +75,7 @@ async def test_an_agent_publishing_to_another_agents_deliver_subject_is_refused(
         headers = {SENDER: "router", MSG_ID: forged.id}
         await gpt.publish(ns.deliver("claude"), encode(forged), headers=headers)
         with pytest.raises(_REFUSED):  # a JetStream publish gets no ack either
-            await gpt.jetstream().publish(
+            await locked.js(gpt, "gpt").publish(
                 ns.deliver("claude"), encode(forged), headers=headers, timeout=1
             )
         await _barrier(gpt, locked)
@@ -86,7 +86,7 @@ async def test_an_agent_publishing_to_another_agents_deliver_subject_is_refused(
         # The same envelope from the gate's user is accepted: the empty consumer above was
         # empty because of the refusal, not because nothing could reach it.
         await gate.jetstream().publish(ns.deliver("claude"), encode(forged), headers=headers)
-        inbox = await claude.jetstream().pull_subscribe_bind(
+        inbox = await locked.js(claude, "claude").pull_subscribe_bind(
             durable="claude", stream=ns.stream("deliver")
         )
         (delivered,) = await inbox.fetch(1, timeout=10)
@@ -111,7 +111,7 @@ async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
         await gate.jetstream().publish(
             ns.deliver("claude"), encode(secret), headers={SENDER: "router", MSG_ID: secret.id}
         )
-        js = gpt.jetstream(timeout=1)
+        js = gpt.jetstream(prefix=locked.settings("gpt").js_api_prefix, timeout=1)
         refused: list[Coroutine[Any, Any, object]] = [
             js.add_stream(name=f"{ns.stream_prefix}_MINE", subjects=[f"{ns.root}.mine.>"]),
             js.update_stream(name=deliver, subjects=[f"{ns.root}.deliver.>"]),
@@ -149,7 +149,9 @@ async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
         assert violations(registry, "gpt") == len(refused) + 3
         # Everything is still there, and still claude's alone.
         assert await _pending(claude, locked, "claude") == 1
-        (msg,) = await (await claude.jetstream().pull_subscribe_bind("claude", deliver)).fetch(1)
+        (msg,) = await (
+            await locked.js(claude, "claude").pull_subscribe_bind("claude", deliver)
+        ).fetch(1)
         assert decode_envelope(msg.data) == secret
     finally:
         for nc in (gpt, claude, gate):
@@ -278,11 +280,11 @@ async def test_each_role_can_do_its_own_work(locked_down: LockedDown) -> None:
         for actor in actors
     }
     try:
-        gate, router, auditor, cli, gpt = (conns[a].jetstream() for a in conns)
+        gate, router, auditor, _cli, gpt = (locked.js(conns[a], a) for a in conns)
         # An agent writes its profile; the gate and the router read the registry.
         profiles = await gpt.key_value(ns.bucket("registry"))
         await profiles.put("profile.gpt", b'{"model": "x"}')
-        for reader in (gate, router, cli):
+        for reader in (gate, router):
             entry = await (await reader.key_value(ns.bucket("registry"))).get("profile.gpt")
             assert entry.value == b'{"model": "x"}'
         # The gate keeps its records, reads bundles and records the version it trusted.
@@ -298,7 +300,8 @@ async def test_each_role_can_do_its_own_work(locked_down: LockedDown) -> None:
         sessions = await router.key_value(ns.bucket("sessions"))
         await sessions.put("s1", b"state")
         assert (await sessions.get("s1")).value == b"state"
-        timeline = await cli.subscribe(ns.wildcard("events"), ordered_consumer=True)
+        timeline = await conns["cli"].subscribe(ns.wildcard("events"))  # live, read-only
+        await conns["cli"].flush()
         await router.publish(ns.events("s1"), b'{"round": 1}', headers={MSG_ID: new_id()})
         assert (await timeline.next_msg(timeout=10)).data == b'{"round": 1}'
         # The auditor reads decisions and events and appends to its chain.
@@ -358,7 +361,7 @@ async def test_a_call_goes_through_the_real_gate_under_least_privilege(
     try:
         await gate.wait_line(READY)
         await gpt.wait_line(READY)
-        js = cli.jetstream()
+        js = locked.js(cli, "cli")
         call = _call("gpt", "through the gate")
         await js.publish(ns.submit("cli"), encode(call), headers={MSG_ID: call.id})
         inbox = await js.pull_subscribe_bind("cli", ns.stream("deliver"))

@@ -20,6 +20,7 @@ from bus import (
     Settings,
     connect,
     consumer_config,
+    jetstream,
     load_settings,
 )
 from schemas import Namespace
@@ -47,6 +48,11 @@ class LockedDown:
     async def connect(self, actor: str, metrics: ActorMetrics | None = None) -> NATS:
         """Connect as `actor`'s nkey user, the way the actor runtime does."""
         return await connect(self.settings(actor), actor, metrics, reconnect_forever=False)
+
+    def js(self, nc: NATS, actor: str) -> JetStreamContext:
+        """`actor`'s JetStream context on `nc`: agents and persons reach JetStream only through
+        the API their own account imports (tools/natsperms.py)."""
+        return jetstream(nc, self.settings(actor))
 
     def tune(self, actor: str, **values: str) -> Path:
         """Add settings (TOML values, as text) to `actor`'s settings file; return its path."""

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from schemas import Namespace
-from tools.natsconf import DEFAULT_ACTORS, read_authorization, write_nats_config
-from tools.natsperms import PROVISIONER
+from tools.natsconf import DEFAULT_ACTORS, read_accounts, write_nats_config
+from tools.natsperms import CORE_ACCOUNT, PROVISIONER, TRUSTED_ROLES, core_subject
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "nats"
@@ -81,11 +82,16 @@ def test_subject_algebra() -> None:
 
 @dataclass(frozen=True)
 class User:
+    """One principal's reach into the core account, where every stream lives: for an agent or
+    a person, the subjects of its own account translated through its imports."""
+
     actor: str
     role: str
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
     publish_deny: tuple[str, ...]
+    account: str = CORE_ACCOUNT
+    follows: tuple[str, ...] = ()  # core subjects it receives live through stream imports
 
     def publishes(self, family: str) -> list[str]:
         return [entry for entry in self.publish if overlaps(entry, family)]
@@ -94,25 +100,72 @@ class User:
         return [entry for entry in self.subscribe if overlaps(entry, family)]
 
 
+def _imports(account: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """An account's service imports (local subject -> core subject) and stream imports."""
+    services, streams = {}, []
+    for entry in account.get("imports", []):
+        if "service" in entry:
+            assert entry["service"]["account"] == CORE_ACCOUNT, entry
+            services[entry["to"]] = entry["service"]["subject"]
+        else:
+            assert entry["stream"]["account"] == CORE_ACCOUNT, entry
+            streams.append(entry["stream"]["subject"])
+    return services, streams
+
+
 def load_users(directory: Path) -> list[User]:
     manifest = json.loads((directory / "actors.json").read_text())
     by_key = {entry["nkey"]: (actor, entry["role"]) for actor, entry in manifest.items()}
+    accounts = read_accounts(directory / "authorization.conf")
+    exports = {
+        (kind, entry[kind]): set(entry["accounts"])
+        for entry in accounts[CORE_ACCOUNT]["exports"]
+        for kind in ("service", "stream")
+        if kind in entry
+    }
     users = []
-    for raw in read_authorization(directory / "authorization.conf"):
-        assert set(raw) == {"nkey", "permissions"}, raw.keys()
-        actor, role = by_key.pop(raw["nkey"])  # every user is a known actor, once
-        assert PUBLIC_USER_KEY.fullmatch(raw["nkey"]), raw["nkey"]
-        perms = raw["permissions"]
-        users.append(
-            User(
-                actor,
-                role,
-                tuple(perms["publish"]["allow"]),
-                tuple(perms["subscribe"]["allow"]),
-                tuple(perms["publish"].get("deny", ())),
+    for name, account in accounts.items():
+        services, streams = _imports(account)
+        if name == CORE_ACCOUNT:
+            assert account["jetstream"] == "enabled" and not services and not streams
+        else:
+            assert "jetstream" not in account and len(account["users"]) == 1, name
+        for raw in account["users"]:
+            assert set(raw) == {"nkey", "permissions"}, raw.keys()
+            actor, role = by_key.pop(raw["nkey"])  # every user is a known actor, once
+            assert PUBLIC_USER_KEY.fullmatch(raw["nkey"]), raw["nkey"]
+            assert manifest[actor]["account"] == name, actor
+            perms = raw["permissions"]
+            publish = tuple(perms["publish"]["allow"])
+            subscribe = tuple(perms["subscribe"]["allow"])
+            if name != CORE_ACCOUNT:
+                # What it may publish reaches the core account only through an import, each
+                # exported to this account alone (a grant without one would reach nothing).
+                local = [s for s in publish if not s.startswith("_INBOX")]
+                assert sorted(local) == sorted(services), actor
+                for subject in services.values():
+                    assert name in exports[("service", subject)], (actor, subject)
+                for subject in streams:
+                    assert name in exports[("stream", subject)], (actor, subject)
+                    assert subject in subscribe, (actor, subject)
+                publish = tuple(core_subject(s) for s in publish)
+                subscribe = tuple(s for s in subscribe if s not in streams)
+            users.append(
+                User(
+                    actor,
+                    role,
+                    publish,
+                    subscribe,
+                    tuple(core_subject(s) for s in perms["publish"].get("deny", ())),
+                    name,
+                    tuple(streams),
+                )
             )
-        )
     assert not by_key, f"actors without a user: {by_key}"
+    for (kind, subject), to in exports.items():  # nothing is exported to a stranger
+        for name in to:
+            services, streams = _imports(accounts[name])
+            assert subject in (services.values() if kind == "service" else streams), subject
     return users
 
 
@@ -237,16 +290,16 @@ def test_each_actor_has_its_own_inbox(config: tuple[Namespace, list[User]]) -> N
 
 def test_untrusted_actors_create_no_durable(config: tuple[Namespace, list[User]]) -> None:
     """Whoever creates a consumer picks where a push consumer republishes what it reads, past
-    its own publish permissions: agents create none; the router and the CLI only ephemeral
-    ones on streams they may read whole (the API subject without a name makes an ephemeral)."""
+    its own publish permissions: agents and persons create none; the router only ephemeral
+    ones on streams it may read whole (the API subject without a name makes an ephemeral)."""
     _, users = config
     for user in users:
         creates = user.publishes("$JS.API.CONSUMER.CREATE.>") + user.publishes(
             "$JS.API.CONSUMER.DURABLE.CREATE.>"
         )
-        if user.role == "agent":
+        if user.role in ("agent", "cli"):
             assert not creates, user.actor
-        elif user.role in ("router", "cli"):
+        elif user.role == "router":
             assert all(len(entry.split(".")) == 5 for entry in creates), (user.actor, creates)
 
 
@@ -294,6 +347,20 @@ def test_the_auditor_reads_dead_letters_but_never_moves_them(
     assert not auditor.subscribes(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{dead}.>")
 
 
+def test_only_trusted_actors_share_the_account_that_holds_jetstream(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """The server writes its answers on whatever reply subject a request names, past the
+    requester's publish permissions; only an account of its own keeps an agent's or a
+    person's reply subjects from reaching a stream (tools/natsperms.py)."""
+    _, users = config
+    for user in users:
+        if user.role in TRUSTED_ROLES:
+            assert user.account == CORE_ACCOUNT, user.actor
+        else:
+            assert user.account not in (CORE_ACCOUNT, *(u.account for u in users if u != user))
+
+
 def test_the_example_is_marked_and_holds_no_seed() -> None:
     for path in EXAMPLE.iterdir():
         if path.is_file():
@@ -309,12 +376,8 @@ def _mutated(users: list[User], actor: str, publish: str = "", subscribe: str = 
         if user.actor == actor:
             extra_pub = (publish,) if publish else ()
             extra_sub = (subscribe,) if subscribe else ()
-            user = User(
-                user.actor,
-                user.role,
-                user.publish + extra_pub,
-                user.subscribe + extra_sub,
-                user.publish_deny,
+            user = replace(
+                user, publish=user.publish + extra_pub, subscribe=user.subscribe + extra_sub
             )
         out.append(user)
     return out
@@ -330,6 +393,7 @@ LINTS = {
     "own-deliveries": test_receivers_read_only_their_own_deliveries,
     "inbox": test_each_actor_has_its_own_inbox,
     "audit": test_only_the_auditor_writes_the_audit_trail,
+    "accounts": test_only_trusted_actors_share_the_account_that_holds_jetstream,
 }
 
 

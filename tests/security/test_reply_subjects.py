@@ -1,0 +1,124 @@
+"""Attack: an agent has the broker write where the agent may not, by every route it offers.
+
+nats-server checks what a client publishes, but not the reply subject of a request the server
+answers itself: a JetStream API answer, a publish acknowledgement, an ack's confirmation, and
+the messages a pull request asks for all go wherever the requester said, into any stream that
+captures that subject. The attacker is a raw nats-py client holding gpt's own credentials under
+the least-privilege config; it aims every request it can make (with either API prefix) at every
+protected subject: every other principal's submit and deliver subjects, the audit trail, the
+decisions, the timelines, dead letters, timers, and a key in every bucket. It also asks for a
+push consumer that would republish its deliveries onto claude's submit subject.
+
+Nothing may be stored anywhere but on gpt's own subjects. On a single-account config (every
+principal beside the streams) the same requests stored the server's JSON on `parley.submit.
+claude`, in the audit stream and on `$KV.parley_policy.trusted.version`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from bus import BUCKETS, MSG_ID, SENDER, STREAM_FAMILIES
+from schemas import AgentCall, Namespace, encode, new_id, utc_now
+from tests.support.lockdown import LockedDown
+from tools.natsperms import IMPORTED_JS_API, permissions_for
+
+_OTHERS = ("claude", "cli", "gate", "router", "auditor", "provisioner")
+
+
+def _protected(ns: Namespace) -> list[str]:
+    """Every subject gpt may not publish on that a stream stores."""
+    targets = [ns.submit(a) for a in _OTHERS] + [ns.deliver(a) for a in (*_OTHERS, "gpt")]
+    targets += [ns.audit("demo", "claude"), ns.audit("demo", "gpt"), ns.decisions("claude")]
+    targets += [ns.decisions("gpt"), ns.events("s1"), ns.dead("claude"), ns.timers("router")]
+    targets += [f"$KV.{ns.bucket(spec.name)}.attack" for spec in BUCKETS]
+    targets.append(f"$KV.{ns.bucket('policy')}.trusted.version")
+    targets.append(f"$KV.{ns.bucket('registry')}.heartbeat.claude")
+    return targets
+
+
+def _routes(ns: Namespace) -> list[tuple[str, bytes]]:
+    """Every subject gpt may publish on (its grants, under its account's API prefix and the
+    plain one), with a body that makes the server answer."""
+    grants = [s for s in permissions_for("gpt", ns).publish_allow if not s.startswith("_INBOX")]
+    routes: list[tuple[str, bytes]] = []
+    for subject in grants:
+        plain = subject.replace("$JS.ACK.", "$JS.ACK.").replace(".>", ".1.1.1.1.1.1")
+        body = b'{"batch": 4, "expires": 1000000000}' if ".MSG.NEXT." in subject else b""
+        routes.append((plain, body))
+        if plain.startswith("$JS.API."):
+            routes.append((IMPORTED_JS_API + plain[len("$JS.API") :], body))
+    deliver = ns.stream("deliver")
+    push = {
+        "stream_name": deliver,
+        "config": {
+            "durable_name": "gpt-push",
+            "deliver_subject": ns.submit("claude"),
+            "filter_subject": ns.deliver("gpt"),
+            "ack_policy": "explicit",
+        },
+    }
+    for api in ("$JS.API", IMPORTED_JS_API):
+        routes.append((f"{api}.CONSUMER.CREATE.{deliver}.gpt-push", json.dumps(push).encode()))
+        routes.append((f"{api}.STREAM.INFO.{deliver}", b""))
+    return routes
+
+
+async def _counts(js: JetStreamContext, ns: Namespace) -> dict[str, int]:
+    """Messages stored per subject, over every stream and bucket."""
+    streams = [ns.stream(f) for f in STREAM_FAMILIES] + [f"KV_{ns.bucket(b.name)}" for b in BUCKETS]
+    counts: dict[str, int] = {}
+    for stream in streams:
+        info = await js.stream_info(stream, subjects_filter=">")
+        counts.update(info.state.subjects or {})
+        counts[f"last_seq:{stream}"] = info.state.last_seq
+    return counts
+
+
+async def test_no_reply_subject_makes_the_broker_store_on_a_protected_subject(
+    locked_down: LockedDown,
+) -> None:
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    admin: NATS = await locked.connect("provisioner")
+    gate: NATS = await locked.connect("gate")
+    gpt: NATS = await locked.connect("gpt")
+    try:
+        for _ in range(8):  # deliveries a pull request could send elsewhere
+            call = AgentCall(
+                id=new_id(), created_at=utc_now(), target="gpt", call_id=new_id(), goal="g"
+            )
+            await gate.jetstream().publish(
+                ns.deliver("gpt"), encode(call), headers={MSG_ID: call.id, SENDER: "router"}
+            )
+        admin_js = admin.jetstream()
+        before = await _counts(admin_js, ns)
+        targets, routes = _protected(ns), _routes(ns)
+        for subject, body in routes:
+            for target in targets:
+                await gpt.publish(subject, body, reply=target)
+        await gpt.flush()
+        # A request gpt is allowed to make, answered after everything above was handled.
+        await locked.js(gpt, "gpt").consumer_info(ns.stream("deliver"), "gpt")
+        after = await _counts(admin_js, ns)
+        own = {ns.submit("gpt"), ns.dead("gpt"), f"$KV.{ns.bucket('registry')}.heartbeat.gpt"}
+        own.add(f"$KV.{ns.bucket('registry')}.profile.gpt")
+        stored = {
+            subject: after[subject] - before.get(subject, 0)
+            for subject in after
+            if not subject.startswith("last_seq:") and after[subject] > before.get(subject, 0)
+        }
+        assert set(stored) <= own, f"stored on protected subjects: {set(stored) - own}"
+        untouched = [ns.stream(f) for f in ("deliver", "events", "audit", "timers")]
+        untouched += [f"KV_{ns.bucket(b)}" for b in ("policy", "traces", "sessions")]
+        untouched += [f"KV_{ns.bucket('idempotency')}"]
+        for stream in untouched:
+            key = f"last_seq:{stream}"
+            assert after[key] == before[key], f"{stream} grew"
+        assert len(routes) * len(targets) > 400  # the attack really was broad
+    finally:
+        for nc in (gpt, gate, admin):
+            await nc.close()
