@@ -32,7 +32,7 @@ from bus._headers import (
     parse_trace_headers,
     traceparent_for,
 )
-from bus._history import StoredMessage, read_history
+from bus._history import HistoryError, StoredMessage, read_history
 from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
@@ -81,6 +81,7 @@ __all__ = (
     "ExitCode",
     "FsyncCheckError",
     "HeaderError",
+    "HistoryError",
     "Input",
     "KeyFileError",
     "NatsServerError",

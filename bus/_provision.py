@@ -61,6 +61,7 @@ def _stream(
     max_msg_size: int,
     discard_new: bool = True,
     immutable: bool = False,
+    direct: bool = False,
 ) -> StreamConfig:
     return StreamConfig(
         name=name,
@@ -75,6 +76,7 @@ def _stream(
         num_replicas=1,
         deny_delete=immutable,
         deny_purge=immutable,
+        allow_direct=direct,  # read back with direct gets (bus/_history.py)
     )
 
 
@@ -112,6 +114,7 @@ def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> l
             max_age=30 * _DAY,
             duplicate_window=120.0,
             max_msg_size=max_msg_size,
+            direct=True,
         ),
         _stream(
             ns.stream("audit"),
@@ -122,6 +125,7 @@ def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> l
             duplicate_window=_DAY,
             max_msg_size=max_msg_size,
             immutable=True,
+            direct=True,
         ),
         _stream(
             ns.stream("dead"),
@@ -132,6 +136,7 @@ def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> l
             max_age=30 * _DAY,
             duplicate_window=120.0,
             max_msg_size=max_msg_size,
+            direct=True,
         ),
         _stream(
             ns.stream("timers"),

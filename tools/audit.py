@@ -26,10 +26,12 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actors._chain import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
-from bus import ConfigError, KeyFileError, connect, load_settings, read_history
+from bus import ConfigError, KeyFileError, jetstream, read_history
 from bus import load_public_key as bus_load_public_key
 from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id
+from tools._local import connect_local, local_settings
 from tools._tracetree import render_trace
+from tools.natsperms import AUDIT_READER
 
 __all__ = (
     "add_audit_commands",
@@ -143,17 +145,18 @@ def _row(record: AuditRecord) -> str:
     )
 
 
-async def _open(args: argparse.Namespace) -> tuple[NATS, Namespace]:
-    settings = load_settings(args.config, namespace=args.namespace)
-    nc = await connect(settings, "audit-cli", reconnect_forever=False)
-    return nc, Namespace(settings.namespace)
+async def _open(args: argparse.Namespace) -> tuple[NATS, Namespace, JetStreamContext]:
+    """Connect as the audit reader (tools/_local.py says how the system is found)."""
+    settings = local_settings(args.config, AUDIT_READER, namespace=args.namespace)
+    nc = await connect_local(settings, AUDIT_READER)
+    return nc, Namespace(settings.namespace), jetstream(nc, settings)
 
 
 async def _query(args: argparse.Namespace) -> int:
-    nc, ns = await _open(args)
+    nc, ns, js = await _open(args)
     try:
         records = await query_records(
-            nc.jetstream(),
+            js,
             ns,
             tenant=args.tenant,
             profile=args.profile,
@@ -177,10 +180,10 @@ async def _verify(args: argparse.Namespace) -> int:
             off_box += read_off_box(text.splitlines())
         except OSError as exc:
             raise AuditToolError(f"cannot read {path}: {exc}") from None
-    nc, ns = await _open(args)
+    nc, ns, js = await _open(args)
     try:
         report = await verify_stream(
-            nc.jetstream(),
+            js,
             args.stream or ns.stream("audit"),
             trusted={key_id(public): public},
             off_box=off_box,
@@ -204,9 +207,9 @@ async def _verify(args: argparse.Namespace) -> int:
 
 
 async def _trace(args: argparse.Namespace) -> int:
-    nc, ns = await _open(args)
+    nc, ns, js = await _open(args)
     try:
-        records = await query_records(nc.jetstream(), ns, tenant=args.tenant, trace=args.trace_id)
+        records = await query_records(js, ns, tenant=args.tenant, trace=args.trace_id)
     finally:
         await nc.close()
     for line in render_trace(args.trace_id, records):
@@ -227,7 +230,7 @@ def _describe(msg: Msg) -> str:
 
 
 async def _tail(args: argparse.Namespace) -> int:
-    nc, ns = await _open(args)
+    nc, ns, _ = await _open(args)
     done = asyncio.Event()
     seen = 0
 

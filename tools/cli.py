@@ -18,15 +18,18 @@ from bus import (
     EmbeddedServer,
     ExitCode,
     NatsServerError,
+    ProvisionError,
     Supervisor,
     load_settings,
     load_topology,
     run_actor,
 )
 from bus._supervisor import GiveUp
+from schemas import Namespace
+from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_URL_FILE, lock_down, provision_locked
 from tools.audit import add_audit_commands
 from tools.chaos import add_chaos_command
-from tools.collab import LOCAL_URL_FILE, add_collab_commands
+from tools.collab import add_collab_commands
 from tools.demo import add_demo_command
 from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
@@ -81,14 +84,20 @@ async def _up(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     env = dict(os.environ)
     server: EmbeddedServer | None = None
+    locked = False
     if "NATS_URL" not in env:
-        store = args.store or Path(".parley/nats")
+        store = args.store or LOCAL_DIR / "nats"
+        authorization = None
+        if not args.open_broker:
+            root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
+            topology = lock_down(topology, Namespace(str(root)))
+            authorization, locked = LOCAL_BROKER / "authorization.conf", True
 
         def server_line(line: str) -> None:
             if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
                 print(f"[nats] {line}", flush=True)
 
-        server = EmbeddedServer(store, on_log=server_line)
+        server = EmbeddedServer(store, on_log=server_line, authorization=authorization)
 
     def child_line(name: str, line: str) -> None:
         print(f"[{name}] {line}", flush=True)
@@ -104,9 +113,13 @@ async def _up(args: argparse.Namespace) -> int:
             env["PARLEY_MONITOR_URL"] = server.monitor_url
             LOCAL_URL_FILE.parent.mkdir(parents=True, exist_ok=True)
             LOCAL_URL_FILE.write_text(server.url + "\n")  # `parley collab` finds it here
+            if locked:
+                await provision_locked(server.url, [child.name for child in topology.actor])
             print(
                 f"[nats] embedded nats-server (pid {server.pid}) ready at {server.url} "
-                f"(store {server.store_dir})",
+                f"(store {server.store_dir}, "
+                + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")
+                + ")",
                 flush=True,
             )
         supervisor = Supervisor(topology, base_env=env, on_line=child_line)
@@ -125,7 +138,7 @@ async def _up(args: argparse.Namespace) -> int:
 def _cmd_up(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_up(args))
-    except (ConfigError, NatsServerError) as exc:
+    except (ConfigError, NatsServerError, ProvisionError) as exc:
         print(f"parley up: {exc}", file=sys.stderr)
         return int(ExitCode.CONFIG)
 
@@ -162,6 +175,11 @@ def _parser() -> argparse.ArgumentParser:
     up = commands.add_parser("up", help="start a topology of supervised actor processes")
     up.add_argument("topology", nargs="?", type=Path, default=DEFAULT_TOPOLOGY)
     up.add_argument("--store", type=Path, help="embedded server's JetStream directory")
+    up.add_argument(
+        "--open-broker",
+        action="store_true",
+        help="run the embedded server without users (any local process may publish anything)",
+    )
     up.set_defaults(func=_cmd_up)
 
     schemas = commands.add_parser("schemas", help="write schemas/json from the envelope Structs")

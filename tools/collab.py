@@ -31,7 +31,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus import ConfigError, Settings, TraceHeaders, load_settings
+from bus import ConfigError, TraceHeaders
 from schemas import (
     Control,
     Decision,
@@ -45,10 +45,10 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._local import connect_local, local_settings
 
-__all__ = ("LOCAL_URL_FILE", "SessionEnd", "add_collab_commands", "follow_session", "local_url")
+__all__ = ("SessionEnd", "add_collab_commands", "follow_session")
 
-LOCAL_URL_FILE: Final = Path(".parley/nats.url")
 """Where `parley up` writes its embedded server's URL for the commands run beside it."""
 
 SENDER: Final = "cli"
@@ -62,13 +62,6 @@ class SessionEnd:
     event: SessionEvent | None
     code: int
     events: tuple[SessionEvent, ...]
-
-
-def local_url(settings: Settings) -> str:
-    """NATS_URL when set, else the URL of the system `parley up` started here, else the default."""
-    if "nats_url" in settings.model_fields_set or not LOCAL_URL_FILE.is_file():
-        return settings.nats_url
-    return LOCAL_URL_FILE.read_text().strip() or settings.nats_url
 
 
 def render(event: SessionEvent, max_rounds: int) -> str | None:
@@ -229,7 +222,7 @@ def human_message(args: argparse.Namespace, *, single: bool) -> HumanMessage:
 
 
 async def _run(args: argparse.Namespace, *, single: bool) -> int:
-    settings = load_settings(args.config)
+    settings = local_settings(args.config, SENDER)
     ns = Namespace(settings.namespace)
     msg = human_message(args, single=single)
     stop_requested = asyncio.Event()
@@ -242,16 +235,7 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
         stop_requested.set()
 
     loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    nc = await nats.connect(
-        local_url(settings),
-        user=settings.user,
-        password=settings.password,
-        user_credentials=str(settings.creds_file) if settings.creds_file else None,
-        nkeys_seed=str(settings.nkey_seed_file) if settings.nkey_seed_file else None,
-        inbox_prefix=ns.inbox_prefix(SENDER).encode(),
-        connect_timeout=5,
-        max_reconnect_attempts=3,
-    )
+    nc = await connect_local(settings, SENDER)
     try:
         end = await follow_session(
             nc, ns, msg, out=sys.stdout, timeout=args.timeout, stop_requested=stop_requested

@@ -50,7 +50,16 @@ __all__ = (
     "write_nats_config",
 )
 
-DEFAULT_ACTORS = ("gate", "router", "auditor", "cli", "gpt", "claude")
+DEFAULT_ACTORS = (
+    "gate",
+    "router",
+    "auditor",
+    "cli",
+    "gpt",
+    "claude",
+    "policy-signer",
+    "audit-cli",
+)
 AUTHORIZATION = "authorization.conf"
 MANIFEST = "actors.json"
 _EXAMPLE_NOTE = (
@@ -96,13 +105,13 @@ def _toml_value(value: object) -> str:
     return json.dumps(str(value))  # a JSON string is a valid TOML basic string
 
 
-def _server_conf(store_dir: str, example: bool) -> str:
+def _server_conf(store_dir: str, example: bool, listen: str) -> str:
     return (
         "# Parley's nats-server config, written by `parley nats-config`.\n"
         + (_EXAMPLE_NOTE if example else "")
         + "# Every write is fsynced before it is acknowledged (Jepsen lost acknowledged writes\n"
         "# with the lazy default). Users and their permissions are in authorization.conf.\n"
-        'listen: "0.0.0.0:4222"\n'
+        f"listen: {json.dumps(listen)}\n"
         'http: "127.0.0.1:8222"\n'
         "max_payload: 1MB\n"
         "jetstream {\n"
@@ -120,6 +129,7 @@ def write_nats_config(
     *,
     example: bool = False,
     store_dir: str = "jetstream",
+    listen: str = "127.0.0.1:4222",
 ) -> dict[str, dict[str, str]]:
     """Write the config files (and, unless `example`, seeds and settings) into `out`.
 
@@ -160,7 +170,7 @@ def write_nats_config(
     body = json.dumps({"accounts": _accounts(names, users, grants)}, indent=2)
     (out / AUTHORIZATION).write_text(header + (_EXAMPLE_NOTE if example else "") + body + "\n")
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "nats-server.conf").write_text(_server_conf(store_dir, example))
+    (out / "nats-server.conf").write_text(_server_conf(store_dir, example, listen))
     return manifest
 
 
@@ -192,7 +202,7 @@ def _accounts(
         accounts[perms.account] = {"users": [users[actor]], "imports": imports}
     for subject, to in services.items():
         export: dict[str, Any] = {"service": subject, "accounts": to}
-        if ".MSG.NEXT." in subject:  # one pull request, many messages back
+        if ".MSG.NEXT." in subject or ".DIRECT.GET." in subject:  # many answers to one request
             export["response_type"] = "stream"
         core["exports"].append(export)
     core["exports"] += [{"stream": subject, "accounts": to} for subject, to in streams.items()]
@@ -217,7 +227,7 @@ def _cmd_nats_config(args: argparse.Namespace) -> int:
     actors = [a.strip() for a in args.actors.split(",") if a.strip()]
     try:
         manifest = write_nats_config(
-            args.out, actors, Namespace(args.namespace), example=args.example
+            args.out, actors, Namespace(args.namespace), example=args.example, listen=args.listen
         )
     except (SubjectTokenError, OSError) as exc:
         print(f"parley nats-config: {exc}", file=sys.stderr)
@@ -242,6 +252,11 @@ def add_natsconf_commands(commands: Any) -> None:
         "agents); the provisioner is always added",
     )
     cmd.add_argument("--namespace", default="parley", help="subject root (default parley)")
+    cmd.add_argument(
+        "--listen",
+        default="127.0.0.1:4222",
+        help="the server's client address (default 127.0.0.1:4222: this machine only)",
+    )
     cmd.add_argument(
         "--example", action="store_true", help="config files only, keys' seeds thrown away"
     )

@@ -5,9 +5,10 @@ only the gate writes `deliver.*`, so these permissions are what makes DESIGN.md'
 hold against a misbehaving actor, not a convention. Every grant names one stream, one
 consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `$JS.API.>`.
 
-The roles, by actor id: `gate`, `router`, `auditor`, `cli` and `provisioner` are fixed ids;
-any other id is an agent. The JetStream subjects are the ones nats-py uses for what the
-runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
+The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person), `provisioner`,
+`policy-signer` (`parley policy publish`) and `audit-cli` (`parley audit`, `trace`, `tail`)
+are fixed ids; any other id is an agent. The JetStream subjects are the ones nats-py uses for
+what the runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
 
 - a durable pull consumer: read with `CONSUMER.MSG.NEXT`, acked on
   `$JS.ACK.<stream>.<durable>.>`, looked at with `CONSUMER.INFO`. Receivers on PARLEY_DELIVER
@@ -63,9 +64,12 @@ from bus import BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
 
 __all__ = (
+    "AUDIT_READER",
     "CORE_ACCOUNT",
     "FIXED_ROLES",
     "IMPORTED_JS_API",
+    "OPERATOR_ROLES",
+    "POLICY_SIGNER",
     "PROVISIONER",
     "TRUSTED_ROLES",
     "Permissions",
@@ -77,7 +81,10 @@ __all__ = (
 )
 
 PROVISIONER = "provisioner"
-FIXED_ROLES = ("gate", "router", "auditor", "cli", PROVISIONER)
+POLICY_SIGNER = "policy-signer"
+AUDIT_READER = "audit-cli"
+OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER)
+FIXED_ROLES = ("gate", "router", "auditor", "cli", PROVISIONER, *OPERATOR_ROLES)
 TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
 CORE_ACCOUNT = "PARLEY"
 IMPORTED_JS_API = "$JS.PARLEY.API"
@@ -238,6 +245,16 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.read_stream(ns.stream("audit"))
 
 
+def _operator_grants(g: _Grants, role: str) -> None:
+    """Operators' tools, each only what its commands do: the signer puts the bundle (the gates
+    verify it before they trust it); the audit reader gets audit records by direct get, which
+    creates no consumer, and follows live traffic through a read-only stream import."""
+    if role == POLICY_SIGNER:
+        g.write_keys("policy", "bundle")
+    elif role == AUDIT_READER:
+        g.pub(f"{_JS}.DIRECT.GET.{g.ns.stream('audit')}")
+
+
 def _provisioner_grants(g: _Grants) -> None:
     ns = g.ns
     streams = [ns.stream(family) for family in STREAM_FAMILIES]
@@ -263,13 +280,19 @@ def permissions_for(actor: str, ns: Namespace) -> Permissions:
     g = _Grants(ns, actor)
     if role == PROVISIONER:
         _provisioner_grants(g)
+    elif role in OPERATOR_ROLES:
+        _operator_grants(g, role)
     else:
         _actor_grants(g, role)
     deny = [] if role == "gate" else [f"{ns.root}.deliver.>"]
     if role != PROVISIONER:
         deny += [f"{_JS}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
     # A person follows its sessions' timelines and the gate's word on what it sent, live.
-    follows = (ns.wildcard("events"), ns.decisions(actor)) if role == "cli" else ()
+    follows: tuple[str, ...] = ()
+    if role == "cli":
+        follows = (ns.wildcard("events"), ns.decisions(actor))
+    elif role == AUDIT_READER:
+        follows = (f"{ns.root}.>",)  # `parley tail`: every envelope, live, read-only
     return Permissions(
         publish_allow=tuple(g.publish),
         subscribe_allow=tuple(g.subscribe),

@@ -23,10 +23,9 @@ from actors.gate import BUNDLE_KEY
 from bus import (
     ConfigError,
     KeyFileError,
-    connect,
+    jetstream,
     load_private_key,
     load_public_key,
-    load_settings,
     provision,
 )
 from schemas import (
@@ -41,6 +40,8 @@ from schemas import (
     utc_now,
     verify_bundle,
 )
+from tools._local import connect_local, local_settings
+from tools.natsperms import POLICY_SIGNER
 
 __all__ = ("add_policy_commands",)
 
@@ -142,10 +143,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 async def _publish_bundle(signed: bytes) -> int:
-    settings = load_settings(None)
-    nc = await connect(settings, "policy-signer", reconnect_forever=False)
+    settings = local_settings(None, POLICY_SIGNER)
+    nc = await connect_local(settings, POLICY_SIGNER)
     try:
-        js = nc.jetstream()
+        js = jetstream(nc, settings)
         namespace = Namespace(settings.namespace)
         if settings.provision:
             await provision(js, namespace, max_msg_size=settings.max_payload)

@@ -147,7 +147,12 @@ async def _copy(js: JetStreamContext, root: str, messages: list[Message]) -> str
     ns = Namespace(root)
     stream = ns.stream("audit")
     await js.add_stream(
-        StreamConfig(name=stream, subjects=[ns.wildcard("audit")], storage=StorageType.MEMORY)
+        StreamConfig(
+            name=stream,
+            subjects=[ns.wildcard("audit")],
+            storage=StorageType.MEMORY,
+            allow_direct=True,  # read back as the tools read it (bus/_history.py)
+        )
     )
     futures = [await js.publish_async(f"{root}.{suffix}", data) for suffix, data in messages]
     for future in futures:

@@ -23,7 +23,13 @@ SUPPORT_PATH = str(REPO / "tests")
 class ProcessOutput:
     """A child process whose merged output is collected line by line on a thread."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], name: str = "") -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        name: str = "",
+        cwd: Path = REPO,
+    ) -> None:
         self.name = name or argv[-1]
         self.lines: list[str] = []
         self._cond = threading.Condition()
@@ -34,7 +40,7 @@ class ProcessOutput:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            cwd=REPO,
+            cwd=cwd,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -120,9 +126,10 @@ def start_actor(run: str, actor_id: str, env: Mapping[str, str], *extra: str) ->
 READY = r'"msg":"ready"'
 
 
-def parley_up(topology: Path, env: dict[str, str], *extra: str) -> ProcessOutput:
+def parley_up(topology: Path, env: dict[str, str], *extra: str, cwd: Path = REPO) -> ProcessOutput:
+    """`parley up` as a real process; the local system lives in `cwd`/.parley."""
     return ProcessOutput(
-        [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up"
+        [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up", cwd=cwd
     )
 
 

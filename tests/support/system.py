@@ -137,9 +137,9 @@ async def running_locked_system(
         system.close()
 
 
-def parley_cli(env: Mapping[str, str], *argv: str) -> ProcessOutput:
-    """A `parley` command as a real process (`collab`, `say`, `demo`, …)."""
-    return ProcessOutput([sys.executable, "-m", "tools", *argv], env, name=argv[0])
+def parley_cli(env: Mapping[str, str], *argv: str, cwd: Path = REPO) -> ProcessOutput:
+    """A `parley` command as a real process (`collab`, `say`, `demo`, …), run in `cwd`."""
+    return ProcessOutput([sys.executable, "-m", "tools", *argv], env, name=argv[0], cwd=cwd)
 
 
 async def finished(cli: ProcessOutput, timeout: float = 60) -> tuple[int, list[str]]:

@@ -12,7 +12,8 @@ from actors._session import EventName
 from bus import load_settings, load_topology
 from schemas import SessionEvent
 from tests.support.processes import REPO
-from tools.collab import LOCAL_URL_FILE, local_url, render
+from tools._local import LOCAL_URL_FILE, local_url
+from tools.collab import render
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

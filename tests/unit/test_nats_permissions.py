@@ -19,7 +19,7 @@ import pytest
 
 from schemas import Namespace
 from tools.natsconf import DEFAULT_ACTORS, read_accounts, write_nats_config
-from tools.natsperms import CORE_ACCOUNT, PROVISIONER, TRUSTED_ROLES, core_subject
+from tools.natsperms import AUDIT_READER, CORE_ACCOUNT, PROVISIONER, TRUSTED_ROLES, core_subject
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "nats"
@@ -353,12 +353,20 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
     """The server writes its answers on whatever reply subject a request names, past the
     requester's publish permissions; only an account of its own keeps an agent's or a
     person's reply subjects from reaching a stream (tools/natsperms.py)."""
-    _, users = config
+    ns, users = config
     for user in users:
         if user.role in TRUSTED_ROLES:
             assert user.account == CORE_ACCOUNT, user.actor
         else:
             assert user.account not in (CORE_ACCOUNT, *(u.account for u in users if u != user))
+        # What it follows live, read-only: a person its timelines and its own decisions; the
+        # audit reader (`parley tail`) everything; nobody else anything.
+        if user.role == "cli":
+            assert set(user.follows) == {ns.wildcard("events"), ns.decisions(user.actor)}
+        elif user.role == AUDIT_READER:
+            assert user.follows == (f"{ns.root}.>",)
+        else:
+            assert not user.follows, user.actor
 
 
 def test_the_example_is_marked_and_holds_no_seed() -> None:

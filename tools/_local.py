@@ -1,0 +1,128 @@
+"""How a `parley` command finds the system it acts on, and as whom.
+
+`parley up` starts the local system in `.parley/`: it writes the embedded server's URL to
+`.parley/nats.url` and, locked down (the default), a least-privilege broker config under
+`.parley/broker/` with one nkey user per actor and per operator role. Every command that talks
+to the bus resolves its settings the same way:
+
+1. `--config FILE` when given (a deployment's settings file, as `parley nats-config` writes);
+2. else the settings file `parley up` wrote for the command's role, when there is one
+   (`.parley/broker/actors/<role>.toml`: `cli` for `collab` and `say`, `policy-signer` for
+   `policy publish`, `audit-cli` for `audit`, `trace` and `tail`);
+3. else defaults and `PARLEY_*` variables.
+
+The URL is `NATS_URL` when set, else `.parley/nats.url`, else the default; a server that
+cannot be reached is a `ConfigError` that says what to set, never a traceback.
+
+`lock_down` is what `parley up` does before it starts its embedded server (unless told
+`--open-broker`): `parley nats-config`'s least-privilege config for the topology's actors and
+the operator roles, seeds kept across runs, and each child's credentials and settings passed
+to it as `PARLEY_*` variables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from nats.aio.client import Client as NATS
+from nats.errors import NoServersError
+
+from bus import ConfigError, Settings, Topology, connect, load_settings
+from schemas import Namespace
+from tools.natsconf import write_nats_config
+from tools.natsperms import AUDIT_READER, POLICY_SIGNER, PROVISIONER, settings_for
+from tools.provision import provision_once
+
+PERSON = "cli"  # `parley collab` and `parley say` act for the person at this terminal
+
+__all__ = (
+    "LOCAL_BROKER",
+    "LOCAL_DIR",
+    "LOCAL_URL_FILE",
+    "connect_local",
+    "local_settings",
+    "local_url",
+    "lock_down",
+    "provision_locked",
+)
+
+LOCAL_DIR: Final = Path(".parley")
+LOCAL_URL_FILE: Final = LOCAL_DIR / "nats.url"
+LOCAL_BROKER: Final = LOCAL_DIR / "broker"
+
+
+def local_url(settings: Settings) -> str:
+    """NATS_URL when set, else the URL of the system `parley up` started here, else the default."""
+    if "nats_url" in settings.model_fields_set or not LOCAL_URL_FILE.is_file():
+        return settings.nats_url
+    return LOCAL_URL_FILE.read_text().strip() or settings.nats_url
+
+
+def local_settings(config: Path | None, role: str, **overrides: Any) -> Settings:
+    """The settings of a command acting as `role` (see the module docstring for the order)."""
+    if config is None:
+        mine = LOCAL_BROKER / "actors" / f"{role}.toml"
+        config = mine if mine.is_file() else None
+    settings = load_settings(config, **{k: v for k, v in overrides.items() if v is not None})
+    url = local_url(settings)
+    if url != settings.nats_url:
+        settings = settings.model_copy(update={"nats_url": url})
+    return settings
+
+
+async def connect_local(settings: Settings, role: str) -> NATS:
+    """Connect a command as `role`, or fail with what to set.
+
+    Raises:
+        ConfigError: no server answered at the settings' URL.
+    """
+    try:
+        return await connect(settings, role, reconnect_forever=False)
+    except (NoServersError, OSError, TimeoutError) as exc:
+        raise ConfigError(
+            f"no NATS server answers at {settings.nats_url} ({exc.__class__.__name__}): "
+            "start the local system with `parley up` in this directory, or set NATS_URL "
+            "(and --config with this role's credentials for a locked-down broker)"
+        ) from None
+
+
+def _env_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return json.dumps(list(value))
+    return str(value)
+
+
+def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) -> Topology:
+    """Write the broker config for `topology` under `broker` and return the topology with each
+    child's credentials and least-privilege settings in its environment.
+
+    The generated settings files get the topology's shared settings too, so the durables the
+    provisioner creates for receivers match what each child binds with.
+    """
+    names = [child.name for child in topology.actor]
+    operators = [PERSON, POLICY_SIGNER, AUDIT_READER]
+    write_nats_config(broker, [*names, *operators], ns)
+    shared = "".join(f"{k} = {json.dumps(v)}\n" for k, v in topology.settings.items())
+    for name in [*names, *operators, PROVISIONER]:
+        path = broker / "actors" / f"{name}.toml"
+        path.write_text(path.read_text() + shared)
+    children = []
+    for child in topology.actor:
+        values = {
+            **settings_for(child.name, ns),
+            "nkey_seed_file": str((broker / "seeds" / f"{child.name}.nk").resolve()),
+        }
+        env = {f"PARLEY_{k.upper()}": _env_value(v) for k, v in values.items()}
+        children.append(child.model_copy(update={"env": {**env, **child.env}}))
+    return topology.model_copy(update={"actor": tuple(children)})
+
+
+async def provision_locked(url: str, names: Sequence[str], broker: Path = LOCAL_BROKER) -> None:
+    """Create the streams, buckets and the receivers' durables as the provisioner."""
+    actors = [broker / "actors" / f"{name}.toml" for name in names]
+    await provision_once(broker / "actors" / f"{PROVISIONER}.toml", url, actors)
