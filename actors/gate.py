@@ -431,7 +431,14 @@ class GateActor(Actor):
             decided_at=utc_now(),
             decided_by=self._me,
         )
-        headers = {"Nats-Msg-Id": decision.id, SENDER: self.actor_id}
+        # A decision sits in the trace of the envelope it decides, caused by that envelope.
+        headers = TraceHeaders(
+            trace_id=decision.trace_id,
+            hop_count=decision.hop_count,
+            causation_id=envelope.id,
+            origin=decision.origin,
+        ).to_headers(decision.id)
+        headers[SENDER] = self.actor_id
         await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
 
 
