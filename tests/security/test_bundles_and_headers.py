@@ -19,7 +19,17 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actors._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY
-from bus import CAUSATION_ID, HOP_COUNT, ORIGIN, TRACE_ID, EmbeddedServer, read_history
+from actors._redact_key import redaction_key
+from bus import (
+    CAUSATION_ID,
+    HOP_COUNT,
+    ORIGIN,
+    TRACE_ID,
+    ConfigError,
+    EmbeddedServer,
+    Settings,
+    read_history,
+)
 from schemas import (
     AgentCall,
     AuditRecord,
@@ -292,3 +302,20 @@ async def test_the_gate_redacts_delegations_under_the_deployment_secret(
         assert not any(m in delivered.input for m in public), delivered.input
     finally:
         gate.close()
+
+
+def test_redact_without_a_key_never_uses_the_public_default() -> None:
+    text = "key sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    (public,) = find_secrets(text, key=PUBLIC_DEFAULT_KEY)
+    (unkeyed,) = find_secrets(text)
+    assert unkeyed.marker != public.marker
+
+
+def test_a_short_or_missing_redaction_key_file_is_a_clear_config_error(tmp_path: Path) -> None:
+    settings = Settings()
+    short = tmp_path / "short.key"
+    short.write_bytes(b"too short")
+    with pytest.raises(ConfigError, match="holds 9 bytes, the minimum is 32"):
+        redaction_key({"redaction_key_file": str(short)}, settings)
+    with pytest.raises(ConfigError, match="cannot read"):
+        redaction_key({"redaction_key_file": str(tmp_path / "absent.key")}, settings)
