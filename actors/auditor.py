@@ -51,6 +51,10 @@ from actors._auditfacts import (
 )
 from actors._chain import CHECKPOINT_PROFILE, Checkpoint, sign_checkpoint
 from bus import (
+    CAUSATION_ID,
+    HOP_COUNT,
+    ORIGIN,
+    TRACE_ID,
     Actor,
     BusHandle,
     ConfigError,
@@ -246,7 +250,7 @@ class AuditorActor(Actor):
             redactor=self._redactor,
             runner=self.options.session_profile,
         )
-        await self._append(appender, records, ctx, source.trace_id)
+        await self._append(appender, records, ctx, envelope.id)
 
     async def handle_raw(self, ctx: Context) -> None:
         """Record one dead letter: never its payload, only its size and digest.
@@ -261,17 +265,20 @@ class AuditorActor(Actor):
         record = dead_letter_record(
             letter, tenant=self.options.tenant, redactor=self._redactor, at=utc_now()
         )
-        await self._append(appender, [record], ctx, record.trace_id)
+        await self._append(appender, [record], ctx, "")
 
     async def _append(
-        self, appender: ChainAppender, records: list[AuditRecord], ctx: Context, trace_id: str
+        self, appender: ChainAppender, records: list[AuditRecord], ctx: Context, cause: str
     ) -> None:
-        """Append the records not yet stored; their acks join the input's outbox."""
-        headers = {"Parley-Trace-Id": trace_id} if trace_id else {}
+        """Append the records not yet stored; their acks join the input's outbox.
+
+        `cause` is the id of the fact recorded (empty for a dead letter, which has none).
+        """
         for record in records:
             known, pending = appender.recorded(record.id)
             if not known:
                 subject = self.namespace.audit(record.tenant, record.profile)
+                headers = _trace_headers(record, cause)
                 pending = await appender.append_record(subject, record, headers)
             if pending is not None:
                 # The runtime cancels what it gave up waiting for; the append itself must only
@@ -282,6 +289,20 @@ class AuditorActor(Actor):
             if sent is not None:
                 future, signed, count = sent
                 future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+
+
+def _trace_headers(record: AuditRecord, cause: str) -> dict[str, str]:
+    """The trace headers of an audit record: its own trace, taken from the record.
+
+    Never from the fact's headers: a decision is about an envelope of some trace, and its
+    record belongs to that trace, whatever headers the decision itself was published with.
+    """
+    if not record.trace_id:
+        return {}
+    headers = {TRACE_ID: record.trace_id, HOP_COUNT: str(record.hop_count), ORIGIN: record.origin}
+    if cause:
+        headers[CAUSATION_ID] = cause
+    return headers
 
 
 def _log_checkpoint(signed: bytes, count: int, future: asyncio.Future[PubAck]) -> None:

@@ -40,6 +40,7 @@ from actors._gate_records import Position, position_key, trace_key
 from actors._gate_store import GateStore
 from actors._plan import Deny, Route, Submission, plan
 from actors._rate_leases import RateLeases
+from actors._redact_key import redaction_key
 from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
 from schemas import (
     AnyEnvelope,
@@ -114,6 +115,7 @@ class GateActor(Actor):
         if not self._trusted:
             raise ConfigError("the gate needs options.policy_keys: the signers' public keys")
         self._tenant = str(options.get("tenant", "default"))
+        self._redact_key = redaction_key(options, settings)
         self._cache_size = int(options.get("cache_entries", 200_000))
         self._me = f"{self.actor_id}/{os.getpid()}"
         # Unique per process start: replicas in containers often share a pid, and two
@@ -301,14 +303,16 @@ class GateActor(Actor):
             log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
             bundle = self.bundles.bundle if self.bundles else None
             profile = bundle.profiles.get(ctx.sender) if bundle else None
-            redacted = _redacted(envelope, profile.redact_pii if profile else True)
+            redacted = _redacted(
+                envelope, profile.redact_pii if profile else True, self._redact_key
+            )
             await self._deliver(ctx, envelope, outcome, redacted=redacted)
             await self._decide_record(ctx, redacted or envelope, "allow", outcome, None)
             return
         if isinstance(outcome, Allow):
             position = outcome.route.position
             await self._record(store, ctx, position_key(position.envelope_id), position)
-            redacted = _redacted(envelope, outcome.route.profile.redact_pii)
+            redacted = _redacted(envelope, outcome.route.profile.redact_pii, self._redact_key)
             await self._deliver(ctx, envelope, position, redacted=redacted)
             # The decision's preview is taken from what was delivered: redacted if it was.
             await self._decide_record(ctx, redacted or envelope, "allow", position, None)
@@ -431,22 +435,30 @@ class GateActor(Actor):
             decided_at=utc_now(),
             decided_by=self._me,
         )
-        headers = {"Nats-Msg-Id": decision.id, SENDER: self.actor_id}
+        # A decision sits in the trace of the envelope it decides, caused by that envelope.
+        headers = TraceHeaders(
+            trace_id=decision.trace_id,
+            hop_count=decision.hop_count,
+            causation_id=envelope.id,
+            origin=decision.origin,
+        ).to_headers(decision.id)
+        headers[SENDER] = self.actor_id
         await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
 
 
-def _redacted(envelope: AnyEnvelope, redact_pii: bool) -> AnyEnvelope | None:
+def _redacted(envelope: AnyEnvelope, redact_pii: bool, key: bytes) -> AnyEnvelope | None:
     """A copy of a delegation with secrets and PII redacted, when its sender's profile asks
-    (seed 003 security 3); None when nothing is to be redacted."""
+    (seed 003 security 3), markers keyed by the deployment's `key`; None when nothing is to
+    be redacted."""
     if not (redact_pii and isinstance(envelope, DelegationRequest)):
         return None
     return structs.replace(
         envelope,
-        objective=redact(envelope.objective, pii=True),
-        input=redact(envelope.input, pii=True),
+        objective=redact(envelope.objective, pii=True, key=key),
+        input=redact(envelope.input, pii=True, key=key),
         handoff_data=structs.replace(
             envelope.handoff_data,
-            facts=tuple(redact(fact, pii=True) for fact in envelope.handoff_data.facts),
+            facts=tuple(redact(fact, pii=True, key=key) for fact in envelope.handoff_data.facts),
         ),
     )
 

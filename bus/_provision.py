@@ -41,7 +41,7 @@ BUCKETS = (
     BucketSpec("sessions", 5, None, "router session state, written with compare-and-set"),
     BucketSpec("traces", 1, 7 * _DAY, "gate records: hop, call chain, fan-out, rate buckets"),
     BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
-    BucketSpec("policy", 10, None, "signed policy bundles and the highest trusted version"),
+    BucketSpec("policy", 64, None, "signed policy bundles (with history) and the trusted floor"),
     BucketSpec("idempotency", 1, _DAY, "ids of envelopes whose effects were applied"),
 )
 

@@ -8,15 +8,15 @@ key was used in both calls" can still be seen without the key being revealed.
 
 The hash is an HMAC under a deployment key (`key=`), not a bare digest: a 24-bit digest of
 a low-entropy value (a phone number, a password from a dictionary) would let anyone holding
-the audit log confirm a guess. Without the key the markers still correlate, but only within
-one deployment's key.
+the audit log confirm a guess. Callers that store markers pass their deployment's secret;
+without one the key is random per process (log lines), never a constant anyone could know.
 
 Secrets are always redacted; personal data (emails, phone numbers, card numbers that pass
 the Luhn check) only when asked, because a profile names which of them it handles. Patterns
 are anchored on the published formats of each provider's credentials rather than on
 entropy, so ordinary identifiers (commit hashes, UUIDs, dates) survive untouched.
 
-Pure: no I/O, no global state beyond compiled patterns.
+Pure: no I/O, no global state beyond compiled patterns and the per-process key.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import secrets
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 __all__ = ("PII_KINDS", "SECRET_KINDS", "Hit", "find_secrets", "redact")
 
-_DEFAULT_KEY = b"parley-redact-v1"
+_PROCESS_KEY = secrets.token_bytes(32)
+"""The key when a caller names none: secret, and different in every process."""
 _MARKER_HASH_CHARS = 6
 
 
@@ -230,7 +232,7 @@ def find_secrets(
     *,
     pii: bool = False,
     pii_kinds: Collection[str] | None = None,
-    key: bytes = _DEFAULT_KEY,
+    key: bytes = _PROCESS_KEY,
     truncated: bool = False,
 ) -> list[Hit]:
     """Return the non-overlapping spans of `text` that `redact` would replace, in order.
@@ -272,7 +274,7 @@ def redact(
     *,
     pii: bool = False,
     pii_kinds: Collection[str] | None = None,
-    key: bytes = _DEFAULT_KEY,
+    key: bytes = _PROCESS_KEY,
     truncated: bool = False,
 ) -> str:
     """Return `text` with every secret (and, if asked, personal data) replaced by a marker.
