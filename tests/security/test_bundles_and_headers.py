@@ -1,9 +1,11 @@
 """Issue 13, findings 6 and 9: the gate's bundle history and floor, trace headers, redaction.
 
-Real nats-server, real gate (and auditor) processes. The attacker of the floor is a raw nats-py
-client holding gpt's own credentials under the least-privilege config: it makes the server
-write a foreign JSON document (a JetStream API answer) on the floor's key by naming that key
-as the reply subject of a request it is allowed to make.
+Real nats-server, real gate (and auditor) processes. The foreign writer of the floor is a raw
+nats-py client holding the router's credentials under the least-privilege config: it makes
+the server write a foreign JSON document (a JetStream API answer) on the floor's key by naming
+that key as the reply subject of a request it is allowed to make. An agent can no longer do
+this (its account of its own: tests/security/test_reply_subjects.py); a trusted actor that
+shares the account with the streams still can, so the gate must treat such a value as foreign.
 """
 
 from __future__ import annotations
@@ -107,29 +109,29 @@ def _locked_gate(locked: LockedDown, signer: Signer) -> ProcessOutput:
     return start_actor("gate", "gate", env, "--config", str(locked.settings_file("gate")))
 
 
-async def _foreign_floor_written_by_gpt(locked: LockedDown) -> None:
-    """gpt asks the server about its own durable, naming the floor's key as the reply
+async def _foreign_floor_written_by_router(locked: LockedDown) -> None:
+    """The router asks the server about its own durable, naming the floor's key as the reply
     subject; wait until the server's answer is stored there (watched as the gate, a reader
     of the bucket)."""
     ns = locked.ns
     observer = await locked.connect("gate")
     kv = await observer.jetstream().key_value(ns.bucket("policy"))
     watcher = await kv.watch(TRUSTED_VERSION_KEY)
-    gpt = await locked.connect("gpt")
+    router = await locked.connect("router")
     try:
-        await gpt.publish(
-            f"$JS.API.CONSUMER.INFO.{ns.stream('deliver')}.gpt",
+        await router.publish(
+            f"$JS.API.CONSUMER.INFO.{ns.stream('deliver')}.router",
             b"",
             reply=f"$KV.{ns.bucket('policy')}.{TRUSTED_VERSION_KEY}",
         )
-        await gpt.flush()
+        await router.flush()
         while True:
             entry = await watcher.updates(timeout=10)  # type: ignore[no-untyped-call]
             if entry is not None and entry.value and b"consumer_info_response" in entry.value:
                 return
     finally:
         await watcher.stop()  # type: ignore[no-untyped-call]
-        await gpt.close()
+        await router.close()
         await observer.close()
 
 
@@ -149,7 +151,7 @@ async def test_foreign_json_on_the_floor_neither_crashes_the_gate_nor_lowers_the
         await kv.put(BUNDLE_KEY, signer.sign(v2))
         await gate.wait_line(READY)
         await gate.wait_line('"msg":"policy bundle in force".*"version":2')
-        await _foreign_floor_written_by_gpt(locked)
+        await _foreign_floor_written_by_router(locked)
         # The next publish reads the floor: the old gate died here on `int(b'{...}')`.
         start = len(gate.lines)
         await kv.put(BUNDLE_KEY, signer.sign(v3))
@@ -161,7 +163,7 @@ async def test_foreign_json_on_the_floor_neither_crashes_the_gate_nor_lowers_the
         assert '"reason":"rollback"' in line
         # ...and by a restarted one, with the foreign value newest on the floor's key.
         gate.close()
-        await _foreign_floor_written_by_gpt(locked)
+        await _foreign_floor_written_by_router(locked)
         gate = _locked_gate(locked, signer)
         _, foreign = await gate.wait_line('"msg":"foreign trusted-version record ignored"')
         assert '"reason":"malformed"' in foreign
