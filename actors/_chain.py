@@ -100,6 +100,12 @@ def _computed_hash(stored: bytes) -> tuple[str, str] | None:
     return match.group(1).decode(), hashlib.sha256(unsealed).hexdigest()
 
 
+def _claims_a_record(data: bytes) -> bool:
+    """Whether sealed bytes say they are an audit record: a record altered in transit or at
+    rest still does, and is then judged (and broken) as one."""
+    return b'"audit_record"' in data
+
+
 def sign_checkpoint(checkpoint: Checkpoint, key: Ed25519PrivateKey) -> bytes:
     """The DSSE envelope (JSON) the auditor publishes and logs for `checkpoint`."""
     return sign_payload(msgspec.json.encode(checkpoint), CHECKPOINT_TYPE, key)
@@ -147,6 +153,10 @@ class ChainReport:
     covered: int = 0
     """Records pinned by a verified checkpoint (the chain up to that index)."""
     alerts: int = 0
+    """Alert records: the auditor found messages it did not write (they stay in the chain)."""
+    foreign: list[str] = field(default_factory=list)
+    """Messages that are no part of the chain (not a sealed audit record or checkpoint), by
+    sequence and subject: someone else's writes, reported beside the chain, never in it."""
     unvouched: list[str] = field(default_factory=list)
     """Ranges of records a restarted auditor pinned without having written them itself."""
     first_bad_seq: int | None = None
@@ -176,6 +186,7 @@ class ChainVerifier:
     report: ChainReport = field(default_factory=ChainReport)
     _head: str = GENESIS
     _head_seq: int = 0
+    _member_seq: int = 0
     _pins: dict[int, Checkpoint] = field(default_factory=dict)
     _seen_pins: set[int] = field(default_factory=set)
     _seqs: array[int] = field(default_factory=lambda: array("q"))
@@ -195,24 +206,35 @@ class ChainVerifier:
             self.report.problem = problem
 
     def feed(self, seq: int, subject: str, data: bytes) -> None:
-        """Check one stored message (`subject` is its full subject)."""
+        """Check one stored message (`subject` is its full subject).
+
+        A message that does not claim a place in the chain (on no record or checkpoint
+        subject, not sealed, not an audit record at all) is foreign: reported, and skipped.
+        Skipping one cannot hide tampering with the chain: a removed or altered record breaks
+        the next record's `prev_hash`, or a checkpoint's count, head or coverage.
+        """
         self.report.last_seq = seq
         tokens = subject.split(".")
         if len(tokens) != 4 or tokens[1] != "audit":
-            self._bad(seq, f"message on unexpected subject {subject!r}")
+            self._foreign(seq, subject, "on no audit record subject")
         elif tokens[3] == CHECKPOINT_PROFILE:
             self._checkpoint(seq, tokens[2], data)
+            self._member_seq = seq
+        elif _computed_hash(data) is None or not _claims_a_record(data):
+            self._foreign(seq, subject, "not a sealed audit record")
         else:
             self._record(seq, tokens[2], tokens[3], data)
+            self._member_seq = seq
+
+    def _foreign(self, seq: int, subject: str, why: str) -> None:
+        self.report.foreign.append(f"seq {seq} on {subject}: {why}")
 
     def _record(self, seq: int, tenant: str, profile: str, data: bytes) -> None:
         index = self.report.records + 1
         self.report.records = index
         self._seqs.append(seq)
         hashes = _computed_hash(data)
-        if hashes is None:
-            self._bad(seq, "record is not sealed (no trailing hash)")
-            return
+        assert hashes is not None  # noqa: S101 - feed() sends only sealed records here
         claimed, computed = hashes
         if claimed != computed:
             self._bad(seq, "record bytes do not match their hash (edited)")
@@ -232,9 +254,8 @@ class ChainVerifier:
             self._bad(seq, "record sits on another tenant's or profile's subject")
         if record.fact == UNVOUCHED_FACT:
             self.report.unvouched.append(record.failure_reason or "")
-        if record.fact == ALERT_FACT:
+        if record.fact == ALERT_FACT:  # the chain holds, and says what was written into it
             self.report.alerts += 1
-            self._bad(seq, f"the auditor recorded a foreign write: {record.failure_reason}")
         self._head, self._head_seq = claimed, seq
         pin = self._pins.get(index)
         if pin is not None and (pin.head_hash != claimed or pin.last_seq != seq):
@@ -253,7 +274,7 @@ class ChainVerifier:
         if (checkpoint.count, checkpoint.last_seq, checkpoint.head_hash) != expected:
             self._bad(seq, f"checkpoint {checkpoint.count} disagrees with the chain before it")
             return
-        if self._head_seq != seq - 1:
+        if self._head_seq != self._member_seq:
             # The single writer appends a checkpoint right after the record it pins.
             self._bad(seq, f"checkpoint {checkpoint.count} does not follow the record it pins")
             return

@@ -6,7 +6,8 @@
 to the bus resolves its settings the same way:
 
 1. `--config FILE` when given (a deployment's settings file, as `parley nats-config` writes);
-2. else the settings file `parley up` wrote for the command's role, when there is one
+2. else, when no URL is given and `parley up` runs here, the settings file it wrote for the
+   command's role
    (`.parley/broker/actors/<role>.toml`: `cli` for `collab` and `say`, `policy-signer` for
    `policy publish`, `audit-cli` for `audit`, `trace` and `tail`);
 3. else defaults and `PARLEY_*` variables.
@@ -61,12 +62,19 @@ def local_url(settings: Settings) -> str:
     return LOCAL_URL_FILE.read_text().strip() or settings.nats_url
 
 
+def _local_system_is_up(settings: Settings) -> bool:
+    """Whether the command talks to the system `parley up` runs here: no URL was given, and
+    `parley up` wrote one. Its credentials are for that server only."""
+    return "nats_url" not in settings.model_fields_set and LOCAL_URL_FILE.is_file()
+
+
 def local_settings(config: Path | None, role: str, **overrides: Any) -> Settings:
     """The settings of a command acting as `role` (see the module docstring for the order)."""
-    if config is None:
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if config is None and _local_system_is_up(load_settings(None, **given)):
         mine = LOCAL_BROKER / "actors" / f"{role}.toml"
         config = mine if mine.is_file() else None
-    settings = load_settings(config, **{k: v for k, v in overrides.items() if v is not None})
+    settings = load_settings(config, **given)
     url = local_url(settings)
     if url != settings.nats_url:
         settings = settings.model_copy(update={"nats_url": url})

@@ -26,7 +26,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actors._chain import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
-from bus import ConfigError, KeyFileError, jetstream, read_history
+from bus import ConfigError, HistoryError, KeyFileError, jetstream, read_history
 from bus import load_public_key as bus_load_public_key
 from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id
 from tools._local import connect_local, local_settings
@@ -197,12 +197,17 @@ async def _verify(args: argparse.Namespace) -> int:
     )
     if args.json:
         print(json.dumps({**report.__dict__, "ok": report.ok}))
-    elif report.ok:
+        return 0 if report.ok else 1
+    if report.ok:
         print(f"audit chain intact: {summary}")
         for note in report.unvouched:
             print(f"  note: {note}")
     else:
         print(f"audit chain BROKEN at seq {report.first_bad_seq}: {report.problem} ({summary})")
+    if report.alerts:  # beside the chain: they never break it, and are never hidden either
+        print(f"  ALERT: the auditor recorded {report.alerts} foreign write(s) in the chain")
+    for foreign in report.foreign:
+        print(f"  ALERT: foreign message, not part of the chain: {foreign}")
     return 0 if report.ok else 1
 
 
@@ -255,7 +260,7 @@ def _runner(coro: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             code: int = asyncio.run(coro(args))
-        except (AuditToolError, ConfigError) as exc:
+        except (AuditToolError, ConfigError, HistoryError, TimeoutError) as exc:
             print(f"parley: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

@@ -114,8 +114,18 @@ async def test_a_forged_record_written_through_an_admin_connection_is_caught(
         report = await verify_stream(
             js, namespace.stream("audit"), trusted={key_id(keys.public): keys.public}
         )
-        assert not report.ok and "foreign write" in report.problem
-        assert report.alerts == 1
+        # The chain holds (the auditor adopted and flagged the forgery); verify says so.
+        assert report.ok and report.alerts == 1, report
+        # A message that claims no place in the chain at all (the server's JSON, named as a
+        # reply subject by a trusted actor) is reported beside it, never breaks it.
+        await js.publish(namespace.audit("demo", "claude"), b'{"type": "io.nats.jetstream"}')
+        await publish_fact(js, namespace, decision("gpt", "claude", allowed=False))
+        await auditor.wait_line(r'"count":6\b', timeout=20)
+        report = await verify_stream(
+            js, namespace.stream("audit"), trusted={key_id(keys.public): keys.public}, strict=True
+        )
+        assert report.ok, report
+        assert len(report.foreign) == 1 and "not a sealed audit record" in report.foreign[0]
     finally:
         auditor.signal(signal.SIGTERM)
         await auditor.wait_exit()
