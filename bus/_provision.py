@@ -42,7 +42,8 @@ BUCKETS = (
     BucketSpec("traces", 1, 7 * _DAY, "gate records: hop, call chain, fan-out, rate buckets"),
     BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
     BucketSpec("policy", 10, None, "signed policy bundles and the highest trusted version"),
-    BucketSpec("idempotency", 1, _DAY, "ids of envelopes whose effects were applied"),
+    # Longer than `traces` keeps a position: no position outlives the claim of its id.
+    BucketSpec("idempotency", 1, 8 * _DAY, "envelope ids the gate decided, create-only"),
 )
 
 
