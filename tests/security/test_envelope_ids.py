@@ -34,7 +34,7 @@ from actors._gate_records import (
     trace_key,
 )
 from actors._plan import Route, Submission, plan
-from bus import CAUSATION_ID, MSG_ID
+from bus import BUCKETS, CAUSATION_ID, MSG_ID, provision
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -42,6 +42,7 @@ from schemas import (
     Decision,
     Error,
     ErrorCode,
+    Namespace,
     Reply,
     decode_envelope,
     encode,
@@ -236,3 +237,21 @@ def test_an_envelope_decided_again_after_a_lost_compare_and_set_is_charged_once(
     bucket = again.values[keys[1]]
     assert isinstance(trace, TraceState) and trace.count == 1
     assert isinstance(bucket, RateBucket) and bucket.tokens == 1.0
+
+
+async def test_claims_outlive_positions_also_in_a_bucket_an_older_release_made(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """Were a claim to expire before the position it protects, a replay of its id would be
+    admitted again and overwrite that position: provisioning gives a bucket made with the old
+    one-day TTL the new one."""
+    ttl = {spec.name: spec.ttl_s for spec in BUCKETS}
+    assert (ttl["idempotency"] or 0) > (ttl["traces"] or 0) > 0
+    js = nc.jetstream()
+    await provision(js, namespace)
+    stream = f"KV_{namespace.bucket('idempotency')}"
+    config = (await js.stream_info(stream)).config
+    config.max_age = 24 * 3600.0  # as bus/_provision.py made it before
+    await js.update_stream(config)
+    await provision(js, namespace)
+    assert (await js.stream_info(stream)).config.max_age == ttl["idempotency"]
