@@ -236,7 +236,7 @@ class GateActor(Actor):
         The counters of its that were committed hold its charge; deciding it again must not
         charge them twice. Forgotten once it is delivered. Kept per process (bounded): a
         redelivery to another replica, or after a crash between the commit and the delivery,
-        is charged again (see README, "Envelope ids").
+        is charged again (a gap: counters do not remember who paid them).
         """
         key = verdict.envelope.id
         if failure is None:
