@@ -88,8 +88,17 @@ def _live(calls: dict[str, int], now_ms: int, but: str = "") -> dict[str, int]:
     return {call: expires for call, expires in calls.items() if expires > now_ms and call != but}
 
 
-def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
-    """Apply the counted limits to a planned route; on admission, record what it spends."""
+def decide(
+    route: Route, ledger: Ledger, bundle: PolicyBundle, paid: frozenset[str] = frozenset()
+) -> Allow | Deny:
+    """Apply the counted limits to a planned route; on admission, record what it spends.
+
+    Args:
+        paid: counters this envelope's charge is already committed to (an earlier round
+            of the same submission committed them before another counter of it lost its
+            compare-and-set): they are neither checked nor charged again, so an envelope
+            is charged once however often it is decided.
+    """
     sub, profile = route.sub, route.profile
     now = sub.now_ms
     trace_k = trace_key(route.position.trace_id)
@@ -99,7 +108,8 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
         route.position.user_id, counted=not route.is_root
     )
     budget = profile.trace_message_budget
-    if trace.count + 1 > budget:
+    trace_paid = trace_k in paid
+    if not trace_paid and trace.count + 1 > budget:
         return Deny(
             ErrorCode.BUDGET_EXCEEDED,
             "trace_message_budget",
@@ -165,16 +175,7 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
                 "in progress.",
             )
     rate_k = rate_key(sub.sender, route.target)
-    bucket = ledger.get(rate_k, RateBucket)
-    capacity = float(profile.rate_per_minute)
-    leases = bucket.live_leases(now) if bucket is not None else {}
-    ceiling = capacity - sum(lease.tokens for lease in leases.values())
-    available = (
-        capacity
-        if bucket is None
-        else min(ceiling, bucket.tokens + (now - bucket.at_ms) * capacity / 60_000)
-    )
-    if available < 1.0:
+    if rate_k not in paid and not _rate_allows(ledger, rate_k, profile.rate_per_minute, now):
         return Deny(
             ErrorCode.RATE_LIMITED,
             "rate_per_minute",
@@ -182,7 +183,6 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
             limit=profile.rate_per_minute,
         )
     # Admitted: spend what it costs.
-    ledger.put(rate_k, RateBucket(tokens=available - 1.0, at_ms=now, leases=leases))
     if route.role == "call":
         level = route.position.levels[-1]
         expires = level.deadline_ms or now + profile.deadline_ms
@@ -197,7 +197,8 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
     elif route.role == "return" and route.answered is not None:
         answered = route.answered.call_id
         open_calls.pop(answered, None)
-        tokens += _tokens_spent(sub.envelope)
+        if not trace_paid:
+            tokens += _tokens_spent(sub.envelope)
         if answered in inflight.calls or answered in inflight.shared:
             ledger.put(
                 inflight_k,
@@ -209,10 +210,30 @@ def decide(route: Route, ledger: Ledger, bundle: PolicyBundle) -> Allow | Deny:
     ledger.put(
         trace_k,
         TraceState(
-            count=trace.count + 1, user_id=trace.user_id, tokens=tokens, open_calls=open_calls
+            count=trace.count + (0 if trace_paid else 1),
+            user_id=trace.user_id,
+            tokens=tokens,
+            open_calls=open_calls,
         ),
     )
     return Allow(route=route, envelope=sub.envelope)
+
+
+def _rate_allows(ledger: Ledger, key: str, rate_per_minute: int, now: int) -> bool:
+    """Whether the token bucket `key` holds a token at `now`; if so, spend it in the ledger."""
+    bucket = ledger.get(key, RateBucket)
+    capacity = float(rate_per_minute)
+    leases = bucket.live_leases(now) if bucket is not None else {}
+    ceiling = capacity - sum(lease.tokens for lease in leases.values())
+    available = (
+        capacity
+        if bucket is None
+        else min(ceiling, bucket.tokens + (now - bucket.at_ms) * capacity / 60_000)
+    )
+    if available < 1.0:
+        return False
+    ledger.put(key, RateBucket(tokens=available - 1.0, at_ms=now, leases=leases))
+    return True
 
 
 def implied_root_trace(user_id: str, *, counted: bool = True) -> TraceState:

@@ -32,6 +32,7 @@ __all__ = (
     "RateBucket",
     "TraceState",
     "fanout_key",
+    "id_key",
     "inflight_key",
     "position_key",
     "rate_key",
@@ -49,6 +50,11 @@ def _token(value: str) -> str:
 
 def position_key(envelope_id: str) -> str:
     return f"pos.{_token(envelope_id)}"
+
+
+def id_key(envelope_id: str) -> str:
+    """The claim of an envelope id, in the idempotency bucket (actors/_gate_ids.py)."""
+    return f"id.{_token(envelope_id)}"
 
 
 def trace_key(trace_id: str) -> str:

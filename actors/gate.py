@@ -17,7 +17,9 @@ all its replicas, and for each envelope:
 
 A crash anywhere loses nothing: an input is redelivered until acked, its effects carry ids
 derived from it, and a redelivered envelope whose position is already recorded is delivered
-again as recorded instead of being counted twice.
+again as recorded instead of being counted twice. Every envelope id is decided once: before
+deciding, the gate claims the id create-only (actors/_gate_ids.py), and a different message
+re-using a claimed id is refused as `DUPLICATE_ENVELOPE`, however long after.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 import random
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -36,7 +39,8 @@ from msgspec import Struct, structs
 
 from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
 from actors._decide import Allow, Ledger, decide, implied_root_trace, required_keys
-from actors._gate_records import Position, position_key, trace_key
+from actors._gate_ids import Claim, IdClaims, claim_of
+from actors._gate_records import Position, position_key, rate_key, trace_key
 from actors._gate_store import GateStore
 from actors._plan import Deny, Route, Submission, plan
 from actors._rate_leases import RateLeases
@@ -122,6 +126,10 @@ class GateActor(Actor):
         # replicas under one lease name would overwrite each other's leases.
         self._leases = RateLeases(f"{self._me}/{uuid.uuid4().hex[:12]}")
         self._store: GateStore | None = None
+        self._ids: IdClaims | None = None
+        self._paid: OrderedDict[str, frozenset[str]] = OrderedDict()
+        """Per envelope id: counters its charge is committed to, though the envelope was not
+        delivered yet (another of its counters lost a compare-and-set)."""
         self.bundles: BundleStore | None = None
 
     def inputs(self) -> Sequence[Input]:
@@ -136,6 +144,8 @@ class GateActor(Actor):
         bucket = ns.bucket("traces")
         traces = await bus.js.key_value(bucket)
         self._store = GateStore(bus.js, traces, bucket, self._cache_size)
+        ids = ns.bucket("idempotency")
+        self._ids = IdClaims(bus.js, await bus.js.key_value(ids), ids, self._cache_size)
 
     async def background(self, stopping: asyncio.Event) -> None:
         if self.bundles is not None:
@@ -156,13 +166,29 @@ class GateActor(Actor):
         on one hot counter do not keep invalidating each other); only one still in conflict
         after that is returned as failed, to be redelivered. Redelivery alone would spend the
         message's deliveries on contention and dead-letter good traffic.
+
+        First every message claims its envelope id; one whose id another submission holds is
+        refused at once, before anything is planned or charged for it.
         """
-        store, bundles = self._store, self.bundles
-        if store is None or bundles is None:
+        store, bundles, ids = self._store, self.bundles, self._ids
+        if store is None or bundles is None or ids is None:
             raise RuntimeError("the gate handled a message before it started")
         results: dict[int, Exception | None] = {}
-        pending = list(batch)
+        pending: list[tuple[AnyEnvelope, Context]] = []
+        claims = await ids.claim([(env.id, claim_of(ctx)) for env, ctx in batch])
+        for (envelope, ctx), held in zip(batch, claims, strict=True):
+            if isinstance(held, Exception):
+                results[id(ctx)] = held
+            elif isinstance(held, BaseException):
+                raise held
+            elif held is not None:
+                await self._refuse_duplicate(ctx, envelope, held)
+                results[id(ctx)] = None
+            else:
+                pending.append((envelope, ctx))
         for round_ in range(_CONFLICT_ROUNDS):
+            if not pending:
+                break
             if round_:
                 await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311 - jitter
             conflicts = await self._decide_and_commit(store, bundles, pending)
@@ -192,8 +218,10 @@ class GateActor(Actor):
         self._leases.spent(ledger, local)
         self._leases.granted(taken, stale, decided.returned)
         results: list[Exception | None] = []
+        committed = (updates.keys() - stale) | local
         for verdict in decided.verdicts:
             failure = self._conflict(verdict, stale)
+            self._note_paid(verdict, failure, committed)
             if failure is None:
                 if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
                     position = verdict.outcome.route.position
@@ -203,6 +231,45 @@ class GateActor(Actor):
                 await self._publish(store, verdict)
             results.append(failure)
         return results
+
+    def _note_paid(self, verdict: _Verdict, failure: Exception | None, committed: set[str]) -> None:
+        """Remember what an admitted envelope that lost a compare-and-set has already paid.
+
+        The counters of its that were committed hold its charge; deciding it again must not
+        charge them twice. Forgotten once it is delivered. Kept per process (bounded): a
+        redelivery to another replica, or after a crash between the commit and the delivery,
+        is charged again (a gap: counters do not remember who paid them).
+        """
+        key = verdict.envelope.id
+        if failure is None:
+            self._paid.pop(key, None)
+            return
+        if not isinstance(verdict.outcome, Allow):
+            return
+        route = verdict.outcome.route
+        charged = {trace_key(route.position.trace_id), rate_key(route.sub.sender, route.target)}
+        paid = self._paid.get(key, frozenset()) | (charged & committed)
+        if paid:
+            self._paid[key] = paid
+            self._paid.move_to_end(key)
+            if len(self._paid) > self._cache_size:
+                self._paid.popitem(last=False)
+
+    async def _refuse_duplicate(self, ctx: Context, envelope: AnyEnvelope, held: Claim) -> None:
+        """Refuse a message whose envelope id another submission holds: nothing is planned,
+        charged or recorded for it, and its error and decision take ids of their own (those
+        of the holder's would be dropped as duplicates by JetStream)."""
+        whose = "the gate" if held.seq == 0 else f"submission {held.seq}"
+        deny = Deny(
+            ErrorCode.DUPLICATE_ENVELOPE,
+            "duplicate_id",
+            f"envelope id {envelope.id[:80]!r} is already held by {whose}: the gate decides "
+            "each id once; send a new envelope with a new id",
+            value=held.seq,
+        )
+        log.warning("refused a repeated envelope id", extra={"id": envelope.id})
+        basis = derive_id(envelope.id, f"duplicate.{ctx.stream_seq}")
+        await self._refuse(ctx, envelope, deny, None, basis=basis)
 
     async def _decide_batch(
         self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
@@ -251,7 +318,8 @@ class GateActor(Actor):
                 continue
             refused_return: Position | None = None
             if isinstance(route, Route) and bundle is not None:
-                outcome: Allow | Deny = decide(route, ledger, bundle)
+                paid = self._paid.get(envelope.id, frozenset())
+                outcome: Allow | Deny = decide(route, ledger, bundle, paid)
                 if isinstance(outcome, Deny) and route.role == "return":
                     refused_return = route.position
             else:
@@ -319,6 +387,7 @@ class GateActor(Actor):
             return
         if verdict.cause is not None:
             error_position = _error_position(envelope, ctx, verdict.cause)
+            await self._claim_own(ctx, error_position.envelope_id)
             await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
         await self._refuse(ctx, envelope, outcome, verdict.cause)
         if verdict.refused_return is not None:
@@ -330,12 +399,18 @@ class GateActor(Actor):
         """Deliver a refused answer's error to the caller that waits for it, at its level."""
         error = _error_for(envelope, deny, "refused-answer")
         position = structs.replace(at, envelope_id=error.id, sender=self.actor_id, kind="error")
+        await self._claim_own(ctx, error.id)
         await self._record(store, ctx, position_key(error.id), position)
         headers = TraceHeaders(
             trace_id=at.trace_id, hop_count=at.hop, causation_id=envelope.id, origin=at.origin
         ).to_headers(error.id)
         headers[SENDER] = self.actor_id
         await ctx.outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
+
+    async def _claim_own(self, ctx: Context, envelope_id: str) -> None:
+        """Claim an id the gate made and records a position for, so no sender can reuse it."""
+        if self._ids is not None:
+            await self._ids.mark(ctx, envelope_id, self.actor_id)
 
     @staticmethod
     async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
@@ -374,9 +449,19 @@ class GateActor(Actor):
         await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
 
     async def _refuse(
-        self, ctx: Context, envelope: AnyEnvelope, deny: Deny, cause: Position | None
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        deny: Deny,
+        cause: Position | None,
+        *,
+        basis: str = "",
     ) -> None:
-        error = _error_for(envelope, deny, "refused")
+        """Deliver the refusal of `envelope` to its sender and record the decision.
+
+        `basis` is what the effects' ids derive from (the envelope's id unless given).
+        """
+        error = _error_for(envelope, deny, "refused", basis)
         trace = cause.trace_id if cause else envelope.id
         headers = TraceHeaders(
             trace_id=trace,
@@ -395,7 +480,7 @@ class GateActor(Actor):
             kind=_tag(envelope),
             levels=(),
         )
-        await self._decide_record(ctx, envelope, deny.rule, where, deny)
+        await self._decide_record(ctx, envelope, deny.rule, where, deny, basis=basis)
 
     async def _decide_record(
         self,
@@ -404,11 +489,13 @@ class GateActor(Actor):
         rule: str,
         position: Position,
         deny: Deny | None,
+        *,
+        basis: str = "",
     ) -> None:
         bundles = self.bundles
         bundle = bundles.bundle if bundles else None
         decision = Decision(
-            id=derive_id(envelope.id, "decision"),
+            id=derive_id(basis or envelope.id, "decision"),
             created_at=utc_now(),
             allowed=deny is None,
             code=deny.code if deny else None,
@@ -488,14 +575,14 @@ def _preview(envelope: AnyEnvelope) -> str:
     return ""
 
 
-def _error_for(envelope: AnyEnvelope, deny: Deny, purpose: str) -> Error:
+def _error_for(envelope: AnyEnvelope, deny: Deny, purpose: str, basis: str = "") -> Error:
     details: dict[str, object] = {"rule": deny.rule}
     if deny.limit is not None:
         details["limit"] = deny.limit
     if deny.value is not None:
         details["value"] = deny.value
     return Error(
-        id=derive_id(envelope.id, purpose),
+        id=derive_id(basis or envelope.id, purpose),
         created_at=utc_now(),
         code=deny.code,
         message=deny.message,

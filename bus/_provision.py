@@ -42,7 +42,8 @@ BUCKETS = (
     BucketSpec("traces", 1, 7 * _DAY, "gate records: hop, call chain, fan-out, rate buckets"),
     BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
     BucketSpec("policy", 64, None, "signed policy bundles (with history) and the trusted floor"),
-    BucketSpec("idempotency", 1, _DAY, "ids of envelopes whose effects were applied"),
+    # Longer than `traces` keeps a position: no position outlives the claim of its id.
+    BucketSpec("idempotency", 1, 8 * _DAY, "envelope ids the gate decided, create-only"),
 )
 
 
@@ -182,9 +183,11 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
     name = ns.bucket(spec.name)
     try:
         await js.key_value(name)
-        return
     except BucketNotFoundError:
         pass
+    else:
+        await _ensure_ttl(js, name, spec)
+        return
     try:
         await js.create_key_value(
             KeyValueConfig(
@@ -198,6 +201,20 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
     except APIError as exc:
         if exc.err_code != 10058:
             raise ProvisionError(f"cannot create bucket {name}: {exc}") from exc
+
+
+async def _ensure_ttl(js: JetStreamContext, name: str, spec: BucketSpec) -> None:
+    """Give an existing bucket the TTL its spec asks for now: a TTL that grew (the gate's id
+    claims must outlive its positions) has to reach buckets made by an older release."""
+    info = await js.stream_info(f"KV_{name}")
+    config = info.config
+    if (config.max_age or None) == spec.ttl_s:
+        return
+    config.max_age = spec.ttl_s
+    try:
+        await js.update_stream(config)
+    except APIError as exc:
+        raise ProvisionError(f"cannot update the TTL of bucket {name}: {exc}") from exc
 
 
 async def provision(
