@@ -35,6 +35,9 @@ class BucketSpec:
     history: int
     ttl_s: float | None
     description: str
+    direct: bool = False
+    """Readable key by key with `DIRECT.GET.<stream>.<subject>`, a request broker permissions
+    can grant per key prefix (a `STREAM.MSG.GET` names its key in the payload: all or none)."""
 
 
 BUCKETS = (
@@ -42,7 +45,13 @@ BUCKETS = (
     BucketSpec("traces", 1, 7 * _DAY, "gate records: hop, call chain, fan-out, rate buckets"),
     BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
     BucketSpec("policy", 10, None, "signed policy bundles and the highest trusted version"),
-    BucketSpec("idempotency", 1, _DAY, "ids of envelopes whose effects were applied"),
+    BucketSpec(
+        "idempotency",
+        1,
+        _DAY,
+        "ids of envelopes whose effects were applied; marks of redelivered inputs in hand",
+        direct=True,
+    ),
 )
 
 
@@ -177,9 +186,18 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
     name = ns.bucket(spec.name)
     try:
         await js.key_value(name)
-        return
     except BucketNotFoundError:
         pass
+    else:
+        if spec.direct:  # a bucket made before it was read key by key
+            info = await js.stream_info(f"KV_{name}")
+            if not info.config.allow_direct:
+                info.config.allow_direct = True
+                try:
+                    await js.update_stream(info.config)
+                except APIError as exc:
+                    raise ProvisionError(f"cannot update bucket {name}: {exc}") from exc
+        return
     try:
         await js.create_key_value(
             KeyValueConfig(
@@ -188,6 +206,7 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
                 history=spec.history,
                 ttl=spec.ttl_s,
                 storage=StorageType.FILE,
+                direct=spec.direct,
             )
         )
     except APIError as exc:

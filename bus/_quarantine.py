@@ -19,12 +19,14 @@ two process deaths instead of `max_deliver`; an innocent message caught in one c
 handled normally on its redelivery.
 
 The guard fails open: when the bucket cannot be read or written the message is handled
-unguarded (and the failure logged), as before this existed.
+unguarded (and the failure logged), as before this existed, and the guard rests for a minute
+so a missing bucket or grant does not cost every redelivery a timeout.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
@@ -37,6 +39,7 @@ __all__ = ("Quarantine", "handling_key")
 log = logging.getLogger("parley.bus.quarantine")
 
 BUCKET = "idempotency"
+_REST_S = 60.0
 
 
 def handling_key(actor_id: str, stream: str, seq: int) -> str:
@@ -53,6 +56,7 @@ class Quarantine:
         self._bucket = ns.bucket(BUCKET)
         self._actor_id = actor_id
         self._kv: KeyValue | None = None
+        self._resting_until = 0.0
 
     async def _open(self) -> KeyValue:
         if self._kv is None:
@@ -62,6 +66,8 @@ class Quarantine:
     async def begin(self, stream: str, seq: int, attempt: int) -> int | None:
         """Before handling delivery `attempt` (> 1) of `seq`: the earlier delivery that died
         while handling it (quarantine it), or None after marking this one as in hand."""
+        if time.monotonic() < self._resting_until:
+            return None
         key = handling_key(self._actor_id, stream, seq)
         try:
             kv = await self._open()
@@ -75,6 +81,7 @@ class Quarantine:
                     return died
             await kv.put(key, str(attempt).encode())
         except Exception as exc:  # fail open: handle it unguarded
+            self._resting_until = time.monotonic() + _REST_S
             log.warning(
                 "could not mark a redelivered message", extra={"error": repr(exc), "seq": seq}
             )
@@ -82,6 +89,8 @@ class Quarantine:
 
     async def end(self, stream: str, seq: int) -> None:
         """The attempt settled (handled, failed or dead-lettered): drop its mark."""
+        if time.monotonic() < self._resting_until:
+            return
         try:
             kv = await self._open()
             await kv.delete(handling_key(self._actor_id, stream, seq))
