@@ -15,6 +15,12 @@ all its replicas, and for each envelope:
    by a refused one to `parley.deliver.<sender>`, and publishes the decision on
    `parley.decisions.<sender>`; the runtime acks the input only after JetStream stored those.
 
+An admitted envelope whose delivery (the sender's bytes plus the gate's headers) would not fit
+the server's `max_payload` or the stream's message size is refused (`INVALID_REQUEST`, nothing
+spent) before it is decided: sent, it would close the gate's connection. A submission that
+does not decode or validate gets an `INVALID_REQUEST` error on its sender's deliver subject,
+naming the field and the reason, beside its dead letter (`rejected()`).
+
 A crash anywhere loses nothing: an input is redelivered until acked, its effects carry ids
 derived from it, and a redelivered envelope whose position is already recorded is delivered
 again as recorded instead of being counted twice. Every envelope id is decided once: before
@@ -45,7 +51,19 @@ from actors._gate_store import GateStore
 from actors._plan import Deny, Route, Submission, plan
 from actors._rate_leases import RateLeases
 from actors._redact_key import redaction_key
-from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
+from bus import (
+    SENDER,
+    Actor,
+    BusHandle,
+    ConfigError,
+    Context,
+    Input,
+    Outbox,
+    Rejection,
+    Settings,
+    TraceHeaders,
+    wire_size,
+)
 from schemas import (
     AnyEnvelope,
     Decision,
@@ -68,6 +86,9 @@ _CONFLICT_ROUNDS = 6
 """Rounds a batch's conflicting messages are decided again before being redelivered."""
 ALLOWED_TOOLS = "Parley-Allowed-Tools"
 """Set on delivered calls: the tools the callee may use, narrowed along the chain."""
+_HEADER_BOUND = 2048
+"""More than a delivery's headers without an allowed-tools list can take (its ids are at most
+128 characters, its names subject tokens): a payload this far below the limit fits as is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +152,8 @@ class GateActor(Actor):
         """Per envelope id: counters its charge is committed to, though the envelope was not
         delivered yet (another of its counters lost a compare-and-set)."""
         self.bundles: BundleStore | None = None
+        self._max_message = settings.max_payload
+        """Largest message (headers included) the server and the streams take."""
 
     def inputs(self) -> Sequence[Input]:
         ns = self.namespace
@@ -146,6 +169,7 @@ class GateActor(Actor):
         self._store = GateStore(bus.js, traces, bucket, self._cache_size)
         ids = ns.bucket("idempotency")
         self._ids = IdClaims(bus.js, await bus.js.key_value(ids), ids, self._cache_size)
+        self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
     async def background(self, stopping: asyncio.Event) -> None:
         if self.bundles is not None:
@@ -301,6 +325,9 @@ class GateActor(Actor):
             for route in routes
             if isinstance(route, Route) and route.is_root
         }
+        for index, ((envelope, ctx), route) in enumerate(zip(batch, routes, strict=True)):
+            if isinstance(route, Route):
+                routes[index] = self._too_large(ctx, envelope, route) or route
         planned = [route for route in routes if isinstance(route, Route)]
         local = self._leases.covered(planned, now_ms)
         counters = await store.load(
@@ -342,6 +369,33 @@ class GateActor(Actor):
             recorded = value if isinstance(value, Position) and value.sender == ctx.sender else None
             out.append(recorded)
         return out
+
+    def _too_large(self, ctx: Context, envelope: AnyEnvelope, route: Route) -> Deny | None:
+        """A refusal of an envelope whose delivery would exceed the largest message the
+        server and the streams take (headers included), decided before anything is spent."""
+        if (
+            len(ctx.payload) + _HEADER_BOUND <= self._max_message
+            and route.position.levels[-1].tools is None
+            and not isinstance(envelope, DelegationRequest)  # a redacted copy may be longer
+        ):
+            return None  # the hot path: no headers built twice
+        payload, headers = self._delivery(
+            ctx,
+            envelope,
+            route.position,
+            _redacted(envelope, route.profile.redact_pii, self._redact_key),
+        )
+        size = wire_size(payload, headers)
+        if size <= self._max_message:
+            return None
+        return Deny(
+            ErrorCode.INVALID_REQUEST,
+            "envelope_too_large",
+            f"envelope too large: {size} > {self._max_message} bytes once delivered "
+            "(payload and headers)",
+            limit=self._max_message,
+            value=size,
+        )
 
     @staticmethod
     def _sender_position(sub: Submission, causes: Mapping[str, object]) -> Position | None:
@@ -434,6 +488,14 @@ class GateActor(Actor):
         redacted: AnyEnvelope | None,
     ) -> None:
         """Publish the envelope to its target: the sender's exact bytes, or a redacted copy."""
+        payload, headers = self._delivery(ctx, envelope, position, redacted)
+        await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
+
+    @staticmethod
+    def _delivery(
+        ctx: Context, envelope: AnyEnvelope, position: Position, redacted: AnyEnvelope | None
+    ) -> tuple[bytes, dict[str, str]]:
+        """The payload and headers of an envelope's delivery to its target."""
         level = position.levels[-1]
         headers = TraceHeaders(
             trace_id=position.trace_id,
@@ -446,7 +508,7 @@ class GateActor(Actor):
         if level.tools is not None and level.call_id == envelope.id:
             headers[ALLOWED_TOOLS] = ",".join(level.tools)
         payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
-        await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
+        return payload, headers
 
     async def _refuse(
         self,
@@ -481,6 +543,40 @@ class GateActor(Actor):
             levels=(),
         )
         await self._decide_record(ctx, envelope, deny.rule, where, deny, basis=basis)
+
+    async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
+        """Tell the sender of a submission that will not be handled why, on its own deliver
+        subject (the sender is the subject's token: known even when nothing decoded).
+
+        The error's id derives from the input's stream sequence, so a redelivery of the same
+        bad input is de-duplicated instead of told twice.
+        """
+        if rejection.stream != self.namespace.stream("submit") or not rejection.sender:
+            return
+        input_id = f"{rejection.stream}:{rejection.seq}"
+        cause = rejection.envelope_id
+        details: dict[str, object] = {
+            "field": rejection.field,
+            "reason": rejection.problem,
+            "rule": rejection.reason,
+            "stream_seq": rejection.seq,
+        }
+        if rejection.value is not None:
+            details["value"] = rejection.value
+        error = Error(
+            id=derive_id(input_id, rejection.reason),
+            created_at=utc_now(),
+            code=ErrorCode.INVALID_REQUEST,
+            message=f"submission refused ({rejection.reason}): {rejection.field}: "
+            f"{rejection.problem}"[:1000],
+            details=details,
+            cause_id=cause or None,
+        )
+        headers = TraceHeaders(
+            trace_id=error.id, causation_id=cause, origin=rejection.sender
+        ).to_headers(error.id)
+        headers[SENDER] = self.actor_id
+        await outbox.publish(self.namespace.deliver(rejection.sender), encode(error), headers)
 
     async def _decide_record(
         self,

@@ -1,7 +1,14 @@
 """NATS machinery: connection, provisioning, consumer loops, headers, the process runner,
 the embedded server and the supervisor. Imports `schemas`; never imports `actors` or `tools`."""
 
-from bus._ackinbox import AckInbox, AppendRefused, AppendTimeout, PublishStalled
+from bus._ackinbox import (
+    AckInbox,
+    AppendRefused,
+    AppendTimeout,
+    MessageTooLarge,
+    PublishStalled,
+    wire_size,
+)
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import FsyncCheckError, Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
@@ -38,6 +45,8 @@ from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
 from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
+from bus._quarantine import Quarantine, handling_key
+from bus._rejection import Rejection
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
 from bus._settings import ConfigError, Settings, load_settings
@@ -84,10 +93,13 @@ __all__ = (
     "HistoryError",
     "Input",
     "KeyFileError",
+    "MessageTooLarge",
     "NatsServerError",
     "Outbox",
     "ProvisionError",
     "PublishStalled",
+    "Quarantine",
+    "Rejection",
     "Settings",
     "StoredMessage",
     "Supervisor",
@@ -101,6 +113,7 @@ __all__ = (
     "current_trace_id",
     "dump_tasks",
     "find_nats_server",
+    "handling_key",
     "jetstream",
     "load_private_key",
     "load_public_key",
@@ -114,4 +127,5 @@ __all__ = (
     "stream_configs",
     "trace_scope",
     "traceparent_for",
+    "wire_size",
 )

@@ -12,12 +12,18 @@ refused effect only showed as a timeout.
 `AckInbox` subscribes one wildcard inbox (under the actor's own inbox prefix, which its broker
 permissions allow) and answers every request with a future: a counter names the reply, msgspec
 decodes the answer, and a refusal resolves the future at once with `AppendRefused`.
+
+Nothing larger than the server's `max_payload` is ever sent: nats-py checks the payload alone,
+but the server counts the headers too and closes the connection of a client that sends more
+(`Maximum Payload Violation`), which took every in-flight message of the actor with it. A
+publish that would not fit raises `MessageTooLarge` before anything is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -25,7 +31,14 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import PubAck
 
-__all__ = ("AckInbox", "AppendRefused", "AppendTimeout", "PublishStalled")
+__all__ = (
+    "AckInbox",
+    "AppendRefused",
+    "AppendTimeout",
+    "MessageTooLarge",
+    "PublishStalled",
+    "wire_size",
+)
 
 _ACK = b"+ACK"
 _SWEEP_EVERY = 4096
@@ -46,6 +59,34 @@ class AppendTimeout(RuntimeError):
 
 class PublishStalled(RuntimeError):
     """Too many requests wait for answers (the server is down or overloaded)."""
+
+
+class MessageTooLarge(ValueError):
+    """A message whose payload plus encoded headers exceed the server's `max_payload`.
+
+    Raised before sending: the server would close the whole connection instead of refusing
+    the one message. Deterministic, so retrying the same input cannot help.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"message too large: {size} > {limit} bytes (headers included)")
+        self.size = size
+        self.limit = limit
+
+
+_HEADER_LINE = len(b"NATS/1.0\r\n") + len(b"\r\n")
+"""The status line and the blank line that end a header block."""
+
+
+def wire_size(payload: bytes, headers: Mapping[str, str] | None) -> int:
+    """The size the server checks against `max_payload`: payload plus the header block as
+    nats-py encodes it (`NATS/1.0`, one `key: value` line per header, a blank line)."""
+    if not headers:
+        return len(payload)
+    size = len(payload) + _HEADER_LINE
+    for key, value in headers.items():
+        size += len(key) + len(value.encode()) + 4  # ": " and CRLF
+    return size
 
 
 class _ApiError(msgspec.Struct):
@@ -100,12 +141,16 @@ class AckInbox:
         """Send now; the future resolves when JetStream answers.
 
         Raises:
+            MessageTooLarge: payload and headers exceed the server's `max_payload`.
             PublishStalled: `max_pending` requests have waited for answers for `stall_s`.
             Exception: nats-py could not send it (too large, closed, buffer full while
                 reconnecting); nothing is left waiting for an answer.
         """
         if self._sub is None:
             raise RuntimeError("AckInbox.publish before open()")
+        size = wire_size(data, headers)
+        if size > self._nc.max_payload:
+            raise MessageTooLarge(size, self._nc.max_payload)
         token = await self._next_token(stall_s)
         future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future

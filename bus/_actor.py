@@ -19,6 +19,8 @@ from nats.js import JetStreamContext
 from bus._connection import Uptime
 from bus._context import Context
 from bus._metrics import ActorMetrics
+from bus._outbox import Outbox
+from bus._rejection import Rejection
 from bus._settings import Settings
 from schemas import AnyEnvelope, Namespace
 
@@ -139,6 +141,15 @@ class Actor(ABC):
         from `ctx.derive_id()` are still the same on every redelivery.
         """
         raise NotImplementedError(f"{type(self).__name__} reads a raw input but has no handle_raw")
+
+    async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:  # noqa: B027
+        """An input is about to be dead-lettered unhandled (bad bytes, bad headers, or
+        quarantined after killing a handler): publish through `outbox` what its sender
+        should learn (an optional hook; nothing by default).
+
+        The effects are stored before the dead letter and the ack; if they cannot be, the
+        input is redelivered, so their ids must derive from `rejection.stream` and `.seq`.
+        """
 
     async def handle_batch(
         self, batch: Sequence[tuple[AnyEnvelope, Context]]

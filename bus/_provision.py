@@ -35,6 +35,9 @@ class BucketSpec:
     history: int
     ttl_s: float | None
     description: str
+    direct: bool = False
+    """Readable key by key with `DIRECT.GET.<stream>.<subject>`, a request broker permissions
+    can grant per key prefix (a `STREAM.MSG.GET` names its key in the payload: all or none)."""
 
 
 BUCKETS = (
@@ -43,7 +46,13 @@ BUCKETS = (
     BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
     BucketSpec("policy", 64, None, "signed policy bundles (with history) and the trusted floor"),
     # Longer than `traces` keeps a position: no position outlives the claim of its id.
-    BucketSpec("idempotency", 1, 8 * _DAY, "envelope ids the gate decided, create-only"),
+    BucketSpec(
+        "idempotency",
+        1,
+        8 * _DAY,
+        "envelope ids the gate decided, create-only; marks of redelivered inputs in hand",
+        direct=True,
+    ),
 )
 
 
@@ -186,7 +195,7 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
     except BucketNotFoundError:
         pass
     else:
-        await _ensure_ttl(js, name, spec)
+        await _ensure_existing(js, name, spec)
         return
     try:
         await js.create_key_value(
@@ -196,6 +205,7 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
                 history=spec.history,
                 ttl=spec.ttl_s,
                 storage=StorageType.FILE,
+                direct=spec.direct,
             )
         )
     except APIError as exc:
@@ -203,18 +213,19 @@ async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) 
             raise ProvisionError(f"cannot create bucket {name}: {exc}") from exc
 
 
-async def _ensure_ttl(js: JetStreamContext, name: str, spec: BucketSpec) -> None:
-    """Give an existing bucket the TTL its spec asks for now: a TTL that grew (the gate's id
-    claims must outlive its positions) has to reach buckets made by an older release."""
-    info = await js.stream_info(f"KV_{name}")
-    config = info.config
-    if (config.max_age or None) == spec.ttl_s:
+async def _ensure_existing(js: JetStreamContext, name: str, spec: BucketSpec) -> None:
+    """Give a bucket made by an older release what its spec asks for now: a TTL that grew
+    (the gate's id claims must outlive its positions), and direct gets where it is read key
+    by key (the quarantine's marks)."""
+    config = (await js.stream_info(f"KV_{name}")).config
+    if (config.max_age or None) == spec.ttl_s and (config.allow_direct or not spec.direct):
         return
     config.max_age = spec.ttl_s
+    config.allow_direct = bool(config.allow_direct or spec.direct)
     try:
         await js.update_stream(config)
     except APIError as exc:
-        raise ProvisionError(f"cannot update the TTL of bucket {name}: {exc}") from exc
+        raise ProvisionError(f"cannot update bucket {name}: {exc}") from exc
 
 
 async def provision(

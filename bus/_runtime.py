@@ -16,6 +16,13 @@ delivery, terminated (the server stops redelivering it) with an error in the log
 `abandoned` outcome counted; it stays in PARLEY_DEAD, a limits stream, so nothing is lost, and
 reading it again takes resetting the consumer. For the same reason nobody watches the
 max-deliveries advisories of PARLEY_DEAD's consumers.
+
+Before an input is dead-lettered unhandled (bad input, or quarantined: bus/_quarantine.py),
+the actor's `rejected()` hook may answer its sender; those effects are stored first. A
+redelivered input is handled alone, under the quarantine's mark, so an input that killed the
+process twice is dead-lettered instead of taking the next replica down. An effect too large
+for the server (`MessageTooLarge`) fails its handler for good: it is dead-lettered at once,
+since retrying cannot make it smaller.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,7 +40,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus._ackinbox import AckInbox, PublishStalled
+from bus._ackinbox import AckInbox, MessageTooLarge, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerLoop
@@ -45,6 +52,8 @@ from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import Outbox, settle
 from bus._provision import provision
+from bus._quarantine import Quarantine
+from bus._rejection import Rejection, claimed_id, describe
 from schemas import (
     AnyEnvelope,
     DecodeError,
@@ -128,6 +137,7 @@ class ActorRuntime:
         self._js: JetStreamContext | None = None
         self._dead: DeadLetters | None = None
         self._inbox: AckInbox | None = None
+        self._quarantine: Quarantine | None = None
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
         self._published = metrics.published.labels(actor.actor_id)
         self._submit_subject = self.namespace.submit(actor.actor_id)
@@ -155,6 +165,7 @@ class ActorRuntime:
             self._dead = DeadLetters(
                 js, self.namespace, actor_id, settings.max_payload, self.metrics
             )
+            self._quarantine = Quarantine(js, self.namespace, actor_id)
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
@@ -328,22 +339,60 @@ class ActorRuntime:
         if inbox is None or dead is None:
             raise RuntimeError("message processed before the runtime connected")
         jobs: list[_Job] = []
+        again: list[_Job] = []
         for msg in messages:
             try:
-                jobs.append(self._prepare(spec, msg, inbox))
+                job = self._prepare(spec, msg, inbox)
             except _BadInput as bad:
-                meta = msg.metadata
-                await self._dead_letter(
-                    dead,
-                    spec,
-                    msg,
-                    meta.sequence.stream,
-                    meta.num_delivered or 1,
-                    bad.reason,
-                    bad.detail,
-                )
-        if not jobs:
+                await self._reject(dead, inbox, spec, msg, bad.reason, bad.detail)
+                continue
+            (again if job.ctx.attempt > 1 else jobs).append(job)
+        if self.actor.concurrent_handlers and again:
+            # Handlers that wait on slow things (an LLM call) are not made to wait for each
+            # other: each redelivery runs under its own mark beside the rest of the batch.
+            fresh = [self._run_jobs(dead, inbox, spec, jobs, handled, started)] if jobs else []
+            await asyncio.gather(*(self._guarded(dead, inbox, spec, job) for job in again), *fresh)
             return
+        for job in again:  # redeliveries first (they are older), each alone under its mark
+            await self._guarded(dead, inbox, spec, job)
+        if jobs:
+            await self._run_jobs(dead, inbox, spec, jobs, handled, started)
+
+    async def _guarded(self, dead: DeadLetters, inbox: AckInbox, spec: Input, job: _Job) -> None:
+        """Handle a redelivered message alone, marked as in hand (bus/_quarantine.py), or
+        quarantine it when an earlier delivery died while handling it."""
+        quarantine, ctx = self._quarantine, job.ctx
+        if quarantine is None or spec.stream == self._dead_stream:
+            await self._run_jobs(dead, inbox, spec, [job], None, time.perf_counter())
+            return
+        died = await quarantine.begin(spec.stream, ctx.stream_seq, ctx.attempt)
+        if died is not None:
+            detail = (
+                f"delivery {died} of {ctx.attempt} died while being handled (the process "
+                "crashed or hung): quarantined instead of handed to another replica"
+            )
+            log.error("quarantined a message", extra={"seq": ctx.stream_seq, "detail": detail})
+            await self._reject(dead, inbox, spec, job.msg, "quarantined", detail)
+            await quarantine.end(spec.stream, ctx.stream_seq)
+            return
+
+        async def settled() -> None:
+            await quarantine.end(spec.stream, ctx.stream_seq)
+
+        await self._run_jobs(dead, inbox, spec, [job], None, time.perf_counter(), settled)
+
+    async def _run_jobs(
+        self,
+        dead: DeadLetters,
+        inbox: AckInbox,
+        spec: Input,
+        jobs: list[_Job],
+        handled: asyncio.Event | None,
+        started: float,
+        settled: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run the handlers of `jobs`, settle their effects, then ack (or retry) each;
+        `settled` runs once the effects are settled, before any ack or nak."""
         if self.actor.handles_batches and not spec.raw:
             errors = await self._handle_batch(jobs)
         elif self.actor.concurrent_handlers and len(jobs) > 1:
@@ -353,6 +402,8 @@ class ActorRuntime:
         if handled is not None:
             handled.set()
         await settle([job.ctx.outbox for job in jobs], self.settings.ack_wait_s / 2)
+        if settled is not None:
+            await settled()
         done: list[_Job] = []
         for job, error in zip(jobs, errors, strict=True):
             failure = error or job.ctx.outbox.outcome()
@@ -424,9 +475,11 @@ class ActorRuntime:
             exc_info=exc,
             extra={"attempt": ctx.attempt, "max_deliver": max_deliver, "seq": ctx.stream_seq},
         )
-        if 0 < max_deliver <= ctx.attempt:
+        too_large = isinstance(exc, MessageTooLarge) or isinstance(exc.__cause__, MessageTooLarge)
+        if too_large or 0 < max_deliver <= ctx.attempt:
+            reason = "effect_too_large" if too_large else "handler_failed"
             await self._dead_letter(
-                dead, spec, job.msg, ctx.stream_seq, ctx.attempt, "handler_failed", repr(exc)
+                dead, spec, job.msg, ctx.stream_seq, ctx.attempt, reason, repr(exc)
             )
             return
         backoff = self.settings.backoff_s
@@ -435,6 +488,52 @@ class ActorRuntime:
         except Exception as nak_exc:  # the ack wait redelivers it anyway
             log.debug("nak failed", extra={"error": repr(nak_exc)})
         self._outcomes["nacked"].inc()
+
+    async def _reject(
+        self,
+        dead: DeadLetters,
+        inbox: AckInbox,
+        spec: Input,
+        msg: Msg,
+        reason: str,
+        detail: str,
+    ) -> None:
+        """Dead-letter an input that will not be handled, after storing what the actor's
+        `rejected()` hook tells its sender; if that cannot be stored, retry it later."""
+        meta = msg.metadata
+        seq, attempt = meta.sequence.stream, meta.num_delivered or 1
+        if spec.stream != self._dead_stream:
+            try:
+                sender = self._sender(spec, msg.subject, msg.headers)
+            except (_BadInput, SubjectTokenError):
+                sender = ""
+            field, problem, value = describe(reason, detail, msg.data)
+            rejection = Rejection(
+                stream=spec.stream,
+                seq=seq,
+                attempt=attempt,
+                subject=msg.subject,
+                sender=sender,
+                reason=reason,
+                detail=detail,
+                field=field,
+                problem=problem,
+                value=value,
+                envelope_id=claimed_id(msg.data),
+            )
+            outbox = Outbox(inbox, stall_s=self.settings.ack_wait_s / 2)
+            try:
+                await self.actor.rejected(rejection, outbox)
+                await outbox.settle(self.settings.ack_wait_s / 2)
+            except Exception as exc:
+                log.error("could not answer a rejected input", extra={"error": repr(exc)})
+                try:
+                    await msg.nak(delay=self.settings.backoff_s[-1])
+                except Exception as nak_exc:  # the ack wait redelivers it anyway
+                    log.debug("nak failed", extra={"error": repr(nak_exc)})
+                self._outcomes["nacked"].inc()
+                return
+        await self._dead_letter(dead, spec, msg, seq, attempt, reason, detail)
 
     async def _dead_letter(
         self,

@@ -11,8 +11,10 @@ Ctrl-C sends Stop (a `control` envelope) and waits for the router to confirm; a 
 Ctrl-C leaves at once. A refusal by the gate (its decision on `parley.decisions.cli`) ends
 the command with the gate's reason.
 
-Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 130 it was
-canceled.
+Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 2 the arguments
+(or the configuration) are invalid, 130 it was canceled. Arguments are checked against the
+envelope's own schema before anything is sent: a `--max-rounds` out of range is named with its
+limits and value at once, instead of being dead-lettered by the gate while the command waits.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
+import msgspec
 import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -247,8 +250,41 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
     return end.code
 
 
+def _int_limits(struct: type[msgspec.Struct], name: str) -> tuple[int | None, int | None]:
+    """The inclusive bounds the schema puts on an integer field (None: unbounded)."""
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)  # noqa: S101 - a Struct's info
+    for field in info.fields:
+        kind = field.type
+        if field.name == name and isinstance(kind, msgspec.inspect.IntType):
+            low = kind.ge if kind.gt is None else kind.gt + 1
+            high = kind.le if kind.lt is None else kind.lt - 1
+            return low, high
+    return None, None
+
+
+def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
+    """Why the command line cannot make a valid message (field, limit and value), or None."""
+    if not single:
+        low, high = _int_limits(HumanMessage, "max_rounds")
+        value = args.max_rounds
+        if (low is not None and value < low) or (high is not None and value > high):
+            return f"--max-rounds (max_rounds) must be within {low}..{high}, got {value}"
+    try:
+        msgspec.json.decode(encode(human_message(args, single=single)), type=HumanMessage)
+    except msgspec.ValidationError as exc:
+        return f"invalid arguments: {exc}"
+    except IndexError:  # no agent named at all
+        return "invalid arguments: --agents names no agent"
+    return None
+
+
 def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
+        problem = check_arguments(args, single=single)
+        if problem is not None:
+            print(f"parley: {problem}", file=sys.stderr)
+            return 2
         try:
             return asyncio.run(_run(args, single=single))
         except ConfigError as exc:

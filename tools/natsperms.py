@@ -199,6 +199,13 @@ class _Grants:
             f"$JS.FC.{stream}.>",
         )
 
+    def handling_marks(self) -> None:
+        """Mark, read and clear its own quarantine marks of redelivered inputs in hand
+        (bus/_quarantine.py), and no other actor's."""
+        bucket = self.ns.bucket("idempotency")
+        marks = f"$KV.{bucket}.handling.{self.actor}.>"
+        self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", marks, f"{_JS}.DIRECT.GET.KV_{bucket}.{marks}")
+
     def read_bucket(self, name: str) -> None:
         self.read_stream(f"KV_{self.ns.bucket(name)}")
 
@@ -212,6 +219,7 @@ def _actor_grants(g: _Grants, role: str) -> None:
     ns, me = g.ns, g.actor
     g.pub(ns.submit(me), ns.dead(me))
     g.write_keys("registry", f"heartbeat.{me}")
+    g.handling_marks()
     if role in ("agent", "router", "cli"):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     if role == "agent":

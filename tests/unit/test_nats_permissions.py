@@ -239,9 +239,9 @@ def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]])
         assert sorted(user.publishes(f"{ns.root}.>")) == sorted(
             [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}"]
         )
-        registry = f"$KV.{ns.bucket('registry')}"
+        registry, marks = f"$KV.{ns.bucket('registry')}", f"$KV.{ns.bucket('idempotency')}"
         assert sorted(user.publishes("$KV.>")) == sorted(
-            [f"{registry}.heartbeat.{me}", f"{registry}.profile.{me}"]
+            [f"{registry}.heartbeat.{me}", f"{registry}.profile.{me}", f"{marks}.handling.{me}.>"]
         )
 
 

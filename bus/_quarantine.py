@@ -1,0 +1,98 @@
+"""Quarantine: an input that killed its handler's process is not handed to the next replica.
+
+JetStream redelivers a message whose process died while handling it, to whichever replica
+asks next. A message that kills the process (a bug, a library that aborts, memory blown up by
+it) then takes every replica down in turn, for `max_deliver` times the ack wait, with no traffic
+through meanwhile.
+
+A first delivery cannot be told apart from the others cheaply: marking every message before
+handling it would cost a KV round per envelope on the hot path, and a replica killed by an
+operator or a failing host would make every message it held look guilty. So the guard starts
+at the first redelivery: before handling a redelivered message, the runtime writes
+`handling.<actor>.<stream>.<seq>` = its delivery number to the `idempotency` bucket, handles it
+alone (never in a batch, so a death names one message), and deletes the mark once the
+attempt settled, before acking or nacking it. A later delivery that finds a mark from an
+earlier delivery knows that attempt never settled: the process died (or hung past
+`max_handler_s`) while handling it, twice in a row counting the unmarked first delivery, and
+the message is dead-lettered as `quarantined` instead of handled. A poison message now costs
+two process deaths instead of `max_deliver`; an innocent message caught in one crash is
+handled normally on its redelivery.
+
+The guard fails open: when the bucket cannot be read or written the message is handled
+unguarded (and the failure logged), as before this existed, and the guard rests for a minute
+so a missing bucket or grant does not cost every redelivery a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+
+from schemas import Namespace
+
+__all__ = ("Quarantine", "handling_key")
+
+log = logging.getLogger("parley.bus.quarantine")
+
+BUCKET = "idempotency"
+_REST_S = 60.0
+
+
+def handling_key(actor_id: str, stream: str, seq: int) -> str:
+    """The mark of `actor_id` handling message `seq` of `stream` (broker permissions grant
+    each actor `handling.<itself>.>` only)."""
+    return f"handling.{actor_id}.{stream}.{seq}"
+
+
+class Quarantine:
+    """Marks redelivered inputs while they are handled; tells which ones killed a handler."""
+
+    def __init__(self, js: JetStreamContext, ns: Namespace, actor_id: str) -> None:
+        self._js = js
+        self._bucket = ns.bucket(BUCKET)
+        self._actor_id = actor_id
+        self._kv: KeyValue | None = None
+        self._resting_until = 0.0
+
+    async def _open(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await self._js.key_value(self._bucket)
+        return self._kv
+
+    async def begin(self, stream: str, seq: int, attempt: int) -> int | None:
+        """Before handling delivery `attempt` (> 1) of `seq`: the earlier delivery that died
+        while handling it (quarantine it), or None after marking this one as in hand."""
+        if time.monotonic() < self._resting_until:
+            return None
+        key = handling_key(self._actor_id, stream, seq)
+        try:
+            kv = await self._open()
+            try:
+                entry = await kv.get(key)
+            except KeyNotFoundError:
+                entry = None
+            if entry is not None and entry.value:
+                died = int(entry.value)
+                if died < attempt:
+                    return died
+            await kv.put(key, str(attempt).encode())
+        except Exception as exc:  # fail open: handle it unguarded
+            self._resting_until = time.monotonic() + _REST_S
+            log.warning(
+                "could not mark a redelivered message", extra={"error": repr(exc), "seq": seq}
+            )
+        return None
+
+    async def end(self, stream: str, seq: int) -> None:
+        """The attempt settled (handled, failed or dead-lettered): drop its mark."""
+        if time.monotonic() < self._resting_until:
+            return
+        try:
+            kv = await self._open()
+            await kv.delete(handling_key(self._actor_id, stream, seq))
+        except Exception as exc:  # a stale mark quarantines only a redelivery of this seq
+            log.warning("could not clear a handling mark", extra={"error": repr(exc), "seq": seq})
