@@ -40,7 +40,17 @@ from actors._gate_records import Position, position_key, trace_key
 from actors._gate_store import GateStore
 from actors._plan import Deny, Route, Submission, plan
 from actors._rate_leases import RateLeases
-from bus import SENDER, Actor, BusHandle, ConfigError, Context, Input, Settings, TraceHeaders
+from bus import (
+    SENDER,
+    SENDER_ROLE,
+    Actor,
+    BusHandle,
+    ConfigError,
+    Context,
+    Input,
+    Settings,
+    TraceHeaders,
+)
 from schemas import (
     AnyEnvelope,
     Decision,
@@ -364,10 +374,27 @@ class GateActor(Actor):
             deadline_ms=level.deadline_ms,
         ).to_headers(derive_id(envelope.id, "deliver"))
         headers[SENDER] = position.sender
+        role = self._role_of(position.sender)
+        if role:
+            headers[SENDER_ROLE] = role
         if level.tools is not None and level.call_id == envelope.id:
             headers[ALLOWED_TOOLS] = ",".join(level.tools)
         payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
         await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
+
+    def _role_of(self, sender: str) -> str:
+        """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
+
+        The router lets the principal that opened a session, or an operator, steer it; it
+        cannot read the policy bundle, so the gate says which profiles are operators.
+        """
+        bundle = self.bundles.bundle if self.bundles else None
+        profile = bundle.profiles.get(sender) if bundle else None
+        if profile is None:
+            return ""
+        if profile.operator:
+            return "operator"
+        return "person" if profile.speaks_for_person else ""
 
     async def _refuse(
         self, ctx: Context, envelope: AnyEnvelope, deny: Deny, cause: Position | None
