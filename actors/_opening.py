@@ -89,6 +89,7 @@ def open_session(
         participants=participants,
         goal=goal,
         user_id=msg.user_id,
+        opener=sender,
         thread=msg.thread,
         first_speaker=first,
         round=1,

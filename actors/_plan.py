@@ -185,6 +185,26 @@ def _check_claims(sub: Submission, cause: Position, hop: int) -> Deny | None:
     return None
 
 
+def _speaks_for_person(sub: Submission, profile: ProfilePolicy) -> Deny | None:
+    """Kinds that speak for a person come only from a principal that acts for one.
+
+    A `human_message` opens a session with its sender's goal, participants and cap, and a
+    `control` steers one; from an agent they would let it act as a person (start work the
+    person never asked for, stop someone's session). Operators may send `control` only.
+    """
+    envelope = sub.envelope
+    if not isinstance(envelope, HumanMessage | Control) or profile.speaks_for_person:
+        return None
+    if isinstance(envelope, Control) and profile.operator:
+        return None
+    return Deny(
+        ErrorCode.UNAUTHORIZED,
+        "speaks_for_person",
+        f"{sub.sender} may not send {envelope.__struct_config__.tag}: only a principal that "
+        "speaks for a person may (its profile lacks speaks_for_person)",
+    )
+
+
 def _cause_of(sub: Submission, cause: Position | None, profile: ProfilePolicy) -> Position | Deny:
     if not sub.causation_id:
         if not profile.start_traces:
@@ -382,6 +402,9 @@ def plan(
             "no_profile",
             f"policy bundle version {bundle.version} has no profile for {sub.sender!r}",
         )
+    person = _speaks_for_person(sub, profile)
+    if person is not None:
+        return person
     found = _cause_of(sub, cause, profile)
     if isinstance(found, Deny):
         return found

@@ -15,7 +15,10 @@ Two properties make a crashed router's restart exact:
   back instead of advancing the session twice.
 
 Late and duplicate answers never advance a session: only the first answer to the call it is
-waiting for, from the agent it called, counts.
+waiting for, from the agent it called, counts. "The call it is waiting for" is the gate's word,
+not the answer's: the gate checked that an answer's `Parley-Causation-Id` names an envelope it
+delivered to the answer's sender, so a cause equal to the pending call's envelope id proves the
+answer came back from that call, whatever session or call ids the envelope itself names.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ class Limits(Struct, frozen=True, kw_only=True):
     """Heartbeat periods of silence after which a called agent counts as not running."""
     start_grace_s: Annotated[float, Meta(gt=0)] = 15.0
     """How long a called agent that never wrote a heartbeat has to start and answer."""
+    gate_id: str = "gate"
+    """The gate's actor id: an error it delivers (its refusal of one of the router's calls)
+    may fail or retry the call, as the callee's own error may; nobody else's can."""
 
 
 class PendingCall(Struct, frozen=True, kw_only=True):
@@ -122,6 +128,10 @@ class Session(Struct, frozen=True, kw_only=True):
     participants: tuple[str, ...]
     goal: str
     user_id: str = ""
+    opener: str = ""
+    """The principal that opened the session (the gate's `Parley-Sender`, from its subject):
+    only it, or an operator, may steer the session. Empty in sessions stored before it was
+    recorded: those only an operator may steer."""
     thread: str = "default"
     first_speaker: str
     round: int = 1

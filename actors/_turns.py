@@ -154,6 +154,9 @@ def advance(
     sender: str,
     now: datetime,
     limits: Limits,
+    cause: str = "",
+    operator: bool = False,
+    reporter: bool = False,
 ) -> Step:
     """Apply one input to a stored session: replay, ignore, or transition.
 
@@ -163,6 +166,13 @@ def advance(
         sender: who sent it, from the gate's header (never the envelope's own field).
         now: the time stamped on new effects.
         limits: the router's knobs.
+        cause: the envelope this one answers, as the gate delivered it (`Parley-Causation-Id`,
+            checked by the gate to name an envelope delivered to `sender`); an answer or an
+            error counts only if it is the pending call's envelope id.
+        operator: the gate says `sender`'s profile is an operator role: it may steer any
+            session, not only the ones it opened.
+        reporter: the input reports on the router's own call without being its callee (the
+            gate refusing the call, or the router judging its agent gone).
 
     Returns:
         The step; `changed` is False when nothing must be stored.
@@ -173,23 +183,35 @@ def advance(
     clock = EventClock(session.session_id, envelope.id, now)
     match envelope:
         case Control():
-            session, effects = _on_control(session, envelope, clock)
+            session, effects = _on_control(session, envelope, clock, sender, operator)
         case AgentResponse():
-            session, effects = _on_response(session, envelope, sender, clock, limits)
+            session, effects = _on_response(session, envelope, sender, cause, clock, limits)
         case Error():
-            session, effects = _on_error(session, envelope, clock, limits)
+            from_call = reporter or (
+                session.pending is not None and sender == session.pending.speaker
+            )
+            session, effects = _on_error(session, envelope, cause, from_call, clock, limits)
     if not effects:
         return Step(session=session, note=f"ignored {type(envelope).__name__}")
     return Step(session=record(session, envelope.id, effects), effects=effects, changed=True)
 
 
 def _on_control(
-    session: Session, control: Control, clock: EventClock
+    session: Session, control: Control, clock: EventClock, sender: str, operator: bool
 ) -> tuple[Session, tuple[Effect, ...]]:
+    """A person steers the session: only the principal that opened it, or an operator.
+
+    The principal is the gate's word (its sender header); the envelope's `user_id` is the
+    sender's own claim, so it only narrows further, it never grants.
+    """
+    if not operator and (not session.opener or sender != session.opener):
+        opener = session.opener or "a principal this router did not record"
+        why = f"{sender} cannot {control.action} a session opened by {opener}"
+        return session, (error_for(clock, ErrorCode.UNAUTHORIZED, why, control.id, "router"),)
     if control.action != "stop":
         why = f"control {control.action!r} is not supported by collaboration sessions"
         return session, (error_for(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
-    if session.user_id and control.user_id != session.user_id:
+    if not operator and session.user_id and control.user_id != session.user_id:
         why = f"user {control.user_id!r} cannot stop another user's session"
         return session, (error_for(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
     if not session.open:
@@ -203,14 +225,15 @@ def _on_response(
     session: Session,
     response: AgentResponse,
     sender: str,
+    cause: str,
     clock: EventClock,
     limits: Limits,
 ) -> tuple[Session, tuple[Effect, ...]]:
     pending = session.pending
     if not session.open or pending is None or response.call_id != pending.call_id:
         return session, ()  # late, duplicate, or for a session already ended
-    if sender != pending.speaker:
-        return session, ()  # only the agent called may answer its call
+    if sender != pending.speaker or cause != pending.envelope_id:
+        return session, ()  # only the agent called may answer, and only the call it got
     reply = response.reply
     item = TranscriptItem(role=pending.speaker, name=pending.speaker, text=reply.message)
     session = _replace(session, transcript=(*session.transcript, item))
@@ -256,11 +279,25 @@ def _on_response(
 
 
 def _on_error(
-    session: Session, error: Error, clock: EventClock, limits: Limits
+    session: Session,
+    error: Error,
+    cause: str,
+    from_call: bool,
+    clock: EventClock,
+    limits: Limits,
 ) -> tuple[Session, tuple[Effect, ...]]:
+    """A call failed: retry it or fail the session, if the error really is about it.
+
+    `from_call` says the sender may speak for the pending call (its callee, the gate that
+    refused it, the router that judged it); `cause` is the gate's causation, which must be the
+    call itself. An error naming the call in its own `cause_id` proves nothing by itself: call
+    ids derive from earlier ids a participant has seen.
+    """
     pending = session.pending
     if not session.open or pending is None or error.cause_id != pending.envelope_id:
         return session, ()  # about a call this session is no longer waiting on
+    if not from_call or cause != pending.envelope_id:
+        return session, ()  # from someone the call never went to, or about another call
     if error.retryable and pending.attempts <= limits.agent_retries:
         return call_agent(
             session,

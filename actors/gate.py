@@ -53,6 +53,7 @@ from actors._rate_leases import RateLeases
 from actors._redact_key import redaction_key
 from bus import (
     SENDER,
+    SENDER_ROLE,
     Actor,
     BusHandle,
     ConfigError,
@@ -491,9 +492,12 @@ class GateActor(Actor):
         payload, headers = self._delivery(ctx, envelope, position, redacted)
         await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
 
-    @staticmethod
     def _delivery(
-        ctx: Context, envelope: AnyEnvelope, position: Position, redacted: AnyEnvelope | None
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        position: Position,
+        redacted: AnyEnvelope | None,
     ) -> tuple[bytes, dict[str, str]]:
         """The payload and headers of an envelope's delivery to its target."""
         level = position.levels[-1]
@@ -505,10 +509,27 @@ class GateActor(Actor):
             deadline_ms=level.deadline_ms,
         ).to_headers(derive_id(envelope.id, "deliver"))
         headers[SENDER] = position.sender
+        role = self._role_of(position.sender)
+        if role:
+            headers[SENDER_ROLE] = role
         if level.tools is not None and level.call_id == envelope.id:
             headers[ALLOWED_TOOLS] = ",".join(level.tools)
         payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
         return payload, headers
+
+    def _role_of(self, sender: str) -> str:
+        """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
+
+        The router lets the principal that opened a session, or an operator, steer it; it
+        cannot read the policy bundle, so the gate says which profiles are operators.
+        """
+        bundle = self.bundles.bundle if self.bundles else None
+        profile = bundle.profiles.get(sender) if bundle else None
+        if profile is None:
+            return ""
+        if profile.operator:
+            return "operator"
+        return "person" if profile.speaks_for_person else ""
 
     async def _refuse(
         self,

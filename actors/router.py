@@ -39,7 +39,17 @@ from actors._session import Effect, Limits, Step
 from actors._session_store import Conflict, SessionStore
 from actors._turn_watch import Unavailable, judge
 from actors._turns import advance
-from bus import Actor, BusHandle, ConfigError, Context, DeadLetters, Input, Settings, Uptime
+from bus import (
+    SENDER_ROLE,
+    Actor,
+    BusHandle,
+    ConfigError,
+    Context,
+    DeadLetters,
+    Input,
+    Settings,
+    Uptime,
+)
 from schemas import (
     ActorHeartbeat,
     AgentCall,
@@ -153,11 +163,14 @@ class RouterActor(Actor):
     async def _session_of(
         self, envelope: AgentResponse | Error | Control, ctx: Context
     ) -> str | None:
-        """The session an input belongs to; an error finds it through its trace."""
+        """The session an input belongs to; an error finds it through its trace.
+
+        The trace is the gate's (derived from the error's cause, the call it answers) and the
+        trace's session is the router's own record, written when it opened the session. An
+        error's `details` are its sender's words: one naming another session must not reach
+        that session.
+        """
         if isinstance(envelope, Error):
-            named = envelope.details.get("session_id")
-            if isinstance(named, str) and named:
-                return named
             try:
                 check_token(ctx.trace_id, "trace id")
             except SubjectTokenError:
@@ -193,12 +206,20 @@ class RouterActor(Actor):
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context
     ) -> Step:
         fresh = False
+        cause, reporter, operator = self._vouched(ctx)
         for _ in range(_CAS_ATTEMPTS):
             stored = await self.store.load(session_id, fresh=fresh) if _valid(session_id) else None
             if stored is None:
                 return self._unknown_step(envelope, ctx, f"session {session_id!r} does not exist")
             step = advance(
-                stored.session, envelope, sender=ctx.sender, now=utc_now(), limits=self.limits
+                stored.session,
+                envelope,
+                sender=ctx.sender,
+                now=utc_now(),
+                limits=self.limits,
+                cause=cause,
+                operator=operator,
+                reporter=reporter,
             )
             if not step.changed:
                 if step.effects or stored.fresh:
@@ -213,6 +234,21 @@ class RouterActor(Actor):
                 continue
             return step
         raise RuntimeError(f"session {session_id} kept changing under this router")
+
+    def _vouched(self, ctx: Context) -> tuple[str, bool, bool]:
+        """What the gate (or the router itself) vouches for about an input's sender.
+
+        On a reminder the router judges its own call, the reminder itself. On a delivery the
+        gate set the causation (an envelope it delivered to the sender) and the sender's role
+        (from the signed bundle); only the gate writes deliver subjects.
+
+        Returns:
+            (cause, reporter, operator) as `actors._turns.advance` takes them.
+        """
+        if ctx.subject == self._timers:
+            return ctx.envelope_id, True, False
+        operator = ctx.headers.get(SENDER_ROLE) == "operator"
+        return ctx.causation_id, ctx.sender == self.limits.gate_id, operator
 
     async def _watch(self, call: AgentCall, ctx: Context) -> None:
         """A reminder about `call`: done if it was answered, else judge the agent's silence.

@@ -18,6 +18,7 @@ __all__ = (
     "MSG_ID",
     "ORIGIN",
     "SENDER",
+    "SENDER_ROLE",
     "TRACEPARENT",
     "TRACE_ID",
     "HeaderError",
@@ -32,6 +33,10 @@ CAUSATION_ID = "Parley-Causation-Id"
 ORIGIN = "Parley-Origin"
 SENDER = "Parley-Sender"
 """Set by the gate on delivered envelopes: the submitting actor, taken from its subject."""
+SENDER_ROLE = "Parley-Sender-Role"
+"""Set by the gate on delivered envelopes whose sender's profile speaks for a person:
+`person`, or `operator` for an operator role, from the signed policy bundle. Trustworthy on a
+deliver subject only, which the gate alone may write."""
 DEADLINE = "Parley-Deadline"
 """Absolute deadline of the call chain, in Unix milliseconds."""
 MSG_ID = "Nats-Msg-Id"

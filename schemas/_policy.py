@@ -85,6 +85,14 @@ class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     max_concurrent_calls: NonNegative = 3
     """Calls (agent calls, delegations, sub-agent calls) from this profile awaiting their
     answer at once."""
+    speaks_for_person: bool = False
+    """The principal acts for one person (a person's CLI or console session): only such a
+    principal may send the kinds that speak for a person (`human_message`, `control`). An
+    agent that could send them would open sessions with its own goal and cap, or stop other
+    people's sessions, in a person's name."""
+    operator: bool = False
+    """An operator role: may send `control` for any session, not only the ones it opened
+    (the gate tells the router with the `Parley-Sender-Role` header it sets on delivery)."""
     # seed 000: shared agents and loop prevention
     allow_shared_agent_calls: bool = False
     allowed_shared_device_ids: tuple[str, ...] = ()

@@ -79,7 +79,9 @@ def _bundle() -> PolicyBundle:
         tenant_id="bench",
         expires_at=utc_now() + timedelta(days=1),
         profiles={
-            "bench": _limitless(start_traces=True, allowed_targets=("sink",)),
+            "bench": _limitless(
+                start_traces=True, speaks_for_person=True, allowed_targets=("sink",)
+            ),
             "sink": _limitless(allowed_targets=("bench",)),
         },
     )
@@ -252,7 +254,9 @@ def decide_timing(count: int = 20_000) -> dict[str, float]:
         tenant_id="bench",
         expires_at=utc_now() + timedelta(days=1),
         profiles={
-            "cli": _limitless(start_traces=True, allowed_targets=("router",)),
+            "cli": _limitless(
+                start_traces=True, speaks_for_person=True, allowed_targets=("router",)
+            ),
             "router": _limitless(allowed_targets=("gpt",)),
             "gpt": _limitless(allowed_targets=("router",)),
         },

@@ -86,7 +86,12 @@ async def world(
     signer = Signer.create(tmp_path)
     bundle = make_bundle(
         # Rates no burst of good traffic reaches: a refusal here would not be about bad input.
-        cli={"start_traces": True, "allowed_targets": ("echo", "gpt"), "rate_per_minute": 60000},
+        cli={
+            "start_traces": True,
+            "speaks_for_person": True,
+            "allowed_targets": ("echo", "gpt"),
+            "rate_per_minute": 60000,
+        },
         echo={"allowed_targets": ("cli",), "rate_per_minute": 60000},
         gpt={"allowed_targets": ("cli", "router")},
     )

@@ -75,7 +75,11 @@ async def test_bad_input_is_audited_once_without_its_payload(
 ) -> None:
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
-    await publish_bundle(js, namespace, signer.sign(make_bundle(cli={"start_traces": True})))
+    await publish_bundle(
+        js,
+        namespace,
+        signer.sign(make_bundle(cli={"start_traces": True, "speaks_for_person": True})),
+    )
     keys = AuditorKeys(tmp_path)
     gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")
     echo = start_actor("echo", "echo", parley_env(nats_server.url, namespace.root))

@@ -173,7 +173,9 @@ async def test_through_the_real_gate_each_profile_sees_its_own_calls(
     """cli calls echo (admitted, echo answers), cli -> mallory refused: recorded per profile."""
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
-    bundle = make_bundle(cli={"start_traces": True, "allowed_targets": ("echo",)}, echo={})
+    bundle = make_bundle(
+        cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("echo",)}, echo={}
+    )
     await publish_bundle(js, namespace, signer.sign(bundle))
     keys = AuditorKeys(tmp_path)
     gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")

@@ -49,7 +49,7 @@ async def world(
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
     bundle = make_bundle(
-        cli={"start_traces": True, "allowed_targets": ("a",)},
+        cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("a",)},
         a={"allowed_targets": ("b", "c"), "max_concurrent_calls": 10},
         b={"allowed_targets": ("a", "c"), "trace_message_budget": BUDGET, "max_hop_count": 3},
         c={"allowed_targets": ("b", "d"), "redact_pii": True, "max_depth": 5, "rate_per_minute": 1},

@@ -45,7 +45,12 @@ async def test_two_replicas_never_admit_more_than_the_limits(
     signer = Signer.create(tmp_path)
     rate, concurrent = 20, 5
     bundle = make_bundle(
-        notes={"start_traces": True, "allowed_targets": ("sink",), "rate_per_minute": rate},
+        notes={
+            "start_traces": True,
+            "speaks_for_person": True,
+            "allowed_targets": ("sink",),
+            "rate_per_minute": rate,
+        },
         calls={
             "start_traces": True,
             "allowed_targets": ("sink",),
@@ -106,7 +111,12 @@ async def test_two_replicas_spending_leased_rate_tokens_stay_within_the_bucket(
     signer = Signer.create(tmp_path)
     rate, lease = 1280, lease_size(1280)
     bundle = make_bundle(
-        notes={"start_traces": True, "allowed_targets": ("sink",), "rate_per_minute": rate}
+        notes={
+            "start_traces": True,
+            "speaks_for_person": True,
+            "allowed_targets": ("sink",),
+            "rate_per_minute": rate,
+        }
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
@@ -152,7 +162,9 @@ async def test_bad_bundles_are_refused_and_traffic_goes_on_under_the_last_good_o
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
     stranger = Signer.create(tmp_path, "stranger")
-    good = make_bundle(2, notes={"start_traces": True, "allowed_targets": ("sink",)})
+    good = make_bundle(
+        2, notes={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("sink",)}
+    )
     await publish_bundle(js, namespace, signer.sign(good))
     decisions = await Decisions(js, namespace).open()
     gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")
@@ -210,6 +222,7 @@ async def test_the_gate_fails_closed_when_its_bundle_expires(
         days=2 / 86_400,
         notes={
             "start_traces": True,
+            "speaks_for_person": True,
             "allowed_targets": ("sink",),
             "rate_per_minute": 1_000_000,
             "trace_message_budget": 1_000_000,

@@ -337,7 +337,14 @@ async def test_a_call_goes_through_the_real_gate_under_least_privilege(
                 "version": 1,
                 "tenant_id": "default",
                 "expires_at": "2099-01-01T00:00:00Z",
-                "profiles": {"cli": {"allowed_targets": ["gpt"], "start_traces": True}, "gpt": {}},
+                "profiles": {
+                    "cli": {
+                        "allowed_targets": ["gpt"],
+                        "start_traces": True,
+                        "speaks_for_person": True,
+                    },
+                    "gpt": {},
+                },
             }
         )
     )

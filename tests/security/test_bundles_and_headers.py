@@ -78,7 +78,9 @@ async def test_a_restarted_gate_skips_a_badly_signed_newest_bundle_for_the_last_
 ) -> None:
     js = nc.jetstream()
     signer, stranger = Signer.create(tmp_path), Signer.create(tmp_path, "stranger")
-    good = make_bundle(1, notes={"start_traces": True, "allowed_targets": ("sink",)})
+    good = make_bundle(
+        1, notes={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("sink",)}
+    )
     await publish_bundle(js, namespace, signer.sign(good))
     gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")
     decisions = await Decisions(js, namespace).open()
@@ -141,7 +143,9 @@ async def test_foreign_json_on_the_floor_neither_crashes_the_gate_nor_lowers_the
     locked, ns = locked_down, locked_down.ns
     await locked.provision()
     signer = Signer.create(tmp_path)
-    v2 = make_bundle(2, notes={"start_traces": True, "allowed_targets": ("sink",)})
+    v2 = make_bundle(
+        2, notes={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("sink",)}
+    )
     v3 = structs.replace(v2, version=3, label="three")
     admin = await locked.connect("provisioner")  # publishing bundles is an operator's act
     js = admin.jetstream()
@@ -201,7 +205,7 @@ async def test_decisions_and_their_audit_records_carry_the_trace_they_belong_to(
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
     bundle = make_bundle(
-        notes={"start_traces": True, "allowed_targets": ("sink",)},
+        notes={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("sink",)},
         sink={"allowed_targets": ("other",)},
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
@@ -264,7 +268,12 @@ async def test_the_gate_redacts_delegations_under_the_deployment_secret(
     secret_file = tmp_path / "redaction.key"
     secret_file.write_bytes(b"a deployment secret of at least 32 bytes, not a constant")
     bundle = make_bundle(
-        notes={"start_traces": True, "allowed_targets": ("sink",), "redact_pii": True}
+        notes={
+            "start_traces": True,
+            "speaks_for_person": True,
+            "allowed_targets": ("sink",),
+            "redact_pii": True,
+        }
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
     options = json.dumps(

@@ -226,7 +226,12 @@ def test_an_envelope_decided_again_after_a_lost_compare_and_set_is_charged_once(
     of its counters lost its compare-and-set; round two decides it again against the
     committed values and must charge neither again."""
     policy = bundle(
-        cli={"start_traces": True, "allowed_targets": ("router",), "rate_per_minute": 2},
+        cli={
+            "start_traces": True,
+            "speaks_for_person": True,
+            "allowed_targets": ("router",),
+            "rate_per_minute": 2,
+        },
         router={},
     )
     route = plan(Submission(human(), "cli", "", {}, NOW_MS), None, policy, "")

@@ -14,7 +14,7 @@ from actors._decide import Allow, implied_root_trace
 from actors._gate_records import TraceState, position_key, trace_key
 from actors._plan import Deny
 from bus import HOP_COUNT, ORIGIN, TRACE_ID
-from schemas import ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
+from schemas import Control, ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
 from tests.support.gatesim import (
     NOW,
     GateSim,
@@ -33,7 +33,7 @@ ROUTER = {
     "allowed_targets": ("a", "b", "c", "d", "prime"),
     "max_hop_count": 5,
 }
-CLI = {"start_traces": True, "allowed_targets": ("router",)}
+CLI = {"start_traces": True, "speaks_for_person": True, "allowed_targets": ("router",)}
 
 
 def _ok(outcome: Allow | Deny) -> Allow:
@@ -242,6 +242,17 @@ def agents_may_not_start_traces(sim: GateSim) -> Allow | Deny:
     return sim.submit("a", call("b"))
 
 
+def agents_may_not_send_human_messages(sim: GateSim) -> Allow | Deny:
+    cid = _router_calls(sim, "a")
+    return sim.submit("a", human(), cause=cid)
+
+
+def agents_may_not_send_controls(sim: GateSim) -> Allow | Deny:
+    cid = _router_calls(sim, "a")
+    stop = Control(id=new_id(), created_at=utc_now(), action="stop", session_id=new_id())
+    return sim.submit("a", stop, cause=cid)
+
+
 def no_profile(sim: GateSim) -> Allow | Deny:
     return sim.submit("stranger", human())
 
@@ -445,6 +456,12 @@ CASES = {
     "agents may not start traces": Case(
         agents_may_not_start_traces, ErrorCode.UNAUTHORIZED, "a may not start a new trace"
     ),
+    "only a person's principal sends human_message": Case(
+        agents_may_not_send_human_messages, ErrorCode.UNAUTHORIZED, "a may not send human_message"
+    ),
+    "only a person's principal sends control": Case(
+        agents_may_not_send_controls, ErrorCode.UNAUTHORIZED, "a may not send control"
+    ),
     "sender without a profile": Case(no_profile, ErrorCode.UNAUTHORIZED, "no profile"),
     "protocol version": Case(
         protocol_version, ErrorCode.INVALID_REQUEST, "protocol version 2 is not supported"
@@ -482,6 +499,16 @@ def test_rule(name: str) -> None:
     assert isinstance(outcome, Deny), outcome
     assert outcome.code == case.code, outcome
     assert case.message in outcome.message, outcome.message
+
+
+def test_an_operator_may_send_control_but_not_speak_for_a_person() -> None:
+    sim = GateSim(
+        bundle(ops={"start_traces": True, "operator": True, "allowed_targets": ("router",)})
+    )
+    stop = Control(id=new_id(), created_at=utc_now(), action="stop", session_id=new_id())
+    _ok(sim.submit("ops", stop))
+    refused = sim.submit("ops", human())
+    assert isinstance(refused, Deny) and refused.code == ErrorCode.UNAUTHORIZED
 
 
 def test_no_bundle_and_expired_bundle_fail_closed() -> None:

@@ -27,7 +27,7 @@ LIMITS = {"agent_call": 3, "delegation_request": 2, "sub_agent_call": 4}
 FAN_OUT = 2
 
 POLICY = bundle(
-    cli={"start_traces": True, "allowed_targets": ("router",)},
+    cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("router",)},
     router={"start_traces": True, "allowed_targets": AGENTS, "max_concurrent_calls": 1000},
     **{
         agent: {

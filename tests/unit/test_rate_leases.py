@@ -23,7 +23,12 @@ from tests.support.gatesim import NOW_MS, bundle, human
 
 RATE = 640  # a minute: leases of 10
 POLICY = bundle(
-    cli={"start_traces": True, "allowed_targets": ("router",), "rate_per_minute": RATE},
+    cli={
+        "start_traces": True,
+        "speaks_for_person": True,
+        "allowed_targets": ("router",),
+        "rate_per_minute": RATE,
+    },
     router={},
 )
 KEY = rate_key("cli", "router")
@@ -72,7 +77,10 @@ def test_lease_sizes() -> None:
 
 
 def test_a_small_limit_is_never_leased() -> None:
-    small = bundle(cli={"start_traces": True, "allowed_targets": ("router",)}, router={})
+    small = bundle(
+        cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("router",)},
+        router={},
+    )
     route = plan(Submission(human(), "cli", "", {}, NOW_MS), None, small, "")
     assert isinstance(route, Route) and route.profile.rate_per_minute < 64
     ledger = Ledger({KEY: None})
@@ -111,7 +119,12 @@ def test_a_lease_larger_than_a_lowered_limit_allows_is_given_back() -> None:
     replica = Replica("g1")
     replica.batch(store, 1, NOW_MS)  # a lease of 10 under 640 a minute
     lowered = bundle(
-        cli={"start_traces": True, "allowed_targets": ("router",), "rate_per_minute": 320},
+        cli={
+            "start_traces": True,
+            "speaks_for_person": True,
+            "allowed_targets": ("router",),
+            "rate_per_minute": 320,
+        },
         router={},
     )
     route = plan(Submission(human(), "cli", "", {}, NOW_MS), None, lowered, "")

@@ -100,11 +100,33 @@ def answer(
 
 
 def step(
-    session: Session, envelope: AgentResponse | Error | Control, sender: str | None = None
+    session: Session,
+    envelope: AgentResponse | Error | Control,
+    sender: str | None = None,
+    *,
+    cause: str | None = None,
+    operator: bool = False,
 ) -> Step:
+    """Apply `envelope` as the gate delivers it: by default an answer from its agent, an error
+    from the gate refusing the pending call, a control from the person who opened the session,
+    each caused (`Parley-Causation-Id`) by the call pending now."""
     if sender is None:
-        sender = envelope.sender if isinstance(envelope, AgentResponse) else "cli"
-    return advance(session, envelope, sender=sender, now=T0, limits=LIMITS)
+        if isinstance(envelope, AgentResponse):
+            sender = envelope.sender
+        else:
+            sender = LIMITS.gate_id if isinstance(envelope, Error) else "cli"
+    if cause is None:
+        cause = session.pending.envelope_id if session.pending else ""
+    return advance(
+        session,
+        envelope,
+        sender=sender,
+        now=T0,
+        limits=LIMITS,
+        cause=cause,
+        operator=operator,
+        reporter=sender == LIMITS.gate_id,
+    )
 
 
 def end_event(result: Step) -> SessionEvent:
@@ -276,6 +298,30 @@ def test_stop_from_another_user_is_refused() -> None:
     assert result.session is not None and result.session.open
 
 
+def test_only_the_principal_that_opened_a_session_or_an_operator_may_stop_it() -> None:
+    session, _ = started()
+    assert session.opener == "cli"
+    stop = Control(id="x", created_at=T0, action="stop", session_id="s-1")
+    for stranger in ("alice", "gpt"):
+        result = step(session, stop, sender=stranger)
+        (error,) = result.effects
+        assert isinstance(error, Error) and error.code is ErrorCode.UNAUTHORIZED
+        assert f"{stranger} cannot stop a session opened by cli" in error.message
+        assert result.session is not None and result.session.open
+    by_operator = step(session, stop, sender="ops", operator=True)
+    assert by_operator.session is not None and by_operator.session.status == "canceled"
+
+
+def test_a_session_stored_without_its_opener_is_steered_only_by_an_operator() -> None:
+    session, _ = started()
+    legacy = structs.replace(session, opener="")
+    stop = Control(id="x", created_at=T0, action="stop", session_id="s-1")
+    (error,) = step(legacy, stop, sender="cli").effects
+    assert isinstance(error, Error) and error.code is ErrorCode.UNAUTHORIZED
+    stopped = step(legacy, stop, sender="ops", operator=True).session
+    assert stopped is not None and stopped.status == "canceled"
+
+
 def test_unsupported_controls_are_refused_not_ignored() -> None:
     session, _ = started()
     result = step(session, Control(id="p", created_at=T0, action="pause", session_id="s-1"))
@@ -328,6 +374,30 @@ def test_an_error_about_another_call_is_ignored() -> None:
     session, _ = started()
     other = Error(id="e", created_at=T0, code=ErrorCode.INTERNAL_ERROR, message="x", cause_id="zzz")
     assert not step(session, other).changed
+
+
+def test_an_error_from_an_agent_the_call_did_not_go_to_is_ignored() -> None:
+    session, call = started()  # claude is called first
+    assert call.target == "claude"
+    forged = _refusal(call, retryable=False, id_="e1")
+    assert not step(session, forged, sender="gpt").changed
+    assert step(session, forged, sender="claude").changed  # its callee may report it
+
+
+def test_an_error_counts_only_when_the_gate_says_it_came_back_from_the_pending_call() -> None:
+    """The error's own `cause_id` is a claim (call ids derive from ids participants saw); the
+    gate's causation, an envelope it delivered to the sender, is not."""
+    session, call = started()
+    forged = _refusal(call, retryable=False, id_="e1")
+    for sender in ("claude", LIMITS.gate_id):
+        assert not step(session, forged, sender=sender, cause="another-call").changed
+
+
+def test_an_answer_counts_only_when_the_gate_says_it_came_back_from_the_pending_call() -> None:
+    session, call = started()
+    reply = answer(call, "draft", to="gpt")
+    assert not step(session, reply, cause="a-call-of-another-session").changed
+    assert step(session, reply).changed
 
 
 def test_the_same_call_answered_twice_advances_once() -> None:
