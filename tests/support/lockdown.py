@@ -28,7 +28,16 @@ from tools.provision import provision_once
 
 __all__ = ("LOCKED_ACTORS", "LockedDown", "violations")
 
-LOCKED_ACTORS = ("gate", "router", "auditor", "cli", "gpt", "claude")
+LOCKED_ACTORS = (
+    "gate",
+    "router",
+    "auditor",
+    "cli",
+    "gpt",
+    "claude",
+    "policy-signer",
+    "audit-cli",
+)
 
 
 @dataclass(frozen=True)
