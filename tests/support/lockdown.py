@@ -24,20 +24,12 @@ from bus import (
     load_settings,
 )
 from schemas import Namespace
+from tools.natsconf import DEFAULT_ACTORS
 from tools.provision import provision_once
 
 __all__ = ("LOCKED_ACTORS", "LockedDown", "violations")
 
-LOCKED_ACTORS = (
-    "gate",
-    "router",
-    "auditor",
-    "cli",
-    "gpt",
-    "claude",
-    "policy-signer",
-    "audit-cli",
-)
+LOCKED_ACTORS = DEFAULT_ACTORS  # what `parley nats-config` writes by default
 
 
 @dataclass(frozen=True)
