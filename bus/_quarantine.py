@@ -7,16 +7,19 @@ through meanwhile.
 
 A first delivery cannot be told apart from the others cheaply: marking every message before
 handling it would cost a KV round per envelope on the hot path, and a replica killed by an
-operator or a failing host would make every message it held look guilty. So the guard starts
-at the first redelivery: before handling a redelivered message, the runtime writes
-`handling.<actor>.<stream>.<seq>` = its delivery number to the `idempotency` bucket, handles it
-alone (never in a batch, so a death names one message), and deletes the mark once the
-attempt settled, before acking or nacking it. A later delivery that finds a mark from an
+operator or a failing host would make every message it held look guilty. Nor can the first
+redelivery: one crash redelivers every message the process held, and handling each of those
+alone under a mark (three fsynced writes apiece) turned the recovery from a routine kill into
+seconds of serial work that held up everyone sharing the server. So the guard starts at the
+delivery `GUARDED_FROM` (the second redelivery): before handling such a message, the runtime
+writes `handling.<actor>.<stream>.<seq>` = its delivery number to the `idempotency` bucket,
+handles it alone (never in a batch, so a death names one message), and deletes the mark once
+the attempt settled, before acking or nacking it. A later delivery that finds a mark from an
 earlier delivery knows that attempt never settled: the process died (or hung past
-`max_handler_s`) while handling it, twice in a row counting the unmarked first delivery, and
-the message is dead-lettered as `quarantined` instead of handled. A poison message now costs
-two process deaths instead of `max_deliver`; an innocent message caught in one crash is
-handled normally on its redelivery.
+`max_handler_s`) while handling it, and the message is dead-lettered as `quarantined` instead
+of handled. A poison message now costs three process deaths instead of `max_deliver` (two
+unmarked, the third alone under its mark); an innocent message caught in one crash is handled
+in its batch on its redelivery, as fast as before.
 
 The guard fails open: when the bucket cannot be read or written the message is handled
 unguarded (and the failure logged), as before this existed, and the guard rests for a minute
@@ -34,11 +37,13 @@ from nats.js.kv import KeyValue
 
 from schemas import Namespace
 
-__all__ = ("Quarantine", "handling_key")
+__all__ = ("GUARDED_FROM", "Quarantine", "handling_key")
 
 log = logging.getLogger("parley.bus.quarantine")
 
 BUCKET = "idempotency"
+GUARDED_FROM = 3
+"""The first delivery handled alone under a mark (see the module docstring)."""
 _REST_S = 60.0
 
 

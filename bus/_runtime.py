@@ -52,7 +52,7 @@ from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import Outbox, settle
 from bus._provision import provision
-from bus._quarantine import Quarantine
+from bus._quarantine import GUARDED_FROM, Quarantine
 from bus._rejection import Rejection, claimed_id, describe
 from schemas import (
     AnyEnvelope,
@@ -346,7 +346,7 @@ class ActorRuntime:
             except _BadInput as bad:
                 await self._reject(dead, inbox, spec, msg, bad.reason, bad.detail)
                 continue
-            (again if job.ctx.attempt > 1 else jobs).append(job)
+            (again if job.ctx.attempt > GUARDED_FROM - 1 else jobs).append(job)
         if self.actor.concurrent_handlers and again:
             # Handlers that wait on slow things (an LLM call) are not made to wait for each
             # other: each redelivery runs under its own mark beside the rest of the batch.

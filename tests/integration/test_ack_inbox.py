@@ -12,7 +12,6 @@ from typing import ClassVar
 import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.errors import MaxPayloadError
 from nats.js.api import StreamConfig
 from prometheus_client import CollectorRegistry
 
@@ -25,6 +24,7 @@ from bus import (
     AppendRefused,
     Context,
     EmbeddedServer,
+    MessageTooLarge,
     PublishStalled,
     load_settings,
 )
@@ -90,13 +90,14 @@ async def test_acks_are_confirmed_by_the_server(nc: NATS, namespace: Namespace) 
 async def test_a_publish_nats_py_cannot_send_leaves_nothing_waiting(
     nc: NATS, namespace: Namespace
 ) -> None:
-    """Too large for the server: nats-py raises, and no future is left for an answer that
-    will never come (enough of them would stall every later publish)."""
+    """Too large for the server (headers counted, as the server counts them): the inbox
+    refuses it before sending, and no future is left for an answer that will never come
+    (enough of them would stall every later publish)."""
     prefix = await _stream(nc, namespace, "unsent")
     inbox = AckInbox(nc, max_pending=2)
     await inbox.open()
     for _ in range(3):
-        with pytest.raises(MaxPayloadError):
+        with pytest.raises(MessageTooLarge):
             await inbox.publish(f"{prefix}.big", b"x" * (nc.max_payload + 1), {}, stall_s=0.2)
     assert inbox.pending() == 0
     stored = await inbox.publish(f"{prefix}.small", b"x", {}, stall_s=0.2)

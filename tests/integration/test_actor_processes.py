@@ -155,8 +155,8 @@ async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
     nc: NATS, namespace: Namespace, env: dict[str, str], processes: list[ProcessOutput]
 ) -> None:
     js = nc.jetstream()
-    # Two deliveries: a third would be quarantined by the runtime (bus/_quarantine.py) before
-    # the server gives up on it.
+    # Two deliveries, both unguarded: later ones would be handled under the quarantine's mark
+    # (bus/_quarantine.py) and quarantined before the server gives up on the message.
     env = {**env, "PARLEY_MAX_DELIVER": "2"}
     receiver = await start_probe(env, processes)
     crasher = human("crash")

@@ -10,7 +10,7 @@ real actor processes; the attacker is a raw nats-py client holding gpt's own cre
 - A submission that does not decode or validate is answered with an `INVALID_REQUEST` error on
   its sender's deliver subject, naming the field and the reason, beside its dead letter.
 - `parley collab --max-rounds 0|-1|1000` refuses its own arguments at once (exit 2).
-- An input that killed its actor's process on two deliveries is quarantined (dead-lettered)
+- An input that killed its actor's process on three deliveries is quarantined (dead-lettered)
   instead of being handed to the next process.
 """
 
@@ -38,6 +38,7 @@ from bus import (
     parse_trace_headers,
     wire_size,
 )
+from bus._quarantine import GUARDED_FROM
 from schemas import (
     ActorHeartbeat,
     AgentCall,
@@ -278,7 +279,7 @@ async def test_collab_refuses_max_rounds_out_of_range_itself(
     assert f"--max-rounds (max_rounds) must be within 1..100, got {rounds}" in said
 
 
-async def test_an_input_that_killed_its_handler_twice_is_quarantined(
+async def test_an_input_that_killed_its_handler_repeatedly_is_quarantined(
     locked_down: LockedDown,
 ) -> None:
     locked, ns = locked_down, locked_down.ns
@@ -301,7 +302,8 @@ async def test_an_input_that_killed_its_handler_twice_is_quarantined(
         stored = await gate.jetstream().publish(
             ns.deliver("gpt"), encode(poison), headers={SENDER: "router", MSG_ID: poison.id}
         )
-        for _ in range(2):  # its first delivery, then its first redelivery, kill the process
+        # Its first two deliveries kill the process unguarded, the third under its mark.
+        for _ in range(GUARDED_FROM):
             assert await start().wait_exit(30) == 70
         survivor = start()
         letter = await anext(letters)
