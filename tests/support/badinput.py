@@ -154,7 +154,12 @@ def crafted_cases(target: str) -> list[BadCase]:
     """The named edge cases, each at least once whatever hypothesis draws."""
     valid = _valid(target)
     raw = json.dumps(valid).encode()
-    human = encode(HumanMessage(id=new_id(), created_at=utc_now(), text="hi", call_id=new_id()))
+
+    def human() -> bytes:
+        """A valid message of its own id: the gate refuses a repeated id (DUPLICATE_ENVELOPE),
+        which would be a second decision about one envelope, not a header case."""
+        return encode(HumanMessage(id=new_id(), created_at=utc_now(), text="hi", call_id=new_id()))
+
     return [
         BadCase(raw[: len(raw) // 2], {}),
         BadCase(b"[" * 100_000, {}),
@@ -162,11 +167,11 @@ def crafted_cases(target: str) -> list[BadCase]:
         BadCase(json.dumps({**valid, "text": "y" * 400_000}).encode(), {}),
         BadCase(b'{"kind":"agent_call","kind":"no_such_kind"}', {}),
         BadCase(json.dumps({**valid, "kind": "no_such_kind"}).encode(), {}),
-        BadCase(human, {HOP_COUNT: "-5"}),
-        BadCase(human, {HOP_COUNT: str(2**63)}),
-        BadCase(human, {SENDER: "*"}),
-        BadCase(human, {SENDER: ">"}),
-        BadCase(human, {SENDER: "a.b"}),
+        BadCase(human(), {HOP_COUNT: "-5"}),
+        BadCase(human(), {HOP_COUNT: str(2**63)}),
+        BadCase(human(), {SENDER: "*"}),
+        BadCase(human(), {SENDER: ">"}),
+        BadCase(human(), {SENDER: "a.b"}),
         BadCase(b"", {}),
         BadCase(b"\x00\xff\xfe", {}),
     ]
