@@ -399,7 +399,7 @@ class RouterActor(Actor):
                         break  # the end of what was stored when the watch began
                     keys.append(entry.key)
             finally:
-                await watcher.stop()
+                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
         return keys
 
     async def _stall(self, error: Error, ctx: Context) -> None:
