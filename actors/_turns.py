@@ -99,7 +99,9 @@ def call_agent(
             "final_round": final_round,
             "attempt": attempts,
             "deadline": deadline.isoformat(),
-            "wait_bound_s": limits.turn_timeout_s + limits.stall_margin_s,
+            # When the sweep ends the session at the latest (barring outages): what a person
+            # waiting on it may wait for (tools/collab.py).
+            "ends_by": (deadline + timedelta(seconds=limits.stall_margin_s)).isoformat(),
         },
     )
     pending = PendingCall(
