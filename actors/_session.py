@@ -64,7 +64,7 @@ answered, so a redelivery older than this many transitions is an answer already 
 
 Status = Literal["running", "completed", "failed", "canceled"]
 StopReason = Literal[
-    "final", "no_handoff", "cap_reached", "malformed", "canceled", "error", "answered"
+    "final", "no_handoff", "cap_reached", "malformed", "canceled", "error", "answered", "stalled"
 ]
 Effect = AgentCall | Error | SessionEvent
 """Agent calls are submitted to the gate; session events and refusals (errors answering the
@@ -91,7 +91,15 @@ class Limits(Struct, frozen=True, kw_only=True):
     agent_retries: int = 1
     """Calls re-sent after a retryable error before the session fails with `error`."""
     turn_timeout_s: Annotated[float, Meta(gt=0)] = 60.0
-    """Seed 000's request timeout: a call unanswered this long fails the session."""
+    """Seed 000's request timeout: a call unanswered this long fails the session. Its
+    deadline is fixed when the call is made (`PendingCall.deadline`); only time in which the
+    router's bus could not hear extends it, never the router's own restart."""
+    stall_margin_s: Annotated[float, Meta(ge=0)] = 45.0
+    """How long past its deadline a session may stay unmoved before the sweep ends it as
+    `stalled` (whatever kept it: a lost reminder, a bug). Longer than the ack wait, so a
+    reminder redelivered after a router died holding it gets there first."""
+    sweep_every_s: Annotated[float, Meta(gt=0)] = 10.0
+    """How often each router replica looks for stalled sessions."""
     missed_beats: Annotated[int, Meta(ge=1)] = 3
     """Heartbeat periods of silence after which a called agent counts as not running."""
     start_grace_s: Annotated[float, Meta(gt=0)] = 15.0
@@ -108,6 +116,9 @@ class PendingCall(Struct, frozen=True, kw_only=True):
     envelope_id: str
     speaker: str
     attempts: int = 1
+    deadline: datetime | None = None
+    """When the call is given up on (made + `turn_timeout_s`), fixed when it is made so a
+    router's restart cannot move it. None in calls stored before deadlines were."""
 
 
 class Applied(Struct, frozen=True, kw_only=True):

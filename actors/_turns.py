@@ -7,7 +7,7 @@ makes a re-run after a crash exact, and actors/_opening.py for how a session sta
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from msgspec import structs
@@ -88,14 +88,29 @@ def call_agent(
         final_round=final_round,
         user_id=session.user_id,
     )
+    deadline = clock.now + timedelta(seconds=limits.turn_timeout_s)
     step = clock.event(
         "step_started",
         round_=session.round,
         speaker=speaker,
         envelope_ids=(call.id,),
-        payload={"call_id": call_id, "final_round": final_round, "attempt": attempts},
+        payload={
+            "call_id": call_id,
+            "final_round": final_round,
+            "attempt": attempts,
+            "deadline": deadline.isoformat(),
+            # When the sweep ends the session at the latest (barring outages): what a person
+            # waiting on it may wait for (tools/collab.py).
+            "ends_by": (deadline + timedelta(seconds=limits.stall_margin_s)).isoformat(),
+        },
     )
-    pending = PendingCall(call_id=call_id, envelope_id=call.id, speaker=speaker, attempts=attempts)
+    pending = PendingCall(
+        call_id=call_id,
+        envelope_id=call.id,
+        speaker=speaker,
+        attempts=attempts,
+        deadline=deadline,
+    )
     return _replace(session, pending=pending), (step, call)
 
 
@@ -116,10 +131,14 @@ def _end(
     warning: str | None = None,
     error: Error | None = None,
 ) -> tuple[Session, tuple[Effect, ...]]:
-    status = {"canceled": "canceled", "error": "failed"}.get(reason, "completed")
-    event_type = {"canceled": "session_canceled", "error": "session_failed"}.get(
-        reason, "session_completed"
+    status = {"canceled": "canceled", "error": "failed", "stalled": "failed"}.get(
+        reason, "completed"
     )
+    event_type = {
+        "canceled": "session_canceled",
+        "error": "session_failed",
+        "stalled": "session_failed",
+    }.get(reason, "session_completed")
     payload: dict[str, object] = {
         "turns": sum(1 for item in session.transcript if item.role in session.participants)
     }

@@ -20,6 +20,11 @@ Every call the router sends is also put on its own reminder queue (`parley.timer
 which all replicas share: until the call is answered, the reminder comes back and the router
 asks actors/_turn_watch.py whether the agent is still there. A crashed, crash-looping or
 long-stalled agent fails its session with `AGENT_UNAVAILABLE` instead of leaving it waiting.
+A call's deadline is stored with it, so the router's own restarts do not push it back.
+
+And in case a reminder is ever lost, every replica sweeps the sessions bucket every
+`sweep_every_s` (actors/_sweep.py): a running session unmoved past its deadline plus
+`stall_margin_s` is sent, through the same reminder queue, an input that ends it as `stalled`.
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ from contextlib import asynccontextmanager
 from typing import ClassVar
 
 import msgspec
+from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from actors._opening import open_session, refuse_duplicate, session_id_for
 from actors._session import Effect, Limits, Step
 from actors._session_store import Conflict, SessionStore
+from actors._sweep import stall, stalled
 from actors._turn_watch import Unavailable, judge
 from actors._turns import advance
 from bus import (
@@ -48,6 +55,7 @@ from bus import (
     DeadLetters,
     Input,
     Settings,
+    TraceHeaders,
     Uptime,
 )
 from schemas import (
@@ -62,6 +70,7 @@ from schemas import (
     SessionEvent,
     SubjectTokenError,
     check_token,
+    encode,
     heartbeat_key,
     utc_now,
 )
@@ -71,6 +80,11 @@ __all__ = ("RouterActor",)
 log = logging.getLogger("parley.actors.router")
 
 _CAS_ATTEMPTS = 5
+_LIST_TIMEOUT_S = 30.0
+"""Listing the sessions may take this long before the sweep gives up until next time."""
+_CLOSED_KEPT = 65_536
+"""Ended sessions the sweep remembers so as not to read them again (it forgets them all at
+once past this many, and reads each once more)."""
 _heartbeat_decoder = msgspec.json.Decoder(ActorHeartbeat)
 
 
@@ -92,6 +106,9 @@ class RouterActor(Actor):
         self._uptime = Uptime()
         self._timers = self.namespace.timers(self.actor_id)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._js: JetStreamContext | None = None
+        self._sessions_kv: KeyValue | None = None
+        self._closed: set[str] = set()
 
     def inputs(self) -> Sequence[Input]:
         """What the gate delivers, and the reminders about calls still unanswered."""
@@ -103,6 +120,7 @@ class RouterActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         self._store = SessionStore(kv)
+        self._js, self._sessions_kv = bus.js, kv
         self._registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
         self._dead = DeadLetters(
@@ -136,6 +154,8 @@ class RouterActor(Actor):
         if ctx.subject == self._timers:
             if isinstance(envelope, AgentCall) and ctx.sender == self.actor_id:
                 await self._watch(envelope, ctx)
+            elif isinstance(envelope, Error) and ctx.sender == self.actor_id:
+                await self._stall(envelope, ctx)
             else:
                 log.warning("ignored reminder", extra={"kind": type(envelope).__name__})
             return
@@ -282,6 +302,8 @@ class RouterActor(Actor):
                 now=utc_now(),
                 connected_since=self._uptime.since,
                 limits=self.limits,
+                deadline=pending.deadline,
+                outages=self._uptime.deaf(),
             )
             if not isinstance(verdict, Unavailable):
                 ctx.defer(verdict.seconds)
@@ -299,6 +321,114 @@ class RouterActor(Actor):
             )
             step = await self._advance(error, session_id, ctx)
             await self._emit(step.effects, ctx)
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        """Sweep for stalled sessions every `sweep_every_s`, from start until stopping."""
+        while True:
+            await self.sweep()
+            try:
+                async with asyncio.timeout(self.limits.sweep_every_s):
+                    await stopping.wait()
+                return
+            except TimeoutError:
+                continue
+
+    async def sweep(self) -> int:
+        """Find running sessions unmoved past their deadline plus the margin; send each the
+        input that ends it (on the reminder queue, so it is handled, stored and acked like any
+        other input). Returns how many were found.
+
+        A read that fails (JetStream away) is logged and tried again next time: the sweep is
+        a safety net, and must not take the router down with it.
+        """
+        if self._sessions_kv is None or self._js is None:
+            raise RuntimeError("router used before start()")
+        try:
+            keys = await self._session_keys(self._sessions_kv)
+        except Exception as exc:
+            log.warning("sweep could not list sessions", extra={"error": repr(exc)})
+            return 0
+        if len(self._closed) > _CLOSED_KEPT:
+            self._closed.clear()
+        found = 0
+        for key in keys:
+            session_id = key.removeprefix("session.")
+            if session_id in self._closed or not _valid(session_id):
+                continue
+            try:
+                stored = await self.store.load(session_id, fresh=True)
+            except Exception as exc:
+                log.warning("sweep could not read a session", extra={"error": repr(exc)})
+                return found
+            if stored is None or not stored.session.open:
+                self._closed.add(session_id)
+                continue
+            error = stalled(
+                stored.session, now=utc_now(), limits=self.limits, outages=self._uptime.deaf()
+            )
+            if error is None:
+                continue
+            found += 1
+            log.warning(
+                "session stalled", extra={"session_id": session_id, "reason": error.message}
+            )
+            # The trace of its opening message, so the ending joins the session's trace.
+            headers = TraceHeaders(
+                trace_id=stored.session.origin_id, origin=self.actor_id
+            ).to_headers(error.id)
+            try:
+                await self._js.publish(self._timers, encode(error), headers=headers)
+            except Exception as exc:
+                log.warning("sweep could not send its input", extra={"error": repr(exc)})
+                return found
+        return found
+
+    @staticmethod
+    async def _session_keys(kv: KeyValue) -> list[str]:
+        """Every `session.*` key (not the trace links), read with headers only.
+
+        nats-py's `KeyValue.keys(filters=...)` matches its filters as substrings of keys
+        read from the whole bucket; a watch on the subject reads only the sessions.
+        """
+        keys: list[str] = []
+        async with asyncio.timeout(_LIST_TIMEOUT_S):
+            watcher = await kv.watch("session.>", ignore_deletes=True, meta_only=True)
+            try:
+                async for entry in watcher:
+                    if entry is None:
+                        break  # the end of what was stored when the watch began
+                    keys.append(entry.key)
+            finally:
+                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+        return keys
+
+    async def _stall(self, error: Error, ctx: Context) -> None:
+        """The sweep's input: end its session as `stalled`, if it has not moved since."""
+        session_id = error.details.get("session_id")
+        if not isinstance(session_id, str) or not _valid(session_id):
+            return
+        async with self._session_lock(session_id):
+            for _ in range(_CAS_ATTEMPTS):
+                stored = await self.store.load(session_id, fresh=True)
+                if stored is None:
+                    return
+                step = stall(
+                    stored.session,
+                    error,
+                    now=utc_now(),
+                    limits=self.limits,
+                    outages=self._uptime.deaf(),
+                )
+                if step.changed and step.session is not None:
+                    try:
+                        await self.store.update(step.session, stored.revision)
+                    except Conflict:
+                        continue
+                if step.note:
+                    log.info(step.note, extra={"session_id": session_id, "id": error.id})
+                await self._emit(step.effects, ctx)
+                return
+            raise RuntimeError(f"session {session_id} kept changing under the sweep")
 
     async def _heartbeat(self, agent: str) -> ActorHeartbeat | None:
         if self._registry is None:

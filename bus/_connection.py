@@ -13,8 +13,9 @@ import asyncio
 import json
 import logging
 import urllib.request
+from collections import deque
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import nats
 from nats.aio.client import Client as NATS
@@ -42,13 +43,38 @@ class Uptime:
 
     Another actor's silence says something about it only while we could have heard it: after
     a broker outage everyone's heartbeats are old, and nobody is dead for that.
+
+    It also keeps the outages themselves (`deaf`): from the moment the bus saw the connection
+    drop, or a heartbeat fail to be written, to the moment it heard again. A call's deadline
+    is extended by exactly that time and by nothing else: the process's own (re)start is not
+    an outage, so a router killed and restarted every second does not restart every turn
+    clock (actors/_turn_watch.py).
     """
+
+    KEPT: ClassVar[int] = 256
+    """Outages remembered; older ones lie far behind any call still waiting."""
 
     def __init__(self) -> None:
         self.since = datetime.now(UTC)
+        self._lost_at: datetime | None = None
+        self._outages: deque[tuple[datetime, datetime]] = deque(maxlen=self.KEPT)
+
+    def lost(self) -> None:
+        """The bus stopped hearing (disconnected, or JetStream refused a heartbeat)."""
+        if self._lost_at is None:
+            self._lost_at = datetime.now(UTC)
 
     def mark(self) -> None:
+        """The bus hears again: close the outage in progress, if any."""
         self.since = datetime.now(UTC)
+        if self._lost_at is not None:
+            self._outages.append((self._lost_at, self.since))
+            self._lost_at = None
+
+    def deaf(self) -> tuple[tuple[datetime, datetime | None], ...]:
+        """The outages seen, oldest first; one still going on ends in None."""
+        ongoing = () if self._lost_at is None else ((self._lost_at, None),)
+        return (*self._outages, *ongoing)
 
 
 async def connect(
@@ -80,6 +106,8 @@ async def connect(
             return  # our own graceful close
         if metrics is not None:
             metrics.connection_events.labels(actor_id, "disconnect").inc()
+        if uptime is not None:
+            uptime.lost()
         log.warning("disconnected from nats")
 
     async def on_reconnect() -> None:

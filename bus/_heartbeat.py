@@ -57,6 +57,8 @@ class Heartbeat:
             await kv.put(self._key, encode(record))
         except Exception as exc:
             self._failing = True
+            if self._uptime is not None:
+                self._uptime.lost()
             log.warning("heartbeat not written", extra={"error": repr(exc)})
             return
         if self._failing and self._uptime is not None:

@@ -11,6 +11,11 @@ Ctrl-C sends Stop (a `control` envelope) and waits for the router to confirm; a 
 Ctrl-C leaves at once. A refusal by the gate (its decision on `parley.decisions.cli`) ends
 the command with the gate's reason.
 
+The wait follows the session's own clock: each call the router makes carries the moment the
+session ends at the latest (its deadline plus the sweep's margin, `ends_by`), and the command
+waits until then plus `_SLACK_S` before saying what it was waiting for and giving up;
+`--timeout` replaces that with a fixed silence.
+
 Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 2 the arguments
 (or the configuration) are invalid, 130 it was canceled. Arguments are checked against the
 envelope's own schema before anything is sent: a `--max-rounds` out of range is named with its
@@ -25,6 +30,7 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -55,6 +61,10 @@ __all__ = ("SessionEnd", "add_collab_commands", "follow_session")
 """Where `parley up` writes its embedded server's URL for the commands run beside it."""
 
 SENDER: Final = "cli"
+_OPENING_S: Final = 60.0
+"""How long to wait for a session to open (its first call names its own deadline)."""
+_SLACK_S: Final = 10.0
+"""Past a session's `ends_by`: the router's sweep runs every few seconds."""
 _END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
 
 
@@ -98,11 +108,12 @@ async def follow_session(
     msg: HumanMessage,
     *,
     out: TextIO,
-    timeout: float,
+    timeout: float | None = None,
     stop_requested: asyncio.Event | None = None,
     on_event: Callable[[SessionEvent], None] | None = None,
 ) -> SessionEnd:
-    """Submit `msg` and print its session's events until it ends (or `timeout` of silence).
+    """Submit `msg` and print its session's events until it ends, or until the session's own
+    `ends_by` (plus slack) passes without it ending, or `timeout` of silence if given.
 
     Setting `stop_requested` submits a Stop for the session; the function still waits for the
     router's `session_canceled`.
@@ -128,16 +139,23 @@ async def follow_session(
     await nc.flush()  # the server has both subscriptions before anything is submitted
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
+    waiting_for, ends_by = "the router to open the session", None
     async with asyncio.TaskGroup() as tasks:
         if stop_requested is not None:
             stopper = tasks.create_task(_on_stop(stop_requested, news))
         try:
             await _submit(js, ns, msg)
             while True:
+                wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:
-                    item = await asyncio.wait_for(news.get(), timeout)
+                    item = await asyncio.wait_for(news.get(), wait_s)
                 except TimeoutError:
-                    print(f"no news from the session for {timeout:.0f} s", file=out, flush=True)
+                    print(
+                        f"no news from the session for {wait_s:.0f} s: gave up waiting for "
+                        f"{waiting_for}",
+                        file=out,
+                        flush=True,
+                    )
                     return SessionEnd(None, 1, tuple(seen))
                 if item is None:  # Ctrl-C: ask the router to stop, and keep following
                     await _submit(js, ns, _stop(msg))
@@ -156,6 +174,10 @@ async def follow_session(
                     on_event(item)
                 if item.event_type == "session_created":
                     max_rounds = int(item.payload.get("max_rounds", max_rounds))
+                if item.event_type == "step_started":
+                    ends_by = _when(item.payload.get("ends_by"))
+                    due = f", due by {ends_by:%H:%M:%S} UTC" if ends_by else ""
+                    waiting_for = f"{item.speaker}'s answer in round {item.round}{due}"
                 line = render(item, max_rounds)
                 if line is not None:
                     print(line, file=out, flush=True)
@@ -166,6 +188,20 @@ async def follow_session(
                 stopper.cancel()
             for sub in subs:
                 await sub.unsubscribe()
+
+
+def _when(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _wait_s(ends_by: datetime | None) -> float:
+    """How long to wait for the next event: to the session's `ends_by` plus slack."""
+    if ends_by is None:
+        return _OPENING_S
+    return max((ends_by - utc_now()).total_seconds(), 0.0) + _SLACK_S
 
 
 async def _on_stop(
@@ -311,6 +347,10 @@ def add_collab_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         parser.add_argument("--config", type=Path, help="TOML settings file")
         parser.add_argument("--user", default="", help="user id carried by the session")
         parser.add_argument(
-            "--timeout", type=float, default=300.0, help="give up after this many silent seconds"
+            "--timeout",
+            type=float,
+            default=None,
+            help="give up after this many silent seconds (default: when the session's own "
+            "deadline and the router's sweep margin have passed)",
         )
         parser.set_defaults(func=_cmd(single))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from actors._session import Limits
-from actors._turn_watch import Unavailable, Wait, judge
+from actors._turn_watch import Outages, Unavailable, Wait, deaf_s, due, judge
 from schemas import ActorHeartbeat
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -71,8 +71,64 @@ def test_silence_counts_from_the_routers_reconnection_after_an_outage() -> None:
 
 def test_an_outage_stops_the_turn_clock() -> None:
     # Called at 0, the broker away from 10 s to 40 s: the call still has 60 s from 40 s.
-    assert verdict(70.0, beat(at(69.0)), connected=at(40.0)) == Wait(14.0)
-    assert isinstance(verdict(100.0, beat(at(99.0)), connected=at(40.0)), Unavailable)
+    outage: Outages = ((at(10.0), at(40.0)),)
+
+    def judged(now_s: float) -> Wait | Unavailable:
+        return judge(
+            "gpt",
+            T0,
+            beat(at(now_s - 1.0)),
+            now=at(now_s),
+            connected_since=at(40.0),
+            limits=LIMITS,
+            outages=outage,
+        )
+
+    assert judged(70.0) == Wait(14.0)
+    assert judged(89.0) == Wait(1.0)
+    result = judged(90.0)
+    assert isinstance(result, Unavailable)
+    assert result.details["waited_s"] == 60.0 and result.details["outages_s"] == 30.0
+
+
+def test_a_router_restart_does_not_restart_the_turn_clock() -> None:
+    # The router (re)connected 1 s ago, as it does after each of its restarts: the call made
+    # at 0 is still given up on at its deadline, 60 s after it was made.
+    result = verdict(60.0, beat(at(59.5)), connected=at(59.0))
+    assert isinstance(result, Unavailable)
+    assert result.message == "gpt did not answer within 60 s (turn timeout 60 s)"
+    assert verdict(30.0, beat(at(29.5)), connected=at(29.0)) == Wait(14.5)  # beats judged anew
+
+
+def test_the_stored_deadline_wins_over_the_limits_of_the_day() -> None:
+    # Made under a 10 s timeout and stored with its deadline; the router now runs with 60 s.
+    result = judge(
+        "gpt",
+        T0,
+        beat(at(9.5)),
+        now=at(10.0),
+        connected_since=LONG_AGO,
+        limits=LIMITS,
+        deadline=at(10.0),
+    )
+    assert isinstance(result, Unavailable)
+
+
+def test_an_ongoing_outage_keeps_moving_the_deadline() -> None:
+    outage: Outages = ((at(50.0), None),)
+    assert due(T0, at(60.0), now=at(70.0), limits=LIMITS, outages=outage) == at(80.0)
+    assert due(T0, at(60.0), now=at(90.0), limits=LIMITS, outages=outage) == at(100.0)
+
+
+def test_outages_count_once_and_only_after_the_call() -> None:
+    outages: Outages = (
+        (at(-30.0), at(5.0)),  # began before the call: only its last 5 s count
+        (at(20.0), at(30.0)),
+        (at(25.0), at(35.0)),  # overlaps the one before: 20..35 is 15 s, not 20
+        (at(90.0), at(99.0)),  # after now
+    )
+    assert deaf_s(outages, T0, at(80.0)) == 20.0
+    assert deaf_s((), T0, at(80.0)) == 0.0
 
 
 def test_a_beating_agent_that_never_answers_times_out() -> None:
