@@ -77,6 +77,24 @@ class SessionOutcome:
     session_id: str
     ended: str | None = None
     reason: str | None = None
+    started_at: float | None = None
+    """When the session opened (its first event), Unix seconds."""
+    ended_at: float | None = None
+    """When its end event was stored, Unix seconds."""
+    ends_by: float | None = None
+    """The latest its last step promised to end by (deadline plus the sweep's margin)."""
+
+    @property
+    def took_s(self) -> float | None:
+        """Seconds from opening to end, if it ended."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.started_at
+
+    @property
+    def late(self) -> bool:
+        """Ended after its bound, or not at all although its bound has passed."""
+        return self.ends_by is not None and (self.ended_at or float("inf")) > self.ends_by + 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +122,9 @@ class ChaosReport:
     audit_records: int | None
     audit_gaps: tuple[str, ...]
     recovery_s: tuple[float | None, ...]
+    late: tuple[str, ...] = ()
+    """Sessions that ended after the bound their last step stated (`ends_by`), or never."""
+    longest_session_s: float | None = None
     recovery_bound_s: float | None = None
     faults: tuple[Fault, ...] = field(default=())
     permission_violations: dict[str, int] | None = None
@@ -129,6 +150,8 @@ class ChaosReport:
             found.append(f"{len(self.dedup_escapes)} id(s) stored more than once")
         if self.incomplete:
             found.append(f"{len(self.incomplete)} session(s) neither completed nor failed")
+        if self.late:
+            found.append(f"{len(self.late)} session(s) ended past their stated bound")
         if self.failed.get("", 0):
             found.append(f"{self.failed['']} session(s) failed without a reason")
         if self.audit_gaps:
@@ -211,6 +234,8 @@ def check_history(
         completed=completed,
         failed=dict(failed),
         incomplete=tuple(sorted(incomplete)),
+        late=tuple(sorted(o.session_id for o in outcomes if o.late)),
+        longest_session_s=max((t for o in outcomes if (t := o.took_s) is not None), default=None),
         audit_records=audit_records,
         audit_gaps=tuple(audit_gaps),
         recovery_s=recoveries(faults, end_to_end),
@@ -254,6 +279,11 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
         ("  completed", str(report.completed)),
         ("  failed (with reason)", f"{failed}" + (f" ({reasons})" if reasons else "")),
         ("  not completed", str(len(report.incomplete))),
+        ("  ended past their bound", str(len(report.late))),
+        (
+            "longest session",
+            "-" if report.longest_session_s is None else f"{report.longest_session_s:.2f} s",
+        ),
         (
             "audit records",
             "no auditor" if report.audit_records is None else str(report.audit_records),

@@ -21,6 +21,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -167,13 +168,32 @@ def _session_event(
     history.end_to_end.append(at if stored_at is None else max(at, stored_at))
     for input_id in event.envelope_ids:
         history.applied.append(Applied(ROUTER, input_id, event.id, event.event_type, at=at))
+    known = ends.get(event.session_id) or SessionOutcome(event.session_id)
+    started = known.started_at if known.started_at is not None else at
+    ends_by = _ends_by(event, known.ends_by)
     ended = _ENDS.get(event.event_type)
     if ended is not None:
         code = str(event.payload.get("code") or "")
         reason = ": ".join(part for part in (event.stop_reason or "", code) if part) or None
-        ends[event.session_id] = SessionOutcome(event.session_id, ended, reason)
-    elif event.session_id not in ends:
-        ends[event.session_id] = SessionOutcome(event.session_id)
+        stored = at if stored_at is None else max(at, stored_at)
+        ends[event.session_id] = SessionOutcome(
+            event.session_id, ended, reason, started, stored, ends_by
+        )
+    elif known.ended is None:
+        ends[event.session_id] = SessionOutcome(
+            event.session_id, None, None, started, None, ends_by
+        )
+
+
+def _ends_by(event: SessionEvent, before: float | None) -> float | None:
+    """The bound a step states (`ends_by` on `step_started`), else the one known before."""
+    stated = event.payload.get("ends_by") if event.event_type == "step_started" else None
+    if not isinstance(stated, str):
+        return before
+    try:
+        return datetime.fromisoformat(stated).timestamp()
+    except ValueError:
+        return before
 
 
 async def read_stream(

@@ -76,3 +76,18 @@ def plan_faults(
         faults.append(PlannedFault(round(at, 2), action, target, hold))
         at += hold + rng.expovariate(1 / mean_gap_s) + 1.0
     return faults
+
+
+def router_kills(every_s: float, duration_s: float, *, down_s: float = 0.2) -> list[PlannedFault]:
+    """SIGKILL the router every `every_s` seconds through the run's first 70% (down `down_s`
+    each time): restarts faster than a turn's timeout, so a call's deadline must survive them
+    (issue: clocks that survive restarts)."""
+    if every_s <= 0:
+        raise ValueError(f"the router's kill period must be positive, got {every_s}")
+    count = int(duration_s * 0.7 / every_s)
+    return [PlannedFault(round(every_s * k, 2), "kill", "router", down_s) for k in range(1, count)]
+
+
+def merged(*plans: Sequence[PlannedFault]) -> list[PlannedFault]:
+    """Several schedules as one, in time order (faults are applied one after another)."""
+    return sorted((fault for plan in plans for fault in plan), key=lambda fault: fault.at)

@@ -43,7 +43,7 @@ from tools._chaos_load import CLI, Load, follow_events, worker
 from tools._chaos_lockdown import LockedBroker, ProvisionFailed
 from tools._chaos_procs import Child
 from tools._chaos_records import History, history_from, read_stream
-from tools._chaos_schedule import PlannedFault, plan_faults
+from tools._chaos_schedule import PlannedFault, merged, plan_faults, router_kills
 from tools.audit import verify_stream
 from tools.demo import demo_topology, publish_policy
 from tools.natsperms import PROVISIONER
@@ -69,6 +69,9 @@ class ChaosOptions:
     policy: Path = CHAOS_POLICY
     plan: tuple[PlannedFault, ...] | None = None
     """Faults to inject instead of the seed's schedule (a named scenario)."""
+    kill_router_every_s: float | None = None
+    """Also SIGKILL the router this often (faster than a turn's timeout, to prove deadlines
+    survive its restarts)."""
     locked_down: bool = True
     """One nkey user per actor with least-privilege permissions (False: a server without
     users, on which every connection may do anything)."""
@@ -207,6 +210,8 @@ async def _run(
             include_server=options.server_faults,
         )
     )
+    if options.kill_router_every_s is not None:
+        plan = merged(plan, router_kills(options.kill_router_every_s, options.duration_s))
     print(
         f"parley chaos: seed {options.seed}, {options.duration_s:.0f} s, {options.sessions} "
         f"concurrent sessions, ack wait {options.ack_wait_s} s, {len(plan)} faults",
@@ -322,13 +327,17 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         keep=args.keep,
         policy=args.policy,
         locked_down=not args.open_broker,
+        kill_router_every_s=args.kill_router_every,
     )
     if args.plan:
         with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
             # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
             topology = demo_topology(Path(scratch) / "policy.pub", "demo")
         names = [spec.name for spec in topology.actor]
-        for fault in plan_faults(args.seed, args.duration, names):
+        plan = plan_faults(args.seed, args.duration, names)
+        if args.kill_router_every is not None:
+            plan = merged(plan, router_kills(args.kill_router_every, args.duration))
+        for fault in plan:
             print(fault.describe())
         return 0
     code, _ = asyncio.run(run_chaos(options))
@@ -350,6 +359,12 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--policy", type=Path, default=CHAOS_POLICY, help="the bundle source the gate enforces"
     )
     chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
+    chaos.add_argument(
+        "--kill-router-every",
+        type=float,
+        metavar="S",
+        help="also SIGKILL the router every S seconds (faster than a turn's timeout)",
+    )
     chaos.add_argument(
         "--keep",
         type=Path,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from schemas import Decision, ErrorCode, SessionEvent, utc_now
 from tools._chaos_checker import Fault, Published, check_history
 from tools._chaos_records import Stored, history_from
@@ -123,3 +125,24 @@ def test_progress_is_when_a_transition_was_stored_not_when_it_was_built() -> Non
     healed = Fault("kill", "nats-server", built + 1)
     report = check_history([], [], faults=[healed], end_to_end=history.end_to_end)
     assert report.recovery_s == (4.0,)
+
+
+def test_a_session_is_judged_by_the_bound_its_last_step_stated() -> None:
+    """`ends_by` on a step is the latest the session promised to end by; a session that ends
+    later, or never, breaks that promise, and the longest session is reported."""
+    opened = T0.timestamp()
+    bound = (T0 + timedelta(seconds=30)).isoformat()
+    step = _event("e1", "step_started", (), payload={"ends_by": bound})
+    on_time = _event("e2", "session_completed", ("r",), stop_reason="final")
+    created = _event("e0", "session_created", ("hm",))
+    history = history_from(
+        [Stored(1, "s", created), Stored(2, "s", step), Stored(3, "s", on_time, {}, opened + 12)]
+    )
+    report = check_history([], [], history.sessions)
+    assert report.violations() == [] and report.late == ()
+    assert report.longest_session_s == 12
+    late = [Stored(1, "s", step), Stored(2, "s", on_time, {}, opened + 40)]
+    report = check_history([], [], history_from(late).sessions)
+    assert report.late == ("s1",) and "ended past their stated bound" in report.violations()[0]
+    report = check_history([], [], history_from([Stored(1, "s", step)]).sessions)
+    assert report.late == ("s1",)  # never ended, though its bound has passed

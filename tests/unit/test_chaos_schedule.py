@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from tools._chaos_schedule import SERVER, plan_faults
+import pytest
+
+from tools._chaos_schedule import SERVER, merged, plan_faults, router_kills
 
 ACTORS = ["gate", "router", "auditor", "gpt", "claude"]
 
@@ -31,3 +33,15 @@ def test_every_target_is_hit_before_any_is_hit_twice() -> None:
 
 def test_without_server_faults_the_server_is_left_alone() -> None:
     assert all(f.target != SERVER for f in plan_faults(1, 300, ACTORS, include_server=False))
+
+
+def test_router_kills_come_faster_than_a_turn_timeout_and_merge_in_time_order() -> None:
+    kills = router_kills(2.0, 20.0)
+    assert [fault.at for fault in kills] == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    assert {(fault.action, fault.target) for fault in kills} == {("kill", "router")}
+    seeded = plan_faults(1, 20.0, ["gate", "router", "gpt"])
+    both = merged(seeded, kills)
+    assert len(both) == len(seeded) + len(kills)
+    assert [fault.at for fault in both] == sorted(fault.at for fault in both)
+    with pytest.raises(ValueError, match="positive"):
+        router_kills(0, 20.0)
