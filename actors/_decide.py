@@ -36,6 +36,7 @@ from schemas import (
     AgentResponse,
     AnyEnvelope,
     DelegationResponse,
+    Error,
     ErrorCode,
     PolicyBundle,
     SubAgentResult,
@@ -45,6 +46,7 @@ __all__ = (
     "ANSWER_GRACE_MS",
     "Allow",
     "Ledger",
+    "answers_call",
     "decide",
     "implied_root_trace",
     "required_keys",
@@ -104,10 +106,20 @@ def required_keys(route: Route) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def answers_call(route: Route) -> bool:
+    """Whether `route` answers the call its sender is in: a return, and if an `error`, one
+    about that call (an error naming another envelope in `cause_id` is no answer: the caller
+    ignores it, so it neither closes the call nor rides on its charge)."""
+    if route.role != "return" or route.answered is None:
+        return False
+    envelope = route.sub.envelope
+    return not isinstance(envelope, Error) or envelope.cause_id == route.answered.call_id
+
+
 def spends_rate(route: Route) -> bool:
     """Whether admitting `route` spends a token of its (sender, target) rate: an answer does
     not, its call paid for it."""
-    return route.role != "return"
+    return not answers_call(route)
 
 
 def _live(calls: dict[str, int], now_ms: int, but: str = "") -> dict[str, int]:
@@ -205,16 +217,16 @@ def decide(
                 f"Cycle detected: {sub.sender} -> {route.target} with same objective already "
                 "in progress.",
             )
-    if route.answered is not None and not (
-        trace_paid or sub.redelivered or route.answered.call_id in open_calls
-    ):
+    answered = route.answered.call_id if route.answered is not None else ""
+    is_answer = answers_call(route)
+    if is_answer and not (trace_paid or sub.redelivered or answered in open_calls):
         # Its call was answered already (or is long past its deadline). A redelivered
         # submission is let through: it may be the answer that closed the call, its
         # position lost in a crash between the commit and the delivery.
         return Deny(
             ErrorCode.DUPLICATE_ENVELOPE,
             "duplicate_answer",
-            f"{sub.sender} already answered call {route.answered.call_id[:80]!r} (or it is more "
+            f"{sub.sender} already answered call {answered[:80]!r} (or it is more "
             f"than {ANSWER_GRACE_MS // 60_000} minutes past its deadline): the gate admits one "
             "answer per call",
         )
@@ -242,8 +254,7 @@ def decide(
         ledger.put(inflight_k, Inflight(calls=calls, shared=shared_calls))
         if fanout_k:
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
-    elif route.role == "return" and route.answered is not None:
-        answered = route.answered.call_id
+    elif is_answer:
         open_calls.pop(answered, None)
         if not trace_paid:
             tokens += _tokens_spent(sub.envelope)

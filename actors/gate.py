@@ -90,6 +90,7 @@ __all__ = ("ALLOWED_TOOLS", "BUNDLE_KEY", "GateActor")
 log = logging.getLogger("parley.actors.gate")
 
 _RETURN_KINDS = return_kinds()
+_RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in _RETURN_KINDS)
 _NO_BUNDLE = Deny(ErrorCode.INTERNAL_ERROR, "no_route", "the gate could not route this envelope")
 
 _CONFLICT_ROUNDS = 6
@@ -306,13 +307,15 @@ class GateActor(Actor):
         log.warning("refused a repeated envelope id", extra={"id": envelope.id})
         basis = derive_id(envelope.id, f"duplicate.{ctx.stream_seq}")
         await self._refuse(ctx, envelope, deny, None, basis=basis)
-        if ctx.causation_id and self._store is not None and _answers(envelope):
+        if ctx.causation_id and self._store is not None and type(envelope) in _RETURN_KINDS:
             # Rare, so off the hot path: an answer under a taken id would be lost to its caller.
             causes = await self._store.load([position_key(ctx.causation_id)])
             sub = Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, 0)
-            held_call = _in_call(self._sender_position(sub, causes))
+            held_call = _waiting_on(envelope, self._sender_position(sub, causes))
             if held_call is not None:
-                await self._tell_caller(self._store, ctx, envelope, deny, held_call, basis=basis)
+                await self._tell_caller(
+                    self._store, ctx.outbox, ctx.sender, envelope.id, deny, held_call, basis=basis
+                )
 
     async def _decide_batch(
         self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
@@ -371,7 +374,7 @@ class GateActor(Actor):
             refused_return: Position | None = None
             # A second answer's call was answered already: nobody waits for it.
             if isinstance(outcome, Deny) and outcome.rule != "duplicate_answer":
-                refused_return = _in_call(cause) if _answers(envelope) else None
+                refused_return = _waiting_on(envelope, cause)
             verdicts.append(_Verdict(envelope, ctx, outcome, cause, refused_return))
         return _Decided(verdicts, ledger, new_traces, frozenset(local), planned, now_ms, returned)
 
@@ -465,13 +468,16 @@ class GateActor(Actor):
             await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
         await self._refuse(ctx, envelope, outcome, verdict.cause)
         if verdict.refused_return is not None:
-            await self._tell_caller(store, ctx, envelope, outcome, verdict.refused_return)
+            await self._tell_caller(
+                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.refused_return
+            )
 
     async def _tell_caller(
         self,
         store: GateStore,
-        ctx: Context,
-        envelope: AnyEnvelope,
+        outbox: Outbox,
+        sender: str,
+        answer_id: str,
         deny: Deny,
         within: Position,
         *,
@@ -485,15 +491,21 @@ class GateActor(Actor):
         again would not make this answer admissible, and the caller should not wait longer.
 
         Args:
+            sender: who answered; `answer_id`: the refused answer's id (claimed).
             within: the answerer's position inside the call (`levels[-1]` is its call).
         """
         call_id = within.levels[-1].call_id
-        error = _error_for(envelope, deny, "refused-answer", basis)
-        error = structs.replace(
-            error,
-            message=f"{ctx.sender}'s answer was refused: {deny.code}: {deny.message}"[:1000],
-            retryable=False,
-            details={**error.details, "call_id": call_id, "answer_id": envelope.id},
+        details: dict[str, object] = {"rule": deny.rule, "call_id": call_id, "answer_id": answer_id}
+        if deny.limit is not None:
+            details["limit"] = deny.limit
+        if deny.value is not None:
+            details["value"] = deny.value
+        error = Error(
+            id=derive_id(basis or answer_id, "refused-answer"),
+            created_at=utc_now(),
+            code=deny.code,
+            message=f"{sender}'s answer was refused: {deny.code}: {deny.message}"[:1000],
+            details=details,
             cause_id=call_id,
         )
         levels = within.levels[:-1]
@@ -505,18 +517,20 @@ class GateActor(Actor):
             kind="error",
             levels=levels,
         )
-        await self._claim_own(ctx, error.id)
-        await self._record(store, ctx, position_key(error.id), at)
+        if self._ids is not None:
+            await self._ids.mark(outbox, error.id, self.actor_id)
+        key = position_key(error.id)
+        store.remember(key, at, await outbox.publish(store.subject(key), store.encode(at), {}))
         headers = TraceHeaders(
             trace_id=at.trace_id, hop_count=at.hop, causation_id=call_id, origin=at.origin
         ).to_headers(error.id)
         headers[SENDER] = self.actor_id
-        await ctx.outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
+        await outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
 
     async def _claim_own(self, ctx: Context, envelope_id: str) -> None:
         """Claim an id the gate made and records a position for, so no sender can reuse it."""
         if self._ids is not None:
-            await self._ids.mark(ctx, envelope_id, self.actor_id)
+            await self._ids.mark(ctx.outbox, envelope_id, self.actor_id)
 
     @staticmethod
     async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
@@ -649,6 +663,27 @@ class GateActor(Actor):
         ).to_headers(error.id)
         headers[SENDER] = self.actor_id
         await outbox.publish(self.namespace.deliver(rejection.sender), encode(error), headers)
+        if rejection.kind in _RETURN_TAGS and rejection.causation_id and self._store is not None:
+            # An answer that does not decode is still an answer its caller waits for. The
+            # causation is a claim: it counts only if the gate delivered it to this sender.
+            causes = await self._store.load([position_key(rejection.causation_id)])
+            cause_of = causes.get(position_key(rejection.causation_id))
+            within = _in_call(
+                cause_of
+                if isinstance(cause_of, Position) and cause_of.target == rejection.sender
+                else None
+            )
+            if within is not None:
+                deny = Deny(ErrorCode.INVALID_REQUEST, rejection.reason, error.message)
+                await self._tell_caller(
+                    self._store,
+                    outbox,
+                    rejection.sender,
+                    cause or error.id,
+                    deny,
+                    within,
+                    basis=error.id,
+                )
 
     async def _decide_record(
         self,
@@ -718,9 +753,15 @@ def _redacted(envelope: AnyEnvelope, redact_pii: bool, key: bytes) -> AnyEnvelop
     )
 
 
-def _answers(envelope: AnyEnvelope) -> bool:
-    """Whether `envelope` is of a kind that answers a call (someone may be waiting on it)."""
-    return type(envelope) in _RETURN_KINDS
+def _waiting_on(envelope: AnyEnvelope, position: Position | None) -> Position | None:
+    """The sender's position if `envelope` answers the call it sits in (someone waits on
+    that call), else None; the same test as `answers_call()`, for a refusal with no route."""
+    within = _in_call(position)
+    if within is None or type(envelope) not in _RETURN_KINDS:
+        return None
+    if isinstance(envelope, Error) and envelope.cause_id != within.levels[-1].call_id:
+        return None
+    return within
 
 
 def _in_call(position: Position | None) -> Position | None:
