@@ -6,10 +6,11 @@ the real gate and router processes. Where an agent must misbehave, a raw nats-py
 that agent's own credentials plays it: it reads its own deliveries and submits on
 `parley.submit.<agent>`, the only things the broker lets it do.
 
-- An answer the gate refuses (a forged identity, or too large once delivered) used to reach
-  only its sender: the router waited for an answer that had been given until its turn timeout.
-  Now the router gets a typed error about its call at once and ends the session with reason
-  `error` and a message a person reads ("claude's answer was refused: ...").
+- An answer the gate refuses (a forged identity, too large once delivered, or not even
+  decodable) used to reach only its sender: the router waited for an answer that had been
+  given until its turn timeout. Now the router gets a typed error about its call at once
+  and ends the session with reason `error` and a message a person reads ("claude's answer
+  was refused: ...").
 - Under a policy whose agents may send 4 messages a minute, four concurrent collaborations
   (8 answers per agent) used to have answers refused `RATE_LIMITED` for the pair's rate that
   their calls had already paid; now each ends with its own stop reason.
@@ -184,10 +185,19 @@ def _too_large(agent: Agent, delivered: Msg, call: AgentCall) -> AgentResponse:
     return msgspec.structs.replace(big, text="a" * room)
 
 
+def _undecodable(agent: Agent, delivered: Msg, call: AgentCall) -> AgentResponse:
+    """An answer that does not validate (an empty reply message): refused before deciding."""
+    return _answer(call, "")
+
+
 @pytest.mark.parametrize(
     ("make", "code"),
-    [(_forged, ErrorCode.FORGED_HEADER), (_too_large, ErrorCode.INVALID_REQUEST)],
-    ids=["forged-identity", "too-large-once-delivered"],
+    [
+        (_forged, ErrorCode.FORGED_HEADER),
+        (_too_large, ErrorCode.INVALID_REQUEST),
+        (_undecodable, ErrorCode.INVALID_REQUEST),
+    ],
+    ids=["forged-identity", "too-large-once-delivered", "undecodable"],
 )
 async def test_a_refused_answer_ends_its_session_at_once_with_the_true_reason(
     locked_down: LockedDown, tmp_path: Path, make: Refused, code: ErrorCode
