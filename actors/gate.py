@@ -14,6 +14,8 @@ all its replicas, and for each envelope:
 4. delivers an admitted envelope to `parley.deliver.<target>`, or an `error` envelope caused
    by a refused one to `parley.deliver.<sender>`, and publishes the decision on
    `parley.decisions.<sender>`; the runtime acks the input only after JetStream stored those.
+   A refused answer (for any reason, undecodable included) is also reported to the caller
+   waiting on its call, as an `error` about that call (`_tell_caller`).
 
 An admitted envelope whose delivery (the sender's bytes plus the gate's headers) would not fit
 the server's `max_payload` or the stream's message size is refused (`INVALID_REQUEST`, nothing
