@@ -5,6 +5,12 @@ decision needs from KV, calls `plan()` (actors/_plan.py) and then `decide()`, an
 `decide()` wrote to the `Ledger` with compare-and-set before anything is delivered. `decide()`
 applies the trace budget, session tokens, fan-out, calls in flight, objectives in progress and
 the rate per (profile, target), and records what an admission spends.
+
+An answer is charged with its call: the call passed the rate and concurrency limits and
+opened a slot, and its answer (agent_response, an error, delegation_response,
+sub_agent_result) only closes that slot. Refusing the answer for the pair's rate would leave
+its caller waiting for an answer that was given. It is admitted once per open call, so this
+cannot become a flood: a second answer to a call is refused as `DUPLICATE_ENVELOPE`.
 """
 
 from __future__ import annotations
@@ -30,14 +36,29 @@ from schemas import (
     AgentResponse,
     AnyEnvelope,
     DelegationResponse,
+    Error,
     ErrorCode,
     PolicyBundle,
     SubAgentResult,
 )
 
-__all__ = ("Allow", "Ledger", "decide", "implied_root_trace", "required_keys")
+__all__ = (
+    "ANSWER_GRACE_MS",
+    "Allow",
+    "Ledger",
+    "answers_call",
+    "decide",
+    "implied_root_trace",
+    "required_keys",
+    "spends_rate",
+)
 
 S = TypeVar("S", bound=Struct)
+
+ANSWER_GRACE_MS = 3_600_000
+"""How long past its deadline an unanswered call stays in its trace's record, still open to
+its one answer. Its deadline only ends its counting towards objectives in progress: a model may
+answer after the deadline, and that answer must still reach its caller."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +94,9 @@ class Ledger:
 def required_keys(route: Route) -> tuple[str, ...]:
     """The counters `decide()` reads for this route (load them into the ledger first)."""
     sub = route.sub
-    keys = [trace_key(route.position.trace_id), rate_key(sub.sender, route.target)]
+    keys = [trace_key(route.position.trace_id)]
+    if spends_rate(route):
+        keys.append(rate_key(sub.sender, route.target))
     if route.role == "call":
         keys.append(inflight_key(sub.sender))
         if sub.causation_id:
@@ -81,6 +104,22 @@ def required_keys(route: Route) -> tuple[str, ...]:
     elif route.role == "return":
         keys.append(inflight_key(route.target))
     return tuple(keys)
+
+
+def answers_call(route: Route) -> bool:
+    """Whether `route` answers the call its sender is in: a return, and if an `error`, one
+    about that call (an error naming another envelope in `cause_id` is no answer: the caller
+    ignores it, so it neither closes the call nor rides on its charge)."""
+    if route.role != "return" or route.answered is None:
+        return False
+    envelope = route.sub.envelope
+    return not isinstance(envelope, Error) or envelope.cause_id == route.answered.call_id
+
+
+def spends_rate(route: Route) -> bool:
+    """Whether admitting `route` spends a token of its (sender, target) rate: an answer does
+    not, its call paid for it."""
+    return not answers_call(route)
 
 
 def _live(calls: dict[str, int], now_ms: int, but: str = "") -> dict[str, int]:
@@ -120,7 +159,7 @@ def decide(
     # A call the gate admitted before a crash but never delivered comes back as a
     # redelivery: its own earlier marks (open call, slot, child) must not count against it.
     own = sub.envelope.id
-    open_calls = {k: v for k, v in trace.open_calls.items() if v.expires_ms > now}
+    open_calls = {k: v for k, v in trace.open_calls.items() if v.expires_ms + ANSWER_GRACE_MS > now}
     tokens = trace.tokens
     inflight_k = inflight_key(sub.sender if route.role == "call" else route.target)
     inflight = ledger.get(inflight_k, Inflight) or Inflight()
@@ -167,15 +206,36 @@ def decide(
                 limit=profile.max_concurrent_shared_calls,
                 value=len(shared_calls) + 1,
             )
-        if any(call.objective == route.objective for k, call in open_calls.items() if k != own):
+        if any(
+            call.objective == route.objective and call.expires_ms > now
+            for k, call in open_calls.items()
+            if k != own
+        ):
             return Deny(
                 ErrorCode.CYCLE_DETECTED,
                 "objective_in_progress",
                 f"Cycle detected: {sub.sender} -> {route.target} with same objective already "
                 "in progress.",
             )
+    answered = route.answered.call_id if route.answered is not None else ""
+    is_answer = answers_call(route)
+    if is_answer and not (trace_paid or sub.redelivered or answered in open_calls):
+        # Its call was answered already (or is long past its deadline). A redelivered
+        # submission is let through: it may be the answer that closed the call, its
+        # position lost in a crash between the commit and the delivery.
+        return Deny(
+            ErrorCode.DUPLICATE_ENVELOPE,
+            "duplicate_answer",
+            f"{sub.sender} already answered call {answered[:80]!r} (or it is more "
+            f"than {ANSWER_GRACE_MS // 60_000} minutes past its deadline): the gate admits one "
+            "answer per call",
+        )
     rate_k = rate_key(sub.sender, route.target)
-    if rate_k not in paid and not _rate_allows(ledger, rate_k, profile.rate_per_minute, now):
+    if (
+        spends_rate(route)
+        and rate_k not in paid
+        and not _rate_allows(ledger, rate_k, profile.rate_per_minute, now)
+    ):
         return Deny(
             ErrorCode.RATE_LIMITED,
             "rate_per_minute",
@@ -194,8 +254,7 @@ def decide(
         ledger.put(inflight_k, Inflight(calls=calls, shared=shared_calls))
         if fanout_k:
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
-    elif route.role == "return" and route.answered is not None:
-        answered = route.answered.call_id
+    elif is_answer:
         open_calls.pop(answered, None)
         if not trace_paid:
             tokens += _tokens_spent(sub.envelope)

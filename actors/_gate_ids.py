@@ -43,7 +43,7 @@ from nats.js.errors import APIError
 from nats.js.kv import KeyValue
 
 from actors._gate_records import id_key
-from bus import Context
+from bus import Context, Outbox
 
 __all__ = ("Claim", "IdClaims", "claim_of")
 
@@ -129,7 +129,7 @@ class IdClaims:
             self._remember(key, held)
         return None if held == claim else held
 
-    async def mark(self, ctx: Context, envelope_id: str, gate: str) -> asyncio.Future[PubAck]:
+    async def mark(self, outbox: Outbox, envelope_id: str, gate: str) -> asyncio.Future[PubAck]:
         """Claim an id the gate made itself, pipelined with the message's other effects.
 
         A plain put: the gate's record wins over a sender that claimed the id first (that
@@ -138,4 +138,4 @@ class IdClaims:
         claim = Claim(sender=gate, seq=0)
         key = id_key(envelope_id)
         self._remember(key, claim)
-        return await ctx.outbox.publish(self._prefix + key, _encoder.encode(claim), {})
+        return await outbox.publish(self._prefix + key, _encoder.encode(claim), {})

@@ -24,7 +24,7 @@ from typing import Final
 
 from msgspec import structs
 
-from actors._decide import Ledger
+from actors._decide import Ledger, spends_rate
 from actors._gate_records import Lease, RateBucket, rate_key
 from actors._plan import Route
 
@@ -56,6 +56,8 @@ class RateLeases:
         wanted: Counter[str] = Counter()
         allowed: dict[str, int] = {}
         for route in routes:
+            if not spends_rate(route):
+                continue
             key = rate_key(route.sub.sender, route.target)
             wanted[key] += 1
             size = lease_size(route.profile.rate_per_minute)  # the bundle in force now
@@ -101,6 +103,8 @@ class RateLeases:
         skip = set(local)
         sizes: dict[str, int] = {}
         for route in routes:
+            if not spends_rate(route):
+                continue
             key = rate_key(route.sub.sender, route.target)
             if key not in skip and key in ledger.dirty:
                 sizes[key] = lease_size(route.profile.rate_per_minute)

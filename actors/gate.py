@@ -14,6 +14,8 @@ all its replicas, and for each envelope:
 4. delivers an admitted envelope to `parley.deliver.<target>`, or an `error` envelope caused
    by a refused one to `parley.deliver.<sender>`, and publishes the decision on
    `parley.decisions.<sender>`; the runtime acks the input only after JetStream stored those.
+   A refused answer (for any reason, undecodable included) is also reported to the caller
+   waiting on its call, as an `error` about that call (`_tell_caller`).
 
 An admitted envelope whose delivery (the sender's bytes plus the gate's headers) would not fit
 the server's `max_payload` or the stream's message size is refused (`INVALID_REQUEST`, nothing
@@ -44,7 +46,14 @@ from typing import ClassVar
 from msgspec import Struct, structs
 
 from actors._bundles import BUNDLE_KEY, BundleStore, load_public_keys
-from actors._decide import Allow, Ledger, decide, implied_root_trace, required_keys
+from actors._decide import (
+    Allow,
+    Ledger,
+    decide,
+    implied_root_trace,
+    required_keys,
+    spends_rate,
+)
 from actors._gate_ids import Claim, IdClaims, claim_of
 from actors._gate_records import Position, position_key, rate_key, trace_key
 from actors._gate_store import GateStore
@@ -74,6 +83,7 @@ from schemas import (
     derive_id,
     encode,
     redact,
+    return_kinds,
     utc_now,
 )
 
@@ -81,6 +91,8 @@ __all__ = ("ALLOWED_TOOLS", "BUNDLE_KEY", "GateActor")
 
 log = logging.getLogger("parley.actors.gate")
 
+_RETURN_KINDS = return_kinds()
+_RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in _RETURN_KINDS)
 _NO_BUNDLE = Deny(ErrorCode.INTERNAL_ERROR, "no_route", "the gate could not route this envelope")
 
 _CONFLICT_ROUNDS = 6
@@ -101,8 +113,8 @@ class _Verdict:
     cause: Position | None = None
     """The sender's own position, where a refusal is delivered (None: unknown, forged)."""
     refused_return: Position | None = None
-    """A refused answer's would-be position: its caller is told too, or it would wait for the
-    answer for ever."""
+    """A refused answer's sender's position, inside the call it answers: the caller waiting on
+    that call is told too, or it would wait for the answer for ever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +284,9 @@ class GateActor(Actor):
         if not isinstance(verdict.outcome, Allow):
             return
         route = verdict.outcome.route
-        charged = {trace_key(route.position.trace_id), rate_key(route.sub.sender, route.target)}
+        charged = {trace_key(route.position.trace_id)}
+        if spends_rate(route):
+            charged.add(rate_key(route.sub.sender, route.target))
         paid = self._paid.get(key, frozenset()) | (charged & committed)
         if paid:
             self._paid[key] = paid
@@ -295,6 +309,15 @@ class GateActor(Actor):
         log.warning("refused a repeated envelope id", extra={"id": envelope.id})
         basis = derive_id(envelope.id, f"duplicate.{ctx.stream_seq}")
         await self._refuse(ctx, envelope, deny, None, basis=basis)
+        if ctx.causation_id and self._store is not None and type(envelope) in _RETURN_KINDS:
+            # Rare, so off the hot path: an answer under a taken id would be lost to its caller.
+            causes = await self._store.load([position_key(ctx.causation_id)])
+            sub = Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, 0)
+            held_call = _waiting_on(envelope, self._sender_position(sub, causes))
+            if held_call is not None:
+                await self._tell_caller(
+                    self._store, ctx.outbox, ctx.sender, envelope.id, deny, held_call, basis=basis
+                )
 
     async def _decide_batch(
         self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
@@ -302,7 +325,7 @@ class GateActor(Actor):
         """Plan and decide every message of a batch in order, against one ledger."""
         now_ms = int(time.time() * 1000)
         subs = [
-            Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms)
+            Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms, ctx.attempt > 1)
             for envelope, ctx in batch
         ]
         replayed = await self._recorded(store, batch)
@@ -344,15 +367,16 @@ class GateActor(Actor):
             if isinstance(route, Position):
                 verdicts.append(_Verdict(envelope, ctx, route))
                 continue
-            refused_return: Position | None = None
             if isinstance(route, Route) and bundle is not None:
                 paid = self._paid.get(envelope.id, frozenset())
                 outcome: Allow | Deny = decide(route, ledger, bundle, paid)
-                if isinstance(outcome, Deny) and route.role == "return":
-                    refused_return = route.position
             else:
                 outcome = route if isinstance(route, Deny) else _NO_BUNDLE
             cause = self._sender_position(sub, causes)
+            refused_return: Position | None = None
+            # A second answer's call was answered already: nobody waits for it.
+            if isinstance(outcome, Deny) and outcome.rule != "duplicate_answer":
+                refused_return = _waiting_on(envelope, cause)
             verdicts.append(_Verdict(envelope, ctx, outcome, cause, refused_return))
         return _Decided(verdicts, ledger, new_traces, frozenset(local), planned, now_ms, returned)
 
@@ -446,26 +470,69 @@ class GateActor(Actor):
             await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
         await self._refuse(ctx, envelope, outcome, verdict.cause)
         if verdict.refused_return is not None:
-            await self._tell_caller(store, ctx, envelope, outcome, verdict.refused_return)
+            await self._tell_caller(
+                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.refused_return
+            )
 
     async def _tell_caller(
-        self, store: GateStore, ctx: Context, envelope: AnyEnvelope, deny: Deny, at: Position
+        self,
+        store: GateStore,
+        outbox: Outbox,
+        sender: str,
+        answer_id: str,
+        deny: Deny,
+        within: Position,
+        *,
+        basis: str = "",
     ) -> None:
-        """Deliver a refused answer's error to the caller that waits for it, at its level."""
-        error = _error_for(envelope, deny, "refused-answer")
-        position = structs.replace(at, envelope_id=error.id, sender=self.actor_id, kind="error")
-        await self._claim_own(ctx, error.id)
-        await self._record(store, ctx, position_key(error.id), position)
+        """Deliver a refused answer's error to the caller that waits for it, at its level.
+
+        The error is about the call, not the answer: its `cause_id` and causation are the
+        call's id, which is what the caller waits on (the router accepts an error from the
+        gate about its pending call, and ends the session with it). Not retryable: calling
+        again would not make this answer admissible, and the caller should not wait longer.
+
+        Args:
+            sender: who answered; `answer_id`: the refused answer's id (claimed).
+            within: the answerer's position inside the call (`levels[-1]` is its call).
+        """
+        call_id = within.levels[-1].call_id
+        details: dict[str, object] = {"rule": deny.rule, "call_id": call_id, "answer_id": answer_id}
+        if deny.limit is not None:
+            details["limit"] = deny.limit
+        if deny.value is not None:
+            details["value"] = deny.value
+        error = Error(
+            id=derive_id(basis or answer_id, "refused-answer"),
+            created_at=utc_now(),
+            code=deny.code,
+            message=f"{sender}'s answer was refused: {deny.code}: {deny.message}"[:1000],
+            details=details,
+            cause_id=call_id,
+        )
+        levels = within.levels[:-1]
+        at = structs.replace(
+            within,
+            envelope_id=error.id,
+            sender=self.actor_id,
+            target=levels[-1].holder,
+            kind="error",
+            levels=levels,
+        )
+        if self._ids is not None:
+            await self._ids.mark(outbox, error.id, self.actor_id)
+        key = position_key(error.id)
+        store.remember(key, at, await outbox.publish(store.subject(key), store.encode(at), {}))
         headers = TraceHeaders(
-            trace_id=at.trace_id, hop_count=at.hop, causation_id=envelope.id, origin=at.origin
+            trace_id=at.trace_id, hop_count=at.hop, causation_id=call_id, origin=at.origin
         ).to_headers(error.id)
         headers[SENDER] = self.actor_id
-        await ctx.outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
+        await outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
 
     async def _claim_own(self, ctx: Context, envelope_id: str) -> None:
         """Claim an id the gate made and records a position for, so no sender can reuse it."""
         if self._ids is not None:
-            await self._ids.mark(ctx, envelope_id, self.actor_id)
+            await self._ids.mark(ctx.outbox, envelope_id, self.actor_id)
 
     @staticmethod
     async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
@@ -598,6 +665,27 @@ class GateActor(Actor):
         ).to_headers(error.id)
         headers[SENDER] = self.actor_id
         await outbox.publish(self.namespace.deliver(rejection.sender), encode(error), headers)
+        if rejection.kind in _RETURN_TAGS and rejection.causation_id and self._store is not None:
+            # An answer that does not decode is still an answer its caller waits for. The
+            # causation is a claim: it counts only if the gate delivered it to this sender.
+            causes = await self._store.load([position_key(rejection.causation_id)])
+            cause_of = causes.get(position_key(rejection.causation_id))
+            within = _in_call(
+                cause_of
+                if isinstance(cause_of, Position) and cause_of.target == rejection.sender
+                else None
+            )
+            if within is not None:
+                deny = Deny(ErrorCode.INVALID_REQUEST, rejection.reason, error.message)
+                await self._tell_caller(
+                    self._store,
+                    outbox,
+                    rejection.sender,
+                    cause or error.id,
+                    deny,
+                    within,
+                    basis=error.id,
+                )
 
     async def _decide_record(
         self,
@@ -665,6 +753,24 @@ def _redacted(envelope: AnyEnvelope, redact_pii: bool, key: bytes) -> AnyEnvelop
             facts=tuple(redact(fact, pii=True, key=key) for fact in envelope.handoff_data.facts),
         ),
     )
+
+
+def _waiting_on(envelope: AnyEnvelope, position: Position | None) -> Position | None:
+    """The sender's position if `envelope` answers the call it sits in (someone waits on
+    that call), else None; the same test as `answers_call()`, for a refusal with no route."""
+    within = _in_call(position)
+    if within is None or type(envelope) not in _RETURN_KINDS:
+        return None
+    if isinstance(envelope, Error) and envelope.cause_id != within.levels[-1].call_id:
+        return None
+    return within
+
+
+def _in_call(position: Position | None) -> Position | None:
+    """The sender's position if it sits inside a call someone waits on, else None."""
+    if position is None or len(position.levels) < 2 or not position.levels[-1].call_id:
+        return None
+    return position
 
 
 def _tag(envelope: AnyEnvelope) -> str:

@@ -48,10 +48,25 @@ class Rejection:
     """The offending value (a string cut to 200 characters), None when it cannot be read."""
     envelope_id: str = ""
     """The id the input claims, when it has a readable one (for `cause_id`), else ""."""
+    kind: str = ""
+    """The kind the input claims, when it has a readable one, else ""."""
+    causation_id: str = ""
+    """The input's `Parley-Causation-Id` header, a claim ("" when absent): the gate checks it
+    against its records to tell a caller that waits on a refused answer."""
 
 
 class _Claimed(msgspec.Struct):
     id: str = ""
+    kind: str = ""
+
+
+def claimed_kind(payload: bytes) -> str:
+    """The `kind` a payload claims, leniently read; "" when there is none worth quoting."""
+    try:
+        claimed = msgspec.json.decode(payload, type=_Claimed).kind
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return ""
+    return claimed if len(claimed) <= 64 else ""
 
 
 def claimed_id(payload: bytes) -> str:

@@ -46,14 +46,14 @@ from bus._connection import Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerLoop
 from bus._context import Context
 from bus._deadletter import DeadLetters
-from bus._headers import SENDER, HeaderError, TraceHeaders, parse_trace_headers
+from bus._headers import CAUSATION_ID, SENDER, HeaderError, TraceHeaders, parse_trace_headers
 from bus._heartbeat import Heartbeat
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import Outbox, settle
 from bus._provision import provision
 from bus._quarantine import GUARDED_FROM, Quarantine
-from bus._rejection import Rejection, claimed_id, describe
+from bus._rejection import Rejection, claimed_id, claimed_kind, describe
 from schemas import (
     AnyEnvelope,
     DecodeError,
@@ -520,6 +520,8 @@ class ActorRuntime:
                 problem=problem,
                 value=value,
                 envelope_id=claimed_id(msg.data),
+                kind=claimed_kind(msg.data),
+                causation_id=(msg.headers or {}).get(CAUSATION_ID, ""),
             )
             outbox = Outbox(inbox, stall_s=self.settings.ack_wait_s / 2)
             try:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -192,12 +193,15 @@ async def test_a_delegation_is_redacted_before_delivery_when_the_profile_asks(
 
 async def test_a_refused_answer_is_reported_to_the_caller_waiting_for_it(world: World) -> None:
     call = await _call_delivered_to_c(world)
+    astray = msgspec.structs.replace(_answer(call), target="a")  # not who called c
+    await submit(world.js, world.ns, "c", astray, cause=call.id)
+    refused = await world.decisions.until(astray.id)
+    assert refused.code == ErrorCode.TARGET_NOT_ALLOWED
+    # b, whose call c answered, is told as well: a caller never waits for ever on a refusal.
+    await world.agents["b"].wait_line(r'"msg":"refused".*TARGET_NOT_ALLOWED')
     first = _answer(call)
     await submit(world.js, world.ns, "c", first, cause=call.id)
     assert (await world.decisions.until(first.id)).allowed
-    again = _answer(call)  # c's rate towards b is one a minute: this one is refused
+    again = _answer(call)  # an answer is charged with its call, once (issue 21)
     await submit(world.js, world.ns, "c", again, cause=call.id)
-    refused = await world.decisions.until(again.id)
-    assert refused.code == ErrorCode.RATE_LIMITED
-    # b, whose call c answered, is told as well: a caller never waits for ever on a refusal.
-    await world.agents["b"].wait_line(r'"msg":"refused".*RATE_LIMITED')
+    assert (await world.decisions.until(again.id)).code == ErrorCode.DUPLICATE_ENVELOPE

@@ -103,14 +103,16 @@ async def running_locked_system(
     agents: Mapping[str, str] = DEMO_AGENTS,
     *,
     router_options: Mapping[str, object] | None = None,
+    policy: Path = REPO / "deploy/policy/demo.toml",
     **settings: str,
 ) -> AsyncIterator[System]:
     """`running_system` under the least-privilege config: the provisioner creates the streams
-    and the receivers' durables and publishes the demo bundle; every process runs as its own
-    nkey user with the settings file `parley nats-config` wrote for it (`--config`)."""
+    and the receivers' durables and publishes the bundle (`policy`, the demo's by default);
+    every process runs as its own nkey user with the settings file `parley nats-config` wrote
+    for it (`--config`)."""
     ns = locked.ns
     await locked.provision()
-    signed, public = sign_policy(REPO / "deploy/policy/demo.toml", keys)
+    signed, public = sign_policy(policy, keys)
     admin = await locked.connect("provisioner")  # publishing bundles is an operator's act
     try:
         await (await admin.jetstream().key_value(ns.bucket("policy"))).put("bundle", signed)

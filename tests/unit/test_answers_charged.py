@@ -1,0 +1,77 @@
+"""Issue 21, item 1, on the gate's pure core: an answer is charged with its call, once.
+
+The call passed the rate and concurrency limits; its answer only closes the slot it opened,
+so no rate refuses it, and a second answer to the same call is refused as a duplicate.
+"""
+
+from __future__ import annotations
+
+from msgspec import structs
+
+from actors._decide import ANSWER_GRACE_MS, Allow
+from actors._gate_records import rate_key
+from actors._plan import Deny
+from schemas import Error, ErrorCode, new_id, utc_now
+from tests.support.gatesim import GateSim, bundle, call, human, response
+
+PROFILES = {
+    "cli": {
+        "start_traces": True,
+        "speaks_for_person": True,
+        "allowed_targets": ("router",),
+        "rate_per_minute": 600,
+    },
+    "router": {"allowed_targets": ("claude",), "start_traces": True, "rate_per_minute": 600},
+    "claude": {"allowed_targets": ("router",), "rate_per_minute": 1},
+}
+
+
+def _called(sim: GateSim) -> str:
+    """The router calls claude in a person's trace: the call's id."""
+    root = human()
+    assert isinstance(sim.submit("cli", root), Allow)
+    to_claude = call("claude")
+    assert isinstance(sim.submit("router", to_claude, cause=root.id), Allow)
+    return to_claude.id
+
+
+def test_answers_pass_whatever_the_pairs_rate_and_spend_none_of_it() -> None:
+    sim = GateSim(bundle(**PROFILES))
+    for _ in range(5):  # claude may send 1 message a minute to the router
+        assert isinstance(sim.submit("claude", response("claude"), cause=_called(sim)), Allow)
+    assert sim.ledger.values.get(rate_key("claude", "router")) is None
+
+
+def test_a_second_answer_to_one_call_is_a_duplicate() -> None:
+    sim = GateSim(bundle(**PROFILES))
+    cid = _called(sim)
+    assert isinstance(sim.submit("claude", response("claude"), cause=cid), Allow)
+    second = sim.submit("claude", response("claude", "again"), cause=cid)
+    assert isinstance(second, Deny)
+    assert (second.code, second.rule) == (ErrorCode.DUPLICATE_ENVELOPE, "duplicate_answer")
+    # Nor may an error answer it afterwards.
+    late = Error(
+        id=new_id(), created_at=utc_now(), code=ErrorCode.INTERNAL_ERROR, message="x", cause_id=cid
+    )
+    assert isinstance(sim.submit("claude", late, cause=cid), Deny)
+
+
+def test_a_slow_answer_past_its_deadline_still_reaches_its_caller() -> None:
+    sim = GateSim(bundle(**PROFILES))
+    cid = _called(sim)
+    sim.now_ms += 15_000 + ANSWER_GRACE_MS - 1  # the call's deadline (15 s) and most of the grace
+    assert isinstance(sim.submit("claude", response("claude"), cause=cid), Allow)
+
+
+def test_an_error_about_another_envelope_is_no_answer() -> None:
+    """It pays the rate like any message and leaves the call open to its real answer."""
+    sim = GateSim(bundle(**PROFILES))
+    cid = _called(sim)
+    stray = Error(
+        id=new_id(), created_at=utc_now(), code=ErrorCode.INTERNAL_ERROR, message="x", cause_id="y"
+    )
+    assert isinstance(sim.submit("claude", stray, cause=cid), Allow)
+    again = structs.replace(stray, id=new_id())
+    refused = sim.submit("claude", again, cause=cid)
+    assert isinstance(refused, Deny) and refused.rule == "rate_per_minute"
+    assert isinstance(sim.submit("claude", response("claude"), cause=cid), Allow)
