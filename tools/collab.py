@@ -111,6 +111,7 @@ async def follow_session(
     timeout: float | None = None,
     stop_requested: asyncio.Event | None = None,
     on_event: Callable[[SessionEvent], None] | None = None,
+    person: str = SENDER,
 ) -> SessionEnd:
     """Submit `msg` and print its session's events until it ends, or until the session's own
     `ends_by` (plus slack) passes without it ending, or `timeout` of silence if given.
@@ -134,7 +135,7 @@ async def follow_session(
 
     subs = [
         await nc.subscribe(ns.events(msg.session_id), cb=on_message),
-        await nc.subscribe(ns.decisions(SENDER), cb=on_message),
+        await nc.subscribe(ns.decisions(person), cb=on_message),
     ]
     await nc.flush()  # the server has both subscriptions before anything is submitted
     seen: list[SessionEvent] = []
@@ -144,7 +145,7 @@ async def follow_session(
         if stop_requested is not None:
             stopper = tasks.create_task(_on_stop(stop_requested, news))
         try:
-            await _submit(js, ns, msg)
+            await _submit(js, ns, msg, person)
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:
@@ -158,7 +159,7 @@ async def follow_session(
                     )
                     return SessionEnd(None, 1, tuple(seen))
                 if item is None:  # Ctrl-C: ask the router to stop, and keep following
-                    await _submit(js, ns, _stop(msg))
+                    await _submit(js, ns, _stop(msg), person)
                     print("stop requested", file=out, flush=True)
                     continue
                 if isinstance(item, Decision):
@@ -211,10 +212,12 @@ async def _on_stop(
     news.put_nowait(None)
 
 
-async def _submit(js: JetStreamContext, ns: Namespace, envelope: HumanMessage | Control) -> None:
-    """Submit as the CLI: a root envelope, whose trace is its own id."""
-    headers = TraceHeaders(trace_id=envelope.id, origin=SENDER).to_headers(envelope.id)
-    await js.publish(ns.submit(SENDER), encode(envelope), headers=headers)
+async def _submit(
+    js: JetStreamContext, ns: Namespace, envelope: HumanMessage | Control, person: str
+) -> None:
+    """Submit as the person: a root envelope, whose trace is its own id."""
+    headers = TraceHeaders(trace_id=envelope.id, origin=person).to_headers(envelope.id)
+    await js.publish(ns.submit(person), encode(envelope), headers=headers)
 
 
 def _stop(msg: HumanMessage) -> Control:
@@ -274,10 +277,17 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
         stop_requested.set()
 
     loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    nc = await connect_local(settings, SENDER)
+    person = settings.actor_id or SENDER  # one person, one principal (its own settings)
+    nc = await connect_local(settings, person)
     try:
         end = await follow_session(
-            nc, ns, msg, out=sys.stdout, timeout=args.timeout, stop_requested=stop_requested
+            nc,
+            ns,
+            msg,
+            out=sys.stdout,
+            timeout=args.timeout,
+            stop_requested=stop_requested,
+            person=person,
         )
     except asyncio.CancelledError:
         return 130

@@ -5,7 +5,8 @@ only the gate writes `deliver.*`, so these permissions are what makes DESIGN.md'
 hold against a misbehaving actor, not a convention. Every grant names one stream, one
 consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `$JS.API.>`.
 
-The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person), `provisioner`,
+The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
+`person-<name>`), `provisioner`,
 `policy-signer` (`parley policy publish`) and `audit-cli` (`parley audit`, `trace`, `tail`)
 are fixed ids; any other id is an agent. The JetStream subjects are the ones nats-py uses for
 what the runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
@@ -69,6 +70,7 @@ __all__ = (
     "FIXED_ROLES",
     "IMPORTED_JS_API",
     "OPERATOR_ROLES",
+    "PERSON_PREFIX",
     "POLICY_SIGNER",
     "PROVISIONER",
     "TRUSTED_ROLES",
@@ -81,6 +83,7 @@ __all__ = (
 )
 
 PROVISIONER = "provisioner"
+PERSON_PREFIX = "person-"
 POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER)
@@ -143,8 +146,12 @@ def account_of(actor: str) -> str:
 
 
 def role_of(actor: str) -> str:
-    """The role of an actor id: one of FIXED_ROLES, else `agent`."""
+    """The role of an actor id: one of FIXED_ROLES, `cli` (a person) for `person-<name>`,
+    else `agent`. Each person at a terminal is a principal of its own: `cli` is one,
+    `person-alice` another, each in an account of its own with its own credentials."""
     check_token(actor, "actor id")
+    if actor.startswith(PERSON_PREFIX):
+        return "cli"
     return actor if actor in FIXED_ROLES else "agent"
 
 

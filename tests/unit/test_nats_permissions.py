@@ -177,7 +177,8 @@ def config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Namespace, l
     if request.param == "example":
         return Namespace("parley"), load_users(EXAMPLE)
     ns = Namespace("acme-prod")
-    write_nats_config(tmp_path, ["gate", "router", "auditor", "cli", "a1", "b-2", "c_3"], ns)
+    actors = ["gate", "router", "auditor", "cli", "person-bob", "a1", "b-2", "c_3", "audit-cli"]
+    write_nats_config(tmp_path, actors, ns)
     return ns, load_users(tmp_path)
 
 
