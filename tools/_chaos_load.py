@@ -12,9 +12,9 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
 
 from bus import TraceHeaders
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode
@@ -77,13 +77,14 @@ async def worker(
             continue
 
 
-async def follow_events(nc: NATS, ns: Namespace, load: Load) -> None:
+async def follow_events(js: JetStreamContext, ns: Namespace, load: Load) -> None:
     """Mark sessions ended as their end events pass (the checker reads them durably later).
 
-    Live, as `parley collab` follows a session: a person's account imports the timelines as
-    a read-only stream and may create no consumer. An end event published while the load's
-    connection was away (a server restart) is missed here; that worker waits out its session
-    timeout and goes on, and the checker still reads the end from the stream.
+    Through an ordered consumer on an operator's connection: a person's account follows the
+    timelines only live, and an end event published while a live follower was away (a server
+    restart) would leave its worker waiting out the session timeout. The consumer lives in the
+    server's memory, so a restarted server forgets it; nats-py recreates it, from the event
+    after the last one seen, once two idle heartbeats are missed (0.5 s apart).
     """
 
     async def on_event(raw: Msg) -> None:
@@ -94,5 +95,11 @@ async def follow_events(nc: NATS, ns: Namespace, load: Load) -> None:
         if isinstance(event, SessionEvent) and event.event_type in _ENDS:
             load.open.setdefault(event.session_id, asyncio.Event()).set()
 
-    await nc.subscribe(ns.wildcard("events"), cb=on_event)
-    await nc.flush()
+    await js.subscribe(
+        ns.wildcard("events"),
+        stream=ns.stream("events"),
+        cb=on_event,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.NEW,
+        idle_heartbeat=0.5,
+    )

@@ -219,10 +219,11 @@ async def _run(
         flush=True,
     )
     nc = await _connect(server.url, broker, CLI)
+    watcher = await _connect(server.url, broker, PROVISIONER)  # the whole timeline, durably
     try:
         js = nc.jetstream()
         load = Load()
-        await follow_events(nc, ns, load)
+        await follow_events(watcher.jetstream(), ns, load)
         faults = Faults(children, server, out)
         started = time.monotonic()
         stop_at = started + options.duration_s
@@ -234,6 +235,7 @@ async def _run(
                 tasks.create_task(worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
     finally:
         await nc.close()
+        await watcher.close()
     # The whole timeline is an operator's to read: a person's account sees it only live.
     admin = await _connect(server.url, broker, PROVISIONER)
     try:
