@@ -124,6 +124,8 @@ class ChaosReport:
     recovery_s: tuple[float | None, ...]
     late: tuple[str, ...] = ()
     """Sessions that ended after the bound their last step stated (`ends_by`), or never."""
+    completed_by: dict[str, int] = field(default_factory=dict)
+    """Completed sessions by stop reason (`final`, `cap_reached`, ...)."""
     longest_session_s: float | None = None
     recovery_bound_s: float | None = None
     faults: tuple[Fault, ...] = field(default=())
@@ -215,11 +217,13 @@ def check_history(
     escapes = tuple(sorted(key for key, count in counts.items() if count > 1))
     outcomes = list(sessions)
     failed: Counter[str] = Counter()
+    completed_by: Counter[str] = Counter()
     completed = 0
     incomplete: list[str] = []
     for outcome in outcomes:
         if outcome.ended == "completed":
             completed += 1
+            completed_by[outcome.reason or ""] += 1
         elif outcome.ended == "failed":
             failed[outcome.reason or ""] += 1
         else:
@@ -235,6 +239,7 @@ def check_history(
         failed=dict(failed),
         incomplete=tuple(sorted(incomplete)),
         late=tuple(sorted(o.session_id for o in outcomes if o.late)),
+        completed_by=dict(completed_by),
         longest_session_s=max((t for o in outcomes if (t := o.took_s) is not None), default=None),
         audit_records=audit_records,
         audit_gaps=tuple(audit_gaps),
@@ -269,6 +274,7 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
     worst = report.worst_recovery_s
     failed = sum(report.failed.values())
     reasons = ", ".join(f"{reason or '?'}: {n}" for reason, n in sorted(report.failed.items()))
+    ended = ", ".join(f"{reason or '?'}: {n}" for reason, n in sorted(report.completed_by.items()))
     rows: list[tuple[str, str]] = [
         ("acknowledged messages", str(report.published)),
         ("applied", str(report.applied)),
@@ -276,7 +282,7 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
         ("duplicate effects", str(len(report.duplicate_effects))),
         ("past de-duplication", str(len(report.dedup_escapes))),
         ("sessions", str(report.sessions)),
-        ("  completed", str(report.completed)),
+        ("  completed", f"{report.completed}" + (f" ({ended})" if ended else "")),
         ("  failed (with reason)", f"{failed}" + (f" ({reasons})" if reasons else "")),
         ("  not completed", str(len(report.incomplete))),
         ("  ended past their bound", str(len(report.late))),

@@ -129,3 +129,14 @@ def test_a_locked_down_run_without_refusals_shows_zero_and_an_open_one_says_so()
     assert re.search(
         r"^permission violations +open broker$", format_report(check_history([], [])), re.M
     )
+
+
+def test_the_table_counts_completed_sessions_by_reason() -> None:
+    outcomes = [
+        SessionOutcome("s1", "completed", "final"),
+        SessionOutcome("s2", "completed", "final"),
+        SessionOutcome("s3", "completed", "cap_reached"),
+    ]
+    report = check_history([], [], outcomes)
+    assert report.completed_by == {"final": 2, "cap_reached": 1}
+    assert re.search(r"^  completed +3 \(cap_reached: 1, final: 2\)$", format_report(report), re.M)
