@@ -37,13 +37,11 @@ from collections.abc import Sequence
 
 import msgspec
 from msgspec import Struct
-from nats.js import JetStreamContext
 from nats.js.api import PubAck
-from nats.js.errors import APIError
 from nats.js.kv import KeyValue
 
 from actors._gate_records import id_key
-from bus import Context, Outbox
+from bus import AckInbox, AppendRefused, Context, Outbox
 
 __all__ = ("Claim", "IdClaims", "claim_of")
 
@@ -82,8 +80,8 @@ class IdClaims:
     trip.
     """
 
-    def __init__(self, js: JetStreamContext, kv: KeyValue, bucket: str, capacity: int) -> None:
-        self._js = js
+    def __init__(self, acks: AckInbox, kv: KeyValue, bucket: str, capacity: int) -> None:
+        self._acks = acks
         self._kv = kv
         self._prefix = f"$KV.{bucket}."
         self._capacity = capacity
@@ -114,12 +112,11 @@ class IdClaims:
         held = self._cache.get(key)
         if held is None:
             try:
-                await self._js.publish(
-                    self._prefix + key,
-                    _encoder.encode(claim),
-                    headers={_EXPECTED_LAST_SUBJECT_SEQ: "0"},
+                stored = await self._acks.publish(
+                    self._prefix + key, _encoder.encode(claim), {_EXPECTED_LAST_SUBJECT_SEQ: "0"}
                 )
-            except APIError as exc:
+                await stored
+            except AppendRefused as exc:
                 if exc.err_code != _WRONG_LAST_SEQUENCE:
                     raise
                 entry = await self._kv.get(key)

@@ -25,12 +25,12 @@ from collections.abc import Iterable
 
 import msgspec
 from msgspec import Struct
-from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from actors._gate_records import Children, Inflight, Position, RateBucket, TraceState
+from bus import AckInbox
 
 __all__ = ("GateStore",)
 
@@ -55,8 +55,8 @@ def _decode(key: str, data: bytes) -> Struct:
 class GateStore:
     """Cached, revision-checked access to the gate's records."""
 
-    def __init__(self, js: JetStreamContext, kv: KeyValue, bucket: str, capacity: int) -> None:
-        self._js = js
+    def __init__(self, acks: AckInbox, kv: KeyValue, bucket: str, capacity: int) -> None:
+        self._acks = acks
         self._kv = kv
         self._prefix = f"$KV.{bucket}."
         self._capacity = capacity
@@ -142,9 +142,9 @@ class GateStore:
         saw, concurrently; return the keys not written: changed by another writer first (now
         uncached), or still being written by this process (no revision to name yet).
 
-        Each write is a plain JetStream publish awaited with the others: nats-py's
-        `publish_async` never completes a future whose publish JetStream refused, so a
-        refused compare-and-set would only show as a timeout.
+        Each write is a JetStream publish through the gate's own reply inbox, awaited with
+        the others (nats-py's `publish_async` never completes a future whose publish
+        JetStream refused, and its `publish` costs a request of its own per write).
 
         Raises:
             Exception: JetStream failed for a reason other than a stale revision (the
@@ -179,12 +179,12 @@ class GateStore:
 
     async def _write(self, key: str, value: Struct) -> PubAck:
         revision = self._revision(key)
-        ack: PubAck = await self._js.publish(
+        stored = await self._acks.publish(
             self._prefix + key,
             _encoder.encode(value),
-            headers={_EXPECTED_LAST_SUBJECT_SEQ: str(revision)},
+            {_EXPECTED_LAST_SUBJECT_SEQ: str(revision)},
         )
-        return ack
+        return await stored
 
 
 def _is_stale(error: BaseException) -> bool:

@@ -63,6 +63,7 @@ from actors._redact_key import redaction_key
 from bus import (
     SENDER,
     SENDER_ROLE,
+    AckInbox,
     Actor,
     BusHandle,
     ConfigError,
@@ -179,9 +180,13 @@ class GateActor(Actor):
         await self.bundles.load()
         bucket = ns.bucket("traces")
         traces = await bus.js.key_value(bucket)
-        self._store = GateStore(bus.js, traces, bucket, self._cache_size)
+        # Claims and compare-and-set writes answer on the gate's own inbox: one subscription,
+        # no request machinery per write, and a refusal comes back as an error, not a timeout.
+        acks = AckInbox(bus.nc)
+        await acks.open()
+        self._store = GateStore(acks, traces, bucket, self._cache_size)
         ids = ns.bucket("idempotency")
-        self._ids = IdClaims(bus.js, await bus.js.key_value(ids), ids, self._cache_size)
+        self._ids = IdClaims(acks, await bus.js.key_value(ids), ids, self._cache_size)
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -204,15 +209,22 @@ class GateActor(Actor):
         after that is returned as failed, to be redelivered. Redelivery alone would spend the
         message's deliveries on contention and dead-letter good traffic.
 
-        First every message claims its envelope id; one whose id another submission holds is
-        refused at once, before anything is planned or charged for it.
+        Every message claims its envelope id, and nothing is committed for a batch before
+        its claims are settled; one whose id another submission holds is refused, and the
+        rest of its batch decided again without it. The claims' round trip (an fsynced
+        write each) runs while the first round is planned and its records read, so it adds
+        nothing to a batch's latency but in the rare batch that holds a repeat.
         """
         store, bundles, ids = self._store, self.bundles, self._ids
         if store is None or bundles is None or ids is None:
             raise RuntimeError("the gate handled a message before it started")
         results: dict[int, Exception | None] = {}
         pending: list[tuple[AnyEnvelope, Context]] = []
-        claims = await ids.claim([(env.id, claim_of(ctx)) for env, ctx in batch])
+        claiming = asyncio.ensure_future(ids.claim([(env.id, claim_of(ctx)) for env, ctx in batch]))
+        try:
+            decided: _Decided | None = await self._decide_batch(store, bundles, batch)
+        finally:
+            claims = await claiming  # never left running, even when deciding failed
         for (envelope, ctx), held in zip(batch, claims, strict=True):
             if isinstance(held, Exception):
                 results[id(ctx)] = held
@@ -223,12 +235,16 @@ class GateActor(Actor):
                 results[id(ctx)] = None
             else:
                 pending.append((envelope, ctx))
+        if decided is not None and len(pending) < len(batch):
+            self._leases.discard(decided.returned)  # decided with messages now refused
+            decided = None
         for round_ in range(_CONFLICT_ROUNDS):
             if not pending:
                 break
             if round_:
                 await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311 - jitter
-            conflicts = await self._decide_and_commit(store, bundles, pending)
+            conflicts = await self._decide_and_commit(store, bundles, pending, decided)
+            decided = None
             for (_, ctx), failure in zip(pending, conflicts, strict=True):
                 results[id(ctx)] = failure
             pending = [item for item, failure in zip(pending, conflicts, strict=True) if failure]
@@ -241,9 +257,12 @@ class GateActor(Actor):
         store: GateStore,
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
+        decided: _Decided | None = None,
     ) -> list[Exception | None]:
-        """One round: decide, commit the counters, publish what did not conflict."""
-        decided = await self._decide_batch(store, bundles, batch)
+        """One round: decide (unless `decided` already holds this batch's decisions),
+        commit the counters, publish what did not conflict."""
+        if decided is None:
+            decided = await self._decide_batch(store, bundles, batch)
         ledger, local = decided.ledger, decided.local
         taken = self._leases.grants(ledger, decided.planned, local, decided.now_ms)
         updates: dict[str, Struct] = {}

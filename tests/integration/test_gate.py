@@ -11,7 +11,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from bus import HOP_COUNT, SENDER, TRACE_ID, EmbeddedServer
+from bus import HOP_COUNT, MSG_ID, SENDER, TRACE_ID, EmbeddedServer
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -205,3 +205,42 @@ async def test_a_refused_answer_is_reported_to_the_caller_waiting_for_it(world: 
     again = _answer(call)  # an answer is charged with its call, once (issue 21)
     await submit(world.js, world.ns, "c", again, cause=call.id)
     assert (await world.decisions.until(again.id)).code == ErrorCode.DUPLICATE_ENVELOPE
+
+
+async def test_a_batch_holding_a_repeated_id_is_decided_again_without_it(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """Claims settle while a batch is first decided: the repeat is refused, and the rest of
+    its batch is decided again without it, each admitted and delivered once."""
+    js = nc.jetstream()
+    signer = Signer.create(tmp_path)
+    cli = {"start_traces": True, "speaks_for_person": True, "allowed_targets": ("a",)}
+    await publish_bundle(js, namespace, signer.sign(make_bundle(cli=cli)))
+    decisions = await Decisions(js, namespace).open()
+    first, second = _human("first"), _human("second")
+    await submit(js, namespace, "cli", first)
+    await submit(js, namespace, "cli", first, headers={MSG_ID: new_id()})  # the same id again
+    await submit(js, namespace, "cli", second)
+    gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")  # one batch of three
+    try:
+        await gate.wait_line(READY)
+        seen = sorted(
+            [(d.envelope_id, d.allowed, d.code) for d in [await decisions.next() for _ in "abc"]],
+            key=str,
+        )
+        assert seen == sorted(
+            [
+                (first.id, True, None),
+                (first.id, False, ErrorCode.DUPLICATE_ENVELOPE),
+                (second.id, True, None),
+            ],
+            key=str,
+        )
+        reader = await js.pull_subscribe(
+            namespace.deliver("a"), durable="a", stream=namespace.stream("deliver")
+        )
+        delivered = [decode_envelope(m.data).id for m in await reader.fetch(2, timeout=10)]
+        assert sorted(delivered) == sorted([first.id, second.id])
+        assert not [line for line in gate.lines if "handler failed" in line]  # decided at once
+    finally:
+        gate.close()

@@ -61,20 +61,22 @@ async def test_two_replicas_never_admit_more_than_the_limits(
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
-    # A burst is stored before either replica starts, so both fetch from it at once.
-    notes = [_note() for _ in range(150)]
-    calls = [_call(n) for n in range(150)]
-    started = time.monotonic()
-    for note, call in zip(notes, calls, strict=True):
-        await submit(js, namespace, "notes", note)
-        await submit(js, namespace, "calls", call)
     gates = [
         start_gate(nats_server.url, namespace, signer, ack_wait_s="5", fetch_batch="16")
         for _ in range(2)
     ]
     try:
+        # Both replicas wait on the work queue before the burst arrives, so both fetch from
+        # it (stored before they start, a replica that starts first takes it all).
         for gate in gates:
             await gate.wait_line(READY)
+            await gate.wait_line("policy bundle in force")
+        notes = [_note() for _ in range(150)]
+        calls = [_call(n) for n in range(150)]
+        started = time.monotonic()
+        for note, call in zip(notes, calls, strict=True):
+            await submit(js, namespace, "notes", note)
+            await submit(js, namespace, "calls", call)
         admitted = {"notes": 0, "calls": 0}
         refused: dict[str, set[str]] = {"notes": set(), "calls": set()}
         deciders: set[str] = set()

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from actors._gate_records import Position, position_key
 from actors._gate_store import GateStore
-from bus import ActorMetrics, ConsumerLoop, Input, load_settings
+from bus import AckInbox, ActorMetrics, ConsumerLoop, Input, load_settings
 from schemas import Namespace
 
 
@@ -127,7 +127,9 @@ async def test_a_record_being_written_is_read_from_its_write_not_from_kv(
     """A reply can reach the gate before the position of its call is acknowledged: the cache
     waits for the write in flight, where KV would answer that the position does not exist."""
     bucket = namespace.bucket("traces")
-    store = GateStore(nc.jetstream(), await nc.jetstream().key_value(bucket), bucket, 100)
+    acks = AckInbox(nc)
+    await acks.open()
+    store = GateStore(acks, await nc.jetstream().key_value(bucket), bucket, 100)
     key = position_key("call-1")
     position = Position(
         envelope_id="call-1", trace_id="t", origin="cli", sender="router", target="gpt",
