@@ -2,7 +2,7 @@
 
 A thin shell around the pure turn loop (actors/_turns.py): for each input it loads the
 session, applies the transition, stores the result with compare-and-set, and only then hands
-the effects (agent calls to the gate, events and refusals to `parley.events.<session>`) to
+the effects (agent calls to the gate, events and refusals to `parley.events.<owner>.<session>`) to
 the runtime, which acks the input once JetStream stored them all. So a router killed at any point
 loses nothing and repeats nothing:
 
@@ -41,7 +41,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from actors._opening import open_session, refuse_duplicate, session_id_for
-from actors._session import Effect, Limits, Step
+from actors._session import Limits, Step
 from actors._session_store import Conflict, SessionStore
 from actors._sweep import stall, stalled
 from actors._turn_watch import Unavailable, judge
@@ -164,7 +164,7 @@ class RouterActor(Actor):
                 session_id = session_id_for(envelope)
                 async with self._session_lock(session_id):
                     step = await self._open(envelope, session_id, ctx)
-                    await self._emit(step.effects, ctx)
+                    await self._emit(step, ctx)
             case AgentResponse() | Error() | Control():
                 found = await self._session_of(envelope, ctx)
                 if found is None:
@@ -173,7 +173,7 @@ class RouterActor(Actor):
                 session_id = found
                 async with self._session_lock(session_id):
                     step = await self._advance(envelope, session_id, ctx)
-                    await self._emit(step.effects, ctx)
+                    await self._emit(step, ctx)
             case _:
                 log.info("ignored", extra={"kind": type(envelope).__name__, "id": envelope.id})
                 return
@@ -288,7 +288,7 @@ class RouterActor(Actor):
             if replay is not None:
                 # Applied before the router died or its events failed to publish: publish
                 # the recorded effects again (JetStream drops copies), never skip them.
-                await self._emit(replay, ctx)
+                await self._emit(Step(session=stored.session, effects=replay), ctx)
                 return
             pending = stored.session.pending
             if not stored.session.open or pending is None:
@@ -320,7 +320,7 @@ class RouterActor(Actor):
                 "agent unavailable", extra={"session_id": session_id, "reason": verdict.message}
             )
             step = await self._advance(error, session_id, ctx)
-            await self._emit(step.effects, ctx)
+            await self._emit(step, ctx)
 
     async def background(self, stopping: asyncio.Event) -> None:
         """Sweep for stalled sessions every `sweep_every_s`, from start until stopping."""
@@ -426,7 +426,7 @@ class RouterActor(Actor):
                         continue
                 if step.note:
                     log.info(step.note, extra={"session_id": session_id, "id": error.id})
-                await self._emit(step.effects, ctx)
+                await self._emit(step, ctx)
                 return
             raise RuntimeError(f"session {session_id} kept changing under the sweep")
 
@@ -466,26 +466,37 @@ class RouterActor(Actor):
         step = self._unknown_step(envelope, ctx, why)
         if step.note:
             log.info(step.note, extra={"id": envelope.id})
-        await self._emit(step.effects, ctx)
+        await self._emit(step, ctx)
 
-    async def _emit(self, effects: tuple[Effect, ...], ctx: Context) -> None:
-        """Agent calls go to the gate; events and refusals go to the session's timeline.
+    async def _emit(self, step: Step, ctx: Context) -> None:
+        """Agent calls go to the gate; events go to the timeline of the session's owner, and
+        refusals to the timeline of the one refused.
 
-        A refusal answers a person (a message that cannot open a session, a Stop for a session
-        that does not exist), and the person follows the session's events, not a deliver
-        subject of their own; the input itself is also dead-lettered with the reason.
+        A timeline is `parley.events.<owner>.<session>`, the owner being the principal that
+        opened the session (or tried to: a refused opening is told on the sender's timeline;
+        the router itself owns sessions stored before openers were recorded), so the broker lets each person follow their own sessions and no one
+        else's. A refusal answers a person (a message that cannot open a session, a Stop for
+        a session that does not exist or is not theirs), who follows timelines under their
+        own name, not a deliver subject; the input itself is also dead-lettered with the
+        reason.
         """
-        for effect in effects:
+        session = step.session
+        if session is None:  # nothing was opened: the step answers the input's sender
+            owner = ctx.sender if _valid(ctx.sender) else self.actor_id
+        else:
+            owner = session.opener or self.actor_id
+        for effect in step.effects:
             match effect:
                 case AgentCall():
                     await ctx.submit(effect)
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
-                    await ctx.publish(self.namespace.events(effect.session_id), effect)
+                    await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
                 case Error():
                     session_id = effect.details.get("session_id")
-                    if isinstance(session_id, str) and _valid(session_id):
-                        await ctx.publish(self.namespace.events(session_id), effect)
+                    if isinstance(session_id, str) and _valid(session_id) and _valid(ctx.sender):
+                        refused = self.namespace.events(ctx.sender, session_id)
+                        await ctx.publish(refused, effect)
                     await self._dead_letter(ctx, effect)
 
     async def _dead_letter(self, ctx: Context, refusal: Error) -> None:

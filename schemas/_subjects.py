@@ -55,9 +55,15 @@ class Namespace:
         """Where the gate publishes each decision about `profile`'s traffic."""
         return f"{self.root}.decisions.{check_token(profile, 'profile')}"
 
-    def events(self, session_id: str) -> str:
-        """A session's timeline of `session_event` envelopes."""
-        return f"{self.root}.events.{check_token(session_id, 'session id')}"
+    def events(self, owner: str, session_id: str) -> str:
+        """A session's timeline of `session_event` envelopes, under the principal that owns
+        it (the one that opened it), so the broker can let each person follow only theirs."""
+        owner = check_token(owner, "owner")
+        return f"{self.root}.events.{owner}.{check_token(session_id, 'session id')}"
+
+    def timelines(self, owner: str) -> str:
+        """Every session timeline of `owner`: what a person may follow."""
+        return f"{self.root}.events.{check_token(owner, 'owner')}.*"
 
     def audit(self, tenant: str, profile: str) -> str:
         """The audit records of one profile of one tenant."""
@@ -75,7 +81,7 @@ class Namespace:
 
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
-        depth = 2 if family == "audit" else 1
+        depth = 2 if family in ("audit", "events") else 1
         return f"{self.root}.{check_token(family, 'family')}" + ".*" * depth
 
     def token_at(self, subject: str, index: int = 2) -> str:

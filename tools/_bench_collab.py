@@ -50,7 +50,7 @@ class CollabRow:
 
 
 class _Waiter:
-    """Watches `parley.events.*` and times each session from submit to its last event."""
+    """Watches `parley.events.*.*` and times each session from submit to its last event."""
 
     def __init__(self) -> None:
         self.started: dict[str, float] = {}

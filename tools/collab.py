@@ -1,7 +1,7 @@
 """`parley collab` and `parley say`: a person's side of a session, from a terminal.
 
 The command submits a human message on `parley.submit.cli` (a root: its trace id is its own
-id), then follows `parley.events.<session>` live and prints each turn as it happens. The
+id), then follows `parley.events.<person>.<session>` live and prints each turn as it happens. The
 session id is chosen here and the subscriptions are confirmed by the server before the
 message is submitted, so not one event can be missed while the connection holds. A person's
 account imports the timelines and its own decisions as read-only streams: it creates no
@@ -134,7 +134,7 @@ async def follow_session(
             news.put_nowait(envelope)
 
     subs = [
-        await nc.subscribe(ns.events(msg.session_id), cb=on_message),
+        await nc.subscribe(ns.events(person, msg.session_id), cb=on_message),
         await nc.subscribe(ns.decisions(person), cb=on_message),
     ]
     await nc.flush()  # the server has both subscriptions before anything is submitted

@@ -46,9 +46,10 @@ its own, which has no JetStream and no subjects but what it imports:
   crosses into the core account, and its answer comes back into the principal's account on
   its reply subject there, where nothing but its own imports lead anywhere, and those are
   subjects it may publish on anyway;
-- what it may read live (a person follows its session's events and the gate's decisions on
-  what it sent) is a *stream* the core account exports to it: read-only, it cannot publish
-  back through it.
+- what it may read live (a person follows the timelines of the sessions it opened,
+  `parley.events.<itself>.*`, and the gate's decisions on what it sent) is a *stream* the
+  core account exports to it: read-only, it cannot publish back through it, and another
+  person's timelines are not exported to it at all.
 
 Moving an exhausted message to PARLEY_DEAD means reading and deleting it by sequence
 (`STREAM.MSG.GET`, `STREAM.MSG.DELETE`), which on PARLEY_DELIVER would let one receiver read
@@ -307,7 +308,7 @@ def permissions_for(actor: str, ns: Namespace) -> Permissions:
     # A person follows its sessions' timelines and the gate's word on what it sent, live.
     follows: tuple[str, ...] = ()
     if role == "cli":
-        follows = (ns.wildcard("events"), ns.decisions(actor))
+        follows = (ns.timelines(actor), ns.decisions(actor))
     elif role == AUDIT_READER:
         follows = (f"{ns.root}.>",)  # `parley tail`: every envelope, live, read-only
     return Permissions(

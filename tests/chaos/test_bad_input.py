@@ -13,7 +13,7 @@ input comes from someone the broker lets publish it, with that principal's own c
 - the receivers' inputs (the echo actor as agent `claude`, the agent host `gpt`, the router):
   only the gate may publish `parley.deliver.*`, so those come with the gate's credentials, as
   if a buggy gate had sent them;
-- the auditor's inputs: garbage on `parley.events.*` with the router's credentials (its only
+- the auditor's inputs: garbage on `parley.events.*.*` with the router's credentials (its only
   writer), and garbage an agent files on its own `parley.dead.gpt`, which the auditor reads.
 
 The cases are hypothesis-generated plus named edge cases; `PARLEY_BAD_INPUTS` (default
@@ -114,7 +114,7 @@ def _inlets(ns: Namespace) -> dict[str, Inlet]:
         ECHO: Inlet(ns.deliver(ECHO), "gate", 20, ECHO, header_sender),
         "gpt": Inlet(ns.deliver("gpt"), "gate", 20, "gpt", header_sender),
         "router": Inlet(ns.deliver("router"), "gate", 15, "router", header_sender),
-        "auditor": Inlet(ns.events("badinput"), "router", 10, "auditor", header_sender),
+        "auditor": Inlet(ns.events("router", "badinput"), "router", 10, "auditor", header_sender),
         "dead/gpt": Inlet(ns.dead("gpt"), "gpt", 5, "auditor", None),
     }
 

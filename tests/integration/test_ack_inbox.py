@@ -149,7 +149,7 @@ class _RefusedEffect(Actor):
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         await ctx.publish(
-            self.namespace.events("refused"),
+            self.namespace.events("router", "refused"),
             envelope,
             extra_headers={"Nats-Expected-Last-Subject-Sequence": "999"},
         )

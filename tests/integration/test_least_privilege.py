@@ -300,16 +300,16 @@ async def test_each_role_can_do_its_own_work(locked_down: LockedDown) -> None:
         sessions = await router.key_value(ns.bucket("sessions"))
         await sessions.put("s1", b"state")
         assert (await sessions.get("s1")).value == b"state"
-        timeline = await conns["cli"].subscribe(ns.wildcard("events"))  # live, read-only
+        timeline = await conns["cli"].subscribe(ns.timelines("cli"))  # live, read-only
         await conns["cli"].flush()
-        await router.publish(ns.events("s1"), b'{"round": 1}', headers={MSG_ID: new_id()})
+        await router.publish(ns.events("cli", "s1"), b'{"round": 1}', headers={MSG_ID: new_id()})
         assert (await timeline.next_msg(timeout=10)).data == b'{"round": 1}'
         # The auditor reads decisions and events and appends to its chain.
         events = await auditor.pull_subscribe(
             f"{ns.root}.>", durable="auditor", stream=ns.stream("events")
         )
         seen = [msg.subject for msg in await events.fetch(2, timeout=10)]
-        assert seen == [ns.decisions("gpt"), ns.events("s1")]
+        assert seen == [ns.decisions("gpt"), ns.events("cli", "s1")]
         ack = await auditor.publish(ns.audit("acme", "gpt"), b"{}", headers={MSG_ID: new_id()})
         head = await auditor.get_msg(ns.stream("audit"), ack.seq)
         assert head.subject == ns.audit("acme", "gpt")

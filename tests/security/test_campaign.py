@@ -32,7 +32,7 @@ _PRINCIPALS = ("gpt", "claude", "cli", "gate", "router", "auditor", "provisioner
 def _protected(ns: Namespace) -> list[str]:
     targets = [ns.submit(p) for p in _PRINCIPALS if p not in ("gpt", "cli")]
     targets += [ns.deliver(p) for p in _PRINCIPALS]
-    targets += [ns.audit("demo", "gpt"), ns.decisions("claude"), ns.events("s1")]
+    targets += [ns.audit("demo", "gpt"), ns.decisions("claude"), ns.events("cli", "s1")]
     targets += [f"$KV.{ns.bucket(b)}.attack" for b in ("policy", "traces", "sessions")]
     targets.append(f"$KV.{ns.bucket('policy')}.trusted.version")
     return targets

@@ -203,7 +203,7 @@ async def test_an_agent_cannot_open_a_session_as_a_person(
         # Nothing reached the router: no session, no timeline, and claude was never called.
         assert forged.session_id is not None
         with pytest.raises(NotFoundError):
-            await person.reader.get_last_msg(events, ns.events(forged.session_id))
+            await person.reader.get_last_msg(events, ns.events("gpt", forged.session_id))
         router = await locked.connect("router")
         try:
             sessions = await router.jetstream().key_value(ns.bucket("sessions"))

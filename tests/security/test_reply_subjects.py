@@ -48,7 +48,7 @@ def _protected(ns: Namespace, attacker: str) -> list[str]:
     others = [p for p in _PRINCIPALS if p != attacker]
     targets = [ns.submit(a) for a in others] + [ns.deliver(a) for a in _PRINCIPALS]
     targets += [ns.audit("demo", "claude"), ns.audit("demo", "gpt"), ns.decisions("claude")]
-    targets += [ns.decisions("gpt"), ns.events("s1"), ns.dead("claude"), ns.timers("router")]
+    targets += [ns.decisions("gpt"), ns.events("cli", "s1"), ns.dead("claude"), ns.timers("router")]
     targets += [f"$KV.{ns.bucket(spec.name)}.attack" for spec in BUCKETS]
     targets.append(f"$KV.{ns.bucket('policy')}.trusted.version")
     targets.append(f"$KV.{ns.bucket('policy')}.bundle")

@@ -3,8 +3,9 @@
 `parley nats-config` makes `person-alice` a person of her own (an account, credentials and
 grants of her own, her own decisions followed); the signed policy lets her speak for a person.
 She runs her own collaboration with `parley collab --config` her settings. She cannot stop the
-session `cli` opened (the router answers UNAUTHORIZED and the session completes), and the
-broker refuses her a subscription to `cli`'s decisions.
+session `cli` opened (the router answers UNAUTHORIZED, on her own timelines, and the session
+completes), and the broker refuses her a subscription to `cli`'s decisions and to the timeline
+of `cli`'s session: a person follows `parley.events.<themselves>.*` and nothing else.
 """
 
 from __future__ import annotations
@@ -72,17 +73,24 @@ async def test_each_person_is_a_principal_of_their_own(
             msg = demo_message()
             assert msg.session_id is not None
             events: asyncio.Queue[SessionEvent] = asyncio.Queue()
-            refusals: list[Error] = []
+            refusals: asyncio.Queue[Error] = asyncio.Queue()
 
             async def on_event(raw: Msg) -> None:
                 event = decode_envelope(raw.data)
                 if isinstance(event, SessionEvent):
                     events.put_nowait(event)
-                elif isinstance(event, Error):  # the router's refusals go on the timeline
-                    refusals.append(event)
 
-            await cli.subscribe(ns.events(msg.session_id), cb=on_event)
+            async def on_refusal(raw: Msg) -> None:
+                event = decode_envelope(raw.data)
+                if isinstance(event, Error):  # the router's refusals go on her timelines
+                    refusals.put_nowait(event)
+
+            await cli.subscribe(ns.events("cli", msg.session_id), cb=on_event)
             await cli.flush()
+            await alice.subscribe(ns.timelines(ALICE), cb=on_refusal)
+            # She may not read cli's session, even knowing its id.
+            await alice.subscribe(ns.events("cli", msg.session_id))
+            await alice.flush()
             headers = TraceHeaders(trace_id=msg.id, origin="cli").to_headers(msg.id)
             await cli.publish(ns.submit("cli"), encode(msg), headers=headers)
             seen: list[SessionEvent] = []
@@ -104,10 +112,11 @@ async def test_each_person_is_a_principal_of_their_own(
                 seen.append(last)
             kinds = [event.event_type for event in seen]
             assert kinds[-1] == "session_completed", kinds
-            (answer,) = [r for r in refusals if r.cause_id == stop.id]
+            answer = await asyncio.wait_for(refusals.get(), 60)
+            assert answer.cause_id == stop.id
             assert answer.code is ErrorCode.UNAUTHORIZED, answer
             assert f"{ALICE} cannot stop a session opened by cli" in answer.message
-            assert violations(registry, ALICE) == 1  # the decisions subscription
+            assert violations(registry, ALICE) == 2  # cli's timeline and cli's decisions
         finally:
             await alice.close()
             await cli.close()

@@ -124,7 +124,7 @@ async def publish_fact(js: JetStreamContext, ns: Namespace, fact: Decision | Ses
         subject = ns.decisions(fact.sender)
         headers = {MSG_ID: fact.id, "Parley-Trace-Id": fact.trace_id}
     else:
-        subject = ns.events(fact.session_id)
+        subject = ns.events("cli", fact.session_id)
         headers = {MSG_ID: fact.id}
     ack = await js.publish(subject, encode(fact), headers=headers)
     return int(ack.seq)

@@ -34,7 +34,7 @@ class HangingRouter(RouterActor):
             print("stored, effects not published", flush=True)  # noqa: T201 - the test waits for it
             await asyncio.Event().wait()  # never set: the test kills the process here
         if envelope.text == HANG_AFTER_EFFECTS:
-            await self._emit(step.effects, ctx)
+            await self._emit(step, ctx)
             await ctx.outbox.settle(5.0)
             print("stored and effects published, not acked", flush=True)  # noqa: T201
             await asyncio.Event().wait()

@@ -4,7 +4,7 @@ The test delivers what the gate would (a person's message from `cli`, an agent's
 that agent, a refusal) to `parley.deliver.router` with the gate's headers, reads what the
 router submits from `parley.submit.router`, and answers each agent call with a scripted turn,
 as a scripted agent host behind the gate would. Session events are read from
-`parley.events.<session>`, and the stored session from the sessions bucket. Playing the
+`parley.events.<owner>.<session>`, and the stored session from the sessions bucket. Playing the
 agents includes their heartbeats: the router gives up on an agent that never beats.
 """
 
@@ -217,7 +217,7 @@ async def relay_cli(wire: RouterWire) -> None:
 
 
 class Timeline:
-    """A session's events, read from the start of `parley.events.<session>`."""
+    """A session's events, read from the start of `parley.events.<owner>.<session>`."""
 
     def __init__(self, js: JetStreamContext, ns: Namespace, session_id: str) -> None:
         self._js, self._ns, self.session_id = js, ns, session_id
@@ -226,7 +226,7 @@ class Timeline:
 
     async def open(self) -> None:
         self._sub = await self._js.subscribe(
-            self._ns.events(self.session_id),
+            f"{self._ns.root}.events.*.{self.session_id}",  # every owner's: refusals too
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,
         )

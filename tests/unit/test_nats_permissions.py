@@ -363,7 +363,7 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
         # What it follows live, read-only: a person its timelines and its own decisions; the
         # audit reader (`parley tail`) everything; nobody else anything.
         if user.role == "cli":
-            assert set(user.follows) == {ns.wildcard("events"), ns.decisions(user.actor)}
+            assert set(user.follows) == {ns.timelines(user.actor), ns.decisions(user.actor)}
         elif user.role == AUDIT_READER:
             assert user.follows == (f"{ns.root}.>",)
         else:
@@ -426,8 +426,8 @@ LINTS = {
         ("gate", "", "_INBOX.>", "inbox"),
         ("router", "parley.audit.t.p", "", "audit"),
         ("gpt", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS", "", "create"),
-        ("cli", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS.cli.parley.events.*", "", "create"),
-        ("router", "", "parley.events.s1", "listen"),
+        ("cli", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS.cli.parley.events.*.*", "", "create"),
+        ("router", "", "parley.events.cli.s1", "listen"),
         ("gpt", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.PARLEY_DELIVER.gpt", "", "listen"),
     ],
 )

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from schemas import Namespace, SubjectTokenError, check_token
 
 NS = Namespace()
-BUILDERS = (NS.submit, NS.deliver, NS.decisions, NS.events, NS.dead)
+BUILDERS = (NS.submit, NS.deliver, NS.decisions, NS.timelines, NS.dead)
 
 
 @pytest.mark.parametrize(
@@ -27,6 +27,16 @@ def test_audit_checks_both_tokens() -> None:
         NS.audit("tenant.*", "gpt")
     with pytest.raises(SubjectTokenError):
         NS.audit("tenant", ">")
+
+
+def test_a_timeline_checks_its_owner_and_its_session() -> None:
+    assert NS.events("person-alice", "s1") == "parley.events.person-alice.s1"
+    assert NS.timelines("person-alice") == "parley.events.person-alice.*"
+    assert NS.wildcard("events") == "parley.events.*.*"
+    with pytest.raises(SubjectTokenError):
+        NS.events("*", "s1")  # every owner's timeline of s1
+    with pytest.raises(SubjectTokenError):
+        NS.events("cli", ">")
 
 
 def test_namespace_itself_is_a_token() -> None:
