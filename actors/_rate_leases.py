@@ -122,11 +122,6 @@ class RateLeases:
             taken[key] = lease
         return taken
 
-    def discard(self, returned: dict[str, tuple[float, int]]) -> None:
-        """A batch decided against `fold()`'s ledger is not committed: its leases are this
-        replica's again, as they were."""
-        self._held.update(returned)
-
     def granted(
         self,
         taken: dict[str, Lease],

@@ -26,8 +26,9 @@ naming the field and the reason, beside its dead letter (`rejected()`).
 A crash anywhere loses nothing: an input is redelivered until acked, its effects carry ids
 derived from it, and a redelivered envelope whose position is already recorded is delivered
 again as recorded instead of being counted twice. Every envelope id is decided once: before
-deciding, the gate claims the id create-only (actors/_gate_ids.py), and a different message
-re-using a claimed id is refused as `DUPLICATE_ENVELOPE`, however long after.
+deciding, the gate looks the id up and claims a free one create-only with the envelope's
+effects (actors/_gate_ids.py); a different message re-using a claimed id is refused as
+`DUPLICATE_ENVELOPE`, however long after.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from bus import (
     ConfigError,
     Context,
     Input,
+    LastValues,
     Outbox,
     Rejection,
     Settings,
@@ -180,13 +182,14 @@ class GateActor(Actor):
         await self.bundles.load()
         bucket = ns.bucket("traces")
         traces = await bus.js.key_value(bucket)
-        # Claims and compare-and-set writes answer on the gate's own inbox: one subscription,
-        # no request machinery per write, and a refusal comes back as an error, not a timeout.
+        # Compare-and-set writes answer on the gate's own inbox: one subscription, no request
+        # machinery per write, and a refusal comes back as an error, not a timeout.
         acks = AckInbox(bus.nc)
         await acks.open()
         self._store = GateStore(acks, traces, bucket, self._cache_size)
-        ids = ns.bucket("idempotency")
-        self._ids = IdClaims(acks, await bus.js.key_value(ids), ids, self._cache_size)
+        last = LastValues(bus.nc, self.settings.js_api_prefix)
+        await last.open()
+        self._ids = IdClaims(last, ns.bucket("idempotency"), self._cache_size)
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -209,42 +212,38 @@ class GateActor(Actor):
         after that is returned as failed, to be redelivered. Redelivery alone would spend the
         message's deliveries on contention and dead-letter good traffic.
 
-        Every message claims its envelope id, and nothing is committed for a batch before
-        its claims are settled; one whose id another submission holds is refused, and the
-        rest of its batch decided again without it. The claims' round trip (an fsynced
-        write each) runs while the first round is planned and its records read, so it adds
-        nothing to a batch's latency but in the rare batch that holds a repeat.
+        First every message's envelope id is looked up (actors/_gate_ids.py): one whose id
+        another submission holds is refused at once, before anything is planned or charged
+        for it; one whose id nobody holds yet claims it with its effects.
         """
         store, bundles, ids = self._store, self.bundles, self._ids
         if store is None or bundles is None or ids is None:
             raise RuntimeError("the gate handled a message before it started")
         results: dict[int, Exception | None] = {}
         pending: list[tuple[AnyEnvelope, Context]] = []
-        claiming = asyncio.ensure_future(ids.claim([(env.id, claim_of(ctx)) for env, ctx in batch]))
+        unclaimed: dict[int, Claim] = {}
         try:
-            decided: _Decided | None = await self._decide_batch(store, bundles, batch)
-        finally:
-            claims = await claiming  # never left running, even when deciding failed
-        for (envelope, ctx), held in zip(batch, claims, strict=True):
-            if isinstance(held, Exception):
-                results[id(ctx)] = held
-            elif isinstance(held, BaseException):
-                raise held
-            elif held is not None:
+            holders = await ids.holders([envelope.id for envelope, _ in batch])
+        except Exception as exc:  # the whole batch is retried
+            return [exc] * len(batch)
+        first_in_batch: dict[str, Claim] = {}
+        for (envelope, ctx), held in zip(batch, holders, strict=True):
+            mine = claim_of(ctx)
+            if held is None:  # nobody's yet, unless an earlier message of this batch's
+                held = first_in_batch.setdefault(envelope.id, mine)
+                if held == mine:
+                    unclaimed[id(ctx)] = mine
+            if held != mine:
                 await self._refuse_duplicate(ctx, envelope, held)
                 results[id(ctx)] = None
             else:
                 pending.append((envelope, ctx))
-        if decided is not None and len(pending) < len(batch):
-            self._leases.discard(decided.returned)  # decided with messages now refused
-            decided = None
         for round_ in range(_CONFLICT_ROUNDS):
             if not pending:
                 break
             if round_:
                 await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311 - jitter
-            conflicts = await self._decide_and_commit(store, bundles, pending, decided)
-            decided = None
+            conflicts = await self._decide_and_commit(store, bundles, pending, unclaimed)
             for (_, ctx), failure in zip(pending, conflicts, strict=True):
                 results[id(ctx)] = failure
             pending = [item for item, failure in zip(pending, conflicts, strict=True) if failure]
@@ -257,12 +256,11 @@ class GateActor(Actor):
         store: GateStore,
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
-        decided: _Decided | None = None,
+        unclaimed: Mapping[int, Claim],
     ) -> list[Exception | None]:
-        """One round: decide (unless `decided` already holds this batch's decisions),
-        commit the counters, publish what did not conflict."""
-        if decided is None:
-            decided = await self._decide_batch(store, bundles, batch)
+        """One round: decide, commit the counters, publish what did not conflict (with the
+        claim of each id in `unclaimed`, keyed by `id(ctx)`)."""
+        decided = await self._decide_batch(store, bundles, batch)
         ledger, local = decided.ledger, decided.local
         taken = self._leases.grants(ledger, decided.planned, local, decided.now_ms)
         updates: dict[str, Struct] = {}
@@ -284,6 +282,9 @@ class GateActor(Actor):
                     key = trace_key(position.trace_id)
                     if ledger.values[key] != implied_root_trace(position.user_id):
                         await self._record(store, verdict.ctx, key, ledger.values[key])
+                claim = unclaimed.get(id(verdict.ctx))
+                if claim is not None and self._ids is not None:
+                    await self._ids.create(verdict.ctx.outbox, verdict.envelope.id, claim)
                 await self._publish(store, verdict)
             results.append(failure)
         return results

@@ -474,11 +474,11 @@ class RouterActor(Actor):
 
         A timeline is `parley.events.<owner>.<session>`, the owner being the principal that
         opened the session (or tried to: a refused opening is told on the sender's timeline;
-        the router itself owns sessions stored before openers were recorded), so the broker lets each person follow their own sessions and no one
-        else's. A refusal answers a person (a message that cannot open a session, a Stop for
-        a session that does not exist or is not theirs), who follows timelines under their
-        own name, not a deliver subject; the input itself is also dead-lettered with the
-        reason.
+        the router itself owns sessions stored before openers were recorded), so the broker
+        lets each person follow their own sessions and no one else's. A refusal answers a
+        person (a message that cannot open a session, a Stop for a session that does not
+        exist or is not theirs), who follows timelines under their own name, not a deliver
+        subject; the input itself is also dead-lettered with the reason.
         """
         session = step.session
         if session is None:  # nothing was opened: the step answers the input's sender

@@ -42,6 +42,7 @@ from bus._headers import (
 )
 from bus._history import HistoryError, StoredMessage, read_history
 from bus._keys import KeyFileError, load_private_key, load_public_key
+from bus._last_values import LastValues
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
@@ -95,6 +96,7 @@ __all__ = (
     "HistoryError",
     "Input",
     "KeyFileError",
+    "LastValues",
     "MessageTooLarge",
     "NatsServerError",
     "Outbox",
