@@ -1,4 +1,4 @@
-"""The actors: one per module, each a thin shell around a pure core.
+"""The actors: one package per actor, each a thin shell around a pure core.
 
 `ACTORS` maps the names `parley run` accepts to their classes; later actors (gate, router,
 agent host, auditor, relay) register here as they arrive.

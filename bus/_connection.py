@@ -48,7 +48,7 @@ class Uptime:
     drop, or a heartbeat fail to be written, to the moment it heard again. A call's deadline
     is extended by exactly that time and by nothing else: the process's own (re)start is not
     an outage, so a router killed and restarted every second does not restart every turn
-    clock (actors/_turn_watch.py).
+    clock (actors/router/_turn_watch.py).
     """
 
     KEPT: ClassVar[int] = 256

@@ -16,7 +16,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("schemas", "bus", "actors", "tools")  # each may import only those before it
 
 
-@pytest.mark.parametrize("package", LAYERS)
+def _packages() -> list[str]:
+    """Every package of the layers, subpackages included (`actors.gate`, `actors.agent.brains`)."""
+    return [
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for layer in LAYERS
+        for init in sorted((ROOT / layer).rglob("__init__.py"))
+    ]
+
+
+@pytest.mark.parametrize("package", _packages())
 def test_public_api_is_an_explicit_tuple(package: str) -> None:
     module = importlib.import_module(package)
     exported = module.__all__
@@ -24,11 +33,48 @@ def test_public_api_is_an_explicit_tuple(package: str) -> None:
     assert len(set(exported)) == len(exported)
     for name in exported:
         assert hasattr(module, name), f"{package}.__all__ names missing {name}"
-    for path in (ROOT / package).glob("*.py"):
+    for path in (ROOT / package.replace(".", "/")).glob("*.py"):
         if path.stem in {"__init__", "__main__"}:
             continue
         sub = importlib.import_module(f"{package}.{path.stem}")
         assert isinstance(getattr(sub, "__all__", ()), tuple), f"{package}.{path.stem}"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+ACTOR_PACKAGES = sorted(p.name for p in (ROOT / "actors").iterdir() if (p / "__init__.py").exists())
+
+
+@pytest.mark.parametrize("actor", ACTOR_PACKAGES)
+def test_no_actor_reaches_into_another_actors_private_modules(actor: str) -> None:
+    """One actor may use another's public face (`actors.gate`), never what is behind it."""
+    for path in sorted((ROOT / "actors" / actor).rglob("*.py")):
+        for module in _imported_modules(path):
+            parts = module.split(".")
+            if parts[0] != "actors" or len(parts) < 3 or parts[1] == actor:
+                continue
+            assert not any(part.startswith("_") for part in parts[2:]), (
+                f"{path.relative_to(ROOT)} imports {module}: use actors.{parts[1]} instead"
+            )
+
+
+def test_tools_use_only_the_actors_public_faces() -> None:
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        for module in _imported_modules(path):
+            parts = module.split(".")
+            if parts[0] == "actors":
+                assert not any(part.startswith("_") for part in parts[1:]), (
+                    f"{path.relative_to(ROOT)} imports {module}"
+                )
 
 
 def _imported_top_levels(path: Path) -> set[str]:

@@ -25,7 +25,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from actors._chain import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
+from actors.auditor import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
 from bus import ConfigError, HistoryError, KeyFileError, jetstream, read_history
 from bus import load_public_key as bus_load_public_key
 from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id

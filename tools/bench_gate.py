@@ -3,7 +3,7 @@
 - `relay-raw`: what an expert writes with nats-py alone to move envelopes between the same two
   JetStream streams: pull batches of 64 from `PARLEY_SUBMIT`, decode, `publish_async` each to
   `parley.deliver.<target>`, await the batch's acks, `ack_sync` the inputs.
-- `gate`: Parley's gate (actors/gate.py) in its runtime, with a signed bundle: decode, derive
+- `gate`: Parley's gate (actors/gate/_actor.py) in its runtime, with a signed bundle: decode, derive
   the position, decide, commit the counters, record the position, deliver, publish the
   decision, ack.
 
@@ -32,9 +32,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nats.aio.client import Client as NATS
 from prometheus_client import CollectorRegistry
 
-from actors._decide import Allow, Ledger, decide
-from actors._plan import Route, Submission, plan
-from actors.gate import BUNDLE_KEY, GateActor
+from actors.gate import BUNDLE_KEY, Allow, GateActor, Ledger, Route, Submission, decide, plan
 from bus import MSG_ID, ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,

@@ -241,7 +241,7 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.sub(f"{_ADVISORY}.{deliver}.*")
         g.read_bucket("traces")
         g.write_keys("traces", ">")
-        g.read_bucket("idempotency")  # the envelope ids it decided (actors/_gate_ids.py)
+        g.read_bucket("idempotency")  # the envelope ids it decided (actors/gate/_ids.py)
         g.write_keys("idempotency", "id.>")
         g.read_bucket("policy")
         g.write_keys("policy", "trusted", "trusted.>")  # bundles are the signer's to write

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 from nats.aio.client import Client as NATS
 
-from actors._chain import CHECKPOINT_PROFILE, seal
+from actors.auditor._chain import CHECKPOINT_PROFILE, seal
 from bus import EmbeddedServer, read_history
 from schemas import AuditRecord, Namespace, encode, key_id
 from tests.support.audit import AuditorKeys, decision, publish_fact, start_auditor

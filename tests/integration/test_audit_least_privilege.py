@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from actors._chain import CHECKPOINT_PROFILE
+from actors.auditor._chain import CHECKPOINT_PROFILE
 from bus import DEAD_REASON
 from schemas import encode
 from tests.support.audit import AuditorKeys, decision

@@ -26,7 +26,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
-from actors._chain import CHECKPOINT_PROFILE, Checkpoint, seal, sign_checkpoint
+from actors.auditor._chain import CHECKPOINT_PROFILE, Checkpoint, seal, sign_checkpoint
 from bus import EmbeddedServer, StoredMessage, read_history
 from schemas import AuditRecord, Namespace, encode, key_id
 from tests.support.audit import AuditorKeys, decision, publish_fact, start_auditor

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from nats.aio.client import Client as NATS
 
-from actors._session import CANCEL_NOTICE
+from actors.router._session import CANCEL_NOTICE
 from bus import EmbeddedServer
 from schemas import AgentCall, ErrorCode, Namespace, Reply
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor

@@ -9,7 +9,7 @@ import pytest
 from msgspec import structs
 from nats.aio.client import Client as NATS
 
-from actors._rate_leases import lease_size
+from actors.gate._rate_leases import lease_size
 from bus import EmbeddedServer
 from schemas import (
     AgentCall,

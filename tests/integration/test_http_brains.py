@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from actors._brain import BrainError
-from actors._brain_anthropic import AnthropicBrain
-from actors._brain_openai import OpenAIBrain
-from actors._profile import AgentProfile, AnthropicBrainConfig, OpenAIBrainConfig
-from actors._prompt import SHARED_RULES, BrainCall
-from actors._reply import interpret_reply
+from actors.agent._profile import AgentProfile, AnthropicBrainConfig, OpenAIBrainConfig
+from actors.agent._prompt import SHARED_RULES, BrainCall
+from actors.agent._reply import interpret_reply
+from actors.agent.brains._anthropic import AnthropicBrain
+from actors.agent.brains._openai import OpenAIBrain
+from actors.agent.brains._protocol import BrainError
 from schemas import ErrorCode, TranscriptItem
 from tests.support.llm_server import (
     Canned,

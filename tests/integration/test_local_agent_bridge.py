@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from actors._brain import BrainError
-from actors._brain_subprocess import SubprocessBrain, bounded_history
-from actors._profile import AgentProfile, SubprocessBrainConfig
-from actors._prompt import BrainCall
-from actors._reply import interpret_reply
+from actors.agent._profile import AgentProfile, SubprocessBrainConfig
+from actors.agent._prompt import BrainCall
+from actors.agent._reply import interpret_reply
+from actors.agent.brains._protocol import BrainError
+from actors.agent.brains._subprocess import SubprocessBrain, bounded_history
 from schemas import ErrorCode, TranscriptItem
 from tests.support.processes import REPO
 

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from msgspec import structs
 from nats.aio.client import Client as NATS
 
-from actors._session import CANCEL_NOTICE
+from actors.router._session import CANCEL_NOTICE
 from bus import DEAD_REASON, EmbeddedServer
 from schemas import (
     AgentCall,

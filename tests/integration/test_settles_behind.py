@@ -17,8 +17,8 @@ from nats.aio.msg import Msg
 from nats.js.api import PubAck
 from prometheus_client import CollectorRegistry
 
-from actors._gate_records import Position, position_key
-from actors._gate_store import GateStore
+from actors.gate._records import Position, position_key
+from actors.gate._store import GateStore
 from bus import AckInbox, ActorMetrics, ConsumerLoop, Input, load_settings
 from schemas import Namespace
 

@@ -20,8 +20,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from actors._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY
-from actors._redact_key import redaction_key
+from actors.gate._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY
+from actors.gate._redact_key import redaction_key
 from bus import (
     CAUSATION_ID,
     HOP_COUNT,

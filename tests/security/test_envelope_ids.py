@@ -26,8 +26,9 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 
-from actors._decide import Allow, Ledger, decide
-from actors._gate_records import (
+from actors.gate._decide import Allow, Ledger, decide
+from actors.gate._plan import Route, Submission, plan
+from actors.gate._records import (
     Position,
     RateBucket,
     TraceState,
@@ -35,7 +36,6 @@ from actors._gate_records import (
     rate_key,
     trace_key,
 )
-from actors._plan import Route, Submission, plan
 from bus import BUCKETS, CAUSATION_ID, MSG_ID, provision
 from schemas import (
     AgentCall,

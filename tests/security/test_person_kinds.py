@@ -30,7 +30,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, NotFoundError
 
-from actors._session import Session
+from actors.router._session import Session
 from bus import SENDER, SENDER_ROLE, EmbeddedServer, TraceHeaders, parse_trace_headers
 from schemas import (
     AgentCall,

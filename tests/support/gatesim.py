@@ -1,4 +1,4 @@
-"""The gate's pure core driven without a bus: what actors/gate.py does, minus JetStream.
+"""The gate's pure core driven without a bus: what actors/gate/_actor.py does, minus JetStream.
 
 Positions and counters live in one in-memory ledger; `submit` plans and decides one envelope the
 way the shell does, records the admitted envelope's position, and returns the verdict. Tests of
@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from actors._decide import Allow, Ledger, decide
-from actors._gate_records import Position, position_key
-from actors._plan import Deny, Route, Submission, plan
+from actors.gate._decide import Allow, Ledger, decide
+from actors.gate._plan import Deny, Route, Submission, plan
+from actors.gate._records import Position, position_key
 from bus import CAUSATION_ID
 from schemas import (
     AgentCall,

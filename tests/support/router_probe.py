@@ -13,7 +13,7 @@ import asyncio
 from typing import ClassVar
 
 from actors import RouterActor
-from actors._session import Step
+from actors.router._session import Step
 from bus import Context
 from schemas import AgentResponse, Control, Error
 

@@ -19,7 +19,7 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
-from actors._session import Session
+from actors.router._session import Session
 from bus import SENDER, TraceHeaders, parse_trace_headers
 from schemas import (
     ActorHeartbeat,

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from actors._brain import BrainError
-from actors._brain_scripted import ScriptedBrain
-from actors._profile import AgentProfile, ScriptedBrainConfig, load_profile
-from actors._prompt import (
+from actors.agent._profile import AgentProfile, ScriptedBrainConfig, load_profile
+from actors.agent._prompt import (
     JSON_ONLY,
     SHARED_RULES,
     BrainCall,
@@ -20,7 +18,9 @@ from actors._prompt import (
     transcript_window,
     user_prompt,
 )
-from actors._reply import EMPTY_REPLY_TEXT, interpret_reply, reply_json_schema
+from actors.agent._reply import EMPTY_REPLY_TEXT, interpret_reply, reply_json_schema
+from actors.agent.brains._protocol import BrainError
+from actors.agent.brains._scripted import ScriptedBrain
 from bus import ConfigError
 from schemas import ErrorCode, TranscriptItem
 from tests.support.agents import FAIRY_TALE

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from msgspec import structs
 
-from actors._decide import ANSWER_GRACE_MS, Allow
-from actors._gate_records import rate_key
-from actors._plan import Deny
+from actors.gate._decide import ANSWER_GRACE_MS, Allow
+from actors.gate._plan import Deny
+from actors.gate._records import rate_key
 from schemas import Error, ErrorCode, new_id, utc_now
 from tests.support.gatesim import GateSim, bundle, call, human, response
 

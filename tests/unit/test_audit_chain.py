@@ -8,8 +8,7 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from actors._auditfacts import FactSource, Redactor, records_for, unvouched_record
-from actors._chain import (
+from actors.auditor._chain import (
     CHECKPOINT_PROFILE,
     GENESIS,
     ChainError,
@@ -19,6 +18,7 @@ from actors._chain import (
     seal,
     sign_checkpoint,
 )
+from actors.auditor._facts import FactSource, Redactor, records_for, unvouched_record
 from schemas import AuditRecord, DsseError, HumanMessage, encode, key_id
 from tests.support.audit import decision, session_event
 from tools._tracetree import render_trace

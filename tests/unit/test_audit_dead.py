@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from actors._auditdead import DETAIL_LIMIT, DeadLetter, dead_letter_record
-from actors._auditfacts import Redactor
+from actors.auditor._dead_letters import DETAIL_LIMIT, DeadLetter, dead_letter_record
+from actors.auditor._facts import Redactor
 from bus import (
     DEAD_ACTOR,
     DEAD_ATTEMPT,

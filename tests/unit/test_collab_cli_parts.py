@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from actors._session import EventName
+from actors.router._session import EventName
 from bus import load_settings, load_topology
 from schemas import SessionEvent
 from tests.support.processes import REPO

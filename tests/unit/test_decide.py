@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from msgspec import structs
 
-from actors._decide import Allow, implied_root_trace
-from actors._gate_records import TraceState, position_key, trace_key
-from actors._plan import Deny
+from actors.gate._decide import Allow, implied_root_trace
+from actors.gate._plan import Deny
+from actors.gate._records import TraceState, position_key, trace_key
 from bus import HOP_COUNT, ORIGIN, TRACE_ID
 from schemas import Control, ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
 from tests.support.gatesim import (

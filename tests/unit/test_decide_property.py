@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors._decide import Allow
+from actors.gate._decide import Allow
 from schemas import AnyEnvelope
 from tests.support.gatesim import (
     GateSim,

@@ -1,4 +1,4 @@
-"""Rate leases (actors/_rate_leases.py): a replica spends leased tokens without a round trip,
+"""Rate leases (actors/gate/_rate_leases.py): a replica spends leased tokens without a round trip,
 and replicas with leases still never admit more than the token bucket allows.
 
 The property test runs several replicas over one shared bucket the way the gate does (cover
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors._decide import Allow, Ledger, decide
-from actors._gate_records import Lease, RateBucket, rate_key
-from actors._plan import Route, Submission, plan
-from actors._rate_leases import LEASE_MS, MARGIN_MS, RateLeases, lease_size
+from actors.gate._decide import Allow, Ledger, decide
+from actors.gate._plan import Route, Submission, plan
+from actors.gate._rate_leases import LEASE_MS, MARGIN_MS, RateLeases, lease_size
+from actors.gate._records import Lease, RateBucket, rate_key
 from tests.support.gatesim import NOW_MS, bundle, human
 
 RATE = 640  # a minute: leases of 10

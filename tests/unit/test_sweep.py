@@ -1,4 +1,4 @@
-"""The sweep's judgement of a session that stopped moving (actors/_sweep.py)."""
+"""The sweep's judgement of a session that stopped moving (actors/router/_sweep.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from msgspec import structs
 
-from actors._session import Limits, PendingCall, Session
-from actors._sweep import stall, stalled
+from actors.router._session import Limits, PendingCall, Session
+from actors.router._sweep import stall, stalled
 from schemas import ErrorCode
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The router's judgement of a silent agent (actors/_turn_watch.py), figure by figure."""
+"""The router's judgement of a silent agent (actors/router/_turn_watch.py), figure by figure."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from actors._session import Limits
-from actors._turn_watch import Outages, Unavailable, Wait, deaf_s, due, judge
+from actors.router._session import Limits
+from actors.router._turn_watch import Outages, Unavailable, Wait, deaf_s, due, judge
 from schemas import ActorHeartbeat
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

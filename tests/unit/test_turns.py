@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import structs
 
-from actors._opening import open_session, refuse_duplicate
-from actors._session import APPLIED_KEPT, CANCEL_NOTICE, Limits, Session, Step
-from actors._turns import advance
+from actors.router._opening import open_session, refuse_duplicate
+from actors.router._session import APPLIED_KEPT, CANCEL_NOTICE, Limits, Session, Step
+from actors.router._turns import advance
 from schemas import (
     AgentCall,
     AgentResponse,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors._window import transcript_window
+from actors.router._window import transcript_window
 from schemas import TranscriptItem
 
 

@@ -1,0 +1,101 @@
+"""What a brain is asked: one call's inputs, and seed 001's system prompt and context.
+
+`BrainCall` is the same for every backend and every kind of call (a collaboration turn, a
+delegation, a sub-agent call), so a brain answers one shape of question. The prompt texts are
+seed 001 §4-5 word for word where the seed gives words: the shared rules, the name hint, the
+goal, the transcript window oldest first, "Round r of m" and the closing JSON instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from actors.agent._profile import AgentProfile
+from schemas import TranscriptItem
+
+__all__ = (
+    "JSON_ONLY",
+    "SHARED_RULES",
+    "BrainCall",
+    "system_prompt",
+    "transcript_window",
+    "user_prompt",
+)
+
+SHARED_RULES = (
+    "1. You are collaborating with another assistant in a turn-based session managed by a "
+    "router.\n"
+    "2. Return only strict JSON matching the provided schema: {message, handoff?, final?}.\n"
+    "3. If you want the other assistant to go next, include a concise handoff with `to` and a "
+    "one-sentence `task`.\n"
+    "4. If the solution is complete, set `final: true` and omit `handoff`.\n"
+    "5. Be concise and move the task forward each turn."
+)
+"""Seed 001 §4's shared rules, identical for every agent."""
+
+JSON_ONLY = "Return JSON only per schema\u2014no extra text."
+"""Seed 001 §4's final instruction."""
+
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class BrainCall:
+    """One question for a brain, whatever kind of envelope carried it."""
+
+    kind: Literal["agent_call", "delegation_request", "sub_agent_call"]
+    envelope_id: str
+    call_id: str
+    session_id: str | None
+    goal: str
+    task: str = ""
+    transcript: tuple[TranscriptItem, ...] = ()
+    round: int = 1
+    max_rounds: int = 1
+    final_round: bool = False
+    attempt: int = 1
+
+
+def system_prompt(profile: AgentProfile) -> str:
+    """Seed 001's shared rules, the name hint, the peers, then the profile's own prompt."""
+    parts = [SHARED_RULES, f"Your name is `{profile.name}`."]
+    if profile.peers:
+        parts.append("You may hand off to: " + ", ".join(f"`{p}`" for p in profile.peers) + ".")
+    if profile.system_prompt.strip():
+        parts.append(profile.system_prompt.strip())
+    return "\n\n".join(parts)
+
+
+def transcript_window(
+    transcript: tuple[TranscriptItem, ...], items: int, max_chars: int
+) -> tuple[TranscriptItem, ...]:
+    """The last `items` entries, oldest first, dropping the oldest until they fit `max_chars`.
+
+    Seed 001 §5 and §13: keep the recent window and truncate the oldest entries first.
+    """
+    window = list(transcript[-items:]) if items else []
+    while window and sum(len(item.text) + len(item.name) + 4 for item in window) > max_chars:
+        window.pop(0)
+    return tuple(window)
+
+
+def user_prompt(call: BrainCall, profile: AgentProfile) -> str:
+    """The context of one call (seed 001 §4): goal, transcript window, round, JSON instruction."""
+    budget = profile.max_context_tokens * _CHARS_PER_TOKEN
+    window = transcript_window(call.transcript, profile.transcript_window, budget // 2)
+    lines = [f"Goal: {call.goal}"]
+    if window:
+        lines.append("")
+        lines.append("Recent transcript (oldest first):")
+        lines.extend(f"[{item.name or item.role}] {item.text}" for item in window)
+    if call.task and call.task != call.goal:
+        lines.append("")
+        lines.append(f"Your task: {call.task}")
+    lines.append("")
+    round_line = f"Round {call.round} of {call.max_rounds}."
+    if call.final_round:
+        round_line += " This is the last round: finish now and set `final: true`."
+    lines.append(round_line)
+    lines.append(JSON_ONLY)
+    return "\n".join(lines)

@@ -1,0 +1,123 @@
+"""The subprocess brain: a local agent program behind seed 000's NDJSON prompt channel.
+
+The call becomes one `desktop.local_prompt.request` frame: the goal is the objective, the
+latest message from someone else is `remote_message`, and the transcript is the history,
+bounded by `max_history_turns` and `max_history_chars` with the dropped turns folded into a
+deterministic `history_summary` (seed 000, history bounding). The agent's `draft_message` is
+the reply text, checked against seed 001's contract like any brain's. The frame carries no
+token counts, so usage is estimated from the text.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from actors.agent._profile import AgentProfile, SubprocessBrainConfig
+from actors.agent._prompt import BrainCall
+from actors.agent.brains._bridge import LocalAgentBridge
+from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_tokens, usage_of
+from schemas import (
+    ErrorCode,
+    HistoryTurn,
+    LocalPromptConstraints,
+    LocalPromptRequest,
+    TranscriptItem,
+    new_id,
+)
+
+__all__ = ("SubprocessBrain", "bounded_history")
+
+_SUMMARY_ITEM_CHARS = 80
+_SUMMARY_CHARS = 1000
+
+
+_Role = Literal["local_agent", "remote_agent", "user"]
+
+
+def _role(item: TranscriptItem, own_name: str) -> _Role:
+    if item.role == "user":
+        return "user"
+    return "local_agent" if item.role == own_name or item.name == own_name else "remote_agent"
+
+
+def bounded_history(
+    transcript: tuple[TranscriptItem, ...], own_name: str, max_turns: int, max_chars: int
+) -> tuple[tuple[HistoryTurn, ...], str | None]:
+    """The most recent turns within both bounds, and a summary of the ones dropped."""
+    turns = [HistoryTurn(role=_role(item, own_name), text=item.text) for item in transcript]
+    kept: list[HistoryTurn] = []
+    used = 0
+    for turn in reversed(turns):
+        if len(kept) >= max_turns or used + len(turn.text) > max_chars:
+            break
+        kept.append(turn)
+        used += len(turn.text)
+    kept.reverse()
+    dropped = turns[: len(turns) - len(kept)]
+    if not dropped:
+        return tuple(kept), None
+    summary = f"{len(dropped)} earlier turn(s): " + " | ".join(
+        f"{turn.role}: {turn.text[:_SUMMARY_ITEM_CHARS]}" for turn in dropped
+    )
+    return tuple(kept), summary[:_SUMMARY_CHARS]
+
+
+class SubprocessBrain:
+    """Answers through a local agent child process."""
+
+    backend = "subprocess"
+
+    def __init__(self, profile: AgentProfile, config: SubprocessBrainConfig) -> None:
+        self._profile = profile
+        self._config = config
+        self.bridge = LocalAgentBridge(config.command)
+
+    async def start(self) -> None:
+        await self.bridge.start()
+
+    async def close(self) -> None:
+        await self.bridge.close()
+
+    def request_for(self, call: BrainCall) -> LocalPromptRequest:
+        """The seed 000 request frame for one call."""
+        config = self._config
+        history, summary = bounded_history(
+            call.transcript, self._profile.name, config.max_history_turns, config.max_history_chars
+        )
+        others = [
+            item for item in call.transcript if _role(item, self._profile.name) != "local_agent"
+        ]
+        remote = call.task or (others[-1].text if others else "")
+        return LocalPromptRequest(
+            request_id=f"req_{new_id()}",
+            profile_id=self._profile.name,
+            session_id=call.session_id or call.call_id,
+            turn_index=call.round,
+            mode="full_auto",
+            objective=call.goal,
+            remote_message=remote,
+            history=history,
+            history_summary=summary,
+            constraints=LocalPromptConstraints(
+                max_output_chars=config.max_output_chars,
+                allow_tool_use=config.allow_tool_use,
+                max_history_turns=config.max_history_turns,
+                max_history_chars=config.max_history_chars,
+                local_turn_timeout_ms=int(config.timeout_s * 1000),
+            ),
+        )
+
+    async def reply(self, call: BrainCall) -> BrainAnswer:
+        frame = self.request_for(call)
+        response = await self.bridge.request(frame, self._config.timeout_s)
+        if response.status == "error":
+            raise BrainError(
+                ErrorCode.INTERNAL_ERROR,
+                f"the local agent refused the request: {response.reason or 'no reason given'}",
+                retryable=False,
+            )
+        text = response.draft_message[: self._config.max_output_chars]
+        prompt = estimate_tokens(
+            frame.objective, frame.remote_message, *(t.text for t in frame.history)
+        )
+        return BrainAnswer(text=text, usage=usage_of(prompt, estimate_tokens(text)))

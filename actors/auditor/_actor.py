@@ -1,0 +1,315 @@
+"""The auditor: the single writer of Parley's redacted, hash-chained audit history.
+
+It reads every fact of `PARLEY_EVENTS` (the gate's decisions and the router's session events)
+through one durable consumer, and every dead letter of `PARLEY_DEAD` through another (a raw
+input: a dead letter is the bad bytes themselves, never decoded), so a crash loses nothing: a
+fact is acked only once all its records are stored. Each fact becomes one record per profile it
+concerns (actors/auditor/_facts.py), each dead letter one record under the actor that gave up on
+it (actors/auditor/_dead_letters.py), redacted, chained and appended to
+`parley.audit.<tenant>.<profile>` by the pipelined single writer (actors/auditor/_appender.py).
+Every `checkpoint_every` records, and every `checkpoint_s` seconds while new records came in,
+it signs a checkpoint, appends it on `parley.audit.<tenant>._checkpoint` and writes it to its
+log for copies off the box.
+
+Options (`[options]` in its TOML settings):
+    signing_key: Ed25519 private key (PEM) that signs checkpoints. Required.
+    tenant: Subject token of this deployment's tenant (default `default`).
+    checkpoint_every / checkpoint_s: Checkpoint period in records / seconds (1000 / 10).
+    redact_pii: Profiles whose records lose personal data too (`["*"]`, the default: all).
+    pii_kinds: Which kinds of personal data (default: every kind schemas knows).
+    session_profile: Owner of session events that have no speaker (default `router`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+)
+from nats.js.api import PubAck
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from actors.auditor._appender import ChainAppender, ForeignWrite
+from actors.auditor._chain import CHECKPOINT_PROFILE, Checkpoint, sign_checkpoint
+from actors.auditor._dead_letters import DeadLetter, dead_letter_record
+from actors.auditor._facts import (
+    ALERT_PROFILE,
+    FactSource,
+    Redactor,
+    alert_record,
+    records_for,
+    unvouched_record,
+)
+from bus import (
+    CAUSATION_ID,
+    HOP_COUNT,
+    ORIGIN,
+    TRACE_ID,
+    Actor,
+    BusHandle,
+    ConfigError,
+    Context,
+    Input,
+    KeyFileError,
+    Settings,
+    load_private_key,
+)
+from schemas import PII_KINDS, AnyEnvelope, AuditRecord, check_token, key_id, utc_now
+
+__all__ = ("AuditorActor", "AuditorOptions")
+
+log = logging.getLogger("parley.actors.auditor")
+
+
+class AuditorOptions(BaseModel):
+    """The auditor's `[options]`, checked when it starts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    signing_key: Path
+    tenant: str = "default"
+    checkpoint_every: int = Field(default=1000, ge=1)
+    checkpoint_s: float = Field(default=10.0, gt=0)
+    redact_pii: tuple[str, ...] = ("*",)
+    pii_kinds: tuple[str, ...] | None = None
+    session_profile: str = "router"
+    recent_window: int = Field(default=4096, ge=16)
+
+    @field_validator("tenant", "session_profile")
+    @classmethod
+    def _token(cls, value: str) -> str:
+        return check_token(value, "tenant or profile")
+
+    @field_validator("pii_kinds")
+    @classmethod
+    def _known_kinds(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        unknown = set(value or ()) - PII_KINDS
+        if unknown:
+            raise ValueError(f"unknown PII kinds {sorted(unknown)}; known: {sorted(PII_KINDS)}")
+        return value
+
+
+def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    """Read the checkpoint signing key.
+
+    Raises:
+        ConfigError: unreadable, or not an Ed25519 private key.
+    """
+    try:
+        return load_private_key(path)
+    except KeyFileError as exc:
+        raise ConfigError(f"auditor: {exc}") from None
+
+
+def _options(raw: dict[str, Any]) -> AuditorOptions:
+    try:
+        return AuditorOptions(**raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"auditor options: {problems}") from None
+
+
+class AuditorActor(Actor):
+    """Turns every fact on `PARLEY_EVENTS` and every dead letter on `PARLEY_DEAD` into chained,
+    redacted audit records."""
+
+    kind: ClassVar[str] = "auditor"
+    concurrent_handlers: ClassVar[bool] = True
+    """Batches overlap so appends stay pipelined; the appender's lock keeps the chain ordered."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.options = _options(settings.options)
+        self._key = load_signing_key(self.options.signing_key)
+        raw = self._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        # Marker hashes are keyed by the deployment's own secret, never a public constant.
+        redact_key = hashlib.sha256(b"parley-redact-key\x00" + raw).digest()
+        self._redactor = Redactor(
+            key=redact_key,
+            pii_profiles=frozenset(self.options.redact_pii),
+            pii_kinds=frozenset(self.options.pii_kinds) if self.options.pii_kinds else None,
+        )
+        self._appender: ChainAppender | None = None
+        self._stopping = asyncio.Event()
+        self._tasks: asyncio.TaskGroup | None = None
+        self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
+
+    def inputs(self) -> Sequence[Input]:
+        """Everything on the events stream (decisions and session events alike) and every
+        dead letter. PARLEY_DEAD is a limits stream: reading it removes nothing."""
+        ns = self.namespace
+        return (
+            Input(ns.stream("events"), f"{ns.root}.>", self.actor_id, "header"),
+            Input(ns.stream("dead"), ns.wildcard("dead"), self.actor_id, raw=True),
+        )
+
+    async def start(self, bus: BusHandle) -> None:
+        """Read the chain's head and the facts already recorded; start the checkpoint timer."""
+        self._appender = ChainAppender(
+            bus.nc,
+            bus.js,
+            self.namespace.stream("audit"),
+            settle_s=max(self.settings.ack_wait_s, 2.0),
+            window=self.options.recent_window,
+            on_foreign=self._alert,
+            on_unvouched=self._unvouched,
+        )
+        await self._appender.open()
+        log.info(
+            "auditor signing checkpoints",
+            extra={"key_id": key_id(self._key.public_key()), "tenant": self.options.tenant},
+        )
+        self._tasks = asyncio.TaskGroup()
+        await self._tasks.__aenter__()
+        self._tasks.create_task(self._tick())
+
+    async def stop(self) -> None:
+        """Stop the timer and pin everything written with a final checkpoint."""
+        self._stopping.set()
+        if self._tasks is not None:
+            await self._tasks.__aexit__(None, None, None)
+            self._tasks = None
+        try:
+            await asyncio.wait_for(self._checkpoint(), timeout=self.settings.grace_s or 1.0)
+        except Exception as exc:  # the next start checkpoints what this one could not
+            log.warning("final checkpoint failed", extra={"error": repr(exc)})
+
+    def _sign(self, checkpoint: Checkpoint) -> bytes:
+        return sign_checkpoint(checkpoint, self._key)
+
+    def _alert(self, event: ForeignWrite) -> tuple[str, AuditRecord]:
+        detail = (
+            f"{event.last_seq - event.first_seq + 1} message(s) at seq {event.first_seq}.."
+            f"{event.last_seq} not written by the auditor, on {', '.join(event.subjects)}"
+        )
+        record = alert_record(
+            tenant=self.options.tenant,
+            profile=ALERT_PROFILE,
+            detail=detail,
+            at=utc_now(),
+            first_seq=event.first_seq,
+            last_seq=event.last_seq,
+        )
+        return self.namespace.audit(self.options.tenant, record.profile), record
+
+    def _unvouched(self, first: int, last: int) -> tuple[str, AuditRecord]:
+        record = unvouched_record(tenant=self.options.tenant, first=first, last=last, at=utc_now())
+        return self.namespace.audit(self.options.tenant, record.profile), record
+
+    async def _tick(self) -> None:
+        """Checkpoint every `checkpoint_s` seconds while records keep arriving."""
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), timeout=self.options.checkpoint_s)
+            except TimeoutError:
+                try:
+                    await self._checkpoint()
+                except Exception as exc:  # retried at the next tick
+                    log.warning("checkpoint failed", extra={"error": repr(exc)})
+
+    async def _checkpoint(self) -> None:
+        appender = self._appender
+        if appender is None:
+            return
+        sent = await appender.append_checkpoint(self._checkpoint_subject, self._sign)
+        if sent is None:
+            return
+        future, signed, count = sent
+        future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+        await asyncio.wait_for(asyncio.shield(future), timeout=self.settings.ack_wait_s)
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        appender = self._appender
+        if appender is None:
+            raise RuntimeError("auditor handled a message before start()")
+        source = FactSource(
+            stream=ctx.stream,
+            seq=ctx.stream_seq,
+            trace_id=ctx.trace_id,
+            hop_count=ctx.hop_count,
+            causation_id=ctx.causation_id,
+            origin=ctx.trace.origin,
+            at=utc_now(),
+        )
+        records = records_for(
+            envelope,
+            source,
+            tenant=self.options.tenant,
+            redactor=self._redactor,
+            runner=self.options.session_profile,
+        )
+        await self._append(appender, records, ctx, envelope.id)
+
+    async def handle_raw(self, ctx: Context) -> None:
+        """Record one dead letter: never its payload, only its size and digest.
+
+        A failure here is retried like a fact's; on the last delivery the runtime gives up on
+        it (logged, counted as abandoned) rather than dead-letter a dead letter into a loop.
+        """
+        appender = self._appender
+        if appender is None:
+            raise RuntimeError("auditor handled a message before start()")
+        letter = DeadLetter(ctx.subject, ctx.stream, ctx.stream_seq, ctx.headers, ctx.payload)
+        record = dead_letter_record(
+            letter, tenant=self.options.tenant, redactor=self._redactor, at=utc_now()
+        )
+        await self._append(appender, [record], ctx, "")
+
+    async def _append(
+        self, appender: ChainAppender, records: list[AuditRecord], ctx: Context, cause: str
+    ) -> None:
+        """Append the records not yet stored; their acks join the input's outbox.
+
+        `cause` is the id of the fact recorded (empty for a dead letter, which has none).
+        """
+        for record in records:
+            known, pending = appender.recorded(record.id)
+            if not known:
+                subject = self.namespace.audit(record.tenant, record.profile)
+                headers = _trace_headers(record, cause)
+                pending = await appender.append_record(subject, record, headers)
+            if pending is not None:
+                # The runtime cancels what it gave up waiting for; the append itself must only
+                # ever end with the server's answer, which is what the chain's state follows.
+                ctx.outbox.pending.append(asyncio.shield(pending))
+        if appender.unpinned >= self.options.checkpoint_every:
+            sent = await appender.append_checkpoint(self._checkpoint_subject, self._sign)
+            if sent is not None:
+                future, signed, count = sent
+                future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+
+
+def _trace_headers(record: AuditRecord, cause: str) -> dict[str, str]:
+    """The trace headers of an audit record: its own trace, taken from the record.
+
+    Never from the fact's headers: a decision is about an envelope of some trace, and its
+    record belongs to that trace, whatever headers the decision itself was published with.
+    """
+    if not record.trace_id:
+        return {}
+    headers = {TRACE_ID: record.trace_id, HOP_COUNT: str(record.hop_count), ORIGIN: record.origin}
+    if cause:
+        headers[CAUSATION_ID] = cause
+    return headers
+
+
+def _log_checkpoint(signed: bytes, count: int, future: asyncio.Future[PubAck]) -> None:
+    """Log a checkpoint once it is stored (an unstored one would pin records that are not).
+
+    The log line is the off-box copy: a log shipper keeps it where the stream's writers
+    cannot reach it.
+    """
+    if not future.cancelled() and future.exception() is None:
+        log.info("audit checkpoint", extra={"count": count, "checkpoint": signed.decode()})

@@ -1,0 +1,29 @@
+"""The gate (policy enforcer): every envelope from one actor to another passes here.
+
+Public face: `GateActor`, the process `parley run gate` runs; `BUNDLE_KEY`, where signed
+policy bundles live in the policy bucket; `ALLOWED_TOOLS`; and the pure core the benchmarks
+and tests call directly: `plan()` (an envelope's place in its trace, or its refusal) and
+`decide()` (that plan against the bundle and the counters).
+
+Inside: `_actor` (batches, commits, deliveries), `_plan` and `_decide` (the pure core),
+`_records` (the KV records), `_store` (their cache and compare-and-set commits), `_ids`
+(each envelope id decided once), `_rate_leases`, `_bundles` (verifying and keeping signed
+bundles), `_redact_key`.
+"""
+
+from actors.gate._actor import ALLOWED_TOOLS, BUNDLE_KEY, GateActor
+from actors.gate._decide import Allow, Ledger, decide
+from actors.gate._plan import Deny, Route, Submission, plan
+
+__all__ = (
+    "ALLOWED_TOOLS",
+    "BUNDLE_KEY",
+    "Allow",
+    "Deny",
+    "GateActor",
+    "Ledger",
+    "Route",
+    "Submission",
+    "decide",
+    "plan",
+)

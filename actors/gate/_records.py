@@ -1,0 +1,168 @@
+"""What the gate remembers, in the traces KV bucket: positions of envelopes and limit counters.
+
+The gate trusts these records over anything a sender claims. Every envelope it admits gets a
+`Position`: which trace it belongs to, who started that trace, and the call chain down to its
+recipient, one `Level` per agent currently inside a call. A later envelope names its cause in
+`Parley-Causation-Id`; the gate reads the cause's position and derives the new one from it, so
+a sender cannot shorten its chain, restart its hop count or change trace by editing headers.
+
+Counters (per trace, per (profile, target) rate bucket, per profile calls in flight, per
+parent fan-out) are updated with compare-and-set on their KV revision, so two gate replicas
+never both spend the last unit of a limit.
+
+Keys are built here and nowhere else. Ids chosen by senders may hold characters a KV key may
+not, so such an id is replaced by its hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+
+from msgspec import Struct
+
+__all__ = (
+    "Children",
+    "Inflight",
+    "Lease",
+    "Level",
+    "OpenCall",
+    "Position",
+    "RateBucket",
+    "TraceState",
+    "fanout_key",
+    "id_key",
+    "inflight_key",
+    "position_key",
+    "rate_key",
+    "trace_key",
+)
+
+_SAFE: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def _token(value: str) -> str:
+    if _SAFE.fullmatch(value):
+        return value
+    return "h" + hashlib.sha256(value.encode()).hexdigest()[:40]
+
+
+def position_key(envelope_id: str) -> str:
+    return f"pos.{_token(envelope_id)}"
+
+
+def id_key(envelope_id: str) -> str:
+    """The claim of an envelope id, in the idempotency bucket (actors/gate/_ids.py)."""
+    return f"id.{_token(envelope_id)}"
+
+
+def trace_key(trace_id: str) -> str:
+    return f"trace.{_token(trace_id)}"
+
+
+def rate_key(profile: str, target: str) -> str:
+    return f"rate.{_token(profile)}.{_token(target)}"
+
+
+def inflight_key(profile: str) -> str:
+    return f"inflight.{_token(profile)}"
+
+
+def fanout_key(parent_id: str) -> str:
+    return f"fanout.{_token(parent_id)}"
+
+
+class Level(Struct, frozen=True, kw_only=True):
+    """One agent inside a call on the chain, and what that call allowed it."""
+
+    holder: str
+    call_id: str = ""
+    """The call that put `holder` here ("" at the root level)."""
+    tools: tuple[str, ...] | None = None
+    """Tools `holder` may use here: its profile's, narrowed along the chain (None: no call
+    narrowed them yet)."""
+    nested_ok: bool = True
+    """Whether `holder` may make sub-agent calls from here (seed 004 `allow_nested_calls`)."""
+    deadline_ms: int | None = None
+    """When the call that put `holder` here must be finished (Unix ms)."""
+
+
+class Position(Struct, frozen=True, kw_only=True):
+    """Where one admitted (or refused-and-answered) envelope sits in its trace.
+
+    `levels[-1].holder` is the recipient; the hop count is `len(levels) - 1`.
+    """
+
+    envelope_id: str
+    trace_id: str
+    origin: str
+    sender: str
+    target: str
+    kind: str
+    levels: tuple[Level, ...]
+    user_id: str = ""
+
+    @property
+    def hop(self) -> int:
+        return len(self.levels) - 1
+
+    @property
+    def chain(self) -> tuple[str, ...]:
+        return tuple(level.holder for level in self.levels)
+
+
+class OpenCall(Struct, frozen=True, kw_only=True):
+    """A call of a trace that has not been answered yet (seed 003's in-progress objectives)."""
+
+    objective: str
+    expires_ms: int
+
+
+class TraceState(Struct, frozen=True, kw_only=True):
+    """Per trace: envelopes admitted (the budget), its user, tokens spent, open calls."""
+
+    count: int = 0
+    user_id: str = ""
+    tokens: int = 0
+    open_calls: dict[str, OpenCall] = {}
+
+
+class Lease(Struct, frozen=True, kw_only=True):
+    """Tokens of a rate bucket handed to one gate replica to spend on its own until expiry."""
+
+    tokens: float
+    expires_ms: int
+
+
+class RateBucket(Struct, frozen=True, kw_only=True):
+    """A token bucket per (profile, target): `tokens` left at `at_ms`, plus the leases.
+
+    A replica may take a lease of tokens (actors/gate/_rate_leases.py) and spend them without a
+    round trip each. The bucket refills only up to its capacity minus the tokens leased out
+    and not yet expired, so the bucket and every lease together never hold more than the
+    capacity: admissions in any window stay within capacity plus refill, exactly as without
+    leases.
+    """
+
+    tokens: float
+    at_ms: int
+    leases: dict[str, Lease] = {}
+
+    def live_leases(self, now_ms: int) -> dict[str, Lease]:
+        return {who: lease for who, lease in self.leases.items() if lease.expires_ms > now_ms}
+
+
+class Inflight(Struct, frozen=True, kw_only=True):
+    """Per profile: calls awaiting their answer, by call id, with when they stop counting."""
+
+    calls: dict[str, int] = {}
+    shared: dict[str, int] = {}
+    """The subset that are calls to shared agents (seed 000 `maxConcurrentSharedCalls`)."""
+
+
+class Children(Struct, frozen=True, kw_only=True):
+    """The calls made because of one parent envelope (its fan-out), by id: a call admitted
+    again after a crash is the same child, not one more."""
+
+    ids: tuple[str, ...] = ()

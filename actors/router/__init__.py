@@ -1,0 +1,13 @@
+"""The router: seed 001's sessions, turn by turn, durable in the sessions bucket.
+
+Public face: `RouterActor`, the process `parley run router` runs.
+
+Inside: `_actor` (the process: inputs, session locks, effects), `_session` (the state and
+its limits), `_opening` (a person's message opens a session), `_turns` (the turn loop, as
+pure transitions), `_turn_watch` (judging an agent's silence), `_sweep` (sessions stalled past
+their deadline), `_window` (the transcript a turn is shown), `_store` (sessions in KV).
+"""
+
+from actors.router._actor import RouterActor
+
+__all__ = ("RouterActor",)

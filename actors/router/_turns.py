@@ -1,0 +1,329 @@
+"""The turn loop of seed 001 §6 as transitions: answer, error, stop.
+
+Each function takes the stored session and one input and returns a `Step`: the next state and
+the effects, built with ids derived from the input's id. See actors/router/_session.py for why that
+makes a re-run after a crash exact, and actors/router/_opening.py for how a session starts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from msgspec import structs
+
+from actors.router._session import (
+    CANCEL_NOTICE,
+    Effect,
+    EventClock,
+    Limits,
+    PendingCall,
+    Session,
+    SessionInput,
+    Step,
+    StopReason,
+)
+from actors.router._window import transcript_window
+from schemas import (
+    AgentCall,
+    AgentResponse,
+    Control,
+    Error,
+    ErrorCode,
+    Handoff,
+    TranscriptItem,
+    derive_id,
+)
+
+__all__ = ("advance", "call_agent", "error_for", "record")
+
+
+def error_for(
+    clock: EventClock, code: ErrorCode, message: str, cause_id: str, target: str
+) -> Error:
+    return Error(
+        id=clock.id("error"),
+        created_at=clock.now,
+        code=code,
+        message=message,
+        cause_id=cause_id,
+        details={"session_id": clock.session_id, "target": target},
+    )
+
+
+def call_agent(
+    session: Session,
+    clock: EventClock,
+    speaker: str,
+    call_id: str,
+    *,
+    attempts: int,
+    limits: Limits,
+) -> tuple[Session, tuple[Effect, ...]]:
+    """Build the context, call `speaker` for the session's round, and wait for it.
+
+    The context is the call's fields (seed 001 §4): the goal verbatim, the transcript window,
+    the round and cap, and whether this is the final round; the agent host turns them into
+    its model's prompt. `text` is this turn's task: the handoff's task addressed to the
+    speaker, or the goal itself on the first turn.
+    """
+    final_round = session.round >= session.max_rounds and session.mode == "collaborate"
+    window = transcript_window(
+        session.transcript, max_items=limits.window_items, max_chars=limits.window_chars
+    )
+    last = session.transcript[-1] if session.transcript else None
+    task = last.text if last and last.role == "router" and last.name == speaker else session.goal
+    call = AgentCall(
+        id=clock.id("call"),
+        created_at=clock.now,
+        target=speaker,
+        thread=session.thread,
+        text=task,
+        call_id=call_id,
+        session_id=session.session_id,
+        round=session.round,
+        max_rounds=session.max_rounds,
+        goal=session.goal,
+        transcript=window,
+        final_round=final_round,
+        user_id=session.user_id,
+    )
+    deadline = clock.now + timedelta(seconds=limits.turn_timeout_s)
+    step = clock.event(
+        "step_started",
+        round_=session.round,
+        speaker=speaker,
+        envelope_ids=(call.id,),
+        payload={
+            "call_id": call_id,
+            "final_round": final_round,
+            "attempt": attempts,
+            "deadline": deadline.isoformat(),
+            # When the sweep ends the session at the latest (barring outages): what a person
+            # waiting on it may wait for (tools/collab.py).
+            "ends_by": (deadline + timedelta(seconds=limits.stall_margin_s)).isoformat(),
+        },
+    )
+    pending = PendingCall(
+        call_id=call_id,
+        envelope_id=call.id,
+        speaker=speaker,
+        attempts=attempts,
+        deadline=deadline,
+    )
+    return _replace(session, pending=pending), (step, call)
+
+
+def _replace(session: Session, **changes: Any) -> Session:
+    return structs.replace(session, **changes)
+
+
+def record(session: Session, input_id: str, effects: tuple[Effect, ...]) -> Session:
+    return _replace(session, applied=session.recording(input_id, effects))
+
+
+def _end(
+    session: Session,
+    clock: EventClock,
+    reason: StopReason,
+    *,
+    envelope_ids: tuple[str, ...] = (),
+    warning: str | None = None,
+    error: Error | None = None,
+) -> tuple[Session, tuple[Effect, ...]]:
+    status = {"canceled": "canceled", "error": "failed", "stalled": "failed"}.get(
+        reason, "completed"
+    )
+    event_type = {
+        "canceled": "session_canceled",
+        "error": "session_failed",
+        "stalled": "session_failed",
+    }.get(reason, "session_completed")
+    payload: dict[str, object] = {
+        "turns": sum(1 for item in session.transcript if item.role in session.participants)
+    }
+    if warning:
+        payload["warning"] = warning
+    if reason == "canceled":
+        payload["message"] = CANCEL_NOTICE
+    if error is not None:
+        payload.update(code=str(error.code), message=error.message)
+    event = clock.event(
+        event_type,  # type: ignore[arg-type]  # one of the three names above
+        round_=session.round,
+        speaker=session.pending.speaker if session.pending else None,
+        stop_reason=reason,
+        envelope_ids=envelope_ids,
+        payload=payload,
+    )
+    ended = _replace(
+        session,
+        status=status,
+        stop_reason=reason,
+        warning=warning,
+        pending=None,
+    )
+    return ended, (event,)
+
+
+def advance(
+    session: Session,
+    envelope: SessionInput,
+    *,
+    sender: str,
+    now: datetime,
+    limits: Limits,
+    cause: str = "",
+    operator: bool = False,
+    reporter: bool = False,
+) -> Step:
+    """Apply one input to a stored session: replay, ignore, or transition.
+
+    Args:
+        session: the stored state.
+        envelope: an agent's turn, an error, or a person's control.
+        sender: who sent it, from the gate's header (never the envelope's own field).
+        now: the time stamped on new effects.
+        limits: the router's knobs.
+        cause: the envelope this one answers, as the gate delivered it (`Parley-Causation-Id`,
+            checked by the gate to name an envelope delivered to `sender`); an answer or an
+            error counts only if it is the pending call's envelope id.
+        operator: the gate says `sender`'s profile is an operator role: it may steer any
+            session, not only the ones it opened.
+        reporter: the input reports on the router's own call without being its callee (the
+            gate refusing the call, or the router judging its agent gone).
+
+    Returns:
+        The step; `changed` is False when nothing must be stored.
+    """
+    replay = session.effects_of(envelope.id)
+    if replay is not None:
+        return Step(session=session, effects=replay, note="replayed")
+    clock = EventClock(session.session_id, envelope.id, now)
+    match envelope:
+        case Control():
+            session, effects = _on_control(session, envelope, clock, sender, operator)
+        case AgentResponse():
+            session, effects = _on_response(session, envelope, sender, cause, clock, limits)
+        case Error():
+            from_call = reporter or (
+                session.pending is not None and sender == session.pending.speaker
+            )
+            session, effects = _on_error(session, envelope, cause, from_call, clock, limits)
+    if not effects:
+        return Step(session=session, note=f"ignored {type(envelope).__name__}")
+    return Step(session=record(session, envelope.id, effects), effects=effects, changed=True)
+
+
+def _on_control(
+    session: Session, control: Control, clock: EventClock, sender: str, operator: bool
+) -> tuple[Session, tuple[Effect, ...]]:
+    """A person steers the session: only the principal that opened it, or an operator.
+
+    The principal is the gate's word (its sender header); the envelope's `user_id` is the
+    sender's own claim, so it only narrows further, it never grants.
+    """
+    if not operator and (not session.opener or sender != session.opener):
+        opener = session.opener or "a principal this router did not record"
+        why = f"{sender} cannot {control.action} a session opened by {opener}"
+        return session, (error_for(clock, ErrorCode.UNAUTHORIZED, why, control.id, "router"),)
+    if control.action != "stop":
+        why = f"control {control.action!r} is not supported by collaboration sessions"
+        return session, (error_for(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
+    if not operator and session.user_id and control.user_id != session.user_id:
+        why = f"user {control.user_id!r} cannot stop another user's session"
+        return session, (error_for(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
+    if not session.open:
+        return session, ()
+    notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE)
+    session = _replace(session, transcript=(*session.transcript, notice))
+    return _end(session, clock, "canceled", envelope_ids=(control.id,))
+
+
+def _on_response(
+    session: Session,
+    response: AgentResponse,
+    sender: str,
+    cause: str,
+    clock: EventClock,
+    limits: Limits,
+) -> tuple[Session, tuple[Effect, ...]]:
+    pending = session.pending
+    if not session.open or pending is None or response.call_id != pending.call_id:
+        return session, ()  # late, duplicate, or for a session already ended
+    if sender != pending.speaker or cause != pending.envelope_id:
+        return session, ()  # only the agent called may answer, and only the call it got
+    reply = response.reply
+    item = TranscriptItem(role=pending.speaker, name=pending.speaker, text=reply.message)
+    session = _replace(session, transcript=(*session.transcript, item))
+    handoff = (
+        reply.handoff if isinstance(reply.handoff, Handoff) and not response.malformed else None
+    )
+    completed = clock.event(
+        "step_completed",
+        round_=session.round,
+        speaker=pending.speaker,
+        envelope_ids=(response.id,),
+        payload={
+            "message": reply.message,
+            "handoff": {"to": handoff.to, "task": handoff.task} if handoff else None,
+            "final": reply.final and not response.malformed,
+            "malformed": response.malformed,
+        },
+    )
+    ids = (response.id,)
+    if response.malformed:
+        warning = (
+            f"{pending.speaker} did not answer with the JSON reply envelope; its text was "
+            "shown as a plain message and any handoff ignored"
+        )
+        session, end = _end(session, clock, "malformed", envelope_ids=ids, warning=warning)
+    elif reply.final:
+        session, end = _end(session, clock, "final", envelope_ids=ids)
+    elif session.mode == "single":
+        session, end = _end(session, clock, "answered", envelope_ids=ids)
+    elif handoff is None:
+        session, end = _end(session, clock, "no_handoff", envelope_ids=ids)
+    elif handoff.to not in session.participants:
+        warning = f"{pending.speaker} handed off to {handoff.to!r}, who is not a participant"
+        session, end = _end(session, clock, "malformed", envelope_ids=ids, warning=warning)
+    elif session.round >= session.max_rounds:
+        session, end = _end(session, clock, "cap_reached", envelope_ids=ids)
+    else:
+        task = TranscriptItem(role="router", name=handoff.to, text=handoff.task)
+        session = _replace(session, transcript=(*session.transcript, task), round=session.round + 1)
+        call_id = derive_id(session.session_id, f"call-{session.round}")
+        session, end = call_agent(session, clock, handoff.to, call_id, attempts=1, limits=limits)
+    return session, (completed, *end)
+
+
+def _on_error(
+    session: Session,
+    error: Error,
+    cause: str,
+    from_call: bool,
+    clock: EventClock,
+    limits: Limits,
+) -> tuple[Session, tuple[Effect, ...]]:
+    """A call failed: retry it or fail the session, if the error really is about it.
+
+    `from_call` says the sender may speak for the pending call (its callee, the gate that
+    refused it, the router that judged it); `cause` is the gate's causation, which must be the
+    call itself. An error naming the call in its own `cause_id` proves nothing by itself: call
+    ids derive from earlier ids a participant has seen.
+    """
+    pending = session.pending
+    if not session.open or pending is None or error.cause_id != pending.envelope_id:
+        return session, ()  # about a call this session is no longer waiting on
+    if not from_call or cause != pending.envelope_id:
+        return session, ()  # from someone the call never went to, or about another call
+    if error.retryable and pending.attempts <= limits.agent_retries:
+        return call_agent(
+            session,
+            clock,
+            pending.speaker,
+            pending.call_id,
+            attempts=pending.attempts + 1,
+            limits=limits,
+        )
+    return _end(session, clock, "error", envelope_ids=(error.id,), error=error)
