@@ -33,8 +33,7 @@ from nats.errors import NoServersError
 
 from bus import ConfigError, Settings, Topology, connect, load_settings
 from schemas import Namespace
-from tools.natsconf import write_nats_config
-from tools.natsperms import AUDIT_READER, POLICY_SIGNER, PROVISIONER, settings_for
+from tools.natsconf import AUDIT_READER, POLICY_SIGNER, PROVISIONER, settings_for, write_nats_config
 from tools.provision import provision_once
 
 PERSON = "cli"  # `parley collab` and `parley say` act for the person at this terminal

@@ -31,7 +31,7 @@ from bus import load_public_key as bus_load_public_key
 from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id
 from tools._local import connect_local, local_settings
 from tools._tracetree import render_trace
-from tools.natsperms import AUDIT_READER
+from tools.natsconf import AUDIT_READER
 
 __all__ = (
     "add_audit_commands",

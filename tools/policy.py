@@ -41,7 +41,7 @@ from schemas import (
     verify_bundle,
 )
 from tools._local import connect_local, local_settings
-from tools.natsperms import POLICY_SIGNER
+from tools.natsconf._permissions import POLICY_SIGNER
 
 __all__ = ("add_policy_commands",)
 

@@ -32,7 +32,7 @@ from bus import (
     stream_configs,
 )
 from schemas import Namespace
-from tools.natsperms import role_of
+from tools.natsconf._permissions import role_of
 
 __all__ = ("add_provision_command", "provision_once", "provisioned_inputs")
 

@@ -142,10 +142,12 @@ def _with_paths_resolved(profile: AgentProfile, base: Path) -> AgentProfile:
     elif isinstance(brain, SubprocessBrainConfig):
         program, *rest = brain.command
         # `{python}` is the interpreter running the host, so an example program written in
-        # Python finds Parley's packages; a bare name is looked up on PATH; a relative path
-        # is the profile's own.
+        # Python finds Parley's packages, and a relative script path it runs is the profile's
+        # own; a bare name is looked up on PATH; a relative path is the profile's own.
         if program == PYTHON_PLACEHOLDER:
             program = sys.executable
+            if rest and rest[0].endswith(".py"):
+                rest[0] = str(_resolve(Path(rest[0]), base))
         elif "/" in program:
             program = str(_resolve(Path(program), base))
         brain = brain.model_copy(update={"command": (program, *rest)})

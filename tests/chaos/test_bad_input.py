@@ -72,8 +72,8 @@ from tests.support.badinput import (
 from tests.support.gate import Signer, make_bundle, publish_bundle
 from tests.support.lockdown import LockedDown, violations
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
-from tools._chaos_checker import Published, check_history
-from tools._chaos_records import history_from, read_stream
+from tools.chaos._checker import Published, check_history
+from tools.chaos._records import history_from, read_stream
 
 pytestmark = pytest.mark.chaos
 

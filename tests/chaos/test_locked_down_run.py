@@ -24,8 +24,8 @@ from nats.aio.client import Client as NATS
 
 from bus import MSG_ID, SENDER, load_settings
 from schemas import AgentCall, Namespace, encode, new_id, utc_now
-from tools._chaos_schedule import SERVER, PlannedFault
 from tools.chaos import ChaosOptions, run_chaos
+from tools.chaos._schedule import SERVER, PlannedFault
 
 pytestmark = pytest.mark.chaos
 

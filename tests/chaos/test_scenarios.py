@@ -16,8 +16,8 @@ import io
 
 import pytest
 
-from tools._chaos_schedule import SERVER, PlannedFault
 from tools.chaos import EVERY_ACTOR, ChaosOptions, run_chaos
+from tools.chaos._schedule import SERVER, PlannedFault
 
 pytestmark = pytest.mark.chaos
 

@@ -1,4 +1,4 @@
-"""The broker itself enforces who may write and read what (deploy/nats/, tools/natsperms.py).
+"""The broker itself enforces who may write and read what (deploy/nats/, tools/natsconf/).
 
 Each actor connects as its own nkey user of a real nats-server running the generated config.
 A refused publish does not raise in nats-py: the server answers `-ERR 'Permissions Violation'`

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from actors.agent._profile import AgentProfile, SubprocessBrainConfig
+from actors.agent._profile import AgentProfile, SubprocessBrainConfig, load_profile
 from actors.agent._prompt import BrainCall
 from actors.agent._reply import interpret_reply
 from actors.agent.brains._protocol import BrainError
@@ -58,7 +58,7 @@ async def brain() -> AsyncIterator[SubprocessBrain]:
 
 
 async def test_the_example_local_agent_answers_with_a_valid_reply() -> None:
-    example = make_brain((sys.executable, "-m", "tools.local_agent"))
+    example = make_brain((sys.executable, str(REPO / "examples" / "local_agent.py")))
     await example.start()
     try:
         answer = await example.reply(call("review this API for security issues"))
@@ -69,6 +69,13 @@ async def test_the_example_local_agent_answers_with_a_valid_reply() -> None:
     assert "review this API for security issues" in interpreted.reply.message
     assert answer.usage.total == answer.usage.prompt + answer.usage.completion > 0
     assert example.bridge.violations == 0
+
+
+def test_the_shipped_local_profile_runs_the_example_program_wherever_it_is_started() -> None:
+    """A script `{python}` runs is found next to the profile, not in the host's directory."""
+    profile = load_profile("local")
+    assert isinstance(profile.brain, SubprocessBrainConfig)
+    assert profile.brain.command == (sys.executable, str(REPO / "examples" / "local_agent.py"))
 
 
 async def test_request_frame_carries_the_call_and_seed_000_constraints(

@@ -24,7 +24,7 @@ from tests.support.lockdown import LockedDown
 from tests.support.processes import parley_env
 from tests.support.system import finished, parley_cli, running_locked_system
 from tools.demo import DEMO_GOAL
-from tools.natsperms import permissions_for
+from tools.natsconf._permissions import permissions_for
 
 _PRINCIPALS = ("gpt", "claude", "cli", "gate", "router", "auditor", "provisioner")
 

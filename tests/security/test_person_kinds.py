@@ -71,7 +71,7 @@ class Principal:
     ns: Namespace
     reader: JetStreamContext
     """The whole timeline, read as an operator reads it: a person's own account follows it
-    only live, and an agent's not at all (tools/natsperms.py)."""
+    only live, and an agent's not at all (tools/natsconf/_permissions.py)."""
     sub: JetStreamContext.PullSubscription | None = None
 
     async def delivered(self, timeout: float = REFUSAL_S) -> tuple[TraceHeaders, AnyEnvelope]:

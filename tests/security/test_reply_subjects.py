@@ -26,7 +26,12 @@ from nats.js import JetStreamContext
 from bus import BUCKETS, MSG_ID, SENDER, STREAM_FAMILIES, read_history
 from schemas import AgentCall, Namespace, encode, new_id, utc_now
 from tests.support.lockdown import LockedDown
-from tools.natsperms import IMPORTED_JS_API, OPERATOR_ROLES, POLICY_SIGNER, permissions_for
+from tools.natsconf._permissions import (
+    IMPORTED_JS_API,
+    OPERATOR_ROLES,
+    POLICY_SIGNER,
+    permissions_for,
+)
 
 _PRINCIPALS = ("gpt", "claude", "cli", "gate", "router", "auditor", "provisioner", *OPERATOR_ROLES)
 _ATTACKERS = ("gpt", "cli", *OPERATOR_ROLES)

@@ -52,7 +52,7 @@ class LockedDown:
 
     def js(self, nc: NATS, actor: str) -> JetStreamContext:
         """`actor`'s JetStream context on `nc`: agents and persons reach JetStream only through
-        the API their own account imports (tools/natsperms.py)."""
+        the API their own account imports (tools/natsconf/_permissions.py)."""
         return jetstream(nc, self.settings(actor))
 
     def tune(self, actor: str, **values: str) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tools._chaos_checker import (
+from tools.chaos._checker import (
     Applied,
     Fault,
     Published,

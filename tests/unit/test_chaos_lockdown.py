@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from schemas import Namespace
-from tools._chaos_lockdown import UNKNOWN_USER, LockedBroker
+from tools.chaos._lockdown import UNKNOWN_USER, LockedBroker
 
 _PREFIX = '[3697] 2026/11/22 22:29:41.924917 [ERR] 127.0.0.1:39378 - cid:6 - "v2.16.0:python3:x"'
 

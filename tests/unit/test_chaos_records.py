@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from schemas import Decision, ErrorCode, SessionEvent, utc_now
-from tools._chaos_checker import Fault, Published, check_history
-from tools._chaos_records import Stored, history_from
+from tools.chaos._checker import Fault, Published, check_history
+from tools.chaos._records import Stored, history_from
 
 T0 = utc_now()
 

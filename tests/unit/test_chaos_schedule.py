@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from tools._chaos_schedule import SERVER, merged, plan_faults, router_kills
+from tools.chaos._schedule import SERVER, merged, plan_faults, router_kills
 
 ACTORS = ["gate", "router", "auditor", "gpt", "claude"]
 

@@ -19,7 +19,13 @@ import pytest
 
 from schemas import Namespace
 from tools.natsconf import DEFAULT_ACTORS, read_accounts, write_nats_config
-from tools.natsperms import AUDIT_READER, CORE_ACCOUNT, PROVISIONER, TRUSTED_ROLES, core_subject
+from tools.natsconf._permissions import (
+    AUDIT_READER,
+    CORE_ACCOUNT,
+    PROVISIONER,
+    TRUSTED_ROLES,
+    core_subject,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "nats"
@@ -353,7 +359,7 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
 ) -> None:
     """The server writes its answers on whatever reply subject a request names, past the
     requester's publish permissions; only an account of its own keeps an agent's or a
-    person's reply subjects from reaching a stream (tools/natsperms.py)."""
+    person's reply subjects from reaching a stream (tools/natsconf/_permissions.py)."""
     ns, users = config
     for user in users:
         if user.role in TRUSTED_ROLES:

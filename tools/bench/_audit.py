@@ -28,8 +28,8 @@ from prometheus_client import CollectorRegistry
 from actors import AuditorActor
 from bus import ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
 from schemas import Decision, ErrorCode, Namespace, encode, key_id, new_id, utc_now
-from tools._benchkit import AckCounter
 from tools.audit import verify_stream
+from tools.bench._kit import AckCounter
 
 __all__ = ("audit_rows",)
 

@@ -50,7 +50,7 @@ from schemas import (
     sign_payload,
     utc_now,
 )
-from tools._benchkit import AckCounter, percentile_us
+from tools.bench._kit import AckCounter, percentile_us
 
 __all__ = ("decide_timing", "gate_rounds", "summarise_gate")
 

@@ -4,7 +4,7 @@ Run by a profile with the `subprocess` backend (see `deploy/agents/local.toml`):
 
     [brain]
     backend = "subprocess"
-    command = ["{python}", "-m", "tools.local_agent"]
+    command = ["{python}", "../../examples/local_agent.py"]  # relative to the profile
 
 It reads one `desktop.local_prompt.request` frame per line on stdin and writes exactly one
 `desktop.local_prompt.response` frame per request on stdout, carrying seed 001's JSON reply

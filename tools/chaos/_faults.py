@@ -14,9 +14,9 @@ import time
 from typing import TextIO
 
 from bus import EmbeddedServer
-from tools._chaos_checker import Fault
-from tools._chaos_procs import Child
-from tools._chaos_schedule import SERVER, PlannedFault
+from tools.chaos._checker import Fault
+from tools.chaos._procs import Child
+from tools.chaos._schedule import SERVER, PlannedFault
 
 __all__ = ("EVERY_ACTOR", "Faults")
 

@@ -59,10 +59,10 @@ from schemas import (
     new_id,
     utc_now,
 )
-from tools._bench_collab import collab_rows
-from tools._benchaudit import audit_rows
-from tools._benchkit import AckCounter, percentile_us
-from tools.bench_gate import decide_timing, gate_rounds, summarise_gate
+from tools.bench._audit import audit_rows
+from tools.bench._collab import collab_rows
+from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
+from tools.bench._kit import AckCounter, percentile_us
 
 __all__ = ("main",)
 

@@ -18,7 +18,7 @@ from nats.js.api import DeliverPolicy
 
 from bus import TraceHeaders
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode
-from tools._chaos_checker import Published
+from tools.chaos._checker import Published
 from tools.demo import demo_message
 
 __all__ = ("CLI", "Load", "follow_events", "submit_root", "worker")

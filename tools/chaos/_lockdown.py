@@ -33,7 +33,7 @@ from typing import Any
 
 from schemas import Namespace
 from tools.natsconf import AUTHORIZATION, write_nats_config
-from tools.natsperms import PROVISIONER
+from tools.natsconf._permissions import PROVISIONER
 
 __all__ = ("LockedBroker", "ProvisionFailed")
 

@@ -3,7 +3,7 @@
 Jepsen-style, the checker only looks at histories after the run. A history is four lists of
 facts: what JetStream acknowledged to a publisher (`Published`), what a handler did with a
 delivery (`Applied`), each session's end (`SessionOutcome`) and each fault the scheduler
-injected (`Fault`). The facts are read from the streams themselves (tools/_chaos_records.py),
+injected (`Fault`). The facts are read from the streams themselves (tools/chaos/_records.py),
 so no actor carries test hooks, and this module needs no bus: it is a pure function of the
 history, tested on hand-made histories.
 

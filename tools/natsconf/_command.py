@@ -4,7 +4,7 @@ Writes, into `--out DIR`:
 
 - `nats-server.conf`: listen, monitoring, JetStream with `sync_interval: always` (as the
   embedded server runs), and `include "authorization.conf"`;
-- `authorization.conf`: the accounts (tools/natsperms.py): the core account with JetStream and
+- `authorization.conf`: the accounts (`_permissions.py`): the core account with JetStream and
   the trusted actors, and one account per agent or person, each with one nkey user, its
   permissions and the services and streams it imports from the core account; as JSON (a
   subset of nats-server's config syntax) so tools and tests can read it back;
@@ -31,7 +31,7 @@ from typing import Any
 import nkeys
 
 from schemas import Namespace, SubjectTokenError, check_token
-from tools.natsperms import (
+from tools.natsconf._permissions import (
     CORE_ACCOUNT,
     PROVISIONER,
     Permissions,
@@ -41,6 +41,7 @@ from tools.natsperms import (
 )
 
 __all__ = (
+    "AUTHORIZATION",
     "DEFAULT_ACTORS",
     "add_natsconf_commands",
     "new_user_seed",
@@ -165,7 +166,7 @@ def write_nats_config(
             (out / "actors" / f"{actor}.toml").write_text(header + "\n".join(lines) + "\n")
     header = (
         f"# One nkey user per actor of namespace {ns.root!r}, written by `parley nats-config`;\n"
-        f"# {MANIFEST} says which key is which actor. Least privilege: see tools/natsperms.py.\n"
+        f"# {MANIFEST} says which key is which actor. Least privilege: see tools/natsconf/.\n"
     )
     body = json.dumps({"accounts": _accounts(names, users, grants)}, indent=2)
     (out / AUTHORIZATION).write_text(header + (_EXAMPLE_NOTE if example else "") + body + "\n")

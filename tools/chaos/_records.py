@@ -37,7 +37,7 @@ from schemas import (
     call_kinds,
     decode_envelope,
 )
-from tools._chaos_checker import Applied, Published, SessionOutcome
+from tools.chaos._checker import Applied, Published, SessionOutcome
 
 __all__ = ("History", "Stored", "history_from", "read_dead_letters", "read_stream")
 

@@ -2,13 +2,13 @@
 checker's verdict.
 
 It starts an embedded nats-server with the least-privilege config (one nkey user per actor,
-tools/_chaos_lockdown.py; `--open-broker` runs it without users), provisions it as the
+tools/chaos/_lockdown.py; `--open-broker` runs it without users), provisions it as the
 provisioner, signs and publishes the demo policy as an operator would, and starts the demo's
 actors (gate, router, auditor, the scripted agents) as separate processes it controls, each
 with its own settings file. N workers each run collaboration sessions back to back as the
-CLI (tools/_chaos_load.py), while the schedule (tools/_chaos_schedule.py, drawn from `--seed`)
+CLI (tools/chaos/_load.py), while the schedule (tools/chaos/_schedule.py, drawn from `--seed`)
 kills, pauses and restarts chosen actors and the nats-server itself. After the run it waits
-for the sessions in flight, reads the history back from JetStream (tools/_chaos_records.py),
+for the sessions in flight, reads the history back from JetStream (tools/chaos/_records.py),
 verifies the audit chain, stops everything, counts the refusals the server logged, prints the
 checker's table and the seed, and exits 1 on any violation.
 
@@ -37,16 +37,16 @@ from nats.aio.client import Client as NATS
 from actors import ACTORS
 from bus import EmbeddedServer, Topology, provision
 from schemas import Namespace, key_id
-from tools._chaos_checker import ChaosReport, Fault, check_history, format_report
-from tools._chaos_faults import EVERY_ACTOR, Faults
-from tools._chaos_load import CLI, Load, follow_events, worker
-from tools._chaos_lockdown import LockedBroker, ProvisionFailed
-from tools._chaos_procs import Child
-from tools._chaos_records import History, history_from, read_stream
-from tools._chaos_schedule import PlannedFault, merged, plan_faults, router_kills
 from tools.audit import verify_stream
+from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
+from tools.chaos._faults import EVERY_ACTOR, Faults
+from tools.chaos._load import CLI, Load, follow_events, worker
+from tools.chaos._lockdown import LockedBroker, ProvisionFailed
+from tools.chaos._procs import Child
+from tools.chaos._records import History, history_from, read_stream
+from tools.chaos._schedule import PlannedFault, merged, plan_faults, router_kills
 from tools.demo import demo_topology, publish_policy
-from tools.natsperms import PROVISIONER
+from tools.natsconf import PROVISIONER
 
 __all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")
 

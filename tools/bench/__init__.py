@@ -1,0 +1,12 @@
+"""`parley bench`: Parley's paths against raw nats-py doing the same work, in the same run.
+
+Public face: `main`, the command.
+
+Inside: `_command` (rows, rounds and the table), `_gate` (the gate against a raw relay, and
+`decide()` alone), `_collab` (collaboration rounds), `_audit` (the auditor's appends) and
+`_kit` (what the rows share: ack counting, percentiles).
+"""
+
+from tools.bench._command import main
+
+__all__ = ("main",)

@@ -1,0 +1,13 @@
+"""`parley chaos`: the real actors under load while faults are injected, then the history checked.
+
+Public face: `run_chaos` with its `ChaosOptions`, `add_chaos_command`, and `EVERY_ACTOR`.
+
+Inside: `_command` (the run), `_schedule` (which fault when), `_faults` (injecting them),
+`_procs` (the actor processes), `_load` (the sessions it submits), `_lockdown` (the
+least-privilege broker it runs under), `_records` (reading the stored history back) and
+`_checker` (what must hold of that history).
+"""
+
+from tools.chaos._command import EVERY_ACTOR, ChaosOptions, add_chaos_command, run_chaos
+
+__all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")

@@ -1,0 +1,63 @@
+"""`parley nats-config`: the least-privilege broker config, from one table of permissions.
+
+Public face: the command (`add_natsconf_commands`, `write_nats_config` and the readers of what
+it writes) and the permissions it writes (`permissions_for`, `settings_for`, the roles and
+accounts).
+
+Inside: `_command` (users, keys, accounts and files) and `_permissions` (what each principal
+may publish, subscribe, import and read, and why).
+"""
+
+from tools.natsconf._command import (
+    AUTHORIZATION,
+    DEFAULT_ACTORS,
+    add_natsconf_commands,
+    new_user_seed,
+    public_key,
+    read_accounts,
+    read_authorization,
+    write_nats_config,
+)
+from tools.natsconf._permissions import (
+    AUDIT_READER,
+    CORE_ACCOUNT,
+    FIXED_ROLES,
+    IMPORTED_JS_API,
+    OPERATOR_ROLES,
+    PERSON_PREFIX,
+    POLICY_SIGNER,
+    PROVISIONER,
+    TRUSTED_ROLES,
+    Permissions,
+    account_of,
+    core_subject,
+    permissions_for,
+    role_of,
+    settings_for,
+)
+
+__all__ = (
+    "AUDIT_READER",
+    "AUTHORIZATION",
+    "CORE_ACCOUNT",
+    "DEFAULT_ACTORS",
+    "FIXED_ROLES",
+    "IMPORTED_JS_API",
+    "OPERATOR_ROLES",
+    "PERSON_PREFIX",
+    "POLICY_SIGNER",
+    "PROVISIONER",
+    "TRUSTED_ROLES",
+    "Permissions",
+    "account_of",
+    "add_natsconf_commands",
+    "core_subject",
+    "new_user_seed",
+    "permissions_for",
+    "public_key",
+    "read_accounts",
+    "read_authorization",
+    "role_of",
+    "settings_for",
+    "write_nats_config",
+)
