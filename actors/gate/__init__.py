@@ -5,10 +5,11 @@ policy bundles live in the policy bucket; `ALLOWED_TOOLS`; and the pure core the
 and tests call directly: `plan()` (an envelope's place in its trace, or its refusal) and
 `decide()` (that plan against the bundle and the counters).
 
-Inside: `_actor` (batches, commits, deliveries), `_plan` and `_decide` (the pure core),
-`_records` (the KV records), `_store` (their cache and compare-and-set commits), `_ids`
-(each envelope id decided once), `_rate_leases`, `_bundles` (verifying and keeping signed
-bundles), `_redact_key`.
+Inside: `_actor` (the process: reads, commits, rounds), `_batch` (a batch planned and
+decided in order, pure), `_plan` and `_decide` (the rules, pure), `_records` (the KV records),
+`_store` (their cache and compare-and-set commits), `_ids` (each envelope id decided once),
+`_rate_leases`, `_bundles` (verifying and keeping signed bundles), `_effects` (deliveries,
+refusals, decisions), `_refusals` and `_decisions` (what those say, pure), `_redaction`.
 """
 
 from actors.gate._actor import ALLOWED_TOOLS, BUNDLE_KEY, GateActor

@@ -5,7 +5,7 @@ reaches another actor); the gate reads that work queue through one durable consu
 all its replicas, and for each envelope:
 
 1. takes the sender from the subject, and the envelope's position (trace, origin, call chain,
-   hop count) from its cause's record, never from the sender's headers (actors/gate/_decide.py);
+   hop count) from its cause's record, never from the sender's headers (actors/gate/_plan.py);
 2. decides against the signed policy bundle in force (actors/gate/_bundles.py) and the counters in
    the traces bucket;
 3. commits the counters it spent and the new envelope's position with compare-and-set, for
@@ -15,7 +15,8 @@ all its replicas, and for each envelope:
    by a refused one to `parley.deliver.<sender>`, and publishes the decision on
    `parley.decisions.<sender>`; the runtime acks the input only after JetStream stored those.
    A refused answer (for any reason, undecodable included) is also reported to the caller
-   waiting on its call, as an `error` about that call (`_tell_caller`).
+   waiting on its call, as an `error` about that call. The batch is planned and decided by pure
+   functions (actors/gate/_batch.py) and its effects published by actors/gate/_effects.py.
 
 An admitted envelope whose delivery (the sender's bytes plus the gate's headers) would not fit
 the server's `max_payload` or the stream's message size is refused (`INVALID_REQUEST`, nothing
@@ -44,26 +45,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from msgspec import Struct, structs
+from msgspec import Struct
 
+from actors.gate._batch import Judged, counters_needed, decide_batch, new_traces, plan_batch
 from actors.gate._bundles import BUNDLE_KEY, BundleStore, load_public_keys
-from actors.gate._decide import (
-    Allow,
-    Ledger,
-    decide,
-    implied_root_trace,
-    required_keys,
-    spends_rate,
-)
+from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys, spends_rate
+from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
-from actors.gate._plan import Deny, Route, Submission, plan
+from actors.gate._plan import Deny, Route, Submission
 from actors.gate._rate_leases import RateLeases
 from actors.gate._records import Position, position_key, rate_key, trace_key
-from actors.gate._redact_key import redaction_key
+from actors.gate._redaction import redacted, redaction_key
+from actors.gate._refusals import error_position
 from actors.gate._store import GateStore
 from bus import (
-    SENDER,
-    SENDER_ROLE,
     AckInbox,
     Actor,
     BusHandle,
@@ -74,50 +69,28 @@ from bus import (
     Outbox,
     Rejection,
     Settings,
-    TraceHeaders,
-    wire_size,
 )
-from schemas import (
-    AnyEnvelope,
-    Decision,
-    DelegationRequest,
-    Error,
-    ErrorCode,
-    derive_id,
-    encode,
-    redact,
-    return_kinds,
-    utc_now,
-)
+from schemas import AnyEnvelope
 
 __all__ = ("ALLOWED_TOOLS", "BUNDLE_KEY", "GateActor")
 
 log = logging.getLogger("parley.actors.gate")
 
-_RETURN_KINDS = return_kinds()
-_RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in _RETURN_KINDS)
-_NO_BUNDLE = Deny(ErrorCode.INTERNAL_ERROR, "no_route", "the gate could not route this envelope")
-
 _CONFLICT_ROUNDS = 6
 """Rounds a batch's conflicting messages are decided again before being redelivered."""
-ALLOWED_TOOLS = "Parley-Allowed-Tools"
-"""Set on delivered calls: the tools the callee may use, narrowed along the chain."""
-_HEADER_BOUND = 2048
-"""More than a delivery's headers without an allowed-tools list can take (its ids are at most
-128 characters, its names subject tokens): a payload this far below the limit fits as is."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Verdict:
+    """A submission of the batch and what was decided about it (actors/gate/_batch.py)."""
+
     envelope: AnyEnvelope
     ctx: Context
-    outcome: Allow | Deny | Position
-    """Admitted, refused, or (a Position) admitted before a crash and delivered again."""
-    cause: Position | None = None
-    """The sender's own position, where a refusal is delivered (None: unknown, forged)."""
-    refused_return: Position | None = None
-    """A refused answer's sender's position, inside the call it answers: the caller waiting on
-    that call is told too, or it would wait for the answer for ever."""
+    judged: Judged
+
+    @property
+    def outcome(self) -> Allow | Deny | Position:
+        return self.judged.outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +137,7 @@ class GateActor(Actor):
         self._leases = RateLeases(f"{self._me}/{uuid.uuid4().hex[:12]}")
         self._store: GateStore | None = None
         self._ids: IdClaims | None = None
+        self._effects: GateEffects | None = None
         self._paid: OrderedDict[str, frozenset[str]] = OrderedDict()
         """Per envelope id: counters its charge is committed to, though the envelope was not
         delivered yet (another of its counters lost a compare-and-set)."""
@@ -190,6 +164,9 @@ class GateActor(Actor):
         last = LastValues(bus.nc, self.settings.js_api_prefix)
         await last.open()
         self._ids = IdClaims(last, ns.bucket("idempotency"), self._cache_size)
+        self._effects = GateEffects(
+            ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
+        )
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -217,7 +194,7 @@ class GateActor(Actor):
         for it; one whose id nobody holds yet claims it with its effects.
         """
         store, bundles, ids = self._store, self.bundles, self._ids
-        if store is None or bundles is None or ids is None:
+        if store is None or bundles is None or ids is None or self._effects is None:
             raise RuntimeError("the gate handled a message before it started")
         results: dict[int, Exception | None] = {}
         pending: list[tuple[AnyEnvelope, Context]] = []
@@ -234,7 +211,7 @@ class GateActor(Actor):
                 if held == mine:
                     unclaimed[id(ctx)] = mine
             if held != mine:
-                await self._refuse_duplicate(ctx, envelope, held)
+                await self._effects.refuse_duplicate(ctx, envelope, held)
                 results[id(ctx)] = None
             else:
                 pending.append((envelope, ctx))
@@ -281,7 +258,7 @@ class GateActor(Actor):
                     position = verdict.outcome.route.position
                     key = trace_key(position.trace_id)
                     if ledger.values[key] != implied_root_trace(position.user_id):
-                        await self._record(store, verdict.ctx, key, ledger.values[key])
+                        await GateEffects.record(store, verdict.ctx, key, ledger.values[key])
                 claim = unclaimed.get(id(verdict.ctx))
                 if claim is not None and self._ids is not None:
                     await self._ids.create(verdict.ctx.outbox, verdict.envelope.id, claim)
@@ -314,35 +291,14 @@ class GateActor(Actor):
             if len(self._paid) > self._cache_size:
                 self._paid.popitem(last=False)
 
-    async def _refuse_duplicate(self, ctx: Context, envelope: AnyEnvelope, held: Claim) -> None:
-        """Refuse a message whose envelope id another submission holds: nothing is planned,
-        charged or recorded for it, and its error and decision take ids of their own (those
-        of the holder's would be dropped as duplicates by JetStream)."""
-        whose = "the gate" if held.seq == 0 else f"submission {held.seq}"
-        deny = Deny(
-            ErrorCode.DUPLICATE_ENVELOPE,
-            "duplicate_id",
-            f"envelope id {envelope.id[:80]!r} is already held by {whose}: the gate decides "
-            "each id once; send a new envelope with a new id",
-            value=held.seq,
-        )
-        log.warning("refused a repeated envelope id", extra={"id": envelope.id})
-        basis = derive_id(envelope.id, f"duplicate.{ctx.stream_seq}")
-        await self._refuse(ctx, envelope, deny, None, basis=basis)
-        if ctx.causation_id and self._store is not None and type(envelope) in _RETURN_KINDS:
-            # Rare, so off the hot path: an answer under a taken id would be lost to its caller.
-            causes = await self._store.load([position_key(ctx.causation_id)])
-            sub = Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, 0)
-            held_call = _waiting_on(envelope, self._sender_position(sub, causes))
-            if held_call is not None:
-                await self._tell_caller(
-                    self._store, ctx.outbox, ctx.sender, envelope.id, deny, held_call, basis=basis
-                )
-
     async def _decide_batch(
         self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
     ) -> _Decided:
-        """Plan and decide every message of a batch in order, against one ledger."""
+        """Plan and decide every message of a batch in order, against one ledger
+        (actors/gate/_batch.py), reading what each step needs from KV between the steps."""
+        effects = self._effects
+        if effects is None:
+            raise RuntimeError("the gate handled a message before it started")
         now_ms = int(time.time() * 1000)
         subs = [
             Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms, ctx.attempt > 1)
@@ -353,52 +309,26 @@ class GateActor(Actor):
             position_key(sub.causation_id) for sub in subs if sub.causation_id
         )
         bundle = bundles.bundle
-        routes: list[Route | Deny | Position] = []
-        for sub, replay in zip(subs, replayed, strict=True):
-            if replay is not None:
-                routes.append(replay)
-                continue
-            cause = causes.get(position_key(sub.causation_id)) if sub.causation_id else None
-            routes.append(
-                plan(sub, cause if isinstance(cause, Position) else None, bundle, bundles.problem)
-            )
-        # A root's trace record cannot exist yet (the trace is named after the root), so it
-        # is neither read nor compare-and-set: it is written with the root's delivery.
-        new_traces = {
-            trace_key(route.position.trace_id)
-            for route in routes
-            if isinstance(route, Route) and route.is_root
-        }
+        routes = plan_batch(subs, replayed, causes, bundle, bundles.problem)
+        roots = new_traces(routes)
         for index, ((envelope, ctx), route) in enumerate(zip(batch, routes, strict=True)):
             if isinstance(route, Route):
-                routes[index] = self._too_large(ctx, envelope, route) or route
+                refusal = effects.too_large(ctx, envelope, route, self._max_message)
+                routes[index] = refusal or route
         planned = [route for route in routes if isinstance(route, Route)]
         local = self._leases.covered(planned, now_ms)
-        counters = await store.load(
-            key
-            for route in planned
-            for key in required_keys(route)
-            if key not in new_traces and key not in local
-        )
-        ledger = Ledger({**counters, **dict.fromkeys(new_traces), **local})
+        counters = await store.load(counters_needed(planned, roots | local.keys()))
+        ledger = Ledger({**counters, **dict.fromkeys(roots), **local})
         returned = self._leases.fold(ledger, now_ms)
-        verdicts: list[_Verdict] = []
-        for (envelope, ctx), sub, route in zip(batch, subs, routes, strict=True):
-            if isinstance(route, Position):
-                verdicts.append(_Verdict(envelope, ctx, route))
-                continue
-            if isinstance(route, Route) and bundle is not None:
-                paid = self._paid.get(envelope.id, frozenset())
-                outcome: Allow | Deny = decide(route, ledger, bundle, paid)
-            else:
-                outcome = route if isinstance(route, Deny) else _NO_BUNDLE
-            cause = self._sender_position(sub, causes)
-            refused_return: Position | None = None
-            # A second answer's call was answered already: nobody waits for it.
-            if isinstance(outcome, Deny) and outcome.rule != "duplicate_answer":
-                refused_return = _waiting_on(envelope, cause)
-            verdicts.append(_Verdict(envelope, ctx, outcome, cause, refused_return))
-        return _Decided(verdicts, ledger, new_traces, frozenset(local), planned, now_ms, returned)
+        paid = self._paid
+        judged = decide_batch(
+            subs, routes, causes, ledger, bundle, lambda key: paid.get(key, frozenset())
+        )
+        verdicts = [
+            _Verdict(envelope, ctx, verdict)
+            for (envelope, ctx), verdict in zip(batch, judged, strict=True)
+        ]
+        return _Decided(verdicts, ledger, roots, frozenset(local), planned, now_ms, returned)
 
     async def _recorded(
         self, store: GateStore, batch: Sequence[tuple[AnyEnvelope, Context]]
@@ -415,42 +345,6 @@ class GateActor(Actor):
             out.append(recorded)
         return out
 
-    def _too_large(self, ctx: Context, envelope: AnyEnvelope, route: Route) -> Deny | None:
-        """A refusal of an envelope whose delivery would exceed the largest message the
-        server and the streams take (headers included), decided before anything is spent."""
-        if (
-            len(ctx.payload) + _HEADER_BOUND <= self._max_message
-            and route.position.levels[-1].tools is None
-            and not isinstance(envelope, DelegationRequest)  # a redacted copy may be longer
-        ):
-            return None  # the hot path: no headers built twice
-        payload, headers = self._delivery(
-            ctx,
-            envelope,
-            route.position,
-            _redacted(envelope, route.profile.redact_pii, self._redact_key),
-        )
-        size = wire_size(payload, headers)
-        if size <= self._max_message:
-            return None
-        return Deny(
-            ErrorCode.INVALID_REQUEST,
-            "envelope_too_large",
-            f"envelope too large: {size} > {self._max_message} bytes once delivered "
-            "(payload and headers)",
-            limit=self._max_message,
-            value=size,
-        )
-
-    @staticmethod
-    def _sender_position(sub: Submission, causes: Mapping[str, object]) -> Position | None:
-        if not sub.causation_id:
-            return None
-        cause = causes.get(position_key(sub.causation_id))
-        if isinstance(cause, Position) and cause.target == sub.sender:
-            return cause
-        return None
-
     @staticmethod
     def _conflict(verdict: _Verdict, stale: frozenset[str]) -> Exception | None:
         outcome = verdict.outcome
@@ -465,385 +359,38 @@ class GateActor(Actor):
 
     async def _publish(self, store: GateStore, verdict: _Verdict) -> None:
         """Record positions and publish the effects of one decided message, pipelined."""
+        effects = self._effects
+        if effects is None:
+            raise RuntimeError("the gate handled a message before it started")
         outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
         if isinstance(outcome, Position):
             log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
             bundle = self.bundles.bundle if self.bundles else None
             profile = bundle.profiles.get(ctx.sender) if bundle else None
-            redacted = _redacted(
-                envelope, profile.redact_pii if profile else True, self._redact_key
-            )
-            await self._deliver(ctx, envelope, outcome, redacted=redacted)
-            await self._decide_record(ctx, redacted or envelope, "allow", outcome, None)
+            copy = redacted(envelope, profile.redact_pii if profile else True, self._redact_key)
+            await effects.deliver(ctx, envelope, outcome, redacted=copy)
+            await effects.decide_record(ctx, copy or envelope, "allow", outcome, None)
             return
         if isinstance(outcome, Allow):
             position = outcome.route.position
-            await self._record(store, ctx, position_key(position.envelope_id), position)
-            redacted = _redacted(envelope, outcome.route.profile.redact_pii, self._redact_key)
-            await self._deliver(ctx, envelope, position, redacted=redacted)
+            await effects.record(store, ctx, position_key(position.envelope_id), position)
+            copy = redacted(envelope, outcome.route.profile.redact_pii, self._redact_key)
+            await effects.deliver(ctx, envelope, position, redacted=copy)
             # The decision's preview is taken from what was delivered: redacted if it was.
-            await self._decide_record(ctx, redacted or envelope, "allow", position, None)
+            await effects.decide_record(ctx, copy or envelope, "allow", position, None)
             return
-        if verdict.cause is not None:
-            error_position = _error_position(envelope, ctx, verdict.cause)
-            await self._claim_own(ctx, error_position.envelope_id)
-            await self._record(store, ctx, position_key(error_position.envelope_id), error_position)
-        await self._refuse(ctx, envelope, outcome, verdict.cause)
-        if verdict.refused_return is not None:
-            await self._tell_caller(
-                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.refused_return
+        cause = verdict.judged.cause
+        if cause is not None:
+            at = error_position(envelope, ctx.sender, cause)
+            await effects.claim_own(ctx, at.envelope_id)
+            await effects.record(store, ctx, position_key(at.envelope_id), at)
+        await effects.refuse(ctx, envelope, outcome, cause)
+        if verdict.judged.refused_return is not None:
+            await effects.tell_caller(
+                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.judged.refused_return
             )
-
-    async def _tell_caller(
-        self,
-        store: GateStore,
-        outbox: Outbox,
-        sender: str,
-        answer_id: str,
-        deny: Deny,
-        within: Position,
-        *,
-        basis: str = "",
-    ) -> None:
-        """Deliver a refused answer's error to the caller that waits for it, at its level.
-
-        The error is about the call, not the answer: its `cause_id` and causation are the
-        call's id, which is what the caller waits on (the router accepts an error from the
-        gate about its pending call, and ends the session with it). Not retryable: calling
-        again would not make this answer admissible, and the caller should not wait longer.
-
-        Args:
-            sender: who answered; `answer_id`: the refused answer's id (claimed).
-            within: the answerer's position inside the call (`levels[-1]` is its call).
-        """
-        call_id = within.levels[-1].call_id
-        details: dict[str, object] = {"rule": deny.rule, "call_id": call_id, "answer_id": answer_id}
-        if deny.limit is not None:
-            details["limit"] = deny.limit
-        if deny.value is not None:
-            details["value"] = deny.value
-        error = Error(
-            id=derive_id(basis or answer_id, "refused-answer"),
-            created_at=utc_now(),
-            code=deny.code,
-            message=f"{sender}'s answer was refused: {deny.code}: {deny.message}"[:1000],
-            details=details,
-            cause_id=call_id,
-        )
-        levels = within.levels[:-1]
-        at = structs.replace(
-            within,
-            envelope_id=error.id,
-            sender=self.actor_id,
-            target=levels[-1].holder,
-            kind="error",
-            levels=levels,
-        )
-        if self._ids is not None:
-            await self._ids.mark(outbox, error.id, self.actor_id)
-        key = position_key(error.id)
-        store.remember(key, at, await outbox.publish(store.subject(key), store.encode(at), {}))
-        headers = TraceHeaders(
-            trace_id=at.trace_id, hop_count=at.hop, causation_id=call_id, origin=at.origin
-        ).to_headers(error.id)
-        headers[SENDER] = self.actor_id
-        await outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
-
-    async def _claim_own(self, ctx: Context, envelope_id: str) -> None:
-        """Claim an id the gate made and records a position for, so no sender can reuse it."""
-        if self._ids is not None:
-            await self._ids.mark(ctx.outbox, envelope_id, self.actor_id)
-
-    @staticmethod
-    async def _record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
-        """Write a record no other message can touch before the envelope is delivered, on the
-        same connection: a position, or a new trace's first count.
-
-        A plain put: the record is a function of the envelope, so writing it again after a
-        crash writes the same thing.
-        """
-        if value is None:
-            return
-        stored = await ctx.outbox.publish(store.subject(key), store.encode(value), {})
-        store.remember(key, value, stored)
-
-    async def _deliver(
-        self,
-        ctx: Context,
-        envelope: AnyEnvelope,
-        position: Position,
-        *,
-        redacted: AnyEnvelope | None,
-    ) -> None:
-        """Publish the envelope to its target: the sender's exact bytes, or a redacted copy."""
-        payload, headers = self._delivery(ctx, envelope, position, redacted)
-        await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
-
-    def _delivery(
-        self,
-        ctx: Context,
-        envelope: AnyEnvelope,
-        position: Position,
-        redacted: AnyEnvelope | None,
-    ) -> tuple[bytes, dict[str, str]]:
-        """The payload and headers of an envelope's delivery to its target."""
-        level = position.levels[-1]
-        headers = TraceHeaders(
-            trace_id=position.trace_id,
-            hop_count=position.hop,
-            causation_id=ctx.causation_id,
-            origin=position.origin,
-            deadline_ms=level.deadline_ms,
-        ).to_headers(derive_id(envelope.id, "deliver"))
-        headers[SENDER] = position.sender
-        role = self._role_of(position.sender)
-        if role:
-            headers[SENDER_ROLE] = role
-        if level.tools is not None and level.call_id == envelope.id:
-            headers[ALLOWED_TOOLS] = ",".join(level.tools)
-        payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
-        return payload, headers
-
-    def _role_of(self, sender: str) -> str:
-        """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
-
-        The router lets the principal that opened a session, or an operator, steer it; it
-        cannot read the policy bundle, so the gate says which profiles are operators.
-        """
-        bundle = self.bundles.bundle if self.bundles else None
-        profile = bundle.profiles.get(sender) if bundle else None
-        if profile is None:
-            return ""
-        if profile.operator:
-            return "operator"
-        return "person" if profile.speaks_for_person else ""
-
-    async def _refuse(
-        self,
-        ctx: Context,
-        envelope: AnyEnvelope,
-        deny: Deny,
-        cause: Position | None,
-        *,
-        basis: str = "",
-    ) -> None:
-        """Deliver the refusal of `envelope` to its sender and record the decision.
-
-        `basis` is what the effects' ids derive from (the envelope's id unless given).
-        """
-        error = _error_for(envelope, deny, "refused", basis)
-        trace = cause.trace_id if cause else envelope.id
-        headers = TraceHeaders(
-            trace_id=trace,
-            hop_count=cause.hop if cause else 0,
-            causation_id=envelope.id,
-            origin=cause.origin if cause else ctx.sender,
-        ).to_headers(error.id)
-        headers[SENDER] = self.actor_id
-        await ctx.outbox.publish(self.namespace.deliver(ctx.sender), encode(error), headers)
-        where = cause or Position(
-            envelope_id=envelope.id,
-            trace_id=trace,
-            origin=ctx.sender,
-            sender=ctx.sender,
-            target="",
-            kind=_tag(envelope),
-            levels=(),
-        )
-        await self._decide_record(ctx, envelope, deny.rule, where, deny, basis=basis)
 
     async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
-        """Tell the sender of a submission that will not be handled why, on its own deliver
-        subject (the sender is the subject's token: known even when nothing decoded).
-
-        The error's id derives from the input's stream sequence, so a redelivery of the same
-        bad input is de-duplicated instead of told twice.
-        """
-        if rejection.stream != self.namespace.stream("submit") or not rejection.sender:
-            return
-        input_id = f"{rejection.stream}:{rejection.seq}"
-        cause = rejection.envelope_id
-        details: dict[str, object] = {
-            "field": rejection.field,
-            "reason": rejection.problem,
-            "rule": rejection.reason,
-            "stream_seq": rejection.seq,
-        }
-        if rejection.value is not None:
-            details["value"] = rejection.value
-        error = Error(
-            id=derive_id(input_id, rejection.reason),
-            created_at=utc_now(),
-            code=ErrorCode.INVALID_REQUEST,
-            message=f"submission refused ({rejection.reason}): {rejection.field}: "
-            f"{rejection.problem}"[:1000],
-            details=details,
-            cause_id=cause or None,
-        )
-        headers = TraceHeaders(
-            trace_id=error.id, causation_id=cause, origin=rejection.sender
-        ).to_headers(error.id)
-        headers[SENDER] = self.actor_id
-        await outbox.publish(self.namespace.deliver(rejection.sender), encode(error), headers)
-        if rejection.kind in _RETURN_TAGS and rejection.causation_id and self._store is not None:
-            # An answer that does not decode is still an answer its caller waits for. The
-            # causation is a claim: it counts only if the gate delivered it to this sender.
-            causes = await self._store.load([position_key(rejection.causation_id)])
-            cause_of = causes.get(position_key(rejection.causation_id))
-            within = _in_call(
-                cause_of
-                if isinstance(cause_of, Position) and cause_of.target == rejection.sender
-                else None
-            )
-            if within is not None:
-                deny = Deny(ErrorCode.INVALID_REQUEST, rejection.reason, error.message)
-                await self._tell_caller(
-                    self._store,
-                    outbox,
-                    rejection.sender,
-                    cause or error.id,
-                    deny,
-                    within,
-                    basis=error.id,
-                )
-
-    async def _decide_record(
-        self,
-        ctx: Context,
-        envelope: AnyEnvelope,
-        rule: str,
-        position: Position,
-        deny: Deny | None,
-        *,
-        basis: str = "",
-    ) -> None:
-        bundles = self.bundles
-        bundle = bundles.bundle if bundles else None
-        decision = Decision(
-            id=derive_id(basis or envelope.id, "decision"),
-            created_at=utc_now(),
-            allowed=deny is None,
-            code=deny.code if deny else None,
-            rule="allow" if deny is None else rule,
-            message=deny.message if deny else "",
-            limit=deny.limit if deny else None,
-            value=deny.value if deny else None,
-            sender=ctx.sender,
-            target=position.target if deny is None else _named(envelope),
-            envelope_id=envelope.id,
-            envelope_kind=_tag(envelope),
-            causation_id=ctx.causation_id,
-            trace_id=position.trace_id,
-            hop_count=position.hop if position.levels else 0,
-            origin=position.origin,
-            chain=position.chain,
-            user_id=position.user_id,
-            session_id=_text_field(envelope, "session_id") or None,
-            request_id=_text_field(envelope, "request_id") or None,
-            objective=_text_field(envelope, "objective")[:500],
-            preview=_preview(envelope),
-            bundle_version=bundle.version if bundle else None,
-            bundle_hash=bundles.bundle_hash if bundles else "",
-            decided_at=utc_now(),
-            decided_by=self._me,
-        )
-        # A decision sits in the trace of the envelope it decides, caused by that envelope.
-        headers = TraceHeaders(
-            trace_id=decision.trace_id,
-            hop_count=decision.hop_count,
-            causation_id=envelope.id,
-            origin=decision.origin,
-        ).to_headers(decision.id)
-        headers[SENDER] = self.actor_id
-        await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
-
-
-def _redacted(envelope: AnyEnvelope, redact_pii: bool, key: bytes) -> AnyEnvelope | None:
-    """A copy of a delegation with secrets and PII redacted, when its sender's profile asks
-    (seed 003 security 3), markers keyed by the deployment's `key`; None when nothing is to
-    be redacted."""
-    if not (redact_pii and isinstance(envelope, DelegationRequest)):
-        return None
-    return structs.replace(
-        envelope,
-        objective=redact(envelope.objective, pii=True, key=key),
-        input=redact(envelope.input, pii=True, key=key),
-        handoff_data=structs.replace(
-            envelope.handoff_data,
-            facts=tuple(redact(fact, pii=True, key=key) for fact in envelope.handoff_data.facts),
-        ),
-    )
-
-
-def _waiting_on(envelope: AnyEnvelope, position: Position | None) -> Position | None:
-    """The sender's position if `envelope` answers the call it sits in (someone waits on
-    that call), else None; the same test as `answers_call()`, for a refusal with no route."""
-    within = _in_call(position)
-    if within is None or type(envelope) not in _RETURN_KINDS:
-        return None
-    if isinstance(envelope, Error) and envelope.cause_id != within.levels[-1].call_id:
-        return None
-    return within
-
-
-def _in_call(position: Position | None) -> Position | None:
-    """The sender's position if it sits inside a call someone waits on, else None."""
-    if position is None or len(position.levels) < 2 or not position.levels[-1].call_id:
-        return None
-    return position
-
-
-def _tag(envelope: AnyEnvelope) -> str:
-    return str(envelope.__struct_config__.tag)
-
-
-def _named(envelope: AnyEnvelope) -> str:
-    for field in ("target", "target_employee"):
-        value = getattr(envelope, field, None)
-        if isinstance(value, str):
-            return value
-    return ""
-
-
-def _text_field(envelope: AnyEnvelope, name: str) -> str:
-    value = getattr(envelope, name, None)
-    return value if isinstance(value, str) else ""
-
-
-def _preview(envelope: AnyEnvelope) -> str:
-    for field in ("text", "input", "output", "result", "message"):
-        value = getattr(envelope, field, None)
-        if isinstance(value, str) and value:
-            return value[:200]
-    return ""
-
-
-def _error_for(envelope: AnyEnvelope, deny: Deny, purpose: str, basis: str = "") -> Error:
-    details: dict[str, object] = {"rule": deny.rule}
-    if deny.limit is not None:
-        details["limit"] = deny.limit
-    if deny.value is not None:
-        details["value"] = deny.value
-    return Error(
-        id=derive_id(basis or envelope.id, purpose),
-        created_at=utc_now(),
-        code=deny.code,
-        message=deny.message,
-        retryable=deny.rule in {"rate_per_minute", "max_concurrent_calls", "no_bundle"},
-        details=details,
-        cause_id=envelope.id,
-    )
-
-
-def _error_position(envelope: AnyEnvelope, ctx: Context, cause: Position) -> Position:
-    """Where the refusal of `envelope` sits: with its sender, at the sender's own level."""
-    return Position(
-        envelope_id=derive_id(envelope.id, "refused"),
-        trace_id=cause.trace_id,
-        origin=cause.origin,
-        sender="gate",
-        target=ctx.sender,
-        kind="error",
-        levels=cause.levels,
-        user_id=cause.user_id,
-    )
+        """Tell the sender of a submission that will not be handled why."""
+        if self._effects is not None:
+            await self._effects.rejected(rejection, outbox)

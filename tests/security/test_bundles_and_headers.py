@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actors.gate._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY
-from actors.gate._redact_key import redaction_key
+from actors.gate._redaction import redaction_key
 from bus import (
     CAUSATION_ID,
     HOP_COUNT,

@@ -1,8 +1,9 @@
 """The gate's pure core driven without a bus: what actors/gate/_actor.py does, minus JetStream.
 
-Positions and counters live in one in-memory ledger; `submit` plans and decides one envelope the
-way the shell does, records the admitted envelope's position, and returns the verdict. Tests of
-the policy rules and the hypothesis property run on it; the integration tests run the real gate.
+Positions and counters live in one in-memory ledger; `submit` plans and decides one envelope
+with the gate's own batch functions (actors/gate/_batch.py), records the admitted envelope's
+position, and returns the verdict. Tests of the policy rules and the hypothesis property run
+on it; the integration tests run the real gate.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from actors.gate._decide import Allow, Ledger, decide
-from actors.gate._plan import Deny, Route, Submission, plan
+from actors.gate._batch import decide_batch, plan_batch
+from actors.gate._decide import Allow, Ledger
+from actors.gate._plan import Deny, Submission
 from actors.gate._records import Position, position_key
 from bus import CAUSATION_ID
 from schemas import (
@@ -67,16 +69,19 @@ class GateSim:
         cause: str = "",
         claims: dict[str, str] | None = None,
     ) -> Allow | Deny:
+        """Plan and decide `envelope` as a batch of one, through the gate's own batch
+        functions, and record the position of an admitted one."""
         headers = dict(claims or {})
         if cause:
             headers[CAUSATION_ID] = cause
         sub = Submission(envelope, sender, cause, headers, self.now_ms)
-        recorded = self.ledger.get(position_key(cause), Position) if cause else None
-        route = plan(sub, recorded, self.policy, "no bundle")
-        if isinstance(route, Deny):
-            return route
-        assert isinstance(route, Route) and self.policy is not None
-        outcome = decide(route, self.ledger, self.policy)
+        causes = (
+            {position_key(cause): self.ledger.get(position_key(cause), Position)} if cause else {}
+        )
+        routes = plan_batch([sub], [None], causes, self.policy, "no bundle")
+        (judged,) = decide_batch([sub], routes, causes, self.ledger, self.policy)
+        outcome = judged.outcome
+        assert not isinstance(outcome, Position)
         if isinstance(outcome, Allow):
             self.ledger.put(position_key(envelope.id), outcome.route.position)
         return outcome

@@ -1,4 +1,4 @@
-"""The deployment secret that keys the gate's redaction markers.
+"""Redacting delegations, and the deployment secret that keys the redaction markers.
 
 A marker `[REDACTED:phone:3f9a1c]` carries a short HMAC of what it hides, so equal secrets get
 equal markers. Under a key anyone knows (the old public default), a reader of a redacted
@@ -25,9 +25,12 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from bus import ConfigError, Settings
+from msgspec import structs
 
-__all__ = ("MIN_KEY_BYTES", "redaction_key")
+from bus import ConfigError, Settings
+from schemas import AnyEnvelope, DelegationRequest, redact
+
+__all__ = ("MIN_KEY_BYTES", "redacted", "redaction_key")
 
 log = logging.getLogger("parley.actors.gate")
 
@@ -68,3 +71,20 @@ def redaction_key(options: Mapping[str, object], settings: Settings) -> bytes:
         "so that every replica's markers agree"
     )
     return secrets.token_bytes(MIN_KEY_BYTES)
+
+
+def redacted(envelope: AnyEnvelope, redact_pii: bool, key: bytes) -> AnyEnvelope | None:
+    """A copy of a delegation with secrets and PII redacted, when its sender's profile asks
+    (seed 003 security 3), markers keyed by the deployment's `key`; None when nothing is to
+    be redacted."""
+    if not (redact_pii and isinstance(envelope, DelegationRequest)):
+        return None
+    return structs.replace(
+        envelope,
+        objective=redact(envelope.objective, pii=True, key=key),
+        input=redact(envelope.input, pii=True, key=key),
+        handoff_data=structs.replace(
+            envelope.handoff_data,
+            facts=tuple(redact(fact, pii=True, key=key) for fact in envelope.handoff_data.facts),
+        ),
+    )

@@ -1,0 +1,366 @@
+"""What the gate publishes for a decided envelope: deliveries, refusals, decisions.
+
+Every effect is published through the input's outbox (`ctx.outbox`), so the runtime acks the
+input only once JetStream stored all of them, and every effect's id derives from the input, so
+publishing again after a crash stores nothing twice. The gate actor (actors/gate/_actor.py)
+decides; this module only says it, to the target, the sender, the caller waiting on a refused
+answer, and the decisions subject.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from msgspec import Struct, structs
+
+from actors.gate._bundles import BundleStore
+from actors.gate._decisions import decision_for, tag
+from actors.gate._ids import Claim, IdClaims
+from actors.gate._plan import Deny, Route, Submission
+from actors.gate._records import Position, position_key
+from actors.gate._redaction import redacted
+from actors.gate._refusals import error_for, in_call, sender_position, waiting_on
+from actors.gate._store import GateStore
+from bus import SENDER, SENDER_ROLE, Context, Outbox, Rejection, TraceHeaders, wire_size
+from schemas import (
+    AnyEnvelope,
+    DelegationRequest,
+    Error,
+    ErrorCode,
+    Namespace,
+    derive_id,
+    encode,
+    return_kinds,
+    utc_now,
+)
+
+__all__ = ("ALLOWED_TOOLS", "GateEffects")
+
+ALLOWED_TOOLS = "Parley-Allowed-Tools"
+"""Set on delivered calls: the tools the callee may use, narrowed along the chain."""
+log = logging.getLogger("parley.actors.gate")
+
+_RETURN_KINDS = return_kinds()
+_RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in _RETURN_KINDS)
+_HEADER_BOUND = 2048
+"""More than a delivery's headers without an allowed-tools list can take (its ids are at most
+128 characters, its names subject tokens): a payload this far below the limit fits as is."""
+
+
+class GateEffects:
+    """Publishes a gate's effects, as the gate (`actor_id`) and this process (`me`)."""
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        actor_id: str,
+        me: str,
+        bundles: BundleStore,
+        ids: IdClaims,
+        store: GateStore,
+        redact_key: bytes,
+    ) -> None:
+        self.namespace = namespace
+        self.actor_id = actor_id
+        self._me = me
+        self._bundles = bundles
+        self._ids = ids
+        self._store = store
+        self._redact_key = redact_key
+
+    async def refuse_duplicate(self, ctx: Context, envelope: AnyEnvelope, held: Claim) -> None:
+        """Refuse a message whose envelope id another submission holds: nothing is planned,
+        charged or recorded for it, and its error and decision take ids of their own (those
+        of the holder's would be dropped as duplicates by JetStream)."""
+        whose = "the gate" if held.seq == 0 else f"submission {held.seq}"
+        deny = Deny(
+            ErrorCode.DUPLICATE_ENVELOPE,
+            "duplicate_id",
+            f"envelope id {envelope.id[:80]!r} is already held by {whose}: the gate decides "
+            "each id once; send a new envelope with a new id",
+            value=held.seq,
+        )
+        log.warning("refused a repeated envelope id", extra={"id": envelope.id})
+        basis = derive_id(envelope.id, f"duplicate.{ctx.stream_seq}")
+        await self.refuse(ctx, envelope, deny, None, basis=basis)
+        if ctx.causation_id and type(envelope) in _RETURN_KINDS:
+            # Rare, so off the hot path: an answer under a taken id would be lost to its caller.
+            causes = await self._store.load([position_key(ctx.causation_id)])
+            sub = Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, 0)
+            held_call = waiting_on(envelope, sender_position(sub, causes))
+            if held_call is not None:
+                await self.tell_caller(
+                    self._store, ctx.outbox, ctx.sender, envelope.id, deny, held_call, basis=basis
+                )
+
+    def too_large(
+        self, ctx: Context, envelope: AnyEnvelope, route: Route, max_message: int
+    ) -> Deny | None:
+        """A refusal of an envelope whose delivery would exceed the largest message the
+        server and the streams take (headers included), decided before anything is spent."""
+        if (
+            len(ctx.payload) + _HEADER_BOUND <= max_message
+            and route.position.levels[-1].tools is None
+            and not isinstance(envelope, DelegationRequest)  # a redacted copy may be longer
+        ):
+            return None  # the hot path: no headers built twice
+        payload, headers = self.delivery(
+            ctx,
+            envelope,
+            route.position,
+            redacted(envelope, route.profile.redact_pii, self._redact_key),
+        )
+        size = wire_size(payload, headers)
+        if size <= max_message:
+            return None
+        return Deny(
+            ErrorCode.INVALID_REQUEST,
+            "envelope_too_large",
+            f"envelope too large: {size} > {max_message} bytes once delivered "
+            "(payload and headers)",
+            limit=max_message,
+            value=size,
+        )
+
+    async def tell_caller(
+        self,
+        store: GateStore,
+        outbox: Outbox,
+        sender: str,
+        answer_id: str,
+        deny: Deny,
+        within: Position,
+        *,
+        basis: str = "",
+    ) -> None:
+        """Deliver a refused answer's error to the caller that waits for it, at its level.
+
+        The error is about the call, not the answer: its `cause_id` and causation are the
+        call's id, which is what the caller waits on (the router accepts an error from the
+        gate about its pending call, and ends the session with it). Not retryable: calling
+        again would not make this answer admissible, and the caller should not wait longer.
+
+        Args:
+            sender: who answered; `answer_id`: the refused answer's id (claimed).
+            within: the answerer's position inside the call (`levels[-1]` is its call).
+        """
+        call_id = within.levels[-1].call_id
+        details: dict[str, object] = {"rule": deny.rule, "call_id": call_id, "answer_id": answer_id}
+        if deny.limit is not None:
+            details["limit"] = deny.limit
+        if deny.value is not None:
+            details["value"] = deny.value
+        error = Error(
+            id=derive_id(basis or answer_id, "refused-answer"),
+            created_at=utc_now(),
+            code=deny.code,
+            message=f"{sender}'s answer was refused: {deny.code}: {deny.message}"[:1000],
+            details=details,
+            cause_id=call_id,
+        )
+        levels = within.levels[:-1]
+        at = structs.replace(
+            within,
+            envelope_id=error.id,
+            sender=self.actor_id,
+            target=levels[-1].holder,
+            kind="error",
+            levels=levels,
+        )
+        await self._ids.mark(outbox, error.id, self.actor_id)
+        key = position_key(error.id)
+        store.remember(key, at, await outbox.publish(store.subject(key), store.encode(at), {}))
+        headers = TraceHeaders(
+            trace_id=at.trace_id, hop_count=at.hop, causation_id=call_id, origin=at.origin
+        ).to_headers(error.id)
+        headers[SENDER] = self.actor_id
+        await outbox.publish(self.namespace.deliver(at.target), encode(error), headers)
+
+    async def claim_own(self, ctx: Context, envelope_id: str) -> None:
+        """Claim an id the gate made and records a position for, so no sender can reuse it."""
+        await self._ids.mark(ctx.outbox, envelope_id, self.actor_id)
+
+    @staticmethod
+    async def record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
+        """Write a record no other message can touch before the envelope is delivered, on the
+        same connection: a position, or a new trace's first count.
+
+        A plain put: the record is a function of the envelope, so writing it again after a
+        crash writes the same thing.
+        """
+        if value is None:
+            return
+        stored = await ctx.outbox.publish(store.subject(key), store.encode(value), {})
+        store.remember(key, value, stored)
+
+    async def deliver(
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        position: Position,
+        *,
+        redacted: AnyEnvelope | None,
+    ) -> None:
+        """Publish the envelope to its target: the sender's exact bytes, or a redacted copy."""
+        payload, headers = self.delivery(ctx, envelope, position, redacted)
+        await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
+
+    def delivery(
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        position: Position,
+        redacted: AnyEnvelope | None,
+    ) -> tuple[bytes, dict[str, str]]:
+        """The payload and headers of an envelope's delivery to its target."""
+        level = position.levels[-1]
+        headers = TraceHeaders(
+            trace_id=position.trace_id,
+            hop_count=position.hop,
+            causation_id=ctx.causation_id,
+            origin=position.origin,
+            deadline_ms=level.deadline_ms,
+        ).to_headers(derive_id(envelope.id, "deliver"))
+        headers[SENDER] = position.sender
+        role = self.role_of(position.sender)
+        if role:
+            headers[SENDER_ROLE] = role
+        if level.tools is not None and level.call_id == envelope.id:
+            headers[ALLOWED_TOOLS] = ",".join(level.tools)
+        payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
+        return payload, headers
+
+    def role_of(self, sender: str) -> str:
+        """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
+
+        The router lets the principal that opened a session, or an operator, steer it; it
+        cannot read the policy bundle, so the gate says which profiles are operators.
+        """
+        bundle = self._bundles.bundle
+        profile = bundle.profiles.get(sender) if bundle else None
+        if profile is None:
+            return ""
+        if profile.operator:
+            return "operator"
+        return "person" if profile.speaks_for_person else ""
+
+    async def refuse(
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        deny: Deny,
+        cause: Position | None,
+        *,
+        basis: str = "",
+    ) -> None:
+        """Deliver the refusal of `envelope` to its sender and record the decision.
+
+        `basis` is what the effects' ids derive from (the envelope's id unless given).
+        """
+        error = error_for(envelope, deny, "refused", basis)
+        trace = cause.trace_id if cause else envelope.id
+        headers = TraceHeaders(
+            trace_id=trace,
+            hop_count=cause.hop if cause else 0,
+            causation_id=envelope.id,
+            origin=cause.origin if cause else ctx.sender,
+        ).to_headers(error.id)
+        headers[SENDER] = self.actor_id
+        await ctx.outbox.publish(self.namespace.deliver(ctx.sender), encode(error), headers)
+        where = cause or Position(
+            envelope_id=envelope.id,
+            trace_id=trace,
+            origin=ctx.sender,
+            sender=ctx.sender,
+            target="",
+            kind=tag(envelope),
+            levels=(),
+        )
+        await self.decide_record(ctx, envelope, deny.rule, where, deny, basis=basis)
+
+    async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
+        """Tell the sender of a submission that will not be handled why, on its own deliver
+        subject (the sender is the subject's token: known even when nothing decoded).
+
+        The error's id derives from the input's stream sequence, so a redelivery of the same
+        bad input is de-duplicated instead of told twice.
+        """
+        if rejection.stream != self.namespace.stream("submit") or not rejection.sender:
+            return
+        input_id = f"{rejection.stream}:{rejection.seq}"
+        cause = rejection.envelope_id
+        details: dict[str, object] = {
+            "field": rejection.field,
+            "reason": rejection.problem,
+            "rule": rejection.reason,
+            "stream_seq": rejection.seq,
+        }
+        if rejection.value is not None:
+            details["value"] = rejection.value
+        error = Error(
+            id=derive_id(input_id, rejection.reason),
+            created_at=utc_now(),
+            code=ErrorCode.INVALID_REQUEST,
+            message=f"submission refused ({rejection.reason}): {rejection.field}: "
+            f"{rejection.problem}"[:1000],
+            details=details,
+            cause_id=cause or None,
+        )
+        headers = TraceHeaders(
+            trace_id=error.id, causation_id=cause, origin=rejection.sender
+        ).to_headers(error.id)
+        headers[SENDER] = self.actor_id
+        await outbox.publish(self.namespace.deliver(rejection.sender), encode(error), headers)
+        if rejection.kind in _RETURN_TAGS and rejection.causation_id and self._store is not None:
+            # An answer that does not decode is still an answer its caller waits for. The
+            # causation is a claim: it counts only if the gate delivered it to this sender.
+            causes = await self._store.load([position_key(rejection.causation_id)])
+            cause_of = causes.get(position_key(rejection.causation_id))
+            within = in_call(
+                cause_of
+                if isinstance(cause_of, Position) and cause_of.target == rejection.sender
+                else None
+            )
+            if within is not None:
+                deny = Deny(ErrorCode.INVALID_REQUEST, rejection.reason, error.message)
+                await self.tell_caller(
+                    self._store,
+                    outbox,
+                    rejection.sender,
+                    cause or error.id,
+                    deny,
+                    within,
+                    basis=error.id,
+                )
+
+    async def decide_record(
+        self,
+        ctx: Context,
+        envelope: AnyEnvelope,
+        rule: str,
+        position: Position,
+        deny: Deny | None,
+        *,
+        basis: str = "",
+    ) -> None:
+        """Publish the decision about `envelope` on its sender's decisions subject."""
+        decision = decision_for(
+            ctx.sender,
+            ctx.causation_id,
+            envelope,
+            position,
+            rule if deny is not None else "allow",
+            deny,
+            basis=basis,
+            bundles=self._bundles,
+            decided_by=self._me,
+        )
+        # A decision sits in the trace of the envelope it decides, caused by that envelope.
+        headers = TraceHeaders(
+            trace_id=decision.trace_id,
+            hop_count=decision.hop_count,
+            causation_id=envelope.id,
+            origin=decision.origin,
+        ).to_headers(decision.id)
+        headers[SENDER] = self.actor_id
+        await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
