@@ -80,10 +80,13 @@ from schemas._policy import (
 from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
 from schemas._registry import ActorHeartbeat, ProfileSummary, heartbeat_key, profile_key
 from schemas._subjects import Namespace, SubjectTokenError, check_token
+from schemas._transcript import DEFAULT_WINDOW_CHARS, DEFAULT_WINDOW_ITEMS, transcript_window
 
 __all__ = (
     "BUNDLE_PAYLOAD_TYPE",
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_WINDOW_CHARS",
+    "DEFAULT_WINDOW_ITEMS",
     "PII_KINDS",
     "PROTOCOL_VERSION",
     "SECRET_KINDS",
@@ -161,6 +164,7 @@ __all__ = (
     "render_schema",
     "return_kinds",
     "sign_payload",
+    "transcript_window",
     "utc_now",
     "verify_bundle",
     "verify_payload",

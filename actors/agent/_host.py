@@ -102,6 +102,19 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
             )
 
 
+def _profile_for(settings: Settings) -> AgentProfile:
+    """The profile a host runs: `[options] profile`, else the one named like the actor id.
+
+    Raises:
+        ConfigError: neither names one, or the profile cannot be loaded.
+    """
+    name = settings.options.get("profile") or settings.actor_id
+    if not name:
+        raise ConfigError("an agent host needs a profile: --profile NAME (or [options] profile)")
+    agents_dir = Path(str(settings.options.get("agents_dir", DEFAULT_AGENTS_DIR)))
+    return load_profile(str(name), agents_dir)
+
+
 class AgentHost(Actor):
     """Runs one agent profile (`parley run agent --profile NAME`)."""
 
@@ -109,17 +122,12 @@ class AgentHost(Actor):
     concurrent_handlers: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        name = settings.options.get("profile") or settings.actor_id
-        if not name:
-            raise ConfigError(
-                "an agent host needs a profile: --profile NAME (or [options] profile)"
-            )
-        agents_dir = Path(str(settings.options.get("agents_dir", DEFAULT_AGENTS_DIR)))
-        self.profile: AgentProfile = load_profile(str(name), agents_dir)
-        # The actor id defaults to the profile's name, everywhere the runtime uses it.
-        self.actor_id = settings.actor_id or self.profile.name
-        self.settings = settings.model_copy(update={"actor_id": self.actor_id})
+        self.profile: AgentProfile = _profile_for(settings)
+        # The actor id defaults to the profile's name, everywhere the runtime uses it: the
+        # settings the base class is given already say so, and it derives `actor_id` from them.
+        super().__init__(
+            settings.model_copy(update={"actor_id": settings.actor_id or self.profile.name})
+        )
         self.brain = make_brain(self.profile)
 
     async def start(self, bus: BusHandle) -> None:

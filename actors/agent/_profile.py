@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bus import ConfigError
-from schemas import SubjectTokenError, check_token
+from schemas import DEFAULT_WINDOW_ITEMS, SubjectTokenError, check_token
 
 __all__ = (
     "DEFAULT_AGENTS_DIR",
@@ -118,7 +118,11 @@ class AgentProfile(_Strict):
     allow_sub_agent_calls: bool = False
     max_output_tokens: int = Field(default=1024, ge=1)
     max_context_tokens: int = Field(default=4000, ge=1)
-    transcript_window: int = Field(default=8, ge=0, description="Seed 001 §5: last 8 items.")
+    transcript_window: int = Field(
+        default=DEFAULT_WINDOW_ITEMS,
+        ge=0,
+        description="Seed 001 §5: last 8 items; 0 shows the model no transcript.",
+    )
 
     @field_validator("name")
     @classmethod

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from actors.agent._profile import AgentProfile
-from schemas import TranscriptItem
+from schemas import TranscriptItem, transcript_window
 
 __all__ = (
     "JSON_ONLY",
     "SHARED_RULES",
     "BrainCall",
     "system_prompt",
-    "transcript_window",
     "user_prompt",
 )
 
@@ -67,23 +66,23 @@ def system_prompt(profile: AgentProfile) -> str:
     return "\n\n".join(parts)
 
 
-def transcript_window(
-    transcript: tuple[TranscriptItem, ...], items: int, max_chars: int
-) -> tuple[TranscriptItem, ...]:
-    """The last `items` entries, oldest first, dropping the oldest until they fit `max_chars`.
+def _transcript_budget(profile: AgentProfile) -> int:
+    """Characters of transcript text a prompt may carry: half the model's context.
 
-    Seed 001 §5 and §13: keep the recent window and truncate the oldest entries first.
+    The other half is left to the system prompt, the goal, the task and the answer. The
+    router already sent a window cut by the same rule (schemas/_transcript.py); this cuts it
+    again to the budget of this agent's own model.
     """
-    window = list(transcript[-items:]) if items else []
-    while window and sum(len(item.text) + len(item.name) + 4 for item in window) > max_chars:
-        window.pop(0)
-    return tuple(window)
+    return profile.max_context_tokens * _CHARS_PER_TOKEN // 2
 
 
 def user_prompt(call: BrainCall, profile: AgentProfile) -> str:
     """The context of one call (seed 001 §4): goal, transcript window, round, JSON instruction."""
-    budget = profile.max_context_tokens * _CHARS_PER_TOKEN
-    window = transcript_window(call.transcript, profile.transcript_window, budget // 2)
+    window = transcript_window(
+        call.transcript,
+        max_items=profile.transcript_window,
+        max_chars=_transcript_budget(profile),
+    )
     lines = [f"Goal: {call.goal}"]
     if window:
         lines.append("")

@@ -28,8 +28,9 @@ from typing import Annotated, Final, Literal
 
 from msgspec import Meta, Struct
 
-from actors.router._window import DEFAULT_WINDOW_CHARS, DEFAULT_WINDOW_ITEMS
 from schemas import (
+    DEFAULT_WINDOW_CHARS,
+    DEFAULT_WINDOW_ITEMS,
     AgentCall,
     AgentResponse,
     Control,

@@ -23,7 +23,6 @@ from actors.router._session import (
     Step,
     StopReason,
 )
-from actors.router._window import transcript_window
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -33,6 +32,7 @@ from schemas import (
     Handoff,
     TranscriptItem,
     derive_id,
+    transcript_window,
 )
 
 __all__ = ("advance", "call_agent", "error_for", "record")

@@ -15,7 +15,6 @@ from actors.agent._prompt import (
     SHARED_RULES,
     BrainCall,
     system_prompt,
-    transcript_window,
     user_prompt,
 )
 from actors.agent._reply import EMPTY_REPLY_TEXT, interpret_reply, reply_json_schema
@@ -102,12 +101,23 @@ def test_prompts_carry_rules_name_goal_window_round_and_json_instruction() -> No
     assert "Round 3 of 4. This is the last round" in prompt and prompt.endswith(JSON_ONLY)
 
 
-def test_window_drops_the_oldest_first() -> None:
-    items = tuple(TranscriptItem(role="a", name="a", text="x" * 10) for _ in range(5))
-    assert len(transcript_window(items, 8, 10_000)) == 5
-    assert len(transcript_window(items, 3, 10_000)) == 3
-    assert len(transcript_window(items, 8, 30)) == 2
-    assert transcript_window(items, 0, 10_000) == ()
+def test_prompt_window_is_cut_to_the_profile() -> None:
+    """The profile's item count and half its context (in characters) bound the window."""
+    profile = load_profile("gpt", REPO / "deploy" / "agents")
+    items = tuple(TranscriptItem(role="a", name="a", text=f"t{n}" + "x" * 8) for n in range(5))
+
+    def shown(transcript: tuple[TranscriptItem, ...], **limits: int) -> list[str]:
+        prompt = user_prompt(call("G", transcript=transcript), profile.model_copy(update=limits))
+        return [line[4:] for line in prompt.splitlines() if line.startswith("[a] ")]
+
+    assert shown(items) == [item.text for item in items]
+    assert shown(items, transcript_window=3) == [item.text for item in items[2:]]
+    assert shown(items, transcript_window=0) == []
+    # 15 tokens of context: 30 characters of transcript text, three items of ten.
+    assert shown(items, max_context_tokens=15) == [item.text for item in items[2:]]
+    # The newest item alone over the budget is cut, not dropped: the turn still sees it.
+    (cut,) = shown((TranscriptItem(role="a", name="a", text="y" * 100),), max_context_tokens=15)
+    assert cut == "y" * 29 + "…"
 
 
 def test_demo_scripts_play_the_fairy_tale() -> None:

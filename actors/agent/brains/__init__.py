@@ -4,8 +4,9 @@ Public face: the protocol (`Brain`, `BrainAnswer`, `BrainError`) and `make_brain
 builds the backend a profile names.
 
 Inside: `_protocol`, `_registry`, `_scripted` (script files, for demos and tests),
-`_subprocess` with `_bridge` (a local agent program over NDJSON), `_http` (the HTTP client
-the hosted providers share), `_openai`, `_anthropic`.
+`_subprocess` with `_bridge` (a local agent program over NDJSON), `_http` (the HTTP client's
+lifecycle, keys and errors the hosted providers share), `_openai`, `_anthropic` (their wire
+formats).
 """
 
 from actors.agent.brains._protocol import Brain, BrainAnswer, BrainError

@@ -12,44 +12,32 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from actors.agent._profile import AgentProfile, AnthropicBrainConfig
-from actors.agent._prompt import JSON_ONLY, BrainCall, system_prompt, user_prompt
+from actors.agent._prompt import JSON_ONLY, BrainCall, user_prompt
 from actors.agent._reply import interpret_reply, reply_json_schema
-from actors.agent.brains._http import api_key, make_client, post_json
-from actors.agent.brains._protocol import BrainAnswer, BrainError, usage_of
-from schemas import ErrorCode
+from actors.agent.brains._http import HttpBrain
+from actors.agent.brains._protocol import BrainAnswer, usage_of
 
 __all__ = ("AnthropicBrain",)
 
 
-class AnthropicBrain:
+class AnthropicBrain(HttpBrain[AnthropicBrainConfig]):
     """Answers through Anthropic's Messages API."""
 
     backend = "anthropic"
+    provider = "the Anthropic API"
 
-    def __init__(self, profile: AgentProfile, config: AnthropicBrainConfig) -> None:
-        self._profile = profile
-        self._config = config
+    def system_text(self, profile: AgentProfile) -> str:
+        """The shared system prompt and the reply's JSON Schema: JSON only by instruction."""
         schema = json.dumps(reply_json_schema(profile.peers), separators=(",", ":"))
-        self._system = f"{system_prompt(profile)}\n\nThe JSON Schema of your reply: {schema}"
-        self._client: httpx.AsyncClient | None = None
+        return f"{super().system_text(profile)}\n\nThe JSON Schema of your reply: {schema}"
 
-    async def start(self) -> None:
-        headers = {
-            "anthropic-version": self._config.anthropic_version,
-            "Accept": "application/json",
-        }
-        key = api_key(self._config)
+    def wire_headers(self, key: str | None) -> dict[str, str]:
+        """The API version every request names, and the key in `x-api-key`."""
+        headers = {"anthropic-version": self._config.anthropic_version}
         if key:
             headers["x-api-key"] = key
-        self._client = make_client(self._config, headers)
-
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        return headers
 
     def payload(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         """The request body for a conversation so far."""
@@ -61,18 +49,10 @@ class AnthropicBrain:
         }
 
     async def _ask(self, messages: list[dict[str, str]]) -> tuple[str, int, int]:
-        if self._client is None:
-            raise RuntimeError("AnthropicBrain.reply() before start()")
-        body = await post_json(
-            self._client, "v1/messages", self.payload(messages), "the Anthropic API"
-        )
+        body = await self.post("v1/messages", self.payload(messages))
         content = body.get("content")
         if not isinstance(content, list):
-            raise BrainError(
-                ErrorCode.AGENT_UNAVAILABLE,
-                "the Anthropic API answered without content",
-                retryable=True,
-            )
+            raise self.answered_without("content")
         text = "".join(
             block.get("text", "")
             for block in content

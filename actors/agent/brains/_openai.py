@@ -12,40 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from actors.agent._profile import AgentProfile, OpenAIBrainConfig
-from actors.agent._prompt import BrainCall, system_prompt, user_prompt
+from actors.agent._profile import OpenAIBrainConfig
+from actors.agent._prompt import BrainCall, user_prompt
 from actors.agent._reply import reply_json_schema
-from actors.agent.brains._http import api_key, make_client, post_json
-from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_tokens, usage_of
-from schemas import ErrorCode
+from actors.agent.brains._http import HttpBrain
+from actors.agent.brains._protocol import BrainAnswer, estimate_tokens, usage_of
 
 __all__ = ("OpenAIBrain",)
 
 
-class OpenAIBrain:
+class OpenAIBrain(HttpBrain[OpenAIBrainConfig]):
     """Answers through an OpenAI-compatible chat-completions endpoint."""
 
     backend = "openai"
+    provider = "the OpenAI endpoint"
 
-    def __init__(self, profile: AgentProfile, config: OpenAIBrainConfig) -> None:
-        self._profile = profile
-        self._config = config
-        self._system = system_prompt(profile)
-        self._client: httpx.AsyncClient | None = None
-
-    async def start(self) -> None:
-        headers = {"Accept": "application/json"}
-        key = api_key(self._config)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._client = make_client(self._config, headers)
-
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+    def wire_headers(self, key: str | None) -> dict[str, str]:
+        """A bearer token, when there is a key: local servers need none."""
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def payload(self, call: BrainCall) -> dict[str, Any]:
         """The request body for one call."""
@@ -67,18 +51,12 @@ class OpenAIBrain:
         }
 
     async def reply(self, call: BrainCall) -> BrainAnswer:
-        if self._client is None:
-            raise RuntimeError("OpenAIBrain.reply() before start()")
         payload = self.payload(call)
-        body = await post_json(self._client, "chat/completions", payload, "the OpenAI endpoint")
+        body = await self.post("chat/completions", payload)
         try:
             message = body["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise BrainError(
-                ErrorCode.AGENT_UNAVAILABLE,
-                "the OpenAI endpoint answered without choices[0].message",
-                retryable=True,
-            ) from None
+            raise self.answered_without("choices[0].message") from None
         # A refusal comes instead of content; it is still the model's answer, so it reaches
         # the room as a (malformed) plain message rather than vanishing.
         text = message.get("content") or message.get("refusal") or ""
