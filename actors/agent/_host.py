@@ -16,7 +16,6 @@ an answer is how two agents talk for ever.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
@@ -189,12 +188,6 @@ class AgentHost(Actor):
                 "tokens": answer.usage.total,
             },
         )
-        if answer.hold_after_reply:
-            await ctx.outbox.settle(self.settings.ack_wait_s)
-            log.warning(
-                "holding the call after its reply was stored", extra={"call_id": call.call_id}
-            )
-            await asyncio.Event().wait()  # never set: only a signal ends this handler
 
     def _answer(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,21 +12,21 @@ from nats.aio.client import Client as NATS
 
 from bus import MSG_ID, EmbeddedServer
 from schemas import AgentResponse, Namespace
-from tests.support.agents import Submitted, agent_call, send, start_agent, write_profile
+from tests.support.agent_probe import HOLD
+from tests.support.agents import Submitted, agent_call, send, write_profile
 from tests.support.processes import READY, ProcessOutput, parley_env
 
 SCRIPT = """
-# The first delivery of a call answers, then holds the call unacked until the test kills it.
-[[turn]]
-attempt = 1
-action = "hang_after_reply"
-message = "answer to {goal}"
-final = true
-
 [[turn]]
 message = "answer to {goal}"
 final = true
 """
+
+
+def start_holding_host(profile: str, env: dict[str, str]) -> ProcessOutput:
+    """The host holds a `[hold]` call's first delivery once its reply is stored, until killed."""
+    argv = [sys.executable, "-m", "tools", "run", "support.agent_probe:HoldingHost"]
+    return ProcessOutput([*argv, "--profile", profile], env, name="keeper")
 
 
 @pytest.fixture
@@ -54,11 +55,11 @@ async def test_sigkill_after_reply_before_ack_yields_exactly_one_reply(
         )
     )
     out = await Submitted(js, namespace, "keeper").open()
-    host = start_agent(profile, env)
+    host = start_holding_host(profile, env)
     processes.append(host)
     await host.wait_line(READY)
     for round_no in range(2):
-        call = agent_call("keeper", f"call {round_no}")
+        call = agent_call("keeper", f"{HOLD} call {round_no}")
         await send(js, namespace, "keeper", call)
         await host.wait_line(r"holding the call after its reply was stored")
         headers, reply = await out.next()
@@ -66,25 +67,25 @@ async def test_sigkill_after_reply_before_ack_yields_exactly_one_reply(
         assert (reply.call_id, reply.attempt, reply.text) == (
             call.call_id,
             1,
-            f"answer to call {round_no}",
+            f"answer to {HOLD} call {round_no}",
         )
         assert headers[MSG_ID] == reply.id
         assert host.kill() == -signal.SIGKILL
-        host = start_agent(profile, env)
+        host = start_holding_host(profile, env)
         processes.append(host)
         # The restarted host is given the call again and answers it (attempt 2) with the same
         # id; JetStream drops that copy as a duplicate.
         await host.wait_line(rf'"msg":"answered".*"call_id":"{call.call_id}".*"attempt":2')
         # Nothing but the next call's reply may follow: a second reply to the killed call
         # would come first.
-        probe = agent_call("keeper", f"after {round_no}")
+        probe = agent_call("keeper", f"{HOLD} after {round_no}")
         await send(js, namespace, "keeper", probe)
         await host.wait_line(r"holding the call after its reply was stored", start=0)
         _, following = await out.next()
         assert isinstance(following, AgentResponse)
         assert following.call_id == probe.call_id, f"round {round_no}: a second reply {following}"
         assert host.kill() == -signal.SIGKILL
-        host = start_agent(profile, env)
+        host = start_holding_host(profile, env)
         processes.append(host)
         await host.wait_line(rf'"msg":"answered".*"call_id":"{probe.call_id}".*"attempt":2')
     assert await out.none_left(timeout=1.0)

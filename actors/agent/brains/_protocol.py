@@ -20,16 +20,10 @@ __all__ = ("Brain", "BrainAnswer", "BrainError", "estimate_tokens", "usage_of")
 
 @dataclass(frozen=True, slots=True)
 class BrainAnswer:
-    """A brain's raw answer.
-
-    `hold_after_reply` asks the host to keep the call in hand after its reply is stored,
-    without acking it: the scripted backend's way to let a test kill the host in exactly the
-    window between effect and ack.
-    """
+    """A brain's raw answer: the text, checked by the host against the reply contract."""
 
     text: str
     usage: TokenUsage
-    hold_after_reply: bool = False
 
 
 class BrainError(Exception):

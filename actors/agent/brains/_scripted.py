@@ -4,9 +4,8 @@ It is what the demo and the tests run: no network, no model, the same answer eve
 the answer goes through exactly the path a model's would (the same prompt is built, the same
 reply contract checks the text). A script is a list of `[[turn]]` tables; the first turn whose
 conditions all hold answers. A turn can also misbehave on demand, as real models and hosts do:
-answer late (`delay_s`), answer prose instead of JSON (`raw`), fail (`action = "fail"`), kill
-the process (`action = "crash"`), or hold the call after its reply is stored so a test can
-kill the host between reply and ack (`action = "hang_after_reply"`).
+answer late (`delay_s`), answer prose instead of JSON (`raw`), fail (`action = "fail"`), or
+kill the process (`action = "crash"`).
 
 ```toml
 [[turn]]
@@ -61,13 +60,13 @@ class ScriptedTurn(BaseModel):
     final: bool = False
     raw: str | None = None
     delay_s: float = Field(default=0.0, ge=0)
-    action: Literal["reply", "fail", "crash", "hang_after_reply"] = "reply"
+    action: Literal["reply", "fail", "crash"] = "reply"
     error: ErrorCode = ErrorCode.AGENT_UNAVAILABLE
     retryable: bool = True
 
     @model_validator(mode="after")
     def _says_something(self) -> ScriptedTurn:
-        if self.action in ("reply", "hang_after_reply") and not (self.message or self.raw):
+        if self.action == "reply" and not (self.message or self.raw):
             raise ValueError("a replying turn needs `message` or `raw`")
         templates = [self.message, self.raw or ""]
         if self.handoff is not None:
@@ -164,8 +163,4 @@ class ScriptedBrain:
             )
         text = turn.text_for(call, self._profile.name)
         prompt = estimate_tokens(self._system, user_prompt(call, self._profile))
-        return BrainAnswer(
-            text=text,
-            usage=usage_of(prompt, estimate_tokens(text)),
-            hold_after_reply=turn.action == "hang_after_reply",
-        )
+        return BrainAnswer(text=text, usage=usage_of(prompt, estimate_tokens(text)))
