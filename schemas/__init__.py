@@ -79,7 +79,7 @@ from schemas._policy import (
 )
 from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
 from schemas._registry import ActorHeartbeat, ProfileSummary, heartbeat_key, profile_key
-from schemas._subjects import Namespace, SubjectTokenError, check_token
+from schemas._subjects import Namespace, SubjectTokenError, check_token, valid_token
 from schemas._transcript import DEFAULT_WINDOW_CHARS, DEFAULT_WINDOW_ITEMS, transcript_window
 
 __all__ = (
@@ -166,6 +166,7 @@ __all__ = (
     "sign_payload",
     "transcript_window",
     "utc_now",
+    "valid_token",
     "verify_bundle",
     "verify_payload",
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ("Namespace", "SubjectTokenError", "check_token")
+__all__ = ("Namespace", "SubjectTokenError", "check_token", "valid_token")
 
 _TOKEN = re.compile(r"[a-z0-9_-]{1,64}")
 
@@ -31,6 +31,11 @@ def check_token(token: str, what: str = "token") -> str:
             f"invalid {what} {token!r}: subject tokens must match ^[a-z0-9_-]{{1,64}}$"
         )
     return token
+
+
+def valid_token(token: str) -> bool:
+    """Whether `token` is a safe subject token (for input that is skipped, not refused)."""
+    return isinstance(token, str) and _TOKEN.fullmatch(token) is not None
 
 
 @dataclass(frozen=True, slots=True)

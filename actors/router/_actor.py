@@ -36,16 +36,17 @@ from contextlib import asynccontextmanager
 from typing import ClassVar
 
 import msgspec
-from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from actors.router._effects import RouterEffects
 from actors.router._opening import open_session, refuse_duplicate, session_id_for
 from actors.router._session import Limits, Step
 from actors.router._store import Conflict, SessionStore
-from actors.router._sweep import stall, stalled
+from actors.router._sweep import stall
+from actors.router._sweeper import SessionSweeper
 from actors.router._turn_watch import Unavailable, judge
-from actors.router._turns import advance
+from actors.router._turns import advance, unknown_session
 from bus import (
     SENDER_ROLE,
     Actor,
@@ -55,7 +56,6 @@ from bus import (
     DeadLetters,
     Input,
     Settings,
-    TraceHeaders,
     Uptime,
 )
 from schemas import (
@@ -67,12 +67,9 @@ from schemas import (
     Error,
     ErrorCode,
     HumanMessage,
-    SessionEvent,
-    SubjectTokenError,
-    check_token,
-    encode,
     heartbeat_key,
     utc_now,
+    valid_token,
 )
 
 __all__ = ("RouterActor",)
@@ -80,11 +77,6 @@ __all__ = ("RouterActor",)
 log = logging.getLogger("parley.actors.router")
 
 _CAS_ATTEMPTS = 5
-_LIST_TIMEOUT_S = 30.0
-"""Listing the sessions may take this long before the sweep gives up until next time."""
-_CLOSED_KEPT = 65_536
-"""Ended sessions the sweep remembers so as not to read them again (it forgets them all at
-once past this many, and reads each once more)."""
 _heartbeat_decoder = msgspec.json.Decoder(ActorHeartbeat)
 
 
@@ -101,14 +93,12 @@ class RouterActor(Actor):
         except msgspec.ValidationError as exc:
             raise ConfigError(f"router options: {exc}") from None
         self._store: SessionStore | None = None
-        self._dead: DeadLetters | None = None
         self._registry: KeyValue | None = None
         self._uptime = Uptime()
         self._timers = self.namespace.timers(self.actor_id)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-        self._js: JetStreamContext | None = None
-        self._sessions_kv: KeyValue | None = None
-        self._closed: set[str] = set()
+        self._sweeper: SessionSweeper | None = None
+        self._effects: RouterEffects | None = None
 
     def inputs(self) -> Sequence[Input]:
         """What the gate delivers, and the reminders about calls still unanswered."""
@@ -120,11 +110,14 @@ class RouterActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         self._store = SessionStore(kv)
-        self._js, self._sessions_kv = bus.js, kv
         self._registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
-        self._dead = DeadLetters(
+        dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
+        )
+        self._effects = RouterEffects(self.namespace, self.actor_id, self._timers, dead)
+        self._sweeper = SessionSweeper(
+            bus.js, kv, self._store, self._timers, self.actor_id, self.limits, bus.uptime
         )
 
     @property
@@ -191,9 +184,7 @@ class RouterActor(Actor):
         that session.
         """
         if isinstance(envelope, Error):
-            try:
-                check_token(ctx.trace_id, "trace id")
-            except SubjectTokenError:
+            if not valid_token(ctx.trace_id):
                 return None
             return await self.store.session_of_trace(ctx.trace_id)
         return envelope.session_id
@@ -201,7 +192,9 @@ class RouterActor(Actor):
     async def _open(self, msg: HumanMessage, session_id: str, ctx: Context) -> Step:
         now = utc_now()
         for _ in range(_CAS_ATTEMPTS):
-            stored = await self.store.load(session_id, fresh=True) if _valid(session_id) else None
+            stored = (
+                await self.store.load(session_id, fresh=True) if valid_token(session_id) else None
+            )
             if stored is not None:
                 replay = stored.session.effects_of(msg.id)
                 if replay is not None:
@@ -228,9 +221,12 @@ class RouterActor(Actor):
         fresh = False
         cause, reporter, operator = self._vouched(ctx)
         for _ in range(_CAS_ATTEMPTS):
-            stored = await self.store.load(session_id, fresh=fresh) if _valid(session_id) else None
+            stored = (
+                await self.store.load(session_id, fresh=fresh) if valid_token(session_id) else None
+            )
             if stored is None:
-                return self._unknown_step(envelope, ctx, f"session {session_id!r} does not exist")
+                why = f"session {session_id!r} does not exist"
+                return unknown_session(envelope, ctx.derive_id("error"), why, now=utc_now())
             step = advance(
                 stored.session,
                 envelope,
@@ -278,7 +274,7 @@ class RouterActor(Actor):
         it once.
         """
         session_id = call.session_id
-        if session_id is None or not _valid(session_id):
+        if session_id is None or not valid_token(session_id):
             return
         async with self._session_lock(session_id):
             stored = await self.store.load(session_id, fresh=True)
@@ -334,78 +330,15 @@ class RouterActor(Actor):
                 continue
 
     async def sweep(self) -> int:
-        """Find running sessions unmoved past their deadline plus the margin; send each the
-        input that ends it (on the reminder queue, so it is handled, stored and acked like any
-        other input). Returns how many were found.
-
-        A read that fails (JetStream away) is logged and tried again next time: the sweep is
-        a safety net, and must not take the router down with it.
-        """
-        if self._sessions_kv is None or self._js is None:
+        """One pass of the stall sweep (actors/router/_sweeper.py); how many it found."""
+        if self._sweeper is None:
             raise RuntimeError("router used before start()")
-        try:
-            keys = await self._session_keys(self._sessions_kv)
-        except Exception as exc:
-            log.warning("sweep could not list sessions", extra={"error": repr(exc)})
-            return 0
-        if len(self._closed) > _CLOSED_KEPT:
-            self._closed.clear()
-        found = 0
-        for key in keys:
-            session_id = key.removeprefix("session.")
-            if session_id in self._closed or not _valid(session_id):
-                continue
-            try:
-                stored = await self.store.load(session_id, fresh=True)
-            except Exception as exc:
-                log.warning("sweep could not read a session", extra={"error": repr(exc)})
-                return found
-            if stored is None or not stored.session.open:
-                self._closed.add(session_id)
-                continue
-            error = stalled(
-                stored.session, now=utc_now(), limits=self.limits, outages=self._uptime.deaf()
-            )
-            if error is None:
-                continue
-            found += 1
-            log.warning(
-                "session stalled", extra={"session_id": session_id, "reason": error.message}
-            )
-            # The trace of its opening message, so the ending joins the session's trace.
-            headers = TraceHeaders(
-                trace_id=stored.session.origin_id, origin=self.actor_id
-            ).to_headers(error.id)
-            try:
-                await self._js.publish(self._timers, encode(error), headers=headers)
-            except Exception as exc:
-                log.warning("sweep could not send its input", extra={"error": repr(exc)})
-                return found
-        return found
-
-    @staticmethod
-    async def _session_keys(kv: KeyValue) -> list[str]:
-        """Every `session.*` key (not the trace links), read with headers only.
-
-        nats-py's `KeyValue.keys(filters=...)` matches its filters as substrings of keys
-        read from the whole bucket; a watch on the subject reads only the sessions.
-        """
-        keys: list[str] = []
-        async with asyncio.timeout(_LIST_TIMEOUT_S):
-            watcher = await kv.watch("session.>", ignore_deletes=True, meta_only=True)
-            try:
-                async for entry in watcher:
-                    if entry is None:
-                        break  # the end of what was stored when the watch began
-                    keys.append(entry.key)
-            finally:
-                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
-        return keys
+        return await self._sweeper.sweep()
 
     async def _stall(self, error: Error, ctx: Context) -> None:
         """The sweep's input: end its session as `stalled`, if it has not moved since."""
         session_id = error.details.get("session_id")
-        if not isinstance(session_id, str) or not _valid(session_id):
+        if not isinstance(session_id, str) or not valid_token(session_id):
             return
         async with self._session_lock(session_id):
             for _ in range(_CAS_ATTEMPTS):
@@ -445,78 +378,15 @@ class RouterActor(Actor):
             log.warning("unreadable heartbeat", extra={"agent": agent})
             return None
 
-    def _unknown_step(
-        self, envelope: AgentResponse | Error | Control, ctx: Context, why: str
-    ) -> Step:
-        if not isinstance(envelope, Control):
-            return Step(session=None, note=f"ignored {type(envelope).__name__}: {why}")
-        refusal = Error(
-            id=ctx.derive_id("error"),
-            created_at=utc_now(),
-            code=ErrorCode.SESSION_NOT_FOUND,
-            message=f"cannot {envelope.action}: {why}",
-            cause_id=envelope.id,
-            details={"session_id": envelope.session_id},
-        )
-        return Step(session=None, effects=(refusal,))
-
     async def _unknown(
         self, envelope: AgentResponse | Error | Control, ctx: Context, why: str
     ) -> None:
-        step = self._unknown_step(envelope, ctx, why)
+        step = unknown_session(envelope, ctx.derive_id("error"), why, now=utc_now())
         if step.note:
             log.info(step.note, extra={"id": envelope.id})
         await self._emit(step, ctx)
 
     async def _emit(self, step: Step, ctx: Context) -> None:
-        """Agent calls go to the gate; events go to the timeline of the session's owner, and
-        refusals to the timeline of the one refused.
-
-        A timeline is `parley.events.<owner>.<session>`, the owner being the principal that
-        opened the session (or tried to: a refused opening is told on the sender's timeline;
-        the router itself owns sessions stored before openers were recorded), so the broker
-        lets each person follow their own sessions and no one else's. A refusal answers a
-        person (a message that cannot open a session, a Stop for a session that does not
-        exist or is not theirs), who follows timelines under their own name, not a deliver
-        subject; the input itself is also dead-lettered with the reason.
-        """
-        session = step.session
-        if session is None:  # nothing was opened: the step answers the input's sender
-            owner = ctx.sender if _valid(ctx.sender) else self.actor_id
-        else:
-            owner = session.opener or self.actor_id
-        for effect in step.effects:
-            match effect:
-                case AgentCall():
-                    await ctx.submit(effect)
-                    await ctx.publish(self._timers, effect)  # the reminder to check on it
-                case SessionEvent():
-                    await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
-                case Error():
-                    session_id = effect.details.get("session_id")
-                    if isinstance(session_id, str) and _valid(session_id) and _valid(ctx.sender):
-                        refused = self.namespace.events(ctx.sender, session_id)
-                        await ctx.publish(refused, effect)
-                    await self._dead_letter(ctx, effect)
-
-    async def _dead_letter(self, ctx: Context, refusal: Error) -> None:
-        if self._dead is None:
+        if self._effects is None:
             raise RuntimeError("router used before start()")
-        await self._dead.publish(
-            payload=ctx.payload,
-            headers=ctx.headers,
-            subject=ctx.subject,
-            stream=ctx.stream,
-            seq=ctx.stream_seq,
-            attempt=ctx.attempt,
-            reason=refusal.code.lower(),
-            detail=refusal.message,
-        )
-
-
-def _valid(session_id: str) -> bool:
-    try:
-        check_token(session_id, "session id")
-    except SubjectTokenError:
-        return False
-    return True
+        await self._effects.emit(step, ctx)

@@ -35,7 +35,7 @@ from schemas import (
     transcript_window,
 )
 
-__all__ = ("advance", "call_agent", "error_for", "record")
+__all__ = ("advance", "call_agent", "error_for", "record", "unknown_session")
 
 
 def error_for(
@@ -327,3 +327,21 @@ def _on_error(
             limits=limits,
         )
     return _end(session, clock, "error", envelope_ids=(error.id,), error=error)
+
+
+def unknown_session(
+    envelope: AgentResponse | Error | Control, error_id: str, why: str, *, now: datetime
+) -> Step:
+    """An input for a session this router does not have: a person's Stop is refused (the
+    person follows their timelines for the answer), anything else is only noted."""
+    if not isinstance(envelope, Control):
+        return Step(session=None, note=f"ignored {type(envelope).__name__}: {why}")
+    refusal = Error(
+        id=error_id,
+        created_at=now,
+        code=ErrorCode.SESSION_NOT_FOUND,
+        message=f"cannot {envelope.action}: {why}",
+        cause_id=envelope.id,
+        details={"session_id": envelope.session_id},
+    )
+    return Step(session=None, effects=(refusal,))

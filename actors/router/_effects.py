@@ -1,0 +1,71 @@
+"""What the router publishes for a stored transition: calls, reminders, events, refusals.
+
+The router stores a session's new state first and hands its effects to the runtime after
+(actors/router/_actor.py), so an input redelivered after a crash publishes the recorded effects
+again under the same ids, and JetStream drops the copies.
+"""
+
+from __future__ import annotations
+
+from actors.router._session import Step
+from bus import Context, DeadLetters
+from schemas import AgentCall, Error, Namespace, SessionEvent, valid_token
+
+__all__ = ("RouterEffects",)
+
+
+class RouterEffects:
+    """Publishes a router's effects, as the router (`actor_id`)."""
+
+    def __init__(self, namespace: Namespace, actor_id: str, timers: str, dead: DeadLetters) -> None:
+        self.namespace = namespace
+        self.actor_id = actor_id
+        self._timers = timers
+        self._dead = dead
+
+    async def emit(self, step: Step, ctx: Context) -> None:
+        """Agent calls go to the gate; events go to the timeline of the session's owner, and
+        refusals to the timeline of the one refused.
+
+        A timeline is `parley.events.<owner>.<session>`, the owner being the principal that
+        opened the session (or tried to: a refused opening is told on the sender's timeline;
+        the router itself owns sessions stored before openers were recorded), so the broker
+        lets each person follow their own sessions and no one else's. A refusal answers a
+        person (a message that cannot open a session, a Stop for a session that does not
+        exist or is not theirs), who follows timelines under their own name, not a deliver
+        subject; the input itself is also dead-lettered with the reason.
+        """
+        session = step.session
+        if session is None:  # nothing was opened: the step answers the input's sender
+            owner = ctx.sender if valid_token(ctx.sender) else self.actor_id
+        else:
+            owner = session.opener or self.actor_id
+        for effect in step.effects:
+            match effect:
+                case AgentCall():
+                    await ctx.submit(effect)
+                    await ctx.publish(self._timers, effect)  # the reminder to check on it
+                case SessionEvent():
+                    await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
+                case Error():
+                    session_id = effect.details.get("session_id")
+                    if (
+                        isinstance(session_id, str)
+                        and valid_token(session_id)
+                        and valid_token(ctx.sender)
+                    ):
+                        refused = self.namespace.events(ctx.sender, session_id)
+                        await ctx.publish(refused, effect)
+                    await self._dead_letter(ctx, effect)
+
+    async def _dead_letter(self, ctx: Context, refusal: Error) -> None:
+        await self._dead.publish(
+            payload=ctx.payload,
+            headers=ctx.headers,
+            subject=ctx.subject,
+            stream=ctx.stream,
+            seq=ctx.stream_seq,
+            attempt=ctx.attempt,
+            reason=refusal.code.lower(),
+            detail=refusal.message,
+        )
