@@ -6,8 +6,8 @@ Inside: `_actor` (the process: inputs, session locks, effects), `_session` (the 
 its limits), `_opening` (a person's message opens a session), `_turns` (the turn loop, as
 pure transitions), `_turn_watch` (judging an agent's silence), `_sweep` (sessions stalled past
 their deadline, pure) and `_sweeper` (the sweep's rounds), `_effects` (publishing a
-transition's calls, reminders, events and refusals), `_store` (sessions in KV). The transcript window a turn is shown is
-`schemas.transcript_window`, shared with the agent host.
+transition's calls, reminders, events and refusals), `_store` (sessions in KV). The
+transcript window a turn is shown is `schemas.transcript_window`, shared with the agent host.
 """
 
 from actors.router._actor import RouterActor
