@@ -1,0 +1,243 @@
+"""The gate's checks that count nothing, one function each, in the order `plan()` applies
+them (actors/gate/_plan.py): forged claims, speaking for a person, the cause's record, hop and
+depth limits, tool narrowing, and the checks of a call (target, self-loops, cycles, sub-agent
+and shared-agent permissions, deadlines, token budgets, user isolation). Pure.
+"""
+
+from __future__ import annotations
+
+from actors.gate._records import Level, Position
+from actors.gate._routes import (
+    Deny,
+    Submission,
+    claimed_identity,
+    root_position,
+)
+from bus import HOP_COUNT, ORIGIN, TRACE_ID
+from schemas import (
+    Control,
+    DelegationRequest,
+    ErrorCode,
+    HumanMessage,
+    PolicyBundle,
+    ProfilePolicy,
+    SubAgentCall,
+    call_kinds,
+    return_kinds,
+)
+
+__all__ = (
+    "call_checks",
+    "cause_of",
+    "check_claims",
+    "check_speaks_for_person",
+    "hop_limit",
+    "narrow_tools",
+)
+
+_CALLS = call_kinds()
+_RETURNS = return_kinds()
+
+
+def check_claims(sub: Submission, cause: Position, hop: int) -> Deny | None:
+    """Headers are claims: present and different from the gate's records is a forgery."""
+    expected = {TRACE_ID: cause.trace_id, HOP_COUNT: str(hop), ORIGIN: cause.origin}
+    for header, value in expected.items():
+        claimed = sub.claims.get(header)
+        if claimed and claimed != value:
+            return Deny(
+                ErrorCode.FORGED_HEADER,
+                "forged_header",
+                f"{header} claims {claimed[:80]!r}, the gate's record says {value!r}",
+            )
+    identity = claimed_identity(sub.envelope)
+    if identity is not None and identity[1] != sub.sender:
+        field, value = identity
+        return Deny(
+            ErrorCode.FORGED_HEADER,
+            "forged_identity",
+            f"{field} claims {value!r}, but the envelope was submitted by {sub.sender!r}",
+        )
+    return None
+
+
+def check_speaks_for_person(sub: Submission, profile: ProfilePolicy) -> Deny | None:
+    """Kinds that speak for a person come only from a principal that acts for one.
+
+    A `human_message` opens a session with its sender's goal, participants and cap, and a
+    `control` steers one; from an agent they would let it act as a person (start work the
+    person never asked for, stop someone's session). Operators may send `control` only.
+    """
+    envelope = sub.envelope
+    if not isinstance(envelope, HumanMessage | Control) or profile.speaks_for_person:
+        return None
+    if isinstance(envelope, Control) and profile.operator:
+        return None
+    return Deny(
+        ErrorCode.UNAUTHORIZED,
+        "speaks_for_person",
+        f"{sub.sender} may not send {envelope.__struct_config__.tag}: only a principal that "
+        "speaks for a person may (its profile lacks speaks_for_person)",
+    )
+
+
+def cause_of(sub: Submission, cause: Position | None, profile: ProfilePolicy) -> Position | Deny:
+    if not sub.causation_id:
+        if not profile.start_traces:
+            return Deny(
+                ErrorCode.UNAUTHORIZED,
+                "start_traces",
+                f"{sub.sender} may not start a new trace: an envelope from it must name its "
+                "cause in Parley-Causation-Id",
+            )
+        return root_position(sub)
+    if cause is None:
+        return Deny(
+            ErrorCode.FORGED_HEADER,
+            "unknown_cause",
+            f"Parley-Causation-Id {sub.causation_id[:80]!r} names no envelope the gate delivered",
+        )
+    if cause.target != sub.sender:
+        return Deny(
+            ErrorCode.FORGED_HEADER,
+            "foreign_cause",
+            f"envelope {sub.causation_id!r} was delivered to {cause.target!r}, not {sub.sender!r}",
+        )
+    return cause
+
+
+def hop_limit(
+    sub: Submission, profile: ProfilePolicy, hop: int, shared: bool
+) -> tuple[ErrorCode, str, int, str] | None:
+    envelope = sub.envelope
+    if isinstance(envelope, DelegationRequest):
+        limit = min(profile.max_depth, envelope.constraints.max_depth)
+        depth = hop - 1  # the delegating agent's own depth, as seed 003 counts it
+        if depth >= limit:
+            return (
+                ErrorCode.DEPTH_LIMIT_EXCEEDED,
+                "max_depth",
+                limit,
+                f"Delegation depth limit reached ({depth}/{limit}). Cannot delegate further. "
+                "Return results to parent.",
+            )
+        return None
+    if isinstance(envelope, SubAgentCall) and not shared:
+        limit = profile.max_sub_agent_depth
+        if hop > limit:
+            return (
+                ErrorCode.DEPTH_LIMIT_EXCEEDED,
+                "max_sub_agent_depth",
+                limit,
+                f"Recursive sub-agent calls detected: depth {hop} exceeds the limit of {limit}",
+            )
+        return None
+    limit = profile.max_hop_count
+    if hop > limit:
+        return (
+            ErrorCode.HOP_LIMIT_EXCEEDED,
+            "max_hop_count",
+            limit,
+            f"Hop count {hop} exceeds maxHopCount {limit}",
+        )
+    return None
+
+
+def narrow_tools(
+    sub: Submission, bundle: PolicyBundle, target: str, caller: Level
+) -> tuple[str, ...] | Deny:
+    target_profile = bundle.profiles.get(target)
+    own = target_profile.tools_allowed if target_profile else ()
+    allowed = own if caller.tools is None else tuple(t for t in own if t in caller.tools)
+    envelope = sub.envelope
+    if isinstance(envelope, SubAgentCall) and envelope.args.allowed_tools is not None:
+        for tool in envelope.args.allowed_tools:
+            if tool not in allowed:
+                return Deny(
+                    ErrorCode.TOOL_NOT_ALLOWED,
+                    "allowed_tools",
+                    f"{target} may not be given tool {tool!r}: its tools_allowed narrowed along "
+                    f"the call chain are {list(allowed)}",
+                )
+        return tuple(envelope.args.allowed_tools)
+    return allowed
+
+
+def call_checks(
+    sub: Submission, bundle: PolicyBundle, profile: ProfilePolicy, cause: Position, target: str
+) -> Level | Deny:
+    """Checks of a call, and the level it opens for the target."""
+    envelope = sub.envelope
+    caller = cause.levels[-1]
+    hop = cause.hop + 1
+    shared = target in bundle.shared_agents
+    if shared:
+        if not profile.allow_shared_agent_calls:
+            return Deny(
+                ErrorCode.CAPABILITY_DENIED,
+                "allow_shared_agent_calls",
+                f"{sub.sender} may not call shared agents (allowSharedAgentCalls is false)",
+            )
+        if target not in profile.allowed_shared_device_ids:
+            return Deny(
+                ErrorCode.TARGET_NOT_ALLOWED,
+                "allowed_shared_device_ids",
+                f"shared agent {target!r} is not in {sub.sender}'s allowedSharedDeviceIds",
+            )
+    if target in cause.chain:
+        path = " -> ".join((*cause.chain, target))
+        return Deny(
+            ErrorCode.CYCLE_DETECTED,
+            "call_chain",
+            f"Cycle detected: {target} is already on the call chain ({path})",
+        )
+    limit = hop_limit(sub, profile, hop, shared)
+    if limit is not None:
+        code, rule, value_limit, message = limit
+        return Deny(code, rule, message, limit=value_limit, value=hop)
+    if isinstance(envelope, SubAgentCall):
+        if not profile.allow_sub_agent_calls:
+            return Deny(
+                ErrorCode.CAPABILITY_DENIED,
+                "allow_sub_agent_calls",
+                f"{sub.sender} may not call sub-agents (allow_sub_agent_calls is false)",
+            )
+        if not caller.nested_ok:
+            return Deny(
+                ErrorCode.CAPABILITY_DENIED,
+                "allow_nested_calls",
+                f"{sub.sender} was called as a sub-agent without allow_nested_calls",
+            )
+    if caller.deadline_ms is not None and caller.deadline_ms <= sub.now_ms:
+        late = sub.now_ms - caller.deadline_ms
+        return Deny(
+            ErrorCode.DEADLINE_EXCEEDED,
+            "deadline",
+            f"the call chain's deadline passed {late} ms ago",
+            value=late,
+        )
+    deadline = caller.deadline_ms
+    if isinstance(envelope, DelegationRequest):
+        budget = envelope.constraints.max_tokens
+        if budget > profile.max_tokens:
+            return Deny(
+                ErrorCode.BUDGET_EXCEEDED,
+                "max_tokens",
+                f"Estimated tokens ({budget}) exceeds budget ({profile.max_tokens}). "
+                "Simplify task or increase budget.",
+                limit=profile.max_tokens,
+                value=budget,
+            )
+        own = sub.now_ms + min(profile.deadline_ms, envelope.constraints.deadline_ms)
+        deadline = own if deadline is None else min(deadline, own)
+    tools = narrow_tools(sub, bundle, target, caller)
+    if isinstance(tools, Deny):
+        return tools
+    nested = envelope.args.allow_nested_calls if isinstance(envelope, SubAgentCall) else True
+    return Level(
+        holder=target,
+        call_id=envelope.id,
+        tools=tools,
+        nested_ok=nested and caller.nested_ok,
+        deadline_ms=deadline,
+    )

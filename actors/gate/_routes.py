@@ -1,0 +1,168 @@
+"""What the gate plans with: a submission, a route or a refusal, and what an envelope says
+about itself (its role in a call, its target, objective, user and claimed identity). Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from actors.gate._records import Level, Position
+from schemas import (
+    AgentCall,
+    AgentResponse,
+    AnyEnvelope,
+    Control,
+    DelegationRequest,
+    DelegationResponse,
+    ErrorCode,
+    HumanMessage,
+    ProfilePolicy,
+    SubAgentCall,
+    SubAgentResult,
+    ToolRequest,
+    call_kinds,
+    return_kinds,
+)
+
+__all__ = (
+    "Deny",
+    "Role",
+    "Route",
+    "Submission",
+    "claimed_identity",
+    "envelope_role",
+    "named_target",
+    "objective_key",
+    "objective_of",
+    "root_position",
+    "user_id_of",
+)
+
+Role = Literal["call", "return", "lateral"]
+
+_CALLS = call_kinds()
+_RETURNS = return_kinds()
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One submitted envelope as the gate sees it: the sender is the subject's token."""
+
+    envelope: AnyEnvelope
+    sender: str
+    causation_id: str
+    claims: Mapping[str, str]
+    now_ms: int
+    redelivered: bool = False
+    """Delivered to the gate before (a crash or a conflict kept it from being settled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deny:
+    """A refusal: the error code, the rule that refused, and the numbers it compared."""
+
+    code: ErrorCode
+    rule: str
+    message: str
+    limit: int | None = None
+    value: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where an envelope goes and where it sits, derived from the gate's own records."""
+
+    sub: Submission
+    role: Role
+    cause: Position
+    """The sender's position: its cause's record, or a new trace's root it holds."""
+    position: Position
+    target: str
+    profile: ProfilePolicy
+    answered: Level | None = None
+    """For a return: the level it closes (the call being answered)."""
+    objective: str = ""
+    shared: bool = False
+
+    @property
+    def is_root(self) -> bool:
+        return not self.sub.causation_id
+
+
+def envelope_role(envelope: AnyEnvelope) -> Role:
+    kind = type(envelope)
+    if kind in _CALLS:
+        return "call"
+    if kind in _RETURNS:
+        return "return"
+    return "lateral"
+
+
+def named_target(envelope: AnyEnvelope) -> str | None:
+    match envelope:
+        case AgentCall() | HumanMessage() | Control():
+            return envelope.target
+        case DelegationRequest():
+            return envelope.target_employee
+        case SubAgentCall():
+            return envelope.args.agent_name
+        case ToolRequest():
+            return "router"  # tool requests and their approvals belong to the session owner
+        case _:
+            return None
+
+
+def objective_of(envelope: AnyEnvelope) -> str:
+    match envelope:
+        case DelegationRequest():
+            return envelope.objective
+        case SubAgentCall():
+            return envelope.args.task
+        case AgentCall():
+            return envelope.goal
+        case _:
+            return ""
+
+
+def claimed_identity(envelope: AnyEnvelope) -> tuple[str, str] | None:
+    """The display field that names the sender, if the kind has one: (field, value)."""
+    match envelope:
+        case AgentResponse():
+            return "sender", envelope.sender
+        case DelegationRequest():
+            return "origin_employee", envelope.origin_employee
+        case DelegationResponse():
+            return "target_employee", envelope.target_employee
+        case SubAgentCall():
+            return "caller", envelope.caller
+        case SubAgentResult():
+            return "agent_name", envelope.agent_name
+        case _:
+            return None
+
+
+def user_id_of(envelope: AnyEnvelope) -> str:
+    return str(getattr(envelope, "user_id", "") or "")
+
+
+def root_position(sub: Submission) -> Position:
+    """The position a sender holds when it starts a new trace with this envelope."""
+    envelope = sub.envelope
+    return Position(
+        envelope_id=envelope.id,
+        trace_id=envelope.id,
+        origin=sub.sender,
+        sender=sub.sender,
+        target=sub.sender,
+        kind="root",
+        levels=(Level(holder=sub.sender),),
+        user_id=user_id_of(envelope),
+    )
+
+
+def objective_key(sender: str, target: str, objective: str) -> str:
+    digest = hashlib.sha256(objective.encode()).hexdigest()[:8]
+    return f"{sender}>{target}:{digest}"
