@@ -12,16 +12,44 @@ Rules that keep the wire stable (see docs/envelopes.md):
 - Identity, trace, hop count and causation travel in NATS headers (bus/_headers.py), and the
   gate trusts the subject and its own records over any of them. `sender` fields are the
   seeds' display fields, never an authority.
+
+This module holds seed 001's kinds (human messages, agent calls and responses), controls,
+session events and errors, and the union of every kind (`AnyEnvelope`); the others are in
+schemas/_delegation.py and schemas/_records.py, over the base in schemas/_base.py, and are
+re-exported here.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from schemas._base import PROTOCOL_VERSION, Envelope, Id, Name, NonNegative, TokenUsage
+from schemas._delegation import (
+    Artifact,
+    ContextFilter,
+    ContextMessage,
+    DelegationConstraints,
+    DelegationRequest,
+    DelegationResponse,
+    FilteredContext,
+    HandoffData,
+    Reference,
+    SourceRef,
+    SubAgentArgs,
+    SubAgentCall,
+    SubAgentResult,
+)
 from schemas._errors import ErrorCode
+from schemas._records import (
+    ApprovalRequest,
+    AuditRecord,
+    Decision,
+    ToolError,
+    ToolRequest,
+    ToolResult,
+)
 
 __all__ = (
     "PROTOCOL_VERSION",
@@ -61,24 +89,6 @@ __all__ = (
     "return_kinds",
 )
 
-PROTOCOL_VERSION = 1
-
-Id = Annotated[str, Meta(min_length=1, max_length=128)]
-Name = Annotated[str, Meta(pattern=r"^[a-z0-9_-]{1,64}$")]
-UtcTime = Annotated[datetime, Meta(tz=True)]
-NonNegative = Annotated[int, Meta(ge=0)]
-
-
-class Envelope(Struct, frozen=True, kw_only=True, tag_field="kind"):
-    """Fields every envelope has: a unique id, the protocol version and the creation time."""
-
-    id: Id
-    created_at: UtcTime
-    v: int = PROTOCOL_VERSION
-
-
-# -- seed 001: the room and the collaboration reply contract ----------------------------
-
 
 class Handoff(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Who speaks next and what they should do (seed 001 §3)."""
@@ -105,14 +115,6 @@ class TranscriptItem(Struct, frozen=True, kw_only=True):
     role: str  # "user" | "router" | an agent name
     name: str
     text: str
-
-
-class TokenUsage(Struct, frozen=True, kw_only=True):
-    """Tokens a brain spent on one answer (seed 003 `token_usage`; seed 004 `tokens_used`)."""
-
-    prompt: NonNegative = 0
-    completion: NonNegative = 0
-    total: NonNegative = 0
 
 
 class HumanMessage(Envelope, frozen=True, kw_only=True, tag="human_message"):
@@ -172,137 +174,7 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
 # -- seed 003: delegation -------------------------------------------------------------
 
 
-class DelegationConstraints(Struct, frozen=True, kw_only=True):
-    """Per-request safety limits (seed 003 defaults)."""
-
-    max_tokens: Annotated[int, Meta(ge=1)] = 1200
-    max_depth: Annotated[int, Meta(ge=0)] = 2
-    deadline_ms: Annotated[int, Meta(ge=1)] = 15000
-
-
-class Reference(Struct, frozen=True, kw_only=True):
-    owner_scope: str
-    source_id: str
-
-
-class SourceRef(Struct, frozen=True, kw_only=True):
-    owner_scope: str
-    source_id: str
-    relevance: float | None = None
-
-
-class HandoffData(Struct, frozen=True, kw_only=True):
-    facts: tuple[str, ...] = ()
-    references: tuple[Reference, ...] = ()
-    intermediate_results: Any = None
-
-
-class DelegationRequest(Envelope, frozen=True, kw_only=True, tag="delegation_request"):
-    """One agent delegates a task to another (seed 003 request envelope)."""
-
-    request_id: Id
-    origin_employee: Name
-    target_employee: Name
-    user_id: str
-    parent_session_id: Id
-    child_session_id: Id | None = None
-    objective: str
-    input: str
-    constraints: DelegationConstraints = DelegationConstraints()
-    context_hints: tuple[str, ...] = ()
-    handoff_data: HandoffData = HandoffData()
-    current_depth: NonNegative = 0
-
-
-class Artifact(Struct, frozen=True, kw_only=True):
-    type: Literal["table", "json", "url", "id", "file"]
-    value: Any
-    label: str | None = None
-
-
-class DelegationResponse(Envelope, frozen=True, kw_only=True, tag="delegation_response"):
-    """The delegate's answer (seed 003 response envelope)."""
-
-    request_id: Id
-    target_employee: Name
-    summary: str
-    result: str
-    artifacts: tuple[Artifact, ...] = ()
-    new_facts: tuple[str, ...] = ()
-    used_sources: tuple[SourceRef, ...] = ()
-    token_usage: TokenUsage = TokenUsage()
-    duration_ms: NonNegative | None = None
-    child_session_id: Id | None = None
-    confidence: Annotated[int, Meta(ge=0, le=100)] | None = None
-    requires_followup: bool = False
-    status: Literal["success", "partial", "failed"]
-    error: str | None = None
-
-
 # -- seed 004: sub-agent calls with filtered context ----------------------------------
-
-
-class ContextFilter(Struct, frozen=True, kw_only=True):
-    """What part of the caller's session the sub-agent may see (seed 004)."""
-
-    last_messages: NonNegative | None = None
-    roles: tuple[str, ...] | None = None
-    keywords: tuple[str, ...] | None = None
-    include_summary: bool = False
-    include_workspace: bool = False
-    workspace_files: tuple[str, ...] | None = None
-    max_age_seconds: NonNegative | None = None
-
-
-class SubAgentArgs(Struct, frozen=True, kw_only=True):
-    """The sub-agent tool's arguments (seed 004 defaults: 4000 tokens, no nested calls)."""
-
-    agent_name: Name
-    task: str
-    context: ContextFilter | None = None
-    input: Any = None
-    max_context_tokens: Annotated[int, Meta(ge=1)] = 4000
-    allowed_tools: tuple[str, ...] | None = None
-    allow_nested_calls: bool = False
-
-
-class ContextMessage(Struct, frozen=True, kw_only=True):
-    role: str
-    content: str
-    created_at: UtcTime | None = None
-
-
-class FilteredContext(Struct, frozen=True, kw_only=True):
-    """The context actually passed, after filtering and fitting (seed 004 FilteredContext)."""
-
-    messages: tuple[ContextMessage, ...] = ()
-    summary: str | None = None
-    workspace: str | None = None
-    total_tokens: NonNegative = 0
-
-
-class SubAgentCall(Envelope, frozen=True, kw_only=True, tag="sub_agent_call"):
-    """A caller agent invokes a sub-agent with filtered context."""
-
-    call_id: Id
-    caller: Name
-    session_id: Id
-    args: SubAgentArgs
-    context: FilteredContext = FilteredContext()
-    user_id: str = ""
-
-
-class SubAgentResult(Envelope, frozen=True, kw_only=True, tag="sub_agent_result"):
-    """The sub-agent's result (seed 004 SubAgentResult)."""
-
-    call_id: Id
-    agent_name: Name
-    success: bool
-    output: str
-    tool_calls: tuple[str, ...] = ()
-    tokens_used: NonNegative = 0
-    duration_seconds: NonNegative = 0
-    errors: tuple[str, ...] = ()
 
 
 # -- human control, session timeline, errors (seeds 000, 001, 002) --------------------
@@ -357,133 +229,6 @@ class Error(Envelope, frozen=True, kw_only=True, tag="error"):
     retryable: bool = False
     details: dict[str, Any] = {}
     cause_id: Id | None = None
-
-
-class ToolRequest(Envelope, frozen=True, kw_only=True, tag="tool_request"):
-    """An agent asks to run a tool (seed 002 §13.2)."""
-
-    tool_name: str
-    arguments: dict[str, Any] = {}
-    session_id: Id
-    task_id: Id
-    step_id: Id
-    capability: str | None = None
-
-
-class ToolError(Struct, frozen=True, kw_only=True):
-    code: str
-    message: str
-
-
-class ToolResult(Envelope, frozen=True, kw_only=True, tag="tool_result"):
-    """What a tool run produced (seed 002 §13.3)."""
-
-    tool_name: str
-    session_id: Id
-    task_id: Id
-    step_id: Id
-    status: Literal["succeeded", "failed", "denied"]
-    output_text: str | None = None
-    artifact_uris: tuple[str, ...] = ()
-    error: ToolError | None = None
-
-
-class ApprovalRequest(Envelope, frozen=True, kw_only=True, tag="approval_request"):
-    """A person must approve an action first (seed 002 §13.4)."""
-
-    approval_id: Id
-    session_id: Id
-    task_id: Id
-    title: str
-    action_summary: str
-    risk_level: Literal["low", "medium", "high"] | None = None
-    details: dict[str, Any] = {}
-
-
-class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
-    """One audited fact: the union of seed 000, 003 and 004's audit fields plus our own.
-
-    `prev_hash` and `hash` chain the records; `source_stream` and `source_seq` name the fact
-    it records, which is also its de-duplication key.
-    """
-
-    tenant: Name
-    profile: Name
-    fact: str
-    trace_id: str = ""
-    hop_count: NonNegative = 0
-    envelope_id: str = ""
-    decision_code: str | None = None
-    policy_version: int | None = None
-    requester: str = ""
-    target: str = ""
-    target_device_id: str | None = None
-    turn_index: NonNegative | None = None
-    mode: str | None = None
-    status: str = ""
-    failure_reason: str | None = None
-    duration_ms: NonNegative | None = None
-    request_id: str | None = None
-    origin: str = ""
-    user_id: str = ""
-    objective: str = ""
-    task: str = ""
-    output_preview: Annotated[str, Meta(max_length=200)] = ""
-    success: bool | None = None
-    source_stream: str = ""
-    source_seq: NonNegative = 0
-    session_id: str | None = None
-    causation_id: str = ""
-    source_subject: str = ""
-    """The subject the source message was published on (a dead letter's original subject)."""
-    attempt: NonNegative | None = None
-    """The delivery on which the source message was given up (a dead letter)."""
-    payload_bytes: NonNegative | None = None
-    payload_sha256: str = ""
-    """Size and SHA-256 of a dead letter's payload as stored: the payload itself may hold
-    secrets and is never copied into the audit history."""
-    chain_index: NonNegative = 0
-    """Position in the audit chain, from 1; a checkpoint's `count` names one of these."""
-    prev_hash: str = ""
-    hash: str = ""
-    """SHA-256 of the record's stored bytes with this value empty; kept last on purpose."""
-
-
-class Decision(Envelope, frozen=True, kw_only=True, tag="decision"):
-    """The gate's verdict on one submitted envelope, published on `parley.decisions.<sender>`.
-
-    Everything here is what the gate derived from the subject and its own records, never the
-    sender's claims: `sender` is the submit subject's token, `trace_id`, `hop_count`, `origin`
-    and `chain` come from the cause's record. `rule` names the check that decided (`allow`
-    when every check passed), `limit` and `value` the numbers it compared. `preview` is the
-    first 200 characters of the envelope's text, unredacted: the auditor redacts it.
-    """
-
-    allowed: bool
-    code: ErrorCode | None = None
-    rule: str = "allow"
-    message: str = ""
-    limit: int | None = None
-    value: int | None = None
-    sender: Name
-    target: str = ""
-    envelope_id: Id
-    envelope_kind: str
-    causation_id: str = ""
-    trace_id: str
-    hop_count: NonNegative = 0
-    origin: str = ""
-    chain: tuple[str, ...] = ()
-    user_id: str = ""
-    session_id: str | None = None
-    request_id: str | None = None
-    objective: str = ""
-    preview: Annotated[str, Meta(max_length=200)] = ""
-    bundle_version: int | None = None
-    bundle_hash: str = ""
-    decided_at: UtcTime | None = None
-    decided_by: str = ""
-    """Which gate process decided (`<actor id>/<pid>`): replicas share one consumer."""
 
 
 AnyEnvelope = (

@@ -20,8 +20,8 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from msgspec import Meta, Struct
 
+from schemas._base import Name, UtcTime
 from schemas._dsse import DsseError, verify_payload
-from schemas._envelopes import Name, UtcTime
 from schemas._errors import ErrorCode
 
 __all__ = (

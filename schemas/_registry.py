@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from schemas._envelopes import UtcTime
+from schemas._base import UtcTime
 
 __all__ = ("ActorHeartbeat", "ProfileSummary", "heartbeat_key", "profile_key")
 

@@ -1,0 +1,140 @@
+"""Seed 002's tool requests, tool results and approvals, the audit record, and the gate's
+decision record."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+from schemas._base import Envelope, Id, Name, NonNegative, UtcTime
+from schemas._errors import ErrorCode
+
+__all__ = ("ApprovalRequest", "AuditRecord", "Decision", "ToolError", "ToolRequest", "ToolResult")
+
+
+class ToolRequest(Envelope, frozen=True, kw_only=True, tag="tool_request"):
+    """An agent asks to run a tool (seed 002 §13.2)."""
+
+    tool_name: str
+    arguments: dict[str, Any] = {}
+    session_id: Id
+    task_id: Id
+    step_id: Id
+    capability: str | None = None
+
+
+class ToolError(Struct, frozen=True, kw_only=True):
+    code: str
+    message: str
+
+
+class ToolResult(Envelope, frozen=True, kw_only=True, tag="tool_result"):
+    """What a tool run produced (seed 002 §13.3)."""
+
+    tool_name: str
+    session_id: Id
+    task_id: Id
+    step_id: Id
+    status: Literal["succeeded", "failed", "denied"]
+    output_text: str | None = None
+    artifact_uris: tuple[str, ...] = ()
+    error: ToolError | None = None
+
+
+class ApprovalRequest(Envelope, frozen=True, kw_only=True, tag="approval_request"):
+    """A person must approve an action first (seed 002 §13.4)."""
+
+    approval_id: Id
+    session_id: Id
+    task_id: Id
+    title: str
+    action_summary: str
+    risk_level: Literal["low", "medium", "high"] | None = None
+    details: dict[str, Any] = {}
+
+
+class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
+    """One audited fact: the union of seed 000, 003 and 004's audit fields plus our own.
+
+    `prev_hash` and `hash` chain the records; `source_stream` and `source_seq` name the fact
+    it records, which is also its de-duplication key.
+    """
+
+    tenant: Name
+    profile: Name
+    fact: str
+    trace_id: str = ""
+    hop_count: NonNegative = 0
+    envelope_id: str = ""
+    decision_code: str | None = None
+    policy_version: int | None = None
+    requester: str = ""
+    target: str = ""
+    target_device_id: str | None = None
+    turn_index: NonNegative | None = None
+    mode: str | None = None
+    status: str = ""
+    failure_reason: str | None = None
+    duration_ms: NonNegative | None = None
+    request_id: str | None = None
+    origin: str = ""
+    user_id: str = ""
+    objective: str = ""
+    task: str = ""
+    output_preview: Annotated[str, Meta(max_length=200)] = ""
+    success: bool | None = None
+    source_stream: str = ""
+    source_seq: NonNegative = 0
+    session_id: str | None = None
+    causation_id: str = ""
+    source_subject: str = ""
+    """The subject the source message was published on (a dead letter's original subject)."""
+    attempt: NonNegative | None = None
+    """The delivery on which the source message was given up (a dead letter)."""
+    payload_bytes: NonNegative | None = None
+    payload_sha256: str = ""
+    """Size and SHA-256 of a dead letter's payload as stored: the payload itself may hold
+    secrets and is never copied into the audit history."""
+    chain_index: NonNegative = 0
+    """Position in the audit chain, from 1; a checkpoint's `count` names one of these."""
+    prev_hash: str = ""
+    hash: str = ""
+    """SHA-256 of the record's stored bytes with this value empty; kept last on purpose."""
+
+
+class Decision(Envelope, frozen=True, kw_only=True, tag="decision"):
+    """The gate's verdict on one submitted envelope, published on `parley.decisions.<sender>`.
+
+    Everything here is what the gate derived from the subject and its own records, never the
+    sender's claims: `sender` is the submit subject's token, `trace_id`, `hop_count`, `origin`
+    and `chain` come from the cause's record. `rule` names the check that decided (`allow`
+    when every check passed), `limit` and `value` the numbers it compared. `preview` is the
+    first 200 characters of the envelope's text, unredacted: the auditor redacts it.
+    """
+
+    allowed: bool
+    code: ErrorCode | None = None
+    rule: str = "allow"
+    message: str = ""
+    limit: int | None = None
+    value: int | None = None
+    sender: Name
+    target: str = ""
+    envelope_id: Id
+    envelope_kind: str
+    causation_id: str = ""
+    trace_id: str
+    hop_count: NonNegative = 0
+    origin: str = ""
+    chain: tuple[str, ...] = ()
+    user_id: str = ""
+    session_id: str | None = None
+    request_id: str | None = None
+    objective: str = ""
+    preview: Annotated[str, Meta(max_length=200)] = ""
+    bundle_version: int | None = None
+    bundle_hash: str = ""
+    decided_at: UtcTime | None = None
+    decided_by: str = ""
+    """Which gate process decided (`<actor id>/<pid>`): replicas share one consumer."""
