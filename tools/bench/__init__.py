@@ -4,7 +4,7 @@ Public face: `main`, the command.
 
 Inside: `_command` (rows, rounds and the table), `_gate` (the gate against a raw relay, and
 `decide()` alone), `_collab` (collaboration rounds), `_audit` (the auditor's appends) and
-`_kit` (what the rows share: ack counting, percentiles).
+`_kit` (what the rows share: ack counting, percentiles) and `_table` (the printed tables).
 """
 
 from tools.bench._command import main

@@ -1,0 +1,80 @@
+"""The benchmark's tables on the terminal: each row's figures and its ratio to raw nats-py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ("print_audit", "print_collab", "print_gate", "print_runtime")
+
+
+def print_collab(result: dict[str, Any]) -> None:
+    rows = result.get("collab") or []
+    if not rows:
+        return
+    print("\nCollaboration rounds through gate, router and two zero-latency scripted agents")
+    print("(fsync always; a round = 4 JetStream hops + the router's compare-and-set):")
+    print(
+        f"{'sessions':>8} {'rounds':>7} {'rounds/s':>9} {'hops/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
+    )
+    raw = next(
+        (
+            r["throughput"]
+            for r in result.get("rows", [])
+            if r["name"] == "js-raw" and r["fsync"] == "always"
+        ),
+        None,
+    )
+    for row in rows:
+        print(
+            f"{row['sessions']:>8} {row['rounds']:>7} {row['rounds_per_s']:>9.0f} "
+            f"{row['hops_per_s']:>8.0f} {row['session_p50_ms']:>8.0f} {row['session_p99_ms']:>8.0f}"
+        )
+    if raw:
+        best = max(row["hops_per_s"] for row in rows)
+        print(f"  best hops/s over raw nats-py js-raw msgs/s (fsync always): {best / raw:.2f}x")
+
+
+def print_runtime(result: dict[str, Any]) -> None:
+    print(f"{'row':<10} {'fsync':<7} {'p50 µs':>9} {'p99 µs':>9} {'msgs/s':>9} {'CPU µs/env':>11}")
+    for row in result["rows"]:
+        cpu = row["cpu_us_per_envelope"]
+        print(
+            f"{row['name']:<10} {row['fsync']:<7} {row['p50_us']:>9.0f} {row['p99_us']:>9.0f} "
+            f"{row['throughput']:>9.0f} {'' if cpu is None else f'{cpu:.1f}':>11}"
+        )
+    print("\nParley / raw nats-py JetStream (same server, same run):")
+    for fsync, ratio in result["ratios_parley_to_raw"].items():
+        print(
+            f"  fsync={fsync:<6} p50 {ratio['p50_latency']:.2f}x  p99 {ratio['p99_latency']:.2f}x  "
+            f"throughput {ratio['throughput']:.2f}x  CPU/envelope {ratio['cpu_per_envelope']:.2f}x"
+        )
+
+
+def print_gate(gate: dict[str, Any]) -> None:
+    head = f"{'row':<10} {'fsync':<7} {'added p50':>10} {'added p99':>10} {'msgs/s':>9}"
+    print(f"\n{head} {'CPU µs':>8}")
+    for fsync in ("always", "lazy"):
+        for name in ("relay-raw", "gate"):
+            row = gate[fsync][name]
+            print(
+                f"{name:<10} {fsync:<7} {row['added_p50_us']:>10.0f} {row['added_p99_us']:>10.0f} "
+                f"{row['throughput']:>9.0f} {row['cpu_us_per_envelope']:>8.1f}"
+            )
+    print("\nOne gate process / raw nats-py relay (same server, same run):")
+    for fsync in ("always", "lazy"):
+        ratio = gate[fsync]["ratios"]
+        print(
+            f"  fsync={fsync:<6} throughput {ratio['throughput']:.2f}x  "
+            f"added p50 {ratio['added_p50']:.2f}x  added p99 {ratio['added_p99']:.2f}x"
+        )
+    decide = gate["decide"]
+    print(f"  decide() alone: p50 {decide['p50_us']:.1f} µs, p99 {decide['p99_us']:.1f} µs")
+
+
+def print_audit(audit: dict[str, Any]) -> None:
+    print("\nAudit appends, fsync=always (one auditor vs raw publish_async + Nats-Msg-Id):")
+    print(
+        f"  raw {audit['raw_publish_async_per_s']:.0f}/s  auditor "
+        f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
+        f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
+    )
