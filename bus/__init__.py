@@ -51,7 +51,13 @@ from bus._quarantine import Quarantine, handling_key
 from bus._rejection import Rejection
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
-from bus._settings import ConfigError, Settings, load_settings
+from bus._settings import (
+    ConfigError,
+    Settings,
+    describe_invalid,
+    load_settings,
+    validated_options,
+)
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
 __all__ = (
@@ -115,6 +121,7 @@ __all__ = (
     "connect",
     "consumer_config",
     "current_trace_id",
+    "describe_invalid",
     "dump_tasks",
     "find_nats_server",
     "handling_key",
@@ -131,5 +138,6 @@ __all__ = (
     "stream_configs",
     "trace_scope",
     "traceparent_for",
+    "validated_options",
     "wire_size",
 )

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextvars
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import AliasChoices, Field, FilePath, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, FilePath, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,7 +23,15 @@ from pydantic_settings import (
 
 from schemas import DEFAULT_MAX_BYTES, check_token
 
-__all__ = ("ConfigError", "Settings", "load_settings")
+Model = TypeVar("Model", bound=BaseModel)
+
+__all__ = (
+    "ConfigError",
+    "Settings",
+    "describe_invalid",
+    "load_settings",
+    "validated_options",
+)
 
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "parley_config_file", default=None
@@ -141,14 +150,29 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
-def _describe(error: ValidationError) -> str:
-    lines = []
+def describe_invalid(title: str, error: ValidationError, whole: str = "(value)") -> str:
+    """A pydantic error as Parley reports every invalid configuration (settings, profiles,
+    topologies, scripts, actors' `[options]`): `title:` and one line per problem, `where: what
+    (got value)`; `whole` names a problem with the whole value rather than one field."""
+    lines = [f"{title}:"]
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(settings)"
+        where = ".".join(str(part) for part in item["loc"]) or whole
         value = item.get("input")
         shown = "" if isinstance(value, dict) else f" (got {value!r})"
         lines.append(f"  {where}: {item['msg']}{shown}")
-    return "invalid configuration:\n" + "\n".join(lines)
+    return "\n".join(lines)
+
+
+def validated_options(model: type[Model], options: Mapping[str, Any], actor: str) -> Model:
+    """An actor's `[options]` as its pydantic model.
+
+    Raises:
+        ConfigError: a value is missing, unknown or invalid (each named, with its value).
+    """
+    try:
+        return model.model_validate(dict(options))
+    except ValidationError as exc:
+        raise ConfigError(describe_invalid(f"invalid {actor} options", exc, "(options)")) from None
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
@@ -168,6 +192,6 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(describe_invalid("invalid configuration", exc, "(settings)")) from None
     finally:
         _config_file.reset(token)

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bus import ConfigError
+from bus import ConfigError, describe_invalid
 from schemas import DEFAULT_WINDOW_ITEMS, SubjectTokenError, check_token
 
 __all__ = (
@@ -158,16 +158,6 @@ def _with_paths_resolved(profile: AgentProfile, base: Path) -> AgentProfile:
     return profile.model_copy(update={"brain": brain})
 
 
-def _describe(error: ValidationError, source: Path) -> str:
-    lines = [f"invalid agent profile {source}:"]
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(profile)"
-        value = item.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
-        lines.append(f"  {where}: {item['msg']}{shown}")
-    return "\n".join(lines)
-
-
 def load_profile(name_or_path: str, agents_dir: Path = DEFAULT_AGENTS_DIR) -> AgentProfile:
     """Load a profile by name (`gpt` reads `<agents_dir>/gpt.toml`) or by a path to a file.
 
@@ -191,5 +181,7 @@ def load_profile(name_or_path: str, agents_dir: Path = DEFAULT_AGENTS_DIR) -> Ag
     try:
         profile = AgentProfile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from None
+        raise ConfigError(
+            describe_invalid(f"invalid agent profile {path}", exc, "(profile)")
+        ) from None
     return _with_paths_resolved(profile, path.resolve().parent)

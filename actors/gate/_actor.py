@@ -52,6 +52,7 @@ from actors.gate._bundles import BUNDLE_KEY, BundleStore, load_public_keys
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys, spends_rate
 from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
+from actors.gate._options import GateOptions
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._rate_leases import RateLeases
 from actors.gate._records import Position, position_key, rate_key, trace_key
@@ -69,6 +70,7 @@ from bus import (
     Outbox,
     Rejection,
     Settings,
+    validated_options,
 )
 from schemas import AnyEnvelope
 
@@ -118,19 +120,14 @@ class GateActor(Actor):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        options = settings.options
-        keys = options.get("policy_keys", [])
-        if isinstance(keys, str):
-            keys = [keys]
+        options = validated_options(GateOptions, settings.options, "gate")
         try:
-            self._trusted = load_public_keys(list(keys))
+            self._trusted = load_public_keys(options.policy_keys)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        if not self._trusted:
-            raise ConfigError("the gate needs options.policy_keys: the signers' public keys")
-        self._tenant = str(options.get("tenant", "default"))
-        self._redact_key = redaction_key(options, settings)
-        self._cache_size = int(options.get("cache_entries", 200_000))
+        self._tenant = options.tenant
+        self._redact_key = redaction_key(options.redaction_key_file, settings)
+        self._cache_size = options.cache_entries
         self._me = f"{self.actor_id}/{os.getpid()}"
         # Unique per process start: replicas in containers often share a pid, and two
         # replicas under one lease name would overwrite each other's leases.

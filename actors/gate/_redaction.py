@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Mapping
 from pathlib import Path
 
 from msgspec import structs
@@ -38,15 +37,14 @@ MIN_KEY_BYTES = 32
 _LABEL = b"parley-gate-redaction-key\x00"
 
 
-def redaction_key(options: Mapping[str, object], settings: Settings) -> bytes:
+def redaction_key(key_file: str | None, settings: Settings) -> bytes:
     """The HMAC key of this gate's redaction markers (see the module docstring).
 
     Raises:
         ConfigError: `redaction_key_file` is set but unreadable or shorter than 32 bytes.
     """
-    configured = options.get("redaction_key_file")
-    if configured is not None:
-        path = Path(str(configured))
+    if key_file is not None:
+        path = Path(key_file)
         try:
             key = path.read_bytes().strip()
         except OSError as exc:

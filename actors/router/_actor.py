@@ -51,12 +51,12 @@ from bus import (
     SENDER_ROLE,
     Actor,
     BusHandle,
-    ConfigError,
     Context,
     DeadLetters,
     Input,
     Settings,
     Uptime,
+    validated_options,
 )
 from schemas import (
     ActorHeartbeat,
@@ -88,10 +88,7 @@ class RouterActor(Actor):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        try:
-            self.limits = msgspec.convert(settings.options, Limits)
-        except msgspec.ValidationError as exc:
-            raise ConfigError(f"router options: {exc}") from None
+        self.limits = validated_options(Limits, settings.options, "router")
         self._store: SessionStore | None = None
         self._registry: KeyValue | None = None
         self._uptime = Uptime()

@@ -24,9 +24,10 @@ answer came back from that call, whatever session or call ids the envelope itsel
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Final, Literal
 
-from msgspec import Meta, Struct
+from msgspec import Struct
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas import (
     DEFAULT_WINDOW_CHARS,
@@ -83,27 +84,33 @@ EventName = Literal[
 """The seed 002 event names a collaboration session uses."""
 
 
-class Limits(Struct, frozen=True, kw_only=True):
-    """The router's own knobs (its `[options]`): defaults for what a message leaves out."""
+class Limits(BaseModel):
+    """The router's own knobs (its `[options]`): defaults for what a message leaves out.
+
+    A pydantic model, like every actor's options: an unknown or invalid option fails the
+    router's start with the option named (bus `validated_options`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     default_participants: tuple[str, ...] = ("gpt", "claude")
-    window_items: int = DEFAULT_WINDOW_ITEMS
-    window_chars: int = DEFAULT_WINDOW_CHARS
-    agent_retries: int = 1
+    window_items: int = Field(default=DEFAULT_WINDOW_ITEMS, ge=0)
+    window_chars: int = Field(default=DEFAULT_WINDOW_CHARS, ge=1)
+    agent_retries: int = Field(default=1, ge=0)
     """Calls re-sent after a retryable error before the session fails with `error`."""
-    turn_timeout_s: Annotated[float, Meta(gt=0)] = 60.0
+    turn_timeout_s: float = Field(default=60.0, gt=0)
     """Seed 000's request timeout: a call unanswered this long fails the session. Its
     deadline is fixed when the call is made (`PendingCall.deadline`); only time in which the
     router's bus could not hear extends it, never the router's own restart."""
-    stall_margin_s: Annotated[float, Meta(ge=0)] = 45.0
+    stall_margin_s: float = Field(default=45.0, ge=0)
     """How long past its deadline a session may stay unmoved before the sweep ends it as
     `stalled` (whatever kept it: a lost reminder, a bug). Longer than the ack wait, so a
     reminder redelivered after a router died holding it gets there first."""
-    sweep_every_s: Annotated[float, Meta(gt=0)] = 10.0
+    sweep_every_s: float = Field(default=10.0, gt=0)
     """How often each router replica looks for stalled sessions."""
-    missed_beats: Annotated[int, Meta(ge=1)] = 3
+    missed_beats: int = Field(default=3, ge=1)
     """Heartbeat periods of silence after which a called agent counts as not running."""
-    start_grace_s: Annotated[float, Meta(gt=0)] = 15.0
+    start_grace_s: float = Field(default=15.0, gt=0)
     """How long a called agent that never wrote a heartbeat has to start and answer."""
     gate_id: str = "gate"
     """The gate's actor id: an error it delivers (its refusal of one of the router's calls)

@@ -327,6 +327,6 @@ def test_a_short_or_missing_redaction_key_file_is_a_clear_config_error(tmp_path:
     short = tmp_path / "short.key"
     short.write_bytes(b"too short")
     with pytest.raises(ConfigError, match="holds 9 bytes, the minimum is 32"):
-        redaction_key({"redaction_key_file": str(short)}, settings)
+        redaction_key(str(short), settings)
     with pytest.raises(ConfigError, match="cannot read"):
-        redaction_key({"redaction_key_file": str(tmp_path / "absent.key")}, settings)
+        redaction_key(str(tmp_path / "absent.key"), settings)

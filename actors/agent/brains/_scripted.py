@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from actors.agent._profile import AgentProfile, ScriptedBrainConfig
 from actors.agent._prompt import BrainCall, system_prompt, user_prompt
 from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_tokens, usage_of
-from bus import ConfigError
+from bus import ConfigError, describe_invalid
 from schemas import ErrorCode
 
 __all__ = ("Script", "ScriptedBrain", "ScriptedTurn", "load_script")
@@ -125,7 +125,9 @@ def load_script(path: Path) -> Script:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"agent script {path} is not valid TOML: {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(f"invalid agent script {path}: {exc}") from None
+        raise ConfigError(
+            describe_invalid(f"invalid agent script {path}", exc, "(script)")
+        ) from None
 
 
 class ScriptedBrain:
