@@ -1,5 +1,6 @@
 """NATS machinery: connection, provisioning, consumer loops, headers, the process runner,
-the embedded server and the supervisor. Imports `schemas`; never imports `actors` or `tools`."""
+the embedded server, the supervisor and the child processes both of them (and the chaos
+harness) start and stop. Imports `schemas`; never imports `actors` or `tools`."""
 
 from bus._ackinbox import (
     AckInbox,
@@ -46,6 +47,7 @@ from bus._last_values import LastValues
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
+from bus._process import ACTOR_READY, ChildProcess, actor_command
 from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
 from bus._quarantine import Quarantine, handling_key
 from bus._rejection import Rejection
@@ -61,6 +63,7 @@ from bus._settings import (
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
 __all__ = (
+    "ACTOR_READY",
     "BUCKETS",
     "CAUSATION_ID",
     "DEADLINE",
@@ -87,6 +90,7 @@ __all__ = (
     "AppendRefused",
     "AppendTimeout",
     "BusHandle",
+    "ChildProcess",
     "ChildSpec",
     "ConfigError",
     "ConsumerBindError",
@@ -116,6 +120,7 @@ __all__ = (
     "Topology",
     "TraceHeaders",
     "Uptime",
+    "actor_command",
     "check_fsync",
     "configure_logging",
     "connect",

@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from bus._process import ChildProcess
 
 __all__ = ("EmbeddedServer", "NatsServerError", "find_nats_server")
 
@@ -83,10 +82,8 @@ class EmbeddedServer:
         self._on_log = on_log
         self.port: int | None = None
         self.monitor_port: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
+        self._process: ChildProcess | None = None
         self._log_tail: list[str] = []
-        self._ready_seen = False
 
     @property
     def url(self) -> str:
@@ -102,10 +99,10 @@ class EmbeddedServer:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._process.pid if self._process is not None else None
 
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._process is not None and self._process.running()
 
     def _config_text(self) -> str:
         sync = "always" if self.sync_always else "2m"
@@ -137,69 +134,40 @@ class EmbeddedServer:
         if self.authorization is not None:  # included by a path relative to the config
             shutil.copyfile(self.authorization, self.store_dir / "authorization.conf")
         config.write_text(self._config_text())
-        ready = threading.Event()
         self._log_tail = []
-        self._ready_seen = False
-        self._process = subprocess.Popen(  # noqa: S603 - our own binary and config
+        self._process = ChildProcess(
             [str(binary), "-c", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # a terminal's Ctrl-C must not stop it before the actors
+            name="nats-server",
+            reads="stderr",
+            ready_mark=_READY,
+            on_line=self._log_line,
         )
-        self._reader = threading.Thread(
-            target=self._read_log, args=(self._process, ready), daemon=True, name="nats-log"
-        )
-        self._reader.start()
-        if not ready.wait(timeout) or not self._ready_seen or not self.running():
+        self._process.start()
+        if not self._process.wait_ready(timeout):
             fatal = [line for line in self._log_tail if "[FTL]" in line or "[ERR]" in line]
             self.kill()
             detail = "\n".join(fatal or self._log_tail[-10:]) or "no output"
             raise NatsServerError(f"nats-server did not become ready:\n{detail}")
 
-    def _read_log(self, process: subprocess.Popen[bytes], ready: threading.Event) -> None:
-        if process.stderr is None:  # always piped by start(); keeps the type checker honest
-            return
-        for raw in process.stderr:
-            line = raw.decode("utf-8", "replace").rstrip()
-            self._log_tail = [*self._log_tail[-199:], line]
-            if self._on_log is not None:
-                self._on_log(line)
-            if (match := _CLIENT_PORT.search(line)) is not None:
-                self.port = int(match.group(1))
-            elif (match := _MONITOR_PORT.search(line)) is not None:
-                self.monitor_port = int(match.group(1))
-            elif _READY in line:
-                self._ready_seen = True
-                ready.set()
-            elif "[FTL]" in line:
-                ready.set()  # wake the waiter; it sees the process exit and reports this line
-        ready.set()
+    def _log_line(self, line: str) -> None:
+        """Keep the log's tail for start-up errors and read the ports the server picked."""
+        self._log_tail = [*self._log_tail[-199:], line]
+        if self._on_log is not None:
+            self._on_log(line)
+        if (match := _CLIENT_PORT.search(line)) is not None:
+            self.port = int(match.group(1))
+        elif (match := _MONITOR_PORT.search(line)) is not None:
+            self.monitor_port = int(match.group(1))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM), killing the process if it does not exit in time."""
-        self._signal_and_wait(signal.SIGTERM, timeout)
+        if self._process is not None:
+            self._process.stop(timeout)
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would."""
-        self._signal_and_wait(signal.SIGKILL, 10.0)
-
-    def _signal_and_wait(self, signum: signal.Signals, timeout: float) -> None:
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signum)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
-        self._process = None
+        if self._process is not None:
+            self._process.kill()
 
     def close(self) -> None:
         """Stop the server and remove the store it created for itself."""

@@ -50,6 +50,16 @@ class Outbox:
         self.pending.append(future)
         return future
 
+    def include(self, future: asyncio.Future[PubAck]) -> None:
+        """Settle this message only once `future`, an effect published elsewhere, is stored.
+
+        For an effect another component owns (the auditor's chain appender, whose state
+        follows the server's answer): it counts as one of this message's effects, but the
+        outbox waits on it through a shield, so giving up on it at the settle deadline
+        never cancels the publish itself.
+        """
+        self.pending.append(asyncio.shield(future))
+
     def __len__(self) -> int:
         return len(self.pending)
 

@@ -26,8 +26,6 @@ __all__ = ("BUCKETS", "STREAM_FAMILIES", "ProvisionError", "provision", "stream_
 
 _DAY = 24 * 3600.0
 
-STREAM_FAMILIES = ("submit", "deliver", "events", "audit", "dead", "timers")
-
 
 @dataclass(frozen=True, slots=True)
 class BucketSpec:
@@ -60,103 +58,102 @@ class ProvisionError(RuntimeError):
     """JetStream refused to create or update a stream or bucket."""
 
 
-def _stream(
-    name: str,
-    description: str,
-    subjects: list[str],
-    *,
-    work_queue: bool,
-    max_age: float,
-    duplicate_window: float,
-    max_msg_size: int,
-    discard_new: bool = True,
-    immutable: bool = False,
-    direct: bool = False,
-) -> StreamConfig:
-    return StreamConfig(
-        name=name,
-        description=description,
-        subjects=subjects,
-        retention=RetentionPolicy.WORK_QUEUE if work_queue else RetentionPolicy.LIMITS,
-        discard=DiscardPolicy.NEW if discard_new else DiscardPolicy.OLD,
-        max_age=max_age,
-        duplicate_window=duplicate_window,
-        max_msg_size=max_msg_size,
-        storage=StorageType.FILE,
-        num_replicas=1,
-        deny_delete=immutable,
-        deny_purge=immutable,
-        allow_direct=direct,  # read back with direct gets (bus/_history.py)
-    )
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """One stream of DESIGN.md, independent of namespace and message size limit.
+
+    The six streams differ only in these fields; everything else (file storage, one replica)
+    is the same for all of them, so it is written once, in `stream_configs`.
+    """
+
+    family: str
+    description: str
+    work_queue: bool
+    """Work-queue retention: a message is gone once acknowledged; else kept to its limits."""
+    max_age: float
+    """Seconds a message is kept; 0 keeps it for ever."""
+    duplicate_window: float = 120.0
+    """Seconds within which a repeated message id is dropped as a duplicate."""
+    discard_new: bool = True
+    """Refuse new messages when full, so a publisher gets an error instead of an older
+    message silently vanishing."""
+    immutable: bool = False
+    """Deny deletes and purges: an append-only history."""
+    direct: bool = False
+    """Readable with direct gets (bus/_history.py)."""
+    subject_families: tuple[str, ...] = ()
+    """The subject families the stream captures; empty means its own family only."""
+
+
+STREAMS = (
+    StreamSpec(
+        family="submit",
+        description="Everything actors submit; the gate's work queue.",
+        work_queue=True,
+        max_age=7 * _DAY,
+    ),
+    StreamSpec(
+        family="deliver",
+        description="Envelopes the gate admitted, one durable consumer per receiver.",
+        work_queue=True,
+        max_age=7 * _DAY,
+    ),
+    StreamSpec(
+        family="events",
+        description="Gate decisions and session timelines.",
+        work_queue=False,
+        max_age=30 * _DAY,
+        discard_new=False,
+        direct=True,
+        subject_families=("decisions", "events"),
+    ),
+    StreamSpec(
+        family="audit",
+        description="The hash-chained audit history; the auditor is the only writer.",
+        work_queue=False,
+        max_age=0.0,
+        duplicate_window=_DAY,
+        immutable=True,
+        direct=True,
+    ),
+    StreamSpec(
+        family="dead",
+        description="Messages an actor could not process, with the reason.",
+        work_queue=False,
+        max_age=30 * _DAY,
+        discard_new=False,
+        direct=True,
+    ),
+    StreamSpec(
+        family="timers",
+        description="Reminders actors set for themselves, redelivered until they are settled.",
+        work_queue=True,
+        max_age=7 * _DAY,
+    ),
+)
+
+STREAM_FAMILIES = tuple(spec.family for spec in STREAMS)
 
 
 def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> list[StreamConfig]:
-    """The stream definitions of DESIGN.md for namespace `ns`.
-
-    Work queues refuse new messages when full (`discard new`) so a publisher gets an error
-    instead of an older message silently vanishing; the audit stream is append-only.
-    """
+    """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`."""
     return [
-        _stream(
-            ns.stream("submit"),
-            "Everything actors submit; the gate's work queue.",
-            [ns.wildcard("submit")],
-            work_queue=True,
-            max_age=7 * _DAY,
-            duplicate_window=120.0,
+        StreamConfig(
+            name=ns.stream(spec.family),
+            description=spec.description,
+            subjects=[ns.wildcard(family) for family in spec.subject_families or (spec.family,)],
+            retention=RetentionPolicy.WORK_QUEUE if spec.work_queue else RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.NEW if spec.discard_new else DiscardPolicy.OLD,
+            max_age=spec.max_age,
+            duplicate_window=spec.duplicate_window,
             max_msg_size=max_msg_size,
-        ),
-        _stream(
-            ns.stream("deliver"),
-            "Envelopes the gate admitted, one durable consumer per receiver.",
-            [ns.wildcard("deliver")],
-            work_queue=True,
-            max_age=7 * _DAY,
-            duplicate_window=120.0,
-            max_msg_size=max_msg_size,
-        ),
-        _stream(
-            ns.stream("events"),
-            "Gate decisions and session timelines.",
-            [ns.wildcard("decisions"), ns.wildcard("events")],
-            work_queue=False,
-            discard_new=False,
-            max_age=30 * _DAY,
-            duplicate_window=120.0,
-            max_msg_size=max_msg_size,
-            direct=True,
-        ),
-        _stream(
-            ns.stream("audit"),
-            "The hash-chained audit history; the auditor is the only writer.",
-            [ns.wildcard("audit")],
-            work_queue=False,
-            max_age=0.0,
-            duplicate_window=_DAY,
-            max_msg_size=max_msg_size,
-            immutable=True,
-            direct=True,
-        ),
-        _stream(
-            ns.stream("dead"),
-            "Messages an actor could not process, with the reason.",
-            [ns.wildcard("dead")],
-            work_queue=False,
-            discard_new=False,
-            max_age=30 * _DAY,
-            duplicate_window=120.0,
-            max_msg_size=max_msg_size,
-            direct=True,
-        ),
-        _stream(
-            ns.stream("timers"),
-            "Reminders actors set for themselves, redelivered until they are settled.",
-            [ns.wildcard("timers")],
-            work_queue=True,
-            max_age=7 * _DAY,
-            duplicate_window=120.0,
-            max_msg_size=max_msg_size,
-        ),
+            storage=StorageType.FILE,
+            num_replicas=1,
+            deny_delete=spec.immutable,
+            deny_purge=spec.immutable,
+            allow_direct=spec.direct,
+        )
+        for spec in STREAMS
     ]
 
 

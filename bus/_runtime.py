@@ -9,20 +9,10 @@ messages behind it; a failing handler is retried with backoff and dead-lettered 
 delivery. A raw input (`Input.raw`) is not decoded at all: its messages go to
 `Actor.handle_raw()` as bytes, with the same retries, settling and acks.
 
-What is read from PARLEY_DEAD is never dead-lettered again, whatever went wrong: the new dead
-letter would land on the stream it came from, be read again, fail again, and loop for ever. A
-message of PARLEY_DEAD that cannot be handled is retried like any other and, on its last
-delivery, terminated (the server stops redelivering it) with an error in the log and the
-`abandoned` outcome counted; it stays in PARLEY_DEAD, a limits stream, so nothing is lost, and
-reading it again takes resetting the consumer. For the same reason nobody watches the
-max-deliveries advisories of PARLEY_DEAD's consumers.
-
-Before an input is dead-lettered unhandled (bad input, or quarantined: bus/_quarantine.py),
-the actor's `rejected()` hook may answer its sender; those effects are stored first. A
-redelivered input is handled alone, under the quarantine's mark, so an input that killed the
-process twice is dead-lettered instead of taking the next replica down. An effect too large
-for the server (`MessageTooLarge`) fails its handler for good: it is dead-lettered at once,
-since retrying cannot make it smaller.
+A redelivered input is handled alone, under the quarantine's mark (bus/_quarantine.py), so an
+input that killed the process twice is dead-lettered instead of taking the next replica down.
+Turning messages into jobs is bus/_intake.py; retries, dead letters and what is never
+dead-lettered again are bus/_failures.py.
 """
 
 from __future__ import annotations
@@ -31,65 +21,36 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from types import MappingProxyType
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from bus._ackinbox import AckInbox, MessageTooLarge, PublishStalled
+from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerLoop
-from bus._context import Context
 from bus._deadletter import DeadLetters
-from bus._headers import CAUSATION_ID, SENDER, HeaderError, TraceHeaders, parse_trace_headers
+from bus._failures import Failures
 from bus._heartbeat import Heartbeat
+from bus._intake import BadInput, Intake, Job
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
-from bus._outbox import Outbox, settle
+from bus._outbox import settle
 from bus._provision import provision
 from bus._quarantine import GUARDED_FROM, Quarantine
-from bus._rejection import Rejection, claimed_id, claimed_kind, describe
-from schemas import (
-    AnyEnvelope,
-    DecodeError,
-    Namespace,
-    SubjectTokenError,
-    check_token,
-    decode_envelope,
-)
+from schemas import Namespace
 
 __all__ = ("ActorRuntime",)
 
 log = logging.getLogger("parley.bus.runtime")
 
 
-_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
-_NO_TRACE = TraceHeaders(trace_id="")
-
-
-class _BadInput(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
 async def _wait_all(events: list[asyncio.Event]) -> None:
     for event in events:
         await event.wait()
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    msg: Msg
-    envelope: AnyEnvelope | None
-    """None for a message of a raw input."""
-    ctx: Context
 
 
 _YOUNG_COLLECTION_EVERY = 50_000
@@ -135,12 +96,12 @@ class ActorRuntime:
         self.ready = asyncio.Event()
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
-        self._dead: DeadLetters | None = None
+        self._intake = Intake(actor.actor_id, self.namespace, self.settings)
+        self._failures: Failures | None = None
         self._inbox: AckInbox | None = None
         self._quarantine: Quarantine | None = None
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
         self._published = metrics.published.labels(actor.actor_id)
-        self._submit_subject = self.namespace.submit(actor.actor_id)
         self._dead_stream = self.namespace.stream("dead")
         self._outcomes = {
             outcome: metrics.handled.labels(actor.actor_id, outcome)
@@ -162,8 +123,9 @@ class ActorRuntime:
             await self._inbox.open()
             if settings.provision:
                 await provision(js, self.namespace, max_msg_size=settings.max_payload)
-            self._dead = DeadLetters(
-                js, self.namespace, actor_id, settings.max_payload, self.metrics
+            dead = DeadLetters(js, self.namespace, actor_id, settings.max_payload, self.metrics)
+            self._failures = Failures(
+                self.actor, self._intake, self._inbox, dead, self._dead_stream, self._outcomes
             )
             self._quarantine = Quarantine(js, self.namespace, actor_id)
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
@@ -181,7 +143,7 @@ class ActorRuntime:
                 uptime,
             )
             await heartbeat.beat()
-            await self._watch_exhausted(nc, self._dead, [loop.spec for loop in loops])
+            await self._watch_exhausted(nc, dead, [loop.spec for loop in loops])
             readies = [asyncio.Event() for _ in loops]
             async with asyncio.TaskGroup() as tasks:
                 for loop, ready in zip(loops, readies, strict=True):
@@ -208,7 +170,7 @@ class ActorRuntime:
         if self.settings.move_exhausted:
             for spec in specs:
                 if spec.stream == self._dead_stream:
-                    continue  # a dead letter is never dead-lettered again (module docstring)
+                    continue  # a dead letter is never dead-lettered again (bus/_failures.py)
                 await dead.watch_max_deliveries(
                     nc, spec.stream, spec.durable, remove=spec.stream in work_queues
                 )
@@ -241,69 +203,7 @@ class ActorRuntime:
             settles_behind=self.actor.settles_behind,
         )
 
-    def _sender(self, spec: Input, subject: str, headers: Mapping[str, str] | None) -> str:
-        if spec.sender_from == "subject":
-            parts = subject.split(".")
-            if len(parts) < 3:
-                raise _BadInput("bad_subject", f"subject {subject!r} names no sender")
-            return check_token(parts[2], "sender")
-        claimed = (headers or {}).get(SENDER, "")
-        return check_token(claimed, "sender") if claimed else ""
-
-    def _prepare(self, spec: Input, msg: Msg, inbox: AckInbox) -> _Job:
-        """Decode one message into a job for the handler, or raise `_BadInput`."""
-        if spec.raw:
-            return self._prepare_raw(spec, msg, inbox)
-        meta = msg.metadata
-        try:
-            envelope = decode_envelope(msg.data, max_bytes=self.settings.max_payload)
-            sender = self._sender(spec, msg.subject, msg.headers)
-            trace = parse_trace_headers(msg.headers, envelope.id, root_origin=sender)
-        except DecodeError as exc:
-            raise _BadInput(f"decode_{exc.reason}", exc.detail) from None
-        except HeaderError as exc:
-            raise _BadInput("bad_header", str(exc)) from None
-        except SubjectTokenError as exc:
-            raise _BadInput("bad_sender", str(exc)) from None
-        ctx = Context(
-            actor_id=self.actor.actor_id,
-            namespace=self.namespace,
-            subject=msg.subject,
-            stream=spec.stream,
-            sender=sender,
-            envelope_id=envelope.id,
-            trace=trace,
-            attempt=meta.num_delivered or 1,
-            stream_seq=meta.sequence.stream,
-            outbox=Outbox(inbox, stall_s=self.settings.ack_wait_s / 2),
-            submit_subject=self._submit_subject,
-            headers=msg.headers or _NO_HEADERS,
-            payload=msg.data,
-        )
-        return _Job(msg, envelope, ctx)
-
-    def _prepare_raw(self, spec: Input, msg: Msg, inbox: AckInbox) -> _Job:
-        """A job for `handle_raw()`: nothing decoded, nothing that could be bad input."""
-        meta = msg.metadata
-        seq = meta.sequence.stream
-        ctx = Context(
-            actor_id=self.actor.actor_id,
-            namespace=self.namespace,
-            subject=msg.subject,
-            stream=spec.stream,
-            sender="",
-            envelope_id=f"{spec.stream}:{seq}",
-            trace=_NO_TRACE,
-            attempt=meta.num_delivered or 1,
-            stream_seq=seq,
-            outbox=Outbox(inbox, stall_s=self.settings.ack_wait_s / 2),
-            submit_subject=self._submit_subject,
-            headers=msg.headers or _NO_HEADERS,
-            payload=msg.data,
-        )
-        return _Job(msg, None, ctx)
-
-    async def _handle(self, job: _Job) -> Exception | None:
+    async def _handle(self, job: Job) -> Exception | None:
         with trace_scope(job.ctx.trace_id):
             try:
                 if job.envelope is None:
@@ -314,7 +214,7 @@ class ActorRuntime:
                 return exc
         return None
 
-    async def _handle_batch(self, jobs: list[_Job]) -> list[Exception | None]:
+    async def _handle_batch(self, jobs: list[Job]) -> list[Exception | None]:
         batch = [(job.envelope, job.ctx) for job in jobs if job.envelope is not None]
         if len(batch) != len(jobs):
             raise RuntimeError("raw messages are never handled as a batch")
@@ -335,35 +235,37 @@ class ActorRuntime:
         `handled` is set once the handlers have run, before the effects are settled.
         """
         started = time.perf_counter()
-        inbox, dead = self._inbox, self._dead
-        if inbox is None or dead is None:
+        inbox, failures = self._inbox, self._failures
+        if inbox is None or failures is None:
             raise RuntimeError("message processed before the runtime connected")
-        jobs: list[_Job] = []
-        again: list[_Job] = []
+        jobs: list[Job] = []
+        again: list[Job] = []
         for msg in messages:
             try:
-                job = self._prepare(spec, msg, inbox)
-            except _BadInput as bad:
-                await self._reject(dead, inbox, spec, msg, bad.reason, bad.detail)
+                job = self._intake.prepare(spec, msg, inbox)
+            except BadInput as bad:
+                await failures.reject(spec, msg, bad.reason, bad.detail)
                 continue
             (again if job.ctx.attempt > GUARDED_FROM - 1 else jobs).append(job)
         if self.actor.concurrent_handlers and again:
             # Handlers that wait on slow things (an LLM call) are not made to wait for each
             # other: each redelivery runs under its own mark beside the rest of the batch.
-            fresh = [self._run_jobs(dead, inbox, spec, jobs, handled, started)] if jobs else []
-            await asyncio.gather(*(self._guarded(dead, inbox, spec, job) for job in again), *fresh)
+            fresh = [self._run_jobs(failures, inbox, spec, jobs, handled, started)] if jobs else []
+            await asyncio.gather(
+                *(self._guarded(failures, inbox, spec, job) for job in again), *fresh
+            )
             return
         for job in again:  # redeliveries first (they are older), each alone under its mark
-            await self._guarded(dead, inbox, spec, job)
+            await self._guarded(failures, inbox, spec, job)
         if jobs:
-            await self._run_jobs(dead, inbox, spec, jobs, handled, started)
+            await self._run_jobs(failures, inbox, spec, jobs, handled, started)
 
-    async def _guarded(self, dead: DeadLetters, inbox: AckInbox, spec: Input, job: _Job) -> None:
+    async def _guarded(self, failures: Failures, inbox: AckInbox, spec: Input, job: Job) -> None:
         """Handle a redelivered message alone, marked as in hand (bus/_quarantine.py), or
         quarantine it when an earlier delivery died while handling it."""
         quarantine, ctx = self._quarantine, job.ctx
         if quarantine is None or spec.stream == self._dead_stream:
-            await self._run_jobs(dead, inbox, spec, [job], None, time.perf_counter())
+            await self._run_jobs(failures, inbox, spec, [job], None, time.perf_counter())
             return
         died = await quarantine.begin(spec.stream, ctx.stream_seq, ctx.attempt)
         if died is not None:
@@ -372,21 +274,21 @@ class ActorRuntime:
                 "crashed or hung): quarantined instead of handed to another replica"
             )
             log.error("quarantined a message", extra={"seq": ctx.stream_seq, "detail": detail})
-            await self._reject(dead, inbox, spec, job.msg, "quarantined", detail)
+            await failures.reject(spec, job.msg, "quarantined", detail)
             await quarantine.end(spec.stream, ctx.stream_seq)
             return
 
         async def settled() -> None:
             await quarantine.end(spec.stream, ctx.stream_seq)
 
-        await self._run_jobs(dead, inbox, spec, [job], None, time.perf_counter(), settled)
+        await self._run_jobs(failures, inbox, spec, [job], None, time.perf_counter(), settled)
 
     async def _run_jobs(
         self,
-        dead: DeadLetters,
+        failures: Failures,
         inbox: AckInbox,
         spec: Input,
-        jobs: list[_Job],
+        jobs: list[Job],
         handled: asyncio.Event | None,
         started: float,
         settled: Callable[[], Awaitable[None]] | None = None,
@@ -404,13 +306,13 @@ class ActorRuntime:
         await settle([job.ctx.outbox for job in jobs], self.settings.ack_wait_s / 2)
         if settled is not None:
             await settled()
-        done: list[_Job] = []
+        done: list[Job] = []
         for job, error in zip(jobs, errors, strict=True):
             failure = error or job.ctx.outbox.outcome()
             if failure is None:
                 done.append(job)
             else:
-                await self._failed(dead, spec, job, failure)
+                await failures.handler_failed(spec, job, failure)
         done = await self._deferred(done)
         if not done:
             return
@@ -428,7 +330,7 @@ class ActorRuntime:
             self._published.inc(published)
         self._latency.observe(time.perf_counter() - started)
 
-    async def _ack(self, inbox: AckInbox, jobs: list[_Job]) -> list[BaseException | None]:
+    async def _ack(self, inbox: AckInbox, jobs: list[Job]) -> list[BaseException | None]:
         """Ack every job's message, pipelined, and wait until the server recorded each ack
         (or `ack_wait_s / 2` passed); None for each ack recorded, else what went wrong.
 
@@ -452,7 +354,7 @@ class ActorRuntime:
                 future.cancel()
         return [_ack_failure(item, late) for item in sent]
 
-    async def _deferred(self, done: list[_Job]) -> list[_Job]:
+    async def _deferred(self, done: list[Job]) -> list[Job]:
         """Nak the messages whose handlers deferred them (with their delay); return the rest."""
         ack = []
         for job in done:
@@ -466,120 +368,3 @@ class ActorRuntime:
                 log.debug("nak failed", extra={"error": repr(exc)})
             self._outcomes["deferred"].inc()
         return ack
-
-    async def _failed(self, dead: DeadLetters, spec: Input, job: _Job, exc: Exception) -> None:
-        ctx = job.ctx
-        max_deliver = self.settings.max_deliver if spec.max_deliver is None else spec.max_deliver
-        log.warning(
-            "handler failed",
-            exc_info=exc,
-            extra={"attempt": ctx.attempt, "max_deliver": max_deliver, "seq": ctx.stream_seq},
-        )
-        too_large = isinstance(exc, MessageTooLarge) or isinstance(exc.__cause__, MessageTooLarge)
-        if too_large or 0 < max_deliver <= ctx.attempt:
-            reason = "effect_too_large" if too_large else "handler_failed"
-            await self._dead_letter(
-                dead, spec, job.msg, ctx.stream_seq, ctx.attempt, reason, repr(exc)
-            )
-            return
-        backoff = self.settings.backoff_s
-        try:
-            await job.msg.nak(delay=backoff[min(ctx.attempt - 1, len(backoff) - 1)])
-        except Exception as nak_exc:  # the ack wait redelivers it anyway
-            log.debug("nak failed", extra={"error": repr(nak_exc)})
-        self._outcomes["nacked"].inc()
-
-    async def _reject(
-        self,
-        dead: DeadLetters,
-        inbox: AckInbox,
-        spec: Input,
-        msg: Msg,
-        reason: str,
-        detail: str,
-    ) -> None:
-        """Dead-letter an input that will not be handled, after storing what the actor's
-        `rejected()` hook tells its sender; if that cannot be stored, retry it later."""
-        meta = msg.metadata
-        seq, attempt = meta.sequence.stream, meta.num_delivered or 1
-        if spec.stream != self._dead_stream:
-            try:
-                sender = self._sender(spec, msg.subject, msg.headers)
-            except (_BadInput, SubjectTokenError):
-                sender = ""
-            field, problem, value = describe(reason, detail, msg.data)
-            rejection = Rejection(
-                stream=spec.stream,
-                seq=seq,
-                attempt=attempt,
-                subject=msg.subject,
-                sender=sender,
-                reason=reason,
-                detail=detail,
-                field=field,
-                problem=problem,
-                value=value,
-                envelope_id=claimed_id(msg.data),
-                kind=claimed_kind(msg.data),
-                causation_id=(msg.headers or {}).get(CAUSATION_ID, ""),
-            )
-            outbox = Outbox(inbox, stall_s=self.settings.ack_wait_s / 2)
-            try:
-                await self.actor.rejected(rejection, outbox)
-                await outbox.settle(self.settings.ack_wait_s / 2)
-            except Exception as exc:
-                log.error("could not answer a rejected input", extra={"error": repr(exc)})
-                try:
-                    await msg.nak(delay=self.settings.backoff_s[-1])
-                except Exception as nak_exc:  # the ack wait redelivers it anyway
-                    log.debug("nak failed", extra={"error": repr(nak_exc)})
-                self._outcomes["nacked"].inc()
-                return
-        await self._dead_letter(dead, spec, msg, seq, attempt, reason, detail)
-
-    async def _dead_letter(
-        self,
-        dead: DeadLetters,
-        spec: Input,
-        msg: Msg,
-        seq: int,
-        attempt: int,
-        reason: str,
-        detail: str,
-    ) -> None:
-        if spec.stream == self._dead_stream:
-            await self._abandon(msg, seq, attempt, reason, detail)
-            return
-        try:
-            await dead.publish(
-                payload=msg.data,
-                headers=msg.headers,
-                subject=msg.subject,
-                stream=spec.stream,
-                seq=seq,
-                attempt=attempt,
-                reason=reason,
-                detail=detail,
-            )
-            await msg.ack_sync(timeout=self.settings.ack_wait_s / 2)
-        except Exception as exc:
-            # Not stored as dead: leave it to be redelivered rather than lose it.
-            log.error("could not dead-letter a message", extra={"error": repr(exc), "seq": seq})
-            try:
-                await msg.nak(delay=self.settings.backoff_s[-1])
-            except Exception as nak_exc:
-                log.debug("nak failed", extra={"error": repr(nak_exc)})
-            return
-        self._outcomes["dead_lettered"].inc()
-
-    async def _abandon(self, msg: Msg, seq: int, attempt: int, reason: str, detail: str) -> None:
-        """Give up on a message of PARLEY_DEAD without dead-lettering it (module docstring)."""
-        log.error(
-            "gave up on a dead letter; it stays in the dead-letter stream",
-            extra={"reason": reason, "detail": detail[:300], "seq": seq, "attempt": attempt},
-        )
-        try:
-            await msg.term()
-        except Exception as exc:  # redelivered until max_deliver, then left alone by the server
-            log.debug("term failed", extra={"error": repr(exc)})
-        self._outcomes["abandoned"].inc()

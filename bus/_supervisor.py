@@ -4,7 +4,7 @@ Erlang/OTP's one-for-one strategy: a child that exits is restarted on its own, a
 backoff, and if children restart more than `intensity` times within `period` seconds the
 supervisor gives up and stops everything, rather than crash-looping for ever. Each child's
 output lines are passed on prefixed with its name. Stopping sends SIGTERM to every child and
-SIGKILL to any still running after the grace period.
+SIGKILL to any still running after the grace period (bus/_process.py).
 """
 
 from __future__ import annotations
@@ -12,25 +12,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
-import sys
 import time
 import tomllib
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bus._process import ChildProcess, actor_command, exit_text, stop_all
 from bus._settings import ConfigError
 from schemas import check_token
 
 __all__ = ("ChildSpec", "GiveUp", "Supervisor", "Topology", "load_topology")
 
 log = logging.getLogger("parley.bus.supervisor")
-
-_LINE_LIMIT = 1024 * 1024
 
 
 class ChildSpec(BaseModel):
@@ -108,16 +106,20 @@ class GiveUp(RuntimeError):
 @dataclass
 class _Child:
     spec: ChildSpec
-    process: asyncio.subprocess.Process | None = None
+    process: ChildProcess | None = None
 
 
-def _exit_text(code: int) -> str:
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"code {code}"
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    """Run `callback` on the supervisor's loop, from a child's output thread."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop is closed: nobody is left to tell
+        pass
+
+
+def _resolve(exited: asyncio.Future[int], code: int) -> None:
+    if not exited.done():  # a supervising task cancelled while waiting cancelled it
+        exited.set_result(code)
 
 
 class Supervisor:
@@ -143,13 +145,11 @@ class Supervisor:
     def pid(self, name: str) -> int | None:
         """The current process id of child `name` (None while it is down)."""
         process = self._children[name].process
-        return process.pid if process is not None and process.returncode is None else None
+        return process.pid if process is not None and process.running() else None
 
     def command(self, spec: ChildSpec) -> list[str]:
-        argv = [sys.executable, "-m", "tools", "run", spec.run, "--id", spec.name]
-        if spec.config is not None:
-            argv += ["--config", str(spec.config)]
-        return argv
+        config = ("--config", str(spec.config)) if spec.config is not None else ()
+        return actor_command(spec.run, spec.name, *config)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Run every child until `stopping` is set; raise `GiveUp` past the intensity."""
@@ -171,49 +171,36 @@ class Supervisor:
                 f"more than {self.topology.intensity} restarts in {self.topology.period_s}s"
             )
 
-    async def _start(self, child: _Child) -> asyncio.subprocess.Process:
-        env = {**self._base_env, **self.topology.child_env(child.spec)}
-        process = await asyncio.create_subprocess_exec(
-            *self.command(child.spec),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # Ctrl-C reaches the supervisor, which stops children in order
-            limit=_LINE_LIMIT,
-        )
-        child.process = process
-        self._on_line(child.spec.name, f"started (pid {process.pid})")
-        return process
+    def _start(self, child: _Child) -> asyncio.Future[int]:
+        """Start `child`; return the future of its exit code, set once its output ended.
 
-    async def _pump(self, name: str, process: asyncio.subprocess.Process) -> None:
-        stdout = process.stdout
-        if stdout is None:  # always piped by _start()
-            return
-        while True:
-            try:
-                raw = await stdout.readline()
-            except ValueError:  # a line longer than the limit: pass on what fits, go on
-                raw = await stdout.read(_LINE_LIMIT)
-                self._on_line(name, raw.decode("utf-8", "replace") + " [line truncated]")
-                continue
-            if not raw:
-                return
-            self._on_line(name, raw.decode("utf-8", "replace").rstrip())
+        Its output lines and its exit come from its reader thread and are handed to this
+        loop in the order they happened, so "stopped" always follows the last line.
+        """
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[int] = loop.create_future()
+        name = child.spec.name
+        process = ChildProcess(
+            self.command(child.spec),
+            name=name,
+            env={**self._base_env, **self.topology.child_env(child.spec)},
+            on_line=lambda line: _call_soon(loop, self._on_line, name, line),
+            on_exit=lambda code: _call_soon(loop, _resolve, exited, code),
+        )
+        process.start()
+        child.process = process
+        self._on_line(name, f"started (pid {process.pid})")
+        return exited
 
     async def _supervise(
         self, child: _Child, stopping: asyncio.Event, gave_up: asyncio.Event
     ) -> None:
         attempt = 0
         while not stopping.is_set():
-            process = await self._start(child)
+            # Started without yielding to the loop, so never behind a _stop_all's back.
+            code = await self._start(child)
             if stopping.is_set():
-                # Started while the others were being stopped: _stop_all may not have seen it.
-                process.send_signal(signal.SIGTERM)
-            await self._pump(child.spec.name, process)
-            code = await process.wait()
-            if stopping.is_set():
-                self._on_line(child.spec.name, f"stopped ({_exit_text(code)})")
+                self._on_line(child.spec.name, f"stopped ({exit_text(code)})")
                 return
             now = time.monotonic()
             window = self._restarts_all
@@ -223,7 +210,7 @@ class Supervisor:
             if len(window) > self.topology.intensity:
                 self._on_line(
                     child.spec.name,
-                    f"exited ({_exit_text(code)}); {len(window)} restarts within "
+                    f"exited ({exit_text(code)}); {len(window)} restarts within "
                     f"{self.topology.period_s}s exceeds intensity {self.topology.intensity}: "
                     "giving up",
                 )
@@ -231,7 +218,7 @@ class Supervisor:
                 return
             delay = self._backoff_s[min(attempt, len(self._backoff_s) - 1)]
             attempt += 1
-            self._on_line(child.spec.name, f"exited ({_exit_text(code)}); restarting in {delay}s")
+            self._on_line(child.spec.name, f"exited ({exit_text(code)}); restarting in {delay}s")
             try:
                 async with asyncio.timeout(delay):
                     await stopping.wait()  # the backoff, cut short by a stop
@@ -242,16 +229,7 @@ class Supervisor:
         running = [
             c.process
             for c in self._children.values()
-            if c.process is not None and c.process.returncode is None
+            if c.process is not None and c.process.running()
         ]
-        for process in running:
-            process.send_signal(signal.SIGTERM)
-        if not running:
-            return
-        waits = [asyncio.ensure_future(p.wait()) for p in running]
-        _done, pending = await asyncio.wait(waits, timeout=self._grace_s)
-        for process in running:
-            if process.returncode is None:
-                process.kill()
-        if pending:
-            await asyncio.wait(pending, timeout=2)
+        if running:
+            await asyncio.to_thread(stop_all, running, self._grace_s)

@@ -142,8 +142,6 @@ class AuditorActor(Actor):
             pii_kinds=frozenset(self.options.pii_kinds) if self.options.pii_kinds else None,
         )
         self._appender: ChainAppender | None = None
-        self._stopping = asyncio.Event()
-        self._tasks: asyncio.TaskGroup | None = None
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
 
     def inputs(self) -> Sequence[Input]:
@@ -156,7 +154,7 @@ class AuditorActor(Actor):
         )
 
     async def start(self, bus: BusHandle) -> None:
-        """Read the chain's head and the facts already recorded; start the checkpoint timer."""
+        """Read the chain's head and the facts already recorded."""
         self._appender = ChainAppender(
             bus.nc,
             bus.js,
@@ -171,16 +169,23 @@ class AuditorActor(Actor):
             "auditor signing checkpoints",
             extra={"key_id": key_id(self._key.public_key()), "tenant": self.options.tenant},
         )
-        self._tasks = asyncio.TaskGroup()
-        await self._tasks.__aenter__()
-        self._tasks.create_task(self._tick())
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        """The checkpoint timer: every `checkpoint_s` seconds while records keep arriving.
+
+        The runtime runs it beside the handlers and waits for it to end before `stop()`.
+        """
+        while not stopping.is_set():
+            try:
+                await asyncio.wait_for(stopping.wait(), timeout=self.options.checkpoint_s)
+            except TimeoutError:
+                try:
+                    await self._checkpoint()
+                except Exception as exc:  # retried at the next tick
+                    log.warning("checkpoint failed", extra={"error": repr(exc)})
 
     async def stop(self) -> None:
-        """Stop the timer and pin everything written with a final checkpoint."""
-        self._stopping.set()
-        if self._tasks is not None:
-            await self._tasks.__aexit__(None, None, None)
-            self._tasks = None
+        """Pin everything written with a final checkpoint (the timer has stopped by now)."""
         try:
             await asyncio.wait_for(self._checkpoint(), timeout=self.settings.grace_s or 1.0)
         except Exception as exc:  # the next start checkpoints what this one could not
@@ -207,17 +212,6 @@ class AuditorActor(Actor):
     def _unvouched(self, first: int, last: int) -> tuple[str, AuditRecord]:
         record = unvouched_record(tenant=self.options.tenant, first=first, last=last, at=utc_now())
         return self.namespace.audit(self.options.tenant, record.profile), record
-
-    async def _tick(self) -> None:
-        """Checkpoint every `checkpoint_s` seconds while records keep arriving."""
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), timeout=self.options.checkpoint_s)
-            except TimeoutError:
-                try:
-                    await self._checkpoint()
-                except Exception as exc:  # retried at the next tick
-                    log.warning("checkpoint failed", extra={"error": repr(exc)})
 
     async def _checkpoint(self) -> None:
         appender = self._appender
@@ -281,9 +275,9 @@ class AuditorActor(Actor):
                 headers = _trace_headers(record, cause)
                 pending = await appender.append_record(subject, record, headers)
             if pending is not None:
-                # The runtime cancels what it gave up waiting for; the append itself must only
-                # ever end with the server's answer, which is what the chain's state follows.
-                ctx.outbox.pending.append(asyncio.shield(pending))
+                # The append itself must only ever end with the server's answer, which is
+                # what the chain's state follows: the outbox waits on it, never cancels it.
+                ctx.outbox.include(pending)
         if appender.unpinned >= self.options.checkpoint_every:
             sent = await appender.append_checkpoint(self._checkpoint_subject, self._sign)
             if sent is not None:

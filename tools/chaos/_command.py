@@ -35,14 +35,14 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from nats.aio.client import Client as NATS
 
 from actors import ACTORS
-from bus import EmbeddedServer, Topology, provision
+from bus import ChildProcess, EmbeddedServer, Topology, provision
 from schemas import Namespace, key_id
 from tools.audit import verify_stream
 from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
 from tools.chaos._faults import EVERY_ACTOR, Faults
 from tools.chaos._load import CLI, Load, follow_events, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
-from tools.chaos._procs import Child
+from tools.chaos._procs import actor_process, wait_ready
 from tools.chaos._records import History, history_from, read_stream
 from tools.chaos._schedule import PlannedFault, merged, plan_faults, router_kills
 from tools.demo import demo_topology, publish_policy
@@ -148,12 +148,12 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
             on_log=None if broker is None else broker.on_server_log,
         )
         await asyncio.to_thread(server.start)
-        children: dict[str, Child] = {}
+        children: dict[str, ChildProcess] = {}
         try:
             code, readings = await _run(options, ns, work, topology, server, broker, children, out)
         finally:
             for child in children.values():
-                await asyncio.to_thread(child.terminate, 5.0)
+                await asyncio.to_thread(child.stop, 5.0)
             await asyncio.to_thread(server.stop)  # its log is read to the end: every refusal
         if readings is None:
             return code, check_history([], [])
@@ -169,7 +169,7 @@ async def _run(
     topology: Topology,
     server: EmbeddedServer,
     broker: LockedBroker | None,
-    children: dict[str, Child],
+    children: dict[str, ChildProcess],
     out: TextIO,
 ) -> tuple[int, _Readings | None]:
     base = {
@@ -194,10 +194,12 @@ async def _run(
     for spec in topology.actor:
         env = {**base, **topology.child_env(spec)}
         args = () if broker is None else ("--config", str(broker.settings_file(spec.name)))
-        children[spec.name] = Child(spec.name, spec.run, env, work / f"{spec.name}.log", args)
+        children[spec.name] = actor_process(
+            spec.name, spec.run, env, work / f"{spec.name}.log", args
+        )
         children[spec.name].start()
     for child in children.values():
-        if not await child.wait_ready():
+        if not await wait_ready(child):
             print(f"parley chaos: {child.name} did not start; see {work}", file=out)
             return 2, None
     plan = (

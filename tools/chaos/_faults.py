@@ -13,9 +13,9 @@ import signal
 import time
 from typing import TextIO
 
-from bus import EmbeddedServer
+from bus import ChildProcess, EmbeddedServer
 from tools.chaos._checker import Fault
-from tools.chaos._procs import Child
+from tools.chaos._procs import wait_ready
 from tools.chaos._schedule import SERVER, PlannedFault
 
 __all__ = ("EVERY_ACTOR", "Faults")
@@ -23,11 +23,16 @@ __all__ = ("EVERY_ACTOR", "Faults")
 EVERY_ACTOR = "*"
 """A scenario's target meaning every actor of the topology at once."""
 
+TERMINATE_GRACE_S = 15.0
+"""How long a restarted (SIGTERM) actor may drain before it is killed."""
+
 
 class Faults:
     """Applies the planned faults to the children and the server; records when each healed."""
 
-    def __init__(self, children: dict[str, Child], server: EmbeddedServer, out: TextIO) -> None:
+    def __init__(
+        self, children: dict[str, ChildProcess], server: EmbeddedServer, out: TextIO
+    ) -> None:
         self.children = children
         self.server = server
         self.out = out
@@ -66,9 +71,9 @@ class Faults:
             await asyncio.to_thread(child.kill)
             await asyncio.sleep(fault.hold_s)  # how long the supervisor takes to notice
         else:
-            await asyncio.to_thread(child.terminate)
+            await asyncio.to_thread(child.stop, TERMINATE_GRACE_S)
         child.start()
-        if not await child.wait_ready():
+        if not await wait_ready(child):
             print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
 
     async def _all_at_once(self, fault: PlannedFault) -> None:
@@ -87,5 +92,5 @@ class Faults:
         for child in children:
             child.start()
         for child in children:
-            if not await child.wait_ready():
+            if not await wait_ready(child):
                 print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
