@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bus._process import ChildProcess, actor_command, exit_text, stop_all
-from bus._settings import ConfigError
+from bus._settings import ConfigError, describe_invalid
 from schemas import check_token
 
 __all__ = ("ChildSpec", "GiveUp", "Supervisor", "Topology", "load_topology")
@@ -83,10 +83,7 @@ def load_topology(path: Path) -> Topology:
     try:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"topology {path} is invalid: {problems}") from None
+        raise ConfigError(describe_invalid(f"invalid topology {path}", exc, "(topology)")) from None
     names = [child.name for child in topology.actor]
     if len(set(names)) != len(names):
         raise ConfigError(f"topology {path} names an actor twice: {names}")

@@ -120,3 +120,17 @@ def test_json_schemas_describe_every_kind() -> None:
 def test_released_versions_still_decode(fixture: Path) -> None:
     envelope = decode_envelope(fixture.read_bytes())
     assert envelope.__struct_config__.tag == fixture.stem
+
+
+MAX_LINES = 400
+"""A module a newcomer reads in one sitting; past this, it holds more than one concept."""
+
+
+def test_no_module_outside_the_tests_exceeds_the_line_limit() -> None:
+    too_long = {
+        str(path.relative_to(ROOT)): length
+        for layer in (*LAYERS, "examples")
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if (length := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"

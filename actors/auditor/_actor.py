@@ -28,7 +28,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
 )
 from nats.js.api import PubAck
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.auditor._appender import ChainAppender, ForeignWrite
 from actors.auditor._chain import CHECKPOINT_PROFILE, Checkpoint, sign_checkpoint
@@ -63,6 +63,7 @@ from bus import (
     KeyFileError,
     Settings,
     load_private_key,
+    validated_options,
 )
 from schemas import PII_KINDS, AnyEnvelope, AuditRecord, check_token, key_id, utc_now
 
@@ -111,16 +112,6 @@ def load_signing_key(path: Path) -> Ed25519PrivateKey:
         raise ConfigError(f"auditor: {exc}") from None
 
 
-def _options(raw: dict[str, Any]) -> AuditorOptions:
-    try:
-        return AuditorOptions(**raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"auditor options: {problems}") from None
-
-
 class AuditorActor(Actor):
     """Turns every fact on `PARLEY_EVENTS` and every dead letter on `PARLEY_DEAD` into chained,
     redacted audit records."""
@@ -131,7 +122,7 @@ class AuditorActor(Actor):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.options = _options(settings.options)
+        self.options = validated_options(AuditorOptions, settings.options, "auditor")
         self._key = load_signing_key(self.options.signing_key)
         raw = self._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
         # Marker hashes are keyed by the deployment's own secret, never a public constant.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from actors import GateActor, RouterActor
+from actors import AuditorActor, GateActor, RouterActor
 from bus import Actor, ConfigError, Settings
 
 
@@ -34,3 +36,11 @@ def test_a_bad_option_is_named_with_its_value(
     assert named in text, text
     if options:
         assert "(got " in text, text
+
+
+def test_every_actor_reports_options_in_the_same_format(tmp_path: Path) -> None:
+    """The auditor too: one formatter for every pydantic error (bus `describe_invalid`)."""
+    with pytest.raises(ConfigError) as caught:
+        AuditorActor(_settings(signing_key=str(tmp_path / "k"), tenant="Not A Token"))
+    text = str(caught.value)
+    assert text.startswith("invalid auditor options:\n  tenant: "), text
