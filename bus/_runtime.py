@@ -100,6 +100,8 @@ class ActorRuntime:
         self._failures: Failures | None = None
         self._inbox: AckInbox | None = None
         self._quarantine: Quarantine | None = None
+        self._in_hand: dict[tuple[str, int], float] = {}
+        """Guarded messages this process is handling now, by (stream, seq): when each began."""
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
         self._published = metrics.published.labels(actor.actor_id)
         self._dead_stream = self.namespace.stream("dead")
@@ -262,10 +264,25 @@ class ActorRuntime:
 
     async def _guarded(self, failures: Failures, inbox: AckInbox, spec: Input, job: Job) -> None:
         """Handle a redelivered message alone, marked as in hand (bus/_quarantine.py), or
-        quarantine it when an earlier delivery died while handling it."""
+        quarantine it when an earlier delivery died while handling it.
+
+        A mark left by an attempt this very process is still running, and still vouches for
+        (within `max_handler_s`), is no death: the message came back only because this
+        process was too busy to tell JetStream it was in progress (a loaded machine, a short
+        ack wait). That redelivery is left alone, neither handled nor acked: the attempt in
+        hand settles the message.
+        """
         quarantine, ctx = self._quarantine, job.ctx
         if quarantine is None or spec.stream == self._dead_stream:
             await self._run_jobs(failures, inbox, spec, [job], None, time.perf_counter())
+            return
+        key = (spec.stream, ctx.stream_seq)
+        began = self._in_hand.get(key)
+        if began is not None and time.monotonic() - began < self.settings.max_handler_s:
+            log.warning(
+                "a redelivery of a message this process is still handling: left to that attempt",
+                extra={"seq": ctx.stream_seq, "attempt": ctx.attempt},
+            )
             return
         died = await quarantine.begin(spec.stream, ctx.stream_seq, ctx.attempt)
         if died is not None:
@@ -281,7 +298,11 @@ class ActorRuntime:
         async def settled() -> None:
             await quarantine.end(spec.stream, ctx.stream_seq)
 
-        await self._run_jobs(failures, inbox, spec, [job], None, time.perf_counter(), settled)
+        self._in_hand[key] = time.monotonic()
+        try:
+            await self._run_jobs(failures, inbox, spec, [job], None, time.perf_counter(), settled)
+        finally:
+            self._in_hand.pop(key, None)
 
     async def _run_jobs(
         self,

@@ -175,3 +175,27 @@ async def test_message_that_crashes_every_delivery_is_moved_by_the_advisory(
     await receiver.wait_line(r'"msg":"moved an exhausted message out of its stream"')
     info = await js.stream_info(namespace.stream("deliver"))
     assert info.state.messages == 0, "the exhausted message must leave the work queue"
+
+
+@pytest.mark.chaos
+async def test_a_redelivery_of_a_message_still_in_hand_is_not_quarantined(
+    nc: NATS,
+    namespace: Namespace,
+    env: dict[str, str],
+    effects: Effects,
+    processes: list[ProcessOutput],
+) -> None:
+    """A process too starved to send its in-progress heartbeat gets its own guarded message
+    back while still handling it: no death, so no quarantine; the attempt in hand settles it.
+    (Seen under load with a short ack wait: the auditor dead-lettered innocent facts.)"""
+    env = {**env, "PARLEY_MAX_DELIVER": "10"}
+    probe = start_actor("support.probe:StallingProbe", "probe", env)
+    processes.append(probe)
+    await probe.wait_line(READY)
+    stalled = human("stall:1.5:1.5")  # blocked 1.5 s, 2.5 ack waits: it comes back meanwhile
+    await deliver(nc.jetstream(), namespace, "probe", encode(stalled), stalled.id)
+    await probe.wait_line(r"still handling: left to that attempt", timeout=20)
+    _, effect = await effects.next()
+    _, done = await effects.next()
+    assert (effect.call_id, done.attempt) == (stalled.id, 3)
+    assert not any("quarantined a message" in line for line in probe.lines), probe.lines[-10:]

@@ -12,6 +12,11 @@ misbehave in one precise way:
 - `crash`: exit the process at once, on every delivery;
 - `slow:SECONDS`: take that long before the effect, as a long LLM call would.
 
+`StallingProbe` handles messages concurrently, as the auditor and the router do, and
+`stall:BLOCK:WORK` fails its first two deliveries, then on the third blocks the whole process
+for BLOCK seconds (CPU starvation: no heartbeat goes out, so JetStream redelivers it while it
+is still in hand) and works WORK seconds more before finishing.
+
 `ReminderProbe` also reads its reminders (`parley.timers.<id>`): `remind:N` defers itself
 (0.1 s) until its N-th delivery, then submits the effect.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -57,6 +63,21 @@ class ProbeActor(Actor):
         # `done` names the process that finished the work, so a test can tell a redelivery to
         # a restarted process from one inside the same process.
         await ctx.submit(self._response(ctx, "done", f"{envelope.text}@{os.getpid()}"))
+
+
+class StallingProbe(ProbeActor):
+    kind: ClassVar[str] = "stalling-probe"
+    concurrent_handlers: ClassVar[bool] = True
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        if isinstance(envelope, HumanMessage) and envelope.text.startswith("stall:"):
+            block, work = (float(part) for part in envelope.text.split(":")[1:3])
+            if ctx.attempt < 3:
+                raise RuntimeError("asked to fail until the guarded third delivery")
+            if ctx.attempt == 3:
+                time.sleep(block)  # noqa: ASYNC251 - the fault injected: a starved event loop
+                await asyncio.sleep(work)  # simulated work, during which it comes back
+        await super().handle(envelope, ctx)
 
 
 class ReminderProbe(ProbeActor):
