@@ -56,13 +56,12 @@ from schemas import (
     decode_envelope,
     derive_id,
     encode,
-    new_id,
     utc_now,
 )
 from tools.bench._audit import audit_rows
 from tools.bench._collab import collab_rows
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
-from tools.bench._kit import AckCounter, percentile_us
+from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._table import print_audit, print_collab, print_gate, print_runtime
 
 __all__ = ("main",)
@@ -76,10 +75,6 @@ class Row:
     p99_us: float
     throughput: float
     cpu_us_per_envelope: float | None = None
-
-
-def _envelope(text: str = "benchmark envelope of a typical size " * 4) -> HumanMessage:
-    return HumanMessage(id=new_id(), created_at=utc_now(), text=text, call_id=new_id())
 
 
 def _effect_of(envelope: AnyEnvelope, attempt: int = 1) -> AgentResponse:
@@ -109,7 +104,7 @@ async def _core_round_trips(nc: NATS, count: int) -> Row:
         await msg.respond(encode(_effect_of(envelope)))
 
     sub = await nc.subscribe("bench.core", cb=respond)
-    payload = encode(_envelope())
+    payload = encode(bench_envelope())
     samples = []
     started = time.perf_counter()
     for _ in range(count):
@@ -128,21 +123,6 @@ async def _publish(nc: NATS, ns: Namespace, envelope: HumanMessage) -> None:
     await nc.jetstream().publish(
         ns.deliver("bench"), encode(envelope), headers={"Nats-Msg-Id": envelope.id, SENDER: "bench"}
     )
-
-
-async def _preload(nc: NATS, ns: Namespace, count: int) -> None:
-    js = nc.jetstream()
-    futures = []
-    for _ in range(count):
-        envelope = _envelope()
-        futures.append(
-            await js.publish_async(
-                ns.deliver("bench"),
-                encode(envelope),
-                headers={"Nats-Msg-Id": envelope.id, SENDER: "bench"},
-            )
-        )
-    await asyncio.gather(*futures)
 
 
 async def _raw_consumer(url: str, ns: Namespace, stop: asyncio.Event) -> None:
@@ -189,7 +169,7 @@ async def _measure(
     """Throughput and CPU over a pre-loaded backlog, then latency one message at a time."""
     acks = AckCounter()
     sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('deliver')}.>", cb=acks.on_ack)
-    await _preload(nc, ns, backlog)
+    await preload(nc, ns.deliver("bench"), backlog, headers={SENDER: "bench"})
     acks.expect(backlog)
     stop = asyncio.Event()
     async with asyncio.TaskGroup() as tasks:
@@ -205,7 +185,7 @@ async def _measure(
         for i in range(latency_count + 20):  # the first 20 warm up
             acks.expect(1)
             t_start = time.perf_counter()
-            await _publish(nc, ns, _envelope())
+            await _publish(nc, ns, bench_envelope())
             await asyncio.wait_for(acks.reached.wait(), 10)
             if i >= 20:
                 samples.append(time.perf_counter() - t_start)

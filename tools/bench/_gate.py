@@ -50,7 +50,7 @@ from schemas import (
     sign_payload,
     utc_now,
 )
-from tools.bench._kit import AckCounter, percentile_us
+from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 
 __all__ = ("decide_timing", "gate_rounds", "summarise_gate")
 
@@ -83,26 +83,6 @@ def _bundle() -> PolicyBundle:
             "sink": _limitless(allowed_targets=("bench",)),
         },
     )
-
-
-def _root() -> HumanMessage:
-    text = "benchmark envelope of a typical size " * 4
-    return HumanMessage(
-        id=new_id(), created_at=utc_now(), text=text, call_id=new_id(), target="sink"
-    )
-
-
-async def _preload(nc: NATS, ns: Namespace, count: int) -> None:
-    js = nc.jetstream()
-    futures = []
-    for _ in range(count):
-        envelope = _root()
-        futures.append(
-            await js.publish_async(
-                ns.submit("bench"), encode(envelope), headers={MSG_ID: envelope.id}
-            )
-        )
-    await asyncio.gather(*futures)
 
 
 async def _relay(url: str, ns: Namespace, stop: asyncio.Event) -> None:
@@ -149,7 +129,7 @@ async def _direct_publish(nc: NATS, ns: Namespace, count: int) -> list[float]:
     js = nc.jetstream()
     samples = []
     for _ in range(count):
-        envelope = _root()
+        envelope = bench_envelope("sink")
         t0 = time.perf_counter()
         await js.publish(ns.deliver("sink"), encode(envelope), headers={MSG_ID: envelope.id})
         samples.append(time.perf_counter() - t0)
@@ -161,7 +141,7 @@ async def _measure(
 ) -> dict[str, Any]:
     acks = AckCounter()
     sniff = await nc.subscribe(f"$JS.ACK.{ns.stream('submit')}.>", cb=acks.on_ack)
-    await _preload(nc, ns, backlog)
+    await preload(nc, ns.submit("bench"), backlog, "sink")
     acks.expect(backlog)
     stop = asyncio.Event()
     async with asyncio.TaskGroup() as tasks:
@@ -178,7 +158,7 @@ async def _measure(
         js = nc.jetstream()
         for i in range(count + 20):  # the first 20 warm up
             acks.expect(1)
-            envelope = _root()
+            envelope = bench_envelope("sink")
             t_start = time.perf_counter()
             await js.publish(ns.submit("bench"), encode(envelope), headers={MSG_ID: envelope.id})
             await asyncio.wait_for(acks.reached.wait(), 10)
