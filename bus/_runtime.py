@@ -284,23 +284,24 @@ class ActorRuntime:
                 extra={"seq": ctx.stream_seq, "attempt": ctx.attempt},
             )
             return
-        died = await quarantine.begin(spec.stream, ctx.stream_seq, ctx.attempt)
-        if died is not None:
-            detail = (
-                f"delivery {died} of {ctx.attempt} died while being handled (the process "
-                "crashed or hung): quarantined instead of handed to another replica"
-            )
-            log.error("quarantined a message", extra={"seq": ctx.stream_seq, "detail": detail})
-            await failures.reject(spec, job.msg, "quarantined", detail)
-            await quarantine.end(spec.stream, ctx.stream_seq)
-            return
-
-        async def settled() -> None:
-            await quarantine.end(spec.stream, ctx.stream_seq)
-
-        self._in_hand[key] = time.monotonic()
+        self._in_hand[key] = time.monotonic()  # before the mark: a redelivery may come meanwhile
         try:
-            await self._run_jobs(failures, inbox, spec, [job], None, time.perf_counter(), settled)
+            died = await quarantine.begin(spec.stream, ctx.stream_seq, ctx.attempt)
+            if died is not None:
+                detail = (
+                    f"delivery {died} of {ctx.attempt} died while being handled (the process "
+                    "crashed or hung): quarantined instead of handed to another replica"
+                )
+                log.error("quarantined a message", extra={"seq": ctx.stream_seq, "detail": detail})
+                await failures.reject(spec, job.msg, "quarantined", detail)
+                await quarantine.end(spec.stream, ctx.stream_seq)
+                return
+
+            async def settled() -> None:
+                await quarantine.end(spec.stream, ctx.stream_seq)
+
+            started = time.perf_counter()
+            await self._run_jobs(failures, inbox, spec, [job], None, started, settled)
         finally:
             self._in_hand.pop(key, None)
 

@@ -40,7 +40,6 @@ import os
 import random
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -49,13 +48,14 @@ from msgspec import Struct
 
 from actors.gate._batch import Judged, counters_needed, decide_batch, new_traces, plan_batch
 from actors.gate._bundles import BUNDLE_KEY, BundleStore, load_public_keys
-from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys, spends_rate
+from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
 from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
 from actors.gate._options import GateOptions
+from actors.gate._paid import PaidCharges
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._rate_leases import RateLeases
-from actors.gate._records import Position, position_key, rate_key, trace_key
+from actors.gate._records import Position, position_key, trace_key
 from actors.gate._redaction import redacted, redaction_key
 from actors.gate._refusals import error_position
 from actors.gate._store import GateStore
@@ -135,9 +135,7 @@ class GateActor(Actor):
         self._store: GateStore | None = None
         self._ids: IdClaims | None = None
         self._effects: GateEffects | None = None
-        self._paid: OrderedDict[str, frozenset[str]] = OrderedDict()
-        """Per envelope id: counters its charge is committed to, though the envelope was not
-        delivered yet (another of its counters lost a compare-and-set)."""
+        self._paid = PaidCharges(self._cache_size)
         self.bundles: BundleStore | None = None
         self._max_message = settings.max_payload
         """Largest message (headers included) the server and the streams take."""
@@ -160,7 +158,8 @@ class GateActor(Actor):
         self._store = GateStore(acks, traces, bucket, self._cache_size)
         last = LastValues(bus.nc, self.settings.js_api_prefix)
         await last.open()
-        self._ids = IdClaims(last, ns.bucket("idempotency"), self._cache_size)
+        self._ids = IdClaims(acks, last, ns.bucket("idempotency"), self._cache_size)
+        await self._ids.check_server()
         self._effects = GateEffects(
             ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
         )
@@ -212,17 +211,25 @@ class GateActor(Actor):
                 results[id(ctx)] = None
             else:
                 pending.append((envelope, ctx))
-        for round_ in range(_CONFLICT_ROUNDS):
-            if not pending:
-                break
-            if round_:
-                await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311 - jitter
-            conflicts = await self._decide_and_commit(store, bundles, pending, unclaimed)
-            for (_, ctx), failure in zip(pending, conflicts, strict=True):
-                results[id(ctx)] = failure
-            pending = [item for item, failure in zip(pending, conflicts, strict=True) if failure]
-            if not pending:
-                break
+        # Free ids are claimed now, while the batch is decided and its counters committed;
+        # nothing of a message is published before its claim is stored.
+        claiming = {
+            id(ctx): asyncio.ensure_future(ids.create(envelope.id, unclaimed[id(ctx)]))
+            for envelope, ctx in pending
+            if id(ctx) in unclaimed
+        }
+        try:
+            for round_ in range(_CONFLICT_ROUNDS):
+                if not pending:
+                    break
+                if round_:
+                    await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311
+                conflicts = await self._decide_and_commit(store, bundles, pending, claiming)
+                for (_, ctx), failure in zip(pending, conflicts, strict=True):
+                    results[id(ctx)] = failure
+                pending = [item for item, failed in zip(pending, conflicts, strict=True) if failed]
+        finally:
+            await asyncio.gather(*claiming.values(), return_exceptions=True)
         return [results[id(ctx)] for _, ctx in batch]
 
     async def _decide_and_commit(
@@ -230,10 +237,10 @@ class GateActor(Actor):
         store: GateStore,
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
-        unclaimed: Mapping[int, Claim],
+        claiming: Mapping[int, asyncio.Future[None]],
     ) -> list[Exception | None]:
-        """One round: decide, commit the counters, publish what did not conflict (with the
-        claim of each id in `unclaimed`, keyed by `id(ctx)`)."""
+        """One round: decide, commit the counters, then publish what did not conflict, each
+        message once its id's claim (in `claiming`, by `id(ctx)`) is stored."""
         decided = await self._decide_batch(store, bundles, batch)
         ledger, local = decided.ledger, decided.local
         taken = self._leases.grants(ledger, decided.planned, local, decided.now_ms)
@@ -249,44 +256,26 @@ class GateActor(Actor):
         committed = (updates.keys() - stale) | local
         for verdict in decided.verdicts:
             failure = self._conflict(verdict, stale)
-            self._note_paid(verdict, failure, committed)
+            claim = claiming.get(id(verdict.ctx))
+            if failure is None and claim is not None and self._ids and self._effects:
+                ctx, envelope = verdict.ctx, verdict.envelope
+                held = await self._ids.settled(claim, envelope.id, claim_of(ctx))
+                if isinstance(held, Claim):  # another submission's claim was stored first
+                    self._paid.note(envelope.id, verdict.outcome, None, committed)
+                    await self._effects.refuse_duplicate(ctx, envelope, held)
+                    results.append(None)
+                    continue
+                failure = held
+            self._paid.note(verdict.envelope.id, verdict.outcome, failure, committed)
             if failure is None:
                 if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
                     position = verdict.outcome.route.position
                     key = trace_key(position.trace_id)
                     if ledger.values[key] != implied_root_trace(position.user_id):
                         await GateEffects.record(store, verdict.ctx, key, ledger.values[key])
-                claim = unclaimed.get(id(verdict.ctx))
-                if claim is not None and self._ids is not None:
-                    await self._ids.create(verdict.ctx.outbox, verdict.envelope.id, claim)
                 await self._publish(store, verdict)
             results.append(failure)
         return results
-
-    def _note_paid(self, verdict: _Verdict, failure: Exception | None, committed: set[str]) -> None:
-        """Remember what an admitted envelope that lost a compare-and-set has already paid.
-
-        The counters of its that were committed hold its charge; deciding it again must not
-        charge them twice. Forgotten once it is delivered. Kept per process (bounded): a
-        redelivery to another replica, or after a crash between the commit and the delivery,
-        is charged again (a gap: counters do not remember who paid them).
-        """
-        key = verdict.envelope.id
-        if failure is None:
-            self._paid.pop(key, None)
-            return
-        if not isinstance(verdict.outcome, Allow):
-            return
-        route = verdict.outcome.route
-        charged = {trace_key(route.position.trace_id)}
-        if spends_rate(route):
-            charged.add(rate_key(route.sub.sender, route.target))
-        paid = self._paid.get(key, frozenset()) | (charged & committed)
-        if paid:
-            self._paid[key] = paid
-            self._paid.move_to_end(key)
-            if len(self._paid) > self._cache_size:
-                self._paid.popitem(last=False)
 
     async def _decide_batch(
         self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
@@ -317,10 +306,7 @@ class GateActor(Actor):
         counters = await store.load(counters_needed(planned, roots | local.keys()))
         ledger = Ledger({**counters, **dict.fromkeys(roots), **local})
         returned = self._leases.fold(ledger, now_ms)
-        paid = self._paid
-        judged = decide_batch(
-            subs, routes, causes, ledger, bundle, lambda key: paid.get(key, frozenset())
-        )
+        judged = decide_batch(subs, routes, causes, ledger, bundle, self._paid.of)
         verdicts = [
             _Verdict(envelope, ctx, verdict)
             for (envelope, ctx), verdict in zip(batch, judged, strict=True)

@@ -20,19 +20,18 @@ alone could, but the digest keeps a re-created stream, whose sequences start aga
 passing a stranger's message off as the original.
 
 When no record exists, the submission claims the id create-only
-(`Nats-Expected-Last-Subject-Sequence: 0`, what `kv.create` sends), published with its other
-effects, and it is acked only once JetStream stored the claim with them. The look-up is a read
-(no fsync) and the claim's fsync overlaps the effects', so deciding each id once adds no round
-trip of its own to an envelope's path; claiming before deciding did (an fsynced write
-awaited before anything else, 0.6x the raw relay's throughput).
+(`Nats-Expected-Last-Subject-Sequence: 0`, what `kv.create` sends) while its batch is decided
+and its counters committed, and nothing of it is published before the claim is stored. The
+look-up is a read (no fsync), one per batch, and the claim's fsync overlaps the commit's, so
+deciding each id once costs a batch one read and no round trip of its own but for a root;
+claiming before deciding cost a full fsynced round first (0.57-0.65x the raw relay's
+throughput, against 0.61-0.72x now).
 
-The look-up leaves one race: the same id submitted twice at the same moment, both copies
-looked up before either claim is stored (on two gate replicas; within one batch the first copy
-holds the id for the others). Both are decided; one claim is refused, so that message's
-effects do not all settle, it is redelivered and then refused as a duplicate. Its delivery
-carries the same `Nats-Msg-Id` as the first copy's (derived from the envelope id), so the
-deliver stream drops it: what the race can cost is counters charged twice, to the sender's own
-rate and its own trace.
+When two submissions with one id are looked up before either claim is stored (on two gate
+replicas; within one batch the first copy holds the id for the others, and one replica's
+next batch is looked up only after this one's claims are stored), both are decided, but only
+the one whose claim is stored first is published: the other is refused as a duplicate. The
+counters it was charged stay charged: its own sender's rate and its own cause's trace.
 
 Ids the gate makes itself and records positions for (the errors it delivers in a trace) are
 claimed too, with a plain put: the gate's own record wins, and a sender that guesses such an
@@ -54,9 +53,9 @@ from msgspec import Struct
 from nats.js.api import PubAck
 
 from actors.gate._records import id_key
-from bus import Context, LastValues, Outbox
+from bus import AckInbox, AppendRefused, ConfigError, Context, LastValues, Outbox
 
-__all__ = ("Claim", "IdClaims", "claim_of")
+__all__ = ("WRONG_LAST_SEQUENCE", "Claim", "IdClaims", "claim_of")
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 
@@ -73,6 +72,9 @@ class Claim(Struct, frozen=True, kw_only=True):
     seq: int
     digest: str = ""
 
+
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's answer to a create-only write of a key that exists."""
 
 _claim_decoder = msgspec.json.Decoder(Claim)
 _UNREADABLE = Claim(sender="an unreadable claim", seq=-1)
@@ -93,7 +95,8 @@ class IdClaims:
     trip.
     """
 
-    def __init__(self, last: LastValues, bucket: str, capacity: int) -> None:
+    def __init__(self, acks: AckInbox, last: LastValues, bucket: str, capacity: int) -> None:
+        self._acks = acks
         self._last = last
         self._stream = f"KV_{bucket}"
         self._prefix = f"$KV.{bucket}."
@@ -113,35 +116,82 @@ class IdClaims:
         Raises:
             Exception: the look-up failed (the batch is then retried).
         """
-        missing = [
-            self._prefix + id_key(envelope_id)
-            for envelope_id in envelope_ids
-            if id_key(envelope_id) not in self._cache
-        ]
+        held: dict[str, Claim] = {}
+        missing: list[str] = []
+        for envelope_id in envelope_ids:
+            key = id_key(envelope_id)
+            cached = self._cache.get(key)
+            if cached is not None:
+                held[key] = cached
+            else:
+                missing.append(self._prefix + key)
         if missing:
             for subject, stored in (await self._last.read(self._stream, missing)).items():
-                try:
-                    held = _claim_decoder.decode(stored.data)
-                except msgspec.DecodeError:
-                    # Only the gate writes `id.>`; a record it cannot read still holds the id.
-                    held = _UNREADABLE
-                self._remember(subject[len(self._prefix) :], held)
-        return [self._cache.get(id_key(envelope_id)) for envelope_id in envelope_ids]
+                key = subject[len(self._prefix) :]
+                held[key] = self._decoded(stored.data)
+                self._remember(key, held[key])
+        return [held.get(id_key(envelope_id)) for envelope_id in envelope_ids]
 
-    async def create(self, outbox: Outbox, envelope_id: str, claim: Claim) -> None:
-        """Claim an id nobody held when it was looked up, create-only, pipelined with the
-        message's effects: if another submission stored its claim first, the write is refused
-        and the message is retried (and then refused as a duplicate)."""
+    async def check_server(self) -> None:
+        """Fail at start, not on every message, when the server cannot answer batched direct
+        gets (nats-server 2.11 or later).
+
+        Raises:
+            ConfigError: the server refused or did not answer a look-up.
+        """
+        try:
+            await self._last.read(self._stream, [self._prefix + id_key("start-probe")])
+        except Exception as exc:
+            raise ConfigError(
+                "the gate looks envelope ids up with batched direct gets, which need "
+                f"nats-server 2.11 or later and the idempotency bucket: {exc!r}"
+            ) from None
+
+    async def holder(self, envelope_id: str) -> Claim | None:
+        """Who holds `envelope_id` now, read from KV (after a claim of it was refused)."""
+        (held,) = await self.holders([envelope_id])
+        return held
+
+    @staticmethod
+    def _decoded(data: bytes) -> Claim:
+        try:
+            return _claim_decoder.decode(data)
+        except msgspec.DecodeError:
+            return _UNREADABLE  # only the gate writes `id.>`; one it cannot read still holds
+
+    async def create(self, envelope_id: str, claim: Claim) -> None:
+        """Claim an id nobody held when it was looked up, create-only.
+
+        Raises:
+            AppendRefused: another submission's claim was stored first (`err_code` 10071).
+            Exception: JetStream did not answer or failed (the message is retried).
+        """
         key = id_key(envelope_id)
-        stored = await outbox.publish(
+        stored = await self._acks.publish(
             self._prefix + key, _encoder.encode(claim), {_EXPECTED_LAST_SUBJECT_SEQ: "0"}
         )
+        await stored
+        self._remember(key, claim)
 
-        def claimed(future: asyncio.Future[PubAck]) -> None:
-            if not future.cancelled() and future.exception() is None:
-                self._remember(key, claim)
-
-        stored.add_done_callback(claimed)
+    async def settled(
+        self, claim: asyncio.Future[None], envelope_id: str, mine: Claim
+    ) -> Claim | Exception | None:
+        """How a message's claim ended: None once stored (or found stored by an earlier
+        attempt of this very message), the claim of the submission that stored one first, or
+        the error that kept it from being settled (the message is then retried)."""
+        try:
+            await asyncio.shield(claim)
+        except AppendRefused as exc:
+            if exc.err_code != WRONG_LAST_SEQUENCE:
+                return exc
+            try:
+                held = await self.holder(envelope_id)
+            except Exception as error:
+                return error
+            return None if held is None or held == mine else held
+        except Exception as exc:
+            return exc
+        return None
 
     async def mark(self, outbox: Outbox, envelope_id: str, gate: str) -> asyncio.Future[PubAck]:
         """Claim an id the gate made itself, pipelined with the message's other effects.
