@@ -20,7 +20,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-__all__ = ("HistoryError", "StoredMessage", "read_history")
+__all__ = ("DIRECT_HEADERS", "HistoryError", "StoredMessage", "read_history")
 
 log = logging.getLogger("parley.bus.history")
 
@@ -40,7 +40,7 @@ class HistoryError(RuntimeError):
 
 
 _BATCH = 256
-_DIRECT_HEADERS = frozenset(
+DIRECT_HEADERS = frozenset(
     {
         "Nats-Stream",
         "Nats-Subject",
@@ -50,6 +50,7 @@ _DIRECT_HEADERS = frozenset(
         "Nats-Last-Sequence",
     }
 )
+"""Headers a direct get adds to a stored message (where it is stored), not its own."""
 
 
 async def read_history(
@@ -95,7 +96,7 @@ async def read_history(
                 if status is not None:
                     raise HistoryError(f"reading {stream} from {seq}: {status} {msg.data!r}")
                 stored = int(headers["Nats-Sequence"])
-                own = {k: v for k, v in headers.items() if k not in _DIRECT_HEADERS}
+                own = {k: v for k, v in headers.items() if k not in DIRECT_HEADERS}
                 yield StoredMessage(stored, headers["Nats-Subject"], msg.data, own)
                 seq = stored + 1
     finally:

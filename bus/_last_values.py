@@ -21,23 +21,13 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from bus._history import HistoryError, StoredMessage
+from bus._history import DIRECT_HEADERS, HistoryError, StoredMessage
 
 __all__ = ("LastValues",)
 
 _CHUNK = 256
 """Subjects per request (the server answers at most `batch` messages per request)."""
 _KV_OPERATION = "KV-Operation"
-_SERVER_HEADERS = frozenset(
-    {
-        "Nats-Stream",
-        "Nats-Subject",
-        "Nats-Sequence",
-        "Nats-Time-Stamp",
-        "Nats-Num-Pending",
-        "Nats-Last-Sequence",
-    }
-)
 
 
 class LastValues:
@@ -103,5 +93,5 @@ class LastValues:
             return None
         if status is not None:
             raise HistoryError(f"reading the last messages of {stream}: {status} {msg.data!r}")
-        own = {k: v for k, v in headers.items() if k not in _SERVER_HEADERS}
+        own = {k: v for k, v in headers.items() if k not in DIRECT_HEADERS}
         return StoredMessage(int(headers["Nats-Sequence"]), headers["Nats-Subject"], msg.data, own)

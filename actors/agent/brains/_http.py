@@ -20,6 +20,7 @@ without the fields the wire format promises, is treated as unavailable.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 
 import httpx
@@ -36,7 +37,7 @@ _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _Config = TypeVar("_Config", bound=OpenAIBrainConfig | AnthropicBrainConfig)
 
 
-class HttpBrain(Generic[_Config]):
+class HttpBrain(ABC, Generic[_Config]):
     """A brain behind a hosted provider's HTTP API; subclasses give the wire format.
 
     A subclass names its `backend` and its `provider` (as error messages call it), says which
@@ -58,9 +59,9 @@ class HttpBrain(Generic[_Config]):
         """The system prompt every request carries: seed 001's rules and the profile's own."""
         return system_prompt(profile)
 
+    @abstractmethod
     def wire_headers(self, key: str | None) -> dict[str, str]:
         """The provider's own headers: the key (when there is one) and any API version."""
-        raise NotImplementedError(f"{type(self).__name__} does not say its headers")
 
     def api_key(self) -> str | None:
         """The key from the profile, else from the environment variable it names, else none.
