@@ -158,7 +158,8 @@ class GateActor(Actor):
         self._store = GateStore(acks, traces, bucket, self._cache_size)
         last = LastValues(bus.nc, self.settings.js_api_prefix)
         await last.open()
-        self._ids = IdClaims(acks, last, ns.bucket("idempotency"), self._cache_size)
+        wait_s = self.settings.ack_wait_s / 2  # as the counters' commit waits
+        self._ids = IdClaims(acks, last, ns.bucket("idempotency"), self._cache_size, wait_s)
         await self._ids.check_server()
         self._effects = GateEffects(
             ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key

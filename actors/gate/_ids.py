@@ -95,9 +95,14 @@ class IdClaims:
     trip.
     """
 
-    def __init__(self, acks: AckInbox, last: LastValues, bucket: str, capacity: int) -> None:
+    def __init__(
+        self, acks: AckInbox, last: LastValues, bucket: str, capacity: int, wait_s: float
+    ) -> None:
+        """`wait_s`: how long a look-up or a claim may wait for the server (a lost answer,
+        a server restart) before the message is retried instead of holding the gate."""
         self._acks = acks
         self._last = last
+        self._wait_s = wait_s
         self._stream = f"KV_{bucket}"
         self._prefix = f"$KV.{bucket}."
         self._capacity = capacity
@@ -126,7 +131,8 @@ class IdClaims:
             else:
                 missing.append(self._prefix + key)
         if missing:
-            for subject, stored in (await self._last.read(self._stream, missing)).items():
+            found = await self._last.read(self._stream, missing, timeout=self._wait_s)
+            for subject, stored in found.items():
                 key = subject[len(self._prefix) :]
                 held[key] = self._decoded(stored.data)
                 self._remember(key, held[key])
@@ -164,13 +170,15 @@ class IdClaims:
 
         Raises:
             AppendRefused: another submission's claim was stored first (`err_code` 10071).
-            Exception: JetStream did not answer or failed (the message is retried).
+            TimeoutError: no answer within `wait_s` (the message is retried; a claim that was
+                stored after all is found to be its own on the redelivery).
+            Exception: JetStream failed (the message is retried).
         """
         key = id_key(envelope_id)
         stored = await self._acks.publish(
             self._prefix + key, _encoder.encode(claim), {_EXPECTED_LAST_SUBJECT_SEQ: "0"}
         )
-        await stored
+        await asyncio.wait_for(stored, self._wait_s)  # unanswered is not unstored: retried
         self._remember(key, claim)
 
     async def settled(
