@@ -201,8 +201,11 @@ class GateActor(Actor):
         except Exception as exc:  # the whole batch is retried
             return [exc] * len(batch)
         first_in_batch: dict[str, Claim] = {}
+        seen: set[int] = set()
         for (envelope, ctx), held in zip(batch, holders, strict=True):
             mine = claim_of(ctx)
+            if held == mine or ctx.attempt > 1:
+                seen.add(id(ctx))  # this very message was handed to a gate before
             if held is None:  # nobody's yet, unless an earlier message of this batch's
                 held = first_in_batch.setdefault(envelope.id, mine)
                 if held == mine:
@@ -225,7 +228,9 @@ class GateActor(Actor):
                     break
                 if round_:
                     await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311
-                conflicts = await self._decide_and_commit(store, bundles, pending, claiming)
+                conflicts = await self._decide_and_commit(
+                    store, bundles, pending, claiming, frozenset(seen)
+                )
                 for (_, ctx), failure in zip(pending, conflicts, strict=True):
                     results[id(ctx)] = failure
                 pending = [item for item, failed in zip(pending, conflicts, strict=True) if failed]
@@ -239,10 +244,12 @@ class GateActor(Actor):
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
         claiming: Mapping[int, asyncio.Future[None]],
+        seen: frozenset[int],
     ) -> list[Exception | None]:
         """One round: decide, commit the counters, then publish what did not conflict, each
-        message once its id's claim (in `claiming`, by `id(ctx)`) is stored."""
-        decided = await self._decide_batch(store, bundles, batch)
+        message once its id's claim (in `claiming`, by `id(ctx)`) is stored; `seen` holds
+        (by `id(ctx)`) the messages handed to a gate before."""
+        decided = await self._decide_batch(store, bundles, batch, seen)
         ledger, local = decided.ledger, decided.local
         taken = self._leases.grants(ledger, decided.planned, local, decided.now_ms)
         updates: dict[str, Struct] = {}
@@ -279,7 +286,11 @@ class GateActor(Actor):
         return results
 
     async def _decide_batch(
-        self, store: GateStore, bundles: BundleStore, batch: Sequence[tuple[AnyEnvelope, Context]]
+        self,
+        store: GateStore,
+        bundles: BundleStore,
+        batch: Sequence[tuple[AnyEnvelope, Context]],
+        seen: frozenset[int],
     ) -> _Decided:
         """Plan and decide every message of a batch in order, against one ledger
         (actors/gate/_batch.py), reading what each step needs from KV between the steps."""
@@ -288,10 +299,11 @@ class GateActor(Actor):
             raise RuntimeError("the gate handled a message before it started")
         now_ms = int(time.time() * 1000)
         subs = [
-            Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms, ctx.attempt > 1)
+            Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms)
             for envelope, ctx in batch
         ]
-        replayed = await self._recorded(store, batch)
+        recorded = await self._recorded(store, [item for item in batch if id(item[1]) in seen])
+        replayed = [recorded.get(id(ctx)) for _, ctx in batch]
         causes = await store.load(
             position_key(sub.causation_id) for sub in subs if sub.causation_id
         )
@@ -314,19 +326,20 @@ class GateActor(Actor):
         ]
         return _Decided(verdicts, ledger, roots, frozenset(local), planned, now_ms, returned)
 
+    @staticmethod
     async def _recorded(
-        self, store: GateStore, batch: Sequence[tuple[AnyEnvelope, Context]]
-    ) -> list[Position | None]:
-        """Positions already recorded for redelivered envelopes (admitted before a crash)."""
-        again = [position_key(env.id) for env, ctx in batch if ctx.attempt > 1]
+        store: GateStore, again: Sequence[tuple[AnyEnvelope, Context]]
+    ) -> dict[int, Position]:
+        """Positions already recorded for envelopes handed to a gate before (admitted before
+        a crash), by `id(ctx)`."""
         if not again:
-            return [None] * len(batch)
-        found = await store.load(again)
-        out: list[Position | None] = []
-        for env, ctx in batch:
-            value = found.get(position_key(env.id)) if ctx.attempt > 1 else None
-            recorded = value if isinstance(value, Position) and value.sender == ctx.sender else None
-            out.append(recorded)
+            return {}
+        found = await store.load(position_key(env.id) for env, _ in again)
+        out: dict[int, Position] = {}
+        for env, ctx in again:
+            value = found.get(position_key(env.id))
+            if isinstance(value, Position) and value.sender == ctx.sender:
+                out[id(ctx)] = value
         return out
 
     @staticmethod

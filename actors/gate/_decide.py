@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from msgspec import Struct
+from msgspec import Struct, structs
 
 from actors.gate._plan import Deny, Route
 from actors.gate._records import (
@@ -146,8 +146,16 @@ def decide(
     trace = ledger.get(trace_k, TraceState) or implied_root_trace(
         route.position.user_id, counted=not route.is_root
     )
+    own = sub.envelope.id
+    open_calls = {k: v for k, v in trace.open_calls.items() if v.expires_ms + ANSWER_GRACE_MS > now}
+    answered = route.answered.call_id if route.answered is not None else ""
+    is_answer = answers_call(route)
+    closing = open_calls.get(answered) if is_answer else None
+    # This very answer closed its call before (a crash or a server restart kept it from
+    # being delivered or acked): it is decided again, charged nothing twice.
+    repeat = closing is not None and closing.answered_by == own
+    trace_paid = trace_k in paid or repeat
     budget = profile.trace_message_budget
-    trace_paid = trace_k in paid
     if not trace_paid and trace.count + 1 > budget:
         return Deny(
             ErrorCode.BUDGET_EXCEEDED,
@@ -158,8 +166,6 @@ def decide(
         )
     # A call the gate admitted before a crash but never delivered comes back as a
     # redelivery: its own earlier marks (open call, slot, child) must not count against it.
-    own = sub.envelope.id
-    open_calls = {k: v for k, v in trace.open_calls.items() if v.expires_ms + ANSWER_GRACE_MS > now}
     tokens = trace.tokens
     inflight_k = inflight_key(sub.sender if route.role == "call" else route.target)
     inflight = ledger.get(inflight_k, Inflight) or Inflight()
@@ -207,7 +213,7 @@ def decide(
                 value=len(shared_calls) + 1,
             )
         if any(
-            call.objective == route.objective and call.expires_ms > now
+            call.in_progress and call.objective == route.objective and call.expires_ms > now
             for k, call in open_calls.items()
             if k != own
         ):
@@ -217,12 +223,8 @@ def decide(
                 f"Cycle detected: {sub.sender} -> {route.target} with same objective already "
                 "in progress.",
             )
-    answered = route.answered.call_id if route.answered is not None else ""
-    is_answer = answers_call(route)
-    if is_answer and not (trace_paid or sub.redelivered or answered in open_calls):
-        # Its call was answered already (or is long past its deadline). A redelivered
-        # submission is let through: it may be the answer that closed the call, its
-        # position lost in a crash between the commit and the delivery.
+    if is_answer and not trace_paid and (closing is None or not closing.in_progress):
+        # Its call was answered already, by another answer (or is long past its deadline).
         return Deny(
             ErrorCode.DUPLICATE_ENVELOPE,
             "duplicate_answer",
@@ -255,7 +257,8 @@ def decide(
         if fanout_k:
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
     elif is_answer:
-        open_calls.pop(answered, None)
+        if closing is not None and closing.in_progress:
+            open_calls[answered] = structs.replace(closing, answered_by=own)
         if not trace_paid:
             tokens += _tokens_spent(sub.envelope)
         if answered in inflight.calls or answered in inflight.shared:

@@ -113,10 +113,22 @@ class Position(Struct, frozen=True, kw_only=True):
 
 
 class OpenCall(Struct, frozen=True, kw_only=True):
-    """A call of a trace that has not been answered yet (seed 003's in-progress objectives)."""
+    """A call of a trace (seed 003's in-progress objectives), open until answered.
+
+    `answered_by` names the answer that closed it, written in the same commit as that
+    answer's charge: the gate's own durable record of which answer a call admitted. A
+    redelivery of that answer is recognised by it however JetStream numbers the delivery
+    (a server that restarts loses a consumer's delivery counts, so a message decided before
+    may come back as a first delivery), and any other answer is refused as a second one.
+    """
 
     objective: str
     expires_ms: int
+    answered_by: str = ""
+
+    @property
+    def in_progress(self) -> bool:
+        return not self.answered_by
 
 
 class TraceState(Struct, frozen=True, kw_only=True):

@@ -56,8 +56,6 @@ class Submission:
     causation_id: str
     claims: Mapping[str, str]
     now_ms: int
-    redelivered: bool = False
-    """Delivered to the gate before (a crash or a conflict kept it from being settled)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from msgspec import structs
 
 from actors.gate._decide import ANSWER_GRACE_MS, Allow
 from actors.gate._plan import Deny
-from actors.gate._records import rate_key
+from actors.gate._records import TraceState, rate_key, trace_key
 from schemas import Error, ErrorCode, new_id, utc_now
 from tests.support.gatesim import GateSim, bundle, call, human, response
 
@@ -75,3 +75,35 @@ def test_an_error_about_another_envelope_is_no_answer() -> None:
     refused = sim.submit("claude", again, cause=cid)
     assert isinstance(refused, Deny) and refused.rule == "rate_per_minute"
     assert isinstance(sim.submit("claude", response("claude"), cause=cid), Allow)
+
+
+def test_the_answer_that_closed_its_call_is_admitted_again_and_charged_once() -> None:
+    """A server restart loses a consumer's delivery counts: an answer the gate admitted and
+    committed, but never delivered or acked, comes back as a first delivery. The call's own
+    record of which answer closed it lets it through (charging nothing twice); another
+    answer is still a second one."""
+    sim = GateSim(bundle(**PROFILES))
+    cid = _called(sim)
+    answer = response("claude", tokens=7)
+    assert isinstance(sim.submit("claude", answer, cause=cid), Allow)
+    trace_k = trace_key(sim.position(cid).trace_id)
+    charged = sim.ledger.get(trace_k, TraceState)
+    assert charged is not None
+    assert isinstance(sim.submit("claude", answer, cause=cid), Allow)
+    assert sim.ledger.get(trace_k, TraceState) == charged
+    other = sim.submit("claude", response("claude", "again"), cause=cid)
+    assert isinstance(other, Deny) and other.rule == "duplicate_answer"
+
+
+def test_an_answered_call_no_longer_holds_its_objective() -> None:
+    """A closed call stays in its trace's record (to recognise its answer), but no longer
+    counts as an objective in progress: the same objective may be asked again."""
+    sim = GateSim(bundle(**PROFILES))
+    root = human()
+    assert isinstance(sim.submit("cli", root), Allow)
+    first = call("claude", goal="summarise")
+    assert isinstance(sim.submit("router", first, cause=root.id), Allow)
+    in_progress = sim.submit("router", call("claude", goal="summarise"), cause=root.id)
+    assert isinstance(in_progress, Deny) and in_progress.rule == "objective_in_progress"
+    assert isinstance(sim.submit("claude", response("claude"), cause=first.id), Allow)
+    assert isinstance(sim.submit("router", call("claude", goal="summarise"), cause=root.id), Allow)
