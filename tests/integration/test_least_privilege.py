@@ -3,9 +3,8 @@
 Each actor connects as its own nkey user of a real nats-server running the generated config.
 A refused publish does not raise in nats-py: the server answers `-ERR 'Permissions Violation'`
 asynchronously, which the connection's error callback counts (bus/_connection.py). The count
-is read after `_barrier()`, an allowed request on the same connection: the server answers it
-only after handling everything sent before it. (`flush()` is no barrier here: nats-py writes
-its PING straight to the socket, ahead of commands still in its buffer.)
+is read after `_barrier()`, on the same connection: the server answers a PING only after
+handling everything sent before it.
 """
 
 from __future__ import annotations
@@ -50,8 +49,15 @@ def _call(target: str, text: str) -> AgentCall:
     )
 
 
-async def _barrier(nc: NATS, locked: LockedDown) -> None:
-    """Return once the server has handled every command sent on `nc` before this call."""
+async def _barrier(nc: NATS) -> None:
+    """Return once the server has handled every command sent on `nc` before this call.
+
+    One `flush()` is no barrier: nats-py writes its PING straight to the socket, ahead of
+    commands still in its buffer (a SUB just made), so the PONG may come before their
+    `-ERR`s. By the time that first PONG is read, its flusher task, kicked with the PING, has
+    written the buffer; the second PING follows every command sent before this call.
+    """
+    await nc.flush()
     await nc.flush()
 
 
@@ -78,7 +84,7 @@ async def test_an_agent_publishing_to_another_agents_deliver_subject_is_refused(
             await locked.js(gpt, "gpt").publish(
                 ns.deliver("claude"), encode(forged), headers=headers, timeout=1
             )
-        await _barrier(gpt, locked)
+        await _barrier(gpt)
         assert violations(registry, "gpt") == 2
         assert await _pending(claude, locked, "claude") == 0
         stream = await admin.jetstream().stream_info(ns.stream("deliver"))
@@ -145,7 +151,7 @@ async def test_an_agent_cannot_manage_streams_or_read_another_agents_messages(
         await gpt.subscribe("_INBOX_claude.>")
         await gpt.subscribe("_INBOX.>")
         await gpt.subscribe(ns.deliver("claude"))
-        await _barrier(gpt, locked)
+        await _barrier(gpt)
         assert violations(registry, "gpt") == len(refused) + 3
         # Everything is still there, and still claude's alone.
         assert await _pending(claude, locked, "claude") == 1
@@ -314,7 +320,7 @@ async def test_each_role_can_do_its_own_work(locked_down: LockedDown) -> None:
         head = await auditor.get_msg(ns.stream("audit"), ack.seq)
         assert head.subject == ns.audit("acme", "gpt")
         assert (await auditor.stream_info(ns.stream("audit"))).state.last_seq == ack.seq
-        await asyncio.gather(*(_barrier(nc, locked) for nc in conns.values()))
+        await asyncio.gather(*(_barrier(nc) for nc in conns.values()))
         for actor in actors:
             assert violations(registries[actor], actor) == 0, actor
     finally:
