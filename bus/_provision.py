@@ -51,6 +51,13 @@ BUCKETS = (
         "envelope ids the gate decided, create-only; marks of redelivered inputs in hand",
         direct=True,
     ),
+    BucketSpec(
+        "waits",
+        1,
+        2 * _DAY,
+        "agent hosts' waits for the agents they called: requests, results, final answers",
+        direct=True,
+    ),
 )
 
 

@@ -39,9 +39,9 @@ __all__ = ("add_provision_command", "provision_once", "provisioned_inputs")
 
 def provisioned_inputs(ns: Namespace, actor_id: str) -> list[Input]:
     """The durables an actor that may not create its own reads: its deliveries, and for the
-    router its reminders (actors/router/_actor.py)."""
+    router and the agents their reminders (actors/router/_actor.py, actors/agent/_delegating.py)."""
     inputs = [Input.deliver(ns, actor_id)]
-    if role_of(actor_id) == "router":
+    if role_of(actor_id) in ("router", "agent"):
         inputs.append(Input.timers(ns, actor_id))
     return inputs
 

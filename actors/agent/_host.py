@@ -16,17 +16,23 @@ an answer is how two agents talk for ever.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from actors.agent._delegating import MAX_TOOL_ROUNDS, Delegator, Resumed
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
 from actors.agent._prompt import BrainCall
-from actors.agent._reply import InterpretedReply, interpret_reply
+from actors.agent._reply import interpret_reply
+from actors.agent._subcontext import SubContexts
 from actors.agent.brains._protocol import BrainAnswer, BrainError
 from actors.agent.brains._registry import make_brain
-from bus import Actor, BusHandle, ConfigError, Context, Settings
+from actors.delegation import ToolRound, Wait, WaitStore, answered_request
+from bus import Actor, BusHandle, ConfigError, Context, Input, Settings
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -39,6 +45,7 @@ from schemas import (
     SubAgentCall,
     SubAgentResult,
     TranscriptItem,
+    derive_id,
     encode,
     profile_key,
     utc_now,
@@ -49,6 +56,7 @@ __all__ = ("AgentHost", "call_for")
 log = logging.getLogger("parley.actors.agent")
 
 _Call = AgentCall | DelegationRequest | SubAgentCall
+_CALL_KINDS = (AgentCall, DelegationRequest, SubAgentCall)
 
 
 def call_for(envelope: _Call, attempt: int) -> BrainCall:
@@ -73,13 +81,18 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
                 TranscriptItem(role="router", name="fact", text=fact)
                 for fact in envelope.handoff_data.facts
             )
+            task = envelope.input
+            earlier = envelope.handoff_data.intermediate_results
+            if earlier is not None:  # seed 003's chain: the previous agent's result
+                shown = earlier if isinstance(earlier, str) else json.dumps(earlier)
+                task = f"{task}\n\nIntermediate results: {shown}".strip()
             return BrainCall(
                 kind="delegation_request",
                 envelope_id=envelope.id,
                 call_id=envelope.request_id,
                 session_id=envelope.child_session_id or envelope.parent_session_id,
                 goal=envelope.objective,
-                task=envelope.input,
+                task=task,
                 transcript=facts,
                 attempt=attempt,
             )
@@ -99,6 +112,11 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
                 transcript=messages,
                 attempt=attempt,
             )
+
+
+def _call_id_of(envelope: _Call) -> str:
+    """The call's own id (what a caller matches the answer by), whichever kind carried it."""
+    return envelope.request_id if isinstance(envelope, DelegationRequest) else envelope.call_id
 
 
 def _profile_for(settings: Settings) -> AgentProfile:
@@ -128,6 +146,8 @@ class AgentHost(Actor):
             settings.model_copy(update={"actor_id": settings.actor_id or self.profile.name})
         )
         self.brain = make_brain(self.profile)
+        self._timers = self.namespace.timers(self.actor_id)
+        self._delegator: Delegator | None = None
 
     async def start(self, bus: BusHandle) -> None:
         """Start the brain, then say who we are in the registry (the router reads it)."""
@@ -147,6 +167,12 @@ class AgentHost(Actor):
         )
         kv = await bus.js.key_value(bus.namespace.bucket("registry"))
         await kv.put(profile_key(self.profile.name), encode(summary))
+        if self.profile.calls_agents:
+            waits = await bus.js.key_value(bus.namespace.bucket("waits"))
+            contexts = SubContexts(self.profile.workspace_root)
+            self._delegator = Delegator(
+                self.actor_id, WaitStore(waits, self.actor_id), self._timers, contexts.context_for
+            )
         log.info(
             "profile registered",
             extra={"profile": self.profile.name, "backend": self.brain.backend},
@@ -155,57 +181,116 @@ class AgentHost(Actor):
     async def stop(self) -> None:
         await self.brain.close()
 
+    def inputs(self) -> Sequence[Input]:
+        """Its deliveries, and when its brain may call agents, its deadline reminders."""
+        own = Input.deliver(self.namespace, self.actor_id)
+        if not self.profile.calls_agents:
+            return (own,)
+        return (own, Input.timers(self.namespace, self.actor_id))
+
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
-        if not isinstance(envelope, AgentCall | DelegationRequest | SubAgentCall):
+        delegator = self._delegator
+        if delegator is not None:
+            if ctx.subject == self._timers:
+                await delegator.on_reminder(ctx, self._ask_again)
+                return
+            if not isinstance(envelope, _CALL_KINDS) and answered_request(envelope):
+                await delegator.on_answer(envelope, ctx, self._ask_again)
+                return
+        if not isinstance(envelope, _CALL_KINDS):
             return  # never answer an answer, an error or an event
-        call = call_for(envelope, ctx.attempt)
+        if delegator is not None and await delegator.resume_call(ctx, self._ask_again):
+            return
+        call = self._call_for(envelope, ctx.attempt, ())
         log.info("call received", extra={"call_id": call.call_id, "attempt": ctx.attempt})
         started = time.monotonic()
         try:
             answer = await self.brain.reply(call)
         except BrainError as exc:
-            await self._fail(ctx, call, exc.code, exc.message, retryable=exc.retryable)
+            await ctx.submit(self._error(envelope, call, exc.code, exc.message, exc.retryable))
             return
         except Exception as exc:  # a backend's bug still owes the caller an answer
             log.exception("brain crashed", extra={"call_id": call.call_id})
-            await self._fail(ctx, call, ErrorCode.INTERNAL_ERROR, repr(exc), retryable=False)
-            return
-        interpreted = interpret_reply(answer.text, self.profile.peers)
-        if interpreted.malformed:
-            log.warning(
-                "malformed reply; answered as a plain message without handoff",
-                extra={"call_id": call.call_id, "problem": interpreted.problem[:300]},
+            await ctx.submit(
+                self._error(envelope, call, ErrorCode.INTERNAL_ERROR, repr(exc), False)
             )
-        elapsed = time.monotonic() - started
-        await ctx.submit(self._answer(envelope, ctx, interpreted, answer, elapsed))
-        log.info(
-            "answered",
-            extra={
-                "call_id": call.call_id,
-                "call_kind": call.kind,
-                "attempt": ctx.attempt,
-                "malformed": interpreted.malformed,
-                "tokens": answer.usage.total,
-            },
+            return
+        if answer.requests and delegator is not None:
+            began = int(time.time() * 1000) - int((time.monotonic() - started) * 1000)
+            await delegator.begin(ctx, answer.requests, answer.text, answer.usage.total, began)
+            return
+        reply = self._answer(envelope, ctx.sender, ctx.attempt, answer, time.monotonic() - started)
+        await ctx.submit(reply)
+
+    def _call_for(self, envelope: _Call, attempt: int, rounds: tuple[ToolRound, ...]) -> BrainCall:
+        """The brain's question, offering the tools the profile allows while rounds remain."""
+        call = call_for(envelope, attempt)
+        profile = self.profile
+        if not profile.calls_agents or len(rounds) >= MAX_TOOL_ROUNDS:
+            return dataclasses.replace(call, rounds=rounds)
+        sub_agents = profile.sub_agents if profile.allow_sub_agent_calls else ()
+        return dataclasses.replace(
+            call, rounds=rounds, delegates_to=profile.delegates_to, sub_agents=sub_agents
         )
+
+    async def _ask_again(self, envelope: AnyEnvelope, wait: Wait) -> Resumed:
+        """Ask the brain about a call again, with the rounds of requests it made so far."""
+        if not isinstance(envelope, _CALL_KINDS):
+            raise TypeError(f"a wait holds a {type(envelope).__name__}, not a call")
+        call = self._call_for(envelope, 1, wait.rounds)
+        try:
+            answer = await self.brain.reply(call)
+        except BrainError as exc:
+            error = self._error(envelope, call, exc.code, exc.message, exc.retryable)
+            return Resumed(requests=(), text="", tokens=0, answer=error)
+        if answer.requests and (call.delegates_to or call.sub_agents):
+            return Resumed(answer.requests, answer.text, answer.usage.total, None)
+        reply = self._answer(
+            envelope,
+            wait.caller,
+            1,
+            answer,
+            time.time() - wait.started_ms / 1000 if wait.started_ms else 0.0,
+            Delegator.status_of(wait),
+        )
+        return Resumed(requests=(), text="", tokens=answer.usage.total, answer=reply)
 
     def _answer(
         self,
         envelope: _Call,
-        ctx: Context,
-        interpreted: InterpretedReply,
+        caller: str,
+        attempt: int,
         answer: BrainAnswer,
         elapsed: float,
+        status: str = "success",
     ) -> AgentResponse | DelegationResponse | SubAgentResult:
+        """The answer to `envelope` from the brain's final text, checked against the reply
+        contract; its id derives from the call's, however many rounds it took."""
+        interpreted = interpret_reply(answer.text, self.profile.peers)
+        if interpreted.malformed:
+            log.warning(
+                "malformed reply; answered as a plain message without handoff",
+                extra={"call_id": _call_id_of(envelope), "problem": interpreted.problem[:300]},
+            )
+        log.info(
+            "answered",
+            extra={
+                "call_id": _call_id_of(envelope),
+                "call_kind": envelope.__struct_config__.tag,
+                "attempt": attempt,
+                "malformed": interpreted.malformed,
+                "tokens": answer.usage.total,
+            },
+        )
         reply = interpreted.reply
-        answer_id = ctx.derive_id("reply")
+        answer_id = derive_id(envelope.id, "reply")
         match envelope:
             case AgentCall():
                 return AgentResponse(
                     id=answer_id,
                     created_at=utc_now(),
                     sender=self.actor_id,
-                    target=ctx.sender or "router",
+                    target=caller or "router",
                     thread=envelope.thread,
                     text=reply.message,
                     call_id=envelope.call_id,
@@ -215,7 +300,7 @@ class AgentHost(Actor):
                     reply=reply,
                     malformed=interpreted.malformed,
                     token_usage=answer.usage,
-                    attempt=ctx.attempt,
+                    attempt=attempt,
                 )
             case DelegationRequest():
                 return DelegationResponse(
@@ -223,12 +308,12 @@ class AgentHost(Actor):
                     created_at=utc_now(),
                     request_id=envelope.request_id,
                     target_employee=self.actor_id,
-                    summary=reply.message.splitlines()[0][:200],
+                    summary=reply.message.splitlines()[0][:200] if reply.message else "",
                     result=reply.message,
                     token_usage=answer.usage,
                     duration_ms=int(elapsed * 1000),
                     child_session_id=envelope.child_session_id,
-                    status="success",
+                    status="failed" if status == "failed" else status,  # type: ignore[arg-type]
                 )
             case SubAgentCall():
                 return SubAgentResult(
@@ -236,15 +321,16 @@ class AgentHost(Actor):
                     created_at=utc_now(),
                     call_id=envelope.call_id,
                     agent_name=self.actor_id,
-                    success=True,
+                    success=status != "failed",
                     output=reply.message,
                     tokens_used=answer.usage.total,
                     duration_seconds=int(elapsed),
                 )
 
-    async def _fail(
-        self, ctx: Context, call: BrainCall, code: ErrorCode, message: str, *, retryable: bool
-    ) -> None:
+    def _error(
+        self, envelope: _Call, call: BrainCall, code: ErrorCode, message: str, retryable: bool
+    ) -> Error:
+        """The error that tells the caller this brain could not answer its call."""
         log.warning(
             "brain could not answer",
             extra={
@@ -254,8 +340,8 @@ class AgentHost(Actor):
                 "error": message,
             },
         )
-        error = Error(
-            id=ctx.derive_id("error"),
+        return Error(
+            id=derive_id(envelope.id, "error"),
             created_at=utc_now(),
             code=code,
             message=f"agent {self.profile.name!r} ({self.brain.backend}) could not answer: "
@@ -265,8 +351,7 @@ class AgentHost(Actor):
                 "profile": self.profile.name,
                 "backend": self.brain.backend,
                 "call_id": call.call_id,
-                "attempt": ctx.attempt,
+                "attempt": call.attempt,
             },
             cause_id=call.envelope_id,
         )
-        await ctx.submit(error)

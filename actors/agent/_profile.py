@@ -116,6 +116,25 @@ class AgentProfile(_Strict):
     capabilities: tuple[str, ...] = ()
     tools_allowed: tuple[str, ...] = ()
     allow_sub_agent_calls: bool = False
+    delegates_to: tuple[str, ...] = Field(
+        default=(),
+        description="Agents the brain may delegate to (seed 003); the gate's policy decides.",
+    )
+    sub_agents: tuple[str, ...] = Field(
+        default=(),
+        description="Agents the brain may call as sub-agents (seed 004), with "
+        "allow_sub_agent_calls; the gate's policy decides.",
+    )
+    workspace_root: Path | None = Field(
+        default=None,
+        description="Files a sub-agent call's context may name, relative to this folder.",
+    )
+
+    @property
+    def calls_agents(self) -> bool:
+        """Whether the brain is offered any tool to call other agents."""
+        return bool(self.delegates_to) or (self.allow_sub_agent_calls and bool(self.sub_agents))
+
     max_output_tokens: int = Field(default=1024, ge=1)
     max_context_tokens: int = Field(default=4000, ge=1)
     transcript_window: int = Field(
@@ -129,7 +148,7 @@ class AgentProfile(_Strict):
     def _name_token(cls, value: str) -> str:
         return check_token(value, "agent name")
 
-    @field_validator("peers")
+    @field_validator("peers", "delegates_to", "sub_agents")
     @classmethod
     def _peer_tokens(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(check_token(peer, "peer name") for peer in value)
@@ -155,7 +174,10 @@ def _with_paths_resolved(profile: AgentProfile, base: Path) -> AgentProfile:
         elif "/" in program:
             program = str(_resolve(Path(program), base))
         brain = brain.model_copy(update={"command": (program, *rest)})
-    return profile.model_copy(update={"brain": brain})
+    workspace = profile.workspace_root
+    if workspace is not None:
+        workspace = _resolve(workspace, base)
+    return profile.model_copy(update={"brain": brain, "workspace_root": workspace})
 
 
 def load_profile(name_or_path: str, agents_dir: Path = DEFAULT_AGENTS_DIR) -> AgentProfile:

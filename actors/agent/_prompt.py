@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from actors.agent._profile import AgentProfile
+from actors.delegation import ToolRound
 from schemas import TranscriptItem, transcript_window
 
 __all__ = (
@@ -54,6 +55,13 @@ class BrainCall:
     max_rounds: int = 1
     final_round: bool = False
     attempt: int = 1
+    rounds: tuple[ToolRound, ...] = ()
+    """What the brain asked other agents so far while answering this call, and the results
+    (actors/delegation/): a brain goes on from them."""
+    delegates_to: tuple[str, ...] = ()
+    """Agents the brain may delegate to (seed 003's tool offered when any)."""
+    sub_agents: tuple[str, ...] = ()
+    """Agents the brain may call as sub-agents (seed 004's tool offered when any)."""
 
 
 def system_prompt(profile: AgentProfile) -> str:
@@ -91,6 +99,11 @@ def user_prompt(call: BrainCall, profile: AgentProfile) -> str:
     if call.task and call.task != call.goal:
         lines.append("")
         lines.append(f"Your task: {call.task}")
+    for index, done in enumerate(call.rounds, 1):
+        lines.append("")
+        lines.append(f"Results of the agents you called (step {index}):")
+        for request, result in zip(done.requests, done.results, strict=True):
+            lines.append(f"- {request.request_id} [{result.status}] {result.content}")
     lines.append("")
     round_line = f"Round {call.round} of {call.max_rounds}."
     if call.final_round:

@@ -1,5 +1,52 @@
-"""Agents that call agents: delegation (seed 003) and sub-agent calls (seed 004)."""
+"""Agents that call agents: delegation (seed 003) and sub-agent calls (seed 004).
+
+A brain answering a call may ask other agents first (`AgentRequest`); its host keeps a
+durable `Wait` for their answers (`WaitStore`) and asks the brain again with the results.
+"""
 
 from actors.delegation._context import WorkspacePathError, build_filtered_context
+from actors.delegation._messages import answered_request, request_envelope, result_of, target_of
+from actors.delegation._requests import (
+    DELEGATE_TOOL,
+    SUB_AGENT_TOOL,
+    AgentRequest,
+    CallSubAgent,
+    Delegate,
+    RequestResult,
+    ToolRound,
+)
+from actors.delegation._store import WaitConflict, WaitStore
+from actors.delegation._wait import (
+    Wait,
+    aggregate_status,
+    expire,
+    finish_round,
+    next_deadline,
+    record_result,
+    start_round,
+)
 
-__all__ = ("WorkspacePathError", "build_filtered_context")
+__all__ = (
+    "DELEGATE_TOOL",
+    "SUB_AGENT_TOOL",
+    "AgentRequest",
+    "CallSubAgent",
+    "Delegate",
+    "RequestResult",
+    "ToolRound",
+    "Wait",
+    "WaitConflict",
+    "WaitStore",
+    "WorkspacePathError",
+    "aggregate_status",
+    "answered_request",
+    "build_filtered_context",
+    "expire",
+    "finish_round",
+    "next_deadline",
+    "record_result",
+    "request_envelope",
+    "result_of",
+    "start_round",
+    "target_of",
+)

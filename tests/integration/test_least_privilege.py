@@ -183,7 +183,9 @@ async def test_an_actor_process_runs_under_least_privilege(locked_down: LockedDo
         name="provision",
     )
     try:
-        await provisioner.wait_line(r"^provisioned namespace .*; consumers \S+_DELIVER/gpt$")
+        await provisioner.wait_line(
+            r"^provisioned namespace .*; consumers \S+_DELIVER/gpt, \S+_TIMERS/gpt$"
+        )
         assert await provisioner.wait_exit() == 0
     finally:
         provisioner.close()

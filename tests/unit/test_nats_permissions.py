@@ -244,11 +244,17 @@ def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]])
             continue
         me = user.actor
         assert sorted(user.publishes(f"{ns.root}.>")) == sorted(
-            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}"]
+            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}", f"{ns.root}.timers.{me}"]
         )
         registry, marks = f"$KV.{ns.bucket('registry')}", f"$KV.{ns.bucket('idempotency')}"
+        waits = f"$KV.{ns.bucket('waits')}"
         assert sorted(user.publishes("$KV.>")) == sorted(
-            [f"{registry}.heartbeat.{me}", f"{registry}.profile.{me}", f"{marks}.handling.{me}.>"]
+            [
+                f"{registry}.heartbeat.{me}",
+                f"{registry}.profile.{me}",
+                f"{marks}.handling.{me}.>",
+                f"{waits}.{me}.>",  # its waits for the agents it called, and no one else's
+            ]
         )
 
 

@@ -214,6 +214,12 @@ class _Grants:
         marks = f"$KV.{bucket}.handling.{self.actor}.>"
         self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", marks, f"{_JS}.DIRECT.GET.KV_{bucket}.{marks}")
 
+    def own_keys(self, name: str) -> None:
+        """Write and read, key by key, the keys of bucket `name` under its own name only."""
+        bucket = self.ns.bucket(name)
+        keys = f"$KV.{bucket}.{self.actor}.>"
+        self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", keys, f"{_JS}.DIRECT.GET.KV_{bucket}.{keys}")
+
     def read_bucket(self, name: str) -> None:
         self.read_stream(f"KV_{self.ns.bucket(name)}")
 
@@ -232,6 +238,11 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
+        # Calls to other agents (actors/delegation/): its waits, and reminders of their
+        # deadlines to itself.
+        g.own_keys("waits")
+        g.pub(ns.timers(me))
+        g.bind("timers")
     elif role == "gate":
         g.durable("submit", ns.wildcard("submit"))
         g.move_own_exhausted("submit", delete=True)

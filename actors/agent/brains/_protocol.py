@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from actors.agent._prompt import BrainCall
+from actors.delegation import AgentRequest
 from schemas import ErrorCode, TokenUsage
 
 __all__ = ("Brain", "BrainAnswer", "BrainError", "estimate_tokens", "usage_of")
@@ -20,10 +21,13 @@ __all__ = ("Brain", "BrainAnswer", "BrainError", "estimate_tokens", "usage_of")
 
 @dataclass(frozen=True, slots=True)
 class BrainAnswer:
-    """A brain's raw answer: the text, checked by the host against the reply contract."""
+    """A brain's raw answer: the text, checked by the host against the reply contract, or
+    requests to other agents (then `text` is only what the brain said beside them, and the
+    host asks again once the results are in: actors/delegation/)."""
 
     text: str
     usage: TokenUsage
+    requests: tuple[AgentRequest, ...] = ()
 
 
 class BrainError(Exception):

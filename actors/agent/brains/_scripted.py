@@ -25,24 +25,79 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from actors.agent._profile import AgentProfile, ScriptedBrainConfig
 from actors.agent._prompt import BrainCall, system_prompt, user_prompt
 from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_tokens, usage_of
+from actors.delegation import (
+    SUB_AGENT_TOOL,
+    AgentRequest,
+    CallSubAgent,
+    Delegate,
+)
 from bus import ConfigError, describe_invalid
-from schemas import ErrorCode
+from schemas import ContextFilter, ErrorCode, SubAgentArgs
 
 __all__ = ("Script", "ScriptedBrain", "ScriptedTurn", "load_script")
 
 CRASH_EXIT_CODE = 70
-_FIELDS = ("name", "goal", "task", "round", "max_rounds")
+_FIELDS = ("name", "goal", "task", "round", "max_rounds", "results")
 
 
 class _Handoff(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     to: str
     task: str
+
+
+class ScriptedCall(BaseModel):
+    """One request to another agent a scripted turn makes (actors/delegation/)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: Literal["delegate_to_agent", "call_sub_agent"] = "delegate_to_agent"
+    to: str
+    objective: str = "{task}"
+    input: str = ""
+    chain: bool = False
+    """Pass the previous step's results on as `handoff_data.intermediate_results`."""
+    deadline_ms: int = Field(default=15000, ge=1)
+    max_tokens: int = Field(default=1200, ge=1)
+    context: dict[str, Any] | None = None
+    """A sub-agent call's `ContextFilter` fields (seed 004)."""
+    max_context_tokens: int = Field(default=4000, ge=1)
+    allowed_tools: tuple[str, ...] | None = None
+    allow_nested_calls: bool = False
+
+    def request(self, index: int, call: BrainCall, fields: dict[str, Any]) -> AgentRequest:
+        objective = self.objective.format_map(fields)
+        text_input = self.input.format_map(fields)
+        if self.tool == SUB_AGENT_TOOL:
+            context = None
+            if self.context is not None:
+                context = msgspec.convert(self.context, ContextFilter)
+            args = SubAgentArgs(
+                agent_name=self.to,
+                task=objective,
+                context=context,
+                input=text_input or None,
+                max_context_tokens=self.max_context_tokens,
+                allowed_tools=self.allowed_tools,
+                allow_nested_calls=self.allow_nested_calls,
+            )
+            return CallSubAgent(request_id=f"call-{index}", args=args, deadline_ms=self.deadline_ms)
+        previous = call.rounds[-1].results if call.rounds and self.chain else ()
+        return Delegate(
+            request_id=f"call-{index}",
+            target_employee=self.to,
+            objective=objective,
+            input=text_input,
+            intermediate_results=[r.content for r in previous] if previous else None,
+            max_tokens=self.max_tokens,
+            deadline_ms=self.deadline_ms,
+        )
 
 
 class ScriptedTurn(BaseModel):
@@ -55,6 +110,10 @@ class ScriptedTurn(BaseModel):
     from_round: int | None = Field(default=None, ge=1)
     kind: Literal["agent_call", "delegation_request", "sub_agent_call"] | None = None
     attempt: int | None = Field(default=None, ge=1)
+    step: int | None = Field(default=None, ge=0)
+    """How many rounds of calls to other agents came before (0: none yet)."""
+    calls: tuple[ScriptedCall, ...] = ()
+    """Ask these agents first (in parallel); a later turn with `step` answers from `{results}`."""
     message: str = ""
     handoff: _Handoff | None = None
     final: bool = False
@@ -66,9 +125,10 @@ class ScriptedTurn(BaseModel):
 
     @model_validator(mode="after")
     def _says_something(self) -> ScriptedTurn:
-        if self.action == "reply" and not (self.message or self.raw):
-            raise ValueError("a replying turn needs `message` or `raw`")
+        if self.action == "reply" and not (self.message or self.raw or self.calls):
+            raise ValueError("a replying turn needs `message`, `raw` or `calls`")
         templates = [self.message, self.raw or ""]
+        templates += [t for c in self.calls for t in (c.objective, c.input)]
         if self.handoff is not None:
             templates.append(self.handoff.task)
         for template in templates:  # a bad placeholder fails at start, not at a call
@@ -85,16 +145,23 @@ class ScriptedTurn(BaseModel):
             and (self.from_round is None or call.round >= self.from_round)
             and (self.kind is None or call.kind == self.kind)
             and (self.attempt is None or call.attempt == self.attempt)
+            and (self.step is None or len(call.rounds) == self.step)
         )
 
-    def text_for(self, call: BrainCall, name: str) -> str:
-        fields = {
+    @staticmethod
+    def fields_for(call: BrainCall, name: str) -> dict[str, Any]:
+        last = call.rounds[-1].results if call.rounds else ()
+        return {
             "name": name,
             "goal": call.goal,
             "task": call.task,
             "round": call.round,
             "max_rounds": call.max_rounds,
+            "results": "\n".join(f"[{r.status}] {r.content}" for r in last),
         }
+
+    def text_for(self, call: BrainCall, name: str) -> str:
+        fields = self.fields_for(call, name)
         if self.raw is not None:
             return self.raw.format_map(fields)
         reply: dict[str, Any] = {"message": self.message.format_map(fields)}
@@ -163,6 +230,11 @@ class ScriptedBrain:
             raise BrainError(
                 turn.error, f"scripted failure in round {call.round}", retryable=turn.retryable
             )
-        text = turn.text_for(call, self._profile.name)
         prompt = estimate_tokens(self._system, user_prompt(call, self._profile))
+        if turn.calls and (call.delegates_to or call.sub_agents):
+            fields = turn.fields_for(call, self._profile.name)
+            requests = tuple(c.request(i, call, fields) for i, c in enumerate(turn.calls))
+            said = turn.message.format_map(fields)
+            return BrainAnswer(said, usage_of(prompt, estimate_tokens(said)), requests)
+        text = turn.text_for(call, self._profile.name)
         return BrainAnswer(text=text, usage=usage_of(prompt, estimate_tokens(text)))

@@ -1,0 +1,272 @@
+"""The host side of agents calling agents: send a brain's requests, wait durably, go on.
+
+A brain may answer a call with requests to other agents (actors/delegation/). The host then
+stores a `Wait` for the call (create-only, keyed by the call's id) before it sends anything,
+sends every request through the gate as the call's own effect (one hop deeper, in its trace),
+and puts a reminder of the round's deadline on its own `parley.timers.<host>`. Then it acks
+the call: nothing of the wait lives only in memory.
+
+Each answer (a `delegation_response`, a `sub_agent_result`, or an `error` about a request)
+is recorded in the wait with compare-and-set. The handler whose write completes the round
+asks the brain again with every round so far; the brain either asks again (a chain's next
+step) or answers, and the answer is stored in the wait before it is sent, so a host killed
+after that re-sends it and never asks the brain again. The reminder gives every request
+still unanswered at its deadline a `timeout` result ("Delegation timeout after 5000ms"),
+which completes the round with what came in: a fan-out's partial results. An answer that
+comes after its deadline, or twice, is ignored (the gate has audited it).
+
+Every id is derived from the call's (`request-<round>-<n>`, `reply`, `error`, `deadline-<round>`),
+so whatever a crash repeats is the same message again, which JetStream drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from actors.delegation import (
+    AgentRequest,
+    Wait,
+    WaitConflict,
+    WaitStore,
+    aggregate_status,
+    answered_request,
+    expire,
+    finish_round,
+    next_deadline,
+    record_result,
+    request_envelope,
+    result_of,
+    start_round,
+    target_of,
+)
+from bus import Context, parse_trace_headers
+from schemas import (
+    AnyEnvelope,
+    Error,
+    ErrorCode,
+    FilteredContext,
+    decode_envelope,
+    derive_id,
+    encode,
+    hop_delta_for,
+)
+
+__all__ = ("MAX_TOOL_ROUNDS", "Delegator", "Resumed")
+
+log = logging.getLogger("parley.actors.agent.delegation")
+
+MAX_TOOL_ROUNDS = 8
+"""Rounds of requests one answer may take; past them the brain is offered no more tools."""
+
+_CONFLICT_RETRIES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What the host's brain made of a call after some rounds: more requests, or the answer."""
+
+    requests: tuple[AgentRequest, ...]
+    text: str
+    tokens: int
+    answer: AnyEnvelope | None
+    """The answer (or error) to the call, when the brain is done."""
+
+
+Ask = Callable[[AnyEnvelope, Wait], Awaitable[Resumed]]
+"""Asks the host's brain about a call again, given its wait (finished rounds included)."""
+ContextFor = Callable[[Wait, AgentRequest], FilteredContext | None]
+
+
+class Delegator:
+    """Sends a brain's requests and carries its call through the answers, durably."""
+
+    def __init__(self, host: str, store: WaitStore, timers: str, context_for: ContextFor) -> None:
+        self._host = host
+        self._store = store
+        self._timers = timers
+        self._context_for = context_for
+
+    @staticmethod
+    def request_ids(call_id: str, round_index: int, count: int) -> list[str]:
+        return [derive_id(call_id, f"request-{round_index}-{n}") for n in range(count)]
+
+    async def begin(
+        self,
+        ctx: Context,
+        requests: tuple[AgentRequest, ...],
+        text: str,
+        tokens: int,
+        started_ms: int,
+    ) -> None:
+        """The brain answered the call in hand with `requests`: store the wait, send them."""
+        wait = Wait(
+            call_id=ctx.envelope_id,
+            caller=ctx.sender,
+            call=ctx.payload,
+            headers=dict(ctx.headers),
+            started_ms=started_ms,
+        )
+        ids = self.request_ids(wait.call_id, 0, len(requests))
+        wait = start_round(wait, text, requests, ids, _now_ms(), tokens)
+        wait, _ = await self._store.create(wait)  # a redelivery's earlier wait stands
+        await self._send(ctx, wait)
+
+    async def resume_call(self, ctx: Context, ask: Ask) -> bool:
+        """A call delivered again: go on from its wait if it has one (True), else False."""
+        found = await self._store.load(ctx.envelope_id)
+        if found is None:
+            return False
+        wait, revision = found
+        if wait.final:
+            await self._publish_for_call(ctx, wait, decode_envelope(wait.final))
+        elif wait.complete:
+            await self._resume(ctx, wait, revision, ask)
+        else:
+            await self._send(ctx, wait)
+        return True
+
+    async def on_answer(self, envelope: AnyEnvelope, ctx: Context, ask: Ask) -> None:
+        """An answer to one of this host's requests: record it; the last one goes on."""
+        sent = answered_request(envelope)
+        if sent is None:
+            return
+        if isinstance(envelope, Error) and envelope.code == ErrorCode.DUPLICATE_ENVELOPE:
+            return  # a request sent again after a crash: the first one stands
+        call_id = await self._store.waiting_on(sent)
+        if call_id is None:
+            log.info("an answer to no request of this host", extra={"request": sent})
+            return
+        for _ in range(_CONFLICT_RETRIES):
+            found = await self._store.load(call_id)
+            if found is None:
+                return
+            wait, revision = found
+            request = wait.request_for(sent)
+            if request is None or wait.final:
+                log.info("late answer ignored", extra={"request": sent, "call_id": call_id})
+                return
+            updated = record_result(wait, sent, result_of(envelope, request))
+            if updated is None:  # recorded before a crash: go on if the round is complete
+                if wait.complete:
+                    await self._resume(ctx, wait, revision, ask)
+                return
+            try:
+                revision = await self._store.update(updated, revision)
+            except WaitConflict:
+                continue
+            if updated.complete:
+                await self._resume(ctx, updated, revision, ask)
+            return
+        raise WaitConflict(f"the wait of {call_id} kept changing")
+
+    async def on_reminder(self, ctx: Context, ask: Ask) -> None:
+        """A round's deadline reminder: time out what is still unanswered, or wait on."""
+        for _ in range(_CONFLICT_RETRIES):
+            found = await self._store.load(ctx.envelope_id)
+            if found is None:
+                return
+            wait, revision = found
+            if wait.final or not wait.requests:
+                return
+            deadline, now = next_deadline(wait), _now_ms()
+            if deadline is None:
+                await self._resume(ctx, wait, revision, ask)
+                return
+            if deadline > now:
+                ctx.defer((deadline - now) / 1000)
+                return
+            expired = expire(wait, now)
+            if expired is None:
+                return
+            try:
+                revision = await self._store.update(expired, revision)
+            except WaitConflict:
+                continue
+            if expired.complete:
+                await self._resume(ctx, expired, revision, ask)
+            return
+        raise WaitConflict(f"the wait of {ctx.envelope_id} kept changing")
+
+    async def _resume(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
+        """Every request of the round has its result: ask the brain again, store what it
+        said (the next round, or the answer), then send it."""
+        done = finish_round(wait)
+        call = decode_envelope(wait.call)
+        resumed = await ask(call, done)
+        if resumed.answer is None and resumed.requests:
+            ids = self.request_ids(done.call_id, done.round_index, len(resumed.requests))
+            following = start_round(
+                done, resumed.text, resumed.requests, ids, _now_ms(), resumed.tokens
+            )
+            try:
+                await self._store.update(following, revision)
+            except WaitConflict:
+                return  # another handler of this wait went on first
+            await self._send(ctx, following)
+            return
+        answer = resumed.answer
+        if answer is None:
+            raise RuntimeError("the brain neither asked nor answered")
+        finished = msgspec.structs.replace(
+            done, final=encode(answer), tokens=done.tokens + resumed.tokens
+        )
+        try:
+            await self._store.update(finished, revision)
+        except WaitConflict:
+            return
+        await self._publish_for_call(ctx, finished, answer)
+
+    async def _send(self, ctx: Context, wait: Wait) -> None:
+        """Send the round's unanswered requests (again, after a crash: the same ids) and the
+        reminder of its deadline."""
+        call = decode_envelope(wait.call)
+        pending = [
+            (request, sent)
+            for request, sent in zip(wait.requests, wait.envelope_ids, strict=True)
+            if request.request_id not in wait.results
+        ]
+        await self._store.index([sent for _, sent in pending], wait.call_id)
+        user_id = str(getattr(call, "user_id", "") or "")
+        session = str(getattr(call, "session_id", "") or wait.call_id)
+        depth = int(getattr(call, "current_depth", 0) or 0) + 1
+        for request, sent in pending:
+            envelope = request_envelope(
+                request,
+                envelope_id=sent,
+                sender=self._host,
+                user_id=user_id,
+                session_id=session,
+                depth=depth,
+                context=self._context_for(wait, request),
+            )
+            log.info(
+                "calling",
+                extra={"target": target_of(request), "call_id": wait.call_id, "request": sent},
+            )
+            await self._publish_for_call(ctx, wait, envelope)
+        trace = parse_trace_headers(wait.headers, wait.call_id, root_origin=wait.caller)
+        reminder = derive_id(wait.call_id, f"deadline-{wait.round_index}")
+        await ctx.outbox.publish(
+            self._timers, wait.call, trace.child(wait.call_id).to_headers(reminder)
+        )
+
+    @staticmethod
+    async def _publish_for_call(ctx: Context, wait: Wait, envelope: AnyEnvelope) -> None:
+        """Submit `envelope` as an effect of the wait's call, whatever message is in hand."""
+        trace = parse_trace_headers(wait.headers, wait.call_id, root_origin=wait.caller)
+        headers = trace.child(wait.call_id, hop_delta_for(envelope)).to_headers(envelope.id)
+        await ctx.outbox.publish(ctx.submit_subject, encode(envelope), headers)
+
+    @staticmethod
+    def status_of(wait: Wait) -> str:
+        """Seed 003's status of an answer made after `wait`'s rounds."""
+        return aggregate_status([r for done in wait.rounds for r in done.results])
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,149 @@
+"""Between a brain's requests and the bus: the envelopes a request becomes, and the result an
+answer becomes.
+
+A request goes out as seed 003's `delegation_request` or seed 004's `sub_agent_call`, its
+`request_id` / `call_id` being the envelope's own id, so the answer names the request it
+answers whatever the callee's program is. The answer comes back as a `delegation_response`,
+a `sub_agent_result`, or an `error` about the request (the callee failed, or the gate
+refused the request: every refusal reaches whoever waits), and becomes one `RequestResult`
+the brain is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from actors.delegation._requests import AgentRequest, Delegate, RequestResult
+from schemas import (
+    AnyEnvelope,
+    DelegationConstraints,
+    DelegationRequest,
+    DelegationResponse,
+    Error,
+    FilteredContext,
+    HandoffData,
+    SubAgentCall,
+    SubAgentResult,
+    utc_now,
+)
+
+__all__ = ("answered_request", "request_envelope", "result_of", "target_of")
+
+_PREVIEW = 4000
+"""Characters of an answer's text a brain is shown per result."""
+
+
+def request_envelope(
+    request: AgentRequest,
+    *,
+    envelope_id: str,
+    sender: str,
+    user_id: str,
+    session_id: str,
+    depth: int,
+    context: FilteredContext | None = None,
+) -> DelegationRequest | SubAgentCall:
+    """The envelope that carries `request` from `sender`, in the session it belongs to.
+
+    `context` is the filtered context a sub-agent call carries (seed 004): the callee sees
+    that, never the caller's whole conversation.
+    """
+    if isinstance(request, Delegate):
+        return DelegationRequest(
+            id=envelope_id,
+            created_at=utc_now(),
+            request_id=envelope_id,
+            origin_employee=sender,
+            target_employee=request.target_employee,
+            user_id=user_id,
+            parent_session_id=session_id,
+            objective=request.objective,
+            input=request.input,
+            constraints=DelegationConstraints(
+                max_tokens=request.max_tokens, deadline_ms=request.deadline_ms
+            ),
+            context_hints=request.context_hints,
+            handoff_data=HandoffData(
+                facts=request.facts, intermediate_results=request.intermediate_results
+            ),
+            current_depth=depth,
+        )
+    return SubAgentCall(
+        id=envelope_id,
+        created_at=utc_now(),
+        call_id=envelope_id,
+        caller=sender,
+        session_id=session_id,
+        args=request.args,
+        context=context or FilteredContext(),
+        user_id=user_id,
+    )
+
+
+def target_of(request: AgentRequest) -> str:
+    return request.target_employee if isinstance(request, Delegate) else request.args.agent_name
+
+
+def answered_request(envelope: AnyEnvelope) -> str | None:
+    """The id of the request envelope `envelope` answers, if it answers one."""
+    match envelope:
+        case DelegationResponse():
+            return envelope.request_id
+        case SubAgentResult():
+            return envelope.call_id
+        case Error():
+            return envelope.cause_id
+        case _:
+            return None
+
+
+def result_of(envelope: AnyEnvelope, request: AgentRequest) -> RequestResult:
+    """What the brain is shown for `request`, from the envelope that answered it."""
+    rid = request.request_id
+    match envelope:
+        case DelegationResponse():
+            data: dict[str, Any] = msgspec.to_builtins(envelope)
+            shown = {
+                key: data[key]
+                for key in (
+                    "status",
+                    "summary",
+                    "result",
+                    "artifacts",
+                    "new_facts",
+                    "confidence",
+                    "requires_followup",
+                    "error",
+                )
+                if data.get(key) not in (None, (), [], "")
+            }
+            return RequestResult(
+                request_id=rid,
+                status=envelope.status,
+                content=msgspec.json.encode(shown).decode()[:_PREVIEW],
+                data=data,
+                tokens=envelope.token_usage.total,
+                duration_ms=envelope.duration_ms or 0,
+            )
+        case SubAgentResult():
+            text = envelope.output if envelope.success else "; ".join(envelope.errors)
+            return RequestResult(
+                request_id=rid,
+                status="success" if envelope.success else "failed",
+                content=(text or envelope.output)[:_PREVIEW],
+                data=msgspec.to_builtins(envelope),
+                tokens=envelope.tokens_used,
+                duration_ms=envelope.duration_seconds * 1000,
+            )
+        case Error():
+            return RequestResult(
+                request_id=rid,
+                status="failed",
+                content=f"{target_of(request)} could not answer: {envelope.code}: "
+                f"{envelope.message}"[:_PREVIEW],
+                data=msgspec.to_builtins(envelope),
+            )
+        case _:
+            raise TypeError(f"a {type(envelope).__name__} answers no request")

@@ -1,0 +1,94 @@
+"""What a brain may ask for in the middle of an answer: calls to other agents, and their results.
+
+A brain answers a call either with its final text or with requests: delegations (seed 003's
+`delegate_to_agent`) and sub-agent calls (seed 004's `call_sub_agent`). Several requests in
+one answer are a parallel fan-out. The host sends them through the gate, waits for every
+answer (or its deadline) durably, and asks the brain again with the rounds so far: each
+round holds the requests the brain made and one result per request, in the same order. A
+brain continues from those rounds exactly as a model continues after its tool calls.
+
+These are msgspec Structs because the rounds are stored with the host's wait (a host killed
+while waiting resumes from them) and each provider's wire format re-sends them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+from schemas import SubAgentArgs
+
+__all__ = (
+    "DELEGATE_TOOL",
+    "SUB_AGENT_TOOL",
+    "AgentRequest",
+    "CallSubAgent",
+    "Delegate",
+    "RequestResult",
+    "ToolRound",
+)
+
+DELEGATE_TOOL = "delegate_to_agent"
+"""Seed 003's tool name."""
+SUB_AGENT_TOOL = "call_sub_agent"
+"""Seed 004's tool name."""
+
+
+class Delegate(Struct, frozen=True, kw_only=True, tag="delegate_to_agent"):
+    """Seed 003's `delegate_to_agent` arguments, with the id the brain gave this request.
+
+    `intermediate_results` carries a chain's previous result to the next agent (seed 003's
+    sequential mode: `handoff_data.intermediate_results`).
+    """
+
+    request_id: str
+    target_employee: str
+    objective: str
+    input: str = ""
+    context_hints: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+    intermediate_results: Any = None
+    max_tokens: Annotated[int, Meta(ge=1)] = 1200
+    deadline_ms: Annotated[int, Meta(ge=1)] = 15000
+
+
+class CallSubAgent(Struct, frozen=True, kw_only=True, tag="call_sub_agent"):
+    """Seed 004's `call_sub_agent` arguments, with the id the brain gave this request.
+
+    `deadline_ms` is seed 004's 300 s default for a sub-agent to finish.
+    """
+
+    request_id: str
+    args: SubAgentArgs
+    deadline_ms: Annotated[int, Meta(ge=1)] = 300_000
+
+
+AgentRequest = Delegate | CallSubAgent
+
+
+class RequestResult(Struct, frozen=True, kw_only=True):
+    """What came back for one request: the answer's fields as JSON-able data, or why none.
+
+    `status` is seed 003's success/partial/failed, and `timeout` when the deadline passed
+    first; `content` is what the brain is shown (the callee's result, or the error text).
+    """
+
+    request_id: str
+    status: Literal["success", "partial", "failed", "timeout"]
+    content: str
+    data: dict[str, Any] = {}
+    tokens: int = 0
+    duration_ms: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("success", "partial")
+
+
+class ToolRound(Struct, frozen=True, kw_only=True):
+    """One earlier round of an answer: what the brain said and asked, and what came back."""
+
+    text: str = ""
+    requests: tuple[AgentRequest, ...]
+    results: tuple[RequestResult, ...]

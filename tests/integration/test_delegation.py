@@ -1,0 +1,200 @@
+"""Agents that call agents, end to end (issue 15): seed 003's three modes through the real gate.
+
+A person (the test, as `cli`) delegates a task to `planner`, a real agent host whose scripted
+brain asks other agents first: three specialists at once (fan-out), one after another with
+the first one's result handed on (chain), or one too slow for its deadline (partial). The
+gate, the planner and the specialists are real processes on a real nats-server; the test
+reads what the gate delivers back to the person.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from bus import MSG_ID, EmbeddedServer
+from schemas import (
+    DelegationConstraints,
+    DelegationRequest,
+    DelegationResponse,
+    Namespace,
+    decode_envelope,
+    encode,
+    new_id,
+    utc_now,
+)
+from tests.support.agents import start_agent, write_profile
+from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
+from tests.support.processes import READY, ProcessOutput, parley_env
+
+pytestmark = pytest.mark.chaos
+
+SPECIALISTS = ("coder", "reviewer", "writer", "sloth")
+
+PLANNER_SCRIPT = """
+[[turn]]
+goal = "fan out"
+step = 0
+calls = [
+  { to = "coder", objective = "code for {task}" },
+  { to = "reviewer", objective = "review of {task}" },
+  { to = "writer", objective = "docs for {task}" },
+]
+
+[[turn]]
+goal = "chain"
+step = 0
+calls = [{ to = "coder", objective = "code for {task}" }]
+
+[[turn]]
+goal = "chain"
+step = 1
+calls = [{ to = "reviewer", objective = "review the code", chain = true }]
+
+[[turn]]
+goal = "slow"
+step = 0
+calls = [
+  { to = "coder", objective = "code for {task}" },
+  { to = "sloth", objective = "take your time", deadline_ms = 1500 },
+]
+
+[[turn]]
+goal = "refused"
+step = 0
+calls = [
+  { to = "coder", objective = "code for {task}" },
+  { to = "stranger", objective = "who are you" },
+]
+
+[[turn]]
+message = "planner gathered: {results}"
+final = true
+"""
+
+SPECIALIST_SCRIPT = """
+[[turn]]
+goal = "take your time"
+delay_s = 30
+message = "too late"
+
+[[turn]]
+message = "{name} did {goal}. {task}"
+"""
+
+
+@dataclass
+class Office:
+    js: JetStreamContext
+    ns: Namespace
+    decisions: Decisions
+    planner: ProcessOutput
+
+
+@pytest.fixture
+async def office(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> AsyncIterator[Office]:
+    js = nc.jetstream()
+    signer = Signer.create(tmp_path)
+    profiles: dict[str, dict[str, Any]] = {
+        "cli": {"start_traces": True, "speaks_for_person": True, "allowed_targets": ("planner",)},
+        "planner": {"allowed_targets": (*SPECIALISTS, "cli"), "max_fan_out": 3},
+    }
+    profiles |= {name: {"allowed_targets": ("planner",)} for name in SPECIALISTS}
+    bundle = make_bundle(1, days=1, **profiles)
+    await publish_bundle(js, namespace, signer.sign(bundle))
+    decisions = await Decisions(js, namespace).open()
+    env = parley_env(nats_server.url, namespace.root, ack_wait_s="5")
+    agents = tmp_path / "agents"
+    planner = write_profile(
+        agents,
+        "planner",
+        'backend = "scripted"\nscript = "planner-script.toml"',
+        script=PLANNER_SCRIPT,
+        extra=f"delegates_to = {json.dumps([*SPECIALISTS, 'stranger'])}",
+    )
+    paths = [planner] + [
+        write_profile(
+            agents,
+            name,
+            f'backend = "scripted"\nscript = "{name}-script.toml"',
+            script=SPECIALIST_SCRIPT,
+        )
+        for name in SPECIALISTS
+    ]
+    gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")
+    hosts = [start_agent(str(path), env) for path in paths]
+    try:
+        for process in (gate, *hosts):
+            await process.wait_line(READY)
+        await gate.wait_line("policy bundle in force")
+        yield Office(js, namespace, decisions, hosts[0])
+    finally:
+        for process in (gate, *hosts):
+            process.close()
+
+
+async def _delegate(office: Office, objective: str) -> DelegationResponse:
+    """Delegate `objective` to the planner as the person; its answer, as delivered."""
+    request = DelegationRequest(
+        id=new_id(),
+        created_at=utc_now(),
+        request_id=new_id(),
+        origin_employee="cli",
+        target_employee="planner",
+        user_id="",
+        parent_session_id=new_id(),
+        objective=objective,
+        input="the parser",
+        constraints=DelegationConstraints(deadline_ms=60_000),
+    )
+    inbox = await office.js.pull_subscribe(
+        office.ns.deliver("cli"), durable="cli", stream=office.ns.stream("deliver")
+    )
+    await office.js.publish(office.ns.submit("cli"), encode(request), headers={MSG_ID: request.id})
+    while True:
+        (msg,) = await inbox.fetch(1, timeout=60)
+        await msg.ack_sync()
+        answer = decode_envelope(msg.data)
+        if isinstance(answer, DelegationResponse):
+            assert answer.request_id == request.request_id
+            return answer
+
+
+async def test_a_fan_out_gathers_every_answer(office: Office) -> None:
+    answer = await _delegate(office, "fan out")
+    assert answer.status == "success", answer
+    for name, task in (("coder", "code for"), ("reviewer", "review of"), ("writer", "docs for")):
+        assert f"{name} did {task} the parser" in answer.result, answer.result
+    assert answer.duration_ms is not None and answer.duration_ms > 0
+    assert answer.target_employee == "planner"
+
+
+async def test_a_chain_hands_the_first_result_to_the_next_agent(office: Office) -> None:
+    answer = await _delegate(office, "chain")
+    assert answer.status == "success", answer
+    # The reviewer saw the coder's result as seed 003's intermediate_results.
+    assert "reviewer did review the code" in answer.result, answer.result
+    assert "Intermediate results:" in answer.result and "coder did code for" in answer.result
+
+
+async def test_a_deadline_missed_gives_partial_results(office: Office) -> None:
+    answer = await _delegate(office, "slow")
+    assert answer.status == "partial", answer
+    assert "coder did code for the parser" in answer.result
+    assert "Delegation timeout after 1500ms" in answer.result
+
+
+async def test_a_refused_request_reaches_the_brain_as_a_failed_result(office: Office) -> None:
+    answer = await _delegate(office, "refused")
+    assert answer.status == "partial", answer
+    assert "coder did code for the parser" in answer.result
+    assert "stranger" in answer.result and "TARGET_NOT_ALLOWED" in answer.result
