@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -85,11 +86,21 @@ ContextFor = Callable[[Wait, AgentRequest], FilteredContext | None]
 class Delegator:
     """Sends a brain's requests and carries its call through the answers, durably."""
 
-    def __init__(self, host: str, store: WaitStore, timers: str, context_for: ContextFor) -> None:
+    def __init__(
+        self,
+        host: str,
+        store: WaitStore,
+        timers: str,
+        context_for: ContextFor,
+        lease_s: float = 120.0,
+    ) -> None:
+        """`lease_s`: how long a handler asking the brain for a step holds it against others
+        (past it, the step is taken over: the brain's own timeout should be shorter)."""
         self._host = host
         self._store = store
         self._timers = timers
         self._context_for = context_for
+        self._lease_ms = int(lease_s * 1000)
 
     @staticmethod
     def request_ids(call_id: str, round_index: int, count: int) -> list[str]:
@@ -175,7 +186,9 @@ class Delegator:
                 return
             deadline, now = next_deadline(wait), _now_ms()
             if deadline is None:
-                await self._resume(ctx, wait, revision, ask)
+                # Every answer is in: the handler of the one that completed the round goes on
+                # (or its redelivery does, after a crash). Going on here too would ask the
+                # brain twice for one step.
                 return
             if deadline > now:
                 ctx.defer((deadline - now) / 1000)
@@ -194,7 +207,38 @@ class Delegator:
 
     async def _resume(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
         """Every request of the round has its result: ask the brain again, store what it
-        said (the next round, or the answer), then send it."""
+        said (the next round, or the answer), then send it.
+
+        Several handlers may get here for one round (the answers of a fan-out redelivered
+        together after a crash, on one replica or several). The one whose compare-and-set
+        claims the step asks the brain; the others come back when the claim's lease ends,
+        to find the step done, or its claimant dead and the step theirs.
+        """
+        token = uuid.uuid4().hex
+        for _ in range(_CONFLICT_RETRIES):
+            if wait.final or not wait.requests or not wait.complete:
+                return  # another handler went on already
+            now = _now_ms()
+            if wait.asking and wait.asking_until_ms > now:
+                ctx.defer((wait.asking_until_ms - now) / 1000 + 0.05)
+                return
+            claimed = msgspec.structs.replace(
+                wait, asking=token, asking_until_ms=now + self._lease_ms
+            )
+            try:
+                revision = await self._store.update(claimed, revision)
+            except WaitConflict:
+                found = await self._store.load(wait.call_id)
+                if found is None:
+                    return
+                wait, revision = found
+                continue
+            await self._go_on(ctx, claimed, revision, ask)
+            return
+        raise WaitConflict(f"the wait of {wait.call_id} kept changing")
+
+    async def _go_on(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
+        """Ask the brain with the finished round; store and send what it said."""
         done = finish_round(wait)
         call = decode_envelope(wait.call)
         resumed = await ask(call, done)
@@ -255,8 +299,7 @@ class Delegator:
             self._timers, wait.call, trace.child(wait.call_id).to_headers(reminder)
         )
 
-    @staticmethod
-    async def _publish_for_call(ctx: Context, wait: Wait, envelope: AnyEnvelope) -> None:
+    async def _publish_for_call(self, ctx: Context, wait: Wait, envelope: AnyEnvelope) -> None:
         """Submit `envelope` as an effect of the wait's call, whatever message is in hand."""
         trace = parse_trace_headers(wait.headers, wait.call_id, root_origin=wait.caller)
         headers = trace.child(wait.call_id, hop_delta_for(envelope)).to_headers(envelope.id)

@@ -137,6 +137,7 @@ class AgentHost(Actor):
 
     kind: ClassVar[str] = "agent"
     concurrent_handlers: ClassVar[bool] = True
+    delegator_class: ClassVar[type[Delegator]] = Delegator
 
     def __init__(self, settings: Settings) -> None:
         self.profile: AgentProfile = _profile_for(settings)
@@ -170,8 +171,12 @@ class AgentHost(Actor):
         if self.profile.calls_agents:
             waits = await bus.js.key_value(bus.namespace.bucket("waits"))
             contexts = SubContexts(self.profile.workspace_root)
-            self._delegator = Delegator(
-                self.actor_id, WaitStore(waits, self.actor_id), self._timers, contexts.context_for
+            self._delegator = self.delegator_class(
+                self.actor_id,
+                WaitStore(waits, self.actor_id),
+                self._timers,
+                contexts.context_for,
+                lease_s=min(self.settings.max_handler_s, 120.0),
             )
         log.info(
             "profile registered",
@@ -203,6 +208,7 @@ class AgentHost(Actor):
             return
         call = self._call_for(envelope, ctx.attempt, ())
         log.info("call received", extra={"call_id": call.call_id, "attempt": ctx.attempt})
+        log.info("brain asked", extra={"call_id": call.call_id, "step": 0})
         started = time.monotonic()
         try:
             answer = await self.brain.reply(call)
@@ -238,6 +244,7 @@ class AgentHost(Actor):
         if not isinstance(envelope, _CALL_KINDS):
             raise TypeError(f"a wait holds a {type(envelope).__name__}, not a call")
         call = self._call_for(envelope, 1, wait.rounds)
+        log.info("brain asked", extra={"call_id": call.call_id, "step": len(wait.rounds)})
         try:
             answer = await self.brain.reply(call)
         except BrainError as exc:

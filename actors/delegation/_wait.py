@@ -55,6 +55,10 @@ class Wait(Struct, frozen=True, kw_only=True):
     """What the brain spent on this call so far."""
     started_ms: int = 0
     """When the host began answering the call (epoch ms): the answer's duration."""
+    asking: str = ""
+    """Who is asking the brain to go on from the complete round (a token per attempt)."""
+    asking_until_ms: int = 0
+    """Until when that claim holds; past it, another handler may take the step over."""
     final: bytes = b""
     """The answer to the call, once made: re-sent as is after a crash."""
 
@@ -152,6 +156,8 @@ def finish_round(wait: Wait) -> Wait:
         envelope_ids=(),
         expires_ms=(),
         results={},
+        asking="",
+        asking_until_ms=0,
     )
 
 

@@ -1,0 +1,162 @@
+"""A delegating host SIGKILLed at each point of a fan-out gives one answer, one brain call a step.
+
+The planner fans out to three specialists (tests/integration/test_delegation.py's scripts).
+It is killed with a real SIGKILL where its wait is stored but nothing sent, between two of its
+requests, while it waits, and after every answer is recorded but before its brain is asked
+again; a fresh process (any replica would do) takes over from the wait in the `waits` bucket.
+The person gets exactly one answer with every specialist's result, and across both processes
+the brain is asked exactly once per step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from bus import MSG_ID, EmbeddedServer
+from schemas import (
+    DelegationConstraints,
+    DelegationRequest,
+    DelegationResponse,
+    Namespace,
+    decode_envelope,
+    encode,
+    new_id,
+    utc_now,
+)
+from tests.integration.test_delegation import PLANNER_SCRIPT, SPECIALIST_SCRIPT
+from tests.support.agents import start_agent, write_profile
+from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
+from tests.support.processes import READY, ProcessOutput, parley_env
+
+pytestmark = pytest.mark.chaos
+
+SPECIALISTS = ("coder", "reviewer", "writer")
+
+
+@dataclass
+class Floor:
+    js: JetStreamContext
+    ns: Namespace
+    env: dict[str, str]
+    planner_profile: Path
+    processes: list[ProcessOutput]
+    inbox: Any
+
+
+def _start_planner(floor: Floor, pause_at: str | None) -> ProcessOutput:
+    env = {**floor.env, "PARLEY_TEST_PAUSE_AT": pause_at or ""}
+    argv = [sys.executable, "-m", "tools", "run", "support.delegation_probe:PausingHost"]
+    process = ProcessOutput([*argv, "--profile", str(floor.planner_profile)], env, name="planner")
+    floor.processes.append(process)
+    return process
+
+
+@pytest.fixture
+async def floor(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> AsyncIterator[Floor]:
+    js = nc.jetstream()
+    signer = Signer.create(tmp_path)
+    profiles: dict[str, dict[str, Any]] = {
+        "cli": {"start_traces": True, "speaks_for_person": True, "allowed_targets": ("planner",)},
+        "planner": {"allowed_targets": (*SPECIALISTS, "cli"), "max_fan_out": 3},
+    }
+    profiles |= {name: {"allowed_targets": ("planner",)} for name in SPECIALISTS}
+    await publish_bundle(js, namespace, signer.sign(make_bundle(1, days=1, **profiles)))
+    await Decisions(js, namespace).open()
+    env = parley_env(nats_server.url, namespace.root, ack_wait_s="2")
+    agents = tmp_path / "agents"
+    planner = write_profile(
+        agents,
+        "planner",
+        'backend = "scripted"\nscript = "planner-script.toml"',
+        script=PLANNER_SCRIPT,
+        extra=f"delegates_to = {json.dumps(list(SPECIALISTS))}",
+    )
+    # The specialists take a moment, so a planner killed while waiting misses their answers.
+    slow = SPECIALIST_SCRIPT.replace('\nmessage = "{name}', '\ndelay_s = 1.0\nmessage = "{name}')
+    specialists = [
+        write_profile(
+            agents, name, f'backend = "scripted"\nscript = "{name}-script.toml"', script=slow
+        )
+        for name in SPECIALISTS
+    ]
+    processes = [start_gate(nats_server.url, namespace, signer, ack_wait_s="2")]
+    processes += [start_agent(str(path), env) for path in specialists]
+    inbox = await js.pull_subscribe(
+        namespace.deliver("cli"), durable="cli", stream=namespace.stream("deliver")
+    )
+    try:
+        for process in processes:
+            await process.wait_line(READY)
+        yield Floor(js, namespace, env, planner, processes, inbox)
+    finally:
+        for process in processes:
+            process.close()
+
+
+async def _delegate(floor: Floor, objective: str) -> DelegationRequest:
+    request = DelegationRequest(
+        id=new_id(),
+        created_at=utc_now(),
+        request_id=new_id(),
+        origin_employee="cli",
+        target_employee="planner",
+        user_id="",
+        parent_session_id=new_id(),
+        objective=objective,
+        input="the parser",
+        constraints=DelegationConstraints(deadline_ms=60_000),
+    )
+    await floor.js.publish(floor.ns.submit("cli"), encode(request), headers={MSG_ID: request.id})
+    return request
+
+
+async def _answer(floor: Floor) -> DelegationResponse:
+    (msg,) = await floor.inbox.fetch(1, timeout=60)
+    await msg.ack_sync()
+    answer = decode_envelope(msg.data)
+    assert isinstance(answer, DelegationResponse), answer
+    return answer
+
+
+@pytest.mark.parametrize("point", ["stored", "between", "waiting", "answers"])
+async def test_a_host_killed_mid_fan_out_answers_once(floor: Floor, point: str) -> None:
+    first = _start_planner(floor, None if point == "waiting" else point)
+    await first.wait_line(READY)
+    request = await _delegate(floor, "fan out")
+    if point == "waiting":  # every request out, the specialists still at work
+        for name in SPECIALISTS:
+            await first.wait_line(rf'"msg":"calling".*"target":"{name}"')
+    else:
+        await first.wait_line(rf"paused at {point}")
+    assert first.kill() == -signal.SIGKILL
+    second = _start_planner(floor, None)
+    await second.wait_line(READY)
+    answer = await _answer(floor)
+    assert answer.request_id == request.request_id and answer.status == "success", answer
+    for name, task in (("coder", "code for"), ("reviewer", "review of"), ("writer", "docs for")):
+        assert f"{name} did {task} the parser" in answer.result, answer.result
+    # Nothing more for that request: the next answer is the next request's.
+    probe = await _delegate(floor, "fan out again")
+    assert (await _answer(floor)).request_id == probe.request_id
+    # The brain was asked once per step, across both processes.
+    asked = re.compile(rf'"msg":"brain asked".*"call_id":"{request.request_id}".*"step":(\d)')
+    steps = [
+        (process, m.group(1))
+        for process, host in enumerate((first, second))
+        for line in host.lines
+        if (m := asked.search(line))
+    ]
+    assert sorted(step for _, step in steps) == ["0", "1"], steps  # (process, step)

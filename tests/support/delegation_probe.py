@@ -1,0 +1,62 @@
+"""An agent host that stops at a chosen point of a delegation, for tests that kill it there.
+
+Run as a real process (`parley run support.delegation_probe:PausingHost --profile ...`) with
+`PARLEY_TEST_PAUSE_AT` naming the point; the first time the host gets there it logs
+`paused at <point>` and holds the message in hand, unacked, until a signal ends the process:
+
+- `stored`: the wait is stored, no request sent yet;
+- `between`: the first request is stored, the others are not;
+- `answers`: every answer is recorded, the brain not yet asked again.
+
+A test subclass, so no production handler carries a hook for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import ClassVar
+
+from actors.agent import AgentHost
+from actors.agent._delegating import Ask, Delegator
+from actors.delegation import Wait
+from bus import Context
+from schemas import AnyEnvelope, DelegationRequest, SubAgentCall
+
+__all__ = ("PausingHost",)
+
+log = logging.getLogger("parley.test.delegation_probe")
+
+
+class PausingDelegator(Delegator):
+    _paused = False
+    _requests_sent = 0
+
+    async def _pause(self, ctx: Context, point: str) -> None:
+        if self._paused or os.environ.get("PARLEY_TEST_PAUSE_AT") != point:
+            return
+        type(self)._paused = True
+        await ctx.outbox.settle(30.0)
+        log.warning("paused at %s", point)
+        await asyncio.Event().wait()  # never set: only a signal ends this handler
+
+    async def _send(self, ctx: Context, wait: Wait) -> None:
+        await self._pause(ctx, "stored")
+        await super()._send(ctx, wait)
+
+    async def _publish_for_call(self, ctx: Context, wait: Wait, envelope: AnyEnvelope) -> None:
+        await super()._publish_for_call(ctx, wait, envelope)
+        if isinstance(envelope, DelegationRequest | SubAgentCall):
+            type(self)._requests_sent += 1
+            if self._requests_sent == 1:
+                await self._pause(ctx, "between")
+
+    async def _resume(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
+        await self._pause(ctx, "answers")
+        await super()._resume(ctx, wait, revision, ask)
+
+
+class PausingHost(AgentHost):
+    kind: ClassVar[str] = "pausing-agent"
+    delegator_class: ClassVar[type[Delegator]] = PausingDelegator
