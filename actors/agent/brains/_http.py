@@ -14,7 +14,9 @@ connection, rate limiting, overload and server errors are `AGENT_UNAVAILABLE` an
 (the host's caller may send the call again); a request the provider refuses (bad key,
 unknown model, invalid request) is `INTERNAL_ERROR` and not retryable, since sending it again
 cannot help. A body that is not the provider's JSON (a proxy's HTML error page), or JSON
-without the fields the wire format promises, is treated as unavailable.
+without the fields the wire format promises, is treated as unavailable. Tool calls the model
+still gets wrong after being told what was wrong (actors/agent/brains/_tools.py) are
+`INVALID_REQUEST` and not retryable: the fault is the model's answer, not the service.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import httpx
 from actors.agent._profile import AgentProfile, AnthropicBrainConfig, OpenAIBrainConfig
 from actors.agent._prompt import system_prompt
 from actors.agent.brains._protocol import BrainError
+from actors.agent.brains._tools import ParsedToolCalls
 from schemas import ErrorCode
 
 __all__ = ("HttpBrain",)
@@ -134,6 +137,20 @@ class HttpBrain(ABC, Generic[_Config]):
         """The error for a JSON answer that lacks what the wire format promises."""
         return BrainError(
             ErrorCode.AGENT_UNAVAILABLE, f"{self.provider} answered without {what}", retryable=True
+        )
+
+    def still_malformed(self, parsed: ParsedToolCalls) -> BrainError:
+        """The error for tool calls still malformed after the model was told what was wrong.
+
+        A model is told once (like the Anthropic brain's one repair of its JSON); calls that
+        are still wrong are the model's, not the service's, so asking the same again cannot
+        help: the error is not retryable.
+        """
+        return BrainError(
+            ErrorCode.INVALID_REQUEST,
+            f"the model behind {self.provider} made malformed tool calls again after being "
+            f"told what was wrong: {parsed.summary()[:300]}",
+            retryable=False,
         )
 
 
