@@ -24,6 +24,7 @@ from schemas import (
     DelegationConstraints,
     DelegationRequest,
     DelegationResponse,
+    HandoffData,
     Namespace,
     decode_envelope,
     encode,
@@ -75,6 +76,38 @@ calls = [
 ]
 
 [[turn]]
+goal = "too many"
+step = 0
+calls = [
+  { to = "coder", objective = "code for {task}" },
+  { to = "reviewer", objective = "review of {task}" },
+  { to = "writer", objective = "docs for {task}" },
+  { to = "sloth", objective = "tests for {task}" },
+]
+
+[[turn]]
+goal = "deep"
+step = 0
+calls = [{ to = "coder", objective = "go deeper" }]
+
+[[turn]]
+goal = "loop"
+step = 0
+calls = [{ to = "coder", objective = "loop back" }]
+
+[[turn]]
+goal = "filtered"
+step = 0
+calls = [
+  { tool = "call_sub_agent", to = "reviewer", objective = "check it", context = { keywords = ["bug"], last_messages = 2 } },
+]
+
+[[turn]]
+goal = "nested"
+step = 0
+calls = [{ tool = "call_sub_agent", to = "reviewer", objective = "nest further" }]
+
+[[turn]]
 message = "planner gathered: {results}"
 final = true
 """
@@ -84,6 +117,30 @@ SPECIALIST_SCRIPT = """
 goal = "take your time"
 delay_s = 30
 message = "too late"
+
+[[turn]]
+goal = "go deeper"
+step = 0
+calls = [{ to = "reviewer", objective = "deeper still" }]
+
+[[turn]]
+goal = "loop back"
+step = 0
+calls = [{ to = "planner", objective = "back to you" }]
+
+[[turn]]
+goal = "nest further"
+step = 0
+calls = [{ tool = "call_sub_agent", to = "writer", objective = "one level more" }]
+
+[[turn]]
+step = 1
+message = "{name} heard back: {results}"
+
+[[turn]]
+kind = "sub_agent_call"
+goal = "check it"
+message = "{name} saw: {transcript}"
 
 [[turn]]
 message = "{name} did {goal}. {task}"
@@ -106,9 +163,15 @@ async def office(
     signer = Signer.create(tmp_path)
     profiles: dict[str, dict[str, Any]] = {
         "cli": {"start_traces": True, "speaks_for_person": True, "allowed_targets": ("planner",)},
-        "planner": {"allowed_targets": (*SPECIALISTS, "cli"), "max_fan_out": 3},
+        "planner": {
+            "allowed_targets": (*SPECIALISTS, "cli"),
+            "max_fan_out": 3,
+            "allow_sub_agent_calls": True,
+        },
     }
     profiles |= {name: {"allowed_targets": ("planner",)} for name in SPECIALISTS}
+    profiles["coder"] = {"allowed_targets": ("planner", "reviewer")}
+    profiles["reviewer"] = {"allowed_targets": ("planner", "writer"), "allow_sub_agent_calls": True}
     bundle = make_bundle(1, days=1, **profiles)
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
@@ -119,14 +182,20 @@ async def office(
         "planner",
         'backend = "scripted"\nscript = "planner-script.toml"',
         script=PLANNER_SCRIPT,
-        extra=f"delegates_to = {json.dumps([*SPECIALISTS, 'stranger'])}",
+        extra=f"delegates_to = {json.dumps([*SPECIALISTS, 'stranger'])}\n"
+        'allow_sub_agent_calls = true\nsub_agents = ["reviewer"]',
     )
+    calls = {
+        "coder": 'delegates_to = ["reviewer", "planner"]',
+        "reviewer": 'allow_sub_agent_calls = true\nsub_agents = ["writer"]',
+    }
     paths = [planner] + [
         write_profile(
             agents,
             name,
             f'backend = "scripted"\nscript = "{name}-script.toml"',
             script=SPECIALIST_SCRIPT,
+            extra=calls.get(name, ""),
         )
         for name in SPECIALISTS
     ]
@@ -142,7 +211,9 @@ async def office(
             process.close()
 
 
-async def _delegate(office: Office, objective: str) -> DelegationResponse:
+async def _delegate(
+    office: Office, objective: str, facts: tuple[str, ...] = ()
+) -> DelegationResponse:
     """Delegate `objective` to the planner as the person; its answer, as delivered."""
     request = DelegationRequest(
         id=new_id(),
@@ -155,6 +226,7 @@ async def _delegate(office: Office, objective: str) -> DelegationResponse:
         objective=objective,
         input="the parser",
         constraints=DelegationConstraints(deadline_ms=60_000),
+        handoff_data=HandoffData(facts=facts),
     )
     inbox = await office.js.pull_subscribe(
         office.ns.deliver("cli"), durable="cli", stream=office.ns.stream("deliver")
@@ -198,3 +270,40 @@ async def test_a_refused_request_reaches_the_brain_as_a_failed_result(office: Of
     assert answer.status == "partial", answer
     assert "coder did code for the parser" in answer.result
     assert "stranger" in answer.result and "TARGET_NOT_ALLOWED" in answer.result
+
+
+async def test_one_more_than_the_fan_out_limit_is_refused_with_seed_003s_text(
+    office: Office,
+) -> None:
+    answer = await _delegate(office, "too many")
+    assert answer.status == "partial", answer
+    assert "Too many concurrent delegates (4/3)" in answer.result, answer.result
+
+
+async def test_delegation_stops_at_the_depth_limit(office: Office) -> None:
+    """cli -> planner -> coder -> reviewer: the coder, at depth 2, may not delegate."""
+    answer = await _delegate(office, "deep")
+    # The coder answered with its one delegation refused: seed 003's aggregate says failed.
+    assert answer.status == "failed", answer
+    assert "Delegation depth limit reached (2/2)" in answer.result, answer.result
+
+
+async def test_a_delegation_back_up_the_chain_is_a_cycle(office: Office) -> None:
+    answer = await _delegate(office, "loop")
+    assert "Cycle detected: planner is already on the call chain" in answer.result, answer.result
+
+
+async def test_a_sub_agent_sees_only_its_filtered_context(office: Office) -> None:
+    facts = ("the parser is slow", "lunch is at noon", "the parser has a bug")
+    answer = await _delegate(office, "filtered", facts)
+    assert answer.status == "success", answer
+    assert "reviewer saw: [user] the parser has a bug" in answer.result, answer.result
+    for hidden in ("lunch", "slow"):
+        assert hidden not in answer.result, answer.result
+
+
+async def test_a_sub_agent_may_not_call_on_without_allow_nested_calls(office: Office) -> None:
+    answer = await _delegate(office, "nested")
+    assert "reviewer was called as a sub-agent without allow_nested_calls" in answer.result, (
+        answer.result
+    )

@@ -11,8 +11,20 @@ kill the process (`action = "crash"`).
 [[turn]]
 goal = "fairy tale"                 # case-insensitive substring of the goal (omit: any)
 round = 1                           # or from_round = 3 (omit both: any round)
-message = "Once upon a time ..."    # {name} {goal} {task} {round} {max_rounds} are filled in
+message = "Once upon a time ..."    # {name} {goal} {task} {round} {max_rounds} {transcript}
+                                    # and {results} (of the agents it called) are filled in
 handoff = { to = "gpt", task = "Edit paragraph one." }
+
+[[turn]]                            # ask other agents first (the profile's delegates_to)
+goal = "plan"
+step = 0                            # rounds of calls made so far
+calls = [{ to = "coder", objective = "code for {task}" }, { to = "reviewer" }]  # in parallel
+
+[[turn]]
+goal = "plan"
+step = 1
+message = "Done: {results}"
+final = true
 ```
 """
 
@@ -43,7 +55,7 @@ from schemas import ContextFilter, ErrorCode, SubAgentArgs
 __all__ = ("Script", "ScriptedBrain", "ScriptedTurn", "load_script")
 
 CRASH_EXIT_CODE = 70
-_FIELDS = ("name", "goal", "task", "round", "max_rounds", "results")
+_FIELDS = ("name", "goal", "task", "round", "max_rounds", "results", "transcript")
 
 
 class _Handoff(BaseModel):
@@ -158,6 +170,7 @@ class ScriptedTurn(BaseModel):
             "round": call.round,
             "max_rounds": call.max_rounds,
             "results": "\n".join(f"[{r.status}] {r.content}" for r in last),
+            "transcript": " | ".join(f"[{t.name or t.role}] {t.text}" for t in call.transcript),
         }
 
     def text_for(self, call: BrainCall, name: str) -> str:
