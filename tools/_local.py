@@ -130,6 +130,8 @@ def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) ->
 
 
 async def provision_locked(url: str, names: Sequence[str], broker: Path = LOCAL_BROKER) -> None:
-    """Create the streams, buckets and the receivers' durables as the provisioner."""
-    actors = [broker / "actors" / f"{name}.toml" for name in names]
+    """Create the streams, buckets and the receivers' durables as the provisioner: the actors
+    named, and the person at this terminal, whose answers to `parley delegate` the gate
+    delivers to `parley.deliver.cli` (a person may not create its own durable)."""
+    actors = [broker / "actors" / f"{name}.toml" for name in (*names, PERSON)]
     await provision_once(broker / "actors" / f"{PROVISIONER}.toml", url, actors)
