@@ -30,6 +30,7 @@ from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_URL_FILE, lock_down, pro
 from tools.audit import add_audit_commands
 from tools.chaos import add_chaos_command
 from tools.collab import add_collab_commands
+from tools.delegate import add_delegate_command
 from tools.demo import add_demo_command
 from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
@@ -188,6 +189,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_policy_commands(commands)
     add_collab_commands(commands)
+    add_delegate_command(commands)
     add_demo_command(commands)
     add_chaos_command(commands)
     add_natsconf_commands(commands)
