@@ -35,6 +35,7 @@ from actors.gate._records import (
 from schemas import (
     AgentResponse,
     AnyEnvelope,
+    DelegationRequest,
     DelegationResponse,
     Error,
     ErrorCode,
@@ -183,7 +184,12 @@ def decide(
                 value=tokens,
             )
         children = len(siblings) + 1
-        if fanout_k and children > profile.max_fan_out:
+        person_fan_out = not fanout_k and isinstance(sub.envelope, DelegationRequest)
+        if person_fan_out:
+            # A person's delegations each start a trace of their own: their fan-out is the
+            # ones still in flight at once.
+            children = len(_live(inflight.calls, now, own)) + 1
+        if (fanout_k or person_fan_out) and children > profile.max_fan_out:
             return Deny(
                 ErrorCode.FAN_OUT_EXCEEDED,
                 "max_fan_out",

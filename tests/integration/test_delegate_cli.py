@@ -170,12 +170,6 @@ def test_the_gate_s_token_budget_refusal_is_the_reason_given(demo: Demo) -> None
     ]
 
 
-@pytest.mark.xfail(
-    reason="the gate counts max_fan_out per cause (fanout_key of the causation id); a person's "
-    "requests are roots with no cause, so a fourth gets max_concurrent_calls' "
-    "'cli has 3 calls awaiting answers' instead of seed 003's words",
-    strict=True,
-)
 def test_a_fan_out_past_the_limit_gets_seed_003_s_refusal(demo: Demo) -> None:
     code, lines = demo.delegate("--fan-out", "@planner,@researcher,@coder,@reviewer", "Assess it")
     assert code == 1, lines

@@ -98,9 +98,12 @@ calls = [{ to = "coder", objective = "loop back" }]
 [[turn]]
 goal = "filtered"
 step = 0
-calls = [
-  { tool = "call_sub_agent", to = "reviewer", objective = "check it", context = { keywords = ["bug"], last_messages = 2 } },
-]
+
+[[turn.calls]]
+tool = "call_sub_agent"
+to = "reviewer"
+objective = "check it"
+context = { keywords = ["bug"], last_messages = 2 }
 
 [[turn]]
 goal = "nested"

@@ -590,3 +590,21 @@ def test_a_trace_whose_root_left_no_record_still_counts_the_root() -> None:
     _ok(sim.submit("router", call("a"), cause=root.id))
     after = sim.ledger.get(trace_key(root.id), TraceState)
     assert after is not None and after.count == 2
+
+
+def test_a_persons_own_fan_out_is_held_to_max_fan_out_while_in_flight() -> None:
+    """A person's delegations each start a trace (no cause to count children under): the
+    ones still in flight are the fan-out, and the fourth gets seed 003's words."""
+    targets = ("byte", "tag", "crystal", "ledger")
+    person = {**CLI, "allowed_targets": targets, "max_concurrent_calls": 10}
+    sim = GateSim(bundle(cli=person, **{t: {"allowed_targets": ("cli",)} for t in targets}))
+    first = delegation("cli", "byte", objective="byte")
+    _ok(sim.submit("cli", first))
+    for target in targets[1:3]:
+        _ok(sim.submit("cli", delegation("cli", target, objective=target)))
+    fourth = sim.submit("cli", delegation("cli", "ledger", objective="ledger"))
+    assert isinstance(fourth, Deny) and fourth.code == ErrorCode.FAN_OUT_EXCEEDED
+    assert "Too many concurrent delegates (4/3)" in fourth.message
+    done = structs.replace(delegation_done("byte"), request_id=first.request_id)
+    _ok(sim.submit("byte", done, cause=first.id))  # one answered: room for another
+    _ok(sim.submit("cli", delegation("cli", "ledger", objective="ledger")))
