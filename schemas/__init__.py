@@ -56,6 +56,11 @@ from schemas._envelopes import (
 )
 from schemas._errors import ErrorCode
 from schemas._frames import (
+    AgentCallsRequest,
+    AgentsOffered,
+    AgentToolCall,
+    AgentToolResult,
+    AgentToolRound,
     AnyFrame,
     HistoryTurn,
     LocalPromptConstraints,
@@ -93,7 +98,12 @@ __all__ = (
     "SUPPORTED_SCHEMA_VERSIONS",
     "ActorHeartbeat",
     "AgentCall",
+    "AgentCallsRequest",
     "AgentResponse",
+    "AgentToolCall",
+    "AgentToolResult",
+    "AgentToolRound",
+    "AgentsOffered",
     "AnyEnvelope",
     "AnyFrame",
     "ApprovalRequest",
