@@ -6,8 +6,12 @@ The channel rules of seed 000, each enforced here:
 - a timeout per request (the caller's: 60 s, or 120 s with tool use); a child that misses it
   is killed, because a child still busy with an abandoned request would break the one-in-flight
   rule for the next one;
-- one terminal response frame per request: the first `desktop.local_prompt.response` with the
-  in-flight `request_id` answers it;
+- one terminal frame per request: the first `desktop.local_prompt.response` with the
+  in-flight `request_id` answers it, or (Parley's optional pair, schemas/_frames.py) the first
+  `parley.agent_calls.request` with that id, when the request offered agents to call;
+- an agent-calls frame for the in-flight request that offered no agents, or that cannot be
+  read, is a violation that fails the request at once with `INVALID_REQUEST` (not retryable:
+  the child would answer the same again), rather than leaving it to time out;
 - frames with an unknown `request_id` (a second terminal frame, a late answer, a made-up id),
   lines that are not frames, and oversize lines are ignored and counted as protocol violations;
 - a child that exits or closes stdout mid-request fails that request at once with
@@ -21,9 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
 
 from actors.agent.brains._protocol import BrainError
 from schemas import (
+    AgentCallsRequest,
     DecodeError,
     ErrorCode,
     LocalPromptRequest,
@@ -32,15 +40,37 @@ from schemas import (
     encode,
 )
 
-__all__ = ("LocalAgentBridge",)
+__all__ = ("LocalAgentBridge", "TerminalFrame")
+
+TerminalFrame = LocalPromptResponse | AgentCallsRequest
+"""What answers a request: the child's response, or the agents it wants called first."""
 
 log = logging.getLogger("parley.actors.bridge")
 
 _STOP_GRACE_S = 2.0
+_AGENT_CALLS = str(AgentCallsRequest.__struct_config__.tag)
 
 
 def _unavailable(message: str) -> BrainError:
     return BrainError(ErrorCode.AGENT_UNAVAILABLE, message, retryable=True)
+
+
+def _invalid(message: str) -> BrainError:
+    return BrainError(ErrorCode.INVALID_REQUEST, message, retryable=False)
+
+
+class _Addressed(msgspec.Struct):
+    """Just enough of a line to tell which request an unreadable frame was meant for."""
+
+    type: str = ""
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    request_id: str
+    answer: asyncio.Future[TerminalFrame]
+    offers_agents: bool
 
 
 class LocalAgentBridge:
@@ -52,7 +82,7 @@ class LocalAgentBridge:
         self._lock = asyncio.Lock()
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._in_flight: tuple[str, asyncio.Future[LocalPromptResponse]] | None = None
+        self._in_flight: _InFlight | None = None
         self._closed = False
         self.violations = 0
         """Protocol violations seen so far (seed 000: ignored and logged)."""
@@ -70,12 +100,13 @@ class LocalAgentBridge:
         async with self._lock:
             await self._spawn()
 
-    async def request(self, frame: LocalPromptRequest, timeout: float) -> LocalPromptResponse:
-        """Send one request and wait for its terminal response frame.
+    async def request(self, frame: LocalPromptRequest, timeout: float) -> TerminalFrame:
+        """Send one request and wait for its terminal frame.
 
         Raises:
             BrainError: AGENT_UNAVAILABLE when the child cannot be started, dies, or does not
-                answer within `timeout`.
+                answer within `timeout`; INVALID_REQUEST when it asks for agents the request
+                did not offer, or in a frame that cannot be read.
         """
         async with self._lock:
             if self._closed:
@@ -85,8 +116,9 @@ class LocalAgentBridge:
                 process = await self._spawn()
             if process.stdin is None:
                 raise RuntimeError("local agent started without a stdin pipe")
-            answer: asyncio.Future[LocalPromptResponse] = asyncio.get_running_loop().create_future()
-            self._in_flight = (frame.request_id, answer)
+            answer: asyncio.Future[TerminalFrame] = asyncio.get_running_loop().create_future()
+            offers_agents = not isinstance(frame.agents, msgspec.UnsetType)
+            self._in_flight = _InFlight(frame.request_id, answer, offers_agents)
             try:
                 try:
                     process.stdin.write(encode(frame) + b"\n")
@@ -157,9 +189,11 @@ class LocalAgentBridge:
             code = None
             await self._stop_child(process)
         in_flight = self._in_flight
-        if in_flight is not None and not in_flight[1].done():
-            in_flight[1].set_exception(
-                _unavailable(f"the local agent exited (code {code}) during request {in_flight[0]}")
+        if in_flight is not None and not in_flight.answer.done():
+            in_flight.answer.set_exception(
+                _unavailable(
+                    f"the local agent exited (code {code}) during request {in_flight.request_id}"
+                )
             )
         if not self._closed:
             log.warning("local agent exited", extra={"pid": process.pid, "code": code})
@@ -169,15 +203,48 @@ class LocalAgentBridge:
             frame = decode_frame(line, max_bytes=self._limit)
         except DecodeError as exc:
             self._violation("not a frame", str(exc)[:200])
+            self._fail_unreadable_agent_calls(line, exc)
             return
-        if not isinstance(frame, LocalPromptResponse):
+        if isinstance(frame, LocalPromptRequest):
             self._violation("a request frame from the agent", frame.request_id)
             return
         in_flight = self._in_flight
-        if in_flight is None or in_flight[0] != frame.request_id or in_flight[1].done():
+        if in_flight is None or in_flight.request_id != frame.request_id or in_flight.answer.done():
             self._violation("unknown request_id", frame.request_id)
             return
-        in_flight[1].set_result(frame)
+        if isinstance(frame, AgentCallsRequest) and not in_flight.offers_agents:
+            self._violation("agent calls where no agents were offered", frame.request_id)
+            in_flight.answer.set_exception(
+                _invalid(
+                    f"the local agent sent {_AGENT_CALLS} for request {frame.request_id}, "
+                    "which offered no agents to call"
+                )
+            )
+            return
+        in_flight.answer.set_result(frame)
+
+    def _fail_unreadable_agent_calls(self, line: bytes, error: DecodeError) -> None:
+        """An agent-calls frame for the request in flight that cannot be read ends it now.
+
+        A response that cannot be read stays ignored (seed 000), but this frame is Parley's
+        own and a child that sent it is not going to answer otherwise: waiting for the
+        timeout would only kill a child that did nothing but make a mistake.
+        """
+        try:
+            addressed = msgspec.json.decode(line, type=_Addressed)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return
+        in_flight = self._in_flight
+        if (
+            addressed.type != _AGENT_CALLS
+            or in_flight is None
+            or in_flight.request_id != addressed.request_id
+            or in_flight.answer.done()
+        ):
+            return
+        in_flight.answer.set_exception(
+            _invalid(f"the local agent's {_AGENT_CALLS} frame is malformed: {error.detail[:300]}")
+        )
 
     def _violation(self, reason: str, detail: str) -> None:
         self.violations += 1

@@ -6,17 +6,35 @@ bounded by `max_history_turns` and `max_history_chars` with the dropped turns fo
 deterministic `history_summary` (seed 000, history bounding). The agent's `draft_message` is
 the reply text, checked against seed 001's contract like any brain's. The frame carries no
 token counts, so usage is estimated from the text.
+
+When the call offers other agents, the frame says who (`agents`), and the child may answer
+with `parley.agent_calls.request` instead: its calls are checked by the same parser as a
+hosted model's tool calls (actors/agent/brains/_tools.py) and become the answer's requests,
+or, when any is malformed, the request fails as INVALID_REQUEST saying why (not retryable:
+the child's answer, not the service, is at fault). The host asks again later with a new
+request whose `tool_results` hold every round so far, re-sent the same way as a hosted
+model's earlier tool calls: only the tool's own arguments, and each result's status and text.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Literal
+
+from msgspec import UNSET
 
 from actors.agent._profile import AgentProfile, SubprocessBrainConfig
 from actors.agent._prompt import BrainCall
 from actors.agent.brains._bridge import LocalAgentBridge
 from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_tokens, usage_of
+from actors.agent.brains._tools import ToolCall, parse_tool_calls, tool_arguments
+from actors.delegation import ToolRound
 from schemas import (
+    AgentCallsRequest,
+    AgentsOffered,
+    AgentToolCall,
+    AgentToolResult,
+    AgentToolRound,
     ErrorCode,
     HistoryTurn,
     LocalPromptConstraints,
@@ -62,6 +80,19 @@ def bounded_history(
     return tuple(kept), summary[:_SUMMARY_CHARS]
 
 
+def _round_frame(done: ToolRound) -> AgentToolRound:
+    """One earlier round as the child sees it: its calls as it could have made them."""
+    calls = []
+    for request in done.requests:
+        name, arguments = tool_arguments(request)
+        calls.append(AgentToolCall(id=request.request_id, name=name, arguments=arguments))
+    results = tuple(
+        AgentToolResult(id=request.request_id, status=result.status, content=result.content)
+        for request, result in zip(done.requests, done.results, strict=True)
+    )
+    return AgentToolRound(text=done.text, calls=tuple(calls), results=results)
+
+
 class SubprocessBrain:
     """Answers through a local agent child process."""
 
@@ -88,6 +119,7 @@ class SubprocessBrain:
             item for item in call.transcript if _role(item, self._profile.name) != "local_agent"
         ]
         remote = call.task or (others[-1].text if others else "")
+        offers_agents = bool(call.delegates_to or call.sub_agents)
         return LocalPromptRequest(
             request_id=f"req_{new_id()}",
             profile_id=self._profile.name,
@@ -105,11 +137,20 @@ class SubprocessBrain:
                 max_history_chars=config.max_history_chars,
                 local_turn_timeout_ms=int(config.timeout_s * 1000),
             ),
+            agents=(
+                AgentsOffered(delegates_to=call.delegates_to, sub_agents=call.sub_agents)
+                if offers_agents
+                else UNSET
+            ),
+            tool_results=tuple(map(_round_frame, call.rounds)) if call.rounds else UNSET,
         )
 
     async def reply(self, call: BrainCall) -> BrainAnswer:
         frame = self.request_for(call)
         response = await self.bridge.request(frame, self._config.timeout_s)
+        prompt = _prompt_tokens(frame)
+        if isinstance(response, AgentCallsRequest):
+            return _agent_calls_answer(response, call, prompt)
         if response.status == "error":
             raise BrainError(
                 ErrorCode.INTERNAL_ERROR,
@@ -117,7 +158,35 @@ class SubprocessBrain:
                 retryable=False,
             )
         text = response.draft_message[: self._config.max_output_chars]
-        prompt = estimate_tokens(
-            frame.objective, frame.remote_message, *(t.text for t in frame.history)
-        )
         return BrainAnswer(text=text, usage=usage_of(prompt, estimate_tokens(text)))
+
+
+def _prompt_tokens(frame: LocalPromptRequest) -> int:
+    """An estimate of what the child was given to read: the call, and earlier results."""
+    results = () if frame.tool_results is UNSET else frame.tool_results
+    return estimate_tokens(
+        frame.objective,
+        frame.remote_message,
+        *(t.text for t in frame.history),
+        *(result.content for done in results for result in done.results),
+    )
+
+
+def _agent_calls_answer(frame: AgentCallsRequest, call: BrainCall, prompt: int) -> BrainAnswer:
+    """The child's calls as the answer's requests, checked like a hosted model's tool calls.
+
+    Raises:
+        BrainError: INVALID_REQUEST when any call is malformed; none of them is sent then.
+    """
+    tool_calls = [ToolCall(c.id, c.name, c.arguments) for c in frame.calls]
+    parsed = parse_tool_calls(tool_calls, call)
+    if parsed.malformed:
+        raise BrainError(
+            ErrorCode.INVALID_REQUEST,
+            f"the local agent made malformed agent calls: {parsed.summary()[:300]}",
+            retryable=False,
+        )
+    asked = estimate_tokens(
+        frame.text, *(f"{c.name}{json.dumps(c.arguments)}" for c in frame.calls)
+    )
+    return BrainAnswer(text=frame.text, usage=usage_of(prompt, asked), requests=parsed.requests)
