@@ -186,9 +186,9 @@ class Delegator:
                 return
             deadline, now = next_deadline(wait), _now_ms()
             if deadline is None:
-                # Every answer is in: the handler of the one that completed the round goes on
-                # (or its redelivery does, after a crash). Going on here too would ask the
-                # brain twice for one step.
+                # Every answer is in. Whoever claims the step goes on; a handler that
+                # completed the round and is asking already holds it (`_resume`).
+                await self._resume(ctx, wait, revision, ask)
                 return
             if deadline > now:
                 ctx.defer((deadline - now) / 1000)

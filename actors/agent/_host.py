@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+import msgspec
+
 from actors.agent._delegating import MAX_TOOL_ROUNDS, Delegator, Resumed
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
 from actors.agent._prompt import BrainCall
@@ -250,13 +252,20 @@ class AgentHost(Actor):
         except BrainError as exc:
             error = self._error(envelope, call, exc.code, exc.message, exc.retryable)
             return Resumed(requests=(), text="", tokens=0, answer=error)
+        except Exception as exc:  # a backend's bug still owes the caller an answer
+            log.exception("brain crashed", extra={"call_id": call.call_id})
+            error = self._error(envelope, call, ErrorCode.INTERNAL_ERROR, repr(exc), False)
+            return Resumed(requests=(), text="", tokens=0, answer=error)
         if answer.requests and (call.delegates_to or call.sub_agents):
             return Resumed(answer.requests, answer.text, answer.usage.total, None)
+        # The answer's total counts every brain call it took; prompt and completion are the
+        # last call's.
+        spent = msgspec.structs.replace(answer.usage, total=answer.usage.total + wait.tokens)
         reply = self._answer(
             envelope,
             wait.caller,
             1,
-            answer,
+            dataclasses.replace(answer, usage=spent),
             time.time() - wait.started_ms / 1000 if wait.started_ms else 0.0,
             Delegator.status_of(wait),
         )

@@ -250,6 +250,8 @@ async def test_a_fan_out_gathers_every_answer(office: Office) -> None:
     for name, task in (("coder", "code for"), ("reviewer", "review of"), ("writer", "docs for")):
         assert f"{name} did {task} the parser" in answer.result, answer.result
     assert answer.duration_ms is not None and answer.duration_ms > 0
+    # The planner's tokens count both of its brain calls: more than its last one alone.
+    assert answer.token_usage.total > answer.token_usage.prompt + answer.token_usage.completion
     assert answer.target_employee == "planner"
 
 
