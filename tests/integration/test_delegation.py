@@ -118,7 +118,7 @@ final = true
 SPECIALIST_SCRIPT = """
 [[turn]]
 goal = "take your time"
-delay_s = 30
+delay_s = 3
 message = "too late"
 
 [[turn]]
@@ -268,6 +268,9 @@ async def test_a_deadline_missed_gives_partial_results(office: Office) -> None:
     assert answer.status == "partial", answer
     assert "coder did code for the parser" in answer.result
     assert "Delegation timeout after 1500ms" in answer.result
+    # The sloth's answer comes after all: the gate admits and audits it, the planner ignores it.
+    await office.planner.wait_line(r'"msg":"late answer ignored"')
+    assert "too late" not in answer.result
 
 
 async def test_a_refused_request_reaches_the_brain_as_a_failed_result(office: Office) -> None:
