@@ -60,9 +60,16 @@ from schemas import (
 )
 from tools.bench._audit import audit_rows
 from tools.bench._collab import collab_rows
+from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
-from tools.bench._table import print_audit, print_collab, print_gate, print_runtime
+from tools.bench._table import (
+    print_audit,
+    print_collab,
+    print_context,
+    print_gate,
+    print_runtime,
+)
 
 __all__ = ("main",)
 
@@ -297,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
         "--only",
-        choices=("runtime", "gate", "collab", "audit"),
+        choices=("runtime", "gate", "collab", "audit", "context"),
         help="run only these rows (default: all)",
     )
     parser.add_argument(
@@ -321,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "audit") and args.audit_backlog:
         result["audit"] = uvloop.run(audit_rows(args.rounds, args.audit_backlog))
         print_audit(result["audit"])
+    if args.only in (None, "context"):
+        result["context"] = context_row()
+        print_context(result["context"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {args.out}")

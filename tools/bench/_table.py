@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ("print_audit", "print_collab", "print_gate", "print_runtime")
+__all__ = ("print_audit", "print_collab", "print_context", "print_gate", "print_runtime")
 
 
 def print_collab(result: dict[str, Any]) -> None:
@@ -78,3 +78,11 @@ def print_audit(audit: dict[str, Any]) -> None:
         f"{audit['auditor_records_per_s']:.0f} records/s  ratio {audit['ratio']:.2f}x  "
         f"chain {'intact' if audit['chain_intact'] else 'BROKEN'}"
     )
+
+
+def print_context(row: dict[str, Any]) -> None:
+    parts = ", ".join(f"{name} {tokens}" for name, tokens in row["parts"].items())
+    print("\nContext sent to brains for one task (seed 004's context bloat, tokens):")
+    print(f"  one agent, three steps:             {row['single_agent']:>6}")
+    print(f"  planner -> coder -> reviewer:       {row['multi_agent']:>6}  ({parts})")
+    print(f"  ratio (seed 004: under 1.2):        {row['ratio']:>6.2f}")
