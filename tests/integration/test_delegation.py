@@ -64,7 +64,7 @@ goal = "slow"
 step = 0
 calls = [
   { to = "coder", objective = "code for {task}" },
-  { to = "sloth", objective = "take your time", deadline_ms = 1500 },
+  { to = "sloth", objective = "take your time", deadline_ms = 5000 },
 ]
 
 [[turn]]
@@ -83,6 +83,14 @@ calls = [
   { to = "reviewer", objective = "review of {task}" },
   { to = "writer", objective = "docs for {task}" },
   { to = "sloth", objective = "tests for {task}" },
+]
+
+[[turn]]
+goal = "twice"
+step = 0
+calls = [
+  { to = "coder", objective = "extract receipt" },
+  { to = "coder", objective = "extract receipt" },
 ]
 
 [[turn]]
@@ -118,7 +126,7 @@ final = true
 SPECIALIST_SCRIPT = """
 [[turn]]
 goal = "take your time"
-delay_s = 3
+delay_s = 6
 message = "too late"
 
 [[turn]]
@@ -267,7 +275,7 @@ async def test_a_deadline_missed_gives_partial_results(office: Office) -> None:
     answer = await _delegate(office, "slow")
     assert answer.status == "partial", answer
     assert "coder did code for the parser" in answer.result
-    assert "Delegation timeout after 1500ms" in answer.result
+    assert "Delegation timeout after 5000ms" in answer.result
     # The sloth's answer comes after all: the gate admits and audits it, the planner ignores it.
     await office.planner.wait_line(r'"msg":"late answer ignored"')
     assert "too late" not in answer.result
@@ -315,3 +323,13 @@ async def test_a_sub_agent_may_not_call_on_without_allow_nested_calls(office: Of
     assert "reviewer was called as a sub-agent without allow_nested_calls" in answer.result, (
         answer.result
     )
+
+
+async def test_the_same_objective_twice_at_once_is_a_cycle(office: Office) -> None:
+    """Seed 003's test 2: a second call with an objective already in progress."""
+    answer = await _delegate(office, "twice")
+    assert answer.status == "partial", answer
+    assert "coder did extract receipt" in answer.result, answer.result
+    assert (
+        "Cycle detected: planner -> coder with same objective already in progress." in answer.result
+    ), answer.result
