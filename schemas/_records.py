@@ -96,6 +96,16 @@ class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
     payload_sha256: str = ""
     """Size and SHA-256 of a dead letter's payload as stored: the payload itself may hold
     secrets and is never copied into the audit history."""
+    outcome: str = ""
+    """An answer's own verdict (seed 003's status: success, partial, failed; or timeout)."""
+    tokens: NonNegative | None = None
+    """Tokens an answer reports spent (seed 003 `token_usage.total`, seed 004 `tokens_used`)."""
+    tools: tuple[str, ...] | None = None
+    """Tools the gate let the callee of an admitted call use (narrowed along the chain)."""
+    tools_used: tuple[str, ...] = ()
+    """Tools a sub-agent's answer says it used (seed 004 `tool_calls`)."""
+    deadline_at: UtcTime | None = None
+    """When the gate's deadline for an admitted call ran out."""
     chain_index: NonNegative = 0
     """Position in the audit chain, from 1; a checkpoint's `count` names one of these."""
     prev_hash: str = ""
@@ -138,3 +148,21 @@ class Decision(Envelope, frozen=True, kw_only=True, tag="decision"):
     decided_at: UtcTime | None = None
     decided_by: str = ""
     """Which gate process decided (`<actor id>/<pid>`): replicas share one consumer."""
+    outcome: str = ""
+    """For an answer: how it says the call went, as seed 003 reports it (`success`,
+    `partial`, `failed`; an `error` answer is `failed`, or `timeout` for DEADLINE_EXCEEDED)."""
+    reason: Annotated[str, Meta(max_length=200)] = ""
+    """For an answer that is no success: the error it gives, unredacted like `preview`."""
+    tokens: NonNegative | None = None
+    """For an answer: the tokens it reports spent (`token_usage.total`, `tokens_used`)."""
+    duration_ms: NonNegative | None = None
+    """For an answer: how long it reports the work took (`duration_ms`, `duration_seconds`)."""
+    tools: tuple[str, ...] | None = None
+    """For an admitted call: the tools the callee may use there, as the gate narrowed them
+    along the chain (what the delivery's allowed-tools header says)."""
+    tools_used: Annotated[tuple[Annotated[str, Meta(max_length=64)], ...], Meta(max_length=32)] = ()
+    """For a sub-agent's answer: the tools it says it used (seed 004 `tool_calls`), cut to
+    the first 32 names of at most 64 characters: what a brain says is bounded here."""
+    deadline_at: UtcTime | None = None
+    """For an admitted call: when the gate's deadline for it runs out. An answer may still
+    come later (the caller has given up on it by then): `parley calls` shows it as a timeout."""

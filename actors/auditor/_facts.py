@@ -9,8 +9,12 @@ belongs to its speaker, or, when it has none (the session started, stopped), to 
 that runs sessions.
 
 Every free-text field is redacted here, before the record exists; ids, codes and counters are
-not free text. A record's id derives from its source (stream, sequence) and its profile, so
-the same fact handled twice produces the same `Nats-Msg-Id` and JetStream stores it once.
+not free text. An answer's figures (outcome, tokens, duration, tools) are copied as the gate
+recorded them, its error and the tool names it reports redacted like any text; a call's
+context is in no decision, so it is in no record.
+
+A record's id derives from its source (stream, sequence) and its profile, so the same fact
+handled twice produces the same `Nats-Msg-Id` and JetStream stores it once.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ __all__ = (
 ALERT_PROFILE = "_alerts"
 """Where alerts about the chain itself go (`_` tokens are the auditor's, never a profile's)."""
 _PREVIEW = 200
+_TOOL_NAME = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +120,8 @@ def _decision_records(
             requester=decision.sender,
             target=decision.target,
             status="delivered" if decision.allowed else "rejected",
-            failure_reason=(
-                None
-                if decision.allowed
-                else redactor(profile, f"{decision.rule}: {decision.message}")
-            ),
+            failure_reason=_failure(decision, profile, redactor),
+            duration_ms=decision.duration_ms,
             request_id=decision.request_id,
             origin=decision.origin,
             user_id=decision.user_id,
@@ -131,9 +133,25 @@ def _decision_records(
             source_seq=source.seq,
             session_id=decision.session_id,
             causation_id=decision.causation_id,
+            outcome=decision.outcome,
+            tokens=decision.tokens,
+            tools=decision.tools,
+            tools_used=tuple(
+                redactor.preview(profile, name, _TOOL_NAME) for name in decision.tools_used
+            ),
+            deadline_at=decision.deadline_at,
         )
         for profile in profiles
     ]
+
+
+def _failure(decision: Decision, profile: str, redactor: Redactor) -> str | None:
+    """Why the gate refused the envelope, or why an admitted answer says its call failed."""
+    if not decision.allowed:
+        return redactor(profile, f"{decision.rule}: {decision.message}")
+    if decision.reason:
+        return redactor.preview(profile, decision.reason)
+    return None
 
 
 def _int_or_none(value: object) -> int | None:

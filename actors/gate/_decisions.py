@@ -2,17 +2,52 @@
 
 A decision names the envelope, where it sits (trace, hop, origin, chain, user), the rule that
 decided it and the bundle in force, and a short preview; the auditor turns it into audit
-records (actors/auditor/), and `parley trace` draws traces from them.
+records (actors/auditor/), and `parley trace` and `parley calls` draw them.
+
+A decision is also the interaction record of agents calling agents (seed 004's "record the
+interaction, not the context"): a call's decision says what was asked, which tools the gate
+granted and until when; an answer's says what seed 003 and 004 report of it (status, tokens,
+duration, tools used, the error). Only those figures and a 200-character preview are copied:
+a sub-agent call's filtered context stays in the envelope, referenced by its id.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
 from actors.gate._bundles import BundleStore
 from actors.gate._plan import Deny
 from actors.gate._records import Position
-from schemas import AnyEnvelope, Decision, derive_id, utc_now
+from schemas import (
+    AnyEnvelope,
+    Decision,
+    DelegationRequest,
+    DelegationResponse,
+    Error,
+    ErrorCode,
+    SubAgentCall,
+    SubAgentResult,
+    derive_id,
+    utc_now,
+)
 
 __all__ = ("decision_for", "tag")
+
+_TOOLS_SHOWN = 32
+_TOOL_NAME_MAX = 64
+_REASON_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """What an answer reports of the call it answers (seed 003 response, seed 004 result)."""
+
+    outcome: str = ""
+    reason: str = ""
+    tokens: int | None = None
+    duration_ms: int | None = None
+    tools_used: tuple[str, ...] = ()
 
 
 def decision_for(
@@ -30,6 +65,10 @@ def decision_for(
     """The decision about `envelope` from `sender`: admitted at `position` when `deny` is
     None, else refused by `rule`; its id derives from `basis` (the envelope's id unless set)."""
     bundle = bundles.bundle
+    figures = _answer_figures(envelope)
+    granted = position.levels[-1] if deny is None and position.levels else None
+    if granted is not None and granted.call_id != envelope.id:
+        granted = None  # not a call: the level is its cause's
     return Decision(
         id=derive_id(basis or envelope.id, "decision"),
         created_at=utc_now(),
@@ -49,15 +88,68 @@ def decision_for(
         origin=position.origin,
         chain=position.chain,
         user_id=position.user_id,
-        session_id=text_field(envelope, "session_id") or None,
+        session_id=session_of(envelope) or None,
         request_id=text_field(envelope, "request_id") or None,
-        objective=text_field(envelope, "objective")[:500],
+        objective=objective(envelope)[:500],
         preview=preview(envelope),
         bundle_version=bundle.version if bundle else None,
         bundle_hash=bundles.bundle_hash,
         decided_at=utc_now(),
         decided_by=decided_by,
+        outcome=figures.outcome,
+        reason=figures.reason[:_REASON_MAX],
+        tokens=figures.tokens,
+        duration_ms=figures.duration_ms,
+        tools_used=tuple(name[:_TOOL_NAME_MAX] for name in figures.tools_used[:_TOOLS_SHOWN]),
+        tools=granted.tools if granted is not None else None,
+        deadline_at=(
+            datetime.fromtimestamp(granted.deadline_ms / 1000, UTC)
+            if granted is not None and granted.deadline_ms is not None
+            else None
+        ),
     )
+
+
+def _answer_figures(envelope: AnyEnvelope) -> _Figures:
+    """What an answer says of its call; nothing for any other kind."""
+    match envelope:
+        case DelegationResponse():
+            return _Figures(
+                outcome=envelope.status,
+                reason=envelope.error or "",
+                tokens=envelope.token_usage.total,
+                duration_ms=envelope.duration_ms,
+            )
+        case SubAgentResult():
+            return _Figures(
+                outcome="success" if envelope.success else "failed",
+                reason="; ".join(envelope.errors),
+                tokens=envelope.tokens_used,
+                duration_ms=envelope.duration_seconds * 1000,
+                tools_used=envelope.tool_calls,
+            )
+        case Error():
+            late = envelope.code == ErrorCode.DEADLINE_EXCEEDED
+            return _Figures(
+                outcome="timeout" if late else "failed",
+                reason=f"{envelope.code.value}: {envelope.message}",
+            )
+        case _:
+            return _Figures()
+
+
+def session_of(envelope: AnyEnvelope) -> str:
+    """The session an envelope was made in (a delegation names it `parent_session_id`)."""
+    if isinstance(envelope, DelegationRequest):
+        return envelope.parent_session_id
+    return text_field(envelope, "session_id")
+
+
+def objective(envelope: AnyEnvelope) -> str:
+    """What a call asks for (a sub-agent call's is its `task`); its context is never copied."""
+    if isinstance(envelope, SubAgentCall):
+        return envelope.args.task
+    return text_field(envelope, "objective")
 
 
 def tag(envelope: AnyEnvelope) -> str:
