@@ -217,7 +217,7 @@ async def _trace(args: argparse.Namespace) -> int:
         records = await query_records(js, ns, tenant=args.tenant, trace=args.trace_id)
     finally:
         await nc.close()
-    for line in render_trace(args.trace_id, records):
+    for line in render_trace(args.trace_id, records, now=datetime.now(UTC)):
         print(line)
     return 0 if records else 1
 

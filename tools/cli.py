@@ -28,6 +28,7 @@ from bus._supervisor import GiveUp
 from schemas import Namespace
 from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_URL_FILE, lock_down, provision_locked
 from tools.audit import add_audit_commands
+from tools.calls import add_calls_command
 from tools.chaos import add_chaos_command
 from tools.collab import add_collab_commands
 from tools.delegate import add_delegate_command
@@ -195,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     add_natsconf_commands(commands)
     add_provision_command(commands)
     add_audit_commands(commands)
+    add_calls_command(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser
