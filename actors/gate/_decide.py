@@ -172,7 +172,20 @@ def decide(
     inflight = ledger.get(inflight_k, Inflight) or Inflight()
     fanout_k = fanout_key(sub.causation_id) if sub.causation_id else ""
     fanout = ledger.get(fanout_k, Children) if fanout_k else None
-    siblings = tuple(child for child in fanout.ids if child != own) if fanout else ()
+    # A fan-out counts the cause's calls still at work: one answered, or past its deadline,
+    # makes room, so a chain of steps under one call is never taken for a fan-out.
+    siblings = (
+        tuple(
+            child
+            for child in fanout.ids
+            if child != own
+            and (call := open_calls.get(child)) is not None
+            and call.in_progress
+            and call.expires_ms > now
+        )
+        if fanout
+        else ()
+    )
     if route.role == "call":
         session_limit = bundle.llm_policy.max_session_tokens
         if session_limit is not None and tokens >= session_limit:

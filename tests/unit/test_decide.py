@@ -608,3 +608,16 @@ def test_a_persons_own_fan_out_is_held_to_max_fan_out_while_in_flight() -> None:
     done = structs.replace(delegation_done("byte"), request_id=first.request_id)
     _ok(sim.submit("byte", done, cause=first.id))  # one answered: room for another
     _ok(sim.submit("cli", delegation("cli", "ledger", objective="ledger")))
+
+
+def test_a_chain_of_more_steps_than_the_fan_out_limit_under_one_call_is_no_fan_out() -> None:
+    """A host sends each step of a chain under the call it answers: only the calls still at
+    work count towards max_fan_out (3), so a fourth step after three answered ones passes."""
+    sim = GateSim(bundle(**PROFILES))
+    cid = _prime(sim)
+    for n in range(3):
+        step = delegation("prime", "byte", objective=f"step {n}")
+        _ok(sim.submit("prime", step, cause=cid))
+        done = structs.replace(delegation_done("byte"), request_id=step.request_id)
+        _ok(sim.submit("byte", done, cause=step.id))
+    _ok(sim.submit("prime", delegation("prime", "byte", objective="step 3"), cause=cid))

@@ -92,7 +92,8 @@ def test_random_graphs_never_break_a_limit(plan: list[tuple[int, str, str, str, 
     assert isinstance(sim.submit("router", first, cause=root.id), Allow)
     # Envelopes delivered to an agent, with the kind of the call that put it there.
     held: list[tuple[str, str, str]] = [(first.id, AGENTS[0], "agent_call")]
-    children: Counter[str] = Counter()
+    at_work: Counter[str] = Counter()  # a cause's calls not yet answered
+    cause_of: dict[str, str] = {}  # an open call's cause
     for pick, kind, target, word, nested in plan:
         cause_id, holder, via = held[pick % len(held)]
         if kind == "return":
@@ -107,8 +108,12 @@ def test_random_graphs_never_break_a_limit(plan: list[tuple[int, str, str, str, 
         assert len(set(chain)) == len(chain), f"agent revisited: {chain}"
         if kind != "return":
             assert position.hop <= LIMITS[kind], (kind, position.hop, chain)
-            children[cause_id] += 1
-            assert children[cause_id] <= FAN_OUT, f"fan-out of {cause_id}"
+            at_work[cause_id] += 1
+            assert at_work[cause_id] <= FAN_OUT, f"fan-out of {cause_id}"
+            cause_of[envelope.id] = cause_id
             held.append((envelope.id, target, kind))
-        elif outcome.route.target != "router":
-            held.append((envelope.id, outcome.route.target, "agent_call"))
+        else:
+            if cause_id in cause_of:  # the call it answers is no longer at work
+                at_work[cause_of.pop(cause_id)] -= 1
+            if outcome.route.target != "router":
+                held.append((envelope.id, outcome.route.target, "agent_call"))
