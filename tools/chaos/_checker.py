@@ -18,6 +18,9 @@ What it computes, and why each is a broken promise:
   session event appended twice): a redelivery's copy that JetStream should have dropped.
 - sessions not completed: a session that started and never reached `session_completed` or
   `session_failed`; a failure must carry its reason, so a reasonless one counts too.
+- delegations unanswered: a person's delegation to an agent that no answer (a
+  `delegation_response`, or an `error` about it) reached the person for, or one past the
+  delegation's bound. A person waiting on an agent is owed an answer as a session is an end.
 - audit gaps: what the audit chain verifier found missing or broken.
 - recovery: for each fault, the time from the fault to the next end-to-end message.
 - permission violations: what the broker refused, by actor. Under the least-privilege config a
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 __all__ = (
     "Applied",
     "ChaosReport",
+    "DelegationOutcome",
     "Fault",
     "Published",
     "SessionOutcome",
@@ -98,6 +102,30 @@ class SessionOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationOutcome:
+    """One delegation a person made: to whom, whether an answer came back, and by when."""
+
+    request_id: str
+    target: str
+    asked_at: float
+    answer: str | None = None
+    """How it was answered: the answer's kind (`delegation_response`, `error`), or `refused`
+    when the gate refused the request itself (its error is the answer); None: never."""
+    answered_at: float | None = None
+    ends_by: float | None = None
+    """The latest the answer was due (the request's deadline plus a margin)."""
+
+    @property
+    def late(self) -> bool:
+        """Answered after its bound."""
+        return (
+            self.ends_by is not None
+            and self.answered_at is not None
+            and self.answered_at > self.ends_by
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Fault:
     """A fault the scheduler injected: what, to whom, when (seconds on the run's clock)."""
 
@@ -131,6 +159,16 @@ class ChaosReport:
     faults: tuple[Fault, ...] = field(default=())
     permission_violations: dict[str, int] | None = None
     """Refusals the broker reported, by actor; None when the broker ran open (no users)."""
+    delegations: int = 0
+    """Delegations people made (0: the run had no delegation mix)."""
+    answered_by: dict[str, int] = field(default_factory=dict)
+    """Answered delegations by how (`delegation_response`, `error`, `refused`)."""
+    unanswered: tuple[str, ...] = ()
+    late_answers: tuple[str, ...] = ()
+    """Delegations answered past their bound."""
+    repeats_refused: int = 0
+    """Submissions under an id already decided that the gate refused (`DUPLICATE_ENVELOPE`):
+    a repeat JetStream's window let through, caught by the gate's own record of ids."""
 
     @property
     def worst_recovery_s(self) -> float | None:
@@ -154,6 +192,10 @@ class ChaosReport:
             found.append(f"{len(self.incomplete)} session(s) neither completed nor failed")
         if self.late:
             found.append(f"{len(self.late)} session(s) ended past their stated bound")
+        if self.unanswered:
+            found.append(f"{len(self.unanswered)} delegation(s) never answered")
+        if self.late_answers:
+            found.append(f"{len(self.late_answers)} delegation(s) answered past their bound")
         if self.failed.get("", 0):
             found.append(f"{self.failed['']} session(s) failed without a reason")
         if self.audit_gaps:
@@ -187,6 +229,8 @@ def check_history(
     audit_gaps: Iterable[str] = (),
     recovery_bound_s: float | None = None,
     permission_violations: Mapping[str, int] | None = None,
+    delegations: Iterable[DelegationOutcome] = (),
+    repeats_refused: int = 0,
 ) -> ChaosReport:
     """Judge one run's history.
 
@@ -202,6 +246,8 @@ def check_history(
         audit_gaps: the verifier's problems.
         recovery_bound_s: the longest acceptable recovery, if any.
         permission_violations: the broker's refusals by actor (None: it ran open).
+        delegations: every delegation a person made.
+        repeats_refused: submissions under a decided id the gate refused as repeats.
     """
     published = list(published)
     applied = list(applied)
@@ -228,6 +274,8 @@ def check_history(
             failed[outcome.reason or ""] += 1
         else:
             incomplete.append(outcome.session_id)
+    asked = list(delegations)
+    answered_by = Counter(d.answer for d in asked if d.answer is not None)
     return ChaosReport(
         published=len(published),
         applied=len(handled),
@@ -249,6 +297,11 @@ def check_history(
         permission_violations=(
             None if permission_violations is None else dict(permission_violations)
         ),
+        delegations=len(asked),
+        answered_by=dict(answered_by),
+        unanswered=tuple(sorted(d.request_id for d in asked if d.answer is None)),
+        late_answers=tuple(sorted(d.request_id for d in asked if d.late)),
+        repeats_refused=repeats_refused,
     )
 
 
@@ -267,6 +320,20 @@ def _refusals(report: ChaosReport) -> str:
         return "open broker"
     total = sum(report.permission_violations.values())
     return f"{total} ({_by_actor(report)})" if total else "0"
+
+
+def _delegation_rows(report: ChaosReport) -> list[tuple[str, str]]:
+    """The delegation mix's rows; none when the run had no delegations."""
+    if not report.delegations:
+        return []
+    answered = sum(report.answered_by.values())
+    how = ", ".join(f"{kind}: {n}" for kind, n in sorted(report.answered_by.items()))
+    return [
+        ("delegations", str(report.delegations)),
+        ("  answered", f"{answered}" + (f" ({how})" if how else "")),
+        ("  unanswered", str(len(report.unanswered))),
+        ("  answered past their bound", str(len(report.late_answers))),
+    ]
 
 
 def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
@@ -294,6 +361,8 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
             "audit records",
             "no auditor" if report.audit_records is None else str(report.audit_records),
         ),
+        *_delegation_rows(report),
+        ("repeated ids refused", str(report.repeats_refused)),
         ("audit chain gaps", str(len(report.audit_gaps))),
         ("permission violations", _refusals(report)),
         ("faults injected", str(len(report.faults))),

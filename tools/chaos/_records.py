@@ -5,7 +5,13 @@ No actor records anything for the checker: every fact is derived from the durabl
 - The gate's decisions (`parley.decisions.>` on PARLEY_EVENTS): a decision on envelope E says
   the gate applied the submission of E; an allowed one says JetStream stored E on its
   receiver's deliver subject (the gate acks only then), so the receiver owes an effect; and a
-  decision on an envelope caused by C, submitted by S, is S's effect of C.
+  decision on an envelope caused by C, submitted by S, is S's effect of C. A person's
+  `delegation_request` is a delegation, answered by the decision on an answer caused by it
+  towards the person (or by the gate refusing the request: the person gets its error).
+- A decision refusing an id already decided (`DUPLICATE_ENVELOPE`, rule `duplicate_id`) is
+  the gate catching a repeat: a message sent again under its id after JetStream's window
+  (a crashed host re-sending its requests). The first decision on the id stands; the repeat
+  is counted, and is neither another effect nor a record stored twice.
 - The router's session events (`parley.events.>`): each names the inputs it consumed in
   `envelope_ids`, and the session's start and end. When the stream stored one is when the
   system made end-to-end progress, which the checker's recovery is measured by.
@@ -18,6 +24,7 @@ No actor records anything for the checker: every fact is derived from the durabl
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +39,14 @@ from schemas import (
     AnyEnvelope,
     Decision,
     DecodeError,
+    ErrorCode,
     Namespace,
     SessionEvent,
     call_kinds,
     decode_envelope,
+    derive_id,
 )
-from tools.chaos._checker import Applied, Published, SessionOutcome
+from tools.chaos._checker import Applied, DelegationOutcome, Published, SessionOutcome
 
 __all__ = ("History", "Stored", "history_from", "read_dead_letters", "read_stream")
 
@@ -45,6 +54,14 @@ ROUTER = "router"
 _CALL_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in call_kinds()) | {
     "human_message"  # a person's message to an agent asks for an answer as a call does
 }
+_ANSWERS = frozenset({"delegation_response", "error"})
+_FANNED = frozenset({"delegation_request", "sub_agent_call"})
+"""The kinds an agent sends several of for one call: a fan-out, a chain's rounds."""
+_ROUNDS = 9
+_REQUESTS_PER_ROUND = 16
+"""How many of an agent host's request ids `_request_slots` tells apart: the host's rounds
+(MAX_TOOL_ROUNDS, 8, and the answer's) by requests per round (any fan-out a policy allows
+in practice; a wider one's extra requests are told apart by target only)."""
 _ENDS = {
     "session_completed": "completed",
     "session_failed": "failed",
@@ -73,6 +90,8 @@ class History:
     sessions: list[SessionOutcome] = field(default_factory=list)
     stored_ids: list[str] = field(default_factory=list)
     end_to_end: list[float] = field(default_factory=list)
+    delegations: list[DelegationOutcome] = field(default_factory=list)
+    repeats_refused: int = 0
     undecodable: int = 0
 
 
@@ -93,6 +112,8 @@ def history_from(
     roots: Sequence[Published] = (),
     *,
     answering: Iterable[str] = (),
+    people: Iterable[str] = (),
+    delegation_bound_s: float | None = None,
 ) -> History:
     """Turn the stored decisions and session events into checker facts.
 
@@ -101,6 +122,8 @@ def history_from(
         roots: what the load generator published and JetStream acknowledged (received by
             the gate).
         answering: the agents whose calls must be answered (their call deliveries count).
+        people: the persons whose delegations must be answered (the load's CLI).
+        delegation_bound_s: how long after the gate admitted a delegation its answer is due.
     """
     history = History(published=list(roots))
     who_answers = frozenset(answering)
@@ -114,6 +137,8 @@ def history_from(
     for record in records:
         envelope = record.envelope
         match envelope:
+            case Decision() if _repeat(envelope):
+                history.repeats_refused += 1
             case Decision():
                 _decision(history, record.seq, envelope, who_answers, delivered)
             case SessionEvent():
@@ -123,7 +148,85 @@ def history_from(
             case _:
                 pass
     history.sessions = list(ends.values())
+    history.delegations = _delegations(records, frozenset(people), delegation_bound_s)
     return history
+
+
+def _repeat(decision: Decision) -> bool:
+    """The gate refused a submission because its id was decided before: a repeat."""
+    return decision.code == ErrorCode.DUPLICATE_ENVELOPE and decision.rule == "duplicate_id"
+
+
+def _delegations(
+    records: Sequence[Stored], people: frozenset[str], bound_s: float | None
+) -> list[DelegationOutcome]:
+    """Each person's delegation, with its first answer (or the gate's refusal of it)."""
+    asked: dict[str, DelegationOutcome] = {}
+    answers: dict[str, tuple[str, float]] = {}
+    for record in records:
+        decision = record.envelope
+        if not isinstance(decision, Decision) or _repeat(decision):
+            continue
+        at = _decided_at(decision)
+        if decision.sender in people and decision.envelope_kind == "delegation_request":
+            if decision.envelope_id in asked:
+                continue  # decided again after a gate crash: the first decision stands
+            asked[decision.envelope_id] = DelegationOutcome(
+                decision.envelope_id,
+                decision.target,
+                at,
+                None if decision.allowed else "refused",
+                None if decision.allowed else at,
+                None if bound_s is None else at + bound_s,
+            )
+        elif decision.target in people and decision.envelope_kind in _ANSWERS:
+            # A refused answer reaches the person too, as the gate's error about the request.
+            answers.setdefault(decision.causation_id, (decision.envelope_kind, at))
+    return [
+        outcome
+        if outcome.answer is not None or request not in answers
+        else DelegationOutcome(
+            request,
+            outcome.target,
+            outcome.asked_at,
+            answers[request][0],
+            answers[request][1],
+            outcome.ends_by,
+        )
+        for request, outcome in asked.items()
+    ]
+
+
+def _decided_at(decision: Decision) -> float:
+    return (decision.decided_at or decision.created_at).timestamp()
+
+
+def _purpose(decision: Decision) -> str:
+    """What an effect is for, so that legitimately different effects of one input differ.
+
+    Mostly its kind (two answers to one call are a duplicate). A delegating agent, though,
+    sends several requests for one call: one per target of a fan-out, and a chain's later
+    rounds, perhaps to a target it called before. Its host derives each request's id from
+    the call's and the request's place (`request-<round>-<n>`, actors/agent/_delegating.py),
+    so the place, read back from the id, tells the requests apart; a request sent again
+    after a crash takes the same place and id (JetStream drops it, or the gate refuses the
+    repeat), and a request under any other id is told apart by its target only.
+    """
+    kind = decision.envelope_kind
+    if kind not in _FANNED:
+        return kind
+    place = _request_slots(decision.causation_id).get(decision.envelope_id)
+    return f"{kind} to {decision.target}" + (f" ({place})" if place else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _request_slots(call_id: str) -> dict[str, str]:
+    """The ids an agent host gives the requests it makes for call `call_id`, by place."""
+    return {
+        derive_id(call_id, f"request-{r}-{n}"): f"round {r}, request {n}"
+        for r in range(_ROUNDS)
+        for n in range(_REQUESTS_PER_ROUND)
+    }
 
 
 def _decision(
@@ -133,7 +236,7 @@ def _decision(
     answering: frozenset[str],
     delivered: set[tuple[str, str]],
 ) -> None:
-    at = decision.decided_at.timestamp() if decision.decided_at else decision.created_at.timestamp()
+    at = _decided_at(decision)
     history.stored_ids.append(f"decision-on:{decision.envelope_id}")
     history.applied.append(Applied("gate", decision.envelope_id, decision.id, "decision", at=at))
     if (decision.sender, decision.causation_id) in delivered:
@@ -144,7 +247,7 @@ def _decision(
                 decision.sender,
                 decision.causation_id,
                 decision.envelope_id,
-                decision.envelope_kind,
+                _purpose(decision),
                 at=at,
             )
         )
