@@ -2,12 +2,14 @@
 
 Public face: `run_chaos` with its `ChaosOptions`, `add_chaos_command`, and `EVERY_ACTOR`.
 
-Inside: `_command` (the run), `_schedule` (which fault when), `_faults` (injecting them),
-`_procs` (the actor processes), `_load` (the sessions it submits), `_lockdown` (the
-least-privilege broker it runs under), `_records` (reading the stored history back) and
-`_checker` (what must hold of that history).
+Inside: `_command` (the run), `_cli` (its command line), `_schedule` (which fault when),
+`_faults` (injecting them), `_procs` (the actor processes), `_load` (the sessions it submits),
+`_delegations` (the delegations it makes, with `--delegations`), `_agents` (the agent profiles
+that mix needs), `_lockdown` (the least-privilege broker it runs under), `_records` (reading
+the stored history back) and `_checker` (what must hold of that history).
 """
 
-from tools.chaos._command import EVERY_ACTOR, ChaosOptions, add_chaos_command, run_chaos
+from tools.chaos._cli import add_chaos_command
+from tools.chaos._command import EVERY_ACTOR, ChaosOptions, run_chaos
 
 __all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")

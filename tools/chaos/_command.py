@@ -6,7 +6,9 @@ tools/chaos/_lockdown.py; `--open-broker` runs it without users), provisions it 
 provisioner, signs and publishes the demo policy as an operator would, and starts the demo's
 actors (gate, router, auditor, the scripted agents) as separate processes it controls, each
 with its own settings file. N workers each run collaboration sessions back to back as the
-CLI (tools/chaos/_load.py), while the schedule (tools/chaos/_schedule.py, drawn from `--seed`)
+CLI (tools/chaos/_load.py), and with `--delegations N` N more workers delegate to gpt as the
+person (tools/chaos/_delegations.py), gpt fanning out to claude and a third agent, while the
+schedule (tools/chaos/_schedule.py, drawn from `--seed`)
 kills, pauses and restarts chosen actors and the nats-server itself. After the run it waits
 for the sessions in flight, reads the history back from JetStream (tools/chaos/_records.py),
 verifies the audit chain, stops everything, counts the refusals the server logged, prints the
@@ -19,8 +21,8 @@ continued) to the next session transition JetStream stored, and bounded by the a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -38,7 +40,9 @@ from actors import ACTORS
 from bus import ChildProcess, EmbeddedServer, Topology, provision
 from schemas import Namespace, key_id
 from tools.audit import verify_stream
+from tools.chaos._agents import agents_for, write_agents
 from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
+from tools.chaos._delegations import DEADLINE_MS, MARGIN_S, delegation_worker, follow_answers
 from tools.chaos._faults import EVERY_ACTOR, Faults
 from tools.chaos._load import CLI, Load, follow_events, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
@@ -48,7 +52,7 @@ from tools.chaos._schedule import PlannedFault, merged, plan_faults, router_kill
 from tools.demo import demo_topology, publish_policy
 from tools.natsconf import PROVISIONER
 
-__all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")
+__all__ = ("CHAOS_POLICY", "EVERY_ACTOR", "ChaosOptions", "run_chaos")
 
 CHAOS_POLICY = Path("deploy/policy/chaos.toml")
 """The demo bundle with agent answer rates a run cannot reach (see the file)."""
@@ -75,6 +79,9 @@ class ChaosOptions:
     locked_down: bool = True
     """One nkey user per actor with least-privilege permissions (False: a server without
     users, on which every connection may do anything)."""
+    delegations: int = 0
+    """Workers delegating to gpt as the person, beside the sessions (tools/chaos/_agents.py);
+    0 runs the collaboration load alone, with the demo's agents as deployed."""
 
 
 @dataclass
@@ -102,6 +109,21 @@ async def _connect(url: str, broker: LockedBroker | None, actor: str) -> NATS:
     if broker is not None:
         options.update(broker.credentials(actor))
     return await nats.connect(url, **options)
+
+
+def _with_agents_dir(topology: Topology, folder: Path) -> Topology:
+    """`topology` with its agents reading their profiles from `folder` (the run's own)."""
+    options = json.dumps({"agents_dir": str(folder.resolve())})
+    return topology.model_copy(
+        update={
+            "actor": tuple(
+                spec.model_copy(update={"env": {**spec.env, "PARLEY_OPTIONS": options}})
+                if spec.run == "agent"
+                else spec
+                for spec in topology.actor
+            )
+        }
+    )
 
 
 def _actor_ids(topology: Topology) -> list[str]:
@@ -136,7 +158,10 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
         keys = work / "keys"
         keys.mkdir(parents=True, exist_ok=True)
         # publish_policy writes the public key at this path once the server is up.
-        topology = demo_topology(keys / "policy.pub", tenant="demo", agents=options.agents)
+        agents = agents_for(options.agents, options.delegations)
+        topology = demo_topology(keys / "policy.pub", tenant="demo", agents=agents)
+        if options.delegations > 0:
+            topology = _with_agents_dir(topology, write_agents(work / "agents", agents))
         broker = (
             LockedBroker(work / "nats-config", _actor_ids(topology), ns)
             if options.locked_down
@@ -216,7 +241,8 @@ async def _run(
         plan = merged(plan, router_kills(options.kill_router_every_s, options.duration_s))
     print(
         f"parley chaos: seed {options.seed}, {options.duration_s:.0f} s, {options.sessions} "
-        f"concurrent sessions, ack wait {options.ack_wait_s} s, {len(plan)} faults",
+        f"concurrent sessions, {options.delegations} delegating, ack wait {options.ack_wait_s} s, "
+        f"{len(plan)} faults",
         file=out,
         flush=True,
     )
@@ -226,6 +252,8 @@ async def _run(
         js = nc.jetstream()
         load = Load()
         await follow_events(watcher.jetstream(), ns, load)
+        if options.delegations > 0:
+            await follow_answers(watcher.jetstream(), ns, load)
         faults = Faults(children, server, out)
         started = time.monotonic()
         stop_at = started + options.duration_s
@@ -235,6 +263,8 @@ async def _run(
             tasks.create_task(faults.run(plan, started))
             for _ in range(options.sessions):
                 tasks.create_task(worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
+            for _ in range(options.delegations):
+                tasks.create_task(delegation_worker(js, ns, load, stop_at, give_up_at))
     finally:
         await nc.close()
         await watcher.close()
@@ -247,7 +277,11 @@ async def _run(
     finally:
         await admin.close()
     history = history_from(
-        sorted([*decisions, *events], key=lambda r: r.seq), load.roots, answering=options.agents
+        sorted([*decisions, *events], key=lambda r: r.seq),
+        load.roots,
+        answering=[spec.name for spec in topology.actor if spec.run == "agent"],
+        people=[CLI],
+        delegation_bound_s=DEADLINE_MS / 1000 + MARGIN_S,
     )
     records, gaps = await _verify_audit(server.url, broker, ns, work / "keys" / "audit.key")
     if any(not session.ended for session in history.sessions):
@@ -294,6 +328,8 @@ def _check(readings: _Readings, options: ChaosOptions, broker: LockedBroker | No
         audit_gaps=readings.audit_gaps,
         recovery_bound_s=options.ack_wait_s + 5.0,
         permission_violations=None if broker is None else dict(broker.refused),
+        delegations=history.delegations,
+        repeats_refused=history.repeats_refused,
     )
 
 
@@ -319,64 +355,3 @@ async def _verify_audit(
         await nc.close()
     gaps = [] if report.ok else [f"seq {report.first_bad_seq}: {report.problem}"]
     return report.records, gaps
-
-
-def _cmd_chaos(args: argparse.Namespace) -> int:
-    options = ChaosOptions(
-        seed=args.seed,
-        duration_s=args.duration,
-        sessions=args.sessions,
-        ack_wait_s=args.ack_wait,
-        server_faults=not args.no_server_faults,
-        keep=args.keep,
-        policy=args.policy,
-        locked_down=not args.open_broker,
-        kill_router_every_s=args.kill_router_every,
-    )
-    if args.plan:
-        with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
-            # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
-            topology = demo_topology(Path(scratch) / "policy.pub", "demo")
-        names = [spec.name for spec in topology.actor]
-        plan = plan_faults(args.seed, args.duration, names)
-        if args.kill_router_every is not None:
-            plan = merged(plan, router_kills(args.kill_router_every, args.duration))
-        for fault in plan:
-            print(fault.describe())
-        return 0
-    code, _ = asyncio.run(run_chaos(options))
-    return code
-
-
-def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    chaos = commands.add_parser(
-        "chaos", help="run the demo topology under load and seeded faults; check nothing is lost"
-    )
-    chaos.add_argument("--seed", type=int, default=1, help="the fault schedule's seed")
-    chaos.add_argument("--duration", type=float, default=60.0, help="seconds of load and faults")
-    chaos.add_argument("--sessions", type=int, default=4, help="concurrent sessions")
-    chaos.add_argument("--ack-wait", type=float, default=2.0, help="actors' ack wait (s)")
-    chaos.add_argument(
-        "--no-server-faults", action="store_true", help="leave the nats-server alone"
-    )
-    chaos.add_argument(
-        "--policy", type=Path, default=CHAOS_POLICY, help="the bundle source the gate enforces"
-    )
-    chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
-    chaos.add_argument(
-        "--kill-router-every",
-        type=float,
-        metavar="S",
-        help="also SIGKILL the router every S seconds (faster than a turn's timeout)",
-    )
-    chaos.add_argument(
-        "--keep",
-        type=Path,
-        help="keep the server store, the generated broker config and actor logs here",
-    )
-    chaos.add_argument(
-        "--open-broker",
-        action="store_true",
-        help="run the server without users (default: one nkey user per actor, least privilege)",
-    )
-    chaos.set_defaults(func=_cmd_chaos)

@@ -3,7 +3,8 @@
 Each worker submits the demo's collaboration request as the CLI would (retrying through a
 broker outage with the same id, so JetStream de-duplicates a retry after a lost ack) and
 waits for the session's end event before starting the next one. A session that never ends is
-the checker's to report: the worker gives up waiting and goes on.
+the checker's to report: the worker gives up waiting and goes on. (The delegation mix's
+workers, tools/chaos/_delegations.py, submit the same way.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from bus import TraceHeaders
-from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode
+from schemas import (
+    AnyEnvelope,
+    Namespace,
+    SessionEvent,
+    decode_envelope,
+    encode,
+    hop_delta_for,
+)
 from tools.chaos._checker import Published
 from tools.demo import demo_message
 
@@ -30,16 +38,19 @@ _ENDS = ("session_completed", "session_failed")
 
 @dataclass
 class Load:
-    """The load generator's record: roots JetStream acknowledged, sessions it is waiting on."""
+    """The load generator's record: roots JetStream acknowledged, sessions it is waiting on,
+    and delegations it is waiting on (set when their answer passes)."""
 
     roots: list[Published] = field(default_factory=list)
     open: dict[str, asyncio.Event] = field(default_factory=dict)
+    answered: dict[str, asyncio.Event] = field(default_factory=dict)
 
 
-async def submit_root(js: JetStreamContext, ns: Namespace, msg: HumanMessage, until: float) -> int:
+async def submit_root(js: JetStreamContext, ns: Namespace, msg: AnyEnvelope, until: float) -> int:
     """Submit as the CLI until JetStream acknowledges it (the same id each time, so a retry
     after a lost ack is de-duplicated); return its stream sequence, or 0 if the run ended."""
-    headers = TraceHeaders(trace_id=msg.id, origin=CLI).to_headers(msg.id)
+    position = TraceHeaders(trace_id=msg.id, hop_count=hop_delta_for(msg), origin=CLI)
+    headers = position.to_headers(msg.id)
     while time.monotonic() < until:
         try:
             ack = await js.publish(ns.submit(CLI), encode(msg), headers=headers, timeout=2)

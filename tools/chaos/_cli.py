@@ -1,0 +1,85 @@
+"""The `parley chaos` command line: its arguments, `--plan`, and the run it starts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from tools.chaos._agents import agents_for
+from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
+from tools.chaos._schedule import merged, plan_faults, router_kills
+from tools.demo import demo_topology
+
+__all__ = ("add_chaos_command",)
+
+
+def _cmd_chaos(args: argparse.Namespace) -> int:
+    options = ChaosOptions(
+        seed=args.seed,
+        duration_s=args.duration,
+        sessions=args.sessions,
+        ack_wait_s=args.ack_wait,
+        server_faults=not args.no_server_faults,
+        keep=args.keep,
+        policy=args.policy,
+        locked_down=not args.open_broker,
+        kill_router_every_s=args.kill_router_every,
+        delegations=args.delegations,
+    )
+    if args.plan:
+        with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
+            # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
+            agents = agents_for(options.agents, options.delegations)
+            topology = demo_topology(Path(scratch) / "policy.pub", "demo", agents=agents)
+        names = [spec.name for spec in topology.actor]
+        plan = plan_faults(args.seed, args.duration, names)
+        if args.kill_router_every is not None:
+            plan = merged(plan, router_kills(args.kill_router_every, args.duration))
+        for fault in plan:
+            print(fault.describe())
+        return 0
+    code, _ = asyncio.run(run_chaos(options))
+    return code
+
+
+def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chaos = commands.add_parser(
+        "chaos", help="run the demo topology under load and seeded faults; check nothing is lost"
+    )
+    chaos.add_argument("--seed", type=int, default=1, help="the fault schedule's seed")
+    chaos.add_argument("--duration", type=float, default=60.0, help="seconds of load and faults")
+    chaos.add_argument("--sessions", type=int, default=4, help="concurrent sessions")
+    chaos.add_argument(
+        "--delegations",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N workers delegating to gpt, which fans out to claude and a reviewer",
+    )
+    chaos.add_argument("--ack-wait", type=float, default=2.0, help="actors' ack wait (s)")
+    chaos.add_argument(
+        "--no-server-faults", action="store_true", help="leave the nats-server alone"
+    )
+    chaos.add_argument(
+        "--policy", type=Path, default=CHAOS_POLICY, help="the bundle source the gate enforces"
+    )
+    chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
+    chaos.add_argument(
+        "--kill-router-every",
+        type=float,
+        metavar="S",
+        help="also SIGKILL the router every S seconds (faster than a turn's timeout)",
+    )
+    chaos.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the server store, the generated broker config and actor logs here",
+    )
+    chaos.add_argument(
+        "--open-broker",
+        action="store_true",
+        help="run the server without users (default: one nkey user per actor, least privilege)",
+    )
+    chaos.set_defaults(func=_cmd_chaos)
