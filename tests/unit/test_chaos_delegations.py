@@ -207,3 +207,10 @@ def test_an_agents_error_answers_the_delegation() -> None:
 def test_a_run_without_delegations_shows_no_delegation_rows() -> None:
     table = format_report(check_history([], []))
     assert "delegations" not in table
+
+
+def test_an_answer_to_the_person_is_end_to_end_progress() -> None:
+    """A run that only delegates still measures recovery: by the answers people get."""
+    history = _history(_delegation())
+    answered = (T0 + timedelta(seconds=2)).timestamp()
+    assert history.end_to_end == [answered]

@@ -12,8 +12,9 @@ What it computes, and why each is a broken promise:
 - lost: a message JetStream acknowledged that its receiver never applied (no effect caused by
   it, no session transition naming it). Acknowledged means stored; stored must mean handled.
 - duplicate effects: one handler answered one input twice under different ids for the same
-  purpose (two replies to one call, two `step_completed` for one response). Redeliveries must
-  re-publish the same derived id, which JetStream then drops.
+  purpose (two replies to one call, two `step_completed` for one response; a fan-out's
+  requests have one purpose each). Redeliveries must re-publish the same derived id, which
+  JetStream then drops.
 - de-duplication escapes: one id stored twice (the gate decided twice on one envelope, one
   session event appended twice): a redelivery's copy that JetStream should have dropped.
 - sessions not completed: a session that started and never reached `session_completed` or

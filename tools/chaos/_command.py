@@ -6,17 +6,17 @@ tools/chaos/_lockdown.py; `--open-broker` runs it without users), provisions it 
 provisioner, signs and publishes the demo policy as an operator would, and starts the demo's
 actors (gate, router, auditor, the scripted agents) as separate processes it controls, each
 with its own settings file. N workers each run collaboration sessions back to back as the
-CLI (tools/chaos/_load.py), and with `--delegations N` N more workers delegate to gpt as the
-person (tools/chaos/_delegations.py), gpt fanning out to claude and a third agent, while the
-schedule (tools/chaos/_schedule.py, drawn from `--seed`)
-kills, pauses and restarts chosen actors and the nats-server itself. After the run it waits
-for the sessions in flight, reads the history back from JetStream (tools/chaos/_records.py),
-verifies the audit chain, stops everything, counts the refusals the server logged, prints the
-checker's table and the seed, and exits 1 on any violation.
+CLI (tools/chaos/_load.py), and with `--delegations M` M more delegate to gpt as the person
+(tools/chaos/_delegations.py), gpt fanning out to claude and a third agent, while the
+schedule (tools/chaos/_schedule.py, drawn from `--seed`) kills, pauses and restarts chosen
+actors and the nats-server itself. After the run it waits for the sessions and delegations
+in flight, reads the history back from JetStream (tools/chaos/_records.py), verifies the
+audit chain, stops everything, counts the refusals the server logged, prints the checker's
+table and the seed, and exits 1 on any violation.
 
 Recovery is measured from the moment a fault was healed (the process started again or
-continued) to the next session transition JetStream stored, and bounded by the ack wait plus
-5 s.
+continued) to the next session transition (or answer to the person) JetStream stored, and
+bounded by the ack wait plus 5 s.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ No actor records anything for the checker: every fact is derived from the durabl
   (a crashed host re-sending its requests). The first decision on the id stands; the repeat
   is counted, and is neither another effect nor a record stored twice.
 - The router's session events (`parley.events.>`): each names the inputs it consumed in
-  `envelope_ids`, and the session's start and end. When the stream stored one is when the
-  system made end-to-end progress, which the checker's recovery is measured by.
+  `envelope_ids`, and the session's start and end. When the stream stored one (or a decision
+  on an answer to a person) is when the system made end-to-end progress, which the checker's
+  recovery is measured by.
 - The dead letters (PARLEY_DEAD): counted by actor and typed reason.
 
 `history_from()` is pure (decoded records in, checker facts out) so it is unit-tested; only
@@ -127,6 +128,7 @@ def history_from(
     """
     history = History(published=list(roots))
     who_answers = frozenset(answering)
+    persons = frozenset(people)
     ends: dict[str, SessionOutcome] = {}
     records = list(records)
     delivered = {
@@ -141,6 +143,12 @@ def history_from(
                 history.repeats_refused += 1
             case Decision():
                 _decision(history, record.seq, envelope, who_answers, delivered)
+                if envelope.target in persons and envelope.envelope_kind in _ANSWERS:
+                    # An answer reaching a person is the system moving end to end, as a
+                    # session's transition is (a run may delegate only).
+                    at = _decided_at(envelope)
+                    stored = at if record.stored_at is None else max(at, record.stored_at)
+                    history.end_to_end.append(stored)
             case SessionEvent():
                 _session_event(history, envelope, ends, record.stored_at)
             case None:
@@ -148,7 +156,7 @@ def history_from(
             case _:
                 pass
     history.sessions = list(ends.values())
-    history.delegations = _delegations(records, frozenset(people), delegation_bound_s)
+    history.delegations = _delegations(records, persons, delegation_bound_s)
     return history
 
 
