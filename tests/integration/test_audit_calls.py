@@ -21,21 +21,16 @@ from pathlib import Path
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus import MSG_ID, EmbeddedServer, read_history
+from bus import EmbeddedServer, read_history
 from schemas import (
-    DelegationConstraints,
-    DelegationRequest,
-    DelegationResponse,
-    HandoffData,
     Namespace,
     SubAgentCall,
     decode_envelope,
-    encode,
     new_id,
-    utc_now,
 )
 from tests.support.agents import start_agent, write_profile
 from tests.support.audit import AuditorKeys, start_auditor
+from tests.support.delegation import delegate_as_person, person_request
 from tests.support.gate import Signer, make_bundle, publish_bundle, start_gate
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env
 from tools.audit import query_records
@@ -146,29 +141,8 @@ async def test_a_fan_out_is_recorded_and_drawn_call_by_call(
         await processes[1].wait_line("policy bundle in force")
 
         session = new_id()
-        request = DelegationRequest(
-            id=new_id(),
-            created_at=utc_now(),
-            request_id=new_id(),
-            origin_employee="cli",
-            target_employee="planner",
-            user_id="",
-            parent_session_id=session,
-            objective="fan out",
-            input="the parser",
-            constraints=DelegationConstraints(deadline_ms=60_000),
-            handoff_data=HandoffData(facts=FACTS),
-        )
-        inbox = await js.pull_subscribe(
-            ns.deliver("cli"), durable="cli", stream=ns.stream("deliver")
-        )
-        await js.publish(ns.submit("cli"), encode(request), headers={MSG_ID: request.id})
-        while True:
-            (msg,) = await inbox.fetch(1, timeout=60)
-            await msg.ack_sync()
-            answer = decode_envelope(msg.data)
-            if isinstance(answer, DelegationResponse):
-                break
+        request = person_request("fan out", text="the parser", facts=FACTS, session_id=session)
+        answer = await delegate_as_person(js, ns, request)
         assert answer.status == "partial", answer  # the stranger was refused
         # The sub-agent did get the caller's context, filtered: the line with the bug.
         (call,) = delivered

@@ -19,19 +19,13 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from bus import MSG_ID, EmbeddedServer
+from bus import EmbeddedServer
 from schemas import (
-    DelegationConstraints,
-    DelegationRequest,
     DelegationResponse,
-    HandoffData,
     Namespace,
-    decode_envelope,
-    encode,
-    new_id,
-    utc_now,
 )
 from tests.support.agents import start_agent, write_profile
+from tests.support.delegation import delegate_as_person, person_request
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
 from tests.support.processes import READY, ProcessOutput, parley_env
 
@@ -114,6 +108,14 @@ objective = "check it"
 context = { keywords = ["bug"], last_messages = 2 }
 
 [[turn]]
+goal = "tools"
+step = 0
+calls = [
+  { tool = "call_sub_agent", to = "reviewer", objective = "run it", allowed_tools = ["shell"] },
+  { tool = "call_sub_agent", to = "reviewer", objective = "read", allowed_tools = ["read_file"] },
+]
+
+[[turn]]
 goal = "nested"
 step = 0
 calls = [{ tool = "call_sub_agent", to = "reviewer", objective = "nest further" }]
@@ -178,11 +180,16 @@ async def office(
             "allowed_targets": (*SPECIALISTS, "cli"),
             "max_fan_out": 3,
             "allow_sub_agent_calls": True,
+            "tools_allowed": ("read_file",),  # what it may pass on, narrowed down the chain
         },
     }
     profiles |= {name: {"allowed_targets": ("planner",)} for name in SPECIALISTS}
     profiles["coder"] = {"allowed_targets": ("planner", "reviewer")}
-    profiles["reviewer"] = {"allowed_targets": ("planner", "writer"), "allow_sub_agent_calls": True}
+    profiles["reviewer"] = {
+        "allowed_targets": ("planner", "writer"),
+        "allow_sub_agent_calls": True,
+        "tools_allowed": ("read_file",),
+    }
     bundle = make_bundle(1, days=1, **profiles)
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
@@ -226,30 +233,8 @@ async def _delegate(
     office: Office, objective: str, facts: tuple[str, ...] = ()
 ) -> DelegationResponse:
     """Delegate `objective` to the planner as the person; its answer, as delivered."""
-    request = DelegationRequest(
-        id=new_id(),
-        created_at=utc_now(),
-        request_id=new_id(),
-        origin_employee="cli",
-        target_employee="planner",
-        user_id="",
-        parent_session_id=new_id(),
-        objective=objective,
-        input="the parser",
-        constraints=DelegationConstraints(deadline_ms=60_000),
-        handoff_data=HandoffData(facts=facts),
-    )
-    inbox = await office.js.pull_subscribe(
-        office.ns.deliver("cli"), durable="cli", stream=office.ns.stream("deliver")
-    )
-    await office.js.publish(office.ns.submit("cli"), encode(request), headers={MSG_ID: request.id})
-    while True:
-        (msg,) = await inbox.fetch(1, timeout=60)
-        await msg.ack_sync()
-        answer = decode_envelope(msg.data)
-        if isinstance(answer, DelegationResponse):
-            assert answer.request_id == request.request_id
-            return answer
+    request = person_request(objective, text="the parser", facts=facts)
+    return await delegate_as_person(office.js, office.ns, request)
 
 
 async def test_a_fan_out_gathers_every_answer(office: Office) -> None:
@@ -333,3 +318,12 @@ async def test_the_same_objective_twice_at_once_is_a_cycle(office: Office) -> No
     assert (
         "Cycle detected: planner -> coder with same objective already in progress." in answer.result
     ), answer.result
+
+
+async def test_a_sub_agent_is_given_only_tools_it_is_allowed(office: Office) -> None:
+    """Seed 004's tool restrictions: `allowed_tools` narrows what the callee's policy allows,
+    never widens it."""
+    answer = await _delegate(office, "tools")
+    assert answer.status == "partial", answer
+    assert "reviewer did read." in answer.result, answer.result
+    assert "reviewer may not be given tool 'shell'" in answer.result, answer.result

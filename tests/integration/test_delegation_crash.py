@@ -23,19 +23,16 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from bus import MSG_ID, EmbeddedServer
+from bus import EmbeddedServer
 from schemas import (
-    DelegationConstraints,
     DelegationRequest,
     DelegationResponse,
     Namespace,
     decode_envelope,
-    encode,
-    new_id,
-    utc_now,
 )
 from tests.integration.test_delegation import PLANNER_SCRIPT, SPECIALIST_SCRIPT
 from tests.support.agents import start_agent, write_profile
+from tests.support.delegation import person_request, submit_as_person
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
 from tests.support.processes import READY, ProcessOutput, parley_env
 
@@ -107,19 +104,8 @@ async def floor(
 
 
 async def _delegate(floor: Floor, objective: str) -> DelegationRequest:
-    request = DelegationRequest(
-        id=new_id(),
-        created_at=utc_now(),
-        request_id=new_id(),
-        origin_employee="cli",
-        target_employee="planner",
-        user_id="",
-        parent_session_id=new_id(),
-        objective=objective,
-        input="the parser",
-        constraints=DelegationConstraints(deadline_ms=60_000),
-    )
-    await floor.js.publish(floor.ns.submit("cli"), encode(request), headers={MSG_ID: request.id})
+    request = person_request(objective, text="the parser")
+    await submit_as_person(floor.js, floor.ns, request)
     return request
 
 

@@ -27,21 +27,16 @@ from actors.agent.brains._anthropic import AnthropicBrain
 from actors.agent.brains._openai import OpenAIBrain
 from actors.agent.brains._protocol import BrainError
 from actors.delegation import CallSubAgent, Delegate, RequestResult, ToolRound
-from bus import MSG_ID, EmbeddedServer
+from bus import EmbeddedServer
 from schemas import (
     ContextFilter,
-    DelegationConstraints,
-    DelegationRequest,
     DelegationResponse,
     ErrorCode,
     Namespace,
     SubAgentArgs,
-    decode_envelope,
-    encode,
-    new_id,
-    utc_now,
 )
 from tests.support.agents import start_agent, write_profile
+from tests.support.delegation import delegate_as_person, person_request
 from tests.support.gate import Signer, make_bundle, publish_bundle, start_gate
 from tests.support.llm_server import (
     Canned,
@@ -497,25 +492,5 @@ async def test_a_refused_target_reaches_the_model_as_a_failed_tool_result(
 
 async def _delegate_as_person(nc: NATS, ns: Namespace, objective: str) -> DelegationResponse:
     """Delegate `objective` to the planner as the person; its answer, as delivered."""
-    js = nc.jetstream()
-    request = DelegationRequest(
-        id=new_id(),
-        created_at=utc_now(),
-        request_id=new_id(),
-        origin_employee="cli",
-        target_employee="planner",
-        user_id="",
-        parent_session_id=new_id(),
-        objective=objective,
-        input="the grammar",
-        constraints=DelegationConstraints(deadline_ms=60_000),
-    )
-    inbox = await js.pull_subscribe(ns.deliver("cli"), durable="cli", stream=ns.stream("deliver"))
-    await js.publish(ns.submit("cli"), encode(request), headers={MSG_ID: request.id})
-    while True:
-        (msg,) = await inbox.fetch(1, timeout=60)
-        await msg.ack_sync()
-        answer = decode_envelope(msg.data)
-        if isinstance(answer, DelegationResponse):
-            assert answer.request_id == request.request_id
-            return answer
+    request = person_request(objective, text="the grammar")
+    return await delegate_as_person(nc.jetstream(), ns, request)

@@ -24,19 +24,14 @@ from actors.agent._reply import interpret_reply
 from actors.agent.brains._protocol import BrainAnswer, BrainError
 from actors.agent.brains._subprocess import SubprocessBrain
 from actors.delegation import CallSubAgent, Delegate, RequestResult, ToolRound
-from bus import MSG_ID, EmbeddedServer
+from bus import EmbeddedServer
 from schemas import (
-    DelegationConstraints,
-    DelegationRequest,
-    DelegationResponse,
     ErrorCode,
     Namespace,
-    decode_envelope,
     encode,
-    new_id,
-    utc_now,
 )
 from tests.support.agents import start_agent, write_profile
+from tests.support.delegation import delegate_as_person, person_request
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
 from tests.support.processes import READY, REPO, parley_env
 
@@ -255,29 +250,8 @@ async def office(
 async def test_a_subprocess_planner_fans_out_through_the_gate(
     office: None, nc: NATS, namespace: Namespace
 ) -> None:
-    js = nc.jetstream()
-    request = DelegationRequest(
-        id=new_id(),
-        created_at=utc_now(),
-        request_id=new_id(),
-        origin_employee="cli",
-        target_employee="planner",
-        user_id="",
-        parent_session_id=new_id(),
-        objective="plan the release",
-        input="the parser",
-        constraints=DelegationConstraints(deadline_ms=60_000),
-    )
-    inbox = await js.pull_subscribe(
-        namespace.deliver("cli"), durable="cli", stream=namespace.stream("deliver")
-    )
-    await js.publish(namespace.submit("cli"), encode(request), headers={MSG_ID: request.id})
-    while True:
-        (msg,) = await inbox.fetch(1, timeout=60)
-        await msg.ack_sync()
-        answer = decode_envelope(msg.data)
-        if isinstance(answer, DelegationResponse):
-            break
+    request = person_request("plan the release", text="the parser")
+    answer = await delegate_as_person(nc.jetstream(), namespace, request)
     assert answer.request_id == request.request_id and answer.status == "success", answer
     assert answer.result.startswith("gathered after 1 round(s): c1->coder [success]"), answer
     assert "coder did part 1 of the parser." in answer.result
