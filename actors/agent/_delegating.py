@@ -41,6 +41,7 @@ from actors.delegation import (
     next_deadline,
     record_result,
     request_envelope,
+    request_id,
     result_of,
     start_round,
     target_of,
@@ -104,7 +105,7 @@ class Delegator:
 
     @staticmethod
     def request_ids(call_id: str, round_index: int, count: int) -> list[str]:
-        return [derive_id(call_id, f"request-{round_index}-{n}") for n in range(count)]
+        return [request_id(call_id, round_index, n) for n in range(count)]
 
     async def begin(
         self,

@@ -5,7 +5,13 @@ durable `Wait` for their answers (`WaitStore`) and asks the brain again with the
 """
 
 from actors.delegation._context import WorkspacePathError, build_filtered_context
-from actors.delegation._messages import answered_request, request_envelope, result_of, target_of
+from actors.delegation._messages import (
+    answered_request,
+    request_envelope,
+    request_id,
+    result_of,
+    target_of,
+)
 from actors.delegation._requests import (
     DELEGATE_TOOL,
     SUB_AGENT_TOOL,
@@ -46,6 +52,7 @@ __all__ = (
     "next_deadline",
     "record_result",
     "request_envelope",
+    "request_id",
     "result_of",
     "start_round",
     "target_of",

@@ -26,13 +26,21 @@ from schemas import (
     HandoffData,
     SubAgentCall,
     SubAgentResult,
+    derive_id,
     utc_now,
 )
 
-__all__ = ("answered_request", "request_envelope", "result_of", "target_of")
+__all__ = ("answered_request", "request_envelope", "request_id", "result_of", "target_of")
 
 _PREVIEW = 4000
 """Characters of an answer's text a brain is shown per result."""
+
+
+def request_id(call_id: str, round_index: int, n: int) -> str:
+    """The envelope id of request `n` of round `round_index` of the call `call_id`: derived,
+    so a request sent again after a crash is the same message (and the chaos checker can
+    tell a fan-out's requests, or a chain's rounds, apart from a repeat)."""
+    return derive_id(call_id, f"request-{round_index}-{n}")
 
 
 def request_envelope(

@@ -35,6 +35,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
+from actors.delegation import request_id
 from bus import DEAD_ACTOR, DEAD_REASON
 from schemas import (
     AnyEnvelope,
@@ -45,7 +46,6 @@ from schemas import (
     SessionEvent,
     call_kinds,
     decode_envelope,
-    derive_id,
 )
 from tools.chaos._checker import Applied, DelegationOutcome, Published, SessionOutcome
 
@@ -215,7 +215,7 @@ def _purpose(decision: Decision) -> str:
     Mostly its kind (two answers to one call are a duplicate). A delegating agent, though,
     sends several requests for one call: one per target of a fan-out, and a chain's later
     rounds, perhaps to a target it called before. Its host derives each request's id from
-    the call's and the request's place (`request-<round>-<n>`, actors/agent/_delegating.py),
+    the call's and the request's place (`actors.delegation.request_id`),
     so the place, read back from the id, tells the requests apart; a request sent again
     after a crash takes the same place and id (JetStream drops it, or the gate refuses the
     repeat), and a request under any other id is told apart by its target only.
@@ -231,7 +231,7 @@ def _purpose(decision: Decision) -> str:
 def _request_slots(call_id: str) -> dict[str, str]:
     """The ids an agent host gives the requests it makes for call `call_id`, by place."""
     return {
-        derive_id(call_id, f"request-{r}-{n}"): f"round {r}, request {n}"
+        request_id(call_id, r, n): f"round {r}, request {n}"
         for r in range(_ROUNDS)
         for n in range(_REQUESTS_PER_ROUND)
     }
