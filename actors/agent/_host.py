@@ -10,8 +10,10 @@ Exactly one answer per call, even across crashes: the answer's id derives from t
 (`ctx.derive_id`), so a host killed after its answer was stored and before it acked the call
 re-answers the redelivered call with the same `Nats-Msg-Id`, and JetStream drops the copy.
 A brain that cannot answer becomes an `error` envelope to the caller, with a retryable flag,
-never a silent drop. Answers, errors and events delivered to the host are ignored: answering
-an answer is how two agents talk for ever.
+never a silent drop. Answers, errors and events delivered to the host are ignored (answering
+an answer is how two agents talk for ever), but for the answers to requests its own brain
+made: when a profile offers the brain other agents, a brain may ask them first, and the
+host carries the call through their answers durably (actors/agent/_delegating.py).
 """
 
 from __future__ import annotations
