@@ -21,6 +21,7 @@ so whatever a crash repeats is the same message again, which JetStream drops.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -68,6 +69,16 @@ MAX_TOOL_ROUNDS = 8
 _CONFLICT_RETRIES = 16
 
 
+@dataclass(slots=True)
+class _Claim:
+    """A step claimed to ask the brain: the wait as last written, and its revision."""
+
+    wait: Wait
+    revision: int
+    done: asyncio.Event
+    """Set once the brain answered: the renewals stop."""
+
+
 @dataclass(frozen=True, slots=True)
 class Resumed:
     """What the host's brain made of a call after some rounds: more requests, or the answer."""
@@ -93,10 +104,11 @@ class Delegator:
         store: WaitStore,
         timers: str,
         context_for: ContextFor,
-        lease_s: float = 120.0,
+        lease_s: float = 30.0,
     ) -> None:
-        """`lease_s`: how long a handler asking the brain for a step holds it against others
-        (past it, the step is taken over: the brain's own timeout should be shorter)."""
+        """`lease_s`: how long a claim on a step holds without renewal. The handler asking
+        the brain renews it every third of that while the brain answers, so a claimant that
+        died loses its step to the next handler within one lease."""
         self._host = host
         self._store = store
         self._timers = timers
@@ -234,15 +246,42 @@ class Delegator:
                     return
                 wait, revision = found
                 continue
-            await self._go_on(ctx, claimed, revision, ask)
+            held = _Claim(claimed, revision, asyncio.Event())
+            renewing = asyncio.create_task(self._renew(held))
+            try:
+                await self._go_on(ctx, held, ask, renewing)
+            finally:
+                held.done.set()
+                await asyncio.gather(renewing, return_exceptions=True)
             return
         raise WaitConflict(f"the wait of {wait.call_id} kept changing")
 
-    async def _go_on(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
+    async def _renew(self, held: _Claim) -> None:
+        """Keep the step's claim alive while the brain answers: a claimant that died stops
+        renewing, and its step is taken over within one lease (not the brain's whole time)."""
+        while True:
+            try:
+                await asyncio.wait_for(held.done.wait(), self._lease_ms / 3000)
+                return  # the brain answered
+            except TimeoutError:
+                pass
+            renewed = msgspec.structs.replace(held.wait, asking_until_ms=_now_ms() + self._lease_ms)
+            try:
+                held.revision = await self._store.update(renewed, held.revision)
+            except WaitConflict:
+                return  # taken over: this claimant's answer will lose its compare-and-set
+            held.wait = renewed
+
+    async def _go_on(
+        self, ctx: Context, held: _Claim, ask: Ask, renewing: asyncio.Task[None]
+    ) -> None:
         """Ask the brain with the finished round; store and send what it said."""
-        done = finish_round(wait)
-        call = decode_envelope(wait.call)
+        done = finish_round(held.wait)
+        call = decode_envelope(held.wait.call)
         resumed = await ask(call, done)
+        held.done.set()  # a renewal under way finishes first: its revision is the one to write on
+        await asyncio.gather(renewing, return_exceptions=True)
+        revision = held.revision
         if resumed.answer is None and resumed.requests:
             ids = self.request_ids(done.call_id, done.round_index, len(resumed.requests))
             following = start_round(

@@ -180,7 +180,7 @@ class AgentHost(Actor):
                 WaitStore(waits, self.actor_id),
                 self._timers,
                 contexts.context_for,
-                lease_s=min(self.settings.max_handler_s, 120.0),
+                lease_s=self.settings.ack_wait_s,
             )
         log.info(
             "profile registered",

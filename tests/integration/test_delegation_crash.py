@@ -2,10 +2,11 @@
 
 The planner fans out to three specialists (tests/integration/test_delegation.py's scripts).
 It is killed with a real SIGKILL where its wait is stored but nothing sent, between two of its
-requests, while it waits, and after every answer is recorded but before its brain is asked
-again; a fresh process (any replica would do) takes over from the wait in the `waits` bucket.
-The person gets exactly one answer with every specialist's result, and across both processes
-the brain is asked exactly once per step.
+requests, while it waits, after every answer is recorded but before its brain is asked
+again, and with the step claimed while its brain is being asked (the claim then lapses within
+one lease, an ack wait, not the brain's whole time); a fresh process (any replica would do)
+takes over from the wait in the `waits` bucket. The person gets exactly one answer with every
+specialist's result, and across both processes the brain is asked exactly once per step.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ async def _answer(floor: Floor) -> DelegationResponse:
     return answer
 
 
-@pytest.mark.parametrize("point", ["stored", "between", "waiting", "answers"])
+@pytest.mark.parametrize("point", ["stored", "between", "waiting", "answers", "asking"])
 async def test_a_host_killed_mid_fan_out_answers_once(floor: Floor, point: str) -> None:
     first = _start_planner(floor, None if point == "waiting" else point)
     await first.wait_line(READY)

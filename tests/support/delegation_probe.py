@@ -6,7 +6,9 @@ Run as a real process (`parley run support.delegation_probe:PausingHost --profil
 
 - `stored`: the wait is stored, no request sent yet;
 - `between`: the first request is stored, the others are not;
-- `answers`: every answer is recorded, the brain not yet asked again.
+- `answers`: every answer is recorded, the brain not yet asked again;
+- `asking`: the step is claimed and the brain is being asked (the claim's renewals go on
+  until the process dies).
 
 A test subclass, so no production handler carries a hook for it.
 """
@@ -19,7 +21,7 @@ import os
 from typing import ClassVar
 
 from actors.agent import AgentHost
-from actors.agent._delegating import Ask, Delegator
+from actors.agent._delegating import Ask, Delegator, _Claim
 from actors.delegation import Wait
 from bus import Context
 from schemas import AnyEnvelope, DelegationRequest, SubAgentCall
@@ -55,6 +57,12 @@ class PausingDelegator(Delegator):
     async def _resume(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
         await self._pause(ctx, "answers")
         await super()._resume(ctx, wait, revision, ask)
+
+    async def _go_on(
+        self, ctx: Context, held: _Claim, ask: Ask, renewing: asyncio.Task[None]
+    ) -> None:
+        await self._pause(ctx, "asking")
+        await super()._go_on(ctx, held, ask, renewing)
 
 
 class PausingHost(AgentHost):
