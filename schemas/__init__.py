@@ -19,6 +19,7 @@ from schemas._dsse import (
 )
 from schemas._envelopes import (
     PROTOCOL_VERSION,
+    TOLD_FROM_DECISION,
     AgentCall,
     AgentResponse,
     AnyEnvelope,
@@ -96,6 +97,7 @@ __all__ = (
     "PROTOCOL_VERSION",
     "SECRET_KINDS",
     "SUPPORTED_SCHEMA_VERSIONS",
+    "TOLD_FROM_DECISION",
     "ActorHeartbeat",
     "AgentCall",
     "AgentCallsRequest",

@@ -21,7 +21,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
@@ -53,6 +53,7 @@ from schemas._records import (
 
 __all__ = (
     "PROTOCOL_VERSION",
+    "TOLD_FROM_DECISION",
     "AgentCall",
     "AgentResponse",
     "AnyEnvelope",
@@ -206,6 +207,12 @@ EventType = Literal[
     "session_failed",
     "session_canceled",
 ]
+
+
+TOLD_FROM_DECISION: Final = "decision_id"
+"""The payload key of a session event that tells a person what a gate decision says (a call
+between agents, actors/gate/_timeline.py): the decision is the audited fact, its copy on the
+timeline is not audited again."""
 
 
 class SessionEvent(Envelope, frozen=True, kw_only=True, tag="session_event"):

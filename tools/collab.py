@@ -54,6 +54,7 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._interactions import seconds
 from tools._local import connect_local, local_settings
 
 __all__ = ("SessionEnd", "add_collab_commands", "follow_session")
@@ -90,6 +91,8 @@ def render(event: SessionEvent, max_rounds: int) -> str | None:
             if isinstance(handoff, dict):
                 head += f"\n    → {handoff.get('to')}: {handoff.get('task')}"
             return head
+        case "tool_requested" | "tool_completed" if payload.get("call_id"):
+            return call_line(event)
         case "session_completed" | "session_failed" | "session_canceled":
             lines = [f"stopped: {event.stop_reason} (round {event.round})"]
             if payload.get("code"):
@@ -189,6 +192,33 @@ async def follow_session(
                 stopper.cancel()
             for sub in subs:
                 await sub.unsubscribe()
+
+
+def call_line(event: SessionEvent) -> str | None:
+    """Seed 004's lines for a call between agents the gate told the timeline of
+    (actors/gate/_timeline.py): `gpt calling coder with task: …` when it is made (and
+    `coder returned: REFUSED (…)` if the gate refused it), `coder returned: SUCCESS (812
+    tokens, 2s)` when its answer comes, with the tools it used under it."""
+    payload = event.payload
+    status = str(payload.get("status", "")).upper()
+    reason = str(payload.get("reason", ""))
+    if event.event_type == "tool_requested":
+        target = payload.get("target", "?")
+        line = f"{payload.get('caller', '?')} calling {target} with task: {payload.get('task', '')}"
+        return f"{line}\n{target} returned: REFUSED ({reason})" if status == "REFUSED" else line
+    figures = []
+    if isinstance(payload.get("tokens"), int):
+        figures.append(f"{payload['tokens']} tokens")
+    if isinstance(payload.get("duration_ms"), int):
+        figures.append(seconds(payload["duration_ms"]))
+    detail = ", ".join(figures)
+    if status != "SUCCESS" and reason:
+        detail = f"{detail}; {reason}" if detail else reason
+    line = f"{payload.get('agent', '?')} returned: {status}" + (f" ({detail})" if detail else "")
+    used = payload.get("tools_used")
+    if isinstance(used, list) and used:
+        line += f"\n  Tools used: {', '.join(str(name) for name in used)}"
+    return line
 
 
 def _when(value: object) -> datetime | None:

@@ -6,7 +6,8 @@ gets its own copy on its own subject, so each profile's history is complete on i
 subject and a profile-scoped read never needs anyone else's. A refused envelope never reached
 the target, and its objective is nobody's business but the sender's: no copy. A session event
 belongs to its speaker, or, when it has none (the session started, stopped), to the profile
-that runs sessions.
+that runs sessions; an event that only tells a person what a decision says (a call between
+agents, told by the gate) gets none, since its decision has its records already.
 
 Every free-text field is redacted here, before the record exists; ids, codes and counters are
 not free text. An answer's figures (outcome, tokens, duration, tools) are copied as the gate
@@ -24,6 +25,7 @@ from datetime import datetime
 
 from actors.auditor._chain import ALERT_FACT, UNVOUCHED_FACT
 from schemas import (
+    TOLD_FROM_DECISION,
     AnyEnvelope,
     AuditRecord,
     Decision,
@@ -208,6 +210,8 @@ def records_for(
     match envelope:
         case Decision():
             return _decision_records(envelope, source, tenant, redactor)
+        case SessionEvent() if TOLD_FROM_DECISION in envelope.payload:
+            return []  # the timeline's copy of a decision, which is recorded as itself
         case SessionEvent():
             return [_event_record(envelope, source, tenant, redactor, runner)]
         case _:

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from actors.gate._bundles import BundleStore
 from actors.gate._plan import Deny
 from actors.gate._records import Position
+from actors.gate._routes import session_of
 from schemas import (
     AnyEnvelope,
     Decision,
-    DelegationRequest,
     DelegationResponse,
     Error,
     ErrorCode,
@@ -136,13 +136,6 @@ def _answer_figures(envelope: AnyEnvelope) -> _Figures:
             )
         case _:
             return _Figures()
-
-
-def session_of(envelope: AnyEnvelope) -> str:
-    """The session an envelope was made in (a delegation names it `parent_session_id`)."""
-    if isinstance(envelope, DelegationRequest):
-        return envelope.parent_session_id
-    return text_field(envelope, "session_id")
 
 
 def objective(envelope: AnyEnvelope) -> str:

@@ -21,9 +21,11 @@ from actors.gate._records import Position, position_key
 from actors.gate._redaction import redacted
 from actors.gate._refusals import error_for, in_call, sender_position, waiting_on
 from actors.gate._store import GateStore
+from actors.gate._timeline import call_event
 from bus import SENDER, SENDER_ROLE, Context, Outbox, Rejection, TraceHeaders, wire_size
 from schemas import (
     AnyEnvelope,
+    Decision,
     DelegationRequest,
     Error,
     ErrorCode,
@@ -32,6 +34,7 @@ from schemas import (
     encode,
     return_kinds,
     utc_now,
+    valid_token,
 )
 
 __all__ = ("ALLOWED_TOOLS", "GateEffects")
@@ -364,3 +367,25 @@ class GateEffects:
         ).to_headers(decision.id)
         headers[SENDER] = self.actor_id
         await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
+        await self._tell_timeline(ctx, decision, position)
+
+    async def _tell_timeline(self, ctx: Context, decision: Decision, position: Position) -> None:
+        """Tell the person a trace works for of a call made (or answered) in it, on the
+        timeline of the session its root was sent in (actors/gate/_timeline.py)."""
+        event = call_event(decision, position.session_id)
+        if (
+            event is None
+            or self.role_of(decision.origin) != "person"
+            or not valid_token(decision.origin)
+            or not valid_token(event.session_id)
+        ):
+            return
+        headers = TraceHeaders(
+            trace_id=decision.trace_id,
+            hop_count=decision.hop_count,
+            causation_id=decision.envelope_id,
+            origin=decision.origin,
+        ).to_headers(event.id)
+        headers[SENDER] = self.actor_id
+        subject = self.namespace.events(decision.origin, event.session_id)
+        await ctx.outbox.publish(subject, encode(event), headers)

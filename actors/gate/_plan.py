@@ -176,6 +176,7 @@ def plan(
         kind=str(envelope.__struct_config__.tag),
         levels=levels,
         user_id=cause.user_id,
+        session_id=cause.session_id,
     )
     return Route(
         sub=sub,

@@ -102,6 +102,11 @@ class Position(Struct, frozen=True, kw_only=True):
     kind: str
     levels: tuple[Level, ...]
     user_id: str = ""
+    session_id: str = ""
+    """The session its trace's root was sent in, as the root's sender named it and every
+    envelope of the trace inherits it: where the gate tells a person of the calls made on
+    their behalf (actors/gate/_timeline.py). Only ever the origin's own timeline, so a root's
+    claim can point nowhere but at its own sender's sessions."""
 
     @property
     def hop(self) -> int:

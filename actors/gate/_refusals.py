@@ -65,6 +65,7 @@ def error_position(envelope: AnyEnvelope, sender: str, cause: Position) -> Posit
         kind="error",
         levels=cause.levels,
         user_id=cause.user_id,
+        session_id=cause.session_id,
     )
 
 

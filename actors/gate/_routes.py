@@ -38,6 +38,7 @@ __all__ = (
     "objective_key",
     "objective_of",
     "root_position",
+    "session_of",
     "user_id_of",
 )
 
@@ -146,6 +147,14 @@ def user_id_of(envelope: AnyEnvelope) -> str:
     return str(getattr(envelope, "user_id", "") or "")
 
 
+def session_of(envelope: AnyEnvelope) -> str:
+    """The session an envelope was made in (a delegation names it `parent_session_id`)."""
+    if isinstance(envelope, DelegationRequest):
+        return envelope.parent_session_id
+    value = getattr(envelope, "session_id", None)
+    return value if isinstance(value, str) else ""
+
+
 def root_position(sub: Submission) -> Position:
     """The position a sender holds when it starts a new trace with this envelope."""
     envelope = sub.envelope
@@ -158,6 +167,7 @@ def root_position(sub: Submission) -> Position:
         kind="root",
         levels=(Level(holder=sub.sender),),
         user_id=user_id_of(envelope),
+        session_id=session_of(envelope),
     )
 
 

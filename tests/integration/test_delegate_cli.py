@@ -28,7 +28,7 @@ from tools.demo import sign_policy
 
 TOPOLOGY = REPO / "deploy" / "topologies" / "delegation.toml"
 SPECIALISTS = ("researcher", "coder", "reviewer")
-ACTORS = ("gate", "planner", *SPECIALISTS)
+ACTORS = ("gate", "router", "planner", *SPECIALISTS)
 STARTUP_S = 60.0
 
 
@@ -125,6 +125,24 @@ def test_the_planner_chains_the_researcher_into_the_coder(demo: Demo) -> None:
     assert "coder on" in report and "Write the fix: Fix the date bug" in report, report
     assert "Worked from: Dates like 03/04/21 come out as 1921." in report, report
     assert "Intermediate results:" in report and "two-digit years are read as 19xx" in report
+
+
+def test_say_prints_the_calls_between_agents_as_they_happen(demo: Demo) -> None:
+    """Seed 004's CLI lines on a person's own timeline: the planner's calls to the
+    specialists, which the person neither made nor answers, told by the gate as they
+    happen and printed before the planner's answer that gathered them (issue 15, item 5)."""
+    code, lines = _parley(demo.env, demo.home, "say", "@planner", "Assess the CSV parser")
+    assert code == 0, lines
+    answer = next(i for i, line in enumerate(lines) if line.startswith("[planner"))
+    assert "Planner's report" in lines[answer], lines
+    asked = {
+        "researcher": "Prior art for",
+        "coder": "An implementation sketch for",
+        "reviewer": "The risks of",
+    }
+    for name, task in asked.items():
+        calling = lines.index(f"planner calling {name} with task: {task}: Assess the CSV parser")
+        assert calling < _returned(lines, name, "SUCCESS") < answer, lines
 
 
 def test_an_agent_slower_than_its_deadline_times_out(demo: Demo) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from schemas import Decision, ErrorCode, SessionEvent, utc_now
+from schemas import TOLD_FROM_DECISION, Decision, ErrorCode, SessionEvent, utc_now
 from tools.chaos._checker import Fault, Published, check_history
 from tools.chaos._records import Stored, history_from
 
@@ -146,3 +146,12 @@ def test_a_session_is_judged_by_the_bound_its_last_step_stated() -> None:
     assert report.late == ("s1",) and "ended past their stated bound" in report.violations()[0]
     report = check_history([], [], history_from([Stored(1, "s", step)]).sessions)
     assert report.late == ("s1",)  # never ended, though its bound has passed
+
+
+def test_a_call_told_to_a_person_is_no_session_of_its_own() -> None:
+    """The gate tells a person's timeline of the calls made for them, under the session the
+    trace started in (a delegating person's own id): no session opens or hangs for it."""
+    told = _event("e7", "tool_requested", (), payload={TOLD_FROM_DECISION: "d-x", "call_id": "x"})
+    history = history_from([Stored(1, "subject", told)])
+    assert history.sessions == []
+    assert history.stored_ids == ["event:e7"]

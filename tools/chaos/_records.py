@@ -38,6 +38,7 @@ from nats.js.api import DeliverPolicy
 from actors.delegation import request_id
 from bus import DEAD_ACTOR, DEAD_REASON
 from schemas import (
+    TOLD_FROM_DECISION,
     AnyEnvelope,
     Decision,
     DecodeError,
@@ -149,6 +150,10 @@ def history_from(
                     at = _decided_at(envelope)
                     stored = at if record.stored_at is None else max(at, record.stored_at)
                     history.end_to_end.append(stored)
+            case SessionEvent() if TOLD_FROM_DECISION in envelope.payload:
+                # A call between agents told to a person: a decision's copy, stored once
+                # like any effect, but no transition of any session.
+                history.stored_ids.append(f"event:{envelope.id}")
             case SessionEvent():
                 _session_event(history, envelope, ends, record.stored_at)
             case None:

@@ -247,6 +247,7 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.durable("submit", ns.wildcard("submit"))
         g.move_own_exhausted("submit", delete=True)
         g.pub(ns.wildcard("deliver"), ns.wildcard("decisions"), ns.wildcard("dead"))
+        g.pub(ns.wildcard("events"))  # calls between agents, told to the person they work for
         deliver = ns.stream("deliver")  # it moves every receiver's exhausted deliveries
         g.pub(f"{_JS}.STREAM.MSG.GET.{deliver}", f"{_JS}.STREAM.MSG.DELETE.{deliver}")
         g.sub(f"{_ADVISORY}.{deliver}.*")

@@ -1,0 +1,83 @@
+"""Agents calling agents, told as they happen on the timeline of the person they work for. Pure.
+
+A person follows only their own sessions' timelines (`parley.events.<person>.<session>`), and
+the calls agents make to each other while answering appear on neither those nor the person's
+decisions: the router never sees them, the gate does. So the gate tells them, as seed 002's
+`tool_requested` (a call was made, or refused) and `tool_completed` (its answer came, or was
+refused) session events, from the decision it has just made about the call or the answer.
+`parley say` and `parley collab` print them in seed 004's words (tools/collab.py).
+
+What goes where is the gate's own record, never a sender's claim: the person is the trace's
+origin and the session the one its root was sent in (`Position.session_id`), inherited by
+every envelope of the trace. An agent cannot make a line appear on anyone else's timeline,
+and a root that named someone else's session id only writes on its own sender's timeline.
+The figures are the decision's, so the line and the audit record say the same thing, and the
+event names its decision (`TOLD_FROM_DECISION`): the auditor records the decision once, and
+not its copy on the timeline again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from schemas import TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
+
+__all__ = ("CALL_TOOLS", "call_event")
+
+CALL_TOOLS: Final = {"delegation_request": "delegate_to_agent", "sub_agent_call": "call_sub_agent"}
+"""The envelope kinds of a call, and the tool a brain used to make it (seed 003, seed 004)."""
+_REASON_MAX: Final = 300
+_ANSWER_TOOLS: Final = {
+    "delegation_response": "delegate_to_agent",
+    "sub_agent_result": "call_sub_agent",
+}
+
+
+def call_event(decision: Decision, session_id: str) -> SessionEvent | None:
+    """The timeline event for `decision`, or None when it decided no call and no answer to
+    one (or the trace has no session to tell it in)."""
+    if not session_id:
+        return None
+    kind = decision.envelope_kind
+    refused = not decision.allowed
+    payload: dict[str, Any]
+    event_type: Literal["tool_requested", "tool_completed"]
+    if kind in CALL_TOOLS:
+        event_type = "tool_requested"
+        payload = {
+            "tool": CALL_TOOLS[kind],
+            "call_id": decision.envelope_id,
+            "caller": decision.sender,
+            "target": decision.target,
+            "task": decision.objective[:200] or decision.preview,
+            "status": "refused" if refused else "requested",
+        }
+        speaker = decision.sender
+    elif kind in _ANSWER_TOOLS:
+        event_type = "tool_completed"
+        payload = {
+            "tool": _ANSWER_TOOLS[kind],
+            "call_id": decision.causation_id,
+            "agent": decision.sender,
+            "status": "refused" if refused else decision.outcome or "unknown",
+            "tokens": decision.tokens,
+            "duration_ms": decision.duration_ms,
+            "tools_used": list(decision.tools_used),
+        }
+        speaker = decision.sender
+    else:
+        return None
+    payload[TOLD_FROM_DECISION] = decision.id
+    if refused:
+        code = decision.code.value if decision.code else "REFUSED"
+        payload["reason"] = f"{code}: {decision.message}"[:_REASON_MAX]
+    elif decision.reason:
+        payload["reason"] = decision.reason
+    return SessionEvent(
+        id=derive_id(decision.id, "timeline"),
+        created_at=decision.decided_at or decision.created_at,
+        session_id=session_id,
+        event_type=event_type,
+        speaker=speaker,
+        payload=payload,
+    )
