@@ -12,12 +12,14 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from schemas._delegation import DelegateReply
 from schemas._envelopes import AnyEnvelope, Reply
 from schemas._frames import AnyFrame
 
 __all__ = (
     "DEFAULT_MAX_BYTES",
     "DecodeError",
+    "decode_delegate_reply",
     "decode_envelope",
     "decode_frame",
     "decode_reply",
@@ -33,6 +35,9 @@ _encoder = msgspec.json.Encoder()
 _envelope_decoder: Final[msgspec.json.Decoder[AnyEnvelope]] = msgspec.json.Decoder(AnyEnvelope)
 _frame_decoder: Final[msgspec.json.Decoder[AnyFrame]] = msgspec.json.Decoder(AnyFrame)
 _reply_decoder: Final[msgspec.json.Decoder[Reply]] = msgspec.json.Decoder(Reply)
+_delegate_reply_decoder: Final[msgspec.json.Decoder[DelegateReply]] = msgspec.json.Decoder(
+    DelegateReply
+)
 
 
 class DecodeError(ValueError):
@@ -86,3 +91,12 @@ def decode_reply(
     """Decode an agent's `{message, handoff?, final?}` reply strictly, or raise `DecodeError`."""
     raw = data.encode() if isinstance(data, str) else data
     return _decode(_reply_decoder, raw, max_bytes)
+
+
+def decode_delegate_reply(
+    data: bytes | bytearray | memoryview | str, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> DelegateReply:
+    """Decode a delegate's reply (seed 001's message with seed 003's response fields)
+    strictly, or raise `DecodeError`."""
+    raw = data.encode() if isinstance(data, str) else data
+    return _decode(_delegate_reply_decoder, raw, max_bytes)

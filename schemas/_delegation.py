@@ -12,6 +12,7 @@ __all__ = (
     "Artifact",
     "ContextFilter",
     "ContextMessage",
+    "DelegateReply",
     "DelegationConstraints",
     "DelegationRequest",
     "DelegationResponse",
@@ -71,6 +72,26 @@ class Artifact(Struct, frozen=True, kw_only=True):
     type: Literal["table", "json", "url", "id", "file"]
     value: Any
     label: str | None = None
+
+
+class DelegateReply(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a brain answering a delegation may reply: seed 001's `message` (and `final`,
+    which a brain used to sessions may add and which means nothing here) with seed 003's
+    response fields beside it. The host builds the `DelegationResponse` from it: the
+    message is its `result`, the first line of the message its `summary` unless one is given.
+
+    Unknown fields are refused as in seed 001's contract; a handoff is not a delegate's to
+    make (it calls agents with `delegate_to_agent` instead).
+    """
+
+    message: Annotated[str, Meta(min_length=1)]
+    summary: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    artifacts: Annotated[tuple[Artifact, ...], Meta(max_length=32)] = ()
+    new_facts: Annotated[tuple[Annotated[str, Meta(max_length=500)], ...], Meta(max_length=32)] = ()
+    used_sources: Annotated[tuple[SourceRef, ...], Meta(max_length=32)] = ()
+    confidence: Annotated[int, Meta(ge=0, le=100)] | None = None
+    requires_followup: bool = False
+    final: bool = False
 
 
 class DelegationResponse(Envelope, frozen=True, kw_only=True, tag="delegation_response"):

@@ -284,7 +284,9 @@ class AgentHost(Actor):
     ) -> AgentResponse | DelegationResponse | SubAgentResult:
         """The answer to `envelope` from the brain's final text, checked against the reply
         contract; its id derives from the call's, however many rounds it took."""
-        interpreted = interpret_reply(answer.text, self.profile.peers)
+        interpreted = interpret_reply(
+            answer.text, self.profile.peers, delegate=isinstance(envelope, DelegationRequest)
+        )
         if interpreted.malformed:
             log.warning(
                 "malformed reply; answered as a plain message without handoff",
@@ -321,13 +323,20 @@ class AgentHost(Actor):
                     attempt=attempt,
                 )
             case DelegationRequest():
+                report = interpreted.report
+                summary = reply.message.splitlines()[0][:200] if reply.message else ""
                 return DelegationResponse(
                     id=answer_id,
                     created_at=utc_now(),
                     request_id=envelope.request_id,
                     target_employee=self.actor_id,
-                    summary=reply.message.splitlines()[0][:200] if reply.message else "",
+                    summary=report.summary if report and report.summary else summary,
                     result=reply.message,
+                    artifacts=report.artifacts if report else (),
+                    new_facts=report.new_facts if report else (),
+                    used_sources=report.used_sources if report else (),
+                    confidence=report.confidence if report else None,
+                    requires_followup=report.requires_followup if report else False,
                     token_usage=answer.usage,
                     duration_ms=int(elapsed * 1000),
                     child_session_id=envelope.child_session_id,

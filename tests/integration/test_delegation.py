@@ -121,6 +121,18 @@ step = 0
 calls = [{ tool = "call_sub_agent", to = "reviewer", objective = "nest further" }]
 
 [[turn]]
+goal = "report"
+message = "Two libraries do this."
+
+[turn.report]
+summary = "two libraries"
+new_facts = ["csvkit streams rows"]
+confidence = 80
+requires_followup = true
+used_sources = [{ owner_scope = "web", source_id = "pypi:csvkit", relevance = 0.9 }]
+artifacts = [{ type = "url", value = "https://pypi.org/project/csvkit/", label = "csvkit" }]
+
+[[turn]]
 message = "planner gathered: {results}"
 final = true
 """
@@ -246,6 +258,24 @@ async def test_a_fan_out_gathers_every_answer(office: Office) -> None:
     # The planner's tokens count both of its brain calls: more than its last one alone.
     assert answer.token_usage.total > answer.token_usage.prompt + answer.token_usage.completion
     assert answer.target_employee == "planner"
+
+
+async def test_a_delegate_s_answer_carries_every_seed_003_field_its_brain_gave(
+    office: Office,
+) -> None:
+    answer = await _delegate(office, "report")
+    assert answer.status == "success" and answer.result == "Two libraries do this.", answer
+    assert answer.summary == "two libraries"
+    assert answer.new_facts == ("csvkit streams rows",)
+    assert answer.confidence == 80 and answer.requires_followup
+    (source,) = answer.used_sources
+    assert (source.owner_scope, source.source_id, source.relevance) == ("web", "pypi:csvkit", 0.9)
+    (artifact,) = answer.artifacts
+    assert (artifact.type, artifact.value, artifact.label) == (
+        "url",
+        "https://pypi.org/project/csvkit/",
+        "csvkit",
+    )
 
 
 async def test_a_chain_hands_the_first_result_to_the_next_agent(office: Office) -> None:

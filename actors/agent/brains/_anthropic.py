@@ -23,7 +23,7 @@ from typing import Any
 
 from actors.agent._profile import AgentProfile, AnthropicBrainConfig
 from actors.agent._prompt import JSON_ONLY, BrainCall, user_prompt
-from actors.agent._reply import interpret_reply, reply_json_schema
+from actors.agent._reply import interpret_reply, reply_json_schema, reply_schema_for
 from actors.agent.brains._http import HttpBrain
 from actors.agent.brains._protocol import BrainAnswer, usage_of
 from actors.agent.brains._tools import (
@@ -74,6 +74,9 @@ class AnthropicBrain(HttpBrain[AnthropicBrainConfig]):
             "system": self._system,
             "messages": messages,
         }
+        if call.kind == "delegation_request":  # seed 003's fields may come with the message
+            schema = json.dumps(reply_schema_for(call.kind), separators=(",", ":"))
+            body["system"] = f"{self._system}\n\nAnswering a delegation, reply per: {schema}"
         tools = offered_tools(call)
         if tools:
             body["tools"] = [
@@ -150,7 +153,9 @@ class AnthropicBrain(HttpBrain[AnthropicBrainConfig]):
                     {"role": "user", "content": answers},
                 ]
                 continue
-            check = interpret_reply(turn.text, self._profile.peers)
+            check = interpret_reply(
+                turn.text, self._profile.peers, delegate=call.kind == "delegation_request"
+            )
             if not check.malformed or json_repaired:
                 return BrainAnswer(text=turn.text, usage=usage_of(prompt, completion))
             json_repaired = True

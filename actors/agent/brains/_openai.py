@@ -24,7 +24,7 @@ from typing import Any
 
 from actors.agent._profile import OpenAIBrainConfig
 from actors.agent._prompt import BrainCall, user_prompt
-from actors.agent._reply import reply_json_schema
+from actors.agent._reply import reply_schema_for
 from actors.agent.brains._http import HttpBrain
 from actors.agent.brains._protocol import BrainAnswer, estimate_tokens, usage_of
 from actors.agent.brains._tools import (
@@ -72,7 +72,7 @@ class OpenAIBrain(HttpBrain[OpenAIBrainConfig]):
                 "type": "json_schema",
                 "json_schema": {
                     "name": "reply",
-                    "schema": reply_json_schema(self._profile.peers),
+                    "schema": reply_schema_for(call.kind, self._profile.peers),
                     "strict": False,
                 },
             },

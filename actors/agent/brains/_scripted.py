@@ -25,6 +25,12 @@ goal = "plan"
 step = 1
 message = "Done: {results}"
 final = true
+
+[[turn]]                            # a delegate may add seed 003's response fields
+kind = "delegation_request"
+message = "Two libraries do this."
+report = { new_facts = ["csvkit streams"], confidence = 80, used_sources = [
+  { owner_scope = "web", source_id = "pypi:csvkit" } ] }
 ```
 """
 
@@ -56,6 +62,9 @@ __all__ = ("Script", "ScriptedBrain", "ScriptedTurn", "load_script")
 
 CRASH_EXIT_CODE = 70
 _FIELDS = ("name", "goal", "task", "round", "max_rounds", "results", "transcript")
+_REPORT_FIELDS = frozenset(
+    {"summary", "artifacts", "new_facts", "used_sources", "confidence", "requires_followup"}
+)
 
 
 class _Handoff(BaseModel):
@@ -130,6 +139,9 @@ class ScriptedTurn(BaseModel):
     handoff: _Handoff | None = None
     final: bool = False
     raw: str | None = None
+    report: dict[str, Any] | None = None
+    """Seed 003's response fields to add beside `message` when answering a delegation
+    (summary, artifacts, new_facts, used_sources, confidence, requires_followup)."""
     delay_s: float = Field(default=0.0, ge=0)
     action: Literal["reply", "fail", "crash"] = "reply"
     error: ErrorCode = ErrorCode.AGENT_UNAVAILABLE
@@ -143,6 +155,9 @@ class ScriptedTurn(BaseModel):
         templates += [t for c in self.calls for t in (c.objective, c.input)]
         if self.handoff is not None:
             templates.append(self.handoff.task)
+        unknown = set(self.report or {}) - _REPORT_FIELDS
+        if unknown:
+            raise ValueError(f"report: not seed 003 response fields: {sorted(unknown)}")
         for template in templates:  # a bad placeholder fails at start, not at a call
             try:
                 template.format_map(dict.fromkeys(_FIELDS, ""))
@@ -182,6 +197,8 @@ class ScriptedTurn(BaseModel):
             reply["handoff"] = {"to": self.handoff.to, "task": self.handoff.task.format_map(fields)}
         if self.final:
             reply["final"] = True
+        if self.report is not None and call.kind == "delegation_request":
+            reply.update(self.report)  # anywhere else they would break seed 001's contract
         return json.dumps(reply, ensure_ascii=False)
 
 
