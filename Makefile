@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt bench schemas demo clean
+.PHONY: test lint fmt bench schemas demo clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# The console's browser tests drive Debian's chromium (Playwright, never its own browser build).
+chromium:
+	command -v chromium || (apt-get update && apt-get install -y chromium)
+
+test: $(STAMP) chromium
 	$(PY) -m pytest
 
 lint: $(STAMP)

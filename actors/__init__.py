@@ -6,6 +6,7 @@ agent host, auditor, relay) register here as they arrive.
 
 from actors.agent import AgentHost
 from actors.auditor import AuditorActor
+from actors.console import ConsoleActor
 from actors.echo import EchoActor
 from actors.gate import GateActor
 from actors.router import RouterActor
@@ -17,6 +18,15 @@ ACTORS: dict[str, type[Actor]] = {
     RouterActor.kind: RouterActor,
     AgentHost.kind: AgentHost,
     AuditorActor.kind: AuditorActor,
+    ConsoleActor.kind: ConsoleActor,
 }
 
-__all__ = ("ACTORS", "AgentHost", "AuditorActor", "EchoActor", "GateActor", "RouterActor")
+__all__ = (
+    "ACTORS",
+    "AgentHost",
+    "AuditorActor",
+    "ConsoleActor",
+    "EchoActor",
+    "GateActor",
+    "RouterActor",
+)

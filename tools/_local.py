@@ -16,9 +16,10 @@ The URL is `NATS_URL` when set, else `.parley/nats.url`, else the default; a ser
 cannot be reached is a `ConfigError` that says what to set, never a traceback.
 
 `lock_down` is what `parley up` does before it starts its embedded server (unless told
-`--open-broker`): `parley nats-config`'s least-privilege config for the topology's actors and
-the operator roles, seeds kept across runs, and each child's credentials and settings passed
-to it as `PARLEY_*` variables.
+`--open-broker`): `parley nats-config`'s least-privilege config for the topology's actors, the
+operator roles and every person with a console token (`person-<name>`, whom the console acts
+as), seeds kept across runs, and each child's credentials and settings passed to it as
+`PARLEY_*` variables.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Final
 from nats.aio.client import Client as NATS
 from nats.errors import NoServersError
 
+from actors.console import DEFAULT_TOKENS_FILE, TokenStore, principal_of
 from bus import ConfigError, Settings, Topology, connect, load_settings
 from schemas import Namespace
 from tools.natsconf import AUDIT_READER, POLICY_SIGNER, PROVISIONER, settings_for, write_nats_config
@@ -43,6 +45,7 @@ __all__ = (
     "LOCAL_DIR",
     "LOCAL_URL_FILE",
     "connect_local",
+    "console_people",
     "local_settings",
     "local_url",
     "lock_down",
@@ -96,6 +99,12 @@ async def connect_local(settings: Settings, role: str) -> NATS:
         ) from None
 
 
+def console_people(tokens: Path = DEFAULT_TOKENS_FILE) -> tuple[str, ...]:
+    """The principals of everyone with a console token (`parley console token`): each gets
+    credentials of its own, which the console uses to act as that person."""
+    return tuple(principal_of(person) for person in TokenStore(tokens).people())
+
+
 def _env_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -112,7 +121,7 @@ def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) ->
     provisioner creates for receivers match what each child binds with.
     """
     names = [child.name for child in topology.actor]
-    operators = [PERSON, POLICY_SIGNER, AUDIT_READER]
+    operators = [PERSON, *console_people(), POLICY_SIGNER, AUDIT_READER]
     write_nats_config(broker, [*names, *operators], ns)
     shared = "".join(f"{k} = {json.dumps(v)}\n" for k, v in topology.settings.items())
     for name in [*names, *operators, PROVISIONER]:
@@ -133,5 +142,7 @@ async def provision_locked(url: str, names: Sequence[str], broker: Path = LOCAL_
     """Create the streams, buckets and the receivers' durables as the provisioner: the actors
     named, and the person at this terminal, whose answers to `parley delegate` the gate
     delivers to `parley.deliver.cli` (a person may not create its own durable)."""
-    actors = [broker / "actors" / f"{name}.toml" for name in (*names, PERSON)]
+    people = (PERSON, *console_people())
+    actors = [broker / "actors" / f"{name}.toml" for name in (*names, *people)]
+    actors = [path for path in actors if path.is_file()]  # a token issued since lock_down
     await provision_once(broker / "actors" / f"{PROVISIONER}.toml", url, actors)

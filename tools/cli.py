@@ -31,6 +31,7 @@ from tools.audit import add_audit_commands
 from tools.calls import add_calls_command
 from tools.chaos import add_chaos_command
 from tools.collab import add_collab_commands
+from tools.console import add_console_command
 from tools.delegate import add_delegate_command
 from tools.demo import add_demo_command
 from tools.natsconf import add_natsconf_commands
@@ -197,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     add_provision_command(commands)
     add_audit_commands(commands)
     add_calls_command(commands)
+    add_console_command(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

@@ -20,6 +20,7 @@ from tools.natsconf._command import (
 )
 from tools.natsconf._permissions import (
     AUDIT_READER,
+    CONSOLE,
     CORE_ACCOUNT,
     FIXED_ROLES,
     IMPORTED_JS_API,
@@ -39,6 +40,7 @@ from tools.natsconf._permissions import (
 __all__ = (
     "AUDIT_READER",
     "AUTHORIZATION",
+    "CONSOLE",
     "CORE_ACCOUNT",
     "DEFAULT_ACTORS",
     "FIXED_ROLES",

@@ -6,7 +6,8 @@ hold against a misbehaving actor, not a convention. Every grant names one stream
 consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `$JS.API.>`.
 
 The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
-`person-<name>`), `provisioner`,
+`person-<name>`), `console` (the web console's own process: it acts for people only as each
+person, with that person's own credentials, so its own user just beats), `provisioner`,
 `policy-signer` (`parley policy publish`) and `audit-cli` (`parley audit`, `trace`, `tail`)
 are fixed ids; any other id is an agent. The JetStream subjects are the ones nats-py uses for
 what the runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
@@ -67,6 +68,7 @@ from schemas import Namespace, check_token
 
 __all__ = (
     "AUDIT_READER",
+    "CONSOLE",
     "CORE_ACCOUNT",
     "FIXED_ROLES",
     "IMPORTED_JS_API",
@@ -87,8 +89,9 @@ PROVISIONER = "provisioner"
 PERSON_PREFIX = "person-"
 POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
+CONSOLE = "console"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER)
-FIXED_ROLES = ("gate", "router", "auditor", "cli", PROVISIONER, *OPERATOR_ROLES)
+FIXED_ROLES = ("gate", "router", "auditor", "cli", CONSOLE, PROVISIONER, *OPERATOR_ROLES)
 TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
 CORE_ACCOUNT = "PARLEY"
 IMPORTED_JS_API = "$JS.PARLEY.API"
@@ -231,7 +234,9 @@ class _Grants:
 
 def _actor_grants(g: _Grants, role: str) -> None:
     ns, me = g.ns, g.actor
-    g.pub(ns.submit(me), ns.dead(me))
+    if role != CONSOLE:  # the console submits nothing as itself, only as each person
+        g.pub(ns.submit(me))
+    g.pub(ns.dead(me))
     g.write_keys("registry", f"heartbeat.{me}")
     g.handling_marks()
     if role in ("agent", "router", "cli"):

@@ -1,0 +1,30 @@
+"""The console: a web page and a JSON-RPC 2.0 control API (seed 002 §11) for people.
+
+Public face: `ConsoleActor` (`parley run console`), `TokenStore` and `principal_of` (what
+`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`.
+
+Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's own principal
+on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
+state, pure), `_rpc` (the JSON-RPC methods and error model), `_app` (HTTP, WebSocket and
+security headers), `_actor` (the process), and `static/` (the page, shipped as package data).
+"""
+
+from actors.console._actor import ConsoleActor
+from actors.console._app import CONTENT_SECURITY_POLICY
+from actors.console._options import ConsoleOptions
+from actors.console._tokens import (
+    DEFAULT_TOKENS_FILE,
+    TokenStore,
+    TokenStoreError,
+    principal_of,
+)
+
+__all__ = (
+    "CONTENT_SECURITY_POLICY",
+    "DEFAULT_TOKENS_FILE",
+    "ConsoleActor",
+    "ConsoleOptions",
+    "TokenStore",
+    "TokenStoreError",
+    "principal_of",
+)

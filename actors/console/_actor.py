@@ -1,0 +1,74 @@
+"""`parley run console`: the web console and JSON-RPC control API as an actor process.
+
+It reads no stream and owns no state on the bus: it is an HTTP server (uvicorn) and, for each
+person, that person's own principal (actors/console/_person.py). Its own nkey user only beats
+its heartbeat; everything it does for a person goes through the gate as that person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Sequence
+
+import uvicorn
+
+from actors.console._app import console_app
+from actors.console._options import ConsoleOptions
+from actors.console._people import People
+from bus import Actor, BusHandle, Context, Input, Settings, validated_options
+from schemas import AnyEnvelope
+
+__all__ = ("ConsoleActor",)
+
+log = logging.getLogger("parley.console")
+
+
+class ConsoleActor(Actor):
+    """Serves the console on `options.host:options.port` until stopped."""
+
+    kind = "console"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.options = validated_options(ConsoleOptions, settings.options, "console")
+        self.people = People(self.options, settings.nats_url)
+
+    def inputs(self) -> Sequence[Input]:
+        return ()
+
+    async def start(self, bus: BusHandle) -> None:
+        await self.people.open_all()
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        """Bind and listen first (so the logged URL already accepts connections), then serve
+        until `stopping`; uvicorn finishes the requests in hand."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.options.host, self.options.port))
+        listener.listen(128)
+        host, port = listener.getsockname()[:2]
+        config = uvicorn.Config(
+            console_app(self.people),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            ws="websockets",
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        serving = asyncio.create_task(server.serve(sockets=[listener]))
+        log.info("console listening", extra={"url": f"http://{host}:{port}/"})
+        stop_wait = asyncio.create_task(stopping.wait())
+        await asyncio.wait({serving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        server.should_exit = True
+        stop_wait.cancel()
+        await serving
+        listener.close()
+
+    async def stop(self) -> None:
+        await self.people.close()
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        raise RuntimeError("the console reads no stream")

@@ -1,0 +1,26 @@
+"""The console's `[options]`: where it listens and where it finds people's tokens and keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from actors.console._tokens import DEFAULT_TOKENS_FILE
+
+__all__ = ("ConsoleOptions",)
+
+
+class ConsoleOptions(BaseModel):
+    """Loopback by default: the console acts for people with their own credentials, so it is
+    not a service for the network unless an operator puts a proxy with TLS in front of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8480, ge=0, le=65535)
+    """0 picks a free port (logged as `console listening` with its URL)."""
+    tokens_file: Path = DEFAULT_TOKENS_FILE
+    people_dir: Path = Path(".parley/broker/actors")
+    """Where each person's settings file (`person-<name>.toml`: its nkey seed file and
+    account settings, as `parley nats-config` writes them) is found."""

@@ -1,0 +1,187 @@
+"""One person's principal inside the console: that person's own NATS connection.
+
+The console holds no identity of its own at the gate: for each person it connects as
+`person-<name>`, with the nkey seed and account settings `parley nats-config` wrote for that
+person, submits on `parley.submit.person-<name>` (the gate takes the sender from that subject
+and decides every envelope), and follows what the broker lets that person read: its own
+sessions' timelines and the gate's decisions on what it sent (read-only stream imports).
+
+The console records each session's events from the moment the person's connection opens, so
+a page opened mid-session replays them first. A person's account may not read the events
+stream by sequence or create a consumer on it (a consumer's creator chooses where the broker
+republishes what it reads), so sessions that ended before the console started are not shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from actors.console._timeline import SessionRecord
+from actors.console._tokens import principal_of
+from bus import ConfigError, Settings, TraceHeaders, connect, jetstream, load_settings
+from schemas import (
+    Control,
+    Decision,
+    DecodeError,
+    Error,
+    HumanMessage,
+    Namespace,
+    SessionEvent,
+    decode_envelope,
+    encode,
+    new_id,
+    utc_now,
+)
+
+__all__ = ("Notification", "PersonLink", "person_settings")
+
+log = logging.getLogger("parley.console.person")
+
+Notification = dict[str, Any]
+"""A JSON-RPC notification (`{"jsonrpc": "2.0", "method": ..., "params": ...}`)."""
+
+
+def person_settings(people_dir: Path, person: str, nats_url: str) -> Settings:
+    """The settings `person` connects with: its settings file's values win over the console
+    process's own `PARLEY_*` environment (which names the console, not the person).
+
+    Raises:
+        ConfigError: the person has no settings file (no credentials in this deployment).
+    """
+    path = people_dir / f"{principal_of(person)}.toml"
+    if not path.is_file():
+        raise ConfigError(
+            f"no credentials for {person}: {path} is missing (restart `parley up` after "
+            "issuing a first token, or add the person to `parley nats-config`)"
+        )
+    try:
+        values = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    return load_settings(path, **{**values, "nats_url": nats_url})
+
+
+def _notification(method: str, params: dict[str, Any]) -> Notification:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+class PersonLink:
+    """What one person sees and does through the console."""
+
+    def __init__(self, person: str, settings: Settings) -> None:
+        self.person = person
+        self.principal = principal_of(person)
+        self.settings = settings
+        self.ns = Namespace(settings.namespace)
+        self.sessions: dict[str, SessionRecord] = {}
+        self._sent: dict[str, str] = {}
+        """Envelope id -> session id, to match the gate's decisions to sessions."""
+        self._listeners: set[Callable[[Notification], None]] = set()
+        self._nc: NATS | None = None
+
+    async def open(self) -> None:
+        """Connect as the person and follow its timelines and decisions (confirmed by the
+        server before this returns, so nothing submitted afterwards can be missed)."""
+        nc = await connect(self.settings, self.principal, reconnect_forever=True)
+        await nc.subscribe(self.ns.timelines(self.principal), cb=self._on_message)
+        await nc.subscribe(self.ns.decisions(self.principal), cb=self._on_message)
+        await nc.flush()
+        self._nc = nc
+        log.info("person connected", extra={"person": self.person})
+
+    async def close(self) -> None:
+        if self._nc is not None:
+            await self._nc.close()
+            self._nc = None
+
+    def listen(self, listener: Callable[[Notification], None]) -> Callable[[], None]:
+        """Call `listener` with every notification for this person; returns the undo."""
+        self._listeners.add(listener)
+        return lambda: self._listeners.discard(listener)
+
+    def _notify(self, notification: Notification) -> None:
+        for listener in list(self._listeners):
+            listener(notification)
+
+    async def _on_message(self, raw: Msg) -> None:
+        try:
+            envelope = decode_envelope(raw.data)
+        except DecodeError as exc:
+            log.warning("undecodable message on a timeline", extra={"error": str(exc)})
+            return
+        if isinstance(envelope, SessionEvent):
+            record = self.sessions.get(envelope.session_id)
+            if record is None:
+                record = SessionRecord(envelope.session_id, envelope.created_at)
+                self.sessions[envelope.session_id] = record
+            params = record.apply(envelope)
+            if params is not None:
+                self._notify(_notification("SessionEvent", params))
+        elif isinstance(envelope, Decision) and not envelope.allowed:
+            session_id = self._sent.get(envelope.envelope_id)
+            if session_id is not None and session_id in self.sessions:
+                record = self.sessions[session_id]
+                record.refuse(envelope)
+                self._notify(_notification("SessionRefused", record.summary()))
+        elif isinstance(envelope, Error):
+            log.info("refusal on a timeline", extra={"code": str(envelope.code)})
+
+    def reserve(self, mode: str, participants: tuple[str, ...], max_rounds: int) -> SessionRecord:
+        """A new session id, owned by this person, with nothing sent yet (CreateSession)."""
+        record = SessionRecord(new_id(), utc_now(), mode=mode, participants=participants)
+        record.max_rounds = max_rounds
+        self.sessions[record.session_id] = record
+        return record
+
+    async def start(
+        self, record: SessionRecord, prompt: str, first: str, task_id: str, user_id: str
+    ) -> HumanMessage:
+        """Submit the message that opens the session at the router (StartTask)."""
+        message = HumanMessage(
+            id=new_id(),
+            created_at=utc_now(),
+            text=prompt,
+            call_id=task_id,
+            user_id=user_id,
+            mode="collaborate" if record.mode == "collaborate" else "single",
+            participants=record.participants,
+            first_speaker=first,
+            max_rounds=record.max_rounds if record.mode == "collaborate" else 1,
+            session_id=record.session_id,
+        )
+        record.goal, record.task_id, record.state = prompt, task_id, "submitted"
+        await self._submit(message)
+        return message
+
+    async def stop(self, record: SessionRecord, reason: str) -> Control:
+        """Ask the router to stop the session (CancelTask; seed 001's Stop)."""
+        control = Control(
+            id=new_id(),
+            created_at=utc_now(),
+            action="stop",
+            session_id=record.session_id,
+            reason=reason,
+        )
+        await self._submit(control)
+        return control
+
+    async def _submit(self, envelope: HumanMessage | Control) -> None:
+        """Submit as the person: a root envelope, whose trace is its own id."""
+        if self._nc is None:
+            raise ConnectionError(f"{self.person} is not connected")
+        session_id = envelope.session_id
+        if session_id is not None:
+            self._sent[envelope.id] = session_id
+        headers = TraceHeaders(trace_id=envelope.id, origin=self.principal).to_headers(envelope.id)
+        js = jetstream(self._nc, self.settings)
+        await asyncio.wait_for(
+            js.publish(self.ns.submit(self.principal), encode(envelope), headers=headers), 10
+        )

@@ -1,0 +1,283 @@
+"""JSON-RPC 2.0 for one signed-in person: seed 002 §11's methods over its error model.
+
+The same dispatcher answers HTTP POST and WebSocket frames. Protocol errors use JSON-RPC's
+codes (-32700 parse error, -32600 invalid request, -32601 method not found, -32602 invalid
+params, -32603 internal error); a refusal of what was asked uses -32000 with seed 002 §15's
+error shape (`code`, `message`, `retryable`, `details`) as the error's `data`. Batches and
+notifications (requests without an `id`, which get no answer) follow the specification.
+
+Every method acts on the caller's own sessions only: another person's session id is
+`SESSION_NOT_FOUND`, exactly like an id that never existed, so ids leak nothing.
+
+- CreateSession(mode `collaborate`|`single`, agents, firstSpeaker?, maxRounds?): a session
+  reserved for the caller, state `created`; nothing is sent yet.
+- StartTask(sessionId, prompt, taskId?, taskOptions.maxSteps?): the human message goes to the
+  router through the gate; state `submitted`, with the envelope id.
+- CancelTask(sessionId, reason?): seed 001's Stop; state `cancel_requested` (the router's
+  `session_canceled` event follows).
+- GetSessionState(sessionId): the session and all its events.
+- ResumeSession(sessionId, afterEventId?): the session and its events after that one; live
+  notifications follow on the WebSocket.
+- ListSessions(): the caller's sessions, newest first.
+- Shutdown(): ends this sign-in (its token, and the WebSocket); the sessions go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from actors.console._person import PersonLink
+from actors.console._timeline import SessionRecord
+from schemas import new_id
+
+__all__ = ("RpcError", "RpcSession", "error_response")
+
+log = logging.getLogger("parley.console.rpc")
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+APPLICATION_ERROR: Final = -32000
+_MAX_BATCH: Final = 50
+_ENDED: Final = ("completed", "failed", "canceled", "refused")
+
+JsonId = str | int | None
+
+
+class RpcError(Exception):
+    """A JSON-RPC error: its code, message and optional `data` (seed 002's error shape)."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    @classmethod
+    def refused(
+        cls, code: str, message: str, *, retryable: bool = False, **details: Any
+    ) -> RpcError:
+        """Seed 002's error shape under JSON-RPC's application error code."""
+        shape = {"code": code, "message": message, "retryable": retryable, "details": details}
+        return cls(APPLICATION_ERROR, message, shape)
+
+
+def error_response(error: RpcError, request_id: JsonId = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class _SeedContext(_Params):
+    """Fields seed 002's CreateSession example carries that a console session does not use:
+    accepted, so a desktop app's request is valid, and otherwise ignored."""
+
+    userId: str = Field(default="", max_length=256)
+    tenantId: str | None = None
+    workspaceHint: dict[str, Any] | None = None
+    clientInfo: dict[str, Any] | None = None
+    supportedCapabilities: list[str] | None = None
+    supportedTools: list[str] | None = None
+
+
+class CreateSessionParams(_SeedContext):
+    mode: Literal["collaborate", "single"] = "collaborate"
+    agents: list[str] = Field(min_length=1, max_length=8)
+    firstSpeaker: str | None = None
+    maxRounds: int = Field(default=6, ge=1, le=100)
+
+
+class TaskOptions(_Params):
+    maxSteps: int | None = Field(default=None, ge=1, le=100)
+    allowNetwork: bool | None = None
+    approvalMode: str | None = None
+
+
+class StartTaskParams(_Params):
+    sessionId: str = Field(min_length=1, max_length=128)
+    prompt: str = Field(min_length=1, max_length=20_000)
+    taskId: str | None = Field(default=None, min_length=1, max_length=128)
+    taskOptions: TaskOptions = TaskOptions()
+
+
+class SessionParams(_Params):
+    sessionId: str = Field(min_length=1, max_length=128)
+    taskId: str | None = None
+    reason: str = Field(default="Stop pressed in the console", max_length=500)
+
+
+class ResumeParams(_Params):
+    sessionId: str = Field(min_length=1, max_length=128)
+    afterEventId: str | None = None
+
+
+class NoParams(_Params):
+    pass
+
+
+@dataclass
+class RpcSession:
+    """The methods, bound to one signed-in person; `on_shutdown` ends the sign-in."""
+
+    link: PersonLink
+    on_shutdown: Callable[[], Awaitable[None]]
+    user_id: str = ""
+
+    async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
+        """The answer to one HTTP body or WebSocket frame (None: nothing to answer)."""
+        try:
+            request = json.loads(body)
+        except ValueError as exc:
+            return error_response(RpcError(PARSE_ERROR, f"Parse error: {exc}"))
+        if isinstance(request, list):
+            if not request:
+                return error_response(RpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
+            if len(request) > _MAX_BATCH:
+                message = f"Invalid Request: batch of {len(request)} > {_MAX_BATCH}"
+                return error_response(RpcError(INVALID_REQUEST, message))
+            answers = [await self.handle_one(item) for item in request]
+            replies = [a for a in answers if a is not None]
+            return replies or None
+        return await self.handle_one(request)
+
+    async def handle_one(self, request: object) -> dict[str, Any] | None:
+        """One request object: its response, or None for a notification."""
+        if not isinstance(request, dict):
+            return error_response(RpcError(INVALID_REQUEST, "Invalid Request: not an object"))
+        request_id = request.get("id")
+        valid_id = "id" not in request or isinstance(request_id, str | int | None)
+        if isinstance(request_id, bool) or not valid_id:
+            return error_response(RpcError(INVALID_REQUEST, "Invalid Request: bad id"))
+        method, params = request.get("method"), request.get("params", {})
+        if request.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            message = 'Invalid Request: needs "jsonrpc": "2.0" and a method name'
+            return error_response(RpcError(INVALID_REQUEST, message), request_id)
+        notification = "id" not in request
+        try:
+            result = await self.call(method, params)
+        except RpcError as error:
+            return None if notification else error_response(error, request_id)
+        except Exception:
+            log.exception("method failed", extra={"method": method})
+            internal = RpcError(INTERNAL_ERROR, "Internal error")
+            return None if notification else error_response(internal, request_id)
+        return None if notification else {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    async def call(self, method: str, params: object) -> dict[str, Any]:
+        handler = _METHODS.get(method)
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        model, function = handler
+        if not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: pass them by name, as an object")
+        try:
+            parsed = model.model_validate(params)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from None
+        return await function(self, parsed)
+
+    def _session(self, session_id: str) -> SessionRecord:
+        record = self.link.sessions.get(session_id)
+        if record is None:
+            raise RpcError.refused(
+                "SESSION_NOT_FOUND", f"no session {session_id} of yours", sessionId=session_id
+            )
+        return record
+
+    async def create_session(self, params: CreateSessionParams) -> dict[str, Any]:
+        agents = tuple(params.agents)
+        if params.mode == "single" and len(agents) != 1:
+            raise RpcError(INVALID_PARAMS, "Invalid params: a single call names one agent")
+        first = params.firstSpeaker or agents[0]
+        if first not in agents:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: firstSpeaker {first!r} not in agents")
+        max_rounds = params.maxRounds if params.mode == "collaborate" else 1
+        record = self.link.reserve(params.mode, agents, max_rounds)
+        record.first_speaker = first
+        self.user_id = params.userId or self.user_id
+        return record.summary()
+
+    async def start_task(self, params: StartTaskParams) -> dict[str, Any]:
+        record = self._session(params.sessionId)
+        if record.state != "created":
+            raise RpcError.refused(
+                "INVALID_REQUEST",
+                f"session {record.session_id} already has its task (state {record.state})",
+                sessionId=record.session_id,
+            )
+        if params.taskOptions.maxSteps is not None and record.mode == "collaborate":
+            record.max_rounds = params.taskOptions.maxSteps
+        task_id = params.taskId or new_id()
+        first = record.first_speaker or record.participants[0]
+        message = await self.link.start(record, params.prompt, first, task_id, self.user_id)
+        return {
+            "sessionId": record.session_id,
+            "taskId": task_id,
+            "envelopeId": message.id,
+            "state": record.state,
+        }
+
+    async def cancel_task(self, params: SessionParams) -> dict[str, Any]:
+        record = self._session(params.sessionId)
+        if record.state in _ENDED or record.state == "created":
+            raise RpcError.refused(
+                "INVALID_REQUEST",
+                f"session {record.session_id} is not running (state {record.state})",
+                sessionId=record.session_id,
+            )
+        control = await self.link.stop(record, params.reason)
+        return {
+            "sessionId": record.session_id,
+            "envelopeId": control.id,
+            "state": "cancel_requested",
+        }
+
+    async def get_state(self, params: SessionParams) -> dict[str, Any]:
+        return self._session(params.sessionId).state_of()
+
+    async def resume(self, params: ResumeParams) -> dict[str, Any]:
+        record = self._session(params.sessionId)
+        events = record.events
+        if params.afterEventId is not None:
+            ids = [e["eventId"] for e in events]
+            events = (
+                events[ids.index(params.afterEventId) + 1 :]
+                if params.afterEventId in ids
+                else events
+            )
+        return {"session": record.summary(), "events": list(events)}
+
+    async def list_sessions(self, _: NoParams) -> dict[str, Any]:
+        records = sorted(self.link.sessions.values(), key=lambda r: r.created_at, reverse=True)
+        return {"sessions": [r.summary() for r in records]}
+
+    async def shutdown(self, _: NoParams) -> dict[str, Any]:
+        await self.on_shutdown()
+        return {"signedOut": True}
+
+
+_Handler = Callable[[RpcSession, Any], Awaitable[dict[str, Any]]]
+_METHODS: Final[dict[str, tuple[type[_Params], _Handler]]] = {
+    "CreateSession": (CreateSessionParams, RpcSession.create_session),
+    "StartTask": (StartTaskParams, RpcSession.start_task),
+    "CancelTask": (SessionParams, RpcSession.cancel_task),
+    "GetSessionState": (SessionParams, RpcSession.get_state),
+    "ResumeSession": (ResumeParams, RpcSession.resume),
+    "ListSessions": (NoParams, RpcSession.list_sessions),
+    "Shutdown": (NoParams, RpcSession.shutdown),
+}

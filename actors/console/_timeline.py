@@ -1,0 +1,114 @@
+"""A person's sessions as the console shows them: each session's events, in order, and what
+they add up to (goal, mode, participants, round, state).
+
+Pure: fed with the session events the router published and the gate's decisions on what the
+person sent. The JSON shapes are seed 002's: a `SessionEvent` notification's params
+(`eventId`, `sessionId`, `taskId`, `eventType`, `timestamp`, `payload`) and camelCase fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from schemas import Decision, SessionEvent
+
+__all__ = ("SessionRecord", "event_params")
+
+_ENDED: Final = {
+    "session_completed": "completed",
+    "session_failed": "failed",
+    "session_canceled": "canceled",
+}
+
+
+def event_params(event: SessionEvent) -> dict[str, Any]:
+    """Seed 002's `SessionEvent` notification params for one router event."""
+    payload = dict(event.payload)
+    payload.update(round=event.round, speaker=event.speaker, stopReason=event.stop_reason)
+    params: dict[str, Any] = {
+        "eventId": event.id,
+        "sessionId": event.session_id,
+        "eventType": event.event_type,
+        "timestamp": event.created_at.isoformat(),
+        "payload": payload,
+    }
+    if event.task_id is not None:
+        params["taskId"] = event.task_id
+    return params
+
+
+@dataclass
+class SessionRecord:
+    """One session of one person, as far as the console has seen it."""
+
+    session_id: str
+    created_at: datetime
+    goal: str = ""
+    mode: str = ""
+    participants: tuple[str, ...] = ()
+    max_rounds: int = 0
+    round: int = 0
+    state: str = "created"
+    """created (reserved, nothing sent) | submitted | running | completed | failed | canceled
+    | refused (the gate refused the message)."""
+    stop_reason: str | None = None
+    task_id: str | None = None
+    first_speaker: str | None = None
+    error: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _seen: set[str] = field(default_factory=set)
+
+    def apply(self, event: SessionEvent) -> dict[str, Any] | None:
+        """Fold one event in; its notification params, or None if it was seen already."""
+        if event.id in self._seen:
+            return None
+        self._seen.add(event.id)
+        payload = event.payload
+        if event.event_type == "session_created":
+            self.goal = str(payload.get("goal", self.goal))
+            self.mode = str(payload.get("mode", self.mode))
+            self.participants = tuple(str(p) for p in payload.get("participants", ()))
+            self.max_rounds = int(payload.get("max_rounds", self.max_rounds) or 0)
+        if event.round is not None:
+            self.round = max(self.round, event.round)
+        if event.event_type in _ENDED:
+            self.state = _ENDED[event.event_type]
+            self.stop_reason = event.stop_reason
+        elif self.state in ("created", "submitted"):
+            self.state = "running"
+        params = event_params(event)
+        self.events.append(params)
+        return params
+
+    def refuse(self, decision: Decision) -> None:
+        """The gate refused the message that would have opened or steered this session."""
+        self.error = {
+            "code": str(decision.code or "UNAUTHORIZED"),
+            "message": decision.message,
+            "retryable": False,
+            "details": {"sessionId": self.session_id, "rule": decision.rule},
+        }
+        if self.state in ("created", "submitted"):
+            self.state = "refused"
+
+    def summary(self) -> dict[str, Any]:
+        """The session without its events: a line of the sessions list."""
+        return {
+            "sessionId": self.session_id,
+            "taskId": self.task_id,
+            "goal": self.goal,
+            "mode": self.mode,
+            "participants": list(self.participants),
+            "round": self.round,
+            "maxRounds": self.max_rounds,
+            "state": self.state,
+            "stopReason": self.stop_reason,
+            "error": self.error,
+            "createdAt": self.created_at.isoformat(),
+        }
+
+    def state_of(self) -> dict[str, Any]:
+        """GetSessionState's result: the summary and every event so far."""
+        return {**self.summary(), "events": list(self.events)}

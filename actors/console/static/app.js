@@ -1,0 +1,354 @@
+// The Parley console page: JSON-RPC 2.0 over one WebSocket, and SessionEvent notifications.
+// Every text from the server is put in the DOM with textContent, never as HTML: agents'
+// messages are attacker-controlled, so a <script> in one is shown as text.
+"use strict";
+
+const TOKEN_KEY = "parley.signInToken";
+const ENDED = new Set(["completed", "failed", "canceled", "refused"]);
+const $ = (id) => document.getElementById(id);
+
+const app = {
+  token: sessionStorage.getItem(TOKEN_KEY),
+  person: null,
+  ws: null,
+  nextId: 1,
+  pending: new Map(),
+  view: null, // { sessionId, summary, seen: Set }
+};
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function show(id, visible) {
+  $(id).hidden = !visible;
+}
+
+// ---- sign-in -------------------------------------------------------------------------
+
+async function signIn(token) {
+  const response = await fetch("/signin", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token }),
+  });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error ? body.error.message : "sign-in failed");
+  return body.signInToken;
+}
+
+function signedOut(message) {
+  app.token = null;
+  app.person = null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  show("app-view", false);
+  show("sign-out", false);
+  $("who").textContent = "";
+  $("link-state").textContent = "";
+  show("sign-in-view", true);
+  $("sign-in-error").textContent = message || "";
+}
+
+// ---- JSON-RPC over the WebSocket --------------------------------------------------------
+
+function connect() {
+  return new Promise((resolve, reject) => {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${scheme}://${location.host}/ws`);
+    let opened = false;
+    ws.onopen = () => {
+      ws.send(JSON.stringify({ jsonrpc: "2.0", id: 0, method: "SignIn", params: { token: app.token } }));
+    };
+    ws.onmessage = (frame) => {
+      const message = JSON.parse(frame.data);
+      if (!opened && message.id === 0) {
+        if (message.error) {
+          reject(new Error(message.error.message));
+          return;
+        }
+        opened = true;
+        app.person = message.result.person;
+        resolve(ws);
+        return;
+      }
+      onMessage(message);
+    };
+    ws.onclose = () => {
+      for (const waiter of app.pending.values()) waiter.reject(new Error("connection closed"));
+      app.pending.clear();
+      if (!opened) reject(new Error("connection refused"));
+      else if (app.token) $("link-state").textContent = "disconnected: reload to reconnect";
+    };
+  });
+}
+
+function call(method, params) {
+  return new Promise((resolve, reject) => {
+    const id = app.nextId++;
+    app.pending.set(id, { resolve, reject });
+    app.ws.send(JSON.stringify({ jsonrpc: "2.0", id, method, params: params || {} }));
+  });
+}
+
+function onMessage(message) {
+  if (message.id !== undefined && app.pending.has(message.id)) {
+    const waiter = app.pending.get(message.id);
+    app.pending.delete(message.id);
+    if (message.error) {
+      const error = new Error(message.error.message);
+      error.rpc = message.error;
+      waiter.reject(error);
+    } else {
+      waiter.resolve(message.result);
+    }
+    return;
+  }
+  if (message.method === "SessionEvent") onEvent(message.params);
+  else if (message.method === "SessionRefused") onRefused(message.params);
+}
+
+// ---- sessions list ------------------------------------------------------------------------
+
+let listing = null;
+function refreshList() {
+  if (listing) return;
+  listing = setTimeout(async () => {
+    listing = null;
+    const { sessions } = await call("ListSessions");
+    const list = $("sessions");
+    list.replaceChildren();
+    for (const s of sessions) {
+      const item = el("li");
+      item.dataset.sessionId = s.sessionId;
+      if (app.view && app.view.sessionId === s.sessionId) item.classList.add("current");
+      const link = el("a", null, s.goal || "(no goal yet)");
+      link.href = "#/session/" + encodeURIComponent(s.sessionId);
+      item.append(link, el("span", "state", s.state));
+      list.append(item);
+    }
+    show("no-sessions", sessions.length === 0);
+  }, 50);
+}
+
+// ---- one session ------------------------------------------------------------------------------
+
+function chipText(summary) {
+  if (summary.mode === "single") return "Single call";
+  return `Collab ${summary.round}/${summary.maxRounds}`;
+}
+
+function renderStatus() {
+  const summary = app.view.summary;
+  $("goal").textContent = summary.goal;
+  $("chip").textContent = chipText(summary);
+  $("state").textContent = summary.state;
+  show("stop", !ENDED.has(summary.state) && summary.state !== "created");
+  if (ENDED.has(summary.state)) $("waiting").textContent = "";
+}
+
+function renderEnding(text, completed) {
+  const ending = $("ending");
+  ending.textContent = text;
+  ending.className = completed ? "ending completed" : "ending";
+  ending.hidden = false;
+}
+
+function renderEvent(event) {
+  const summary = app.view.summary;
+  const p = event.payload || {};
+  const timeline = $("timeline");
+  if (typeof p.round === "number") summary.round = Math.max(summary.round, p.round);
+  switch (event.eventType) {
+    case "session_created": {
+      summary.goal = p.goal || summary.goal;
+      summary.mode = p.mode || summary.mode;
+      summary.maxRounds = p.max_rounds || summary.maxRounds;
+      const who = (p.participants || []).join(", ");
+      timeline.append(el("li", "system", `Session opened with ${who}, up to ${summary.maxRounds} rounds.`));
+      break;
+    }
+    case "step_started":
+      if (summary.state === "created" || summary.state === "submitted") summary.state = "running";
+      $("waiting").textContent = `${p.speaker} is answering (round ${p.round})…`;
+      break;
+    case "step_completed": {
+      $("waiting").textContent = "";
+      const turn = el("li", "turn");
+      turn.dataset.eventId = event.eventId;
+      const avatar = el("div", "avatar", (p.speaker || "?").slice(0, 1));
+      const bubble = el("div", "bubble");
+      const head = el("div", "head");
+      head.append(el("span", "speaker", p.speaker), el("span", "chip", summary.mode === "single" ? "Single call" : `Collab ${p.round}/${summary.maxRounds}`));
+      bubble.append(head, el("div", "message", p.message));
+      if (p.handoff && p.handoff.to) bubble.append(el("div", "handoff", `→ ${p.handoff.to}: ${p.handoff.task}`));
+      turn.append(avatar, bubble);
+      timeline.append(turn);
+      break;
+    }
+    case "session_completed":
+    case "session_failed":
+    case "session_canceled": {
+      summary.state = { session_completed: "completed", session_failed: "failed", session_canceled: "canceled" }[event.eventType];
+      summary.stopReason = p.stopReason;
+      let text = `Stopped: ${p.stopReason} (round ${p.round}).`;
+      if (p.code) text += ` ${p.code}: ${p.message || ""}`;
+      else if (p.message) text += ` ${p.message}`;
+      if (p.warning) text += ` Warning: ${p.warning}`;
+      renderEnding(text, event.eventType === "session_completed");
+      break;
+    }
+    default:
+      break;
+  }
+  renderStatus();
+}
+
+function onEvent(event) {
+  refreshList();
+  if (!app.view || app.view.sessionId !== event.sessionId) return;
+  if (app.view.seen.has(event.eventId)) return;
+  app.view.seen.add(event.eventId);
+  renderEvent(event);
+}
+
+function onRefused(summary) {
+  refreshList();
+  if (!app.view || app.view.sessionId !== summary.sessionId) return;
+  app.view.summary.state = "refused";
+  const error = summary.error || {};
+  renderEnding(`Refused by the gate: ${error.code}: ${error.message}`, false);
+  renderStatus();
+}
+
+async function openSession(sessionId) {
+  app.view = { sessionId, summary: null, seen: new Set() };
+  let answer;
+  try {
+    answer = await call("ResumeSession", { sessionId });
+  } catch (error) {
+    app.view = null;
+    showContent("not-found-view");
+    return;
+  }
+  if (!app.view || app.view.sessionId !== sessionId) return;
+  app.view.summary = { ...answer.session, round: 0 };
+  $("timeline").replaceChildren();
+  $("ending").hidden = true;
+  $("waiting").textContent = "";
+  renderStatus();
+  for (const event of answer.events) {
+    if (app.view.seen.has(event.eventId)) continue;
+    app.view.seen.add(event.eventId);
+    renderEvent(event);
+  }
+  if (answer.session.state === "refused") onRefused(answer.session);
+  showContent("session-view");
+  refreshList();
+}
+
+// ---- starting -----------------------------------------------------------------------------------
+
+function selectedMode() {
+  return document.querySelector("input[name=mode]:checked").value;
+}
+
+function onModeChange() {
+  const single = selectedMode() === "single";
+  show("rounds-field", !single);
+  const agents = $("agents");
+  if (single && agents.value.includes(",")) agents.value = agents.value.split(",")[0].trim();
+  if (!single && !agents.value.includes(",")) agents.value = "gpt,claude";
+}
+
+async function start(event) {
+  event.preventDefault();
+  $("start-error").textContent = "";
+  const mode = selectedMode();
+  const agents = $("agents").value.split(",").map((a) => a.trim()).filter(Boolean);
+  const params = { mode, agents, maxRounds: Number($("max-rounds").value) || 6 };
+  if ($("first").value.trim()) params.firstSpeaker = $("first").value.trim();
+  try {
+    const created = await call("CreateSession", params);
+    await call("StartTask", { sessionId: created.sessionId, prompt: $("goal-input").value });
+    $("goal-input").value = "";
+    location.hash = "#/session/" + encodeURIComponent(created.sessionId);
+  } catch (error) {
+    $("start-error").textContent = error.message;
+  }
+}
+
+async function stop() {
+  if (!app.view) return;
+  try {
+    await call("CancelTask", { sessionId: app.view.sessionId });
+    $("waiting").textContent = "stop requested…";
+  } catch (error) {
+    $("waiting").textContent = error.message;
+  }
+}
+
+// ---- routing ------------------------------------------------------------------------------------
+
+function showContent(id) {
+  for (const view of ["new-view", "session-view", "not-found-view"]) show(view, view === id);
+}
+
+function route() {
+  if (!app.ws) return;
+  const match = location.hash.match(/^#\/session\/([^/]+)$/);
+  if (match) {
+    openSession(decodeURIComponent(match[1]));
+  } else {
+    app.view = null;
+    showContent("new-view");
+    refreshList();
+  }
+}
+
+async function enter() {
+  try {
+    app.ws = await connect();
+  } catch (error) {
+    app.ws = null;
+    signedOut(error.message);
+    return;
+  }
+  show("sign-in-view", false);
+  show("app-view", true);
+  show("sign-out", true);
+  $("who").textContent = app.person;
+  route();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("sign-in-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    $("sign-in-error").textContent = "";
+    try {
+      app.token = await signIn($("token").value.trim());
+      sessionStorage.setItem(TOKEN_KEY, app.token);
+      $("token").value = "";
+      await enter();
+    } catch (error) {
+      $("sign-in-error").textContent = error.message;
+    }
+  });
+  $("sign-out").addEventListener("click", async () => {
+    try {
+      await call("Shutdown");
+    } catch (error) {
+      // the socket closes after the answer; nothing else to do
+    }
+    app.ws = null;
+    signedOut("Signed out.");
+  });
+  $("start-form").addEventListener("submit", start);
+  $("stop").addEventListener("click", stop);
+  for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", onModeChange);
+  window.addEventListener("hashchange", route);
+  if (app.token) enter();
+  else signedOut("");
+});

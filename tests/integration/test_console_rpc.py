@@ -1,0 +1,240 @@
+"""The console's JSON-RPC 2.0 API against a real deployment (tests/support/console.py).
+
+Conformance (parse errors, invalid requests, unknown methods, wrong params, batches,
+notifications, each with JSON-RPC's code and seed 002's error shape), sign-in and CSRF
+(JSON only, token header only), the security headers, owner-only sessions, and a session run
+through StartTask to its end with `SessionEvent` notifications on the WebSocket.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
+
+from actors.console import CONTENT_SECURITY_POLICY
+from schemas import Namespace
+from tests.support.console import ConsoleDeployment, console_deployment
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ConsoleDeployment]:
+    root = tmp_path_factory.mktemp("console-rpc")
+    async with console_deployment(root, Namespace(f"t{uuid.uuid4().hex[:12]}")) as deployed:
+        yield deployed
+
+
+async def _sign_in(client: httpx.AsyncClient, token: str) -> str:
+    answer = await client.post("/signin", json={"token": token})
+    assert answer.status_code == 200, answer.text
+    sign_in: str = answer.json()["signInToken"]
+    return sign_in
+
+
+async def _rpc(client: httpx.AsyncClient, sign_in: str, body: object) -> Any:
+    answer = await client.post("/rpc", content=json.dumps(body), headers=_json_auth(sign_in))
+    assert answer.status_code in (200, 204), answer.text
+    return answer.json() if answer.status_code == 200 else None
+
+
+def _json_auth(sign_in: str) -> dict[str, str]:
+    return {"Content-Type": "application/json", "Authorization": f"Bearer {sign_in}"}
+
+
+def _call(method: str, params: object = None, request_id: object = 1) -> dict[str, Any]:
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        request["params"] = params
+    return request
+
+
+async def test_sign_in_wants_json_and_a_known_token(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        wrong = await client.post("/signin", json={"token": "not-a-token"})
+        assert wrong.status_code == 401
+        assert wrong.json()["error"]["data"]["code"] == "UNAUTHORIZED"
+        form = await client.post("/signin", data={"token": deployment.tokens["alice"]})
+        assert form.status_code == 415  # a cross-site form post is no sign-in
+        assert await _sign_in(client, deployment.tokens["alice"])
+
+
+async def test_rpc_takes_only_json_with_the_token_header(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        sign_in = await _sign_in(client, deployment.tokens["alice"])
+        body = json.dumps(_call("ListSessions"))
+        no_token = await client.post(
+            "/rpc", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert no_token.status_code == 401
+        plain = await client.post(
+            "/rpc",
+            content=body,
+            headers={"Content-Type": "text/plain", "Authorization": f"Bearer {sign_in}"},
+        )
+        assert plain.status_code == 415  # what a cross-site form or simple fetch could send
+        cookie_only = await client.post(
+            "/rpc",
+            content=body,
+            headers={"Content-Type": "application/json", "Cookie": f"token={sign_in}"},
+        )
+        assert cookie_only.status_code == 401  # only the header signs a call
+        listed = await _rpc(client, sign_in, _call("ListSessions"))
+        assert isinstance(listed["result"]["sessions"], list)
+
+
+async def test_protocol_errors_have_json_rpc_codes(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        sign_in = await _sign_in(client, deployment.tokens["alice"])
+        headers = _json_auth(sign_in)
+        parse = await client.post("/rpc", content=b"{not json", headers=headers)
+        assert parse.json()["error"]["code"] == -32700
+        assert parse.json()["id"] is None
+        invalid = await _rpc(client, sign_in, {"id": 3, "method": "ListSessions"})
+        assert invalid["error"]["code"] == -32600
+        assert (await _rpc(client, sign_in, []))["error"]["code"] == -32600
+        assert (await _rpc(client, sign_in, 42))["error"]["code"] == -32600
+        unknown = await _rpc(client, sign_in, _call("Teleport", {}, "x"))
+        assert unknown == {
+            "jsonrpc": "2.0",
+            "id": "x",
+            "error": {"code": -32601, "message": "Method not found: Teleport"},
+        }
+        positional = await _rpc(client, sign_in, _call("GetSessionState", ["s1"]))
+        assert positional["error"]["code"] == -32602
+        empty = await _rpc(client, sign_in, _call("CreateSession", {"agents": []}))
+        assert empty["error"]["code"] == -32602
+        assert "agents" in empty["error"]["message"]
+        typo = await _rpc(
+            client, sign_in, _call("CreateSession", {"agents": ["gpt"], "maxRound": 2})
+        )
+        assert typo["error"]["code"] == -32602
+        rounds = await _rpc(
+            client, sign_in, _call("CreateSession", {"agents": ["gpt"], "maxRounds": 0})
+        )
+        assert rounds["error"]["code"] == -32602
+
+
+async def test_batches_and_notifications(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        sign_in = await _sign_in(client, deployment.tokens["alice"])
+        notification = {"jsonrpc": "2.0", "method": "ListSessions"}
+        assert await _rpc(client, sign_in, notification) is None  # 204, no body
+        batch = [
+            _call("ListSessions", None, 1),
+            notification,
+            _call("Nope", {}, 2),
+            {"jsonrpc": "2.0"},
+        ]
+        answers = await _rpc(client, sign_in, batch)
+        assert [a.get("id") for a in answers] == [1, 2, None]
+        assert "result" in answers[0]
+        assert answers[1]["error"]["code"] == -32601
+        assert answers[2]["error"]["code"] == -32600
+        assert await _rpc(client, sign_in, [notification, notification]) is None
+
+
+async def test_seed_002_error_shape_and_owner_only_sessions(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        alice = await _sign_in(client, deployment.tokens["alice"])
+        bob = await _sign_in(client, deployment.tokens["bob"])
+        created = (
+            await _rpc(client, alice, _call("CreateSession", {"mode": "single", "agents": ["gpt"]}))
+        )["result"]
+        session_id = created["sessionId"]
+        assert created["state"] == "created"
+        theirs = await _rpc(client, bob, _call("GetSessionState", {"sessionId": session_id}))
+        assert theirs["error"]["code"] == -32000
+        assert theirs["error"]["data"] == {
+            "code": "SESSION_NOT_FOUND",
+            "message": f"no session {session_id} of yours",
+            "retryable": False,
+            "details": {"sessionId": session_id},
+        }
+        for method in ("StartTask", "CancelTask", "ResumeSession"):
+            params = (
+                {"sessionId": session_id, "prompt": "hijack"}
+                if method == "StartTask"
+                else {"sessionId": session_id}
+            )
+            refused = await _rpc(client, bob, _call(method, params))
+            assert refused["error"]["data"]["code"] == "SESSION_NOT_FOUND", method
+        listed = (await _rpc(client, bob, _call("ListSessions")))["result"]["sessions"]
+        assert session_id not in [s["sessionId"] for s in listed]
+        not_started = await _rpc(client, alice, _call("CancelTask", {"sessionId": session_id}))
+        assert not_started["error"]["data"]["code"] == "INVALID_REQUEST"
+
+
+async def test_a_single_call_runs_to_its_answer_with_live_notifications(
+    deployment: ConsoleDeployment,
+) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        sign_in = await _sign_in(client, deployment.tokens["alice"])
+    ws_url = deployment.url.replace("http://", "ws://") + "ws"
+    origin = deployment.url.rstrip("/")
+    async with ws_connect(ws_url, origin=origin) as socket:  # type: ignore[arg-type]
+        await socket.send(json.dumps(_call("SignIn", {"token": sign_in}, 0)))
+        assert json.loads(await socket.recv())["result"] == {"person": "alice"}
+        await socket.send(
+            json.dumps(_call("CreateSession", {"mode": "single", "agents": ["gpt"]}, 1))
+        )
+        session_id = json.loads(await socket.recv())["result"]["sessionId"]
+        prompt = "Summarize this in 1 sentence, then stop."
+        await socket.send(
+            json.dumps(_call("StartTask", {"sessionId": session_id, "prompt": prompt}, 2))
+        )
+        started = json.loads(await socket.recv())
+        assert started["result"]["state"] == "submitted"
+        kinds = []
+        while True:
+            frame = json.loads(await socket.recv())
+            assert frame["method"] == "SessionEvent"
+            assert frame["params"]["sessionId"] == session_id
+            kinds.append(frame["params"]["eventType"])
+            if frame["params"]["eventType"] == "session_completed":
+                assert frame["params"]["payload"]["stopReason"] == "final"
+                break
+        assert kinds[0] == "session_created"
+        assert "step_completed" in kinds
+        await socket.send(json.dumps(_call("GetSessionState", {"sessionId": session_id}, 3)))
+        state = json.loads(await socket.recv())["result"]
+        assert state["state"] == "completed"
+        assert [e["eventType"] for e in state["events"]] == kinds
+        after = state["events"][0]["eventId"]
+        await socket.send(
+            json.dumps(_call("ResumeSession", {"sessionId": session_id, "afterEventId": after}, 4))
+        )
+        resumed = json.loads(await socket.recv())["result"]
+        assert [e["eventType"] for e in resumed["events"]] == kinds[1:]
+        await socket.send(json.dumps(_call("Shutdown", {}, 5)))
+        assert json.loads(await socket.recv())["result"] == {"signedOut": True}
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        after_shutdown = await client.post(
+            "/rpc", content=json.dumps(_call("ListSessions")), headers=_json_auth(sign_in)
+        )
+        assert after_shutdown.status_code == 401
+
+
+async def test_a_foreign_origin_gets_no_websocket(deployment: ConsoleDeployment) -> None:
+    ws_url = deployment.url.replace("http://", "ws://") + "ws"
+    with pytest.raises(InvalidStatus, match=r"403"):
+        async with ws_connect(ws_url, origin="http://evil.example") as socket:  # type: ignore[arg-type]
+            await socket.recv()
+
+
+async def test_every_response_carries_the_security_headers(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        for path in ("/", "/static/app.js", "/static/style.css"):
+            answer = await client.get(path)
+            assert answer.status_code == 200, path
+            assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+            assert answer.headers["x-content-type-options"] == "nosniff"
+            assert "SU" not in answer.text.split() and "nkey" not in answer.text
+        assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY

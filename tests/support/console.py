@@ -1,0 +1,116 @@
+"""A whole deployment for the console's tests: a locked-down server, the gate, the router,
+two scripted agents and `parley run console`, all real processes.
+
+Two people, alice and bob, have console tokens and broker credentials of their own
+(`person-alice`, `person-bob`), and profiles in the policy bundle that let them speak for a
+person and talk to the router. The agents' scripts add three goals to the demo's: `xss`
+(an answer full of markup), `slow` (round 2 takes long, so Stop lands mid-session), and the
+fairy tale and one-sentence goals the demo already plays.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from actors.console import TokenStore
+from bus import EmbeddedServer
+from schemas import Namespace
+from tests.support.lockdown import LOCKED_ACTORS, LockedDown
+from tests.support.processes import REPO, parley_env
+from tests.support.system import System, running_locked_system
+from tools.natsconf import write_nats_config
+
+__all__ = ("PEOPLE", "XSS_MESSAGE", "ConsoleDeployment", "console_deployment")
+
+PEOPLE = ("alice", "bob")
+XSS_MESSAGE = (
+    '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+    '<a href="javascript:window.__pwned = 3">click me</a> <b>bold?</b>'
+)
+_PERSON_PROFILE = """
+[profiles.person-{name}]
+allowed_targets = ["router"]
+start_traces = true
+speaks_for_person = true
+rate_per_minute = 600
+"""
+_EXTRA_TURNS = """
+[[turn]]
+goal = "xss"
+message = '''{xss}'''
+final = true
+
+[[turn]]
+goal = "slow"
+from_round = 2
+delay_s = 25.0
+message = "{{name}} took its time."
+final = true
+
+[[turn]]
+goal = "slow"
+message = "{{name}} starts the slow task."
+handoff = {{ to = "{other}", task = "Take your time with round two." }}
+"""
+
+
+@dataclass(frozen=True)
+class ConsoleDeployment:
+    """The console's URL, each person's token, and the processes behind them."""
+
+    url: str
+    tokens: dict[str, str]
+    system: System
+    ns: Namespace
+
+
+def _agent_profiles(root: Path) -> dict[str, str]:
+    """gpt and claude: the demo's profiles and scripts, with the extra turns first."""
+    root.mkdir(parents=True, exist_ok=True)
+    profiles = {}
+    for name, other in (("gpt", "claude"), ("claude", "gpt")):
+        demo_script = (REPO / "deploy/agents/scripts" / f"{name}.toml").read_text()
+        extra = _EXTRA_TURNS.format(xss=XSS_MESSAGE, other=other)
+        (root / f"{name}-script.toml").write_text(extra + demo_script)
+        profile = (REPO / "deploy/agents" / f"{name}.toml").read_text()
+        profile = re.sub(r'script = ".*"', f'script = "{name}-script.toml"', profile)
+        (root / f"{name}.toml").write_text(profile)
+        profiles[name] = str(root / f"{name}.toml")
+    return profiles
+
+
+@asynccontextmanager
+async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[ConsoleDeployment]:
+    """Everything started under `root`; stopped on the way out."""
+    people = [f"person-{name}" for name in PEOPLE]
+    config_dir = root / "nats-config"
+    write_nats_config(config_dir, [*LOCKED_ACTORS, "console", *people], ns)
+    server = EmbeddedServer(root / "nats", authorization=config_dir / "authorization.conf")
+    server.start()
+    try:
+        locked = LockedDown(server, config_dir, ns)
+        policy = root / "policy.toml"
+        demo = (REPO / "deploy/policy/demo.toml").read_text()
+        policy.write_text(demo + "".join(_PERSON_PROFILE.format(name=n) for n in PEOPLE))
+        agents = _agent_profiles(root / "agents")
+        async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
+            store = TokenStore(root / "console" / "tokens.json")
+            tokens = {name: store.issue(name) for name in PEOPLE}
+            options = {
+                "port": 0,
+                "tokens_file": str(store.path),
+                "people_dir": str(config_dir / "actors"),
+            }
+            env = {**parley_env(server.url, ns.root), "PARLEY_OPTIONS": json.dumps(options)}
+            config = ("--config", str(locked.settings_file("console")))
+            await system.start("console", "console", env, *config)
+            _, line = await system.processes["console"].wait_line(r'"msg":"console listening"')
+            url = json.loads(line)["url"]
+            yield ConsoleDeployment(url, tokens, system, ns)
+    finally:
+        server.close()
