@@ -167,7 +167,8 @@ function renderEvent(event) {
       summary.mode = p.mode || summary.mode;
       summary.maxRounds = p.max_rounds || summary.maxRounds;
       const who = (p.participants || []).join(", ");
-      timeline.append(el("li", "system", `Session opened with ${who}, up to ${summary.maxRounds} rounds.`));
+      const opened = summary.mode === "single" ? `Single call to ${who}.` : `Session opened with ${who}, up to ${summary.maxRounds} rounds.`;
+      timeline.append(el("li", "system", opened));
       break;
     }
     case "step_started":
@@ -209,6 +210,8 @@ function renderEvent(event) {
 function onEvent(event) {
   refreshList();
   if (!app.view || app.view.sessionId !== event.sessionId) return;
+  // While ResumeSession is on its way, its answer holds every event notified before it.
+  if (!app.view.summary) return;
   if (app.view.seen.has(event.eventId)) return;
   app.view.seen.add(event.eventId);
   renderEvent(event);
