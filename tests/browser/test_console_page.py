@@ -88,6 +88,8 @@ async def _rpc_as(
 
 async def test_sign_in(browser: Browser, deployment: ConsoleDeployment, tmp_path: Path) -> None:
     page = await (await browser.new_context()).new_page()
+    complaints: list[str] = []  # the page itself must live within its own CSP
+    page.on("console", lambda message: complaints.append(message.text))
     await page.goto(deployment.url)
     await expect(page.locator("#sign-in-view")).to_be_visible()
     await page.screenshot(path=tmp_path / "01-sign-in.png")
@@ -101,6 +103,7 @@ async def test_sign_in(browser: Browser, deployment: ConsoleDeployment, tmp_path
     stored = await page.evaluate("JSON.stringify(Object.values(sessionStorage))")
     assert deployment.tokens["alice"] not in stored  # the page keeps its sign-in token only
     await page.screenshot(path=tmp_path / "02-signed-in.png")
+    assert not [c for c in complaints if "Content Security Policy" in c], complaints
     await page.context.close()
 
 
@@ -177,6 +180,8 @@ async def test_another_persons_session_is_neither_listed_nor_opened(
     await expect(page.locator(f'#sessions li[data-session-id="{mine}"]')).to_be_visible(
         timeout=_WAIT_MS
     )
+    mine_listed = page.locator(f'#sessions li[data-session-id="{mine}"] .state')
+    await expect(mine_listed).to_have_text("completed", timeout=_WAIT_MS)  # the list follows
     await expect(page.locator(f'#sessions li[data-session-id="{bobs}"]')).to_have_count(0)
     assert "secret plan" not in await page.locator("#sessions").inner_text()
     await page.screenshot(path=tmp_path / "01-list-without-bobs.png")
