@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from actors.console._app import console_app
+from actors.console._app import MAX_BODY_BYTES, console_app
 from actors.console._options import ConsoleOptions
 from actors.console._people import People
 from bus import Actor, BusHandle, Context, Input, Settings, validated_options
@@ -50,12 +50,13 @@ class ConsoleActor(Actor):
         listener.listen(128)
         host, port = listener.getsockname()[:2]
         config = uvicorn.Config(
-            console_app(self.people),
+            console_app(self.people, self._allowed_hosts()),
             log_config=None,
             access_log=False,
             lifespan="off",
             ws="websockets",
             timeout_graceful_shutdown=5,
+            ws_max_size=MAX_BODY_BYTES,
         )
         server = uvicorn.Server(config)
         serving = asyncio.create_task(server.serve(sockets=[listener]))
@@ -66,6 +67,11 @@ class ConsoleActor(Actor):
         stop_wait.cancel()
         await serving
         listener.close()
+
+    def _allowed_hosts(self) -> tuple[str, ...]:
+        host = self.options.host
+        unspecified = host in ("0.0.0.0", "::", "")  # noqa: S104 - compared, not bound
+        return self.options.allowed_hosts if unspecified else (*self.options.allowed_hosts, host)
 
     async def stop(self) -> None:
         await self.people.close()

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Final
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -33,7 +35,7 @@ from actors.console._person import Notification
 from actors.console._rpc import INVALID_REQUEST, RpcError, RpcSession, error_response
 from bus import ConfigError
 
-__all__ = ("CONTENT_SECURITY_POLICY", "console_app")
+__all__ = ("CONTENT_SECURITY_POLICY", "MAX_BODY_BYTES", "console_app")
 
 log = logging.getLogger("parley.console.http")
 
@@ -49,6 +51,8 @@ _HEADERS: Final = (
     (b"cache-control", b"no-store"),
 )
 _SIGN_IN_WAIT_S: Final = 10.0
+MAX_BODY_BYTES: Final = 1 << 20
+"""The largest request body or WebSocket frame read (the bus's own envelope limit)."""
 _QUEUE_LIMIT: Final = 1000
 
 Scope = MutableMapping[str, Any]
@@ -92,8 +96,19 @@ def _bearer(request: Request) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-def console_app(people: People) -> App:
-    """The ASGI application serving `people`."""
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None when it is over MAX_BODY_BYTES (read no further)."""
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > MAX_BODY_BYTES:
+            return None
+    return bytes(received)
+
+
+def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
+    """The ASGI application serving `people`, answering only requests naming one of
+    `allowed_hosts` (a page from a rebound DNS name is refused before anything else)."""
     static = StaticFiles(packages=[("actors.console", "static")])
 
     async def index(_: Request) -> Response:
@@ -104,7 +119,7 @@ def console_app(people: People) -> App:
         if not _is_json(request):
             return _refusal(415, "INVALID_REQUEST", "send application/json")
         try:
-            body = json.loads(await request.body())
+            body = json.loads(await _body(request) or b"")
             token = body["token"] if isinstance(body, dict) else None
         except (ValueError, KeyError):
             token = None
@@ -134,7 +149,10 @@ def console_app(people: People) -> App:
         async def sign_out() -> None:
             people.sign_ins.close(token)
 
-        answer = await RpcSession(link, sign_out).handle_body(await request.body())
+        body = await _body(request)
+        if body is None:
+            return _refusal(413, "INVALID_REQUEST", f"body over {MAX_BODY_BYTES} bytes")
+        answer = await RpcSession(link, sign_out).handle_body(body)
         if answer is None:
             return Response(status_code=204)
         return JSONResponse(answer)
@@ -148,13 +166,14 @@ def console_app(people: People) -> App:
         await _serve_socket(websocket, people)
 
     app = Starlette(
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
         routes=[
             Route("/", index),
             Route("/signin", sign_in, methods=["POST"]),
             Route("/rpc", rpc, methods=["POST"]),
             WebSocketRoute("/ws", socket),
             Mount("/static", static),
-        ]
+        ],
     )
     return SecurityHeaders(app)
 

@@ -20,6 +20,9 @@ class ConsoleOptions(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8480, ge=0, le=65535)
     """0 picks a free port (logged as `console listening` with its URL)."""
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
+    """Host names a request may name (its Host header, without the port): a page served from
+    a DNS name rebound to this machine is refused. Add the name a proxy serves it under."""
     tokens_file: Path = DEFAULT_TOKENS_FILE
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and

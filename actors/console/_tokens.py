@@ -109,6 +109,9 @@ class SignIns:
     _live: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def open(self, person: str) -> str:
+        now = time.monotonic()
+        for digest in [d for d, (_, expires) in self._live.items() if expires < now]:
+            del self._live[digest]  # expired sign-ins nobody came back with
         token = secrets.token_urlsafe(32)
         self._live[_digest(token)] = (person, time.monotonic() + self.ttl_s)
         return token

@@ -238,3 +238,18 @@ async def test_every_response_carries_the_security_headers(deployment: ConsoleDe
             assert answer.headers["x-content-type-options"] == "nosniff"
             assert "SU" not in answer.text.split() and "nkey" not in answer.text
         assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY
+
+
+async def test_an_oversized_body_and_a_foreign_host_are_refused(
+    deployment: ConsoleDeployment,
+) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        sign_in = await _sign_in(client, deployment.tokens["alice"])
+        huge = json.dumps(_call("ListSessions", {"padding": "x" * (1 << 20)}))
+        answer = await client.post("/rpc", content=huge, headers=_json_auth(sign_in))
+        assert answer.status_code == 413
+        assert answer.json()["error"]["data"]["code"] == "INVALID_REQUEST"
+        rebound = await client.get("/", headers={"Host": "attacker.example"})
+        assert rebound.status_code == 400  # a DNS name rebound to this machine
+        local = await client.get("/", headers={"Host": "localhost"})
+        assert local.status_code == 200
