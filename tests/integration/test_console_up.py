@@ -28,12 +28,6 @@ from tools.demo import sign_policy
 pytestmark = pytest.mark.timeout(180)
 
 STARTUP_S = 60.0
-PERSON_PROFILE = """
-[profiles.person-alice]
-allowed_targets = ["router"]
-start_traces = true
-speaks_for_person = true
-"""
 
 
 def _parley(env: dict[str, str], cwd: Path, *argv: str) -> tuple[int, str, str]:
@@ -69,9 +63,8 @@ async def test_a_person_runs_a_session_through_the_console_under_parley_up(
     assert token not in stored
     assert hashlib.sha256(token.encode()).hexdigest() in stored
 
-    policy = home / "policy.toml"
-    policy.write_text((REPO / "deploy/policy/demo.toml").read_text() + PERSON_PROFILE)
-    signed, _ = sign_policy(policy, home / "keys")  # the key gate.toml names
+    # The demo bundle has a profile for alice's principal, as it has for the terminal's.
+    signed, _ = sign_policy(REPO / "deploy/policy/demo.toml", home / "keys")  # gate.toml's key
     (home / "signed.json").write_bytes(signed)
     topology = home / "console.toml"
     topology.write_text(
