@@ -2,7 +2,7 @@
 two scripted agents and `parley run console`, all real processes.
 
 Two people, alice and bob, have console tokens and broker credentials of their own
-(`person-alice`, `person-bob`), and profiles in the policy bundle that let them speak for a
+(`person-alice`, `person-bob`), and the demo bundle's profiles that let them speak for a
 person and talk to the router. The agents' scripts add three goals to the demo's: `xss`
 (an answer full of markup), `slow` (round 2 takes long, so Stop lands mid-session), and the
 fairy tale and one-sentence goals the demo already plays.
@@ -32,13 +32,6 @@ XSS_MESSAGE = (
     '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
     '<a href="javascript:window.__pwned = 3">click me</a> <b>bold?</b>'
 )
-_PERSON_PROFILE = """
-[profiles.person-{name}]
-allowed_targets = ["router"]
-start_traces = true
-speaks_for_person = true
-rate_per_minute = 600
-"""
 _EXTRA_TURNS = """
 [[turn]]
 goal = "xss"
@@ -94,9 +87,7 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
     server.start()
     try:
         locked = LockedDown(server, config_dir, ns)
-        policy = root / "policy.toml"
-        demo = (REPO / "deploy/policy/demo.toml").read_text()
-        policy.write_text(demo + "".join(_PERSON_PROFILE.format(name=n) for n in PEOPLE))
+        policy = REPO / "deploy/policy/demo.toml"  # it has alice's and bob's profiles
         agents = _agent_profiles(root / "agents")
         async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
             store = TokenStore(root / "console" / "tokens.json")
