@@ -12,6 +12,7 @@ the test's own output directory.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -210,4 +211,28 @@ async def test_an_agents_markup_is_shown_as_text(
     await message.click()  # a live javascript: link would run here
     assert await page.evaluate("window.__pwned === undefined")
     await page.screenshot(path=tmp_path / "01-markup-as-text.png")
+    await page.context.close()
+
+
+async def test_a_call_between_agents_is_shown_under_its_turn(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """gpt delegates to claude before it answers: the gate tells alice's timeline, and the
+    page shows seed 004's lines for the call, before the turn that gathered its answer."""
+    page = await _signed_in_page(browser, deployment, "alice")
+    await _start(page, "single", "gpt", "ask the other about the parser")
+    await expect(page.locator("#ending")).to_have_text(
+        "Stopped: final (round 1).", timeout=_WAIT_MS
+    )
+    timeline = page.locator("#timeline > li")
+    classes = [await item.get_attribute("class") for item in await timeline.all()]
+    assert classes == ["system", "call", "call", "turn"], classes
+    await expect(page.locator("#timeline .call .calling")).to_have_text(
+        "gpt calling claude with task: facts please"
+    )
+    await expect(page.locator("#timeline .call .returned")).to_have_text(
+        re.compile(r"^claude returned: SUCCESS \(\d+ tokens, [\d.]+s\)$")
+    )
+    await expect(page.locator("#timeline .turn .message")).to_contain_text("gpt gathered:")
+    await page.screenshot(path=tmp_path / "01-call-under-its-turn.png", full_page=True)
     await page.context.close()

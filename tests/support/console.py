@@ -3,9 +3,10 @@ two scripted agents and `parley run console`, all real processes.
 
 Two people, alice and bob, have console tokens and broker credentials of their own
 (`person-alice`, `person-bob`), and the demo bundle's profiles that let them speak for a
-person and talk to the router. The agents' scripts add three goals to the demo's: `xss`
-(an answer full of markup), `slow` (round 2 takes long, so Stop lands mid-session), and the
-fairy tale and one-sentence goals the demo already plays.
+person and talk to the router. The agents' scripts add goals to the demo's: `xss` (an answer
+full of markup), `slow` (round 2 takes long, so Stop lands mid-session), `ask the other` (the
+agent delegates to the other one first, which the policy here allows gpt), and the fairy tale
+and one-sentence goals the demo already plays.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ message = "{{name}} took its time."
 final = true
 
 [[turn]]
+goal = "ask the other"
+step = 0
+calls = [{{ to = "{other}", objective = "facts please" }}]
+
+[[turn]]
+goal = "ask the other"
+step = 1
+message = "{{name}} gathered: {{results}}"
+final = true
+
+[[turn]]
 goal = "slow"
 message = "{{name}} starts the slow task."
 handoff = {{ to = "{other}", task = "Take your time with round two." }}
@@ -72,6 +84,7 @@ def _agent_profiles(root: Path) -> dict[str, str]:
         (root / f"{name}-script.toml").write_text(extra + demo_script)
         profile = (REPO / "deploy/agents" / f"{name}.toml").read_text()
         profile = re.sub(r'script = ".*"', f'script = "{name}-script.toml"', profile)
+        profile = profile.replace("\n[brain]", f'delegates_to = ["{other}"]\n\n[brain]', 1)
         (root / f"{name}.toml").write_text(profile)
         profiles[name] = str(root / f"{name}.toml")
     return profiles
@@ -87,7 +100,14 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
     server.start()
     try:
         locked = LockedDown(server, config_dir, ns)
-        policy = REPO / "deploy/policy/demo.toml"  # it has alice's and bob's profiles
+        # The demo bundle (it has alice's and bob's profiles), letting gpt call claude.
+        policy = root / "policy.toml"
+        demo = (REPO / "deploy/policy/demo.toml").read_text()
+        gpt = '[profiles.gpt]\nallowed_targets = ["router"]'
+        assert gpt in demo, "the demo bundle's gpt profile changed"
+        policy.write_text(
+            demo.replace(gpt, '[profiles.gpt]\nallowed_targets = ["router", "claude"]')
+        )
         agents = _agent_profiles(root / "agents")
         async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
             store = TokenStore(root / "console" / "tokens.json")

@@ -156,6 +156,33 @@ function renderEnding(text, completed) {
   ending.hidden = false;
 }
 
+function seconds(ms) {
+  return `${Math.round(ms / 100) / 10}s`;
+}
+
+// A call between agents, told by the gate as it happens (seed 004's CLI words), folded in
+// the timeline under the turn that made it.
+function callLine(eventType, p) {
+  const line = el("li", "call");
+  line.dataset.callId = p.call_id;
+  const status = String(p.status || "").toUpperCase();
+  if (eventType === "tool_requested") {
+    line.append(el("div", "calling", `${p.caller} calling ${p.target} with task: ${p.task || ""}`));
+    if (status === "REFUSED") line.append(el("div", "returned refused", `${p.target} returned: REFUSED (${p.reason || ""})`));
+    return line;
+  }
+  const figures = [];
+  if (typeof p.tokens === "number") figures.push(`${p.tokens} tokens`);
+  if (typeof p.duration_ms === "number") figures.push(seconds(p.duration_ms));
+  let detail = figures.join(", ");
+  if (status !== "SUCCESS" && p.reason) detail = detail ? `${detail}; ${p.reason}` : p.reason;
+  const returned = el("div", status === "SUCCESS" ? "returned" : "returned failed",
+    `${p.agent} returned: ${status}` + (detail ? ` (${detail})` : ""));
+  line.append(returned);
+  if (Array.isArray(p.tools_used) && p.tools_used.length) line.append(el("div", "tools", `Tools used: ${p.tools_used.join(", ")}`));
+  return line;
+}
+
 function renderEvent(event) {
   const summary = app.view.summary;
   const p = event.payload || {};
@@ -189,6 +216,10 @@ function renderEvent(event) {
       timeline.append(turn);
       break;
     }
+    case "tool_requested":
+    case "tool_completed":
+      if (p.call_id) timeline.append(callLine(event.eventType, p));
+      break;
     case "session_completed":
     case "session_failed":
     case "session_canceled": {
