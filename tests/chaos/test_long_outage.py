@@ -47,11 +47,15 @@ async def _ask(locked: LockedDown, text: str) -> str:
         submitted = await locked.gate_submissions(js)
         call = _call(text)
         await deliver(js, ns, AGENT, encode(call), call.id)
-        (msg,) = await submitted.fetch(1, timeout=60)
-        await msg.ack_sync()
-        answer = decode_envelope(msg.data)
-        assert isinstance(answer, AgentResponse) and msg.subject == ns.submit(AGENT)
-        return answer.text
+        while True:
+            (msg,) = await submitted.fetch(1, timeout=60)
+            await msg.ack_sync()
+            answer = decode_envelope(msg.data)
+            assert isinstance(answer, AgentResponse) and msg.subject == ns.submit(AGENT)
+            # A server SIGKILLed may forget an ack it had not yet written: the answer before
+            # the outage can come again, and is not this call's.
+            if answer.call_id == call.call_id:
+                return answer.text
     finally:
         await client.close()
 

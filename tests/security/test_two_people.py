@@ -31,7 +31,7 @@ from schemas import (
     utc_now,
 )
 from tests.support.lockdown import LockedDown, violations
-from tests.support.processes import REPO, parley_env
+from tests.support.processes import parley_env
 from tests.support.system import finished, parley_cli, running_locked_system
 from tools.demo import DEMO_GOAL, demo_message
 from tools.natsconf import DEFAULT_ACTORS, write_nats_config
@@ -53,13 +53,8 @@ async def test_each_person_is_a_principal_of_their_own(
     two_people: LockedDown, tmp_path: Path
 ) -> None:
     locked, ns = two_people, two_people.ns
-    policy = tmp_path / "two-people.toml"
-    policy.write_text(
-        (REPO / "deploy/policy/demo.toml").read_text()
-        + f'\n[profiles.{ALICE}]\nallowed_targets = ["router"]\nstart_traces = true\n'
-        + "speaks_for_person = true\nrate_per_minute = 600\n"
-    )
-    async with running_locked_system(locked, tmp_path / "keys", policy=policy):
+    # The demo bundle lets alice speak for a person (the console's people have profiles).
+    async with running_locked_system(locked, tmp_path / "keys"):
         env = parley_env(locked.server.url, ns.root)
         config = str(locked.settings_file(ALICE))
         code, lines = await finished(parley_cli(env, "collab", "--config", config, DEMO_GOAL), 120)
