@@ -9,6 +9,7 @@ from actors.auditor import AuditorActor
 from actors.console import ConsoleActor
 from actors.echo import EchoActor
 from actors.gate import GateActor
+from actors.relay import RelayActor
 from actors.router import RouterActor
 from bus import Actor
 
@@ -19,6 +20,7 @@ ACTORS: dict[str, type[Actor]] = {
     AgentHost.kind: AgentHost,
     AuditorActor.kind: AuditorActor,
     ConsoleActor.kind: ConsoleActor,
+    RelayActor.kind: RelayActor,
 }
 
 __all__ = (
@@ -28,5 +30,6 @@ __all__ = (
     "ConsoleActor",
     "EchoActor",
     "GateActor",
+    "RelayActor",
     "RouterActor",
 )

@@ -58,6 +58,14 @@ BUCKETS = (
         "agent hosts' waits for the agents they called: requests, results, final answers",
         direct=True,
     ),
+    # Longer than the relay's oldest acceptable frame (7 days), so no frame outlives the
+    # replay window that would refuse it again.
+    BucketSpec(
+        "relay",
+        1,
+        30 * _DAY,
+        "the relay's sequence counters, forwarded calls and replay windows",
+    ),
 )
 
 

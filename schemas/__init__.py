@@ -87,6 +87,17 @@ from schemas._policy import (
 )
 from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
 from schemas._registry import ActorHeartbeat, ProfileSummary, heartbeat_key, profile_key
+from schemas._relay import (
+    DEVICE_ID_PATTERN,
+    SHARE_PAYLOAD_TYPE,
+    DeviceId,
+    DevicePub,
+    FrameBody,
+    SharedAgent,
+    ShareRecord,
+    device_principal,
+    parse_device_pub,
+)
 from schemas._subjects import Namespace, SubjectTokenError, check_token, valid_token
 from schemas._transcript import DEFAULT_WINDOW_CHARS, DEFAULT_WINDOW_ITEMS, transcript_window
 
@@ -95,9 +106,11 @@ __all__ = (
     "DEFAULT_MAX_BYTES",
     "DEFAULT_WINDOW_CHARS",
     "DEFAULT_WINDOW_ITEMS",
+    "DEVICE_ID_PATTERN",
     "PII_KINDS",
     "PROTOCOL_VERSION",
     "SECRET_KINDS",
+    "SHARE_PAYLOAD_TYPE",
     "SUPPORTED_SCHEMA_VERSIONS",
     "TOLD_FROM_DECISION",
     "ActorHeartbeat",
@@ -125,6 +138,8 @@ __all__ = (
     "DelegationConstraints",
     "DelegationRequest",
     "DelegationResponse",
+    "DeviceId",
+    "DevicePub",
     "DsseEnvelope",
     "DsseError",
     "DsseSignature",
@@ -132,6 +147,7 @@ __all__ = (
     "Error",
     "ErrorCode",
     "FilteredContext",
+    "FrameBody",
     "Handoff",
     "HandoffData",
     "HistoryTurn",
@@ -149,6 +165,8 @@ __all__ = (
     "Reference",
     "Reply",
     "SessionEvent",
+    "ShareRecord",
+    "SharedAgent",
     "SourceRef",
     "SubAgentArgs",
     "SubAgentCall",
@@ -167,6 +185,7 @@ __all__ = (
     "decode_frame",
     "decode_reply",
     "derive_id",
+    "device_principal",
     "encode",
     "find_secrets",
     "heartbeat_key",
@@ -175,6 +194,7 @@ __all__ = (
     "key_id",
     "new_id",
     "pae",
+    "parse_device_pub",
     "profile_key",
     "redact",
     "render_schema",

@@ -1,0 +1,260 @@
+"""The shared-agent relay: the host of remote agents here, and the door for remote devices.
+
+On the calling side (Alice) it reads `deliver.<shared name>` for each shared agent the
+deployment added (`parley shared add`): the gate already decided the call, so the relay seals
+it to the owner's device and stores it on the gateway. On the owning side (Bob) it reads the
+gateway, opens each frame (actors/relay/_sealing.py), checks the replay window and the share,
+and submits the call through the gate as the principal that stands for the calling device
+(`device-<id>`), whose policy decides what it may reach. The owner's agent answers that
+principal; the relay reads `deliver.<principal>` and seals the answer back, and the caller's
+relay submits it through its gate as the shared agent's answer to the original call.
+
+Nothing is kept only in memory (actors/relay/_store.py): every id is derived from the
+envelope or frame it answers, so a relay killed at any point and restarted sends each frame
+and submits each envelope under the same id again, which the gateway, the gate and the replay
+window each drop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+from nats.aio.msg import Msg
+
+from actors.relay._gateway import Gateway, frame_msg_id
+from actors.relay._keys import DeviceKeys
+from actors.relay._options import RelayOptions
+from actors.relay._sealing import FrameError, open_frame, seal_frame
+from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
+from actors.relay._store import Forwarded, Outgoing, RelayStore
+from actors.relay._translate import (
+    RelayRefused,
+    answer_for_caller,
+    call_for_owner,
+    decode_remote,
+    session_of,
+)
+from actors.relay._window import ReplayRefused
+from bus import (
+    MSG_ID,
+    Actor,
+    BusHandle,
+    Context,
+    DeadLetters,
+    Input,
+    Settings,
+    TraceHeaders,
+    validated_options,
+)
+from schemas import AnyEnvelope, FrameBody, SharedAgent, encode, utc_now
+
+__all__ = ("RelayActor",)
+
+log = logging.getLogger("parley.relay")
+
+
+class RelayActor(Actor):
+    """Forward calls to shared agents over the gateway, and remote devices' calls inward."""
+
+    kind: ClassVar[str] = "relay"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.options = validated_options(RelayOptions, settings.options, "relay")
+        self.keys = DeviceKeys.load(Path(self.options.device_dir))
+        self.me = self.keys.device_id
+        self.relay_dir = Path(self.options.relay_dir)
+        self.shared = {s.name: s for s in load_shared_agents(self.relay_dir)}
+        self.principals = {
+            s.principal for s in load_shares(self.relay_dir, self.me) if s.revoked_at is None
+        }
+        self.gateway = Gateway(
+            self.options.gateway_url,
+            self.options.gateway_root,
+            self.me,
+            nkey_seed_file=self.options.gateway_nkey_seed_file,
+            ack_wait_s=self.options.gateway_ack_wait_s,
+        )
+
+    def inputs(self) -> Sequence[Input]:
+        """A deliver durable per shared agent (calls out) and per device principal (answers
+        back). Never given up on: a gateway outage must queue forwards, not drop them."""
+        names = sorted(set(self.shared) | self.principals)
+        return tuple(
+            Input(self.namespace.stream("deliver"), self.namespace.deliver(n), n, "header", -1)
+            for n in names
+        )
+
+    async def start(self, bus: BusHandle) -> None:
+        self.bus = bus
+        self.store = RelayStore(await bus.js.key_value(bus.namespace.bucket("relay")))
+        self.dead = DeadLetters(
+            bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
+        )
+        await self.gateway.connect()
+
+    async def stop(self) -> None:
+        await self.gateway.close()
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        await self.gateway.read(self._receive, lambda: not stopping.is_set())
+
+    # -- out: envelopes delivered here go to the gateway ----------------------------------
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        receiver = ctx.subject.rsplit(".", 1)[-1]
+        payload = ctx.payload or encode(envelope)
+        if receiver in self.shared:
+            await self._send_call(self.shared[receiver], envelope, payload, ctx)
+        else:
+            await self._send_answer(envelope, payload, ctx)
+
+    async def _send_call(
+        self, shared: SharedAgent, envelope: AnyEnvelope, payload: bytes, ctx: Context
+    ) -> None:
+        session = session_of(envelope, ctx.trace_id)
+        draft = Outgoing(
+            seq=0,
+            session=session,
+            peer=shared.device.device_id,
+            shared=shared.name,
+            caller=ctx.sender,
+            call_id=getattr(envelope, "call_id", ""),
+            session_id=getattr(envelope, "session_id", None),
+            round=getattr(envelope, "round", 1),
+            max_rounds=getattr(envelope, "max_rounds", 1),
+            trace_id=ctx.trace_id,
+            hop_count=ctx.hop_count,
+            origin=ctx.trace.origin,
+            deadline_ms=ctx.deadline_ms,
+        )
+        out = await self.store.claim_outgoing(envelope.id, draft)
+        await self._seal_and_send(out, shared.device.kem_key, "call", shared.agent, "", payload)
+
+    async def _send_answer(self, envelope: AnyEnvelope, payload: bytes, ctx: Context) -> None:
+        forwarded = await self.store.forwarded(ctx.causation_id)
+        if forwarded is None:
+            await self._dead_ctx(ctx, "relay_unknown_call", "answers no call that came in")
+            return
+        draft = Outgoing(seq=0, session=forwarded.session, peer=forwarded.peer)
+        out = await self.store.claim_outgoing(envelope.id, draft)
+        await self._seal_and_send(
+            out, forwarded.peer_kem, "answer", "", forwarded.remote_call, payload
+        )
+
+    async def _seal_and_send(
+        self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes
+    ) -> None:
+        body = FrameBody(
+            sender_device=self.me,
+            recipient_device=out.peer,
+            session=out.session,
+            seq=out.seq,
+            kind="call" if kind == "call" else "answer",
+            agent=agent,
+            in_reply_to=in_reply_to,
+            sent_at_ms=int(time.time() * 1000),
+            envelope=payload,
+        )
+        frame = seal_frame(body, self.keys, kem)
+        await self.gateway.publish(out.peer, frame, frame_msg_id(self.me, out.session, out.seq))
+
+    async def _dead_ctx(self, ctx: Context, reason: str, detail: str) -> None:
+        await self.dead.publish(
+            payload=ctx.payload,
+            headers=ctx.headers,
+            subject=ctx.subject,
+            stream=ctx.stream,
+            seq=ctx.stream_seq,
+            attempt=ctx.attempt,
+            reason=reason,
+            detail=detail,
+        )
+
+    # -- in: frames from the gateway are submitted here -----------------------------------
+    def _known_senders(self) -> frozenset[str]:
+        devices = {s.device.device_id for s in load_shares(self.relay_dir, self.me)}
+        devices |= {s.device.device_id for s in load_shared_agents(self.relay_dir)}
+        return frozenset(devices)
+
+    async def _receive(self, msg: Msg) -> None:
+        try:
+            body = open_frame(
+                msg.data,
+                self.keys,
+                self._known_senders(),
+                max_age_s=self.options.max_frame_age_s,
+            )
+            await self.store.check_window(body.sender_device, body.session, body.seq)
+            if body.kind == "call":
+                await self._submit_call(body)
+            else:
+                await self._submit_answer(body)
+            await self.store.mark_window(body.sender_device, body.session, body.seq)
+        except ReplayRefused as exc:
+            if msg.metadata.num_delivered > 1:
+                await msg.ack_sync()  # our own frame again: handled before a crash, not acked
+                return
+            await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
+        except (FrameError, ShareRefused, RelayRefused) as exc:
+            await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
+        await msg.ack_sync()
+
+    async def _dead_frame(self, msg: Msg, reason: str, detail: str) -> None:
+        meta = msg.metadata
+        await self.dead.publish(
+            payload=msg.data,
+            headers=None,
+            subject=msg.subject,
+            stream=f"gateway:{meta.stream}",
+            seq=meta.sequence.stream,
+            attempt=meta.num_delivered,
+            reason=reason,
+            detail=detail,
+        )
+
+    async def _submit_call(self, body: FrameBody) -> None:
+        now = datetime.now(UTC)
+        share = find_share(
+            load_shares(self.relay_dir, self.me), body.sender_device, body.agent, now
+        )
+        remote = decode_remote(body.envelope)
+        call = call_for_owner(remote, body.sender_device, share.principal, share.agent)
+        await self.store.record_forwarded(
+            call.id,
+            Forwarded(
+                peer=body.sender_device,
+                peer_kem=share.device.kem_key,
+                session=body.session,
+                remote_call=remote.id,
+                principal=share.principal,
+                agent=share.agent,
+            ),
+        )
+        ns = self.bus.namespace
+        await self.bus.js.publish(
+            ns.submit(share.principal), encode(call), headers={MSG_ID: call.id}
+        )
+
+    async def _submit_answer(self, body: FrameBody) -> None:
+        out = await self.store.outgoing(body.in_reply_to)
+        if out is None or out.peer != body.sender_device or not out.shared:
+            raise RelayRefused("unsolicited_answer", "answers no call this relay sent that device")
+        answer = answer_for_caller(decode_remote(body.envelope), body.in_reply_to, out)
+        position = TraceHeaders(
+            trace_id=out.trace_id,
+            hop_count=max(0, out.hop_count - 1),
+            causation_id=body.in_reply_to,
+            origin=out.origin,
+            deadline_ms=out.deadline_ms,
+        )
+        ns = self.bus.namespace
+        await self.bus.js.publish(
+            ns.submit(out.shared), encode(answer), headers=position.to_headers(answer.id)
+        )
+        log.info("answer submitted", extra={"shared": out.shared, "at": utc_now().isoformat()})

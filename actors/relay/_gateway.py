@@ -1,0 +1,139 @@
+"""The relay's connection to the gateway nats-server: one stream of sealed frames.
+
+A frame to device D from device S is published on `<root>.<D>.<S>` with a `Nats-Msg-Id`
+derived from (S, session, sequence number), so a frame sent again after a crash is stored once.
+Each relay reads its own subjects (`<root>.<own device>.*`) through a durable pull consumer:
+a frame it took and did not ack (SIGKILL mid-forward) is given again after the ack wait. The
+stream keeps frames until they are acked (a work queue), so a relay that is down finds its
+frames waiting; a sender that cannot reach the gateway leaves the envelope unacked in its own
+deployment's queue, which retries until the gateway takes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import APIError
+
+__all__ = ("Gateway", "frame_msg_id")
+
+log = logging.getLogger("parley.relay")
+
+_MAX_AGE_S = 7 * 24 * 3600.0
+
+
+def frame_msg_id(sender: str, session: str, seq: int) -> str:
+    """The gateway's de-duplication id of a frame: the same for every copy of it, and saying
+    nothing of the session to the gateway."""
+    return hashlib.sha256(f"{sender}:{session}:{seq}".encode()).hexdigest()[:32]
+
+
+class Gateway:
+    """One relay's publishes to, and durable reads from, the gateway."""
+
+    def __init__(
+        self, url: str, root: str, device_id: str, *, nkey_seed_file: str | None, ack_wait_s: float
+    ) -> None:
+        self._url, self._root, self._device = url, root, device_id
+        self._seed, self._ack_wait = nkey_seed_file, ack_wait_s
+        self._nc: NATS | None = None
+        self._js: JetStreamContext | None = None
+
+    @property
+    def stream(self) -> str:
+        return self._root.upper().replace("-", "_")
+
+    def subject(self, recipient: str, sender: str) -> str:
+        return f"{self._root}.{recipient}.{sender}"
+
+    async def connect(self) -> None:
+        options: dict[str, object] = {
+            "servers": [self._url],
+            "name": f"parley-relay-{self._device[:16]}",
+            "inbox_prefix": f"_INBOX_{self._device[:16]}".encode(),
+            "ping_interval": 5,
+            "max_outstanding_pings": 3,
+            "reconnect_time_wait": 0.5,
+            "max_reconnect_attempts": -1,
+            "allow_reconnect": True,
+            "connect_timeout": 5,
+        }
+        if self._seed:
+            options["nkeys_seed"] = self._seed
+        self._nc = await nats.connect(**options)  # type: ignore[arg-type]
+        self._js = self._nc.jetstream()
+        try:
+            await self._js.add_stream(
+                StreamConfig(
+                    name=self.stream,
+                    subjects=[f"{self._root}.*.*"],
+                    retention=RetentionPolicy.WORK_QUEUE,
+                    storage=StorageType.FILE,
+                    max_age=_MAX_AGE_S,
+                    duplicate_window=120.0,
+                )
+            )
+        except APIError as exc:
+            # Already there with another config, or this user may not create streams: the
+            # gateway's operator provisioned it.
+            log.info("gateway stream not created", extra={"error": str(exc)})
+
+    def _jetstream(self) -> JetStreamContext:
+        if self._js is None:
+            raise RuntimeError("the gateway is not connected yet")
+        return self._js
+
+    async def close(self) -> None:
+        if self._nc is not None and not self._nc.is_closed:
+            await self._nc.close()
+
+    async def publish(self, recipient: str, frame: bytes, msg_id: str) -> None:
+        """Store one frame on the gateway; raises while the gateway cannot take it."""
+        await self._jetstream().publish(
+            self.subject(recipient, self._device),
+            frame,
+            stream=self.stream,
+            timeout=5,
+            headers={"Nats-Msg-Id": msg_id},
+        )
+
+    async def read(
+        self, handle: Callable[[Msg], Awaitable[None]], running: Callable[[], bool]
+    ) -> None:
+        """Hand each frame addressed to this device to `handle` (which acks it) until
+        `running()` is false; a frame whose handler raises is given again later."""
+        js = self._jetstream()
+        durable = f"relay-{self._device[:16]}"
+        sub = await js.pull_subscribe(
+            self.subject(self._device, "*"),
+            durable=durable,
+            stream=self.stream,
+            config=ConsumerConfig(
+                durable_name=durable,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=self._ack_wait,
+                max_deliver=-1,
+            ),
+        )
+        log.info("gateway ready", extra={"subject": self.subject(self._device, "*")})
+        while running():
+            try:
+                msgs = await sub.fetch(16, timeout=1, heartbeat=0.4)
+            except TimeoutError:
+                continue
+            except nats.errors.Error as exc:
+                log.warning("gateway fetch failed", extra={"error": str(exc)})
+                continue
+            for msg in msgs:
+                try:
+                    await handle(msg)
+                except Exception as exc:
+                    log.warning("frame not handled, will retry", extra={"error": repr(exc)})
+                    await msg.nak(delay=1.0)
