@@ -34,10 +34,12 @@ from tools.collab import add_collab_commands
 from tools.console import add_console_command
 from tools.delegate import add_delegate_command
 from tools.demo import add_demo_command
+from tools.device import add_device_commands
 from tools.natsconf import add_natsconf_commands
 from tools.policy import add_policy_commands
 from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
+from tools.share import add_share_commands
 
 __all__ = ("main", "resolve_actor")
 
@@ -199,6 +201,8 @@ def _parser() -> argparse.ArgumentParser:
     add_audit_commands(commands)
     add_calls_command(commands)
     add_console_command(commands)
+    add_device_commands(commands)
+    add_share_commands(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

@@ -1,0 +1,200 @@
+"""Two Parley deployments and a gateway, for the shared-agent relay's tests.
+
+Alice's deployment calls `bob-byte-doc`; Bob's deployment runs `byte-doc` (a scripted brain)
+and shares it with Alice's device. Each side has its own nats-server, namespace, signed
+policy, gate and relay (real `parley run` processes); the relays meet on a third server, the
+gateway. The test plays Alice's caller (`router`): it submits the call and reads the answer
+the gate delivers to it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import nats
+from nats.aio.client import Client as NATS
+
+from actors.relay import DeviceKeys, save_shared_agent, write_share
+from bus import EmbeddedServer, provision
+from schemas import (
+    AgentCall,
+    Namespace,
+    PolicyBundle,
+    ProfilePolicy,
+    SharedAgent,
+    ShareRecord,
+    device_principal,
+    new_id,
+    utc_now,
+)
+from tests.support.agents import start_agent, write_profile
+from tests.support.gate import Signer, publish_bundle
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+
+__all__ = ("SCRIPT", "Side", "TwoDeployments", "byte_doc_call", "start_two_deployments")
+
+SCRIPT = """
+[[turn]]
+message = "byte-doc reviewed it: {goal}"
+final = true
+"""
+
+GATEWAY_READY = r"gateway ready"
+
+
+@dataclass
+class Side:
+    """One deployment: its server, namespace, client, device and processes."""
+
+    name: str
+    server: EmbeddedServer
+    ns: Namespace
+    nc: NATS
+    keys: DeviceKeys
+    dir: Path
+    signer: Signer
+    env: dict[str, str] = field(default_factory=dict)
+    relay: ProcessOutput | None = None
+
+    @property
+    def relay_options(self) -> dict[str, object]:
+        return json.loads(self.env["PARLEY_OPTIONS"])  # type: ignore[no-any-return]
+
+
+@dataclass
+class TwoDeployments:
+    alice: Side
+    bob: Side
+    gateway: EmbeddedServer
+    gateway_root: str
+    share: ShareRecord
+    processes: list[ProcessOutput]
+
+    @property
+    def principal(self) -> str:
+        return self.share.principal
+
+    async def close(self) -> None:
+        for side in (self.alice, self.bob):
+            await side.nc.close()
+
+    def start_relay(self, side: Side, **settings: str) -> ProcessOutput:
+        env = {**side.env, **{f"PARLEY_{k.upper()}": v for k, v in settings.items()}}
+        relay = start_actor("relay", "relay", env)
+        side.relay = relay
+        self.processes.append(relay)
+        return relay
+
+
+def byte_doc_call(goal: str) -> AgentCall:
+    return AgentCall(
+        id=new_id(),
+        created_at=utc_now(),
+        target="bob-byte-doc",
+        call_id=new_id(),
+        session_id=f"s-{uuid.uuid4().hex[:8]}",
+        goal=goal,
+        text=goal,
+    )
+
+
+async def _side(name: str, server: EmbeddedServer, root: Path) -> Side:
+    directory = root / name
+    directory.mkdir(parents=True)
+    keys = DeviceKeys.generate()
+    keys.save(directory / "device")
+    ns = Namespace(f"t{uuid.uuid4().hex[:12]}")
+    nc = await nats.connect(server.url)
+    await provision(nc.jetstream(), ns)
+    return Side(name, server, ns, nc, keys, directory, Signer.create(directory))
+
+
+def _bundle(profiles: dict[str, ProfilePolicy], shared: tuple[str, ...] = ()) -> PolicyBundle:
+    return PolicyBundle(
+        schema_version="1.0",
+        version=1,
+        tenant_id="test",
+        expires_at=utc_now() + timedelta(days=1),
+        profiles=profiles,
+        shared_agents=shared,
+    )
+
+
+async def start_two_deployments(
+    alice_server: EmbeddedServer,
+    bob_server: EmbeddedServer,
+    gateway: EmbeddedServer,
+    root: Path,
+    processes: list[ProcessOutput],
+    *,
+    allow_device: bool = True,
+    ack_wait_s: str = "2",
+    gateway_ack_wait_s: float = 2.0,
+) -> TwoDeployments:
+    """Keys, share, shared agent, both policies, and every process ready."""
+    alice = await _side("alice", alice_server, root)
+    bob = await _side("bob", bob_server, root)
+    now = utc_now()
+    share = ShareRecord(
+        share_id=new_id(),
+        agent="byte-doc",
+        device=alice.keys.public,
+        principal=device_principal(alice.keys.device_id),
+        owner_device=bob.keys.device_id,
+        created_at=now,
+        expires_at=now + timedelta(days=1),
+    )
+    write_share(bob.dir / "relay", share, bob.keys.signing)
+    save_shared_agent(
+        alice.dir / "relay",
+        SharedAgent(name="bob-byte-doc", agent="byte-doc", device=bob.keys.public),
+    )
+    caller = ProfilePolicy(
+        allowed_targets=("bob-byte-doc",),
+        start_traces=True,
+        allow_shared_agent_calls=True,
+        allowed_shared_device_ids=("bob-byte-doc",),
+    )
+    alice_policy = _bundle(
+        {"router": caller, "bob-byte-doc": ProfilePolicy()}, shared=("bob-byte-doc",)
+    )
+    device = ProfilePolicy(allowed_targets=("byte-doc",) if allow_device else (), start_traces=True)
+    bob_policy = _bundle({share.principal: device, "byte-doc": ProfilePolicy()})
+    await publish_bundle(alice.nc.jetstream(), alice.ns, alice.signer.sign(alice_policy))
+    await publish_bundle(bob.nc.jetstream(), bob.ns, bob.signer.sign(bob_policy))
+    gateway_root = f"gw{uuid.uuid4().hex[:10]}"
+    for side in (alice, bob):
+        base = parley_env(side.server.url, side.ns.root, ack_wait_s=ack_wait_s, fetch_timeout_s="1")
+        gate_options = {"policy_keys": [str(side.signer.pub_path)], "tenant": "test"}
+        gate = start_actor("gate", "gate", {**base, "PARLEY_OPTIONS": json.dumps(gate_options)})
+        processes.append(gate)
+        await gate.wait_line(READY)
+        relay_options = {
+            "device_dir": str(side.dir / "device"),
+            "relay_dir": str(side.dir / "relay"),
+            "gateway_url": gateway.url,
+            "gateway_root": gateway_root,
+            "gateway_ack_wait_s": gateway_ack_wait_s,
+        }
+        side.env = {**base, "PARLEY_OPTIONS": json.dumps(relay_options)}
+    profile = write_profile(
+        bob.dir / "agents",
+        "byte-doc",
+        'backend = "scripted"\nscript = "byte-doc-script.toml"',
+        script=SCRIPT,
+    )
+    agent = start_agent(
+        str(profile), parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
+    )
+    processes.append(agent)
+    await agent.wait_line(READY)
+    system = TwoDeployments(alice, bob, gateway, gateway_root, share, processes)
+    for side in (alice, bob):
+        relay = system.start_relay(side)
+        await relay.wait_line(GATEWAY_READY)
+        await relay.wait_line(READY)
+    return system
