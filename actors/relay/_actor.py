@@ -52,7 +52,17 @@ from bus import (
     TraceHeaders,
     validated_options,
 )
-from schemas import AnyEnvelope, FrameBody, SharedAgent, encode, utc_now
+from schemas import (
+    AnyEnvelope,
+    Error,
+    ErrorCode,
+    FrameBody,
+    SharedAgent,
+    ShareRecord,
+    derive_id,
+    encode,
+    utc_now,
+)
 
 __all__ = ("RelayActor",)
 
@@ -201,9 +211,30 @@ class RelayActor(Actor):
                 await msg.ack_sync()  # our own frame again: handled before a crash, not acked
                 return
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
-        except (FrameError, ShareRefused, RelayRefused) as exc:
+        except ShareRefused as exc:
+            await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
+            if exc.share is not None:
+                await self._refuse_call(body, exc.share, str(exc))
+        except (FrameError, RelayRefused) as exc:
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
         await msg.ack_sync()
+
+    async def _refuse_call(self, body: FrameBody, share: ShareRecord, reason: str) -> None:
+        """Tell a device whose share was revoked or expired, so its caller is not left to
+        time out: an `error` sealed back as the answer to its call."""
+        remote = decode_remote(body.envelope)
+        refusal = Error(
+            id=derive_id(f"{body.sender_device}:{remote.id}", "relay-refusal"),
+            created_at=utc_now(),
+            code=ErrorCode.UNAUTHORIZED,
+            message=reason,
+            cause_id=remote.id,
+        )
+        draft = Outgoing(seq=0, session=body.session, peer=body.sender_device)
+        out = await self.store.claim_outgoing(refusal.id, draft)
+        await self._seal_and_send(
+            out, share.device.kem_key, "answer", "", remote.id, encode(refusal)
+        )
 
     async def _dead_frame(self, msg: Msg, reason: str, detail: str) -> None:
         meta = msg.metadata

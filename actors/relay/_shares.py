@@ -50,9 +50,11 @@ class ShareRefused(ValueError):
     """No share lets this device reach this agent now. `reason`: `missing`, `revoked`,
     `expired`."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, share: ShareRecord | None = None) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.reason = f"share_{reason}"
+        self.share = share
+        """The revoked or expired share, whose device can be told (a missing one cannot)."""
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -109,7 +111,9 @@ def find_share(shares: list[ShareRecord], device_id: str, agent: str, now: datet
         )
     current = [s for s in live if s.expires_at > now]
     if not current:
-        raise ShareRefused("expired", f"the share of {agent} with device {device_id[:16]}… expired")
+        raise ShareRefused(
+            "expired", f"the share of {agent} with device {device_id[:16]}… expired", live[0]
+        )
     return current[0]
 
 

@@ -17,20 +17,18 @@ from bus import CAUSATION_ID, MSG_ID, SENDER, EmbeddedServer
 from schemas import AgentResponse, decode_envelope, encode
 from tests.support.gate import Decisions
 from tests.support.processes import ProcessOutput
-from tests.support.relay import TwoDeployments, byte_doc_call, start_two_deployments
+from tests.support.relay import (
+    TwoDeployments,
+    byte_doc_call,
+    relay_servers,
+    start_two_deployments,
+)
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedServer, ...]]:
     """Alice's, Bob's and the gateway's nats-servers, shared by the module's tests."""
-    started = []
-    for name in ("alice", "bob", "gateway"):
-        server = EmbeddedServer(tmp_path_factory.mktemp(f"nats-{name}"))
-        server.start()
-        started.append(server)
-    yield tuple(started)
-    for server in started:
-        server.close()
+    yield from relay_servers(tmp_path_factory)
 
 
 @pytest.fixture

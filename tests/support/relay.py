@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import nats
+import pytest
 from nats.aio.client import Client as NATS
 
 from actors.relay import DeviceKeys, save_shared_agent, write_share
@@ -35,7 +37,15 @@ from tests.support.agents import start_agent, write_profile
 from tests.support.gate import Signer, publish_bundle
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
-__all__ = ("SCRIPT", "Side", "TwoDeployments", "byte_doc_call", "start_two_deployments")
+__all__ = (
+    "GATEWAY_READY",
+    "SCRIPT",
+    "Side",
+    "TwoDeployments",
+    "byte_doc_call",
+    "relay_servers",
+    "start_two_deployments",
+)
 
 SCRIPT = """
 [[turn]]
@@ -88,6 +98,22 @@ class TwoDeployments:
         side.relay = relay
         self.processes.append(relay)
         return relay
+
+
+def relay_servers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[EmbeddedServer, EmbeddedServer, EmbeddedServer]]:
+    """Alice's, Bob's and the gateway's nats-servers (for a module-scoped fixture)."""
+    started = []
+    for name in ("alice", "bob", "gateway"):
+        server = EmbeddedServer(tmp_path_factory.mktemp(f"nats-{name}"))
+        server.start()
+        started.append(server)
+    try:
+        yield started[0], started[1], started[2]
+    finally:
+        for server in started:
+            server.close()
 
 
 def byte_doc_call(goal: str) -> AgentCall:

@@ -1,0 +1,41 @@
+"""A relay that holds a frame once its effect is stored, for tests that kill it there.
+
+Run as a real process (`parley run support.relay_probe:HoldingRelay`). With
+`PARLEY_RELAY_HOLD=out` it holds each call it sent to the gateway, before acking the delivery
+it came from; with `PARLEY_RELAY_HOLD=in` it holds each call it submitted into its deployment,
+before marking the replay window and acking the gateway: exactly the windows between an
+effect and its input's ack. A test subclass, so no production path carries a hook for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import ClassVar
+
+from actors.relay import RelayActor
+from actors.relay._store import Outgoing
+from schemas import FrameBody
+
+__all__ = ("HoldingRelay",)
+
+log = logging.getLogger("parley.test.relay_probe")
+
+
+class HoldingRelay(RelayActor):
+    kind: ClassVar[str] = "holding-relay"
+
+    async def _seal_and_send(
+        self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes
+    ) -> None:
+        await super()._seal_and_send(out, kem, kind, agent, in_reply_to, payload)
+        if kind == "call" and os.environ.get("PARLEY_RELAY_HOLD") == "out":
+            log.warning("holding the call after the gateway stored it", extra={"seq": out.seq})
+            await asyncio.Event().wait()  # never set: only a signal ends this handler
+
+    async def _submit_call(self, body: FrameBody) -> None:
+        await super()._submit_call(body)
+        if os.environ.get("PARLEY_RELAY_HOLD") == "in":
+            log.warning("holding the frame after its call was submitted", extra={"seq": body.seq})
+            await asyncio.Event().wait()
