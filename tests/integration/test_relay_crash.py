@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import MSG_ID
+from bus import MSG_ID, EmbeddedServer
 from schemas import AgentResponse, decode_envelope, encode
 from tests.support.gate import Decisions
 from tests.support.processes import READY, ProcessOutput
@@ -32,14 +32,17 @@ pytestmark = pytest.mark.chaos
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, ...]]:
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedServer, ...]]:
     yield from relay_servers(tmp_path_factory)
 
 
 @pytest.fixture
-async def system(servers: tuple[object, ...], tmp_path: Path) -> AsyncIterator[TwoDeployments]:
+async def system(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> AsyncIterator[TwoDeployments]:
     processes: list[ProcessOutput] = []
-    started = await start_two_deployments(*servers, tmp_path, processes)  # type: ignore[arg-type]
+    alice, bob, gateway = servers
+    started = await start_two_deployments(alice, bob, gateway, tmp_path, processes)
     try:
         yield started
     finally:
