@@ -107,7 +107,9 @@ def find_share(shares: list[ShareRecord], device_id: str, agent: str, now: datet
     live = [s for s in matching if s.revoked_at is None]
     if not live:
         raise ShareRefused(
-            "revoked", f"the share of {agent} with device {device_id[:16]}… was revoked"
+            "revoked",
+            f"the share of {agent} with device {device_id[:16]}… was revoked",
+            matching[0],
         )
     current = [s for s in live if s.expires_at > now]
     if not current:

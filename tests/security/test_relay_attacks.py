@@ -1,0 +1,220 @@
+"""The gateway is untrusted: what it may do to frames, and what a share owner may withdraw.
+
+The gateway may replay, reorder, truncate or alter what it stores; every such frame is
+refused by the receiving relay with a typed reason and dead-lettered (the auditor records
+every dead letter in the hash chain). A revoked share and a device Bob's policy does not
+allow are refused on Bob's side and the caller is told. And the gateway's stored bytes hold
+none of the run's plaintext.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from actors.relay import DeviceKeys, seal_frame, write_share
+from bus import DEAD_REASON, MSG_ID, EmbeddedServer
+from schemas import AgentResponse, Error, ErrorCode, FrameBody, decode_envelope, encode
+from tests.support.gate import Decisions
+from tests.support.processes import ProcessOutput
+from tests.support.relay import (
+    TwoDeployments,
+    byte_doc_call,
+    relay_servers,
+    start_two_deployments,
+)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedServer, ...]]:
+    yield from relay_servers(tmp_path_factory)
+
+
+async def _system(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path, *, allow_device: bool = True
+) -> AsyncIterator[TwoDeployments]:
+    processes: list[ProcessOutput] = []
+    alice, bob, gateway = servers
+    started = await start_two_deployments(
+        alice, bob, gateway, tmp_path, processes, allow_device=allow_device
+    )
+    try:
+        yield started
+    finally:
+        for process in processes:
+            process.close()
+        await started.close()
+
+
+@pytest.fixture
+async def system(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> AsyncIterator[TwoDeployments]:
+    async for started in _system(servers, tmp_path):
+        yield started
+
+
+@pytest.fixture
+async def unallowed(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> AsyncIterator[TwoDeployments]:
+    """Bob shared byte-doc with Alice's device, but his policy does not let it reach it."""
+    async for started in _system(servers, tmp_path, allow_device=False):
+        yield started
+
+
+class Caller:
+    """Alice's caller: submits calls to `bob-byte-doc`, reads what comes back."""
+
+    def __init__(self, system: TwoDeployments) -> None:
+        self.system = system
+        self.js = system.alice.nc.jetstream()
+
+    async def open(self) -> Caller:
+        ns = self.system.alice.ns
+        self.inbox = await self.js.pull_subscribe(
+            ns.deliver("router"), durable="router", stream=ns.stream("deliver")
+        )
+        return self
+
+    async def call(self, goal: str) -> tuple[str, object]:
+        call = byte_doc_call(goal)
+        ns = self.system.alice.ns
+        await self.js.publish(ns.submit("router"), encode(call), headers={MSG_ID: call.id})
+        (msg,) = await self.inbox.fetch(1, timeout=30)
+        await msg.ack_sync()
+        return call.id, decode_envelope(msg.data)
+
+
+async def _dead_reasons(system: TwoDeployments, count: int) -> list[str]:
+    """The reasons of the first `count` dead letters Bob's relay filed."""
+    bob = system.bob
+    sub = await bob.nc.jetstream().pull_subscribe(
+        bob.ns.dead("relay"), durable="test-dead", stream=bob.ns.stream("dead")
+    )
+    reasons: list[str] = []
+    while len(reasons) < count:
+        for msg in await sub.fetch(count - len(reasons), timeout=20):
+            await msg.ack()
+            reasons.append((msg.headers or {})[DEAD_REASON])
+    return reasons
+
+
+async def _capture(gw: NATS, subject: str) -> tuple[list[Msg], Subscription]:
+    """Every frame published on `subject`, as the gateway's operator could record them."""
+    captured: list[Msg] = []
+
+    async def keep(msg: Msg) -> None:
+        captured.append(msg)
+
+    return captured, await gw.subscribe(subject, cb=keep)
+
+
+async def test_replayed_reordered_truncated_and_altered_frames_are_refused(
+    system: TwoDeployments,
+) -> None:
+    gw = await nats.connect(system.gateway.url)
+    to_bob = f"{system.gateway_root}.{system.bob.keys.device_id}.{system.alice.keys.device_id}"
+    captured, capture = await _capture(gw, to_bob)
+    caller = await Caller(system).open()
+    _, answer = await caller.call("the first call")
+    assert isinstance(answer, AgentResponse)
+    await capture.unsubscribe()
+    (frame,) = [msg.data for msg in captured]
+    gjs = gw.jetstream()
+
+    async def inject(data: bytes, name: str) -> None:
+        await gjs.publish(to_bob, data, headers={MSG_ID: f"attack-{name}-{time.time_ns()}"})
+
+    await inject(frame, "replay")  # the same frame again
+    await inject(frame[:-9], "truncated")
+    flipped = bytearray(frame)
+    flipped[len(frame) // 2] ^= 0x40
+    await inject(bytes(flipped), "flipped")
+    mallory = DeviceKeys.generate()
+    await inject(frame[:36] + bytes.fromhex(mallory.device_id) + frame[68:], "recipient")
+    # Reordered past the window: seq 100 then seq 1 of one session, both signed by Alice's
+    # device (a frame the gateway held back while 99 newer ones passed).
+    alice, bob = system.alice, system.bob
+    for seq in (100, 1):
+        call = byte_doc_call(f"late frame {seq}")
+        body = FrameBody(
+            sender_device=alice.keys.device_id,
+            recipient_device=bob.keys.device_id,
+            session="held-back",
+            seq=seq,
+            kind="call",
+            agent="byte-doc",
+            sent_at_ms=int(time.time() * 1000),
+            envelope=encode(call),
+        )
+        await inject(seal_frame(body, alice.keys, bob.keys.public.kem_key), f"seq{seq}")
+    reasons = await _dead_reasons(system, 5)
+    assert reasons == [
+        "relay_replay",
+        "relay_truncated",
+        "relay_tampered",
+        "relay_wrong_recipient",
+        "relay_too_old",
+    ]
+    await gw.close()
+
+
+def _no_plaintext(root: Path, texts: list[str]) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for text in texts:
+                assert text.encode() not in data, f"{text!r} in the gateway's {path.name}"
+
+
+async def test_the_gateway_stores_no_plaintext(system: TwoDeployments) -> None:
+    gw = await nats.connect(system.gateway.url)
+    seen, capture = await _capture(gw, f"{system.gateway_root}.>")
+    caller = await Caller(system).open()
+    goal = "review this API for security issues: token sk-live-12345"
+    call_id, answer = await caller.call(goal)
+    assert isinstance(answer, AgentResponse)
+    await gw.flush()
+    await capture.unsubscribe()
+    assert len(seen) == 2  # the call and the answer
+    texts = [goal, answer.reply.message, answer.text, call_id, answer.call_id, answer.id]
+    texts += ["byte-doc", "bob-byte-doc", "router", system.principal]
+    stored = b"".join(msg.data + msgspec.json.encode(msg.headers) for msg in seen)
+    for text in texts:
+        assert text.encode() not in stored
+    _no_plaintext(system.gateway.store_dir, texts)
+    await gw.close()
+
+
+async def test_a_revoked_share_is_refused_and_the_caller_told(system: TwoDeployments) -> None:
+    caller = await Caller(system).open()
+    _, first = await caller.call("before the revocation")
+    assert isinstance(first, AgentResponse)
+    share = msgspec.structs.replace(system.share, revoked_at=datetime.now(UTC))
+    write_share(system.bob.dir / "relay", share, system.bob.keys.signing)
+    _, refused = await caller.call("after the revocation")
+    assert isinstance(refused, Error) and refused.code == ErrorCode.UNAUTHORIZED
+    assert "revoked" in refused.message
+    assert await _dead_reasons(system, 1) == ["relay_share_revoked"]
+
+
+async def test_a_device_bobs_policy_does_not_allow_is_refused_by_bobs_gate(
+    unallowed: TwoDeployments,
+) -> None:
+    bob_decisions = await Decisions(unallowed.bob.nc.jetstream(), unallowed.bob.ns).open()
+    caller = await Caller(unallowed).open()
+    _, refused = await caller.call("may I?")
+    assert isinstance(refused, Error) and refused.code == ErrorCode.TARGET_NOT_ALLOWED
+    decision = await bob_decisions.next()
+    assert not decision.allowed and decision.sender == unallowed.principal
+    assert decision.code == ErrorCode.TARGET_NOT_ALLOWED
