@@ -35,7 +35,7 @@ from tools.console import add_console_command
 from tools.delegate import add_delegate_command
 from tools.demo import add_demo_command
 from tools.device import add_device_commands
-from tools.natsconf import add_natsconf_commands
+from tools.natsconf import add_gateway_command, add_natsconf_commands
 from tools.policy import add_policy_commands
 from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
@@ -197,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_chaos_command(commands)
     add_natsconf_commands(commands)
+    add_gateway_command(commands)
     add_provision_command(commands)
     add_audit_commands(commands)
     add_calls_command(commands)

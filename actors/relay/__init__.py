@@ -7,7 +7,7 @@ window refuses repeats; `DeviceKeys` and the share files are what `parley device
 """
 
 from actors.relay._actor import RelayActor
-from actors.relay._gateway import Gateway, frame_msg_id
+from actors.relay._gateway import Gateway, frame_msg_id, gateway_stream
 from actors.relay._keys import DeviceKeyError, DeviceKeys
 from actors.relay._sealing import FrameError, frame_devices, open_frame, seal_frame
 from actors.relay._shares import (
@@ -36,6 +36,7 @@ __all__ = (
     "find_share",
     "frame_devices",
     "frame_msg_id",
+    "gateway_stream",
     "load_shared_agents",
     "load_shares",
     "open_frame",

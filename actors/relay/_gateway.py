@@ -20,9 +20,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import APIError
+from nats.js.errors import NotFoundError
 
-__all__ = ("Gateway", "frame_msg_id")
+__all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 
 log = logging.getLogger("parley.relay")
 
@@ -33,6 +33,18 @@ def frame_msg_id(sender: str, session: str, seq: int) -> str:
     """The gateway's de-duplication id of a frame: the same for every copy of it, and saying
     nothing of the session to the gateway."""
     return hashlib.sha256(f"{sender}:{session}:{seq}".encode()).hexdigest()[:32]
+
+
+def gateway_stream(root: str) -> StreamConfig:
+    """The gateway's one stream: every frame, kept until its recipient's relay acks it."""
+    return StreamConfig(
+        name=root.upper().replace("-", "_"),
+        subjects=[f"{root}.*.*"],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        max_age=_MAX_AGE_S,
+        duplicate_window=120.0,
+    )
 
 
 class Gateway:
@@ -70,20 +82,11 @@ class Gateway:
         self._nc = await nats.connect(**options)  # type: ignore[arg-type]
         self._js = self._nc.jetstream()
         try:
-            await self._js.add_stream(
-                StreamConfig(
-                    name=self.stream,
-                    subjects=[f"{self._root}.*.*"],
-                    retention=RetentionPolicy.WORK_QUEUE,
-                    storage=StorageType.FILE,
-                    max_age=_MAX_AGE_S,
-                    duplicate_window=120.0,
-                )
-            )
-        except APIError as exc:
-            # Already there with another config, or this user may not create streams: the
-            # gateway's operator provisioned it.
-            log.info("gateway stream not created", extra={"error": str(exc)})
+            await self._js.stream_info(self.stream)
+        except NotFoundError:
+            # An open gateway: the first relay creates the stream. A locked-down gateway's
+            # operator creates it (`parley gateway-config --create-stream`).
+            await self._js.add_stream(gateway_stream(self._root))
 
     def _jetstream(self) -> JetStreamContext:
         if self._js is None:

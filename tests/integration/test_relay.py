@@ -8,11 +8,14 @@ same way to Alice's caller. Both gates decide (and so both auditors record) thei
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
+from actors.relay import DeviceKeys
 from bus import CAUSATION_ID, MSG_ID, SENDER, EmbeddedServer
 from schemas import AgentResponse, decode_envelope, encode
 from tests.support.gate import Decisions
@@ -23,6 +26,7 @@ from tests.support.relay import (
     relay_servers,
     start_two_deployments,
 )
+from tools.natsconf import GATEWAY_ADMIN, create_gateway_stream, write_gateway_config
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +80,80 @@ async def test_a_call_to_a_shared_agent_is_answered_across_the_gateway(
     assert inbound.allowed and (inbound.sender, inbound.target) == (system.principal, "byte-doc")
     answered = await bob_decisions.next()
     assert answered.allowed and (answered.sender, answered.target) == ("byte-doc", system.principal)
+
+
+async def test_a_locked_down_gateway_carries_the_call_and_keeps_each_relay_to_its_subjects(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> None:
+    """Each relay is a user of the gateway allowed only its own device's subjects."""
+    alice_keys, bob_keys = DeviceKeys.generate(), DeviceKeys.generate()
+    root = "gwlocked"
+    seeds = write_gateway_config(
+        tmp_path / "gateway-config", [alice_keys.device_id, bob_keys.device_id], root
+    )
+    gateway = EmbeddedServer(
+        tmp_path / "gateway", authorization=tmp_path / "gateway-config" / "authorization.conf"
+    )
+    gateway.start()
+    processes: list[ProcessOutput] = []
+    try:
+        await create_gateway_stream(gateway.url, seeds[GATEWAY_ADMIN], root)
+        system = await start_two_deployments(
+            servers[0],
+            servers[1],
+            gateway,
+            tmp_path / "deployments",
+            processes,
+            keys=(alice_keys, bob_keys),
+            gateway_root=root,
+            gateway_seeds=seeds,
+        )
+        try:
+            js = system.alice.nc.jetstream()
+            inbox = await js.pull_subscribe(
+                system.alice.ns.deliver("router"),
+                durable="router",
+                stream=system.alice.ns.stream("deliver"),
+            )
+            call = byte_doc_call("through a locked gateway")
+            await js.publish(
+                system.alice.ns.submit("router"), encode(call), headers={MSG_ID: call.id}
+            )
+            (msg,) = await inbox.fetch(1, timeout=30)
+            assert isinstance(decode_envelope(msg.data), AgentResponse)
+            await _alice_may_not_act_as_bob(gateway, seeds[alice_keys.device_id], system)
+        finally:
+            await system.close()
+    finally:
+        for process in processes:
+            process.close()
+        gateway.close()
+
+
+async def _alice_may_not_act_as_bob(
+    gateway: EmbeddedServer, alice_seed: Path, system: TwoDeployments
+) -> None:
+    alice, bob = system.alice.keys.device_id, system.bob.keys.device_id
+    violations: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        violations.append(str(exc))
+
+    nc = await nats.connect(
+        gateway.url,
+        nkeys_seed=str(alice_seed),
+        inbox_prefix=f"_INBOX_{alice[:16]}".encode(),
+        error_cb=on_error,
+        allow_reconnect=False,
+    )
+    try:
+        await nc.publish(f"gwlocked.{alice}.{bob}", b"a frame in Bob's name")
+        await nc.subscribe(f"gwlocked.{bob}.*")
+        await nc.flush()
+        deadline = asyncio.get_running_loop().time() + 5
+        while len(violations) < 2 and asyncio.get_running_loop().time() < deadline:
+            await nc.flush()  # each round trip lets the server's -ERR lines arrive
+    finally:
+        await nc.close()
+    assert len(violations) == 2, violations
+    assert all("permissions violation" in v.lower() for v in violations)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -128,10 +128,9 @@ def byte_doc_call(goal: str) -> AgentCall:
     )
 
 
-async def _side(name: str, server: EmbeddedServer, root: Path) -> Side:
+async def _side(name: str, server: EmbeddedServer, root: Path, keys: DeviceKeys) -> Side:
     directory = root / name
     directory.mkdir(parents=True)
-    keys = DeviceKeys.generate()
     keys.save(directory / "device")
     ns = Namespace(f"t{uuid.uuid4().hex[:12]}")
     nc = await nats.connect(server.url)
@@ -160,10 +159,17 @@ async def start_two_deployments(
     allow_device: bool = True,
     ack_wait_s: str = "2",
     gateway_ack_wait_s: float = 2.0,
+    keys: tuple[DeviceKeys, DeviceKeys] | None = None,
+    gateway_root: str = "",
+    gateway_seeds: Mapping[str, Path] | None = None,
 ) -> TwoDeployments:
-    """Keys, share, shared agent, both policies, and every process ready."""
-    alice = await _side("alice", alice_server, root)
-    bob = await _side("bob", bob_server, root)
+    """Keys, share, shared agent, both policies, and every process ready.
+
+    `keys`, `gateway_root` and `gateway_seeds` (device id -> nkey seed file) are for a
+    locked-down gateway, whose users are written for the devices before it starts."""
+    alice_keys, bob_keys = keys or (DeviceKeys.generate(), DeviceKeys.generate())
+    alice = await _side("alice", alice_server, root, alice_keys)
+    bob = await _side("bob", bob_server, root, bob_keys)
     now = utc_now()
     share = ShareRecord(
         share_id=new_id(),
@@ -192,20 +198,22 @@ async def start_two_deployments(
     bob_policy = _bundle({share.principal: device, "byte-doc": ProfilePolicy()})
     await publish_bundle(alice.nc.jetstream(), alice.ns, alice.signer.sign(alice_policy))
     await publish_bundle(bob.nc.jetstream(), bob.ns, bob.signer.sign(bob_policy))
-    gateway_root = f"gw{uuid.uuid4().hex[:10]}"
+    gateway_root = gateway_root or f"gw{uuid.uuid4().hex[:10]}"
     for side in (alice, bob):
         base = parley_env(side.server.url, side.ns.root, ack_wait_s=ack_wait_s, fetch_timeout_s="1")
         gate_options = {"policy_keys": [str(side.signer.pub_path)], "tenant": "test"}
         gate = start_actor("gate", "gate", {**base, "PARLEY_OPTIONS": json.dumps(gate_options)})
         processes.append(gate)
         await gate.wait_line(READY)
-        relay_options = {
+        relay_options: dict[str, object] = {
             "device_dir": str(side.dir / "device"),
             "relay_dir": str(side.dir / "relay"),
             "gateway_url": gateway.url,
             "gateway_root": gateway_root,
             "gateway_ack_wait_s": gateway_ack_wait_s,
         }
+        if gateway_seeds is not None:
+            relay_options["gateway_nkey_seed_file"] = str(gateway_seeds[side.keys.device_id])
         side.env = {**base, "PARLEY_OPTIONS": json.dumps(relay_options)}
     profile = write_profile(
         bob.dir / "agents",

@@ -4,8 +4,9 @@ Public face: the command (`add_natsconf_commands`, `write_nats_config` and the r
 it writes) and the permissions it writes (`permissions_for`, `settings_for`, the roles and
 accounts).
 
-Inside: `_command` (users, keys, accounts and files) and `_permissions` (what each principal
-may publish, subscribe, import and read, and why).
+Inside: `_command` (users, keys, accounts and files), `_permissions` (what each principal
+may publish, subscribe, import and read, and why) and `_gateway` (`parley gateway-config`:
+the shared-agent gateway's users, one per relay device).
 """
 
 from tools.natsconf._command import (
@@ -18,6 +19,13 @@ from tools.natsconf._command import (
     read_authorization,
     write_nats_config,
 )
+from tools.natsconf._gateway import (
+    GATEWAY_ADMIN,
+    add_gateway_command,
+    create_gateway_stream,
+    gateway_permissions,
+    write_gateway_config,
+)
 from tools.natsconf._permissions import (
     AUDIT_READER,
     CONSOLE,
@@ -28,6 +36,7 @@ from tools.natsconf._permissions import (
     PERSON_PREFIX,
     POLICY_SIGNER,
     PROVISIONER,
+    RELAY,
     TRUSTED_ROLES,
     Permissions,
     account_of,
@@ -44,16 +53,21 @@ __all__ = (
     "CORE_ACCOUNT",
     "DEFAULT_ACTORS",
     "FIXED_ROLES",
+    "GATEWAY_ADMIN",
     "IMPORTED_JS_API",
     "OPERATOR_ROLES",
     "PERSON_PREFIX",
     "POLICY_SIGNER",
     "PROVISIONER",
+    "RELAY",
     "TRUSTED_ROLES",
     "Permissions",
     "account_of",
+    "add_gateway_command",
     "add_natsconf_commands",
     "core_subject",
+    "create_gateway_stream",
+    "gateway_permissions",
     "new_user_seed",
     "permissions_for",
     "public_key",
@@ -61,5 +75,6 @@ __all__ = (
     "read_authorization",
     "role_of",
     "settings_for",
+    "write_gateway_config",
     "write_nats_config",
 )

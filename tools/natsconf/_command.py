@@ -131,8 +131,11 @@ def write_nats_config(
     example: bool = False,
     store_dir: str = "jetstream",
     listen: str = "127.0.0.1:4222",
+    relay_serves: Sequence[str] = (),
 ) -> dict[str, dict[str, str]]:
     """Write the config files (and, unless `example`, seeds and settings) into `out`.
+
+    `relay_serves`: the shared agents and device principals the relay reads and submits as.
 
     Returns:
         The manifest: actor id -> {"role", "nkey"}.
@@ -152,7 +155,7 @@ def write_nats_config(
     for actor in names:
         seed = _seed_for(seeds_dir, actor)
         nkey = public_key(seed)
-        perms = permissions_for(actor, ns)
+        perms = permissions_for(actor, ns, relay_serves)
         grants.append(perms)
         manifest[actor] = {"role": role_of(actor), "nkey": nkey, "account": perms.account}
         users[actor] = {"nkey": nkey, "permissions": perms.to_config()}
@@ -226,9 +229,15 @@ def read_accounts(path: Path) -> dict[str, dict[str, Any]]:
 
 def _cmd_nats_config(args: argparse.Namespace) -> int:
     actors = [a.strip() for a in args.actors.split(",") if a.strip()]
+    serves = [a.strip() for a in args.relay_serves.split(",") if a.strip()]
     try:
         manifest = write_nats_config(
-            args.out, actors, Namespace(args.namespace), example=args.example, listen=args.listen
+            args.out,
+            actors,
+            Namespace(args.namespace),
+            example=args.example,
+            listen=args.listen,
+            relay_serves=serves,
         )
     except (SubjectTokenError, OSError) as exc:
         print(f"parley nats-config: {exc}", file=sys.stderr)
@@ -260,5 +269,11 @@ def add_natsconf_commands(commands: Any) -> None:
     )
     cmd.add_argument(
         "--example", action="store_true", help="config files only, keys' seeds thrown away"
+    )
+    cmd.add_argument(
+        "--relay-serves",
+        default="",
+        help="comma-separated names the relay reads and submits as: its shared agents "
+        "(`parley shared list`) and device principals (`parley share --list`)",
     )
     cmd.set_defaults(func=_cmd_nats_config)

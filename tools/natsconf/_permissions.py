@@ -7,7 +7,8 @@ consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `
 
 The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
 `person-<name>`), `console` (the web console's own process: it acts for people only as each
-person, with that person's own credentials, so its own user just beats), `provisioner`,
+person, with that person's own credentials, so its own user just beats), `relay` (the
+shared-agent relay, in an account of its own), `provisioner`,
 `policy-signer` (`parley policy publish`) and `audit-cli` (`parley audit`, `trace`, `tail`)
 are fixed ids; any other id is an agent. The JetStream subjects are the ones nats-py uses for
 what the runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
@@ -61,6 +62,7 @@ which wrote those messages in the first place, moves every receiver's exhausted 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bus import BUCKETS, STREAM_FAMILIES
@@ -76,6 +78,7 @@ __all__ = (
     "PERSON_PREFIX",
     "POLICY_SIGNER",
     "PROVISIONER",
+    "RELAY",
     "TRUSTED_ROLES",
     "Permissions",
     "account_of",
@@ -91,7 +94,8 @@ POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
 CONSOLE = "console"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER)
-FIXED_ROLES = ("gate", "router", "auditor", "cli", CONSOLE, PROVISIONER, *OPERATOR_ROLES)
+RELAY = "relay"
+FIXED_ROLES = ("gate", "router", "auditor", "cli", CONSOLE, RELAY, PROVISIONER, *OPERATOR_ROLES)
 TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
 CORE_ACCOUNT = "PARLEY"
 IMPORTED_JS_API = "$JS.PARLEY.API"
@@ -232,7 +236,7 @@ class _Grants:
         self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", *(f"$KV.{bucket}.{key}" for key in keys))
 
 
-def _actor_grants(g: _Grants, role: str) -> None:
+def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
     ns, me = g.ns, g.actor
     if role != CONSOLE:  # the console submits nothing as itself, only as each person
         g.pub(ns.submit(me))
@@ -241,6 +245,8 @@ def _actor_grants(g: _Grants, role: str) -> None:
     g.handling_marks()
     if role in ("agent", "router", "cli"):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
+    elif role == RELAY:
+        _relay_grants(g, serves)
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
         # Calls to other agents (actors/delegation/): its waits, and reminders of their
@@ -280,6 +286,30 @@ def _actor_grants(g: _Grants, role: str) -> None:
         g.read_stream(ns.stream("audit"))
 
 
+def _relay_grants(g: _Grants, serves: Sequence[str]) -> None:
+    """The relay hosts remote agents here and stands for remote devices (actors/relay/): for
+    each name it serves, it reads that name's deliveries (a durable named after it, which the
+    provisioner creates, as for any receiver) and submits as that name, and nothing else; its
+    state is the relay bucket, which nobody else writes."""
+    ns = g.ns
+    for name in serves:
+        check_token(name, "relay-served name")
+        stream = ns.stream("deliver")
+        g.pub(
+            ns.submit(name),
+            f"{_JS}.CONSUMER.INFO.{stream}.{name}",
+            f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"$JS.ACK.{stream}.{name}.>",
+        )
+    bucket = ns.bucket("relay")
+    g.pub(
+        f"{_JS}.STREAM.INFO.KV_{bucket}",
+        f"{_JS}.STREAM.MSG.GET.KV_{bucket}",
+        f"{_JS}.DIRECT.GET.KV_{bucket}.>",
+        f"$KV.{bucket}.>",
+    )
+
+
 def _operator_grants(g: _Grants, role: str) -> None:
     """Operators' tools, each only what its commands do: the signer puts the bundle (the gates
     verify it before they trust it); the audit reader gets audit records by direct get, which
@@ -309,8 +339,9 @@ def _provisioner_grants(g: _Grants) -> None:
     g.read_stream(ns.stream("events"))  # the whole timeline is an operator's to read
 
 
-def permissions_for(actor: str, ns: Namespace) -> Permissions:
-    """The permissions of `actor` in namespace `ns`."""
+def permissions_for(actor: str, ns: Namespace, serves: Sequence[str] = ()) -> Permissions:
+    """The permissions of `actor` in namespace `ns`; `serves`: the names a relay reads the
+    deliveries of and submits as (its shared agents and the device principals)."""
     role = role_of(actor)
     g = _Grants(ns, actor)
     if role == PROVISIONER:
@@ -318,7 +349,7 @@ def permissions_for(actor: str, ns: Namespace) -> Permissions:
     elif role in OPERATOR_ROLES:
         _operator_grants(g, role)
     else:
-        _actor_grants(g, role)
+        _actor_grants(g, role, serves)
     deny = [] if role == "gate" else [f"{ns.root}.deliver.>"]
     if role != PROVISIONER:
         deny += [f"{_JS}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
@@ -346,7 +377,7 @@ def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
     """
     role = role_of(actor)
     values: dict[str, object] = {"actor_id": actor, "namespace": ns.root, "provision": False}
-    if role in ("agent", "router", "cli"):
+    if role in ("agent", "router", "cli", RELAY):
         values["create_consumers"] = False
         values["move_exhausted"] = False
     if role == "gate":
