@@ -101,3 +101,33 @@ async def test_a_relay_killed_mid_forward_sends_once_and_answers_once(
         await bob_decisions.next(timeout=4)
     with pytest.raises(TimeoutError):
         await inbox.fetch(1, timeout=1)
+
+
+async def test_a_gateway_outage_queues_the_forward_until_the_gateway_returns(
+    system: TwoDeployments,
+) -> None:
+    """The gateway is down when Alice's relay forwards: the call waits in Alice's own queue
+    (unacked, retried) and goes through, once, when the gateway is back."""
+    alice, bob = system.alice, system.bob
+    assert alice.relay is not None
+    js = alice.nc.jetstream()
+    inbox = await js.pull_subscribe(
+        alice.ns.deliver("router"), durable="router", stream=alice.ns.stream("deliver")
+    )
+    bob_decisions = await Decisions(bob.nc.jetstream(), bob.ns).open()
+    system.gateway.stop()
+    try:
+        call = byte_doc_call("sent while the gateway is down")
+        await js.publish(alice.ns.submit("router"), encode(call), headers={MSG_ID: call.id})
+        await alice.relay.wait_line(r"handler failed", timeout=30)
+    finally:
+        system.gateway.start()
+    (msg,) = await inbox.fetch(1, timeout=60)
+    await msg.ack_sync()
+    answer = decode_envelope(msg.data)
+    assert isinstance(answer, AgentResponse) and answer.call_id == call.call_id
+    inbound = await bob_decisions.next()
+    assert inbound.allowed and inbound.target == "byte-doc"
+    await bob_decisions.next()  # byte-doc's answer
+    with pytest.raises(TimeoutError):
+        await bob_decisions.next(timeout=3)
