@@ -35,6 +35,7 @@ from schemas import (
 )
 from tests.support.agents import start_agent, write_profile
 from tests.support.gate import Signer, publish_bundle
+from tests.support.lockdown import LockedDown
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 __all__ = (
@@ -69,6 +70,11 @@ class Side:
     signer: Signer
     env: dict[str, str] = field(default_factory=dict)
     relay: ProcessOutput | None = None
+    configs: dict[str, Path] = field(default_factory=dict)
+    """Settings files of a locked-down side's actors (`parley nats-config`), by actor id."""
+
+    def config_args(self, actor: str) -> tuple[str, ...]:
+        return ("--config", str(self.configs[actor])) if actor in self.configs else ()
 
     @property
     def relay_options(self) -> dict[str, object]:
@@ -94,7 +100,7 @@ class TwoDeployments:
 
     def start_relay(self, side: Side, **settings: str) -> ProcessOutput:
         env = {**side.env, **{f"PARLEY_{k.upper()}": v for k, v in settings.items()}}
-        relay = start_actor("relay", "relay", env)
+        relay = start_actor("relay", "relay", env, *side.config_args("relay"))
         side.relay = relay
         self.processes.append(relay)
         return relay
@@ -128,10 +134,17 @@ def byte_doc_call(goal: str) -> AgentCall:
     )
 
 
-async def _side(name: str, server: EmbeddedServer, root: Path, keys: DeviceKeys) -> Side:
+async def _side(
+    name: str, server: EmbeddedServer, root: Path, keys: DeviceKeys, locked: LockedDown | None
+) -> Side:
     directory = root / name
     directory.mkdir(parents=True)
     keys.save(directory / "device")
+    if locked is not None:  # the provisioner provisioned it, and publishes the policy
+        nc = await locked.connect("provisioner")
+        configs = {path.stem: path for path in (locked.config_dir / "actors").glob("*.toml")}
+        signer = Signer.create(directory)
+        return Side(name, server, locked.ns, nc, keys, directory, signer, configs=configs)
     ns = Namespace(f"t{uuid.uuid4().hex[:12]}")
     nc = await nats.connect(server.url)
     await provision(nc.jetstream(), ns)
@@ -162,14 +175,16 @@ async def start_two_deployments(
     keys: tuple[DeviceKeys, DeviceKeys] | None = None,
     gateway_root: str = "",
     gateway_seeds: Mapping[str, Path] | None = None,
+    alice_locked: LockedDown | None = None,
 ) -> TwoDeployments:
     """Keys, share, shared agent, both policies, and every process ready.
 
     `keys`, `gateway_root` and `gateway_seeds` (device id -> nkey seed file) are for a
-    locked-down gateway, whose users are written for the devices before it starts."""
+    locked-down gateway, whose users are written for the devices before it starts;
+    `alice_locked` runs Alice's gate and relay as their own nkey users on that server."""
     alice_keys, bob_keys = keys or (DeviceKeys.generate(), DeviceKeys.generate())
-    alice = await _side("alice", alice_server, root, alice_keys)
-    bob = await _side("bob", bob_server, root, bob_keys)
+    alice = await _side("alice", alice_server, root, alice_keys, alice_locked)
+    bob = await _side("bob", bob_server, root, bob_keys, None)
     now = utc_now()
     share = ShareRecord(
         share_id=new_id(),
@@ -202,7 +217,8 @@ async def start_two_deployments(
     for side in (alice, bob):
         base = parley_env(side.server.url, side.ns.root, ack_wait_s=ack_wait_s, fetch_timeout_s="1")
         gate_options = {"policy_keys": [str(side.signer.pub_path)], "tenant": "test"}
-        gate = start_actor("gate", "gate", {**base, "PARLEY_OPTIONS": json.dumps(gate_options)})
+        gate_env = {**base, "PARLEY_OPTIONS": json.dumps(gate_options)}
+        gate = start_actor("gate", "gate", gate_env, *side.config_args("gate"))
         processes.append(gate)
         await gate.wait_line(READY)
         relay_options: dict[str, object] = {
