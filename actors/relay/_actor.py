@@ -53,6 +53,7 @@ from bus import (
     validated_options,
 )
 from schemas import (
+    AgentCall,
     AnyEnvelope,
     Error,
     ErrorCode,
@@ -119,13 +120,34 @@ class RelayActor(Actor):
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         receiver = ctx.subject.rsplit(".", 1)[-1]
         payload = ctx.payload or encode(envelope)
-        if receiver in self.shared:
-            await self._send_call(self.shared[receiver], envelope, payload, ctx)
-        else:
+        if receiver not in self.shared:
             await self._send_answer(envelope, payload, ctx)
+        elif isinstance(envelope, AgentCall):
+            await self._send_call(self.shared[receiver], envelope, payload, ctx)
+        elif isinstance(envelope, Error):
+            # The gate refused an answer this relay submitted for the shared agent (the caller
+            # was told by the gate itself): nothing goes to the remote side; kept for audit.
+            await self._dead_ctx(
+                ctx, "relay_answer_refused", f"{envelope.code}: {envelope.message}"
+            )
+        else:
+            await self._decline(self.shared[receiver], envelope, ctx)
+
+    async def _decline(self, shared: SharedAgent, envelope: AnyEnvelope, ctx: Context) -> None:
+        """A kind the relay does not carry yet (delegations, sub-agent calls): the caller gets
+        a typed error at once, as the shared agent's answer, instead of a silent timeout."""
+        kind = envelope.__struct_config__.tag
+        refusal = Error(
+            id=ctx.derive_id("relay-unsupported"),
+            created_at=utc_now(),
+            code=ErrorCode.INVALID_REQUEST,
+            message=f"{shared.name} is a shared agent: the relay carries agent calls, not {kind}",
+            cause_id=envelope.id,
+        )
+        await ctx.publish(self.namespace.submit(shared.name), refusal, hop_delta=-1)
 
     async def _send_call(
-        self, shared: SharedAgent, envelope: AnyEnvelope, payload: bytes, ctx: Context
+        self, shared: SharedAgent, envelope: AgentCall, payload: bytes, ctx: Context
     ) -> None:
         session = session_of(envelope, ctx.trace_id)
         draft = Outgoing(
@@ -134,10 +156,10 @@ class RelayActor(Actor):
             peer=shared.device.device_id,
             shared=shared.name,
             caller=ctx.sender,
-            call_id=getattr(envelope, "call_id", ""),
-            session_id=getattr(envelope, "session_id", None),
-            round=getattr(envelope, "round", 1),
-            max_rounds=getattr(envelope, "max_rounds", 1),
+            call_id=envelope.call_id,
+            session_id=envelope.session_id,
+            round=envelope.round,
+            max_rounds=envelope.max_rounds,
             trace_id=ctx.trace_id,
             hop_count=ctx.hop_count,
             origin=ctx.trace.origin,
@@ -288,4 +310,4 @@ class RelayActor(Actor):
         await self.bus.js.publish(
             ns.submit(out.shared), encode(answer), headers=position.to_headers(answer.id)
         )
-        log.info("answer submitted", extra={"shared": out.shared, "at": utc_now().isoformat()})
+        log.info("answer submitted", extra={"shared": out.shared, "id": answer.id})

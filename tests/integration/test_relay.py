@@ -12,12 +12,14 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import msgspec
 import nats
 import pytest
 
 from actors.relay import DeviceKeys
 from bus import CAUSATION_ID, MSG_ID, SENDER, EmbeddedServer
-from schemas import AgentResponse, decode_envelope, encode
+from schemas import AgentResponse, Error, ErrorCode, decode_envelope, encode
+from tests.support.delegation import person_request
 from tests.support.gate import Decisions
 from tests.support.processes import ProcessOutput
 from tests.support.relay import (
@@ -157,3 +159,24 @@ async def _alice_may_not_act_as_bob(
         await nc.close()
     assert len(violations) == 2, violations
     assert all("permissions violation" in v.lower() for v in violations)
+
+
+async def test_a_kind_the_relay_does_not_carry_is_answered_with_an_error_at_once(
+    system: TwoDeployments,
+) -> None:
+    """A delegation to the shared agent is admitted by Alice's gate, but the relay carries
+    agent calls only: the caller gets INVALID_REQUEST from `bob-byte-doc`, nothing is sent."""
+    alice = system.alice
+    js = alice.nc.jetstream()
+    inbox = await js.pull_subscribe(
+        alice.ns.deliver("router"), durable="router", stream=alice.ns.stream("deliver")
+    )
+    request = msgspec.structs.replace(
+        person_request("review it", target="bob-byte-doc"), origin_employee="router"
+    )
+    await js.publish(alice.ns.submit("router"), encode(request), headers={MSG_ID: request.id})
+    (msg,) = await inbox.fetch(1, timeout=30)
+    refusal = decode_envelope(msg.data)
+    assert isinstance(refusal, Error), refusal
+    assert refusal.code == ErrorCode.INVALID_REQUEST and "agent calls" in refusal.message
+    assert refusal.cause_id == request.id
