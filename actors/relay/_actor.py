@@ -48,6 +48,7 @@ from bus import (
     Context,
     DeadLetters,
     Input,
+    MessageTooLarge,
     Settings,
     TraceHeaders,
     validated_options,
@@ -123,7 +124,11 @@ class RelayActor(Actor):
         if receiver not in self.shared:
             await self._send_answer(envelope, payload, ctx)
         elif isinstance(envelope, AgentCall):
-            await self._send_call(self.shared[receiver], envelope, payload, ctx)
+            try:
+                await self._send_call(self.shared[receiver], envelope, payload, ctx)
+            except MessageTooLarge as exc:
+                await self._dead_ctx(ctx, "relay_too_large", str(exc))
+                await self._decline(self.shared[receiver], envelope, ctx, f"the call is {exc}")
         elif isinstance(envelope, Error):
             # The gate refused an answer this relay submitted for the shared agent (the caller
             # was told by the gate itself): nothing goes to the remote side; kept for audit.
@@ -131,17 +136,20 @@ class RelayActor(Actor):
                 ctx, "relay_answer_refused", f"{envelope.code}: {envelope.message}"
             )
         else:
-            await self._decline(self.shared[receiver], envelope, ctx)
+            kind = envelope.__struct_config__.tag
+            why = f"{receiver} is a shared agent: the relay carries agent calls, not {kind}"
+            await self._decline(self.shared[receiver], envelope, ctx, why)
 
-    async def _decline(self, shared: SharedAgent, envelope: AnyEnvelope, ctx: Context) -> None:
-        """A kind the relay does not carry yet (delegations, sub-agent calls): the caller gets
-        a typed error at once, as the shared agent's answer, instead of a silent timeout."""
-        kind = envelope.__struct_config__.tag
+    async def _decline(
+        self, shared: SharedAgent, envelope: AnyEnvelope, ctx: Context, why: str
+    ) -> None:
+        """What the relay cannot carry (another kind, a call too large for the gateway): the
+        caller gets a typed error at once, as the shared agent's answer, not a timeout."""
         refusal = Error(
-            id=ctx.derive_id("relay-unsupported"),
+            id=ctx.derive_id("relay-declined"),
             created_at=utc_now(),
             code=ErrorCode.INVALID_REQUEST,
-            message=f"{shared.name} is a shared agent: the relay carries agent calls, not {kind}",
+            message=why,
             cause_id=envelope.id,
         )
         await ctx.publish(self.namespace.submit(shared.name), refusal, hop_delta=-1)
@@ -175,9 +183,24 @@ class RelayActor(Actor):
             return
         draft = Outgoing(seq=0, session=forwarded.session, peer=forwarded.peer)
         out = await self.store.claim_outgoing(envelope.id, draft)
-        await self._seal_and_send(
-            out, forwarded.peer_kem, "answer", "", forwarded.remote_call, payload
-        )
+        try:
+            await self._seal_and_send(
+                out, forwarded.peer_kem, "answer", "", forwarded.remote_call, payload
+            )
+        except MessageTooLarge as exc:
+            # The caller still gets an answer: an error in its place, small enough to go.
+            await self._dead_ctx(ctx, "relay_too_large", str(exc))
+            refusal = Error(
+                id=ctx.derive_id("relay-too-large"),
+                created_at=utc_now(),
+                code=ErrorCode.INTERNAL_ERROR,
+                message=f"{forwarded.agent}'s answer is {exc}",
+                cause_id=forwarded.remote_call,
+            )
+            out = await self.store.claim_outgoing(refusal.id, draft)
+            await self._seal_and_send(
+                out, forwarded.peer_kem, "answer", "", forwarded.remote_call, encode(refusal)
+            )
 
     async def _seal_and_send(
         self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes

@@ -22,6 +22,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from bus import MessageTooLarge
+
 __all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 
 log = logging.getLogger("parley.relay")
@@ -99,7 +101,14 @@ class Gateway:
 
     async def publish(self, recipient: str, frame: bytes, msg_id: str) -> None:
         """Store one frame on the gateway; raises while the gateway cannot take it."""
-        await self._jetstream().publish(
+        js = self._jetstream()
+        limit = self._nc.max_payload if self._nc is not None else 0
+        size = len(frame) + 256  # the subject-independent headers, generously
+        if limit and size > limit:
+            # Deterministic: retrying cannot make it fit, so the runtime dead-letters it at
+            # once instead of retrying a forward that never gives up.
+            raise MessageTooLarge(size, limit)
+        await js.publish(
             self.subject(recipient, self._device),
             frame,
             stream=self.stream,

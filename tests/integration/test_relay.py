@@ -180,3 +180,38 @@ async def test_a_kind_the_relay_does_not_carry_is_answered_with_an_error_at_once
     assert isinstance(refusal, Error), refusal
     assert refusal.code == ErrorCode.INVALID_REQUEST and "agent calls" in refusal.message
     assert refusal.cause_id == request.id
+
+
+async def test_frames_too_large_for_the_gateway_become_errors_for_the_caller(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> None:
+    """A gateway with a 3 KB message limit: a call too large for it is refused at Alice's
+    relay, an answer too large for it is replaced at Bob's relay by an error; the caller gets
+    an error at once either way, and nothing is retried for ever."""
+    gateway = EmbeddedServer(tmp_path / "small-gateway", extra_config="max_payload: 3KB\n")
+    gateway.start()
+    processes: list[ProcessOutput] = []
+    try:
+        system = await start_two_deployments(
+            servers[0], servers[1], gateway, tmp_path / "d", processes
+        )
+        try:
+            js = system.alice.nc.jetstream()
+            ns = system.alice.ns
+            inbox = await js.pull_subscribe(
+                ns.deliver("router"), durable="router", stream=ns.stream("deliver")
+            )
+            for size, code in ((3000, ErrorCode.INVALID_REQUEST), (1200, ErrorCode.INTERNAL_ERROR)):
+                call = msgspec.structs.replace(byte_doc_call("x" * size), text="")
+                await js.publish(ns.submit("router"), encode(call), headers={MSG_ID: call.id})
+                (msg,) = await inbox.fetch(1, timeout=30)
+                await msg.ack_sync()
+                refusal = decode_envelope(msg.data)
+                assert isinstance(refusal, Error), refusal
+                assert refusal.code == code and "too large" in refusal.message
+        finally:
+            await system.close()
+    finally:
+        for process in processes:
+            process.close()
+        gateway.close()
