@@ -27,6 +27,7 @@ from schemas import AgentResponse, Error, ErrorCode, FrameBody, decode_envelope,
 from tests.support.gate import Decisions
 from tests.support.processes import ProcessOutput
 from tests.support.relay import (
+    GATEWAY_READY,
     TwoDeployments,
     byte_doc_call,
     relay_servers,
@@ -131,6 +132,11 @@ async def test_replayed_reordered_truncated_and_altered_frames_are_refused(
     await capture.unsubscribe()
     (frame,) = [msg.data for msg in captured]
     gjs = gw.jetstream()
+    # A new process: the replay window it refuses with is the one persisted in KV.
+    assert system.bob.relay is not None
+    system.bob.relay.kill()
+    restarted = system.start_relay(system.bob)
+    await restarted.wait_line(GATEWAY_READY)
 
     async def inject(data: bytes, name: str) -> None:
         await gjs.publish(to_bob, data, headers={MSG_ID: f"attack-{name}-{time.time_ns()}"})
