@@ -128,6 +128,10 @@ class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     shared_agents: tuple[Name, ...] = ()
     """Targets that are shared agents on another deployment (seed 000): calls to them need
     `allow_shared_agent_calls` and count against `max_concurrent_shared_calls`."""
+    shared_agent_devices: dict[Name, str] = {}
+    """The device each shared agent lives on (its owner's device id, `parley shared list`),
+    so a profile's `allowed_shared_device_ids` may name devices, as seed 000's
+    `allowedSharedDeviceIds` does, as well as shared agents by name."""
     capabilities: tuple[Capability, ...] = ()
     llm_policy: LlmPolicy = LlmPolicy()
     approval_rules: tuple[ApprovalRule, ...] = ()

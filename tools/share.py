@@ -113,7 +113,10 @@ def _shared_add(args: argparse.Namespace) -> int:
         return 2
     path = save_shared_agent(args.relay_dir, shared)
     print(f"added {shared.name} ({shared.agent} on device {device.device_id[:16]}…): {path}")
-    print("list it in the policy's shared_agents and the callers' allowed_shared_device_ids")
+    print(
+        f"list it in the policy's shared_agents (and shared_agent_devices: "
+        f"{shared.name} = {device.device_id!r}) and the callers' allowed_shared_device_ids"
+    )
     return 0
 
 

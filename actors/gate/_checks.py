@@ -178,11 +178,14 @@ def call_checks(
                 "allow_shared_agent_calls",
                 f"{sub.sender} may not call shared agents (allowSharedAgentCalls is false)",
             )
-        if target not in profile.allowed_shared_device_ids:
+        allowed = profile.allowed_shared_device_ids
+        device = bundle.shared_agent_devices.get(target)
+        if target not in allowed and (device is None or device not in allowed):
+            on = f" on device {device[:16]}…" if device else ""
             return Deny(
                 ErrorCode.TARGET_NOT_ALLOWED,
                 "allowed_shared_device_ids",
-                f"shared agent {target!r} is not in {sub.sender}'s allowedSharedDeviceIds",
+                f"shared agent {target!r}{on} is not in {sub.sender}'s allowedSharedDeviceIds",
             )
     if target in cause.chain:
         path = " -> ".join((*cause.chain, target))

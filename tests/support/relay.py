@@ -151,7 +151,11 @@ async def _side(
     return Side(name, server, ns, nc, keys, directory, Signer.create(directory))
 
 
-def _bundle(profiles: dict[str, ProfilePolicy], shared: tuple[str, ...] = ()) -> PolicyBundle:
+def _bundle(
+    profiles: dict[str, ProfilePolicy],
+    shared: tuple[str, ...] = (),
+    devices: dict[str, str] | None = None,
+) -> PolicyBundle:
     return PolicyBundle(
         schema_version="1.0",
         version=1,
@@ -159,6 +163,7 @@ def _bundle(profiles: dict[str, ProfilePolicy], shared: tuple[str, ...] = ()) ->
         expires_at=utc_now() + timedelta(days=1),
         profiles=profiles,
         shared_agents=shared,
+        shared_agent_devices=devices or {},
     )
 
 
@@ -204,10 +209,12 @@ async def start_two_deployments(
         allowed_targets=("bob-byte-doc",),
         start_traces=True,
         allow_shared_agent_calls=True,
-        allowed_shared_device_ids=("bob-byte-doc",),
+        allowed_shared_device_ids=(bob.keys.device_id,),  # seed 000: by device
     )
     alice_policy = _bundle(
-        {"router": caller, "bob-byte-doc": ProfilePolicy()}, shared=("bob-byte-doc",)
+        {"router": caller, "bob-byte-doc": ProfilePolicy()},
+        shared=("bob-byte-doc",),
+        devices={"bob-byte-doc": bob.keys.device_id},
     )
     device = ProfilePolicy(allowed_targets=("byte-doc",) if allow_device else (), start_traces=True)
     bob_policy = _bundle({share.principal: device, "byte-doc": ProfilePolicy()})
