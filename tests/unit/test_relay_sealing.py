@@ -7,6 +7,8 @@ import time
 import msgspec
 import pytest
 from cryptography.hazmat.primitives import hpke
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.relay import (
     WIDTH,
@@ -138,3 +140,24 @@ def test_the_window_refuses_replays_and_too_old_numbers_and_allows_reordering() 
     with pytest.raises(ReplayRefused):
         accept(window, 0)
     assert accept(window, 11 + WIDTH).highest == 11 + WIDTH
+
+
+FRAME = seal_frame(_body(), ALICE, BOB.public.kem_key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600))
+def test_any_bytes_are_refused_with_a_frame_error_never_a_crash(data: bytes) -> None:
+    with pytest.raises(FrameError):
+        _open(data)
+    with pytest.raises(FrameError):
+        _open(FRAME[:72] + data)  # a valid header over garbage
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=len(FRAME) - 1), st.integers(min_value=1, max_value=255))
+def test_every_altered_byte_of_a_frame_is_refused(index: int, mask: int) -> None:
+    altered = bytearray(FRAME)
+    altered[index] ^= mask
+    with pytest.raises(FrameError):
+        _open(bytes(altered))
