@@ -260,6 +260,8 @@ class RelayActor(Actor):
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
             if exc.share is not None:
                 await self._refuse_call(body, exc.share, str(exc))
+                # Authentic and answered: a replay of it is refused as one, not answered again.
+                await self.store.mark_window(body.sender_device, body.session, body.seq)
         except (FrameError, RelayRefused) as exc:
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
         await msg.ack_sync()
