@@ -75,6 +75,7 @@ __all__ = (
     "Handoff",
     "HandoffData",
     "HumanMessage",
+    "Orchestration",
     "Reference",
     "Reply",
     "SessionEvent",
@@ -120,8 +121,26 @@ class TranscriptItem(Struct, frozen=True, kw_only=True):
     text: str
 
 
+class Orchestration(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Seed 000: a person's local agent talks to a shared agent under the person's control.
+
+    `local_agent` drafts each outbound message; `shared_agent` is the target it goes to (any
+    agent name: the gate decides whether it is a shared agent and whether it may be called).
+    The limits are seed 000's mandatory hard limits, with its defaults.
+    """
+
+    local_agent: Name
+    shared_agent: Name
+    mode: Literal["manual", "semi_auto", "full_auto"] = "manual"
+    max_turns: Annotated[int, Meta(ge=1, le=100)] = 8
+    max_duration_ms: Annotated[int, Meta(ge=1000, le=86_400_000)] = 600_000
+    max_failures: Annotated[int, Meta(ge=1, le=100)] = 3
+    max_tokens_budget: Annotated[int, Meta(ge=1)] | None = None
+
+
 class HumanMessage(Envelope, frozen=True, kw_only=True, tag="human_message"):
-    """A person's message to the router: a single call (`@gpt …`) or a collaboration goal."""
+    """A person's message to the router: a single call (`@gpt …`), a collaboration goal, or
+    an orchestrated session's objective (`mode = "orchestrate"` with `orchestration`)."""
 
     sender: str = "you"
     target: str = "router"
@@ -129,11 +148,12 @@ class HumanMessage(Envelope, frozen=True, kw_only=True, tag="human_message"):
     text: str
     call_id: Id
     user_id: str = ""
-    mode: Literal["single", "collaborate"] = "single"
+    mode: Literal["single", "collaborate", "orchestrate"] = "single"
     participants: tuple[Name, ...] = ()
     first_speaker: Name | None = None
     max_rounds: Annotated[int, Meta(ge=1, le=100)] = 6
     session_id: Id | None = None
+    orchestration: Orchestration | None = None
 
 
 class AgentCall(Envelope, frozen=True, kw_only=True, tag="agent_call"):
@@ -184,7 +204,11 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
 
 
 class Control(Envelope, frozen=True, kw_only=True, tag="control"):
-    """A person steers a running session (Stop in seed 001; pause … take over in seed 000)."""
+    """A person steers a running session (Stop in seed 001; pause … take over in seed 000).
+
+    `text` is the person's own words: with `approve`, the edited draft to send instead of the
+    agent's (edit-and-approve); with `take_over`, the next outbound message they typed.
+    """
 
     action: Literal["pause", "resume", "stop", "take_over", "approve", "reject"]
     session_id: Id
@@ -192,11 +216,14 @@ class Control(Envelope, frozen=True, kw_only=True, tag="control"):
     approval_id: Id | None = None
     reason: str = ""
     user_id: str = ""
+    text: str = ""
 
 
 EventType = Literal[
     "session_created",
     "session_started",
+    "session_paused",
+    "session_resumed",
     "step_started",
     "step_completed",
     "llm_request_started",
