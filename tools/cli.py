@@ -36,6 +36,7 @@ from tools.delegate import add_delegate_command
 from tools.demo import add_demo_command
 from tools.device import add_device_commands
 from tools.natsconf import add_gateway_command, add_natsconf_commands
+from tools.orchestrate import add_orchestrate_command
 from tools.policy import add_policy_commands
 from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
@@ -193,6 +194,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_policy_commands(commands)
     add_collab_commands(commands)
+    add_orchestrate_command(commands)
     add_delegate_command(commands)
     add_demo_command(commands)
     add_chaos_command(commands)

@@ -25,6 +25,10 @@ A call's deadline is stored with it, so the router's own restarts do not push it
 And in case a reminder is ever lost, every replica sweeps the sessions bucket every
 `sweep_every_s` (actors/router/_sweep.py): a running session unmoved past its deadline plus
 `stall_margin_s` is sent, through the same reminder queue, an input that ends it as `stalled`.
+
+Orchestrated sessions (seed 000, a message with `mode = "orchestrate"`) are the router's too,
+stored beside these and run by actors/router/_orchestrated.py with actors/orchestrator's
+transitions: an input whose session is not a collaboration is offered to them.
 """
 
 from __future__ import annotations
@@ -35,18 +39,16 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import ClassVar
 
-import msgspec
-from nats.js.errors import KeyNotFoundError
-from nats.js.kv import KeyValue
-
-from actors.router._effects import RouterEffects
+from actors.orchestrator import OrchestratedSession
+from actors.router._effects import Emitted, RouterEffects
 from actors.router._opening import open_session, refuse_duplicate, session_id_for
-from actors.router._session import Limits, Step
+from actors.router._orchestrated import OrchestratedSessions
+from actors.router._session import Limits, Session, Step
 from actors.router._store import Conflict, SessionStore
 from actors.router._sweep import stall
 from actors.router._sweeper import SessionSweeper
-from actors.router._turn_watch import Unavailable, judge
 from actors.router._turns import advance, unknown_session
+from actors.router._watcher import CallWatcher
 from bus import (
     SENDER_ROLE,
     Actor,
@@ -59,15 +61,12 @@ from bus import (
     validated_options,
 )
 from schemas import (
-    ActorHeartbeat,
     AgentCall,
     AgentResponse,
     AnyEnvelope,
     Control,
     Error,
-    ErrorCode,
     HumanMessage,
-    heartbeat_key,
     utc_now,
     valid_token,
 )
@@ -77,7 +76,6 @@ __all__ = ("RouterActor",)
 log = logging.getLogger("parley.actors.router")
 
 _CAS_ATTEMPTS = 5
-_heartbeat_decoder = msgspec.json.Decoder(ActorHeartbeat)
 
 
 class RouterActor(Actor):
@@ -89,8 +87,9 @@ class RouterActor(Actor):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.limits = validated_options(Limits, settings.options, "router")
-        self._store: SessionStore | None = None
-        self._registry: KeyValue | None = None
+        self._store: SessionStore[Session] | None = None
+        self._orchestrated: OrchestratedSessions | None = None
+        self._watcher: CallWatcher | None = None
         self._uptime = Uptime()
         self._timers = self.namespace.timers(self.actor_id)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -106,9 +105,16 @@ class RouterActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
-        self._store = SessionStore(kv)
-        self._registry = await bus.js.key_value(bus.namespace.bucket("registry"))
+        self._store = SessionStore(kv, Session, "session")
+        registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
+        self._watcher = CallWatcher(registry, bus.uptime, self.limits)
+        self._orchestrated = OrchestratedSessions(
+            SessionStore(kv, OrchestratedSession, "orch"),
+            self._store,
+            self.limits.orchestration,
+            self._watcher,
+        )
         dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
         )
@@ -118,10 +124,16 @@ class RouterActor(Actor):
         )
 
     @property
-    def store(self) -> SessionStore:
+    def store(self) -> SessionStore[Session]:
         if self._store is None:
             raise RuntimeError("router used before start()")
         return self._store
+
+    @property
+    def orchestrated(self) -> OrchestratedSessions:
+        if self._orchestrated is None:
+            raise RuntimeError("router used before start()")
+        return self._orchestrated
 
     @asynccontextmanager
     async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
@@ -149,11 +161,15 @@ class RouterActor(Actor):
             else:
                 log.warning("ignored reminder", extra={"kind": type(envelope).__name__})
             return
+        step: Emitted
         match envelope:
             case HumanMessage():
                 session_id = session_id_for(envelope)
                 async with self._session_lock(session_id):
-                    step = await self._open(envelope, session_id, ctx)
+                    if envelope.mode == "orchestrate":
+                        step = await self.orchestrated.open(envelope, session_id, ctx)
+                    else:
+                        step = await self._open(envelope, session_id, ctx)
                     await self._emit(step, ctx)
             case AgentResponse() | Error() | Control():
                 found = await self._session_of(envelope, ctx)
@@ -214,7 +230,7 @@ class RouterActor(Actor):
 
     async def _advance(
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context
-    ) -> Step:
+    ) -> Emitted:
         fresh = False
         cause, reporter, operator = self._vouched(ctx)
         for _ in range(_CAS_ATTEMPTS):
@@ -222,8 +238,13 @@ class RouterActor(Actor):
                 await self.store.load(session_id, fresh=fresh) if valid_token(session_id) else None
             )
             if stored is None:
+                found = await self.orchestrated.advance(
+                    envelope, session_id, ctx, cause=cause, reporter=reporter, operator=operator
+                )
                 why = f"session {session_id!r} does not exist"
-                return unknown_session(envelope, ctx.derive_id("error"), why, now=utc_now())
+                return found or unknown_session(
+                    envelope, ctx.derive_id("error"), why, now=utc_now()
+                )
             step = advance(
                 stored.session,
                 envelope,
@@ -276,6 +297,9 @@ class RouterActor(Actor):
         async with self._session_lock(session_id):
             stored = await self.store.load(session_id, fresh=True)
             if stored is None:
+                found = await self.orchestrated.watch(call, session_id, ctx)
+                if found is not None:
+                    await self._emit(found, ctx)
                 return
             replay = stored.session.effects_of(ctx.derive_id("unavailable"))
             if replay is not None:
@@ -288,32 +312,10 @@ class RouterActor(Actor):
                 return
             if pending.envelope_id != call.id:
                 return  # answered, or retried under a new call with its own reminder
-            verdict = judge(
-                call.target,
-                call.created_at,
-                await self._heartbeat(call.target),
-                now=utc_now(),
-                connected_since=self._uptime.since,
-                limits=self.limits,
-                deadline=pending.deadline,
-                outages=self._uptime.deaf(),
-            )
-            if not isinstance(verdict, Unavailable):
-                ctx.defer(verdict.seconds)
-                return
-            error = Error(
-                id=ctx.derive_id("unavailable"),
-                created_at=utc_now(),
-                code=ErrorCode.AGENT_UNAVAILABLE,
-                message=verdict.message,
-                cause_id=call.id,
-                details={"session_id": session_id, "target": call.target, **verdict.details},
-            )
-            log.warning(
-                "agent unavailable", extra={"session_id": session_id, "reason": verdict.message}
-            )
-            step = await self._advance(error, session_id, ctx)
-            await self._emit(step, ctx)
+            assert self._watcher is not None  # noqa: S101 - set with the store
+            error = await self._watcher.unavailable(call, pending.deadline, ctx)
+            if error is not None:
+                await self._emit(await self._advance(error, session_id, ctx), ctx)
 
     async def background(self, stopping: asyncio.Event) -> None:
         """Sweep for stalled sessions every `sweep_every_s`, from start until stopping."""
@@ -340,7 +342,10 @@ class RouterActor(Actor):
         async with self._session_lock(session_id):
             for _ in range(_CAS_ATTEMPTS):
                 stored = await self.store.load(session_id, fresh=True)
-                if stored is None:
+                if stored is None:  # an orchestrated session's maxDurationMs, perhaps
+                    found = await self.orchestrated.remind(error, session_id, ctx)
+                    if found is not None:
+                        await self._emit(found, ctx)
                     return
                 step = stall(
                     stored.session,
@@ -360,21 +365,6 @@ class RouterActor(Actor):
                 return
             raise RuntimeError(f"session {session_id} kept changing under the sweep")
 
-    async def _heartbeat(self, agent: str) -> ActorHeartbeat | None:
-        if self._registry is None:
-            raise RuntimeError("router used before start()")
-        try:
-            entry = await self._registry.get(heartbeat_key(agent))
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
-            return None
-        try:
-            return _heartbeat_decoder.decode(entry.value)
-        except msgspec.DecodeError:
-            log.warning("unreadable heartbeat", extra={"agent": agent})
-            return None
-
     async def _unknown(
         self, envelope: AgentResponse | Error | Control, ctx: Context, why: str
     ) -> None:
@@ -383,7 +373,7 @@ class RouterActor(Actor):
             log.info(step.note, extra={"id": envelope.id})
         await self._emit(step, ctx)
 
-    async def _emit(self, step: Step, ctx: Context) -> None:
+    async def _emit(self, step: Emitted, ctx: Context) -> None:
         if self._effects is None:
             raise RuntimeError("router used before start()")
         await self._effects.emit(step, ctx)

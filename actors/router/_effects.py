@@ -7,11 +7,32 @@ again under the same ids, and JetStream drops the copies.
 
 from __future__ import annotations
 
-from actors.router._session import Step
+from collections.abc import Sequence
+from typing import Protocol
+
+from actors.orchestrator import Reminder
 from bus import Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, valid_token
 
-__all__ = ("RouterEffects",)
+__all__ = ("Emitted", "RouterEffects")
+
+
+class _Owned(Protocol):
+    @property
+    def opener(self) -> str: ...
+
+
+class Emitted(Protocol):
+    """A stored transition of either kind of session: its state and its effects."""
+
+    @property
+    def session(self) -> _Owned | None: ...
+
+    @property
+    def effects(self) -> Sequence[AgentCall | Error | SessionEvent | Reminder]: ...
+
+    @property
+    def note(self) -> str: ...
 
 
 class RouterEffects:
@@ -23,7 +44,7 @@ class RouterEffects:
         self._timers = timers
         self._dead = dead
 
-    async def emit(self, step: Step, ctx: Context) -> None:
+    async def emit(self, step: Emitted, ctx: Context) -> None:
         """Agent calls go to the gate; events go to the timeline of the session's owner, and
         refusals to the timeline of the one refused.
 
@@ -47,6 +68,8 @@ class RouterEffects:
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
+                case Reminder():  # an orchestrated session's maxDurationMs
+                    await ctx.publish(self._timers, effect.error)
                 case Error():
                     session_id = effect.details.get("session_id")
                     if (

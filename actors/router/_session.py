@@ -29,6 +29,7 @@ from typing import Final, Literal
 from msgspec import Struct
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors.orchestrator import OrchestrationOptions
 from schemas import (
     DEFAULT_WINDOW_CHARS,
     DEFAULT_WINDOW_ITEMS,
@@ -112,6 +113,8 @@ class Limits(BaseModel):
     """Heartbeat periods of silence after which a called agent counts as not running."""
     start_grace_s: float = Field(default=15.0, gt=0)
     """How long a called agent that never wrote a heartbeat has to start and answer."""
+    orchestration: OrchestrationOptions = OrchestrationOptions()
+    """Orchestrated sessions' knobs (seed 000's constraints, `semi_auto`'s review rules)."""
     gate_id: str = "gate"
     """The gate's actor id: an error it delivers (its refusal of one of the router's calls)
     may fail or retry the call, as the callee's own error may; nobody else's can."""

@@ -16,7 +16,7 @@ import logging
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from actors.router._session import Limits
+from actors.router._session import Limits, Session
 from actors.router._store import SessionStore
 from actors.router._sweep import stalled
 from bus import TraceHeaders, Uptime
@@ -40,7 +40,7 @@ class SessionSweeper:
         self,
         js: JetStreamContext,
         kv: KeyValue,
-        store: SessionStore,
+        store: SessionStore[Session],
         timers: str,
         actor_id: str,
         limits: Limits,

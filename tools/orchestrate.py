@@ -1,0 +1,385 @@
+"""`parley orchestrate`: a person's local agent talks to a shared agent, under their control.
+
+The command opens an orchestrated session (seed 000) on the router, then follows its
+timeline (`parley.events.<person>.<session>`) and prints it as three voices: `Local Agent`
+(the drafts), `Remote Agent` (the shared agent's answers) and `You` (what the person decided
+or typed), each outbound message marked auto-sent, approved, edited or typed by you. When a
+draft waits for approval (every draft in `manual` mode, a risky one in `semi_auto`), it asks
+`y/n/e` on standard input: y sends it, n rejects it (and asks the reason, which goes back to
+the local agent), e reads the edited text to send instead.
+
+At any other time a line with one key steers the run: `p` pause, `r` resume, `s` stop, `t`
+take over (the next line is the message to send). Ctrl-C stops the session (a second Ctrl-C
+leaves at once). A banner says so when a limit (maxTurns, maxDurationMs, maxFailures,
+maxTokensBudget) ends the run.
+
+Exit codes: 0 completed, 1 error (or refused, or silent), 2 invalid arguments, 3 no NATS,
+130 stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Final, TextIO
+
+import msgspec
+import nats
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from bus import ConfigError, TraceHeaders
+from schemas import (
+    Control,
+    Decision,
+    DecodeError,
+    Error,
+    HumanMessage,
+    Namespace,
+    Orchestration,
+    SessionEvent,
+    decode_envelope,
+    encode,
+    new_id,
+    utc_now,
+)
+from tools._local import connect_local, local_settings
+
+__all__ = ("add_orchestrate_command", "banner", "render_event")
+
+SENDER: Final = "cli"
+_SILENCE_S: Final = 60.0
+"""How long the command waits with no event while nothing is asked of the person; the
+session's own limits (maxDurationMs at most) end it long before a healthy run is silent."""
+_END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
+_LIMITS = {
+    "max_turns": "TURN LIMIT",
+    "max_duration": "TIME LIMIT",
+    "max_failures": "FAILURE LIMIT",
+    "max_tokens": "TOKEN BUDGET",
+}
+_SENT_BY = {"auto": "auto-sent", "approved": "approved", "edited": "edited by you"}
+
+
+def banner(event: SessionEvent) -> str:
+    """The closing lines: a banner when a limit ended the run, else how it ended."""
+    reason = str(event.payload.get("reason", ""))
+    label = _LIMITS.get(event.stop_reason or "")
+    if label is not None:
+        rule = "=" * 8
+        return f"{rule} {label} REACHED {rule}\n{reason}\nstopped: {event.stop_reason}"
+    return f"stopped: {event.stop_reason}" + (f"\n    {reason}" if reason else "")
+
+
+def render_event(event: SessionEvent, max_turns: int) -> str | None:
+    """A timeline line for one event, or None for events not worth one."""
+    payload = event.payload
+    turn = f"{event.round}/{max_turns}"
+    match event.event_type, payload.get("role"):
+        case "session_created", _:
+            return (
+                f"objective: {payload.get('objective', '')}\n"
+                f"Local Agent: {payload.get('local_agent')} · Remote Agent: "
+                f"{payload.get('shared_agent')} · mode {payload.get('orchestration_mode')} · "
+                f"up to {max_turns} turns"
+            )
+        case "step_completed", "local_agent":
+            return f"[Local Agent · {turn}] {payload.get('message', '')}"
+        case "step_completed", "remote_agent":
+            return f"[Remote Agent · {turn}] {payload.get('message', '')}"
+        case "step_completed", "failure":
+            return (
+                f"! {event.speaker} failed ({payload.get('failures')} in a row): "
+                f"{payload.get('code')}: {payload.get('message')}"
+            )
+        case "step_started", "outbound":
+            sent_by = str(payload.get("sent_by", ""))
+            if sent_by == "you":
+                return f"[You · {turn}] {payload.get('message', '')}\n    → {event.speaker}"
+            return f"    → {event.speaker} ({_SENT_BY.get(sent_by, sent_by)})"
+        case "approval_requested", _:
+            reasons = "; ".join(str(r) for r in payload.get("reasons", []))
+            return f"    awaiting your approval ({reasons})"
+        case "approval_resolved", _:
+            return f"[You · {turn}] {payload.get('decision')}"
+        case "session_paused", _:
+            return "paused: nothing is sent until you resume (r)"
+        case "session_resumed", _:
+            return "resumed"
+        case (("session_completed" | "session_failed" | "session_canceled"), _):
+            return banner(event)
+    return None
+
+
+@contextlib.asynccontextmanager
+async def _stdin_lines() -> AsyncIterator[asyncio.Queue[str | None]]:
+    """Standard input as a queue of lines (None at its end)."""
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport = None
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+        )
+    except (ValueError, OSError):  # a regular file: read it all now
+        for line in sys.stdin.read().splitlines():
+            lines.put_nowait(line)
+        lines.put_nowait(None)
+
+    async def pump() -> None:
+        while line := await reader.readline():
+            lines.put_nowait(line.decode(errors="replace").rstrip("\n"))
+        lines.put_nowait(None)
+
+    task = asyncio.create_task(pump()) if transport is not None else None
+    try:
+        yield lines
+    finally:
+        if task is not None:
+            task.cancel()
+        if transport is not None:
+            transport.close()
+
+
+class Run:
+    """One orchestrated session followed from a terminal."""
+
+    def __init__(self, nc: NATS, ns: Namespace, msg: HumanMessage, person: str, out: TextIO):
+        self.nc, self.ns, self.msg, self.person, self.out = nc, ns, msg, person, out
+        self.session_id = msg.session_id or ""
+        self.news: asyncio.Queue[SessionEvent | Decision | Error | str | None] = asyncio.Queue()
+        self.max_turns = msg.orchestration.max_turns if msg.orchestration else 8
+        self.approval: str | None = None
+        self.stopping = False
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    async def submit(self, envelope: HumanMessage | Control) -> None:
+        headers = TraceHeaders(trace_id=envelope.id, origin=self.person).to_headers(envelope.id)
+        await self.nc.jetstream().publish(
+            self.ns.submit(self.person), encode(envelope), headers=headers
+        )
+
+    async def control(
+        self, action: str, *, approval_id: str | None = None, reason: str = "", text: str = ""
+    ) -> None:
+        await self.submit(
+            Control(
+                id=new_id(),
+                created_at=utc_now(),
+                action=action,  # type: ignore[arg-type]  # one of Control's actions
+                session_id=self.session_id,
+                user_id=self.msg.user_id,
+                approval_id=approval_id,
+                reason=reason,
+                text=text,
+            )
+        )
+
+    async def on_message(self, raw: Msg) -> None:
+        try:
+            envelope = decode_envelope(raw.data)
+        except DecodeError:
+            return
+        if isinstance(envelope, SessionEvent | Error):
+            self.news.put_nowait(envelope)
+        elif isinstance(envelope, Decision) and envelope.envelope_id == self.msg.id:
+            self.news.put_nowait(envelope)
+
+    async def keys(self, lines: asyncio.Queue[str | None]) -> None:
+        """The person's keys: answers to an approval, or p/r/s/t at any time."""
+        while (line := await lines.get()) is not None:
+            self.news.put_nowait(line.strip())
+        self.news.put_nowait("")  # end of input: nothing more will be typed
+
+    async def on_line(self, line: str, lines: asyncio.Queue[str | None]) -> None:
+        key = line[:1].lower()
+        if self.approval is not None and key in ("y", "n", "e"):
+            approval, self.approval = self.approval, None
+            if key == "y":
+                await self.control("approve", approval_id=approval)
+            elif key == "n":
+                self.say("reason for the local agent:")
+                reason = await _next_text(self.news)
+                await self.control("reject", approval_id=approval, reason=reason)
+            else:
+                self.say("your edited message:")
+                text = await _next_text(self.news)
+                await self.control("approve", approval_id=approval, text=text)
+        elif key in ("p", "r", "s"):
+            await self.control({"p": "pause", "r": "resume", "s": "stop"}[key])
+        elif key == "t":
+            self.say("your message to send:")
+            await self.control("take_over", text=await _next_text(self.news))
+        elif line:
+            self.say(
+                "keys: y/n/e for a draft awaiting approval; p pause, r resume, s stop, t take over"
+            )
+
+    async def follow(self, stop: asyncio.Event) -> int:
+        subs = [
+            await self.nc.subscribe(
+                self.ns.events(self.person, self.session_id), cb=self.on_message
+            ),
+            await self.nc.subscribe(self.ns.decisions(self.person), cb=self.on_message),
+        ]
+        await self.nc.flush()
+        try:
+            async with _stdin_lines() as lines, asyncio.TaskGroup() as tasks:
+                keys = tasks.create_task(self.keys(lines))
+                stopper = tasks.create_task(_forward(stop, self.news))
+                try:
+                    await self.submit(self.msg)
+                    return await self._loop(lines)
+                finally:
+                    keys.cancel()
+                    stopper.cancel()
+        finally:
+            for sub in subs:
+                await sub.unsubscribe()
+
+    async def _loop(self, lines: asyncio.Queue[str | None]) -> int:
+        while True:
+            wait_s = None if self.approval is not None else _SILENCE_S
+            try:
+                item = await asyncio.wait_for(self.news.get(), wait_s)
+            except TimeoutError:
+                self.say(f"no news from the session for {_SILENCE_S:.0f} s: gave up waiting")
+                return 1
+            if item is None:  # Ctrl-C
+                await self.control("stop", reason="Ctrl-C")
+                self.say("stop requested")
+            elif isinstance(item, str):
+                await self.on_line(item, lines)
+            elif isinstance(item, Decision):
+                if not item.allowed:
+                    self.say(f"refused by the gate: {item.code}: {item.message}")
+                    return 1
+            elif isinstance(item, Error):
+                self.say(f"refused: {item.code}: {item.message}")
+            else:
+                code = self.on_event(item)
+                if code is not None:
+                    return code
+
+    def on_event(self, event: SessionEvent) -> int | None:
+        line = render_event(event, self.max_turns)
+        if line is not None:
+            self.say(line)
+        if event.event_type == "approval_requested":
+            self.approval = str(event.payload.get("approval_id"))
+            self.say("send it? [y]es / [n]o / [e]dit")
+        elif event.event_type == "approval_resolved":
+            self.approval = None
+        return _END.get(event.event_type)
+
+
+async def _next_text(news: asyncio.Queue[SessionEvent | Decision | Error | str | None]) -> str:
+    """The next line the person types (events arriving meanwhile are put back after it)."""
+    held: list[SessionEvent | Decision | Error | None] = []
+    try:
+        while not isinstance(item := await news.get(), str):
+            held.append(item)
+        return item
+    finally:
+        for item in held:
+            news.put_nowait(item)
+
+
+async def _forward(
+    stop: asyncio.Event, news: asyncio.Queue[SessionEvent | Decision | Error | str | None]
+) -> None:
+    while True:
+        await stop.wait()
+        stop.clear()
+        news.put_nowait(None)
+
+
+def orchestration_message(args: argparse.Namespace) -> HumanMessage:
+    return HumanMessage(
+        id=new_id(),
+        created_at=utc_now(),
+        text=" ".join(args.objective),
+        call_id=new_id(),
+        user_id=args.user,
+        mode="orchestrate",
+        session_id=new_id(),
+        orchestration=Orchestration(
+            local_agent=args.agent,
+            shared_agent=args.shared.rsplit("/", 1)[-1],
+            mode=args.mode,
+            max_turns=args.max_turns,
+            max_duration_ms=args.max_duration_ms,
+            max_failures=args.max_failures,
+            max_tokens_budget=args.max_tokens,
+        ),
+    )
+
+
+async def _run(args: argparse.Namespace, msg: HumanMessage) -> int:
+    settings = local_settings(args.config, SENDER)
+    ns = Namespace(settings.namespace)
+    stop = asyncio.Event()
+    main = asyncio.current_task()
+    presses = 0
+
+    def on_interrupt() -> None:
+        nonlocal presses
+        presses += 1
+        if presses > 1 and main is not None:
+            main.cancel()  # the second Ctrl-C: leave without waiting for the router
+        stop.set()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
+    person = settings.actor_id or SENDER
+    nc = await connect_local(settings, person)
+    try:
+        return await Run(nc, ns, msg, person, sys.stdout).follow(stop)
+    except asyncio.CancelledError:
+        return 130
+    finally:
+        await nc.close()
+
+
+def _command(args: argparse.Namespace) -> int:
+    try:
+        msg = orchestration_message(args)
+        msgspec.json.decode(encode(msg), type=HumanMessage)
+    except (msgspec.ValidationError, ValueError, TypeError) as exc:
+        print(f"parley: invalid arguments: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args, msg))
+    except ConfigError as exc:
+        print(f"parley: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, nats.errors.NoServersError) as exc:
+        print(f"parley: cannot reach NATS: {exc}", file=sys.stderr)
+        return 3
+
+
+def add_orchestrate_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Add `orchestrate` to the `parley` command."""
+    cmd = commands.add_parser(
+        "orchestrate", help="your local agent talks to a shared agent, under your control"
+    )
+    cmd.add_argument("objective", nargs="+", help="what your agent should achieve")
+    cmd.add_argument("--agent", required=True, help="your local agent (drafts each message)")
+    cmd.add_argument("--shared", required=True, help="the shared agent (owner/name or name)")
+    cmd.add_argument("--mode", choices=("manual", "semi_auto", "full_auto"), default="manual")
+    cmd.add_argument("--max-turns", type=int, default=8)
+    cmd.add_argument("--max-duration-ms", type=int, default=600_000)
+    cmd.add_argument("--max-failures", type=int, default=3)
+    cmd.add_argument("--max-tokens", type=int, default=None, help="maxTokensBudget")
+    cmd.add_argument("--config", type=Path, help="TOML settings file")
+    cmd.add_argument("--user", default="", help="user id carried by the session")
+    cmd.set_defaults(func=_command)
