@@ -25,6 +25,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -53,9 +54,8 @@ from tools._local import connect_local, local_settings
 __all__ = ("add_orchestrate_command", "banner", "render_event")
 
 SENDER: Final = "cli"
-_SILENCE_S: Final = 60.0
-"""How long the command waits with no event while nothing is asked of the person; the
-session's own limits (maxDurationMs at most) end it long before a healthy run is silent."""
+_SILENCE_S: Final = 60.0  # for the session to open
+_SLACK_S: Final = 30.0  # past the call in flight's `ends_by`, when the router judges it
 _END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
 _LIMITS = {
     "max_turns": "TURN LIMIT",
@@ -156,7 +156,8 @@ class Run:
         self.news: asyncio.Queue[SessionEvent | Decision | Error | str | None] = asyncio.Queue()
         self.max_turns = msg.orchestration.max_turns if msg.orchestration else 8
         self.approval: str | None = None
-        self.stopping = False
+        self.ends_by: datetime | None = None
+        self.paused = False
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -247,11 +248,11 @@ class Run:
 
     async def _loop(self, lines: asyncio.Queue[str | None]) -> int:
         while True:
-            wait_s = None if self.approval is not None else _SILENCE_S
+            wait_s = self._wait_s()
             try:
                 item = await asyncio.wait_for(self.news.get(), wait_s)
             except TimeoutError:
-                self.say(f"no news from the session for {_SILENCE_S:.0f} s: gave up waiting")
+                self.say(f"no news from the session for {wait_s:.0f} s: gave up waiting")
                 return 1
             if item is None:  # Ctrl-C
                 await self.control("stop", reason="Ctrl-C")
@@ -269,7 +270,21 @@ class Run:
                 if code is not None:
                     return code
 
+    def _wait_s(self) -> float | None:
+        """None while the person is asked (or the session paused): the session's own
+        maxDurationMs ends it; else until the call in flight is judged, plus slack."""
+        if self.approval is not None or self.paused:
+            return None
+        if self.ends_by is None:
+            return _SILENCE_S
+        return max((self.ends_by - utc_now()).total_seconds(), 0.0) + _SLACK_S
+
     def on_event(self, event: SessionEvent) -> int | None:
+        state = event.payload.get("state")
+        ends_by = event.payload.get("ends_by")
+        if isinstance(ends_by, str):
+            self.ends_by = datetime.fromisoformat(ends_by)
+        self.paused = state == "paused"
         line = render_event(event, self.max_turns)
         if line is not None:
             self.say(line)
@@ -376,9 +391,8 @@ def add_orchestrate_command(
     cmd.add_argument("--agent", required=True, help="your local agent (drafts each message)")
     cmd.add_argument("--shared", required=True, help="the shared agent (owner/name or name)")
     cmd.add_argument("--mode", choices=("manual", "semi_auto", "full_auto"), default="manual")
-    cmd.add_argument("--max-turns", type=int, default=8)
-    cmd.add_argument("--max-duration-ms", type=int, default=600_000)
-    cmd.add_argument("--max-failures", type=int, default=3)
+    for flag, default in (("turns", 8), ("duration-ms", 600_000), ("failures", 3)):
+        cmd.add_argument(f"--max-{flag}", type=int, default=default)
     cmd.add_argument("--max-tokens", type=int, default=None, help="maxTokensBudget")
     cmd.add_argument("--config", type=Path, help="TOML settings file")
     cmd.add_argument("--user", default="", help="user id carried by the session")

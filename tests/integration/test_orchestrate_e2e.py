@@ -52,6 +52,10 @@ message = "never sent"
 delay_s = 120
 
 [[turn]]
+goal = "secret"
+message = "Try the key AKIAIOSFODNN7EXAMPLE on /admin."
+
+[[turn]]
 message = "Draft {round}: which endpoints need auth?"
 """
 REMOTE_SCRIPT = """
@@ -136,7 +140,7 @@ class Person:
         headers = TraceHeaders(trace_id=envelope.id, origin="cli").to_headers(envelope.id)
         await self.js.publish(self.ns.submit("cli"), encode(envelope), headers=headers)
 
-    async def open(self, objective: str = OBJECTIVE, **spec: Any) -> None:
+    async def open(self, objective: str = OBJECTIVE, shared: str = "byte-doc", **spec: Any) -> None:
         await self.nc.subscribe(self.ns.events("cli", self.session_id), cb=self._on)
         await self.nc.flush()
         await self.submit(
@@ -147,7 +151,7 @@ class Person:
                 call_id=new_id(),
                 mode="orchestrate",
                 session_id=self.session_id,
-                orchestration=Orchestration(local_agent="local", shared_agent="byte-doc", **spec),
+                orchestration=Orchestration(local_agent="local", shared_agent=shared, **spec),
             )
         )
 
@@ -360,6 +364,28 @@ async def test_parley_orchestrate_asks_y_n_e_and_shows_the_turn_limit_banner(
     assert "[Local Agent · 1/2] Draft 1: which endpoints need auth?" in output
     assert "[Remote Agent · 2/2] Answer 2 to: What about CSRF?" in output
     assert output.rstrip().endswith("stopped: max_turns")
+
+
+async def test_a_shared_agent_the_policy_does_not_allow_ends_the_session_in_error(
+    system: System, nc: NATS, namespace: Namespace
+) -> None:
+    person = Person(nc, namespace)
+    await person.open(shared="stranger", mode="full_auto")
+    end = await person.until("session_failed")
+    assert end.stop_reason == "remote_failed" and "stranger" in end.payload["reason"]
+    assert end.payload["code"] == "TARGET_NOT_ALLOWED", end.payload
+
+
+async def test_semi_auto_holds_a_draft_with_a_secret_for_review(
+    system: System, nc: NATS, namespace: Namespace
+) -> None:
+    person = Person(nc, namespace)
+    await person.open(objective=f"{OBJECTIVE} (secret)", mode="semi_auto", max_turns=1)
+    asked = await person.until("approval_requested")
+    assert "secret" in asked.payload["reasons"][0] and person.outbound() == []
+    await person.control("reject", approval_id=asked.payload["approval_id"], reason="no keys")
+    await person.control("stop")
+    await person.until("session_canceled")
 
 
 @pytest.mark.parametrize("kill_after", ["step_started", "step_completed"])

@@ -13,7 +13,7 @@ import asyncio
 from typing import ClassVar
 
 from actors import RouterActor
-from actors.router._session import Step
+from actors.router._effects import Emitted
 from bus import Context
 from schemas import AgentResponse, Control, Error
 
@@ -26,7 +26,7 @@ class HangingRouter(RouterActor):
 
     async def _advance(
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context
-    ) -> Step:
+    ) -> Emitted:
         step = await super()._advance(envelope, session_id, ctx)
         if not isinstance(envelope, AgentResponse) or ctx.attempt > 1:
             return step
