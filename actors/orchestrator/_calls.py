@@ -93,6 +93,7 @@ def ask_local(
         target=session.local_agent,
         phase="local",
         attempts=attempts,
+        sent_at=clock.now,
         deadline=deadline,
     )
     session = structs.replace(
@@ -167,6 +168,7 @@ def send_remote(
         target=session.shared_agent,
         phase="remote",
         attempts=attempts,
+        sent_at=clock.now,
         deadline=deadline,
     )
     session = structs.replace(

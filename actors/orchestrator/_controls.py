@@ -125,6 +125,8 @@ def _resolve(
         resolved_at=clock.now.isoformat(),
         draft=approval.draft,
         text=text,
+        task=f"{decision}: {text}",
+        duration_ms=int((clock.now - approval.requested_at).total_seconds() * 1000),
     )
     return session, (event,)
 

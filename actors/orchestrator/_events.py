@@ -3,7 +3,10 @@
 Ids are `derive_id(input id, purpose)`, what the router's `ctx.derive_id` computes, so a
 transition re-run after a crash produces the same envelopes and JetStream drops the copies.
 Every event carries the state the session is in after it (`payload["state"]`), so a person
-following the timeline sees the state machine move.
+following the timeline sees the state machine move, and seed 000's audit fields under the
+names the auditor records (actors/auditor): `requester` (the session's owner), `target` (the
+agent the event is about), `target_device_id` (the shared agent), `mode` (the orchestration
+mode), `task` and `duration_ms` where they apply; `round` is the turn index.
 """
 
 from __future__ import annotations
@@ -64,7 +67,15 @@ class TransitionClock:
             speaker=speaker,
             stop_reason=stop_reason,
             envelope_ids=envelope_ids,
-            payload={"orchestrated": True, "state": session.state, **payload},
+            payload={
+                "orchestrated": True,
+                "state": session.state,
+                "requester": session.opener,
+                "target": speaker or session.shared_agent,
+                "target_device_id": session.shared_agent,
+                "mode": session.mode,
+                **payload,
+            },
         )
 
     def refusal(self, code: ErrorCode, message: str, cause_id: str, target: str) -> Error:

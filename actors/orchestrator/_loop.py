@@ -151,6 +151,8 @@ def on_answer(
     assert pending is not None  # noqa: S101 - the caller matched it
     text = answer.reply.message
     ids = (answer.id,)
+    took = (clock.now - pending.sent_at) if pending.sent_at is not None else None
+    duration_ms = int(took.total_seconds() * 1000) if took is not None else None
     paused = session.state == "paused"
     session = structs.replace(
         session,
@@ -173,6 +175,8 @@ def on_answer(
             message=text,
             final=done,
             malformed=answer.malformed,
+            duration_ms=duration_ms,
+            success=True,
         )
         if done:
             why = f"{session.local_agent} said the objective is met"
@@ -199,6 +203,8 @@ def on_answer(
         role="remote_agent",
         message=text,
         malformed=answer.malformed,
+        duration_ms=duration_ms,
+        success=True,
     )
     if _over_budget(session):
         session, ending = _budget_end(session, clock, ids)
@@ -239,6 +245,7 @@ def on_failure(
         message=error.message,
         retryable=error.retryable,
         failures=failures,
+        success=False,
     )
     if not error.retryable or failures >= session.max_failures:
         stop_reason = f"{pending.phase}_failed"

@@ -85,7 +85,7 @@ def open_orchestration(
         "session_created",
         speaker=spec.local_agent,
         envelope_ids=(msg.id,),
-        mode="orchestrate",
+        kind="orchestrate",
         orchestration_mode=spec.mode,
         objective=session.objective,
         local_agent=spec.local_agent,

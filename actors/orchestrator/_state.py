@@ -82,6 +82,7 @@ class PendingCall(Struct, frozen=True, kw_only=True):
     target: str
     phase: Literal["local", "remote"]
     attempts: int = 1
+    sent_at: datetime | None = None
     deadline: datetime | None = None
 
 

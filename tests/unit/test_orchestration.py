@@ -579,3 +579,29 @@ def test_a_long_run_prompts_with_bounded_history_and_the_latest_remote_message_v
     assert len(history) <= 4 and sum(len(i.text) for i in history) <= 500
     remote, items, summary = local_prompt(session_of(step), options)
     assert remote == ask.text and items == ask.transcript and summary == ask.transcript[0].text
+
+
+# -- audit ----------------------------------------------------------------------------
+
+
+def test_an_approval_is_audited_with_who_when_what_and_seed_000s_fields() -> None:
+    from actors.auditor._facts import FactSource, Redactor, records_for
+
+    session = session_of(drafted())
+    approval = session.waiting_approval
+    assert approval is not None
+    later = NOW + timedelta(seconds=4)
+    step = control(
+        session,
+        "approve",
+        approval_id=approval.approval_id,
+        text="Send AKIAIOSFODNN7EXAMPLE",
+        now=later,
+    )
+    resolved = events(step)[0]
+    source = FactSource("PARLEY_EVENTS", 9, "trace-1", 0, "cause-1", "router", later)
+    [record] = records_for(resolved, source, tenant="demo", redactor=Redactor(key=b"k"))
+    assert (record.profile, record.requester, record.status) == (OWNER, OWNER, "approval_resolved")
+    assert (record.target_device_id, record.mode, record.turn_index) == ("byte-doc", "manual", 1)
+    assert record.duration_ms == 4000 and record.created_at == later
+    assert record.task.startswith("edited: Send ") and "AKIAIOSFODNN7EXAMPLE" not in record.task
