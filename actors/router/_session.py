@@ -76,6 +76,8 @@ SessionInput = AgentResponse | Error | Control
 EventName = Literal[
     "session_created",
     "session_started",
+    "session_paused",
+    "session_resumed",
     "step_started",
     "step_completed",
     "session_completed",
@@ -163,6 +165,10 @@ class Session(Struct, frozen=True, kw_only=True):
     stop_reason: StopReason | None = None
     warning: str | None = None
     pending: PendingCall | None = None
+    paused: bool = False
+    """The owner paused it: no call is made until they resume (actors/router/_steering.py)."""
+    held: str | None = None
+    """The speaker whose call a pause holds back (the handoff came in while paused)."""
     applied: tuple[Applied, ...] = ()
     created_at: datetime | None = None
 

@@ -8,8 +8,9 @@ periodically looks at every running session and ends, with stop reason `stalled`
 has not moved for its deadline plus `stall_margin_s`, whatever the cause:
 
 - a session waiting on a call: the call's stored deadline (`PendingCall.deadline`);
-- a running session waiting on nothing (which no transition leaves behind): the moment of its
-  last transition plus `turn_timeout_s`;
+- a running session waiting on nothing (which no transition leaves behind but a pause, whose
+  session waits on its owner and is never swept): the moment of its last transition plus
+  `turn_timeout_s`;
 
 in both cases moved later by the time the router's bus could not hear (as a call's deadline
 is). The margin is longer than an ack wait, so a reminder redelivered after a router died
@@ -45,6 +46,8 @@ def _deadline(session: Session, limits: Limits) -> tuple[datetime, datetime] | N
     """(since when the session has been waiting, when its wait should have ended)."""
     moved = last_moved(session)
     pending = session.pending
+    if session.paused and pending is None:
+        return None  # waiting on its owner, who paused it: only they (or stop) move it
     if pending is not None and pending.deadline is not None:
         return moved or pending.deadline, pending.deadline
     if moved is None:

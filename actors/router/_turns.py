@@ -1,4 +1,5 @@
-"""The turn loop of seed 001 §6 as transitions: answer, error, stop.
+"""The turn loop of seed 001 §6 as transitions: answer, error, stop (and the owner's pause,
+resume and take over, actors/router/_steering.py).
 
 Each function takes the stored session and one input and returns a `Step`: the next state and
 the effects, built with ids derived from the input's id. See actors/router/_session.py for why that
@@ -7,24 +8,21 @@ makes a re-run after a crash exact, and actors/router/_opening.py for how a sess
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
-from msgspec import structs
-
+from actors.router._calling import call_agent, error_for, record, replace
 from actors.router._session import (
     CANCEL_NOTICE,
     Effect,
     EventClock,
     Limits,
-    PendingCall,
     Session,
     SessionInput,
     Step,
     StopReason,
 )
+from actors.router._steering import STEERING, steer
 from schemas import (
-    AgentCall,
     AgentResponse,
     Control,
     Error,
@@ -32,94 +30,9 @@ from schemas import (
     Handoff,
     TranscriptItem,
     derive_id,
-    transcript_window,
 )
 
 __all__ = ("advance", "call_agent", "error_for", "record", "unknown_session")
-
-
-def error_for(
-    clock: EventClock, code: ErrorCode, message: str, cause_id: str, target: str
-) -> Error:
-    return Error(
-        id=clock.id("error"),
-        created_at=clock.now,
-        code=code,
-        message=message,
-        cause_id=cause_id,
-        details={"session_id": clock.session_id, "target": target},
-    )
-
-
-def call_agent(
-    session: Session,
-    clock: EventClock,
-    speaker: str,
-    call_id: str,
-    *,
-    attempts: int,
-    limits: Limits,
-) -> tuple[Session, tuple[Effect, ...]]:
-    """Build the context, call `speaker` for the session's round, and wait for it.
-
-    The context is the call's fields (seed 001 §4): the goal verbatim, the transcript window,
-    the round and cap, and whether this is the final round; the agent host turns them into
-    its model's prompt. `text` is this turn's task: the handoff's task addressed to the
-    speaker, or the goal itself on the first turn.
-    """
-    final_round = session.round >= session.max_rounds and session.mode == "collaborate"
-    window = transcript_window(
-        session.transcript, max_items=limits.window_items, max_chars=limits.window_chars
-    )
-    last = session.transcript[-1] if session.transcript else None
-    task = last.text if last and last.role == "router" and last.name == speaker else session.goal
-    call = AgentCall(
-        id=clock.id("call"),
-        created_at=clock.now,
-        target=speaker,
-        thread=session.thread,
-        text=task,
-        call_id=call_id,
-        session_id=session.session_id,
-        round=session.round,
-        max_rounds=session.max_rounds,
-        goal=session.goal,
-        transcript=window,
-        final_round=final_round,
-        user_id=session.user_id,
-    )
-    deadline = clock.now + timedelta(seconds=limits.turn_timeout_s)
-    step = clock.event(
-        "step_started",
-        round_=session.round,
-        speaker=speaker,
-        envelope_ids=(call.id,),
-        payload={
-            "call_id": call_id,
-            "final_round": final_round,
-            "attempt": attempts,
-            "deadline": deadline.isoformat(),
-            # When the sweep ends the session at the latest (barring outages): what a person
-            # waiting on it may wait for (tools/collab.py).
-            "ends_by": (deadline + timedelta(seconds=limits.stall_margin_s)).isoformat(),
-        },
-    )
-    pending = PendingCall(
-        call_id=call_id,
-        envelope_id=call.id,
-        speaker=speaker,
-        attempts=attempts,
-        deadline=deadline,
-    )
-    return _replace(session, pending=pending), (step, call)
-
-
-def _replace(session: Session, **changes: Any) -> Session:
-    return structs.replace(session, **changes)
-
-
-def record(session: Session, input_id: str, effects: tuple[Effect, ...]) -> Session:
-    return _replace(session, applied=session.recording(input_id, effects))
 
 
 def _end(
@@ -156,7 +69,7 @@ def _end(
         envelope_ids=envelope_ids,
         payload=payload,
     )
-    ended = _replace(
+    ended = replace(
         session,
         status=status,
         stop_reason=reason,
@@ -202,7 +115,7 @@ def advance(
     clock = EventClock(session.session_id, envelope.id, now)
     match envelope:
         case Control():
-            session, effects = _on_control(session, envelope, clock, sender, operator)
+            session, effects = _on_control(session, envelope, clock, sender, operator, limits)
         case AgentResponse():
             session, effects = _on_response(session, envelope, sender, cause, clock, limits)
         case Error():
@@ -216,7 +129,12 @@ def advance(
 
 
 def _on_control(
-    session: Session, control: Control, clock: EventClock, sender: str, operator: bool
+    session: Session,
+    control: Control,
+    clock: EventClock,
+    sender: str,
+    operator: bool,
+    limits: Limits,
 ) -> tuple[Session, tuple[Effect, ...]]:
     """A person steers the session: only the principal that opened it, or an operator.
 
@@ -227,16 +145,18 @@ def _on_control(
         opener = session.opener or "a principal this router did not record"
         why = f"{sender} cannot {control.action} a session opened by {opener}"
         return session, (error_for(clock, ErrorCode.UNAUTHORIZED, why, control.id, "router"),)
+    if not operator and session.user_id and control.user_id != session.user_id:
+        why = f"user {control.user_id!r} cannot {control.action} another user's session"
+        return session, (error_for(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
+    if control.action in STEERING:
+        return steer(session, control, clock, limits)
     if control.action != "stop":
         why = f"control {control.action!r} is not supported by collaboration sessions"
         return session, (error_for(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
-    if not operator and session.user_id and control.user_id != session.user_id:
-        why = f"user {control.user_id!r} cannot stop another user's session"
-        return session, (error_for(clock, ErrorCode.USER_MISMATCH, why, control.id, "router"),)
     if not session.open:
         return session, ()
     notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE)
-    session = _replace(session, transcript=(*session.transcript, notice))
+    session = replace(session, transcript=(*session.transcript, notice))
     return _end(session, clock, "canceled", envelope_ids=(control.id,))
 
 
@@ -255,7 +175,7 @@ def _on_response(
         return session, ()  # only the agent called may answer, and only the call it got
     reply = response.reply
     item = TranscriptItem(role=pending.speaker, name=pending.speaker, text=reply.message)
-    session = _replace(session, transcript=(*session.transcript, item))
+    session = replace(session, transcript=(*session.transcript, item))
     handoff = (
         reply.handoff if isinstance(reply.handoff, Handoff) and not response.malformed else None
     )
@@ -291,9 +211,14 @@ def _on_response(
         session, end = _end(session, clock, "cap_reached", envelope_ids=ids)
     else:
         task = TranscriptItem(role="router", name=handoff.to, text=handoff.task)
-        session = _replace(session, transcript=(*session.transcript, task), round=session.round + 1)
-        call_id = derive_id(session.session_id, f"call-{session.round}")
-        session, end = call_agent(session, clock, handoff.to, call_id, attempts=1, limits=limits)
+        session = replace(session, transcript=(*session.transcript, task), round=session.round + 1)
+        if session.paused:  # no call after a pause: it waits for resume
+            session, end = replace(session, held=handoff.to, pending=None), ()
+        else:
+            call_id = derive_id(session.session_id, f"call-{session.round}")
+            session, end = call_agent(
+                session, clock, handoff.to, call_id, attempts=1, limits=limits
+            )
     return session, (completed, *end)
 
 

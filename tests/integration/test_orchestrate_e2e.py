@@ -40,6 +40,18 @@ from tests.support.system import System, running_system
 OBJECTIVE = "review this API for security issues"
 LOCAL_SCRIPT = """
 [[turn]]
+goal = "relay"
+round = 1
+message = "Local turn {round}."
+handoff = { to = "byte-doc", task = "Your turn." }
+delay_s = 2
+
+[[turn]]
+goal = "relay"
+message = "Local turn {round}."
+handoff = { to = "byte-doc", task = "Your turn." }
+
+[[turn]]
 goal = "slow"
 round = 1
 message = "Slow draft {round}: which endpoints need auth?"
@@ -59,6 +71,11 @@ message = "Try the key AKIAIOSFODNN7EXAMPLE on /admin."
 message = "Draft {round}: which endpoints need auth?"
 """
 REMOTE_SCRIPT = """
+[[turn]]
+goal = "relay"
+message = "Remote turn {round} on: {task}"
+handoff = { to = "local", task = "Your turn." }
+
 [[turn]]
 message = "Answer {round} to: {task}"
 """
@@ -384,6 +401,41 @@ async def test_semi_auto_holds_a_draft_with_a_secret_for_review(
     asked = await person.until("approval_requested")
     assert "secret" in asked.payload["reasons"][0] and person.outbound() == []
     await person.control("reject", approval_id=asked.payload["approval_id"], reason="no keys")
+    await person.control("stop")
+    await person.until("session_canceled")
+
+
+async def test_a_collaboration_paused_mid_turn_is_taken_over_by_its_owner(
+    system: System, nc: NATS, namespace: Namespace
+) -> None:
+    person = Person(nc, namespace)
+    await nc.subscribe(namespace.events("cli", person.session_id), cb=person._on)
+    await nc.flush()
+    await person.submit(
+        HumanMessage(
+            id=new_id(),
+            created_at=utc_now(),
+            text="relay a short story",
+            call_id=new_id(),
+            mode="collaborate",
+            participants=("local", "byte-doc"),
+            first_speaker="local",
+            max_rounds=4,
+            session_id=person.session_id,
+        )
+    )
+    await person.until("step_started")  # local's (slow) first turn is being written
+    await person.control("pause")
+    await person.until("session_paused")
+    done = await person.until("step_completed")
+    assert done.speaker == "local"
+    await person.control("take_over", text="Make the fox talk.")
+    taken = await person.until("session_resumed")
+    assert taken.payload["taken_over"] is True
+    started = await person.until("step_started")
+    assert started.speaker == "byte-doc" and started.round == 2
+    answered = await person.until("step_completed")
+    assert answered.payload["message"] == "Remote turn 2 on: Make the fox talk."
     await person.control("stop")
     await person.until("session_canceled")
 

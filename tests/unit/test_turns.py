@@ -324,7 +324,7 @@ def test_a_session_stored_without_its_opener_is_steered_only_by_an_operator() ->
 
 def test_unsupported_controls_are_refused_not_ignored() -> None:
     session, _ = started()
-    result = step(session, Control(id="p", created_at=T0, action="pause", session_id="s-1"))
+    result = step(session, Control(id="p", created_at=T0, action="approve", session_id="s-1"))
     (error,) = result.effects
     assert isinstance(error, Error) and error.code is ErrorCode.INVALID_REQUEST
 
