@@ -17,7 +17,15 @@ from actors.orchestrator._calls import ask_local
 from actors.orchestrator._events import TransitionClock
 from actors.orchestrator._options import OrchestrationOptions
 from actors.orchestrator._state import OrchestratedSession, Reminder, Step
-from schemas import Error, ErrorCode, HumanMessage, SubjectTokenError, check_token
+from schemas import (
+    Error,
+    ErrorCode,
+    HumanMessage,
+    SessionEvent,
+    SubjectTokenError,
+    check_token,
+    valid_token,
+)
 
 __all__ = ("DEADLINE_REMINDER", "open_orchestration")
 
@@ -42,6 +50,31 @@ def _problem(msg: HumanMessage, session_id: str) -> str | None:
     return None
 
 
+def _refused(clock: TransitionClock, msg: HumanMessage, sender: str, why: str) -> Step:
+    """An error to the sender and, when the session id can name a subject, a
+    `session_failed` event for whoever follows that session (as seed 001's refusals)."""
+    message = f"cannot start an orchestrated session: {why}"
+    error = clock.refusal(ErrorCode.INVALID_REQUEST, message, msg.id, sender)
+    if not valid_token(clock.session_id):
+        return Step(session=None, effects=(error,))
+    failed = SessionEvent(
+        id=clock.id("failed"),
+        created_at=clock.now,
+        session_id=clock.session_id,
+        event_type="session_failed",
+        round=0,
+        stop_reason="error",
+        envelope_ids=(msg.id,),
+        payload={
+            "orchestrated": True,
+            "state": "error",
+            "code": str(error.code),
+            "reason": message,
+        },
+    )
+    return Step(session=None, effects=(error, failed))
+
+
 def open_orchestration(
     msg: HumanMessage,
     *,
@@ -55,13 +88,7 @@ def open_orchestration(
     problem = _problem(msg, session_id)
     spec = msg.orchestration
     if problem is not None or spec is None:
-        error = clock.refusal(
-            ErrorCode.INVALID_REQUEST,
-            f"cannot start an orchestrated session: {problem}",
-            msg.id,
-            sender,
-        )
-        return Step(session=None, effects=(error,))
+        return _refused(clock, msg, sender, problem or "no orchestration")
     deadline = now + timedelta(milliseconds=spec.max_duration_ms)
     session = OrchestratedSession(
         session_id=session_id,

@@ -35,7 +35,7 @@ from schemas import (
 )
 from tests.support.agents import write_profile
 from tests.support.processes import REPO
-from tests.support.system import System, running_system
+from tests.support.system import System, finished, parley_cli, running_system
 
 OBJECTIVE = "review this API for security issues"
 LOCAL_SCRIPT = """
@@ -463,3 +463,12 @@ async def test_a_router_sigkilled_mid_run_resumes_the_session_without_repeating_
     ]
     assert [e.round for e in sends] == [1, 2, 3, 4]
     assert [e.round for e in answers] == [1, 2, 3, 4]
+
+
+async def test_parley_orchestrate_reports_a_session_the_router_refuses(system: System) -> None:
+    code, lines = await finished(
+        parley_cli(system.env, "orchestrate", "--agent", "local", "--shared", "local", "hi")
+    )
+    output = "\n".join(lines)
+    assert code == 1, output
+    assert "cannot talk to itself" in output and "stopped: error" in output

@@ -200,6 +200,8 @@ def test_an_unusable_opening_is_refused(orchestration: Orchestration | None, why
     assert step.session is None
     [error] = refusals(step)
     assert error.code == ErrorCode.INVALID_REQUEST and why in error.message
+    [failed] = events(step)  # whoever follows the session sees it end
+    assert failed.event_type == "session_failed" and why in failed.payload["reason"]
 
 
 # -- the loop -------------------------------------------------------------------------
