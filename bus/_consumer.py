@@ -8,7 +8,8 @@ effects are still being stored (`settles_behind`): handling stays one batch at a
 order, and the server's work on one batch overlaps the actor's work on the next.
 The loop never fetches more than it has room for, so a slow handler applies back-pressure
 instead of letting messages time out in a local queue. One task per batch rather than per
-message keeps the per-envelope cost close to raw nats-py.
+message keeps the per-envelope cost close to raw nats-py. Fetching itself is bus/_puller.py's:
+nats-py's `fetch` lets an orphaned request hold a message for up to a fetch timeout.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from bus._actor import Input
 from bus._metrics import ActorMetrics
+from bus._puller import Puller
 from bus._settings import Settings
 
 __all__ = ("ConsumerBindError", "ConsumerLoop", "consumer_config")
@@ -104,7 +105,7 @@ class ConsumerLoop:
         self._slots = _Slots(settings.max_in_flight * (2 if sequential and settles_behind else 1))
         self._idle_fetches = 0
         self._finished = asyncio.Event()
-        self._bound: JetStreamContext.PullSubscription | None = None
+        self._bound: Puller | None = None
         self._fetch_failed = False
         self._sequential = sequential
         self._settles_behind = settles_behind
@@ -113,14 +114,22 @@ class ConsumerLoop:
     def consumer_config(self) -> ConsumerConfig:
         return consumer_config(self.spec, self._settings)
 
-    async def _bind(self) -> JetStreamContext.PullSubscription:
+    async def _bind(self) -> Puller:
         if self._settings.create_consumers:
             await self._js.add_consumer(self.spec.stream, self.consumer_config())
         else:
             await self._check_provisioned()
-        return await self._js.pull_subscribe_bind(
-            durable=self.spec.durable, stream=self.spec.stream
+        settings, spec = self._settings, self.spec
+        # The connection and API prefix the JetStream context was made with (nats-py keeps
+        # them private): requests go where nats-py's own fetch would send them.
+        puller = Puller(
+            self._js._nc,
+            f"{self._js._prefix}.CONSUMER.MSG.NEXT.{spec.stream}.{spec.durable}",
+            expires_s=settings.fetch_timeout_s,
+            heartbeat_s=settings.fetch_heartbeat_s,
         )
+        await puller.start()
+        return puller
 
     async def _check_provisioned(self) -> None:
         """Bind only to a consumer that is the one this actor would have created.
@@ -145,7 +154,7 @@ class ConsumerLoop:
             )
 
     @property
-    def _subscription(self) -> JetStreamContext.PullSubscription:
+    def _puller(self) -> Puller:
         if self._bound is None:
             raise RuntimeError("consumer loop used before run() bound it")
         return self._bound
@@ -164,7 +173,7 @@ class ConsumerLoop:
             pass
         finally:
             try:
-                await asyncio.wait_for(self._subscription.unsubscribe(), timeout=2)
+                await asyncio.wait_for(self._puller.close(), timeout=2)
             except Exception as exc:  # closing anyway; never hide the error that got us here
                 log.debug("unsubscribe on stop failed", extra={"error": repr(exc)})
 
@@ -219,9 +228,7 @@ class ConsumerLoop:
 
     async def _fetch(self, room: int, stop_wait: asyncio.Task[object]) -> list[Msg]:
         """One fetch of up to `room` messages, abandoned (and cancelled) on stop."""
-        fetch = asyncio.ensure_future(
-            self._subscription.fetch(room, timeout=self._settings.fetch_timeout_s)
-        )
+        fetch = asyncio.ensure_future(self._puller.fetch(room))
         try:
             await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -239,9 +246,6 @@ class ConsumerLoop:
             if not messages:
                 self._idle_fetches += 1
             return messages
-        if isinstance(exc, TimeoutError | NatsTimeoutError):
-            self._idle_fetches += 1
-            return []
         if isinstance(exc, ConnectionClosedError):
             raise exc
         log.warning("fetch failed", extra={"error": repr(exc), "stream": self.spec.stream})
@@ -333,7 +337,7 @@ class ConsumerLoop:
         old, self._bound = self._bound, fresh
         if old is not None:
             try:
-                await old.unsubscribe()
+                await old.close()
             except Exception as exc:
                 log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
 

@@ -74,7 +74,17 @@ class Settings(BaseSettings):
         description="Messages handled at once per input; twice that for an actor that settles "
         "one batch behind the one it handles (the gate).",
     )
-    fetch_timeout_s: float = Field(default=5.0, gt=0)
+    fetch_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How long an idle consumer's pull request lingers on the server.",
+    )
+    fetch_heartbeat_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Idle heartbeat of a lingering pull request (at most half the fetch "
+        "timeout): a request whose heartbeats stop was lost and is replaced.",
+    )
     watchdog_idle_fetches: int = Field(default=3, ge=1)
     grace_s: float = Field(default=10.0, ge=0)
     max_handler_s: float = Field(
