@@ -1,10 +1,10 @@
 """The benchmark's collaboration row: seed 001 sessions through the whole path, 1 to N at once.
 
-Everything runs as it does in production, as separate processes on one embedded nats-server
-(`sync_interval: always`): the gate, the router and two agent hosts whose scripted brains
-answer at once (`gpt`, `claude`: every turn hands over, so a session runs to its cap). The
-benchmark submits sessions as `parley collab` does and waits for each one's
-`session_completed`. A round is one agent turn: the router's call through the gate to the
+Everything runs as it does in production (tools/bench/_system.py), as separate processes on
+one embedded nats-server (`sync_interval: always`): the gate, the router and two agent hosts
+whose scripted brains answer at once (`gpt`, `claude`: every turn hands over, so a session
+runs to its cap). The benchmark submits sessions as `parley collab` does and waits for each
+one's `session_completed`. A round is one agent turn: the router's call through the gate to the
 agent, the answer back through the gate, and the router's compare-and-set, i.e. four
 JetStream hops and two KV writes. For each level of concurrency it reports rounds per second
 and the p50/p99 time of a whole session.
@@ -13,30 +13,21 @@ and the p50/p99 time of a whole session.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
-import tempfile
 import time
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import msgspec
-import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from actors.gate import BUNDLE_KEY
-from bus import EmbeddedServer, Supervisor, TraceHeaders, provision
+from bus import TraceHeaders
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode, new_id, utc_now
-from tools.demo import DEMO_POLICY, demo_topology, sign_bundle
+from tools.bench._system import demo_system
 
 __all__ = ("CollabRow", "collab_rows")
 
 _HOPS_PER_ROUND = 4
 _END = frozenset({"session_completed", "session_failed", "session_canceled"})
-_BENCH_LIMITS = {"rate_per_minute": 10_000_000, "trace_message_budget": 10_000}
 
 
 @dataclass
@@ -109,56 +100,16 @@ async def _wave(
     return list(waiter.took.values())
 
 
-def _bench_bundle() -> dict[str, Any]:
-    bundle = tomllib.loads(DEMO_POLICY.read_text())
-    for profile in bundle["profiles"].values():
-        profile.update(_BENCH_LIMITS)
-    return bundle
-
-
 async def collab_rows(levels: list[int], rounds: int, min_rounds: int) -> list[CollabRow]:
     """Run the collaboration benchmark at each concurrency level; one row per level."""
     ns = Namespace("benchcollab")
-    rows: list[CollabRow] = []
-    with tempfile.TemporaryDirectory(prefix="parley-bench-collab-") as scratch:
-        server = EmbeddedServer(Path(scratch) / "nats")
-        await asyncio.to_thread(server.start)
-        nc = await nats.connect(server.url)
-        stopping = asyncio.Event()
-        ready = {name: asyncio.Event() for name in ("gate", "router", "gpt", "claude")}
-
-        def on_line(name: str, line: str) -> None:
-            if '"msg":"ready"' in line and name in ready:
-                ready[name].set()
-            if '"level":"error"' in line or "Traceback" in line:
-                print(f"[{name}] {line}", flush=True)
-
-        try:
-            js = nc.jetstream()
-            await provision(js, ns)
-            signed, public = await asyncio.to_thread(
-                sign_bundle, msgspec.json.encode(_bench_bundle()), Path(scratch) / "keys"
-            )
-            await (await js.key_value(ns.bucket("policy"))).put(BUNDLE_KEY, signed)
-            env = {**os.environ, "NATS_URL": server.url, "PARLEY_MONITOR_URL": server.monitor_url}
-            env["PARLEY_NAMESPACE"] = ns.root
-            supervisor = Supervisor(demo_topology(public, "demo"), base_env=env, on_line=on_line)
-            waiter = _Waiter()
-            sub = await nc.subscribe(ns.wildcard("events"), cb=waiter.on_event)
-            async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(supervisor.run(stopping))
-                try:
-                    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready.values())), 60)
-                    await _wave(nc, ns, waiter, 1, rounds, 0)  # warm up every process
-                    rows.extend(
-                        [await _level(nc, ns, waiter, n, rounds, min_rounds) for n in levels]
-                    )
-                finally:
-                    stopping.set()
-            await sub.unsubscribe()
-        finally:
-            await nc.close()
-            await asyncio.to_thread(server.stop)
+    async with demo_system(ns) as system:
+        nc = system.nc
+        waiter = _Waiter()
+        sub = await nc.subscribe(ns.wildcard("events"), cb=waiter.on_event)
+        await _wave(nc, ns, waiter, 1, rounds, 0)  # warm up every process
+        rows = [await _level(nc, ns, waiter, n, rounds, min_rounds) for n in levels]
+        await sub.unsubscribe()
     return rows
 
 

@@ -10,6 +10,8 @@ involved), raw and Parley runs alternating so that machine noise hits both alike
   effects' acks, then acks the inputs (the same work Parley's runtime does).
 - `js-parley`: the same envelope through Parley's runtime (encode, JetStream publish, durable
   consumer, decode, headers, context, handler, effect, ack).
+- `latency` (tools/bench/_latency.py): one `say` at a time through every process, after idle
+  gaps, against the same hops in raw nats-py.
 
 Latency is measured one message at a time from publish until the input is acked (effect
 stored); throughput and CPU per
@@ -63,11 +65,13 @@ from tools.bench._collab import collab_rows
 from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
+from tools.bench._latency import latency_rows
 from tools.bench._table import (
     print_audit,
     print_collab,
     print_context,
     print_gate,
+    print_latency,
     print_runtime,
 )
 
@@ -304,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
         "--only",
-        choices=("runtime", "gate", "collab", "audit", "context"),
+        choices=("runtime", "gate", "collab", "audit", "context", "latency"),
         help="run only these rows (default: all)",
     )
     parser.add_argument(
@@ -313,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collab-rounds", type=int, default=6, help="rounds per session")
     parser.add_argument(
         "--collab-min-rounds", type=int, default=300, help="rounds measured per collab row"
+    )
+    parser.add_argument(
+        "--calls", type=int, default=500, help="sequential `say` calls per idle gap (latency)"
+    )
+    parser.add_argument(
+        "--gaps", default="0,1,5,30", help="idle gaps between latency calls, in seconds"
     )
     args = parser.parse_args(argv)
     result: dict[str, Any] = {}
@@ -328,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "audit") and args.audit_backlog:
         result["audit"] = uvloop.run(audit_rows(args.rounds, args.audit_backlog))
         print_audit(result["audit"])
+    if args.only in (None, "latency"):
+        gaps = [float(gap) for gap in args.gaps.split(",") if gap]
+        result["latency"] = [asdict(row) for row in uvloop.run(latency_rows(gaps, args.calls))]
+        print_latency(result["latency"])
     if args.only in (None, "context"):
         result["context"] = context_row()
         print_context(result["context"])

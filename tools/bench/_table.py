@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ("print_audit", "print_collab", "print_context", "print_gate", "print_runtime")
+__all__ = (
+    "print_audit",
+    "print_collab",
+    "print_context",
+    "print_gate",
+    "print_latency",
+    "print_runtime",
+)
 
 
 def print_collab(result: dict[str, Any]) -> None:
@@ -86,3 +93,24 @@ def print_context(row: dict[str, Any]) -> None:
     print(f"  one agent, three steps:             {row['single_agent']:>6}")
     print(f"  planner -> coder -> reviewer:       {row['multi_agent']:>6}  ({parts})")
     print(f"  ratio (seed 004: under 1.2):        {row['ratio']:>6.2f}")
+
+
+def print_latency(rows: list[dict[str, Any]]) -> None:
+    print("\nOne `say` at a time after an idle gap (person -> gate -> router -> gate -> agent ->")
+    print("gate -> router -> person; zero-latency brain; fsync always):")
+    print(f"{'gap s':>6} {'path':<7} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for row in rows:
+        print(
+            f"{row['gap_s']:>6g} {row['path']:<7} {row['calls']:>6} {row['p50_ms']:>8.1f} "
+            f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
+        )
+    print("\nParley / raw nats-py (aims: p50 <= 1.3x raw; p99 <= 2x p50; max < 250 ms):")
+    by_gap: dict[float, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        by_gap.setdefault(row["gap_s"], {})[row["path"]] = row
+    for gap_s, paths in by_gap.items():
+        raw, parley = paths["raw"], paths["parley"]
+        print(
+            f"  gap {gap_s:>4g} s  p50 {parley['p50_ms'] / raw['p50_ms']:.2f}x raw  "
+            f"p99/p50 {parley['p99_ms'] / parley['p50_ms']:.2f}x  max {parley['max_ms']:.0f} ms"
+        )

@@ -1,0 +1,185 @@
+"""The benchmark's latency row: one `say` at a time, after idle gaps, Parley against raw nats-py.
+
+A `say` through Parley is the person's message to the gate, on to the router, the router's
+call through the gate to the agent (a scripted brain that answers at once), the answer back
+through the gate to the router, and the session's end on the person's timeline: six
+JetStream hops through four processes. The reference does the same hops with raw nats-py
+pull consumers (tools/bench/_rawpath.py) on the same server. Calls are sequential, each
+after an idle gap (0, 1, 5 and 30 s by default): an idle consumer's pull loop is what the
+3.4-5.5 s stalls of issue 18 came from, so the gaps are the point, and a call's latency is
+measured from the person's publish to the event that ends it. Each gap runs the raw path's
+calls and then Parley's (the order alternating from gap to gap), so each path idles for
+exactly the gap between its calls. The aims: p99 within 2x of p50 at every gap, max under
+250 ms, p50 within 1.3x of the raw path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from bus import TraceHeaders, provision
+from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode, new_id, utc_now
+from tools.bench._kit import percentile_us
+from tools.bench._rawpath import ROLES, SESSION, STEP, TARGET
+from tools.bench._system import demo_system
+
+__all__ = ("LatencyRow", "latency_rows")
+
+_WARM_UP_CALLS = 5
+_RUN_ROLE = "import asyncio, sys; from tools.bench._rawpath import run_role; " + (
+    "asyncio.run(run_role(*sys.argv[1:4]))"
+)
+_CALL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class LatencyRow:
+    gap_s: float
+    path: str
+    calls: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+class _Timeline:
+    """The person's timelines, live: wakes the caller when the session it waits for ends."""
+
+    def __init__(self) -> None:
+        self.waiting_for = ""
+        self.ended = asyncio.Event()
+
+    def expect(self, session_id: str) -> None:
+        self.waiting_for = session_id
+        self.ended.clear()
+
+    async def on_parley_event(self, msg: Msg) -> None:
+        event = decode_envelope(msg.data)
+        if (
+            isinstance(event, SessionEvent)
+            and event.session_id == self.waiting_for
+            and event.event_type == "session_completed"
+        ):
+            self.ended.set()
+
+    async def on_raw_event(self, msg: Msg) -> None:
+        if (msg.headers or {}).get(SESSION) == self.waiting_for:
+            self.ended.set()
+
+
+def _say() -> HumanMessage:
+    return HumanMessage(
+        id=new_id(),
+        created_at=utc_now(),
+        text="Benchmark: answer at once.",
+        call_id=new_id(),
+        mode="single",
+        participants=("gpt",),
+        first_speaker="gpt",
+        max_rounds=1,
+        session_id=new_id(),
+    )
+
+
+Call = Callable[[], Awaitable[float]]
+
+
+def _parley_call(nc: NATS, ns: Namespace, timeline: _Timeline) -> Call:
+    async def call() -> float:
+        msg = _say()
+        timeline.expect(msg.session_id or "")
+        headers = TraceHeaders(trace_id=msg.id, origin="cli").to_headers(msg.id)
+        started = time.perf_counter()
+        await nc.jetstream().publish(ns.submit("cli"), encode(msg), headers=headers)
+        await asyncio.wait_for(timeline.ended.wait(), _CALL_TIMEOUT_S)
+        return time.perf_counter() - started
+
+    return call
+
+
+def _raw_call(nc: NATS, ns: Namespace, timeline: _Timeline) -> Call:
+    async def call() -> float:
+        msg = _say()
+        session_id = msg.session_id or ""
+        timeline.expect(session_id)
+        headers = {TARGET: "router", STEP: "ask", SESSION: session_id}
+        started = time.perf_counter()
+        await nc.jetstream().publish(ns.submit("cli"), encode(msg), headers=headers)
+        await asyncio.wait_for(timeline.ended.wait(), _CALL_TIMEOUT_S)
+        return time.perf_counter() - started
+
+    return call
+
+
+@contextlib.asynccontextmanager
+async def _raw_path(url: str, ns: Namespace) -> AsyncIterator[None]:
+    """The raw roles as processes of their own, each past binding its consumer."""
+    children = []
+    try:
+        for role in ROLES:
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _RUN_ROLE, role, url, ns.root,
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            children.append(child)
+            assert child.stdout is not None  # noqa: S101 - asked for above
+            line = await asyncio.wait_for(child.stdout.readline(), 30)
+            if line.strip() != b"ready":
+                raise RuntimeError(f"raw {role} did not start")
+        yield
+    finally:
+        for child in children:
+            if child.returncode is None:
+                child.terminate()
+            await child.wait()
+
+
+def _row(gap_s: float, path: str, samples: list[float]) -> LatencyRow:
+    return LatencyRow(
+        gap_s=gap_s,
+        path=path,
+        calls=len(samples),
+        p50_ms=percentile_us(samples, 0.5) / 1000,
+        p99_ms=percentile_us(samples, 0.99) / 1000,
+        max_ms=max(samples) * 1000,
+    )
+
+
+async def _calls(call: Call, count: int, gap_s: float) -> list[float]:
+    samples = []
+    for _ in range(count):
+        await asyncio.sleep(gap_s)  # the idle gap under test, not a wait for anything
+        samples.append(await call())
+    return samples
+
+
+async def latency_rows(gaps: list[float], calls: int) -> list[LatencyRow]:
+    """Both paths at each idle gap, `calls` sequential calls each; two rows per gap."""
+    ns, raw_ns = Namespace("benchlatency"), Namespace("benchlatencyraw")
+    rows: list[LatencyRow] = []
+    async with demo_system(ns) as system:
+        nc = system.nc
+        await provision(nc.jetstream(), raw_ns)  # the raw path's streams, stored as Parley's
+        timeline = _Timeline()
+        await nc.subscribe(ns.wildcard("events"), cb=timeline.on_parley_event)
+        await nc.subscribe(raw_ns.wildcard("events"), cb=timeline.on_raw_event)
+        async with _raw_path(system.server.url, raw_ns):
+            paths = {
+                "raw": _raw_call(nc, raw_ns, timeline),
+                "parley": _parley_call(nc, ns, timeline),
+            }
+            for call in paths.values():
+                await _calls(call, _WARM_UP_CALLS, 0)
+            for turn, gap_s in enumerate(gaps):
+                order = list(paths) if turn % 2 == 0 else list(reversed(paths))
+                measured = {path: await _calls(paths[path], calls, gap_s) for path in order}
+                rows += [_row(gap_s, path, measured[path]) for path in paths]
+    return rows
