@@ -45,7 +45,12 @@ class Faults:
                 await asyncio.sleep(delay)  # the schedule's own clock, not a synchronisation
             print(f"fault: {fault.describe()}", file=self.out, flush=True)
             await self._apply(fault)
-            self.healed.append(Fault(fault.action, fault.target, time.time()))
+
+    def _healed(self, fault: PlannedFault) -> None:
+        """The fault is over: what it stopped is running again (or starting). Recovery is
+        measured from here, so it includes the time actors take to start, and a start slow
+        enough to outlast the run is seen as a slow recovery, not as no progress at all."""
+        self.healed.append(Fault(fault.action, fault.target, time.time()))
 
     async def _apply(self, fault: PlannedFault) -> None:
         if fault.target == SERVER:
@@ -57,6 +62,7 @@ class Faults:
                 await asyncio.to_thread(self.server.kill)
                 await asyncio.sleep(fault.hold_s)  # the outage's length
                 await asyncio.to_thread(self.server.start)
+            self._healed(fault)
             return
         if fault.target == EVERY_ACTOR:
             await self._all_at_once(fault)
@@ -66,6 +72,7 @@ class Faults:
             child.send(signal.SIGSTOP)
             await asyncio.sleep(fault.hold_s)  # the pause's length
             child.send(signal.SIGCONT)
+            self._healed(fault)
             return
         if fault.action == "kill":
             await asyncio.to_thread(child.kill)
@@ -73,6 +80,7 @@ class Faults:
         else:
             await asyncio.to_thread(child.stop, TERMINATE_GRACE_S)
         child.start()
+        self._healed(fault)
         if not await wait_ready(child):
             print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
 
@@ -85,12 +93,14 @@ class Faults:
             await asyncio.sleep(fault.hold_s)  # the pause's length
             for child in children:
                 child.send(signal.SIGCONT)
+            self._healed(fault)
             return
         for child in children:
             await asyncio.to_thread(child.kill)
         await asyncio.sleep(fault.hold_s)  # the outage's length
         for child in children:
             child.start()
+        self._healed(fault)
         for child in children:
             if not await wait_ready(child):
                 print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
