@@ -66,6 +66,13 @@ BUCKETS = (
         30 * _DAY,
         "the relay's sequence counters, forwarded calls and replay windows",
     ),
+    BucketSpec(
+        "leases",
+        1,
+        None,
+        "single writers' leases (the auditor's), taken and renewed with compare-and-set",
+        direct=True,
+    ),
 )
 
 

@@ -6,7 +6,8 @@ and the chain's verifier (`ChainVerifier`, `ChainReport`, `CHECKPOINT_PROFILE`),
 
 Inside: `_actor` (the process), `_facts` (what a decision or session event is recorded as),
 `_dead_letters` (what a dead letter is recorded as), `_appender` (compare-and-set appends to
-the chain), `_chain` (records, hashing, checkpoints and verification).
+the chain), `_lease` (the writer's lease: one replica appends, the others stand by), `_chain`
+(records, hashing, checkpoints and verification).
 """
 
 from actors.auditor._actor import AuditorActor, AuditorOptions

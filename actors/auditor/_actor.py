@@ -18,6 +18,14 @@ Options (`[options]` in its TOML settings):
     redact_pii: Profiles whose records lose personal data too (`["*"]`, the default: all).
     pii_kinds: Which kinds of personal data (default: every kind schemas knows).
     session_profile: Owner of session events that have no speaker (default `router`).
+    lease_s: How long the writer's lease outlives its last renewal (default 5 s): the bound
+        on a standby's takeover (actors/auditor/_lease.py).
+
+Replicas: any number of auditors may run; one holds the writer's lease and reads and appends,
+the others wait in `start()` (they read nothing, so they hold back no fact) until its lease
+runs out or is given back. A standby waiting there is stopped by SIGTERM/SIGINT like any actor.
+A holder that loses its lease stops at once (`background()` raises, the process exits
+non-zero and its supervisor brings it back as a standby).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -50,6 +59,7 @@ from actors.auditor._facts import (
     records_for,
     unvouched_record,
 )
+from actors.auditor._lease import WriterLease
 from bus import (
     CAUSATION_ID,
     HOP_COUNT,
@@ -85,6 +95,7 @@ class AuditorOptions(BaseModel):
     pii_kinds: tuple[str, ...] | None = None
     session_profile: str = "router"
     recent_window: int = Field(default=4096, ge=16)
+    lease_s: float = Field(default=5.0, gt=0)
 
     @field_validator("tenant", "session_profile")
     @classmethod
@@ -133,11 +144,18 @@ class AuditorActor(Actor):
             pii_kinds=frozenset(self.options.pii_kinds) if self.options.pii_kinds else None,
         )
         self._appender: ChainAppender | None = None
+        self._lease: WriterLease | None = None
+        self._stop_asked = asyncio.Event()
+        self._released = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
+        self._signals_taken = False
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
 
     def inputs(self) -> Sequence[Input]:
         """Everything on the events stream (decisions and session events alike) and every
         dead letter. PARLEY_DEAD is a limits stream: reading it removes nothing."""
+        if self._lease is not None and not self._lease.held():
+            return ()  # stopped while standing by: read nothing
         ns = self.namespace
         return (
             Input(ns.stream("events"), f"{ns.root}.>", self.actor_id, "header"),
@@ -145,7 +163,15 @@ class AuditorActor(Actor):
         )
 
     async def start(self, bus: BusHandle) -> None:
-        """Read the chain's head and the facts already recorded."""
+        """Take the writer's lease (standing by while another replica holds it), then read
+        the chain's head and the facts already recorded."""
+        lease = WriterLease(
+            bus.js, self.namespace.bucket("leases"), f"{self.actor_id}.writer", self.options.lease_s
+        )
+        self._lease = lease
+        await lease.open()
+        if not await self._take_lease(lease):
+            return
         self._appender = ChainAppender(
             bus.nc,
             bus.js,
@@ -154,6 +180,8 @@ class AuditorActor(Actor):
             window=self.options.recent_window,
             on_foreign=self._alert,
             on_unvouched=self._unvouched,
+            epoch=lease.holder,
+            may_append=lease.check,
         )
         await self._appender.open()
         log.info(
@@ -161,11 +189,45 @@ class AuditorActor(Actor):
             extra={"key_id": key_id(self._key.public_key()), "tenant": self.options.tenant},
         )
 
-    async def background(self, stopping: asyncio.Event) -> None:
-        """The checkpoint timer: every `checkpoint_s` seconds while records keep arriving.
+    async def _take_lease(self, lease: WriterLease) -> bool:
+        """Hold the lease (True), or stand by until it is free; False if asked to stop first.
 
-        The runtime runs it beside the handlers and waits for it to end before `stop()`.
+        The runtime's stop event is not ours to see yet in `start()`, so a standby answers
+        SIGTERM and SIGINT itself until `background()` hands them back to the runtime.
         """
+        if await lease.acquire_free():
+            return True
+        loop = asyncio.get_running_loop()
+        try:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, self._stop_asked.set)
+            self._signals_taken = True
+        except (RuntimeError, ValueError):  # not the main thread: stopped with its task
+            pass
+        return await lease.acquire(self._stop_asked)
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        """Keep the lease, and run the checkpoint timer: every `checkpoint_s` seconds while
+        records keep arriving.
+
+        The runtime runs it beside the handlers and waits for it to end before `stop()`;
+        a lost lease raises here, which stops the actor at once.
+        """
+        if self._signals_taken:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stopping.set)
+        lease = self._lease
+        if self._stop_asked.is_set() or lease is None or not lease.held():
+            stopping.set()
+            return
+        # Renewals go on past `stopping` until `stop()` has written the final checkpoint.
+        self._keeper = asyncio.create_task(lease.keep(self._released))
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._checkpoints(stopping))
+            tasks.create_task(_until_lost(self._keeper, stopping))
+
+    async def _checkpoints(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             try:
                 await asyncio.wait_for(stopping.wait(), timeout=self.options.checkpoint_s)
@@ -177,10 +239,20 @@ class AuditorActor(Actor):
 
     async def stop(self) -> None:
         """Pin everything written with a final checkpoint (the timer has stopped by now)."""
+        lease = self._lease
+        if lease is None or not lease.held():
+            self._released.set()  # a standby, or a holder that lost its lease: nothing to pin
+            if self._keeper is not None:
+                await asyncio.gather(self._keeper, return_exceptions=True)
+            return
         try:
             await asyncio.wait_for(self._checkpoint(), timeout=self.settings.grace_s or 1.0)
         except Exception as exc:  # the next start checkpoints what this one could not
             log.warning("final checkpoint failed", extra={"error": repr(exc)})
+        self._released.set()
+        if self._keeper is not None:
+            await asyncio.gather(self._keeper, return_exceptions=True)
+        await lease.release()
 
     def _sign(self, checkpoint: Checkpoint) -> bytes:
         return sign_checkpoint(checkpoint, self._key)
@@ -274,6 +346,17 @@ class AuditorActor(Actor):
             if sent is not None:
                 future, signed, count = sent
                 future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+
+
+async def _until_lost(keeper: asyncio.Task[None], stopping: asyncio.Event) -> None:
+    """Raise what ended the lease's keeper (`LeaseLost`) if it ends before `stopping`."""
+    stop_wait = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({keeper, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_wait.cancel()
+    if keeper.done() and not stopping.is_set():
+        keeper.result()
 
 
 def _trace_headers(record: AuditRecord, cause: str) -> dict[str, str]:

@@ -13,6 +13,15 @@ subject, so any other write anywhere in it (a second auditor, an operator publis
 hand) breaks the expectation of the next append, and the server refuses it instead of
 letting the chain fork. A per-subject expectation would let a write on another subject pass.
 
+Each append after the first since the head was read also carries `Nats-Expected-Last-Msg-Id`:
+the message id of the append before it, which carries this writer's epoch (`<record id>@<epoch>`,
+the token of its lease: actors/auditor/_lease.py). An append is stored only right behind its
+own predecessor, so once one append of a pipeline is refused, every later one is refused too,
+and a writer whose lease was taken over (paused, then resumed with appends still in its
+socket) cannot slip any of them in after its successor's first append: its first pending
+append expects a last sequence from before the takeover, the others a predecessor of an epoch
+that is over. Nothing it sends can land between two records of another epoch.
+
 When the prediction fails (an append refused, unanswered, or answered as a duplicate), the
 writer is marked dirty: the next append first waits for every append still in flight, then
 re-reads the head from the stream and carries on from there. The facts whose appends failed
@@ -41,12 +50,14 @@ from actors.auditor._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal
 from bus import MSG_ID, AckInbox, AppendRefused, StoredMessage, read_history
 from schemas import AuditRecord, encode, utc_now
 
-__all__ = ("EXPECTED_LAST_SEQ", "ChainAppender", "ForeignWrite")
+__all__ = ("EXPECTED_LAST_MSG_ID", "EXPECTED_LAST_SEQ", "ChainAppender", "ForeignWrite")
 
 log = logging.getLogger("parley.actors.auditor")
 
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
-_WRONG_LAST_SEQUENCE = 10071
+EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+_LOST_RACE = frozenset({10071, 10070})
+"""Wrong expected last sequence, wrong expected last message id: someone else wrote first."""
 _record_decoder = msgspec.json.Decoder(AuditRecord)
 
 
@@ -72,6 +83,9 @@ class ChainAppender:
             writer did not publish are found in the stream.
         on_unvouched: Builds the record appended at start about records (first, last index)
             that no checkpoint pinned before this start.
+        epoch: This writer's lease token, appended to every message id it sends.
+        may_append: Called right before each append is sent; raises (`LeaseLost`) when this
+            writer no longer holds the lease.
     """
 
     def __init__(
@@ -84,8 +98,14 @@ class ChainAppender:
         window: int = 4096,
         on_foreign: Callable[[ForeignWrite], tuple[str, AuditRecord]] | None = None,
         on_unvouched: Callable[[int, int], tuple[str, AuditRecord]] | None = None,
+        epoch: str = "",
+        may_append: Callable[[], None] | None = None,
     ) -> None:
         self._js = js
+        self._epoch = epoch
+        self._may_append = may_append
+        self._previous_id: str | None = None
+        """Message id of this writer's last append since the head was read."""
         self._stream = stream
         self._settle_s = settle_s
         self._window = window
@@ -194,11 +214,17 @@ class ChainAppender:
     async def _publish(
         self, subject: str, data: bytes, msg_id: str, headers: dict[str, str]
     ) -> asyncio.Future[PubAck]:
+        if self._may_append is not None:
+            self._may_append()
         expected = self._last_seq
-        out = {**headers, MSG_ID: msg_id, EXPECTED_LAST_SEQ: str(expected)}
+        stored_id = f"{msg_id}@{self._epoch}" if self._epoch else msg_id
+        out = {**headers, MSG_ID: stored_id, EXPECTED_LAST_SEQ: str(expected)}
+        if self._previous_id is not None:
+            out[EXPECTED_LAST_MSG_ID] = self._previous_id
         future = await self._acks.publish(subject, data, out)
+        self._previous_id = stored_id
         self._last_seq = expected + 1
-        self._remember(self._sent, msg_id, None)
+        self._remember(self._sent, stored_id, None)
         self._inflight.add(future)
         future.add_done_callback(functools.partial(self._settled, msg_id, expected + 1))
         return future
@@ -207,7 +233,7 @@ class ChainAppender:
         self._inflight.discard(future)
         if future.cancelled() or future.exception() is not None:
             error = future.exception() if not future.cancelled() else None
-            if isinstance(error, AppendRefused) and error.err_code != _WRONG_LAST_SEQUENCE:
+            if isinstance(error, AppendRefused) and error.err_code not in _LOST_RACE:
                 # Not a lost race but the stream refusing (full, with discard new): an alert.
                 log.error("audit stream refused an append", extra={"error": str(error)})
             elif not self._dirty:
@@ -252,6 +278,7 @@ class ChainAppender:
             await self._walk_back(start - 1)
         unvouched = (self.checkpointed + 1, self._index) if first_time else None
         self._last_seq = self._acked_seq = last
+        self._previous_id = None
         self._rescan_from = last + 1
         self._started, self._dirty = True, False
         self._checkpoint_sent = max(self._checkpoint_sent, self.checkpointed)

@@ -284,6 +284,7 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.durable("dead", ns.wildcard("dead"))
         g.pub(ns.wildcard("audit"))
         g.read_stream(ns.stream("audit"))
+        g.own_keys("leases")  # the writer's lease its replicas take from each other
 
 
 def _relay_grants(g: _Grants, serves: Sequence[str]) -> None:

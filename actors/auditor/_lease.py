@@ -1,0 +1,185 @@
+"""The writer's lease: one auditor replica appends, the others stand by.
+
+The audit chain has a single writer (actors/auditor/_appender.py). Replicas of the auditor
+share its durable consumers, so without a lease two of them would both append and each take
+the other's records for foreign writes. The lease is one key (the auditor's id) in the
+`leases` bucket, written only with compare-and-set:
+
+- taking a free lease is a create-only put; taking an expired one is an update on the
+  revision the standby watched go stale; renewing is an update on the holder's own revision.
+  Whoever loses a race gets "wrong last sequence" and goes on standing by;
+- liveness is judged on each replica's own monotonic clock, never by comparing clocks: a
+  standby takes the lease once it has seen the same revision for `ttl_s` seconds; the holder
+  renews every `ttl_s / 4` and counts itself the holder only until `3/4 ttl_s` after it *sent*
+  its last successful renewal. Since the standby's wait begins after that renewal was
+  stored, the holder always stops before any standby may start (both clocks tick at the
+  same rate; a process paused by SIGSTOP finds its time ran out when it resumes);
+- a holder that stops cleanly deletes the key (on its own revision), so a standby takes over
+  at its next look instead of after `ttl_s`.
+
+The bound: a standby holds the lease at most `ttl_s` plus one look (`ttl_s / 8`) after the
+last renewal it saw, so within `1.4 * ttl_s` of the holder's death. Appends a paused holder had
+already handed to its socket are refused by the chain itself (see the appender's docstring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+__all__ = ("LeaseLost", "WriterLease")
+
+log = logging.getLogger("parley.actors.auditor")
+
+_HOLD_FRACTION = 0.75
+"""Of `ttl_s`, how long after sending its last successful renewal the holder still writes."""
+_RENEW_FRACTION = 0.25
+_LOOK_FRACTION = 0.125
+
+
+class LeaseLost(RuntimeError):
+    """This replica no longer holds the writer's lease: it must not append."""
+
+
+class WriterLease:
+    """The exclusive, renewed lease on one key of the `leases` bucket.
+
+    Args:
+        js: JetStream context (the bucket is provisioned with the streams).
+        bucket: The lease bucket's name.
+        key: What is leased (the auditor's actor id: one chain, one writer).
+        ttl_s: How long a lease outlives its last renewal (the takeover bound's base).
+    """
+
+    def __init__(self, js: JetStreamContext, bucket: str, key: str, ttl_s: float) -> None:
+        self._js = js
+        self._bucket = bucket
+        self._key = key
+        self.ttl_s = ttl_s
+        self.holder = uuid.uuid4().hex[:16]
+        """This replica's token: the lease's value while it holds it, and its appends' epoch."""
+        self.predecessor = ""
+        """The token this replica took the lease over from ("" if the lease was free)."""
+        self._kv: KeyValue | None = None
+        self._revision = 0
+        self._valid_until = 0.0
+
+    async def open(self) -> None:
+        self._kv = await self._js.key_value(self._bucket)
+
+    def held(self) -> bool:
+        """Whether this replica may append now (false once its time ran out, even unrenewed)."""
+        return self._revision > 0 and time.monotonic() < self._valid_until
+
+    def check(self) -> None:
+        """Raise `LeaseLost` unless `held()`: called right before each append is sent."""
+        if not self.held():
+            raise LeaseLost("the writer's lease is not held (expired or taken over)")
+
+    async def acquire_free(self) -> bool:
+        """Take the lease if nobody holds it (True); False at once if someone does."""
+        sent = time.monotonic()
+        try:
+            await self._require().get(self._key)
+        except (KeyNotFoundError, KeyDeletedError):
+            return await self._take(sent, None)
+        return False
+
+    async def acquire(self, stop: asyncio.Event) -> bool:
+        """Stand by until this replica holds the lease (True) or `stop` is set (False)."""
+        kv = self._require()
+        seen: tuple[int, float] | None = None
+        announced = False
+        while not stop.is_set():
+            sent = time.monotonic()
+            try:
+                entry = await kv.get(self._key)
+            except (KeyNotFoundError, KeyDeletedError):
+                if await self._take(sent, None):
+                    return True
+                continue
+            revision = int(entry.revision or 0)
+            if seen is None or seen[0] != revision:
+                seen = (revision, time.monotonic())
+                if not announced:
+                    holder = (entry.value or b"").decode(errors="replace")
+                    log.info("standing by: the writer's lease is held", extra={"holder": holder})
+                    announced = True
+            elif time.monotonic() - seen[1] >= self.ttl_s:
+                self.predecessor = (entry.value or b"").decode(errors="replace")
+                if await self._take(sent, revision):
+                    return True
+                seen = None
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.ttl_s * _LOOK_FRACTION)
+            except TimeoutError:
+                pass
+        return False
+
+    async def _take(self, sent: float, stale_revision: int | None) -> bool:
+        kv = self._require()
+        try:
+            if stale_revision is None:
+                revision = await kv.create(self._key, self.holder.encode())
+            else:
+                revision = await kv.update(self._key, self.holder.encode(), last=stale_revision)
+        except KeyWrongLastSequenceError:
+            return False  # another replica was quicker, or the holder renewed just now
+        self._revision, self._valid_until = revision, sent + self.ttl_s * _HOLD_FRACTION
+        log.info(
+            "took the writer's lease",
+            extra={"holder": self.holder, "predecessor": self.predecessor or None},
+        )
+        return True
+
+    async def renew(self) -> None:
+        """Renew on this replica's own revision.
+
+        Raises:
+            LeaseLost: another replica holds it now, or this one's time ran out before a
+                renewal got through.
+        """
+        kv = self._require()
+        sent = time.monotonic()
+        try:
+            revision = await kv.update(self._key, self.holder.encode(), last=self._revision)
+        except KeyWrongLastSequenceError:
+            self._revision = 0
+            raise LeaseLost("the writer's lease was taken over") from None
+        except Exception as exc:  # unreachable server: fine while the lease lasts
+            if not self.held():
+                self._revision = 0
+                raise LeaseLost(f"could not renew the writer's lease in time: {exc!r}") from exc
+            log.warning("lease renewal failed; retrying", extra={"error": repr(exc)})
+            return
+        if self._revision:
+            self._revision, self._valid_until = revision, sent + self.ttl_s * _HOLD_FRACTION
+
+    async def keep(self, stop: asyncio.Event) -> None:
+        """Renew every `ttl_s / 4` until `stop` is set; raise `LeaseLost` when it is lost."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.ttl_s * _RENEW_FRACTION)
+            except TimeoutError:
+                await self.renew()
+
+    async def release(self) -> None:
+        """Give the lease up (on this replica's revision) so a standby takes it at once."""
+        if not self._revision:
+            return
+        revision, self._revision = self._revision, 0
+        try:
+            await self._require().delete(self._key, last=revision)
+        except Exception as exc:  # it expires anyway
+            log.warning("could not release the writer's lease", extra={"error": repr(exc)})
+
+    def _require(self) -> KeyValue:
+        if self._kv is None:
+            raise RuntimeError("WriterLease used before open()")
+        return self._kv
