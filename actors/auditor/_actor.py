@@ -149,12 +149,13 @@ class AuditorActor(Actor):
         self._released = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
         self._signals_taken = False
+        self._stood_down = False
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
 
     def inputs(self) -> Sequence[Input]:
         """Everything on the events stream (decisions and session events alike) and every
         dead letter. PARLEY_DEAD is a limits stream: reading it removes nothing."""
-        if self._lease is not None and not self._lease.held():
+        if self._stood_down:
             return ()  # stopped while standing by: read nothing
         ns = self.namespace
         return (
@@ -171,7 +172,17 @@ class AuditorActor(Actor):
         self._lease = lease
         await lease.open()
         if not await self._take_lease(lease):
+            self._stood_down = True
             return
+        # Renewed from now on, through reading the head, until `stop()` gives it back.
+        self._keeper = asyncio.create_task(lease.keep(self._released))
+        try:
+            await self._open_appender(bus, lease)
+        except BaseException:
+            self._keeper.cancel()
+            raise
+
+    async def _open_appender(self, bus: BusHandle, lease: WriterLease) -> None:
         self._appender = ChainAppender(
             bus.nc,
             bus.js,
@@ -217,12 +228,12 @@ class AuditorActor(Actor):
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stopping.set)
-        lease = self._lease
-        if self._stop_asked.is_set() or lease is None or not lease.held():
+        if self._stood_down or self._keeper is None:
             stopping.set()
             return
+        if self._stop_asked.is_set():  # a signal came while `start()` was reading the head
+            stopping.set()
         # Renewals go on past `stopping` until `stop()` has written the final checkpoint.
-        self._keeper = asyncio.create_task(lease.keep(self._released))
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._checkpoints(stopping))
             tasks.create_task(_until_lost(self._keeper, stopping))

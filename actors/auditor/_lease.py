@@ -101,6 +101,7 @@ class WriterLease:
             try:
                 entry = await kv.get(self._key)
             except (KeyNotFoundError, KeyDeletedError):
+                self.predecessor = ""  # given back: nobody's lease is being cut short
                 if await self._take(sent, None):
                     return True
                 continue

@@ -251,3 +251,36 @@ async def test_appends_sent_before_a_takeover_are_refused_after_it(
     assert [m.headers[MSG_ID].split("@")[1] for m in stored] == ["old", "old", "new", "new"]
     report = await verify_stream(nc.jetstream(), stream, trusted={})
     assert report.ok and report.records == 4 and not report.foreign, report
+
+
+async def test_a_standby_stops_on_sigterm_and_a_clean_stop_hands_the_lease_over_at_once(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """SIGTERM ends a standby as it ends any actor; a holder stopping cleanly gives the lease
+    back after its final checkpoint, so a standby takes it without waiting out `lease_s`."""
+    keys = AuditorKeys(tmp_path)
+    holder = _auditor(nats_server.url, namespace, keys, tmp_path, "auditor-1")
+    standbys: list[ProcessOutput] = []
+    try:
+        await holder.wait_line(READY)
+        for name in ("auditor-2", "auditor-3"):
+            standbys.append(_auditor(nats_server.url, namespace, keys, tmp_path, name))
+            await standbys[-1].wait_line(STANDING_BY)
+        standbys[1].signal(signal.SIGTERM)
+        assert await standbys[1].wait_exit() == 0
+        await _publish(nc, namespace, range(10))
+        await _until_recorded(holder, 10)
+        holder.signal(signal.SIGTERM)
+        assert await holder.wait_exit() == 0
+        _, took = await standbys[0].wait_line(TOOK, timeout=LEASE_S)
+        assert _holder(holder) not in took, "taken as expired, not as given back"
+        await standbys[0].wait_line(READY)
+        await _publish(nc, namespace, range(10, 20))
+        await _until_recorded(standbys[0], 20)  # nothing unvouched: the holder pinned all
+        standbys[0].signal(signal.SIGTERM)
+        assert await standbys[0].wait_exit() == 0
+        await _check_chain(nc, nats_server.url, namespace, keys, 20, [holder, *standbys])
+    finally:
+        holder.close()
+        for process in standbys:
+            process.close()
