@@ -24,8 +24,8 @@ Options (`[options]` in its TOML settings):
 Replicas: any number of auditors may run; one holds the writer's lease and reads and appends,
 the others wait in `start()` (they read nothing, so they hold back no fact) until its lease
 runs out or is given back. A standby waiting there is stopped by SIGTERM/SIGINT like any actor.
-A holder that loses its lease stops at once (`background()` raises, the process exits
-non-zero and its supervisor brings it back as a standby).
+A holder that loses its lease stops appending at once, then stops (its handlers in hand
+settle first) and exits non-zero; its supervisor brings it back as a standby.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from actors.auditor._facts import (
     records_for,
     unvouched_record,
 )
-from actors.auditor._lease import WriterLease
+from actors.auditor._lease import LeaseLost, WriterLease, stop_when_lost
 from bus import (
     CAUSATION_ID,
     HOP_COUNT,
@@ -222,7 +222,7 @@ class AuditorActor(Actor):
         records keep arriving.
 
         The runtime runs it beside the handlers and waits for it to end before `stop()`;
-        a lost lease raises here, which stops the actor at once.
+        a lost lease stops the actor from here.
         """
         if self._signals_taken:
             loop = asyncio.get_running_loop()
@@ -236,7 +236,7 @@ class AuditorActor(Actor):
         # Renewals go on past `stopping` until `stop()` has written the final checkpoint.
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._checkpoints(stopping))
-            tasks.create_task(_until_lost(self._keeper, stopping))
+            tasks.create_task(stop_when_lost(self._keeper, stopping))
 
     async def _checkpoints(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
@@ -255,6 +255,8 @@ class AuditorActor(Actor):
             self._released.set()  # a standby, or a holder that lost its lease: nothing to pin
             if self._keeper is not None:
                 await asyncio.gather(self._keeper, return_exceptions=True)
+                if not self._keeper.cancelled() and self._keeper.exception() is not None:
+                    raise LeaseLost("stopped after losing the writer's lease")
             return
         try:
             await asyncio.wait_for(self._checkpoint(), timeout=self.settings.grace_s or 1.0)
@@ -357,17 +359,6 @@ class AuditorActor(Actor):
             if sent is not None:
                 future, signed, count = sent
                 future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
-
-
-async def _until_lost(keeper: asyncio.Task[None], stopping: asyncio.Event) -> None:
-    """Raise what ended the lease's keeper (`LeaseLost`) if it ends before `stopping`."""
-    stop_wait = asyncio.ensure_future(stopping.wait())
-    try:
-        await asyncio.wait({keeper, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop_wait.cancel()
-    if keeper.done() and not stopping.is_set():
-        keeper.result()
 
 
 def _trace_headers(record: AuditRecord, cause: str) -> dict[str, str]:

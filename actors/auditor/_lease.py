@@ -33,7 +33,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-__all__ = ("LeaseLost", "WriterLease")
+__all__ = ("LeaseLost", "WriterLease", "stop_when_lost")
 
 log = logging.getLogger("parley.actors.auditor")
 
@@ -184,3 +184,21 @@ class WriterLease:
         if self._kv is None:
             raise RuntimeError("WriterLease used before open()")
         return self._kv
+
+
+async def stop_when_lost(keeper: asyncio.Task[None], stopping: asyncio.Event) -> None:
+    """Stop the actor if the lease's keeper ends (`LeaseLost`) before `stopping` is set.
+
+    A stop, not a crash here: the handlers in hand finish (their appends are refused at
+    once) and settle, so none leaves a quarantine mark that would have its next delivery
+    taken for a poison message; `stop()` then raises, and the process exits non-zero.
+    """
+    stop_wait = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({keeper, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_wait.cancel()
+    if keeper.done() and not stopping.is_set():
+        error = keeper.exception()
+        log.error("lost the writer's lease: stopping", extra={"error": repr(error)})
+        stopping.set()
