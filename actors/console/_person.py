@@ -19,7 +19,7 @@ import logging
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -34,6 +34,7 @@ from schemas import (
     Error,
     HumanMessage,
     Namespace,
+    Orchestration,
     SessionEvent,
     decode_envelope,
     encode,
@@ -41,12 +42,19 @@ from schemas import (
     utc_now,
 )
 
-__all__ = ("Notification", "PersonLink", "person_settings")
+__all__ = ("ControlAction", "Notification", "PersonLink", "person_settings")
 
 log = logging.getLogger("parley.console.person")
 
 Notification = dict[str, Any]
 """A JSON-RPC notification (`{"jsonrpc": "2.0", "method": ..., "params": ...}`)."""
+
+ControlAction = Literal["pause", "resume", "stop", "take_over", "approve", "reject"]
+_MESSAGE_MODES: Final[dict[str, Literal["single", "collaborate", "orchestrate"]]] = {
+    "single": "single",
+    "collaborate": "collaborate",
+    "orchestrate": "orchestrate",
+}
 
 
 def person_settings(people_dir: Path, person: str, nats_url: str) -> Settings:
@@ -132,7 +140,21 @@ class PersonLink:
                 record.refuse(envelope)
                 self._notify(_notification("SessionRefused", record.summary()))
         elif isinstance(envelope, Error):
-            log.info("refusal on a timeline", extra={"code": str(envelope.code)})
+            self._refused_control(envelope)
+
+    def _refused_control(self, error: Error) -> None:
+        """The router refused a control (a take over while the shared agent answers, an
+        approval no longer pending): told to the page as `SessionError`."""
+        session_id = str((error.details or {}).get("session_id", ""))
+        log.info("refusal on a timeline", extra={"code": str(error.code)})
+        if session_id in self.sessions:
+            params = {
+                "sessionId": session_id,
+                "code": str(error.code),
+                "message": error.message,
+                "causeId": error.cause_id,
+            }
+            self._notify(_notification("SessionError", params))
 
     def reserve(self, mode: str, participants: tuple[str, ...], max_rounds: int) -> SessionRecord:
         """A new session id, owned by this person, with nothing sent yet (CreateSession)."""
@@ -144,31 +166,59 @@ class PersonLink:
     async def start(
         self, record: SessionRecord, prompt: str, first: str, task_id: str, user_id: str
     ) -> HumanMessage:
-        """Submit the message that opens the session at the router (StartTask)."""
+        """Submit the message that opens the session at the router (StartTask): a single
+        call, a collaboration, or an orchestrated session (the prompt is its objective)."""
+        orchestration = None
+        if record.mode == "orchestrate" and record.orchestration is not None:
+            spec = record.orchestration
+            orchestration = Orchestration(
+                local_agent=spec["localAgent"],
+                shared_agent=spec["sharedAgent"],
+                mode=spec["mode"],
+                max_turns=spec["maxTurns"],
+                max_duration_ms=spec["maxDurationMs"],
+                max_failures=spec["maxFailures"],
+                max_tokens_budget=spec["maxTokensBudget"],
+            )
         message = HumanMessage(
             id=new_id(),
             created_at=utc_now(),
             text=prompt,
             call_id=task_id,
             user_id=user_id,
-            mode="collaborate" if record.mode == "collaborate" else "single",
-            participants=record.participants,
-            first_speaker=first,
+            mode=_MESSAGE_MODES.get(record.mode, "single"),
+            participants=() if orchestration else record.participants,
+            first_speaker=None if orchestration else first,
             max_rounds=record.max_rounds if record.mode == "collaborate" else 1,
             session_id=record.session_id,
+            orchestration=orchestration,
         )
         record.goal, record.task_id, record.state = prompt, task_id, "submitted"
+        record.user_id = user_id
         await self._submit(message)
         return message
 
-    async def stop(self, record: SessionRecord, reason: str) -> Control:
-        """Ask the router to stop the session (CancelTask; seed 001's Stop)."""
+    async def control(
+        self,
+        record: SessionRecord,
+        action: ControlAction,
+        *,
+        reason: str = "",
+        text: str = "",
+        approval_id: str | None = None,
+    ) -> Control:
+        """Steer the session at the router: stop (CancelTask; seed 001's Stop), pause,
+        resume, take over, approve or reject (seed 000's controls). The router checks the
+        control against the session (its owner, its state, the approval pending)."""
         control = Control(
             id=new_id(),
             created_at=utc_now(),
-            action="stop",
+            action=action,
             session_id=record.session_id,
+            approval_id=approval_id,
             reason=reason,
+            user_id=record.user_id,
+            text=text,
         )
         await self._submit(control)
         return control

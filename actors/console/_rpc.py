@@ -9,12 +9,19 @@ notifications (requests without an `id`, which get no answer) follow the specifi
 Every method acts on the caller's own sessions only: another person's session id is
 `SESSION_NOT_FOUND`, exactly like an id that never existed, so ids leak nothing.
 
-- CreateSession(mode `collaborate`|`single`, agents, firstSpeaker?, maxRounds?): a session
-  reserved for the caller, state `created`; nothing is sent yet.
+- CreateSession(mode `collaborate`|`single`|`orchestrate`, agents, firstSpeaker?, maxRounds?;
+  for `orchestrate` agents are [local, shared] and orchestrationMode, maxTurns, maxDurationMs,
+  maxFailures, maxTokensBudget are seed 000's): a session reserved for the caller, state
+  `created`; nothing is sent yet.
 - StartTask(sessionId, prompt, taskId?, taskOptions.maxSteps?): the human message goes to the
   router through the gate; state `submitted`, with the envelope id.
 - CancelTask(sessionId, reason?): seed 001's Stop; state `cancel_requested` (the router's
   `session_canceled` event follows).
+- PauseTask / ResumeTask(sessionId), TakeOverTask(sessionId, text): seed 000's Pause,
+  Resume and Take over, as `control` envelopes; the router decides whether they apply now
+  (a refusal comes as a `SessionError` notification).
+- ApproveAction(sessionId, approvalId, decision `approved`|`edited`|`rejected`, text?,
+  reason?): the owner's decision on a draft awaiting approval.
 - GetSessionState(sessionId): the session and all its events.
 - ResumeSession(sessionId, afterEventId?): the session and its events after that one; live
   notifications follow on the WebSocket.
@@ -28,11 +35,21 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from actors.console._person import PersonLink
+from actors.console._params import (
+    ApproveParams,
+    CreateSessionParams,
+    NoParams,
+    Params,
+    ResumeParams,
+    SessionParams,
+    StartTaskParams,
+    TakeOverParams,
+)
+from actors.console._person import ControlAction, PersonLink
 from actors.console._timeline import SessionRecord
 from schemas import new_id
 
@@ -73,57 +90,6 @@ def error_response(error: RpcError, request_id: JsonId = None) -> dict[str, Any]
     if error.data is not None:
         body["data"] = error.data
     return {"jsonrpc": "2.0", "id": request_id, "error": body}
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class _SeedContext(_Params):
-    """Fields seed 002's CreateSession example carries that a console session does not use:
-    accepted, so a desktop app's request is valid, and otherwise ignored."""
-
-    userId: str = Field(default="", max_length=256)
-    tenantId: str | None = None
-    workspaceHint: dict[str, Any] | None = None
-    clientInfo: dict[str, Any] | None = None
-    supportedCapabilities: list[str] | None = None
-    supportedTools: list[str] | None = None
-
-
-class CreateSessionParams(_SeedContext):
-    mode: Literal["collaborate", "single"] = "collaborate"
-    agents: list[str] = Field(min_length=1, max_length=8)
-    firstSpeaker: str | None = None
-    maxRounds: int = Field(default=6, ge=1, le=100)
-
-
-class TaskOptions(_Params):
-    maxSteps: int | None = Field(default=None, ge=1, le=100)
-    allowNetwork: bool | None = None
-    approvalMode: str | None = None
-
-
-class StartTaskParams(_Params):
-    sessionId: str = Field(min_length=1, max_length=128)
-    prompt: str = Field(min_length=1, max_length=20_000)
-    taskId: str | None = Field(default=None, min_length=1, max_length=128)
-    taskOptions: TaskOptions = TaskOptions()
-
-
-class SessionParams(_Params):
-    sessionId: str = Field(min_length=1, max_length=128)
-    taskId: str | None = None
-    reason: str = Field(default="Stop pressed in the console", max_length=500)
-
-
-class ResumeParams(_Params):
-    sessionId: str = Field(min_length=1, max_length=128)
-    afterEventId: str | None = None
-
-
-class NoParams(_Params):
-    pass
 
 
 @dataclass
@@ -201,14 +167,24 @@ class RpcSession:
 
     async def create_session(self, params: CreateSessionParams) -> dict[str, Any]:
         agents = tuple(params.agents)
-        if params.mode == "single" and len(agents) != 1:
-            raise RpcError(INVALID_PARAMS, "Invalid params: a single call names one agent")
         first = params.firstSpeaker or agents[0]
         if first not in agents:
             raise RpcError(INVALID_PARAMS, f"Invalid params: firstSpeaker {first!r} not in agents")
         max_rounds = params.maxRounds if params.mode == "collaborate" else 1
+        if params.mode == "orchestrate":
+            max_rounds = params.maxTurns
         record = self.link.reserve(params.mode, agents, max_rounds)
         record.first_speaker = first
+        if params.mode == "orchestrate":
+            record.orchestration = {
+                "localAgent": agents[0],
+                "sharedAgent": agents[1],
+                "mode": params.orchestrationMode,
+                "maxTurns": params.maxTurns,
+                "maxDurationMs": params.maxDurationMs,
+                "maxFailures": params.maxFailures,
+                "maxTokensBudget": params.maxTokensBudget,
+            }
         self.user_id = params.userId or self.user_id
         return record.summary()
 
@@ -232,20 +208,56 @@ class RpcSession:
             "state": record.state,
         }
 
-    async def cancel_task(self, params: SessionParams) -> dict[str, Any]:
-        record = self._session(params.sessionId)
+    def _running(self, session_id: str) -> SessionRecord:
+        record = self._session(session_id)
         if record.state in _ENDED or record.state == "created":
             raise RpcError.refused(
                 "INVALID_REQUEST",
                 f"session {record.session_id} is not running (state {record.state})",
                 sessionId=record.session_id,
             )
-        control = await self.link.stop(record, params.reason)
-        return {
-            "sessionId": record.session_id,
-            "envelopeId": control.id,
-            "state": "cancel_requested",
-        }
+        return record
+
+    async def _steer(
+        self, record: SessionRecord, action: ControlAction, state: str, **fields: Any
+    ) -> dict[str, Any]:
+        control = await self.link.control(record, action, **fields)
+        return {"sessionId": record.session_id, "envelopeId": control.id, "state": state}
+
+    async def cancel_task(self, params: SessionParams) -> dict[str, Any]:
+        record = self._running(params.sessionId)
+        return await self._steer(record, "stop", "cancel_requested", reason=params.reason)
+
+    async def pause_task(self, params: SessionParams) -> dict[str, Any]:
+        return await self._steer(self._running(params.sessionId), "pause", "pause_requested")
+
+    async def resume_task(self, params: SessionParams) -> dict[str, Any]:
+        return await self._steer(self._running(params.sessionId), "resume", "resume_requested")
+
+    async def take_over(self, params: TakeOverParams) -> dict[str, Any]:
+        record = self._running(params.sessionId)
+        return await self._steer(record, "take_over", "take_over_requested", text=params.text)
+
+    async def approve(self, params: ApproveParams) -> dict[str, Any]:
+        """Only a draft the session is waiting on may be decided: any other approval id
+        (decided already, or never asked) is refused here, before anything is sent."""
+        record = self._running(params.sessionId)
+        if params.approvalId not in record.pending:
+            raise RpcError.refused(
+                "INVALID_REQUEST",
+                f"no draft awaits approval {params.approvalId} in session {record.session_id}",
+                sessionId=record.session_id,
+                approvalId=params.approvalId,
+            )
+        if params.decision == "rejected":
+            fields: dict[str, Any] = {"reason": params.reason}
+        else:
+            fields = {"text": params.text, "reason": params.reason}
+        action: ControlAction = "reject" if params.decision == "rejected" else "approve"
+        answer = await self._steer(
+            record, action, "decision_sent", approval_id=params.approvalId, **fields
+        )
+        return {**answer, "approvalId": params.approvalId, "decision": params.decision}
 
     async def get_state(self, params: SessionParams) -> dict[str, Any]:
         return self._session(params.sessionId).state_of()
@@ -272,10 +284,14 @@ class RpcSession:
 
 
 _Handler = Callable[[RpcSession, Any], Awaitable[dict[str, Any]]]
-_METHODS: Final[dict[str, tuple[type[_Params], _Handler]]] = {
+_METHODS: Final[dict[str, tuple[type[Params], _Handler]]] = {
     "CreateSession": (CreateSessionParams, RpcSession.create_session),
     "StartTask": (StartTaskParams, RpcSession.start_task),
     "CancelTask": (SessionParams, RpcSession.cancel_task),
+    "PauseTask": (SessionParams, RpcSession.pause_task),
+    "ResumeTask": (SessionParams, RpcSession.resume_task),
+    "TakeOverTask": (TakeOverParams, RpcSession.take_over),
+    "ApproveAction": (ApproveParams, RpcSession.approve),
     "GetSessionState": (SessionParams, RpcSession.get_state),
     "ResumeSession": (ResumeParams, RpcSession.resume),
     "ListSessions": (NoParams, RpcSession.list_sessions),

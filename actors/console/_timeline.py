@@ -1,5 +1,6 @@
 """A person's sessions as the console shows them: each session's events, in order, and what
-they add up to (goal, mode, participants, round, state).
+they add up to (goal, mode, participants, round, state; for an orchestrated session also its
+state machine's phase, its orchestration settings and the drafts awaiting the owner).
 
 Pure: fed with the session events the router published and the gate's decisions on what the
 person sent. The JSON shapes are seed 002's: a `SessionEvent` notification's params
@@ -57,6 +58,14 @@ class SessionRecord:
     task_id: str | None = None
     first_speaker: str | None = None
     error: dict[str, Any] | None = None
+    user_id: str = ""
+    orchestration: dict[str, Any] | None = None
+    """An orchestrated session's settings (seed 000's names: `localAgent`, `sharedAgent`,
+    `mode`, `maxTurns`, `maxDurationMs`, `maxFailures`, `maxTokensBudget`); None otherwise."""
+    phase: str | None = None
+    """An orchestrated session's state-machine state (`waiting_local`, `paused`, ...)."""
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Drafts awaiting the owner, by approval id: what ApproveAction may decide."""
     events: list[dict[str, Any]] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
 
@@ -67,10 +76,9 @@ class SessionRecord:
         self._seen.add(event.id)
         payload = event.payload
         if event.event_type == "session_created":
-            self.goal = str(payload.get("goal", self.goal))
-            self.mode = str(payload.get("mode", self.mode))
-            self.participants = tuple(str(p) for p in payload.get("participants", ()))
-            self.max_rounds = int(payload.get("max_rounds", self.max_rounds) or 0)
+            self._opened(payload)
+        if payload.get("orchestrated"):
+            self._orchestrated(event)
         if event.round is not None:
             self.round = max(self.round, event.round)
         if event.event_type in _ENDED:
@@ -81,6 +89,41 @@ class SessionRecord:
         params = event_params(event)
         self.events.append(params)
         return params
+
+    def _opened(self, payload: dict[str, Any]) -> None:
+        """An orchestrated session's `mode` field is its orchestration mode, its goal the
+        objective: the console calls the session's kind `orchestrate`."""
+        orchestrated = bool(payload.get("orchestrated"))
+        self.goal = str(payload.get("objective" if orchestrated else "goal", self.goal))
+        self.mode = "orchestrate" if orchestrated else str(payload.get("mode", self.mode))
+        self.participants = tuple(str(p) for p in payload.get("participants", ()))
+        self.max_rounds = int(payload.get("max_rounds", self.max_rounds) or 0)
+        if orchestrated:
+            self.orchestration = {
+                "localAgent": payload.get("local_agent"),
+                "sharedAgent": payload.get("shared_agent"),
+                "mode": payload.get("orchestration_mode"),
+                "maxTurns": payload.get("max_turns"),
+                "maxDurationMs": payload.get("max_duration_ms"),
+                "maxFailures": payload.get("max_failures"),
+                "maxTokensBudget": payload.get("max_tokens_budget"),
+            }
+
+    def _orchestrated(self, event: SessionEvent) -> None:
+        payload = event.payload
+        self.phase = str(payload.get("state", self.phase))
+        approval_id = str(payload.get("approval_id", ""))
+        if event.event_type == "approval_requested":
+            self.pending[approval_id] = {
+                "approvalId": approval_id,
+                "draft": payload.get("draft", ""),
+                "reasons": list(payload.get("reasons", ())),
+                "round": event.round,
+            }
+        elif event.event_type == "approval_resolved":
+            self.pending.pop(approval_id, None)
+        elif event.event_type in _ENDED:
+            self.pending.clear()
 
     def refuse(self, decision: Decision) -> None:
         """The gate refused the message that would have opened or steered this session."""
@@ -106,6 +149,9 @@ class SessionRecord:
             "state": self.state,
             "stopReason": self.stop_reason,
             "error": self.error,
+            "orchestration": self.orchestration,
+            "phase": self.phase,
+            "pendingApprovals": list(self.pending.values()),
             "createdAt": self.created_at.isoformat(),
         }
 

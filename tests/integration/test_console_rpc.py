@@ -8,9 +8,11 @@ through StartTask to its end with `SessionEvent` notifications on the WebSocket.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -20,7 +22,7 @@ from websockets.exceptions import InvalidStatus
 
 from actors.console import CONTENT_SECURITY_POLICY
 from schemas import Namespace
-from tests.support.console import ConsoleDeployment, console_deployment
+from tests.support.console import ORCHESTRATE_OBJECTIVE, ConsoleDeployment, console_deployment
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -253,3 +255,175 @@ async def test_an_oversized_body_and_a_foreign_host_are_refused(
         assert rebound.status_code == 400  # a DNS name rebound to this machine
         local = await client.get("/", headers={"Host": "localhost"})
         assert local.status_code == 200
+
+
+class _Socket:
+    """One signed-in WebSocket: calls answered by id, notifications kept in order."""
+
+    def __init__(self, socket: Any) -> None:
+        self.socket = socket
+        self.notes: list[dict[str, Any]] = []
+        self.next_id = 100
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        await self.socket.send(json.dumps(_call(method, params, self.next_id)))
+        while True:
+            frame = json.loads(await asyncio.wait_for(self.socket.recv(), 30))
+            if frame.get("id") == self.next_id:
+                return dict(frame)
+            self.notes.append(frame)
+
+    async def event(self, event_type: str, seen: int = 0, **payload: Any) -> dict[str, Any]:
+        """The first `SessionEvent` of `event_type` (whose payload has `payload`'s values)
+        after the first `seen` notifications."""
+        index = seen
+        while True:
+            while index < len(self.notes):
+                note = self.notes[index]
+                index += 1
+                if note.get("method") != "SessionEvent":
+                    continue
+                params = note["params"]
+                if params["eventType"] == event_type and all(
+                    params["payload"].get(key) == value for key, value in payload.items()
+                ):
+                    return dict(params)
+            self.notes.append(json.loads(await asyncio.wait_for(self.socket.recv(), 60)))
+
+
+@asynccontextmanager
+async def _signed_in_socket(deployment: ConsoleDeployment, person: str) -> AsyncIterator[_Socket]:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        sign_in = await _sign_in(client, deployment.tokens[person])
+    ws_url = deployment.url.replace("http://", "ws://") + "ws"
+    async with ws_connect(ws_url, origin=deployment.url.rstrip("/")) as socket:  # type: ignore[arg-type]
+        await socket.send(json.dumps(_call("SignIn", {"token": sign_in}, 0)))
+        assert json.loads(await socket.recv())["result"] == {"person": person}
+        yield _Socket(socket)
+
+
+def _orchestrate(mode: str = "manual", **limits: Any) -> dict[str, Any]:
+    return {"mode": "orchestrate", "agents": ["claude", "gpt"], "orchestrationMode": mode, **limits}
+
+
+async def test_orchestrated_params_are_checked(deployment: ConsoleDeployment) -> None:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        alice = await _sign_in(client, deployment.tokens["alice"])
+        wrong = {
+            "one agent": {"mode": "orchestrate", "agents": ["claude"]},
+            "itself": {"mode": "orchestrate", "agents": ["gpt", "gpt"]},
+            "mode": _orchestrate("reckless"),
+            "turns": _orchestrate(maxTurns=0),
+            "duration": _orchestrate(maxDurationMs=10),
+        }
+        for name, params in wrong.items():
+            answer = await _rpc(client, alice, _call("CreateSession", params))
+            assert answer["error"]["code"] == -32602, name
+        created = (await _rpc(client, alice, _call("CreateSession", _orchestrate())))["result"]
+        session_id = created["sessionId"]
+        assert created["mode"] == "orchestrate"
+        assert created["orchestration"]["sharedAgent"] == "gpt"
+        approve = {"sessionId": session_id, "approvalId": "a1"}
+        bad = [
+            ("ApproveAction", approve),  # no decision
+            ("ApproveAction", {**approve, "decision": "maybe"}),
+            ("ApproveAction", {**approve, "decision": "edited"}),  # an edit without its text
+            ("ApproveAction", {**approve, "decision": "approved", "text": "sneaky"}),
+            ("TakeOverTask", {"sessionId": session_id}),  # no text
+            ("PauseTask", {}),
+            ("ResumeTask", {"sessionId": session_id, "extra": 1}),
+        ]
+        for method, params in bad:
+            answer = await _rpc(client, alice, _call(method, params))
+            assert answer["error"]["code"] == -32602, (method, params)
+        for method in ("PauseTask", "ResumeTask", "TakeOverTask", "ApproveAction"):
+            params = {"sessionId": session_id, "text": "now"} if method == "TakeOverTask" else {}
+            if method == "ApproveAction":
+                params = {**approve, "decision": "approved"}
+            params = params or {"sessionId": session_id}
+            not_started = await _rpc(client, alice, _call(method, params))
+            assert not_started["error"]["data"]["code"] == "INVALID_REQUEST", method
+
+
+async def test_an_orchestrated_session_approved_edited_rejected_paused_and_stopped(
+    deployment: ConsoleDeployment,
+) -> None:
+    async with (
+        _signed_in_socket(deployment, "alice") as alice,
+        _signed_in_socket(deployment, "bob") as bob,
+    ):
+        created = await alice.call("CreateSession", _orchestrate("manual", maxTurns=5))
+        session_id = created["result"]["sessionId"]
+        started = await alice.call(
+            "StartTask", {"sessionId": session_id, "prompt": ORCHESTRATE_OBJECTIVE}
+        )
+        assert started["result"]["state"] == "submitted"
+        opened = await alice.event("session_created")
+        assert opened["payload"]["orchestration_mode"] == "manual"
+
+        asked = await alice.event("approval_requested")
+        first = asked["payload"]["approval_id"]
+        assert asked["payload"]["draft"] == "Draft 1: could we meet on Tuesday at ten?"
+        state = (await alice.call("GetSessionState", {"sessionId": session_id}))["result"]
+        assert [a["approvalId"] for a in state["pendingApprovals"]] == [first]
+        # Another person can neither see nor steer it: SESSION_NOT_FOUND, like no session.
+        for method, params in (
+            ("ApproveAction", {"approvalId": first, "decision": "approved"}),
+            ("PauseTask", {}),
+            ("ResumeTask", {}),
+            ("TakeOverTask", {"text": "hijack"}),
+            ("CancelTask", {}),
+        ):
+            theirs = await bob.call(method, {"sessionId": session_id, **params})
+            assert theirs["error"]["data"]["code"] == "SESSION_NOT_FOUND", method
+        seen = len(alice.notes)
+        approved = await alice.call(
+            "ApproveAction", {"sessionId": session_id, "approvalId": first, "decision": "approved"}
+        )
+        assert approved["result"]["decision"] == "approved"
+        resolved = await alice.event("approval_resolved", seen)
+        assert resolved["payload"]["decision"] == "approved"
+        sent = await alice.event("step_started", seen, role="outbound")
+        assert sent["payload"]["sent_by"] == "approved"
+        again = await alice.call(
+            "ApproveAction", {"sessionId": session_id, "approvalId": first, "decision": "approved"}
+        )
+        assert again["error"]["data"]["code"] == "INVALID_REQUEST"  # decided already
+
+        seen = len(alice.notes)
+        second = (await alice.event("approval_requested", seen))["payload"]["approval_id"]
+        edit = "Tuesday at ten suits us; shall we confirm?"
+        await alice.call(
+            "ApproveAction",
+            {"sessionId": session_id, "approvalId": second, "decision": "edited", "text": edit},
+        )
+        resolved = await alice.event("approval_resolved", seen)
+        assert (resolved["payload"]["decision"], resolved["payload"]["text"]) == ("edited", edit)
+
+        seen = len(alice.notes)
+        third = (await alice.event("approval_requested", seen))["payload"]["approval_id"]
+        await alice.call(
+            "ApproveAction",
+            {
+                "sessionId": session_id,
+                "approvalId": third,
+                "decision": "rejected",
+                "reason": "too pushy",
+            },
+        )
+        resolved = await alice.event("approval_resolved", seen)
+        assert resolved["payload"]["decision"] == "rejected"
+        await alice.event("approval_requested", seen)  # the local agent drafts again
+
+        seen = len(alice.notes)
+        paused = await alice.call("PauseTask", {"sessionId": session_id})
+        assert paused["result"]["state"] == "pause_requested"
+        assert (await alice.event("session_paused", seen))["payload"]["state"] == "paused"
+        await alice.call("ResumeTask", {"sessionId": session_id})
+        await alice.event("session_resumed", seen)
+        await alice.call("CancelTask", {"sessionId": session_id, "reason": "enough"})
+        ended = await alice.event("session_canceled", seen)
+        assert ended["payload"]["stopReason"] == "stopped"
+        state = (await alice.call("GetSessionState", {"sessionId": session_id}))["result"]
+        assert state["state"] == "canceled" and state["pendingApprovals"] == []

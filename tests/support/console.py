@@ -6,7 +6,9 @@ Two people, alice and bob, have console tokens and broker credentials of their o
 person and talk to the router. The agents' scripts add goals to the demo's: `xss` (an answer
 full of markup), `slow` (round 2 takes long, so Stop lands mid-session), `ask the other` (the
 agent delegates to the other one first, which the policy here allows gpt), and the fairy tale
-and one-sentence goals the demo already plays.
+and one-sentence goals the demo already plays. For seed 000's orchestrated sessions, gpt is
+a shared agent the router may call: claude, as a person's local agent, drafts for any
+objective that says `negotiate`, and gpt answers each draft.
 """
 
 from __future__ import annotations
@@ -26,14 +28,26 @@ from tests.support.processes import REPO, parley_env
 from tests.support.system import System, running_locked_system
 from tools.natsconf import write_nats_config
 
-__all__ = ("PEOPLE", "XSS_MESSAGE", "ConsoleDeployment", "console_deployment")
+__all__ = (
+    "ORCHESTRATE_OBJECTIVE",
+    "PEOPLE",
+    "XSS_MESSAGE",
+    "ConsoleDeployment",
+    "console_deployment",
+)
 
 PEOPLE = ("alice", "bob")
 XSS_MESSAGE = (
     '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
     '<a href="javascript:window.__pwned = 3">click me</a> <b>bold?</b>'
 )
+ORCHESTRATE_OBJECTIVE = "negotiate a meeting time with the other team"
+"""An objective claude drafts for as a local agent: `Draft <turn>: ...` each turn."""
 _EXTRA_TURNS = """
+[[turn]]
+goal = "negotiate"
+message = "Draft {{round}}: could we meet on Tuesday at ten?"
+
 [[turn]]
 goal = "xss"
 message = '''{xss}'''
@@ -100,14 +114,26 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
     server.start()
     try:
         locked = LockedDown(server, config_dir, ns)
-        # The demo bundle (it has alice's and bob's profiles), letting gpt call claude.
+        # The demo bundle (it has alice's and bob's profiles), letting gpt call claude, and
+        # gpt a shared agent the router may call (orchestrated sessions).
         policy = root / "policy.toml"
         demo = (REPO / "deploy/policy/demo.toml").read_text()
-        gpt = '[profiles.gpt]\nallowed_targets = ["router"]'
-        assert gpt in demo, "the demo bundle's gpt profile changed"
-        policy.write_text(
-            demo.replace(gpt, '[profiles.gpt]\nallowed_targets = ["router", "claude"]')
-        )
+        edits = {
+            '[profiles.gpt]\nallowed_targets = ["router"]': (
+                '[profiles.gpt]\nallowed_targets = ["router", "claude"]'
+            ),
+            'label = "demo-1"': 'label = "demo-1"\nshared_agents = ["gpt"]',
+            'allowed_targets = ["gpt", "claude", "planner"]': (
+                'allowed_targets = ["gpt", "claude", "planner"]\n'
+                "allow_shared_agent_calls = true\n"
+                'allowed_shared_device_ids = ["gpt"]\n'
+                "max_concurrent_shared_calls = 1000"
+            ),
+        }
+        for old, new in edits.items():
+            assert old in demo, f"the demo bundle changed: {old!r} is gone"
+            demo = demo.replace(old, new, 1)
+        policy.write_text(demo)
         agents = _agent_profiles(root / "agents")
         async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
             store = TokenStore(root / "console" / "tokens.json")
