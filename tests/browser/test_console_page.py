@@ -5,8 +5,10 @@ the module.
 What a person does: sign in, start a collaboration and watch it reach `final` live, press
 Stop mid-session and see "Collaboration canceled by user.", open a session in a second page
 mid-session (its events are replayed first), find another person's session neither listed
-nor openable by URL, and see an agent's `<script>` as text. Each step leaves a screenshot in
-the test's own output directory.
+nor openable by URL, and see an agent's `<script>` as text; run an orchestrated session
+(seed 000: claude drafts as alice's agent, gpt is the shared agent) in manual mode and
+approve, edit and reject its drafts, pause and resume one, and see the banner when full_auto
+reaches maxTurns. Each step leaves a screenshot in the test's own output directory.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from schemas import Namespace
-from tests.support.console import XSS_MESSAGE, ConsoleDeployment, console_deployment
+from tests.support.console import (
+    ORCHESTRATE_OBJECTIVE,
+    XSS_MESSAGE,
+    ConsoleDeployment,
+    console_deployment,
+)
 from tools.demo import DEMO_GOAL
 
 pytestmark = pytest.mark.timeout(180)
@@ -235,4 +242,150 @@ async def test_a_call_between_agents_is_shown_under_its_turn(
     )
     await expect(page.locator("#timeline .turn .message")).to_contain_text("gpt gathered:")
     await page.screenshot(path=tmp_path / "01-call-under-its-turn.png", full_page=True)
+    await page.context.close()
+
+
+def _draft(turn: int) -> str:
+    return f"Draft {turn}: could we meet on Tuesday at ten?"
+
+
+async def _start_orchestrated(page: Page, mode: str, max_turns: int) -> str:
+    """Start an orchestrated session from the form: claude drafts, gpt is the shared agent.
+    The page is made tall enough for the whole run, so each screenshot shows the timeline
+    above the sticky controls (a full-page shot pins them mid-page, over the timeline)."""
+    await page.set_viewport_size({"width": 1100, "height": 1500})
+    await page.goto(page.url.split("#", 1)[0] + "#/new")
+    await expect(page.locator("#new-view")).to_be_visible()
+    await page.check("input[name=mode][value=orchestrate]")
+    await expect(page.locator("#orchestrate-fields")).to_be_visible()
+    await expect(page.locator("#call-fields")).to_be_hidden()
+    await expect(page.locator("#goal-label")).to_have_text("Objective")
+    await page.fill("#local-agent", "claude")
+    await page.fill("#shared-agent", "gpt")
+    await page.select_option("#orchestration-mode", mode)
+    await page.fill("#max-turns", str(max_turns))
+    await page.fill("#goal-input", ORCHESTRATE_OBJECTIVE)
+    await page.click("#start")
+    await page.wait_for_url("**/#/session/*", timeout=_WAIT_MS)
+    await expect(page.locator("#session-view")).to_be_visible()
+    await expect(page.locator("#goal")).to_have_text(ORCHESTRATE_OBJECTIVE)
+    return page.url.rsplit("/", 1)[1]
+
+
+async def _awaiting(page: Page, draft: str, not_id: str = "") -> str:
+    """Wait for the approval prompt of a draft (another approval than `not_id`); its id."""
+    prompt = page.locator("#approval")
+    await expect(prompt).to_be_visible(timeout=_WAIT_MS)
+    await expect(page.locator("#approval-draft")).to_have_text(draft, timeout=_WAIT_MS)
+    if not_id:
+        await expect(prompt).not_to_have_attribute("data-approval-id", not_id, timeout=_WAIT_MS)
+    approval_id = await prompt.get_attribute("data-approval-id")
+    assert approval_id
+    return approval_id
+
+
+async def test_an_orchestrated_session_where_drafts_are_approved_edited_and_rejected(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    page = await _signed_in_page(browser, deployment, "alice")
+    await _start_orchestrated(page, "manual", 5)
+    await expect(page.locator("#timeline .system").first).to_have_text(
+        "Local Agent: claude · Remote Agent: gpt · manual · up to 5 turns.", timeout=_WAIT_MS
+    )
+    await _awaiting(page, _draft(1))
+    await expect(page.locator("#chip")).to_have_text("Turn 1/5 · manual")
+    await expect(page.locator("#approval-reasons")).to_contain_text("manual mode")
+    for control in ("#pause", "#take-over", "#stop"):
+        await expect(page.locator(control)).to_be_visible()
+    await page.screenshot(path=tmp_path / "01-draft-awaits-approval.png")
+
+    await page.click("#approve")
+    labels = page.locator("#timeline .sent .label")
+    await expect(labels).to_have_text(["approved"], timeout=_WAIT_MS)
+    await expect(page.locator("#timeline .turn.remote")).to_have_count(1, timeout=_WAIT_MS)
+    await page.screenshot(path=tmp_path / "02-approved.png")
+
+    await _awaiting(page, _draft(2))
+    edit = "Tuesday at ten suits us; shall we confirm?"
+    await page.click("#edit")
+    await expect(page.locator("#edit-text")).to_have_value(_draft(2))
+    await page.fill("#edit-text", edit)
+    await page.screenshot(path=tmp_path / "03-editing.png")
+    await page.click("#send-edit")
+    await expect(labels).to_have_text(["approved", "edited by you"], timeout=_WAIT_MS)
+    await expect(page.locator("#timeline .decision.edited")).to_have_text(
+        f"You edited the draft: {edit}"
+    )
+    remote = page.locator("#timeline .turn.remote .message")
+    await expect(remote).to_have_count(2, timeout=_WAIT_MS)
+    await expect(remote.nth(1)).to_contain_text(edit)  # gpt answered the edited text
+    await page.screenshot(path=tmp_path / "04-edited.png")
+
+    rejected_id = await _awaiting(page, _draft(3))
+    await page.click("#reject")
+    await page.fill("#reject-reason", "too pushy")
+    await page.click("#send-reject")
+    await expect(page.locator("#timeline .decision.rejected")).to_have_text(
+        "You rejected the draft.", timeout=_WAIT_MS
+    )
+    await _awaiting(page, _draft(3), not_id=rejected_id)  # the local agent drafts again
+    await expect(labels).to_have_count(2)  # nothing was sent for the rejected draft
+    voices = await page.locator("#timeline .turn .speaker").all_inner_texts()
+    assert voices == ["Local Agent", "Remote Agent"] * 2 + ["Local Agent"] * 2, voices
+    await page.screenshot(path=tmp_path / "05-rejected-and-redrafted.png")
+
+    await page.click("#stop")
+    await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
+    for control in ("#approval", "#pause", "#resume", "#take-over", "#stop"):
+        await expect(page.locator(control)).to_be_hidden()
+    await expect(page.locator("#banner")).to_be_hidden()
+    await page.screenshot(path=tmp_path / "06-stopped.png")
+    await page.context.close()
+
+
+async def test_full_auto_to_max_turns_shows_the_limit_banner(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    page = await _signed_in_page(browser, deployment, "alice")
+    await _start_orchestrated(page, "full_auto", 2)
+    banner = page.locator("#banner")
+    await expect(banner).to_have_text(re.compile(r"^TURN LIMIT REACHED: "), timeout=_WAIT_MS)
+    await expect(banner).to_contain_text("maxTurns is 2")
+    labels = page.locator("#timeline .sent .label")
+    await expect(labels).to_have_text(["auto-sent", "auto-sent"])
+    await expect(page.locator("#ending")).to_contain_text("Stopped: max_turns (turn 2).")
+    await expect(page.locator("#approval")).to_be_hidden()
+    await expect(page.locator("#state")).to_have_text("completed")
+    await page.screenshot(path=tmp_path / "01-turn-limit-banner.png")
+    await page.context.close()
+
+
+async def test_pause_then_resume_an_orchestrated_session(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    page = await _signed_in_page(browser, deployment, "alice")
+    await _start_orchestrated(page, "manual", 3)
+    await _awaiting(page, _draft(1))
+    await page.click("#pause")
+    system = page.locator("#timeline .system")
+    await expect(system.last).to_have_text(
+        "Paused: nothing is sent until you resume.", timeout=_WAIT_MS
+    )
+    await expect(page.locator("#resume")).to_be_visible()
+    await expect(page.locator("#pause")).to_be_hidden()
+    await expect(page.locator("#approval")).to_be_hidden()  # decided after Resume
+    await expect(page.locator("#state")).to_have_text("running · paused")
+    await page.screenshot(path=tmp_path / "01-paused.png")
+
+    await page.click("#resume")
+    await expect(system.last).to_have_text("Resumed.", timeout=_WAIT_MS)
+    await expect(page.locator("#pause")).to_be_visible()
+    await _awaiting(page, _draft(1))  # the draft asked for still stands
+    await page.screenshot(path=tmp_path / "02-resumed.png")
+    await page.click("#approve")
+    labels = page.locator("#timeline .sent .label")
+    await expect(labels).to_have_text(["approved"], timeout=_WAIT_MS)
+    await page.click("#stop")
+    await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
+    await page.screenshot(path=tmp_path / "03-stopped.png")
     await page.context.close()

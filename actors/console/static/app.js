@@ -13,7 +13,7 @@ const app = {
   ws: null,
   nextId: 1,
   pending: new Map(),
-  view: null, // { sessionId, summary, seen: Set }
+  view: null, // { sessionId, summary, seen: Set, pending: Map (orchestrated.js), deciding }
 };
 
 function el(tag, className, text) {
@@ -108,6 +108,7 @@ function onMessage(message) {
   }
   if (message.method === "SessionEvent") onEvent(message.params);
   else if (message.method === "SessionRefused") onRefused(message.params);
+  else if (message.method === "SessionError") onSessionError(message.params);
 }
 
 // ---- sessions list ------------------------------------------------------------------------
@@ -137,6 +138,10 @@ function refreshList() {
 
 function chipText(summary) {
   if (summary.mode === "single") return "Single call";
+  if (summary.mode === "orchestrate") {
+    const mode = summary.orchestration ? ` · ${summary.orchestration.mode}` : "";
+    return `Turn ${summary.round}/${summary.maxRounds}${mode}`;
+  }
   return `Collab ${summary.round}/${summary.maxRounds}`;
 }
 
@@ -144,9 +149,10 @@ function renderStatus() {
   const summary = app.view.summary;
   $("goal").textContent = summary.goal;
   $("chip").textContent = chipText(summary);
-  $("state").textContent = summary.state;
+  $("state").textContent = summary.phase && !ENDED.has(summary.state) ? `${summary.state} · ${summary.phase}` : summary.state;
   show("stop", !ENDED.has(summary.state) && summary.state !== "created");
   if (ENDED.has(summary.state)) $("waiting").textContent = "";
+  renderSteering(summary);
 }
 
 function renderEnding(text, completed) {
@@ -186,6 +192,11 @@ function callLine(eventType, p) {
 function renderEvent(event) {
   const summary = app.view.summary;
   const p = event.payload || {};
+  if (p.orchestrated) {
+    renderOrchestrated(event);
+    renderStatus();
+    return;
+  }
   const timeline = $("timeline");
   if (typeof p.round === "number") summary.round = Math.max(summary.round, p.round);
   switch (event.eventType) {
@@ -258,7 +269,7 @@ function onRefused(summary) {
 }
 
 async function openSession(sessionId) {
-  app.view = { sessionId, summary: null, seen: new Set() };
+  app.view = { sessionId, summary: null, seen: new Set(), pending: new Map(), deciding: null };
   let answer;
   try {
     answer = await call("ResumeSession", { sessionId });
@@ -271,6 +282,8 @@ async function openSession(sessionId) {
   app.view.summary = { ...answer.session, round: 0 };
   $("timeline").replaceChildren();
   $("ending").hidden = true;
+  $("banner").hidden = true;
+  $("control-error").textContent = "";
   $("waiting").textContent = "";
   renderStatus();
   for (const event of answer.events) {
@@ -291,6 +304,10 @@ function selectedMode() {
 
 function onModeChange() {
   const single = selectedMode() === "single";
+  const orchestrate = selectedMode() === "orchestrate";
+  show("call-fields", !orchestrate);
+  show("orchestrate-fields", orchestrate);
+  $("goal-label").textContent = orchestrate ? "Objective" : "Goal";
   show("rounds-field", !single);
   const agents = $("agents");
   if (single && agents.value.includes(",")) agents.value = agents.value.split(",")[0].trim();
@@ -301,9 +318,19 @@ async function start(event) {
   event.preventDefault();
   $("start-error").textContent = "";
   const mode = selectedMode();
-  const agents = $("agents").value.split(",").map((a) => a.trim()).filter(Boolean);
-  const params = { mode, agents, maxRounds: Number($("max-rounds").value) || 6 };
-  if ($("first").value.trim()) params.firstSpeaker = $("first").value.trim();
+  let params;
+  if (mode === "orchestrate") {
+    params = {
+      mode,
+      agents: [$("local-agent").value.trim(), $("shared-agent").value.trim()],
+      orchestrationMode: $("orchestration-mode").value,
+      maxTurns: Number($("max-turns").value) || 8,
+    };
+  } else {
+    const agents = $("agents").value.split(",").map((a) => a.trim()).filter(Boolean);
+    params = { mode, agents, maxRounds: Number($("max-rounds").value) || 6 };
+    if ($("first").value.trim()) params.firstSpeaker = $("first").value.trim();
+  }
   try {
     const created = await call("CreateSession", params);
     await call("StartTask", { sessionId: created.sessionId, prompt: $("goal-input").value });
@@ -381,6 +408,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("start-form").addEventListener("submit", start);
   $("stop").addEventListener("click", stop);
+  wireOrchestrated();
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", onModeChange);
   window.addEventListener("hashchange", route);
   if (app.token) enter();
