@@ -41,11 +41,13 @@ class _SeedContext(Params):
 
 
 class CreateSessionParams(_SeedContext):
-    """`agents`: one for `single`, the participants for `collaborate`, and for `orchestrate`
-    exactly two: the person's local agent (it drafts) and the shared agent it talks to. The
-    orchestration fields are seed 000's limits under its own names."""
+    """`agents`: one for `single`, the participants for `collaborate`, for `orchestrate`
+    exactly two: the person's local agent (it drafts) and the shared agent it talks to, and
+    for `delegate` the agents each sent the objective (seed 003; several at once is its
+    parallel mode). The orchestration fields are seed 000's limits under its own names;
+    `maxTokens` and `deadlineMs` are seed 003's constraints of each delegation."""
 
-    mode: Literal["collaborate", "single", "orchestrate"] = "collaborate"
+    mode: Literal["collaborate", "single", "orchestrate", "delegate"] = "collaborate"
     agents: list[str] = Field(min_length=1, max_length=8)
     firstSpeaker: str | None = None
     maxRounds: int = Field(default=6, ge=1, le=100)
@@ -54,11 +56,15 @@ class CreateSessionParams(_SeedContext):
     maxDurationMs: int = Field(default=600_000, ge=1000, le=86_400_000)
     maxFailures: int = Field(default=3, ge=1, le=100)
     maxTokensBudget: int | None = Field(default=None, ge=1)
+    maxTokens: int = Field(default=1200, ge=1, le=1_000_000)
+    deadlineMs: int = Field(default=15_000, ge=1000, le=3_600_000)
 
     @model_validator(mode="after")
     def _agents_fit_the_mode(self) -> CreateSessionParams:
         if self.mode == "single" and len(self.agents) != 1:
             raise ValueError("a single call names one agent")
+        if self.mode == "delegate" and len(set(self.agents)) != len(self.agents):
+            raise ValueError("a delegation names each agent once")
         if self.mode == "orchestrate":
             if len(self.agents) != 2:
                 raise ValueError(

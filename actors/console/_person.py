@@ -24,13 +24,21 @@ from typing import Any, Final, Literal
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
+from actors.console._delegations import (
+    ANSWER_MARGIN_S,
+    Answer,
+    DelegationInbox,
+    delegation_result,
+)
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import principal_of
+from actors.delegation import Delegate, request_envelope
 from bus import ConfigError, Settings, TraceHeaders, connect, jetstream, load_settings
 from schemas import (
     Control,
     Decision,
     DecodeError,
+    DelegationRequest,
     Error,
     HumanMessage,
     Namespace,
@@ -38,6 +46,7 @@ from schemas import (
     SessionEvent,
     decode_envelope,
     encode,
+    hop_delta_for,
     new_id,
     utc_now,
 )
@@ -94,6 +103,8 @@ class PersonLink:
         """Envelope id -> session id, to match the gate's decisions to sessions."""
         self._listeners: set[Callable[[Notification], None]] = set()
         self._nc: NATS | None = None
+        self.inbox: DelegationInbox | None = None
+        self._timers: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
         """Connect as the person and follow its timelines and decisions (confirmed by the
@@ -103,9 +114,15 @@ class PersonLink:
         await nc.subscribe(self.ns.decisions(self.principal), cb=self._on_message)
         await nc.flush()
         self._nc = nc
+        self.inbox = DelegationInbox(jetstream(nc, self.settings), self.ns, self.principal)
+        await self.inbox.start(self.settings)
         log.info("person connected", extra={"person": self.person})
 
     async def close(self) -> None:
+        for timer in list(self._timers):
+            timer.cancel()
+        if self.inbox is not None:
+            await self.inbox.stop()
         if self._nc is not None:
             await self._nc.close()
             self._nc = None
@@ -223,14 +240,86 @@ class PersonLink:
         await self._submit(control)
         return control
 
-    async def _submit(self, envelope: HumanMessage | Control) -> None:
+    async def delegate(
+        self, record: SessionRecord, objective: str, user_id: str, max_tokens: int, deadline_ms: int
+    ) -> list[DelegationRequest]:
+        """Seed 003 from the console (StartTask of a `delegate` session): one request per
+        agent, sent at once, as `parley delegate` sends them; each answer (or its timeout)
+        is folded into the session and told as a `DelegationResult` notification."""
+        inbox = self.inbox
+        if inbox is None or not inbox.open:
+            raise ConnectionError(f"{self.person} has no durable to read delegation answers from")
+        record.goal, record.state, record.user_id = objective, "submitted", user_id
+        requests = []
+        for target in record.participants:
+            envelope_id = new_id()
+            delegate = Delegate(
+                request_id=envelope_id,
+                target_employee=target,
+                objective=objective,
+                max_tokens=max_tokens,
+                deadline_ms=deadline_ms,
+            )
+            request = request_envelope(
+                delegate,
+                envelope_id=envelope_id,
+                sender=self.principal,
+                user_id=user_id,
+                session_id=record.session_id,
+                depth=0,
+            )
+            assert isinstance(request, DelegationRequest)  # noqa: S101 - a Delegate makes one
+            requests.append(request)
+            record.delegations[envelope_id] = {
+                "requestId": envelope_id,
+                "target": target,
+                "status": "pending",
+            }
+            inbox.wait_for(envelope_id, self._on_answer(record, envelope_id, target, deadline_ms))
+        for request in requests:
+            await self._submit(request, record.session_id)
+        timer = asyncio.create_task(self._expire(record, requests, deadline_ms))
+        self._timers.add(timer)
+        timer.add_done_callback(self._timers.discard)
+        return requests
+
+    def _on_answer(
+        self, record: SessionRecord, request_id: str, target: str, deadline_ms: int
+    ) -> Callable[[Answer | None], None]:
+        def settle(answer: Answer | None) -> None:
+            if record.delegations.get(request_id, {}).get("status") != "pending":
+                return
+            result = {"requestId": request_id, **delegation_result(target, answer, deadline_ms)}
+            record.settle_delegation(request_id, result)
+            params = {"sessionId": record.session_id, **result, "session": record.summary()}
+            self._notify(_notification("DelegationResult", params))
+
+        return settle
+
+    async def _expire(
+        self, record: SessionRecord, requests: list[DelegationRequest], deadline_ms: int
+    ) -> None:
+        """Seed 003's timeout for every request still unanswered at its deadline (plus the
+        margin its answer needs to cross the gate)."""
+        await asyncio.sleep(deadline_ms / 1000 + ANSWER_MARGIN_S)
+        for request in requests:
+            if self.inbox is not None:
+                self.inbox.forget(request.id)
+            self._on_answer(record, request.id, request.target_employee, deadline_ms)(None)
+
+    async def _submit(
+        self, envelope: HumanMessage | Control | DelegationRequest, session_id: str | None = None
+    ) -> None:
         """Submit as the person: a root envelope, whose trace is its own id."""
         if self._nc is None:
             raise ConnectionError(f"{self.person} is not connected")
-        session_id = envelope.session_id
+        session_id = session_id or getattr(envelope, "session_id", None)
         if session_id is not None:
             self._sent[envelope.id] = session_id
-        headers = TraceHeaders(trace_id=envelope.id, origin=self.principal).to_headers(envelope.id)
+        position = TraceHeaders(
+            trace_id=envelope.id, hop_count=hop_delta_for(envelope), origin=self.principal
+        )
+        headers = position.to_headers(envelope.id)
         js = jetstream(self._nc, self.settings)
         await asyncio.wait_for(
             js.publish(self.ns.submit(self.principal), encode(envelope), headers=headers), 10

@@ -14,7 +14,9 @@ Every method acts on the caller's own sessions only: another person's session id
   maxFailures, maxTokensBudget are seed 000's): a session reserved for the caller, state
   `created`; nothing is sent yet.
 - StartTask(sessionId, prompt, taskId?, taskOptions.maxSteps?): the human message goes to the
-  router through the gate; state `submitted`, with the envelope id.
+  router through the gate (for `delegate`, one `delegation_request` per agent goes to the
+  agent itself, each answer told as a `DelegationResult` notification); state `submitted`,
+  with the envelope id.
 - CancelTask(sessionId, reason?): seed 001's Stop; state `cancel_requested` (the router's
   `session_canceled` event follows).
 - PauseTask / ResumeTask(sessionId), TakeOverTask(sessionId, text): seed 000's Pause,
@@ -175,6 +177,8 @@ class RpcSession:
             max_rounds = params.maxTurns
         record = self.link.reserve(params.mode, agents, max_rounds)
         record.first_speaker = first
+        if params.mode == "delegate":
+            record.delegation_limits = (params.maxTokens, params.deadlineMs)
         if params.mode == "orchestrate":
             record.orchestration = {
                 "localAgent": agents[0],
@@ -199,12 +203,33 @@ class RpcSession:
         if params.taskOptions.maxSteps is not None and record.mode == "collaborate":
             record.max_rounds = params.taskOptions.maxSteps
         task_id = params.taskId or new_id()
+        record.task_id = task_id
+        if record.mode == "delegate":
+            return await self._delegate(record, params.prompt)
         first = record.first_speaker or record.participants[0]
         message = await self.link.start(record, params.prompt, first, task_id, self.user_id)
         return {
             "sessionId": record.session_id,
             "taskId": task_id,
             "envelopeId": message.id,
+            "state": record.state,
+        }
+
+    async def _delegate(self, record: SessionRecord, objective: str) -> dict[str, Any]:
+        max_tokens, deadline_ms = record.delegation_limits
+        try:
+            requests = await self.link.delegate(
+                record, objective, self.user_id, max_tokens, deadline_ms
+            )
+        except ConnectionError as exc:
+            raise RpcError.refused(
+                "INTERNAL_ERROR", str(exc), retryable=True, sessionId=record.session_id
+            ) from None
+        return {
+            "sessionId": record.session_id,
+            "taskId": record.task_id,
+            "envelopeId": requests[0].id,
+            "envelopeIds": [r.id for r in requests],
             "state": record.state,
         }
 

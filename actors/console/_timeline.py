@@ -66,6 +66,11 @@ class SessionRecord:
     """An orchestrated session's state-machine state (`waiting_local`, `paused`, ...)."""
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Drafts awaiting the owner, by approval id: what ApproveAction may decide."""
+    delegation_limits: tuple[int, int] = (1200, 15_000)
+    """A `delegate` session's constraints for each request: max tokens, deadline in ms."""
+    delegations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """A `delegate` session's requests by id: target, status (`pending` until answered or
+    timed out), and the result seed 003 shows."""
     events: list[dict[str, Any]] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
 
@@ -125,6 +130,14 @@ class SessionRecord:
         elif event.event_type in _ENDED:
             self.pending.clear()
 
+    def settle_delegation(self, request_id: str, result: dict[str, Any]) -> None:
+        """One request answered (or timed out); the session ends with its last answer:
+        `completed` when every one succeeded, else `failed`."""
+        self.delegations[request_id] = result
+        statuses = [d["status"] for d in self.delegations.values()]
+        if "pending" not in statuses and self.state not in ("refused", *_ENDED.values()):
+            self.state = "completed" if set(statuses) == {"success"} else "failed"
+
     def refuse(self, decision: Decision) -> None:
         """The gate refused the message that would have opened or steered this session."""
         self.error = {
@@ -152,6 +165,7 @@ class SessionRecord:
             "orchestration": self.orchestration,
             "phase": self.phase,
             "pendingApprovals": list(self.pending.values()),
+            "delegations": list(self.delegations.values()),
             "createdAt": self.created_at.isoformat(),
         }
 

@@ -389,3 +389,48 @@ async def test_pause_then_resume_an_orchestrated_session(
     await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
     await page.screenshot(path=tmp_path / "03-stopped.png")
     await page.context.close()
+
+
+async def test_a_delegation_from_the_form_shows_each_result(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """Seed 003 from the form: alice delegates one objective to gpt and claude at once (the
+    request `parley delegate --fan-out` sends); each call is told by the gate as it goes, and
+    each agent's answer is shown as it comes."""
+    page = await _signed_in_page(browser, deployment, "alice")
+    await page.goto(page.url.split("#", 1)[0] + "#/new")
+    await page.check("input[name=mode][value=delegate]")
+    await expect(page.locator("#goal-label")).to_have_text("Objective")
+    await expect(page.locator("#first-field")).to_be_hidden()
+    await expect(page.locator("#rounds-field")).to_be_hidden()
+    objective = "list the parser's open questions"
+    await page.fill("#agents", "gpt, claude")
+    await page.fill("#goal-input", objective)
+    await page.screenshot(path=tmp_path / "01-delegation-form.png")
+    await page.click("#start")
+    await page.wait_for_url("**/#/session/*", timeout=_WAIT_MS)
+    await expect(page.locator("#chip")).to_have_text("Delegation")
+    await expect(page.locator("#ending")).to_have_text(
+        "Delegation completed: 2 of 2 succeeded.", timeout=_WAIT_MS
+    )
+    calls = page.locator("#timeline .call .calling")  # the gate tells each call as it goes
+    await expect(calls).to_have_count(2)
+    assert sorted(await calls.all_inner_texts()) == [
+        f"person-alice calling claude with task: {objective}",
+        f"person-alice calling gpt with task: {objective}",
+    ]
+    await expect(page.locator("#timeline .turn.delegation .chip")).to_have_text(
+        ["SUCCESS", "SUCCESS"]
+    )
+    await expect(page.locator("#timeline .turn.delegation .figures").first).to_have_text(
+        re.compile(r"^\(\d+ tokens(, [\d.]+s)?\)$")
+    )
+    await expect(page.locator("#timeline .turn.delegation .message")).to_have_text(
+        [
+            f"gpt completed the delegated objective: {objective}",
+            f"claude completed the delegated objective: {objective}",
+        ]
+    )
+    await expect(page.locator("#state")).to_have_text("completed")
+    await page.screenshot(path=tmp_path / "02-delegation-results.png")
+    await page.context.close()

@@ -427,3 +427,54 @@ async def test_an_orchestrated_session_approved_edited_rejected_paused_and_stopp
         assert ended["payload"]["stopReason"] == "stopped"
         state = (await alice.call("GetSessionState", {"sessionId": session_id}))["result"]
         assert state["state"] == "canceled" and state["pendingApprovals"] == []
+
+
+async def test_a_delegation_fans_out_and_each_answer_is_told(deployment: ConsoleDeployment) -> None:
+    """Seed 003 from the console: one `delegation_request` per agent, as `parley delegate`
+    sends them; each answer comes back on alice's own durable and is told as it comes. bob's
+    profile may not delegate: the gate refuses, and his session says so."""
+    async with (
+        _signed_in_socket(deployment, "alice") as alice,
+        _signed_in_socket(deployment, "bob") as bob,
+    ):
+        wrong = await alice.call("CreateSession", {"mode": "delegate", "agents": ["gpt", "gpt"]})
+        assert wrong["error"]["code"] == -32602
+        created = await alice.call(
+            "CreateSession", {"mode": "delegate", "agents": ["gpt", "claude"], "deadlineMs": 20000}
+        )
+        session_id = created["result"]["sessionId"]
+        assert created["result"]["mode"] == "delegate"
+        theirs = await bob.call("StartTask", {"sessionId": session_id, "prompt": "hijack"})
+        assert theirs["error"]["data"]["code"] == "SESSION_NOT_FOUND"
+        objective = "list the parser's open questions"
+        started = await alice.call("StartTask", {"sessionId": session_id, "prompt": objective})
+        assert started["result"]["state"] == "submitted"
+        assert len(started["result"]["envelopeIds"]) == 2
+        results: dict[str, dict[str, Any]] = {}
+        index = 0
+        while len(results) < 2:
+            while index >= len(alice.notes):
+                alice.notes.append(json.loads(await asyncio.wait_for(alice.socket.recv(), 60)))
+            note = alice.notes[index]
+            index += 1
+            if note.get("method") == "DelegationResult":
+                results[note["params"]["target"]] = note["params"]
+        for target in ("gpt", "claude"):
+            assert results[target]["status"] == "success", results[target]["result"]
+            assert results[target]["result"] == (
+                f"{target} completed the delegated objective: {objective}"
+            )
+        state = (await alice.call("GetSessionState", {"sessionId": session_id}))["result"]
+        assert state["state"] == "completed"
+        assert {d["target"] for d in state["delegations"]} == {"gpt", "claude"}
+
+        refused = await bob.call("CreateSession", {"mode": "delegate", "agents": ["gpt"]})
+        bobs = refused["result"]["sessionId"]
+        await bob.call("StartTask", {"sessionId": bobs, "prompt": objective})
+        while True:
+            frame = json.loads(await asyncio.wait_for(bob.socket.recv(), 60))
+            if frame.get("method") in ("SessionRefused", "DelegationResult"):
+                break
+        assert frame["method"] == "SessionRefused", frame
+        assert frame["params"]["state"] == "refused"
+        assert frame["params"]["error"]["code"] == "TARGET_NOT_ALLOWED"

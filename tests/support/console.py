@@ -8,7 +8,8 @@ full of markup), `slow` (round 2 takes long, so Stop lands mid-session), `ask th
 agent delegates to the other one first, which the policy here allows gpt), and the fairy tale
 and one-sentence goals the demo already plays. For seed 000's orchestrated sessions, gpt is
 a shared agent the router may call: claude, as a person's local agent, drafts for any
-objective that says `negotiate`, and gpt answers each draft.
+objective that says `negotiate`, and gpt answers each draft. alice may also delegate to
+either agent (seed 003), as `parley delegate` does.
 """
 
 from __future__ import annotations
@@ -123,6 +124,11 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
                 '[profiles.gpt]\nallowed_targets = ["router", "claude"]'
             ),
             'label = "demo-1"': 'label = "demo-1"\nshared_agents = ["gpt"]',
+            '[profiles.person-alice]\nallowed_targets = ["router"]': (
+                '[profiles.person-alice]\nallowed_targets = ["router", "gpt", "claude"]\n'
+                "allow_shared_agent_calls = true\n"
+                'allowed_shared_device_ids = ["gpt"]'
+            ),
             'allowed_targets = ["gpt", "claude", "planner"]': (
                 'allowed_targets = ["gpt", "claude", "planner"]\n'
                 "allow_shared_agent_calls = true\n"

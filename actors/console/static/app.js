@@ -109,6 +109,7 @@ function onMessage(message) {
   if (message.method === "SessionEvent") onEvent(message.params);
   else if (message.method === "SessionRefused") onRefused(message.params);
   else if (message.method === "SessionError") onSessionError(message.params);
+  else if (message.method === "DelegationResult") onDelegationResult(message.params);
 }
 
 // ---- sessions list ------------------------------------------------------------------------
@@ -138,6 +139,7 @@ function refreshList() {
 
 function chipText(summary) {
   if (summary.mode === "single") return "Single call";
+  if (summary.mode === "delegate") return "Delegation";
   if (summary.mode === "orchestrate") {
     const mode = summary.orchestration ? ` · ${summary.orchestration.mode}` : "";
     return `Turn ${summary.round}/${summary.maxRounds}${mode}`;
@@ -291,6 +293,7 @@ async function openSession(sessionId) {
     app.view.seen.add(event.eventId);
     renderEvent(event);
   }
+  if (answer.session.mode === "delegate") renderDelegations();
   if (answer.session.state === "refused") onRefused(answer.session);
   showContent("session-view");
   refreshList();
@@ -305,10 +308,12 @@ function selectedMode() {
 function onModeChange() {
   const single = selectedMode() === "single";
   const orchestrate = selectedMode() === "orchestrate";
+  const delegate = selectedMode() === "delegate";
+  show("first-field", !delegate);
   show("call-fields", !orchestrate);
   show("orchestrate-fields", orchestrate);
-  $("goal-label").textContent = orchestrate ? "Objective" : "Goal";
-  show("rounds-field", !single);
+  $("goal-label").textContent = orchestrate || delegate ? "Objective" : "Goal";
+  show("rounds-field", !single && !delegate);
   const agents = $("agents");
   if (single && agents.value.includes(",")) agents.value = agents.value.split(",")[0].trim();
   if (!single && !agents.value.includes(",")) agents.value = "gpt,claude";
@@ -328,8 +333,9 @@ async function start(event) {
     };
   } else {
     const agents = $("agents").value.split(",").map((a) => a.trim()).filter(Boolean);
-    params = { mode, agents, maxRounds: Number($("max-rounds").value) || 6 };
-    if ($("first").value.trim()) params.firstSpeaker = $("first").value.trim();
+    params = { mode, agents };
+    if (mode !== "delegate") params.maxRounds = Number($("max-rounds").value) || 6;
+    if (mode !== "delegate" && $("first").value.trim()) params.firstSpeaker = $("first").value.trim();
   }
   try {
     const created = await call("CreateSession", params);
