@@ -60,7 +60,9 @@ class ConsoleActor(Actor):
         )
         server = uvicorn.Server(config)
         serving = asyncio.create_task(server.serve(sockets=[listener]))
-        log.info("console listening", extra={"url": f"http://{host}:{port}/"})
+        url = f"http://{host}:{port}/"
+        log.info("console listening", extra={"url": url})
+        self._tell_url(url)
         stop_wait = asyncio.create_task(stopping.wait())
         await asyncio.wait({serving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         server.should_exit = True
@@ -68,12 +70,24 @@ class ConsoleActor(Actor):
         await serving
         listener.close()
 
+    def _tell_url(self, url: str) -> None:
+        """Say where the page is in words a person reads in `parley up`'s output (the log line
+        is JSON), and write it to `url_file` for scripts: with port 0 nobody can guess it."""
+        words = f"Console: {url} (sign in with a token from `parley console token`)"
+        print(words, flush=True)  # noqa: T201 - for a person, beside the JSON log line
+        url_file = self.options.url_file
+        if url_file is not None:
+            url_file.parent.mkdir(parents=True, exist_ok=True)
+            url_file.write_text(url + "\n")
+
     def _allowed_hosts(self) -> tuple[str, ...]:
         host = self.options.host
         unspecified = host in ("0.0.0.0", "::", "")  # noqa: S104 - compared, not bound
         return self.options.allowed_hosts if unspecified else (*self.options.allowed_hosts, host)
 
     async def stop(self) -> None:
+        if self.options.url_file is not None:
+            self.options.url_file.unlink(missing_ok=True)  # a stopped console has no URL
         await self.people.close()
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:

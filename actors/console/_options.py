@@ -23,6 +23,9 @@ class ConsoleOptions(BaseModel):
     allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
     """Host names a request may name (its Host header, without the port): a page served from
     a DNS name rebound to this machine is refused. Add the name a proxy serves it under."""
+    url_file: Path | None = None
+    """Where to write the URL once listening (removed at stop), so a person or a script finds
+    a port chosen with `port = 0`: `parley up`'s default topology uses `.parley/console.url`."""
     tokens_file: Path = DEFAULT_TOKENS_FILE
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bus import EmbeddedServer, load_topology
@@ -17,17 +19,24 @@ SMOKE = REPO / "deploy" / "topologies" / "smoke.toml"
 
 
 def test_smoke_topology_loads() -> None:
+    """`parley up`'s default: two echo actors and the console, on a free port (several
+    `parley up` on one machine must not collide on a fixed one) written to .parley/."""
     topology = load_topology(SMOKE)
-    assert [a.name for a in topology.actor] == ["echo-a", "echo-b"]
+    assert [a.name for a in topology.actor] == ["echo-a", "echo-b", "console"]
     assert topology.child_env(topology.actor[0])["PARLEY_ACTOR_ID"] == "echo-a"
+    console = topology.child_env(topology.actor[2])
+    assert json.loads(console["PARLEY_OPTIONS"]) == {
+        "port": 0,
+        "url_file": ".parley/console.url",
+    }
 
 
 @pytest.mark.chaos
 async def test_up_restarts_a_killed_child_and_stops_cleanly(
-    nats_server: EmbeddedServer, namespace: Namespace
+    nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
 ) -> None:
     env = parley_env(nats_server.url, namespace.root)
-    up = parley_up(SMOKE, env)
+    up = parley_up(SMOKE, env, cwd=tmp_path)  # the console writes .parley/console.url there
     try:
         await up.wait_line(r'^\[echo-a\] .*"msg":"ready"')
         await up.wait_line(r'^\[echo-b\] .*"msg":"ready"')
@@ -65,13 +74,25 @@ async def test_up_starts_the_embedded_server_without_nats_url(
 ) -> None:
     env = parley_env("unused", namespace.root)
     del env["NATS_URL"]
-    up = parley_up(SMOKE, env, "--store", str(tmp_path / "store"))
+    home = tmp_path / "home"
+    home.mkdir()
+    up = parley_up(SMOKE, env, "--store", str(tmp_path / "store"), cwd=home)
     try:
         await up.wait_line(
             r"^\[nats\] embedded nats-server \(pid \d+\) ready at nats://127\.0\.0\.1:\d+"
         )
         await up.wait_line(r'^\[echo-a\] .*"msg":"ready"')
+        # The console of the default topology: its URL printed for a person and written to
+        # .parley/ for scripts, on a port the system chose.
+        _, line = await up.wait_line(r"^\[console\] Console: http://127\.0\.0\.1:\d+/ ")
+        url = line.split("Console: ", 1)[1].split(" ", 1)[0]
+        assert (home / ".parley" / "console.url").read_text().strip() == url
+        async with httpx.AsyncClient(base_url=url) as client:
+            page = await client.get("/")
+        assert page.status_code == 200
+        assert "Parley console" in page.text
         up.signal(signal.SIGTERM)
         assert await up.wait_exit(timeout=10) == 0
+        assert not (home / ".parley" / "console.url").exists()  # no URL for a stopped console
     finally:
         close_up(up)
