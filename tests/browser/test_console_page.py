@@ -360,7 +360,7 @@ async def test_full_auto_to_max_turns_shows_the_limit_banner(
     await page.context.close()
 
 
-async def test_pause_then_resume_an_orchestrated_session(
+async def test_pause_resume_and_take_over_an_orchestrated_session(
     browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
 ) -> None:
     page = await _signed_in_page(browser, deployment, "alice")
@@ -385,9 +385,21 @@ async def test_pause_then_resume_an_orchestrated_session(
     await page.click("#approve")
     labels = page.locator("#timeline .sent .label")
     await expect(labels).to_have_text(["approved"], timeout=_WAIT_MS)
+
+    await _awaiting(page, _draft(2))  # Take over: the person's own words instead of it
+    mine = "Let me answer myself: Tuesday at ten works."
+    await page.click("#take-over")
+    await page.fill("#take-over-text", mine)
+    await page.screenshot(path=tmp_path / "03-taking-over.png")
+    await page.click("#send-take-over")
+    await expect(page.locator("#timeline .turn.you .message")).to_have_text(mine, timeout=_WAIT_MS)
+    await expect(labels).to_have_text(["approved", "typed by you"])
+    await expect(page.locator("#timeline .decision.taken_over")).to_have_text("You took over.")
+    await expect(page.locator("#chip")).to_have_text("Turn 2/3 · manual")
+    await page.screenshot(path=tmp_path / "04-taken-over.png")
     await page.click("#stop")
     await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
-    await page.screenshot(path=tmp_path / "03-stopped.png")
+    await page.screenshot(path=tmp_path / "05-stopped.png")
     await page.context.close()
 
 

@@ -291,6 +291,17 @@ class _Socket:
                     return dict(params)
             self.notes.append(json.loads(await asyncio.wait_for(self.socket.recv(), 60)))
 
+    async def notification(self, method: str, seen: int = 0) -> dict[str, Any]:
+        """The first notification `method` after the first `seen` notifications."""
+        index = seen
+        while True:
+            while index < len(self.notes):
+                note = self.notes[index]
+                index += 1
+                if note.get("method") == method:
+                    return dict(note["params"])
+            self.notes.append(json.loads(await asyncio.wait_for(self.socket.recv(), 60)))
+
 
 @asynccontextmanager
 async def _signed_in_socket(deployment: ConsoleDeployment, person: str) -> AsyncIterator[_Socket]:
@@ -346,7 +357,7 @@ async def test_orchestrated_params_are_checked(deployment: ConsoleDeployment) ->
             assert not_started["error"]["data"]["code"] == "INVALID_REQUEST", method
 
 
-async def test_an_orchestrated_session_approved_edited_rejected_paused_and_stopped(
+async def test_an_orchestrated_session_approved_edited_rejected_taken_over_paused_and_stopped(
     deployment: ConsoleDeployment,
 ) -> None:
     async with (
@@ -415,6 +426,20 @@ async def test_an_orchestrated_session_approved_edited_rejected_paused_and_stopp
         resolved = await alice.event("approval_resolved", seen)
         assert resolved["payload"]["decision"] == "rejected"
         await alice.event("approval_requested", seen)  # the local agent drafts again
+
+        seen = len(alice.notes)
+        not_paused = await alice.call("ResumeTask", {"sessionId": session_id})
+        assert not_paused["result"]["state"] == "resume_requested"  # the router decides...
+        refused = await alice.notification("SessionError", seen)  # ...and says no
+        assert refused["sessionId"] == session_id
+        assert refused["causeId"] == not_paused["result"]["envelopeId"]
+        assert "cannot resume" in refused["message"]
+        mine = "Let me answer myself: Tuesday at ten works."
+        await alice.call("TakeOverTask", {"sessionId": session_id, "text": mine})
+        taken = await alice.event("approval_resolved", seen)
+        assert taken["payload"]["decision"] == "taken_over"  # the draft awaiting is set aside
+        typed = await alice.event("step_started", seen, role="outbound")
+        assert (typed["payload"]["sent_by"], typed["payload"]["message"]) == ("you", mine)
 
         seen = len(alice.notes)
         paused = await alice.call("PauseTask", {"sessionId": session_id})
