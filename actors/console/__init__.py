@@ -6,7 +6,8 @@ Public face: `ConsoleActor` (`parley run console`), `TokenStore` and `principal_
 Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's own principal
 on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
 state, pure), `_params` (the methods' params), `_rpc` (the JSON-RPC methods and error model),
-`_delegations` (a person's seed 003 answers, read from its durable), `_app` (HTTP, WebSocket
+`_delegations` (a person's seed 003 answers, read from its durable), `_audit` (a person's
+own audit records and trace trees, read as the audit reader), `_app` (HTTP, WebSocket
 and security headers), `_actor` (the process), and `static/` (the
 page, shipped as package data).
 """

@@ -152,7 +152,7 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
         body = await _body(request)
         if body is None:
             return _refusal(413, "INVALID_REQUEST", f"body over {MAX_BODY_BYTES} bytes")
-        answer = await RpcSession(link, sign_out).handle_body(body)
+        answer = await RpcSession(link, sign_out, audit=people.audit).handle_body(body)
         if answer is None:
             return Response(status_code=204)
         return JSONResponse(answer)
@@ -220,7 +220,7 @@ async def _serve_socket(websocket: WebSocket, people: People) -> None:
         people.sign_ins.close(token)
         signed_out.set()
 
-    session = RpcSession(link, sign_out)
+    session = RpcSession(link, sign_out, audit=people.audit)
     undo = link.listen(push)
     outgoing.put_nowait({"jsonrpc": "2.0", "id": first_id, "result": {"person": person}})
 

@@ -26,6 +26,12 @@ class ConsoleOptions(BaseModel):
     url_file: Path | None = None
     """Where to write the URL once listening (removed at stop), so a person or a script finds
     a port chosen with `port = 0`: `parley up`'s default topology uses `.parley/console.url`."""
+    audit_reader: Path | None = None
+    """The audit reader's settings file (`audit-cli`, an operator role; `parley up` writes
+    `.parley/broker/actors/audit-cli.toml`): with it, a person sees their own audit records
+    and the trace trees of their sessions (actors/console/_audit.py says why only those)."""
+    audit_tenant: str = "default"
+    """The tenant the auditor records under (its own `tenant` option)."""
     tokens_file: Path = DEFAULT_TOKENS_FILE
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from actors.console._audit import AuditView
 from actors.console._options import ConsoleOptions
 from actors.console._person import PersonLink, person_settings
 from actors.console._tokens import SignIns, TokenStore, TokenStoreError
@@ -26,9 +27,19 @@ class People:
         self.sign_ins = SignIns()
         self.links: dict[str, PersonLink] = {}
         self._lock = asyncio.Lock()
+        self.audit: AuditView | None = None
 
     async def open_all(self) -> None:
-        """Connect everyone who has a token; one without credentials is logged, not fatal."""
+        """Connect everyone who has a token; one without credentials is logged, not fatal.
+        The audit reader too, when configured (without it, the audit views say so)."""
+        reader = self.options.audit_reader
+        if reader is not None:
+            try:
+                audit = AuditView(reader, self.nats_url, self.options.audit_tenant)
+                await audit.open()
+                self.audit = audit
+            except ConfigError as exc:
+                log.warning("no audit reader", extra={"error": str(exc)})
         try:
             people = self.tokens.people()
         except TokenStoreError as exc:
@@ -67,6 +78,8 @@ class People:
         return person, self.sign_ins.open(person)
 
     async def close(self) -> None:
+        if self.audit is not None:
+            await self.audit.close()
         for link in self.links.values():
             await link.close()
         self.links.clear()

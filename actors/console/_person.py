@@ -316,6 +316,8 @@ class PersonLink:
         session_id = session_id or getattr(envelope, "session_id", None)
         if session_id is not None:
             self._sent[envelope.id] = session_id
+            if session_id in self.sessions:
+                self.sessions[session_id].trace_ids.add(envelope.id)
         position = TraceHeaders(
             trace_id=envelope.id, hop_count=hop_delta_for(envelope), origin=self.principal
         )

@@ -28,6 +28,9 @@ Every method acts on the caller's own sessions only: another person's session id
 - ResumeSession(sessionId, afterEventId?): the session and its events after that one; live
   notifications follow on the WebSocket.
 - ListSessions(): the caller's sessions, newest first.
+- GetTrace(sessionId): the audit's tree of the traces the caller started in their session.
+- ListAuditRecords(): the caller's own principal's audit records (actors/console/_audit.py
+  says why a person sees these and no other).
 - Shutdown(): ends this sign-in (its token, and the WebSocket); the sessions go on.
 """
 
@@ -41,6 +44,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from actors.console._audit import AuditView
 from actors.console._params import (
     ApproveParams,
     CreateSessionParams,
@@ -101,6 +105,7 @@ class RpcSession:
     link: PersonLink
     on_shutdown: Callable[[], Awaitable[None]]
     user_id: str = ""
+    audit: AuditView | None = None
 
     async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
         """The answer to one HTTP body or WebSocket frame (None: nothing to answer)."""
@@ -303,6 +308,24 @@ class RpcSession:
         records = sorted(self.link.sessions.values(), key=lambda r: r.created_at, reverse=True)
         return {"sessions": [r.summary() for r in records]}
 
+    def _audit(self) -> AuditView:
+        if self.audit is None:
+            raise RpcError.refused(
+                "INTERNAL_ERROR", "this console has no audit reader (its audit_reader option)"
+            )
+        return self.audit
+
+    async def get_trace(self, params: SessionParams) -> dict[str, Any]:
+        """The trees of the traces the caller started in their session, and no other."""
+        record = self._session(params.sessionId)
+        trees = await self._audit().traces(record.trace_ids)
+        return {"sessionId": record.session_id, "traceIds": sorted(record.trace_ids), "tree": trees}
+
+    async def list_audit(self, _: NoParams) -> dict[str, Any]:
+        """The caller's own principal's records: its subject only, newest first."""
+        principal = self.link.principal
+        return {"profile": principal, "records": await self._audit().person_records(principal)}
+
     async def shutdown(self, _: NoParams) -> dict[str, Any]:
         await self.on_shutdown()
         return {"signedOut": True}
@@ -320,5 +343,7 @@ _METHODS: Final[dict[str, tuple[type[Params], _Handler]]] = {
     "GetSessionState": (SessionParams, RpcSession.get_state),
     "ResumeSession": (ResumeParams, RpcSession.resume),
     "ListSessions": (NoParams, RpcSession.list_sessions),
+    "GetTrace": (SessionParams, RpcSession.get_trace),
+    "ListAuditRecords": (NoParams, RpcSession.list_audit),
     "Shutdown": (NoParams, RpcSession.shutdown),
 }

@@ -66,6 +66,9 @@ class SessionRecord:
     """An orchestrated session's state-machine state (`waiting_local`, `paused`, ...)."""
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Drafts awaiting the owner, by approval id: what ApproveAction may decide."""
+    trace_ids: set[str] = field(default_factory=set)
+    """The traces the person started in this session: the ids of the envelopes the console
+    submitted for it (each a root). The trace tree shows these and no other."""
     delegation_limits: tuple[int, int] = (1200, 15_000)
     """A `delegate` session's constraints for each request: max tokens, deadline in ms."""
     delegations: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -13,6 +13,8 @@ reaches maxTurns. Each step leaves a screenshot in the test's own output directo
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
 import shutil
@@ -23,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from nats.aio.msg import Msg
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from schemas import Namespace
@@ -446,3 +449,61 @@ async def test_a_delegation_from_the_form_shows_each_result(
     await expect(page.locator("#state")).to_have_text("completed")
     await page.screenshot(path=tmp_path / "02-delegation-results.png")
     await page.context.close()
+
+
+async def test_the_trace_of_a_session_and_my_audit_records(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """The trace tree of alice's session (her message to the router, the router's call to
+    gpt under it) and her own audit records; bob's page lists none of hers."""
+    reader = await deployment.locked.connect("audit-cli")
+    answer_audited = asyncio.Event()
+    records: list[dict[str, Any]] = []
+    session: list[str] = []
+
+    def check() -> None:
+        """The last decision of the session's trace: gpt's answer to the router."""
+        if any(r.get("session_id") in session and r.get("requester") == "gpt" for r in records):
+            answer_audited.set()
+
+    async def on_record(msg: Msg) -> None:
+        records.append(json.loads(msg.data))
+        check()
+
+    await reader.subscribe(f"{deployment.ns.root}.audit.demo.*", cb=on_record)
+    await reader.flush()
+    try:
+        page = await _signed_in_page(browser, deployment, "alice")
+        session.append(await _start(page, "single", "gpt", "Trace me in 1 sentence, then stop."))
+        check()
+        await expect(page.locator("#ending")).to_have_text(
+            "Stopped: final (round 1).", timeout=_WAIT_MS
+        )
+        await asyncio.wait_for(answer_audited.wait(), 30)
+        await page.click("#show-trace")
+        nodes = page.locator("#trace .node")
+        await expect(nodes.first).to_have_text(
+            re.compile(r"^person-alice → router  human_message  delivered"), timeout=_WAIT_MS
+        )
+        nested = page.locator("#trace > ul.tree > li > ul.tree .node")
+        await expect(nested.filter(has_text="router → gpt")).not_to_have_count(0)
+        await page.screenshot(path=tmp_path / "01-trace-tree.png", full_page=True)
+
+        await page.click("#audit-link")
+        await expect(page.locator("#audit-view")).to_be_visible()
+        await expect(page.locator("#audit-profile")).to_have_text("person-alice")
+        rows = page.locator("#audit-records tr")
+        await expect(rows.first).to_be_visible(timeout=_WAIT_MS)
+        lines = await page.locator("#audit-records td:nth-child(3)").all_inner_texts()
+        assert lines and all("person-alice" in line for line in lines), lines
+        await page.screenshot(path=tmp_path / "02-my-audit-records.png", full_page=True)
+
+        bob = await _signed_in_page(browser, deployment, "bob")
+        await bob.goto(f"{deployment.url}#/audit")
+        await expect(bob.locator("#audit-profile")).to_have_text("person-bob", timeout=_WAIT_MS)
+        assert "Trace me" not in await bob.locator("#audit-view").inner_text()
+        await bob.screenshot(path=tmp_path / "03-bobs-audit-records.png", full_page=True)
+        await page.context.close()
+        await bob.context.close()
+    finally:
+        await reader.close()

@@ -1,5 +1,6 @@
 """A whole deployment for the console's tests: a locked-down server, the gate, the router,
-two scripted agents and `parley run console`, all real processes.
+two scripted agents, the auditor and `parley run console` (with the audit reader's
+credentials, for the audit views), all real processes.
 
 Two people, alice and bob, have console tokens and broker credentials of their own
 (`person-alice`, `person-bob`), and the demo bundle's profiles that let them speak for a
@@ -24,6 +25,7 @@ from pathlib import Path
 from actors.console import TokenStore
 from bus import EmbeddedServer
 from schemas import Namespace
+from tests.support.audit import AuditorKeys
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
 from tests.support.processes import REPO, parley_env
 from tests.support.system import System, running_locked_system
@@ -87,6 +89,7 @@ class ConsoleDeployment:
     tokens: dict[str, str]
     system: System
     ns: Namespace
+    locked: LockedDown
 
 
 def _agent_profiles(root: Path) -> dict[str, str]:
@@ -144,16 +147,28 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
         async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
             store = TokenStore(root / "console" / "tokens.json")
             tokens = {name: store.issue(name) for name in PEOPLE}
+            auditor = {
+                "signing_key": str(AuditorKeys(root).private_path),
+                "tenant": "demo",  # the gate's
+            }
+            auditor_env = {
+                **parley_env(server.url, ns.root, allow_lazy_fsync="true"),
+                "PARLEY_OPTIONS": json.dumps(auditor),
+            }
+            auditor_config = ("--config", str(locked.settings_file("auditor")))
+            await system.start("auditor", "auditor", auditor_env, *auditor_config)
             options = {
                 "port": 0,
                 "tokens_file": str(store.path),
                 "people_dir": str(config_dir / "actors"),
+                "audit_reader": str(locked.settings_file("audit-cli")),
+                "audit_tenant": "demo",
             }
             env = {**parley_env(server.url, ns.root), "PARLEY_OPTIONS": json.dumps(options)}
             config = ("--config", str(locked.settings_file("console")))
             await system.start("console", "console", env, *config)
             _, line = await system.processes["console"].wait_line(r'"msg":"console listening"')
             url = json.loads(line)["url"]
-            yield ConsoleDeployment(url, tokens, system, ns)
+            yield ConsoleDeployment(url, tokens, system, ns, locked)
     finally:
         server.close()

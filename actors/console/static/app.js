@@ -285,6 +285,7 @@ async function openSession(sessionId) {
   $("timeline").replaceChildren();
   $("ending").hidden = true;
   $("banner").hidden = true;
+  $("trace").hidden = true;
   $("control-error").textContent = "";
   $("waiting").textContent = "";
   renderStatus();
@@ -360,7 +361,7 @@ async function stop() {
 // ---- routing ------------------------------------------------------------------------------------
 
 function showContent(id) {
-  for (const view of ["new-view", "session-view", "not-found-view"]) show(view, view === id);
+  for (const view of ["new-view", "session-view", "audit-view", "not-found-view"]) show(view, view === id);
 }
 
 function route() {
@@ -368,6 +369,8 @@ function route() {
   const match = location.hash.match(/^#\/session\/([^/]+)$/);
   if (match) {
     openSession(decodeURIComponent(match[1]));
+  } else if (location.hash === "#/audit") {
+    openAudit();
   } else {
     app.view = null;
     showContent("new-view");
@@ -415,6 +418,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("start-form").addEventListener("submit", start);
   $("stop").addEventListener("click", stop);
   wireOrchestrated();
+  $("show-trace").addEventListener("click", showTrace);
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", onModeChange);
   window.addEventListener("hashchange", route);
   if (app.token) enter();
