@@ -57,6 +57,7 @@ from actors.console._params import (
 )
 from actors.console._person import ControlAction, PersonLink
 from actors.console._timeline import SessionRecord
+from bus import HistoryError
 from schemas import new_id
 
 __all__ = ("RpcError", "RpcSession", "error_response")
@@ -318,17 +319,31 @@ class RpcSession:
     async def get_trace(self, params: SessionParams) -> dict[str, Any]:
         """The trees of the traces the caller started in their session, and no other."""
         record = self._session(params.sessionId)
-        trees = await self._audit().traces(record.trace_ids)
+        audit = self._audit()
+        try:
+            trees = await audit.traces(record.trace_ids)
+        except (HistoryError, TimeoutError, ConnectionError) as exc:
+            raise _unreadable(exc) from None
         return {"sessionId": record.session_id, "traceIds": sorted(record.trace_ids), "tree": trees}
 
     async def list_audit(self, _: NoParams) -> dict[str, Any]:
         """The caller's own principal's records: its subject only, newest first."""
-        principal = self.link.principal
-        return {"profile": principal, "records": await self._audit().person_records(principal)}
+        principal, audit = self.link.principal, self._audit()
+        try:
+            records = await audit.person_records(principal)
+        except (HistoryError, TimeoutError, ConnectionError) as exc:
+            raise _unreadable(exc) from None
+        return {"profile": principal, "records": records}
 
     async def shutdown(self, _: NoParams) -> dict[str, Any]:
         await self.on_shutdown()
         return {"signedOut": True}
+
+
+def _unreadable(exc: Exception) -> RpcError:
+    return RpcError.refused(
+        "INTERNAL_ERROR", f"the audit cannot be read now: {exc}", retryable=True
+    )
 
 
 _Handler = Callable[[RpcSession, Any], Awaitable[dict[str, Any]]]

@@ -1,5 +1,6 @@
-"""The console's pure parts: the token store, sign-ins, a session's record, `parley console
-token`'s refusals and `parley up`'s people."""
+"""The console's pure parts: the token store, sign-ins, a session's record (a collaboration,
+an orchestrated session, a delegation), the methods' params, a delegation's result, a trace
+tree, `parley console token`'s refusals and `parley up`'s people."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from actors.console import TokenStore, TokenStoreError, principal_of
+from actors.console._audit import trace_tree
+from actors.console._delegations import delegation_result
+from actors.console._params import ApproveParams, CreateSessionParams
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import SignIns
-from schemas import Decision, ErrorCode, SessionEvent
+from schemas import AuditRecord, Decision, Error, ErrorCode, SessionEvent
 from tools._local import console_people
 from tools.cli import main
 
@@ -148,3 +153,121 @@ def test_parley_up_gives_everyone_with_a_token_a_principal(tmp_path: Path) -> No
     TokenStore(tokens).issue("bob")
     TokenStore(tokens).issue("alice")
     assert console_people(tokens) == ("person-alice", "person-bob")
+
+
+def test_an_orchestrated_record_keeps_its_settings_phase_and_pending_drafts() -> None:
+    record = SessionRecord("s1", T0)
+    orchestrated = {"orchestrated": True}
+    record.apply(
+        _event(
+            "e1",
+            "session_created",
+            round=1,
+            payload={
+                **orchestrated,
+                "state": "waiting_local",
+                "mode": "manual",  # an orchestrated event's `mode` is the orchestration mode
+                "objective": "negotiate",
+                "local_agent": "claude",
+                "shared_agent": "gpt",
+                "orchestration_mode": "manual",
+                "participants": ["claude", "gpt"],
+                "max_rounds": 5,
+                "max_turns": 5,
+            },
+        )
+    )
+    assert (record.mode, record.goal, record.phase) == ("orchestrate", "negotiate", "waiting_local")
+    assert record.orchestration is not None
+    assert (record.orchestration["localAgent"], record.orchestration["maxTurns"]) == ("claude", 5)
+    asked = {**orchestrated, "state": "ready_to_send", "approval_id": "a1", "draft": "d"}
+    record.apply(_event("e2", "approval_requested", round=1, payload={**asked, "reasons": ["r"]}))
+    assert record.summary()["pendingApprovals"] == [
+        {"approvalId": "a1", "draft": "d", "reasons": ["r"], "round": 1}
+    ]
+    resolved = {**orchestrated, "state": "waiting_remote", "approval_id": "a1"}
+    record.apply(_event("e3", "approval_resolved", round=1, payload=resolved))
+    assert record.pending == {}
+    record.apply(
+        _event("e4", "approval_requested", round=2, payload={**asked, "approval_id": "a2"})
+    )
+    ended = {**orchestrated, "state": "stopped"}
+    record.apply(_event("e5", "session_canceled", round=2, stop_reason="stopped", payload=ended))
+    assert (record.state, record.phase, record.pending) == ("canceled", "stopped", {})
+
+
+def test_a_delegation_ends_with_its_last_answer() -> None:
+    record = SessionRecord("s1", T0, mode="delegate", participants=("gpt", "claude"))
+    record.delegations = {
+        "r1": {"requestId": "r1", "target": "gpt", "status": "pending"},
+        "r2": {"requestId": "r2", "target": "claude", "status": "pending"},
+    }
+    record.state = "submitted"
+    record.settle_delegation("r1", {"requestId": "r1", "target": "gpt", "status": "success"})
+    assert record.state == "submitted"  # one still pending
+    record.settle_delegation("r2", {"requestId": "r2", "target": "claude", "status": "timeout"})
+    assert record.state == "failed"
+    assert [d["status"] for d in record.summary()["delegations"]] == ["success", "timeout"]
+
+
+def test_a_delegation_result_says_what_seed_003_says() -> None:
+    timeout = delegation_result("gpt", None, 1500)
+    assert (timeout["status"], timeout["result"]) == ("timeout", "Delegation timeout after 1500ms")
+    error = Error(
+        id="x", created_at=T0, code=ErrorCode.TARGET_NOT_ALLOWED, message="no", cause_id="r1"
+    )
+    refused = delegation_result("gpt", error, 1500)
+    assert (refused["status"], refused["result"]) == ("failed", "TARGET_NOT_ALLOWED: no")
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"mode": "single", "agents": ["gpt", "claude"]}, "one agent"),
+        ({"mode": "orchestrate", "agents": ["claude"]}, "two agents"),
+        ({"mode": "orchestrate", "agents": ["gpt", "gpt"]}, "not your local agent"),
+        ({"mode": "delegate", "agents": ["gpt", "gpt"]}, "each agent once"),
+    ],
+)
+def test_session_params_fit_their_mode(params: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        CreateSessionParams.model_validate(params)
+
+
+def test_an_approval_decision_carries_text_only_when_edited() -> None:
+    base = {"sessionId": "s1", "approvalId": "a1"}
+    assert ApproveParams.model_validate({**base, "decision": "edited", "text": "t"}).text == "t"
+    for wrong in ({"decision": "edited"}, {"decision": "approved", "text": "t"}):
+        with pytest.raises(ValidationError):
+            ApproveParams.model_validate({**base, **wrong})
+
+
+def _record(envelope_id: str, cause: str, profile: str, requester: str, seq: int) -> AuditRecord:
+    return AuditRecord(
+        id=f"{envelope_id}-{profile}",
+        created_at=T0,
+        tenant="demo",
+        profile=profile,
+        fact="decision",
+        trace_id="t1",
+        envelope_id=envelope_id,
+        causation_id=cause,
+        requester=requester,
+        target="x",
+        chain_index=seq,
+    )
+
+
+def test_a_trace_tree_keeps_the_senders_copy_under_its_cause() -> None:
+    records = [
+        _record("m1", "", "router", "person-alice", 1),  # the target's copy first
+        _record("m1", "", "person-alice", "person-alice", 2),
+        _record("c1", "m1", "router", "router", 3),
+        _record("c1", "m1", "gpt", "router", 4),
+        _record("a1", "c1", "gpt", "gpt", 5),
+    ]
+    [root] = trace_tree(records)
+    assert (root["envelopeId"], root["profile"]) == ("m1", "person-alice")
+    [call] = root["children"]
+    assert (call["envelopeId"], call["profile"]) == ("c1", "router")
+    assert [c["envelopeId"] for c in call["children"]] == ["a1"]
