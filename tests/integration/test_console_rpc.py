@@ -275,10 +275,15 @@ class _Socket:
                 return dict(frame)
             self.notes.append(frame)
 
-    async def event(self, event_type: str, seen: int = 0, **payload: Any) -> dict[str, Any]:
-        """The first `SessionEvent` of `event_type` (whose payload has `payload`'s values)
-        after the first `seen` notifications."""
+    async def event(
+        self, event_type: str, seen: int = 0, *, nth: int = 1, **payload: Any
+    ) -> dict[str, Any]:
+        """The `nth` `SessionEvent` of `event_type` (whose payload has `payload`'s values)
+        after the first `seen` notifications. Counting them, rather than starting after what
+        was read so far, is what makes it exact: notifications that arrive while a call waits
+        for its answer are kept too, so the one looked for may be among them."""
         index = seen
+        found = 0
         while True:
             while index < len(self.notes):
                 note = self.notes[index]
@@ -289,7 +294,9 @@ class _Socket:
                 if params["eventType"] == event_type and all(
                     params["payload"].get(key) == value for key, value in payload.items()
                 ):
-                    return dict(params)
+                    found += 1
+                    if found == nth:
+                        return dict(params)
             self.notes.append(json.loads(await asyncio.wait_for(self.socket.recv(), 60)))
 
     async def notification(self, method: str, seen: int = 0) -> dict[str, Any]:
@@ -389,32 +396,28 @@ async def test_an_orchestrated_session_approved_edited_rejected_taken_over_pause
         ):
             theirs = await bob.call(method, {"sessionId": session_id, **params})
             assert theirs["error"]["data"]["code"] == "SESSION_NOT_FOUND", method
-        seen = len(alice.notes)
         approved = await alice.call(
             "ApproveAction", {"sessionId": session_id, "approvalId": first, "decision": "approved"}
         )
         assert approved["result"]["decision"] == "approved"
-        resolved = await alice.event("approval_resolved", seen)
+        resolved = await alice.event("approval_resolved", approval_id=first)
         assert resolved["payload"]["decision"] == "approved"
-        sent = await alice.event("step_started", seen, role="outbound")
-        assert sent["payload"]["sent_by"] == "approved"
+        await alice.event("step_started", role="outbound", sent_by="approved")
         again = await alice.call(
             "ApproveAction", {"sessionId": session_id, "approvalId": first, "decision": "approved"}
         )
         assert again["error"]["data"]["code"] == "INVALID_REQUEST"  # decided already
 
-        seen = len(alice.notes)
-        second = (await alice.event("approval_requested", seen))["payload"]["approval_id"]
+        second = (await alice.event("approval_requested", nth=2))["payload"]["approval_id"]
         edit = "Tuesday at ten suits us; shall we confirm?"
         await alice.call(
             "ApproveAction",
             {"sessionId": session_id, "approvalId": second, "decision": "edited", "text": edit},
         )
-        resolved = await alice.event("approval_resolved", seen)
+        resolved = await alice.event("approval_resolved", approval_id=second)
         assert (resolved["payload"]["decision"], resolved["payload"]["text"]) == ("edited", edit)
 
-        seen = len(alice.notes)
-        third = (await alice.event("approval_requested", seen))["payload"]["approval_id"]
+        third = (await alice.event("approval_requested", nth=3))["payload"]["approval_id"]
         await alice.call(
             "ApproveAction",
             {
@@ -424,9 +427,11 @@ async def test_an_orchestrated_session_approved_edited_rejected_taken_over_pause
                 "reason": "too pushy",
             },
         )
-        resolved = await alice.event("approval_resolved", seen)
+        resolved = await alice.event("approval_resolved", approval_id=third)
         assert resolved["payload"]["decision"] == "rejected"
-        await alice.event("approval_requested", seen)  # the local agent drafts again
+        redraft = await alice.event("approval_requested", nth=4)  # the local agent drafts again
+        fourth = redraft["payload"]["approval_id"]
+        assert fourth != third
 
         seen = len(alice.notes)
         not_paused = await alice.call("ResumeTask", {"sessionId": session_id})
@@ -437,19 +442,18 @@ async def test_an_orchestrated_session_approved_edited_rejected_taken_over_pause
         assert "cannot resume" in refused["message"]
         mine = "Let me answer myself: Tuesday at ten works."
         await alice.call("TakeOverTask", {"sessionId": session_id, "text": mine})
-        taken = await alice.event("approval_resolved", seen)
+        taken = await alice.event("approval_resolved", approval_id=fourth)
         assert taken["payload"]["decision"] == "taken_over"  # the draft awaiting is set aside
-        typed = await alice.event("step_started", seen, role="outbound")
-        assert (typed["payload"]["sent_by"], typed["payload"]["message"]) == ("you", mine)
+        typed = await alice.event("step_started", role="outbound", sent_by="you")
+        assert typed["payload"]["message"] == mine
 
-        seen = len(alice.notes)
         paused = await alice.call("PauseTask", {"sessionId": session_id})
         assert paused["result"]["state"] == "pause_requested"
-        assert (await alice.event("session_paused", seen))["payload"]["state"] == "paused"
+        assert (await alice.event("session_paused"))["payload"]["state"] == "paused"
         await alice.call("ResumeTask", {"sessionId": session_id})
-        await alice.event("session_resumed", seen)
+        await alice.event("session_resumed")
         await alice.call("CancelTask", {"sessionId": session_id, "reason": "enough"})
-        ended = await alice.event("session_canceled", seen)
+        ended = await alice.event("session_canceled")
         assert ended["payload"]["stopReason"] == "stopped"
         state = (await alice.call("GetSessionState", {"sessionId": session_id}))["result"]
         assert state["state"] == "canceled" and state["pendingApprovals"] == []
@@ -516,8 +520,10 @@ async def test_a_person_sees_the_trace_of_their_session_and_only_their_own_recor
     trace: list[str] = []
 
     async def on_record(msg: Msg) -> None:
+        """gpt's answer to the router's call: recorded after the call (one chain, each record
+        appended only after the one before it is stored), so the call is in the stream."""
         record = json.loads(msg.data)
-        if trace and record.get("trace_id") == trace[0] and record.get("requester") == "router":
+        if trace and record.get("trace_id") == trace[0] and record.get("requester") == "gpt":
             router_call_audited.set()
 
     await reader.subscribe(f"{deployment.ns.root}.audit.demo.*", cb=on_record)
