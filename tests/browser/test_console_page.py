@@ -506,3 +506,30 @@ async def test_the_trace_of_a_session_and_my_audit_records(
         await bob.context.close()
     finally:
         await reader.close()
+
+
+async def test_a_draft_full_of_markup_is_shown_as_text(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """A draft is an agent's words too: in the timeline and in the approval prompt (and the
+    edit box) its markup is text, and nothing in it runs."""
+    page = await _signed_in_page(browser, deployment, "alice")
+    await page.set_viewport_size({"width": 1100, "height": 1500})
+    await page.goto(page.url.split("#", 1)[0] + "#/new")
+    await page.check("input[name=mode][value=orchestrate]")
+    await page.fill("#goal-input", "markup draft for the other team")
+    await page.click("#start")
+    await page.wait_for_url("**/#/session/*", timeout=_WAIT_MS)
+    await _awaiting(page, XSS_MESSAGE)
+    await expect(page.locator("#timeline .turn.local .message")).to_have_text(XSS_MESSAGE)
+    await page.click("#edit")
+    await expect(page.locator("#edit-text")).to_have_value(XSS_MESSAGE)
+    for selector in ("script", "img", "a", "b"):
+        found = page.locator(f"#timeline {selector}, #approval {selector}")
+        assert await found.count() == 0, selector
+    await page.locator("#approval-draft").click()
+    assert await page.evaluate("window.__pwned === undefined")
+    await page.screenshot(path=tmp_path / "01-draft-markup-as-text.png")
+    await page.click("#stop")
+    await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
+    await page.context.close()

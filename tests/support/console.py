@@ -9,7 +9,8 @@ full of markup), `slow` (round 2 takes long, so Stop lands mid-session), `ask th
 agent delegates to the other one first, which the policy here allows gpt), and the fairy tale
 and one-sentence goals the demo already plays. For seed 000's orchestrated sessions, gpt is
 a shared agent the router may call: claude, as a person's local agent, drafts for any
-objective that says `negotiate`, and gpt answers each draft. alice may also delegate to
+objective that says `negotiate` (or a draft full of markup for `markup draft`), and gpt
+answers each draft. alice may also delegate to
 either agent (seed 003), as `parley delegate` does.
 """
 
@@ -47,6 +48,10 @@ XSS_MESSAGE = (
 ORCHESTRATE_OBJECTIVE = "negotiate a meeting time with the other team"
 """An objective claude drafts for as a local agent: `Draft <turn>: ...` each turn."""
 _EXTRA_TURNS = """
+[[turn]]
+goal = "markup draft"
+message = '''{xss}'''
+
 [[turn]]
 goal = "negotiate"
 message = "Draft {{round}}: could we meet on Tuesday at ten?"
