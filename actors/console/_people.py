@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from nats.errors import Error as NatsError
+
 from actors.console._audit import AuditView
 from actors.console._options import ConsoleOptions
 from actors.console._person import PersonLink, person_settings
@@ -38,7 +40,8 @@ class People:
                 audit = AuditView(reader, self.nats_url, self.options.audit_tenant)
                 await audit.open()
                 self.audit = audit
-            except ConfigError as exc:
+            except (ConfigError, OSError, TimeoutError, NatsError) as exc:
+                # Optional: the audit views say it is missing; the console serves the rest.
                 log.warning("no audit reader", extra={"error": str(exc)})
         try:
             people = self.tokens.people()

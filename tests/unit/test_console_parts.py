@@ -16,9 +16,14 @@ from pydantic import ValidationError
 from actors.console import TokenStore, TokenStoreError, principal_of
 from actors.console._audit import trace_tree
 from actors.console._delegations import delegation_result
+from actors.console._options import ConsoleOptions
 from actors.console._params import ApproveParams, CreateSessionParams
+from actors.console._people import People
+from actors.console._person import PersonLink
+from actors.console._rpc import RpcSession
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import SignIns
+from bus import load_settings
 from schemas import AuditRecord, Decision, Error, ErrorCode, SessionEvent
 from tools._local import console_people
 from tools.cli import main
@@ -271,3 +276,26 @@ def test_a_trace_tree_keeps_the_senders_copy_under_its_cause() -> None:
     [call] = root["children"]
     assert (call["envelopeId"], call["profile"]) == ("c1", "router")
     assert [c["envelopeId"] for c in call["children"]] == ["a1"]
+
+
+async def test_without_an_audit_reader_the_audit_views_say_so(tmp_path: Path) -> None:
+    """The audit reader is optional: a console without one (or with a missing file) serves
+    everything else, and its audit methods answer a typed refusal."""
+    options = ConsoleOptions(
+        audit_reader=tmp_path / "missing.toml", tokens_file=tmp_path / "tokens.json"
+    )
+    people = People(options, "nats://127.0.0.1:1")
+    await people.open_all()
+    assert people.audit is None
+
+    async def nothing() -> None:
+        return None
+
+    link = PersonLink("alice", load_settings(None))
+    session = RpcSession(link, nothing, audit=people.audit)
+    answer = await session.handle_one(
+        {"jsonrpc": "2.0", "id": 1, "method": "ListAuditRecords", "params": {}}
+    )
+    assert answer is not None
+    assert answer["error"]["data"]["code"] == "INTERNAL_ERROR"
+    assert "audit_reader" in answer["error"]["message"]
