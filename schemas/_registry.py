@@ -49,6 +49,9 @@ class ProfileSummary(Struct, frozen=True, kw_only=True):
     tools_allowed: tuple[str, ...] = ()
     allow_sub_agent_calls: bool = False
     peers: tuple[str, ...] = ()
+    device_id: str = ""
+    """For a shared agent (kind `shared_agent`, written by the relay that hosts it here): the
+    id of the device it lives on, which the audit names as seed 000's target device."""
     written_at: UtcTime
 
 

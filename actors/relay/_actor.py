@@ -30,6 +30,7 @@ from nats.aio.msg import Msg
 from actors.relay._gateway import Gateway, frame_msg_id
 from actors.relay._keys import DeviceKeys
 from actors.relay._options import RelayOptions
+from actors.relay._presence import SharedPresence
 from actors.relay._sealing import FrameError, open_frame, seal_frame
 from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
 from actors.relay._store import Forwarded, Outgoing, RelayStore
@@ -109,13 +110,20 @@ class RelayActor(Actor):
         self.dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
         )
+        registry = await bus.js.key_value(bus.namespace.bucket("registry"))
+        self.presence = SharedPresence(
+            registry, self.actor_id, tuple(self.shared.values()), bus.settings.heartbeat_s
+        )
+        await self.presence.announce()
         await self.gateway.connect()
 
     async def stop(self) -> None:
         await self.gateway.close()
 
     async def background(self, stopping: asyncio.Event) -> None:
-        await self.gateway.read(self._receive, lambda: not stopping.is_set())
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.presence.run(stopping))
+            await self.gateway.read(self._receive, lambda: not stopping.is_set())
 
     # -- out: envelopes delivered here go to the gateway ----------------------------------
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:

@@ -181,12 +181,17 @@ async def start_two_deployments(
     gateway_root: str = "",
     gateway_seeds: Mapping[str, Path] | None = None,
     alice_locked: LockedDown | None = None,
+    alice_profiles: Mapping[str, ProfilePolicy] | None = None,
+    bob_script: str = SCRIPT,
 ) -> TwoDeployments:
     """Keys, share, shared agent, both policies, and every process ready.
 
     `keys`, `gateway_root` and `gateway_seeds` (device id -> nkey seed file) are for a
     locked-down gateway, whose users are written for the devices before it starts;
-    `alice_locked` runs Alice's gate and relay as their own nkey users on that server."""
+    `alice_locked` runs Alice's gate and relay as their own nkey users on that server;
+    `alice_profiles` add to (or replace) the profiles of Alice's bundle, for a caller other
+    than the test itself (an orchestrating router and its local agent); `bob_script` is
+    byte-doc's scripted brain."""
     alice_keys, bob_keys = keys or (DeviceKeys.generate(), DeviceKeys.generate())
     alice = await _side("alice", alice_server, root, alice_keys, alice_locked)
     bob = await _side("bob", bob_server, root, bob_keys, None)
@@ -212,7 +217,7 @@ async def start_two_deployments(
         allowed_shared_device_ids=(bob.keys.device_id,),  # seed 000: by device
     )
     alice_policy = _bundle(
-        {"router": caller, "bob-byte-doc": ProfilePolicy()},
+        {"router": caller, "bob-byte-doc": ProfilePolicy(), **(alice_profiles or {})},
         shared=("bob-byte-doc",),
         devices={"bob-byte-doc": bob.keys.device_id},
     )
@@ -242,7 +247,7 @@ async def start_two_deployments(
         bob.dir / "agents",
         "byte-doc",
         'backend = "scripted"\nscript = "byte-doc-script.toml"',
-        script=SCRIPT,
+        script=bob_script,
     )
     agent = start_agent(
         str(profile), parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)

@@ -291,7 +291,8 @@ def _relay_grants(g: _Grants, serves: Sequence[str]) -> None:
     """The relay hosts remote agents here and stands for remote devices (actors/relay/): for
     each name it serves, it reads that name's deliveries (a durable named after it, which the
     provisioner creates, as for any receiver) and submits as that name, and nothing else; its
-    state is the relay bucket, which nobody else writes."""
+    state is the relay bucket, which nobody else writes. It beats and writes the registry
+    profile in the name of each shared agent it hosts (actors/relay/_presence.py)."""
     ns = g.ns
     for name in serves:
         check_token(name, "relay-served name")
@@ -302,6 +303,7 @@ def _relay_grants(g: _Grants, serves: Sequence[str]) -> None:
             f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{name}",
             f"$JS.ACK.{stream}.{name}.>",
         )
+        g.write_keys("registry", f"heartbeat.{name}", f"profile.{name}")
     bucket = ns.bucket("relay")
     g.pub(
         f"{_JS}.STREAM.INFO.KV_{bucket}",
