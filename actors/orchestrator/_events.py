@@ -5,7 +5,8 @@ transition re-run after a crash produces the same envelopes and JetStream drops 
 Every event carries the state the session is in after it (`payload["state"]`), so a person
 following the timeline sees the state machine move, and seed 000's audit fields under the
 names the auditor records (actors/auditor): `requester` (the session's owner), `target` (the
-agent the event is about), `target_device_id` (the shared agent), `mode` (the orchestration
+agent the event is about), `target_device_id` (the shared agent's device, or its name when no
+relay hosts it here), `mode` (the orchestration
 mode), `task` and `duration_ms` where they apply; `round` is the turn index.
 """
 
@@ -72,7 +73,7 @@ class TransitionClock:
                 "state": session.state,
                 "requester": session.opener,
                 "target": speaker or session.shared_agent,
-                "target_device_id": session.shared_agent,
+                "target_device_id": session.shared_device_id or session.shared_agent,
                 "mode": session.mode,
                 **payload,
             },

@@ -82,8 +82,11 @@ def open_orchestration(
     sender: str,
     now: datetime,
     options: OrchestrationOptions,
+    shared_device_id: str = "",
 ) -> Step:
-    """Open the session and ask the local agent for its first draft (turn 1)."""
+    """Open the session and ask the local agent for its first draft (turn 1).
+
+    `shared_device_id` is the device the shared agent lives on, if the caller knows it."""
     clock = TransitionClock(session_id, msg.id, now)
     problem = _problem(msg, session_id)
     spec = msg.orchestration
@@ -99,6 +102,7 @@ def open_orchestration(
         objective=msg.text.strip(),
         local_agent=spec.local_agent,
         shared_agent=spec.shared_agent,
+        shared_device_id=shared_device_id,
         mode=spec.mode,
         max_turns=spec.max_turns,
         max_duration_ms=spec.max_duration_ms,

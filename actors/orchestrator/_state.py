@@ -129,6 +129,9 @@ class OrchestratedSession(Struct, frozen=True, kw_only=True):
     objective: str
     local_agent: str
     shared_agent: str
+    shared_device_id: str = ""
+    """The device the shared agent lives on, when a relay hosts it here (its registry
+    profile says so): seed 000's target `sharedDeviceId` in the audit fields."""
     mode: Mode = "manual"
     max_turns: int = 8
     max_duration_ms: int = 600_000

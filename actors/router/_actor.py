@@ -114,6 +114,7 @@ class RouterActor(Actor):
             self._store,
             self.limits.orchestration,
             self._watcher,
+            registry,
         )
         dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics

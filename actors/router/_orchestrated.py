@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from typing import Final
 
+import msgspec
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+
 from actors.orchestrator import (
     OrchestratedSession,
     OrchestrationOptions,
@@ -34,6 +38,8 @@ from schemas import (
     Error,
     ErrorCode,
     HumanMessage,
+    ProfileSummary,
+    profile_key,
     utc_now,
     valid_token,
 )
@@ -41,6 +47,7 @@ from schemas import (
 __all__ = ("OrchestratedSessions",)
 
 _CAS_ATTEMPTS: Final = 5
+_profile_decoder = msgspec.json.Decoder(ProfileSummary)
 
 
 class OrchestratedSessions:
@@ -52,11 +59,13 @@ class OrchestratedSessions:
         sessions: SessionStore[Session],
         options: OrchestrationOptions,
         watcher: CallWatcher,
+        registry: KeyValue,
     ) -> None:
         self._store = store
         self._sessions = sessions
         self._options = options
         self._watcher = watcher
+        self._registry = registry
 
     async def open(self, msg: HumanMessage, session_id: str, ctx: Context) -> Step:
         """Open a session for `msg` (or replay its opening), refusing a session id in use."""
@@ -74,7 +83,12 @@ class OrchestratedSessions:
             if usable and await self._sessions.load(session_id) is not None:
                 return _in_use(msg, session_id, ctx)
             step = open_orchestration(
-                msg, session_id=session_id, sender=ctx.sender, now=now, options=self._options
+                msg,
+                session_id=session_id,
+                sender=ctx.sender,
+                now=now,
+                options=self._options,
+                shared_device_id=await self._shared_device(msg),
             )
             if step.session is None:
                 return step
@@ -85,6 +99,22 @@ class OrchestratedSessions:
                 continue
             return step
         raise RuntimeError(f"session {session_id} kept changing while being opened")
+
+    async def _shared_device(self, msg: HumanMessage) -> str:
+        """The device the session's shared agent lives on, from the profile the relay hosting
+        it wrote (actors/relay/_presence.py); empty for an agent of this deployment."""
+        name = msg.orchestration.shared_agent if msg.orchestration else ""
+        if not valid_token(name):
+            return ""
+        try:
+            entry = await self._registry.get(profile_key(name))
+        except KeyNotFoundError:
+            return ""
+        try:
+            summary = _profile_decoder.decode(entry.value or b"")
+        except msgspec.DecodeError:
+            return ""
+        return summary.device_id if summary.kind == "shared_agent" else ""
 
     async def advance(
         self,

@@ -17,7 +17,8 @@ Seed 000's verification list over the relay:
    out after resume, its answer opens on Alice's side, and neither relay refused a frame;
 6. a policy blocks a disallowed target: Bob's policy does not let Alice's device reach
    byte-doc, and the session ends in `error` with Bob's refusal (refused);
-8. the calling side's audit fields name the shared agent's device (test_shared_audit.py);
+8. audit entries on both sides are profile-scoped and redacted, and the calling side's name
+   the shared agent's device (audit);
 9. the local agent killed mid-run ends the session in `error`, nothing more is sent (killed);
 10. the history is bounded and summarised deterministically (full_auto).
 
@@ -34,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import nats
 import pytest
 from nats.aio.client import Client as NATS
@@ -42,6 +44,7 @@ from nats.aio.msg import Msg
 from actors.relay import DeviceKeys
 from bus import EmbeddedServer, TraceHeaders
 from schemas import (
+    AuditRecord,
     Control,
     Error,
     HumanMessage,
@@ -54,8 +57,10 @@ from schemas import (
     utc_now,
 )
 from tests.support.agents import start_agent, write_profile
+from tests.support.audit import AuditorKeys, start_auditor
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
-from tests.support.relay import TwoDeployments, relay_servers, start_two_deployments
+from tests.support.relay import Side, TwoDeployments, relay_servers, start_two_deployments
+from tools.audit import query_records
 
 OBJECTIVE = "review this API for security issues"
 LOCAL_SCRIPT = """
@@ -74,6 +79,10 @@ delay_s = 120
 [[turn]]
 goal = "ponder"
 message = "Ponder {round}: which endpoints need auth?"
+
+[[turn]]
+goal = "secret"
+message = "Try the key AKIAIOSFODNN7EXAMPLE on /admin."
 
 [[turn]]
 message = "Draft {round}: which endpoints need auth?"
@@ -403,3 +412,83 @@ async def test_a_shared_agent_slower_than_the_start_grace_is_waited_for(
     assert answer.payload["message"].startswith("Pondered 1: Ponder 1")
     end = await shared.until("session_completed")
     assert end.stop_reason == "max_turns"
+
+
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+
+
+async def _audit_watch(side: Side) -> asyncio.Queue[AuditRecord]:
+    """Every audit record of the side's tenant, as its auditor publishes it."""
+    records: asyncio.Queue[AuditRecord] = asyncio.Queue()
+
+    async def on_record(msg: Msg) -> None:
+        envelope = decode_envelope(msg.data)
+        if isinstance(envelope, AuditRecord):
+            records.put_nowait(envelope)
+
+    await side.nc.subscribe(f"{side.ns.root}.audit.test.*", cb=on_record)
+    await side.nc.flush()
+    return records
+
+
+async def _audited(records: asyncio.Queue[AuditRecord], wanted: Any) -> None:
+    while not wanted(await asyncio.wait_for(records.get(), 45)):
+        pass
+
+
+async def test_both_sides_audit_the_run_redacted_and_alices_names_bobs_device(
+    shared: SharedSession, tmp_path: Path
+) -> None:
+    """Verification 8, and seed 000's audit fields on the calling side: every session event
+    Alice's auditor records names the profile, the target shared device id (Bob's device,
+    not the local name `bob-byte-doc`), the requester, the turn index, the mode, timing,
+    status and failure reason. Bob's auditor records the call under the principal standing
+    for Alice's device. A credential in the draft crosses to Bob (full_auto sends it), but
+    neither side's audit history holds it."""
+    system = shared.system
+    bob_device = system.bob.keys.device_id
+    auditors = []
+    for side in (system.alice, system.bob):
+        auditor = start_auditor(
+            side.server.url,
+            side.ns,
+            AuditorKeys(side.dir),
+            side.dir,
+            tenant="test",
+            name=f"auditor-{side.name}",
+        )
+        shared.processes[auditor.name] = auditor
+        auditors.append(auditor)
+    for auditor in auditors:
+        await auditor.wait_line(READY)
+    alice_records = await _audit_watch(system.alice)
+    bob_records = await _audit_watch(system.bob)
+    await shared.open(objective=f"{OBJECTIVE} (secret)", mode="full_auto", max_turns=1)
+    answer = await shared.until("step_completed", role="remote_agent")
+    assert SECRET in answer.payload["message"]  # it did reach Bob's agent
+    await shared.until("session_completed")
+    await _audited(
+        alice_records,
+        lambda r: r.session_id == shared.session_id and r.status == "session_completed",
+    )
+    await _audited(bob_records, lambda r: r.profile == system.principal and r.target == "byte-doc")
+
+    records = await query_records(
+        system.alice.nc.jetstream(), system.alice.ns, tenant="test", session=shared.session_id
+    )
+    events = [r for r in records if r.fact == "session_event"]
+    assert events and {r.target_device_id for r in events} == {bob_device}
+    assert {r.requester for r in events} == {"cli"} and {r.mode for r in events} == {"full_auto"}
+    by_status = {r.status: r for r in events}
+    assert by_status["session_completed"].failure_reason == "max_turns"
+    answered = [r for r in events if r.status == "step_completed" and r.target == "bob-byte-doc"]
+    (remote,) = answered
+    assert remote.turn_index == 1 and remote.success is True
+    assert remote.duration_ms is not None and remote.profile == "bob-byte-doc"
+    for side in (system.alice, system.bob):
+        js = side.nc.jetstream()
+        everything = await query_records(js, side.ns, tenant="test")
+        assert everything, side.name
+        assert not [r for r in everything if SECRET in msgspec.json.encode(r).decode()], side.name
+    bob_side = await query_records(system.bob.nc.jetstream(), system.bob.ns, tenant="test")
+    assert {r.profile for r in bob_side} >= {system.principal, "byte-doc"}
