@@ -19,12 +19,15 @@ cannot be reached is a `ConfigError` that says what to set, never a traceback.
 `--open-broker`): `parley nats-config`'s least-privilege config for the topology's actors, the
 operator roles and every person with a console token (`person-<name>`, whom the console acts
 as), seeds kept across runs, and each child's credentials and settings passed to it as
-`PARLEY_*` variables.
+`PARLEY_*` variables. A topology with a relay (the actor `relay`) gets it granted the names it
+serves, read from its options' `relay_dir` and `device_dir` as the relay reads them, and the
+provisioner creates their durables.
 """
 
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -33,9 +36,18 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoServersError
 
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, principal_of
-from bus import ConfigError, Settings, Topology, connect, load_settings
+from actors.relay import DeviceKeyError, served_names_of
+from bus import ChildSpec, ConfigError, Settings, Topology, connect, load_settings
 from schemas import Namespace
-from tools.natsconf import AUDIT_READER, POLICY_SIGNER, PROVISIONER, settings_for, write_nats_config
+from tools.natsconf import (
+    AUDIT_READER,
+    POLICY_SIGNER,
+    PROVISIONER,
+    RELAY,
+    role_of,
+    settings_for,
+    write_nats_config,
+)
 from tools.provision import provision_once
 
 PERSON = "cli"  # `parley collab` and `parley say` act for the person at this terminal
@@ -50,6 +62,7 @@ __all__ = (
     "local_url",
     "lock_down",
     "provision_locked",
+    "relay_serves",
 )
 
 LOCAL_DIR: Final = Path(".parley")
@@ -113,6 +126,44 @@ def _env_value(value: object) -> str:
     return str(value)
 
 
+def _child_options(child: ChildSpec) -> dict[str, Any]:
+    """A child's `[options]`, as it will run: `PARLEY_OPTIONS` in its environment, else its
+    config file's table."""
+    try:
+        if "PARLEY_OPTIONS" in child.env:
+            options = json.loads(child.env["PARLEY_OPTIONS"])
+        elif child.config is not None:
+            options = tomllib.loads(child.config.read_text()).get("options", {})
+        else:
+            options = {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {child.name}'s options: {exc}") from None
+    if not isinstance(options, dict):
+        raise ConfigError(f"{child.name}'s options are not a table")
+    return options
+
+
+def relay_serves(topology: Topology) -> tuple[str, ...]:
+    """The names the topology's relay serves: its shared agents and its shares' device
+    principals (none without a relay).
+
+    Raises:
+        ConfigError: the relay's options or device keys cannot be read.
+    """
+    for child in topology.actor:
+        if role_of(child.name) != RELAY:
+            continue
+        options = _child_options(child)
+        try:
+            relay_dir, device_dir = Path(options["relay_dir"]), Path(options["device_dir"])
+            return served_names_of(relay_dir, device_dir)
+        except KeyError as exc:
+            raise ConfigError(f"the relay's options lack {exc}") from None
+        except DeviceKeyError as exc:
+            raise ConfigError(f"the relay's device keys: {exc}") from None
+    return ()
+
+
 def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) -> Topology:
     """Write the broker config for `topology` under `broker` and return the topology with each
     child's credentials and least-privilege settings in its environment.
@@ -122,8 +173,11 @@ def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) ->
     """
     names = [child.name for child in topology.actor]
     operators = [PERSON, *console_people(), POLICY_SIGNER, AUDIT_READER]
-    write_nats_config(broker, [*names, *operators], ns)
-    shared = "".join(f"{k} = {json.dumps(v)}\n" for k, v in topology.settings.items())
+    write_nats_config(broker, [*names, *operators], ns, relay_serves=relay_serves(topology))
+    # The namespace is `ns`, already in every file (a key written twice is not TOML).
+    shared = "".join(
+        f"{k} = {json.dumps(v)}\n" for k, v in topology.settings.items() if k != "namespace"
+    )
     for name in [*names, *operators, PROVISIONER]:
         path = broker / "actors" / f"{name}.toml"
         path.write_text(path.read_text() + shared)
@@ -140,8 +194,9 @@ def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) ->
 
 async def provision_locked(url: str, names: Sequence[str], broker: Path = LOCAL_BROKER) -> None:
     """Create the streams, buckets and the receivers' durables as the provisioner: the actors
-    named, and the person at this terminal, whose answers to `parley delegate` the gate
-    delivers to `parley.deliver.cli` (a person may not create its own durable)."""
+    named (the relay's, one per name `lock_down` granted it), and the person at this
+    terminal, whose answers to `parley delegate` the gate delivers to `parley.deliver.cli` (a
+    person may not create its own durable)."""
     people = (PERSON, *console_people())
     actors = [broker / "actors" / f"{name}.toml" for name in (*names, *people)]
     actors = [path for path in actors if path.is_file()]  # a token issued since lock_down

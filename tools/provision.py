@@ -5,6 +5,9 @@ cannot create, update, purge or delete streams, so an operator provisions once, 
 provisioner's credentials, before the actors start (and again after changing a definition).
 Receivers that may not create consumers (agents, the router, the CLI) get their durable here,
 configured from their own settings files: `parley provision --config P DIR/actors/*.toml`.
+The relay's are one per name it serves (actors/relay/_serving.py): the names `parley
+nats-config --relay-serves` granted it, read from that config's manifest (`DIR/actors.json`)
+unless `--relay-serves` names them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from nats.errors import Error as NatsError
 from nats.js.errors import APIError
 
+from actors.relay import relay_inputs
 from bus import (
     BUCKETS,
     ConfigError,
@@ -32,14 +36,19 @@ from bus import (
     stream_configs,
 )
 from schemas import Namespace
-from tools.natsconf._permissions import role_of
+from tools.natsconf import RELAY, relay_serves_of, role_of
 
 __all__ = ("add_provision_command", "provision_once", "provisioned_inputs")
 
 
-def provisioned_inputs(ns: Namespace, actor_id: str) -> list[Input]:
-    """The durables an actor that may not create its own reads: its deliveries, and for the
-    router and the agents their reminders (actors/router/_actor.py, actors/agent/_delegating.py)."""
+def provisioned_inputs(
+    ns: Namespace, actor_id: str, relay_serves: Sequence[str] = ()
+) -> list[Input]:
+    """The durables an actor that may not create its own reads: its deliveries, for the
+    router and the agents their reminders (actors/router/_actor.py, actors/agent/_delegating.py),
+    and for the relay the deliveries of each name it serves (`relay_serves`)."""
+    if role_of(actor_id) == RELAY:
+        return list(relay_inputs(ns, relay_serves))
     inputs = [Input.deliver(ns, actor_id)]
     if role_of(actor_id) in ("router", "agent"):
         inputs.append(Input.timers(ns, actor_id))
@@ -47,14 +56,18 @@ def provisioned_inputs(ns: Namespace, actor_id: str) -> list[Input]:
 
 
 async def provision_once(
-    config: Path | None, nats_url: str | None = None, actors: Sequence[Path] = ()
+    config: Path | None,
+    nats_url: str | None = None,
+    actors: Sequence[Path] = (),
+    relay_serves: Sequence[str] | None = None,
 ) -> str:
     """Provision the namespace of the settings in `config`; return what now exists.
 
     Each of `actors` (an actor's settings file) that may not create its own consumers gets
     its durables (`provisioned_inputs`), configured from that file as the actor would have; it binds
     to it at start and refuses to start if it differs. `nats_url` overrides the settings'
-    server (which otherwise come from `NATS_URL`).
+    server (which otherwise come from `NATS_URL`). `relay_serves`: the relay's served names,
+    else those in the manifest of the config its settings file belongs to.
 
     Raises:
         ConfigError: the settings are invalid, or an actor's namespace is another.
@@ -64,6 +77,12 @@ async def provision_once(
     settings = load_settings(config, nats_url=nats_url)
     ns = Namespace(settings.namespace)
     receivers = [load_settings(path) for path in actors]
+    serves = {
+        path: tuple(relay_serves)
+        if relay_serves is not None
+        else relay_serves_of(path.parent.parent)
+        for path in actors
+    }
     for receiver in receivers:
         if receiver.namespace != ns.root:
             raise ConfigError(
@@ -74,10 +93,10 @@ async def provision_once(
     try:
         js = nc.jetstream()
         await provision(js, ns, max_msg_size=settings.max_payload)
-        for receiver in receivers:
+        for path, receiver in zip(actors, receivers, strict=True):
             if receiver.create_consumers or not receiver.actor_id:
                 continue
-            for spec in provisioned_inputs(ns, receiver.actor_id):
+            for spec in provisioned_inputs(ns, receiver.actor_id, serves[path]):
                 try:
                     await js.add_consumer(spec.stream, consumer_config(spec, receiver))
                 except APIError as exc:
@@ -95,7 +114,10 @@ async def provision_once(
 
 def _cmd_provision(args: argparse.Namespace) -> int:
     try:
-        print(asyncio.run(provision_once(args.config, actors=args.actors)))
+        serves = None
+        if args.relay_serves is not None:
+            serves = [name.strip() for name in args.relay_serves.split(",") if name.strip()]
+        print(asyncio.run(provision_once(args.config, actors=args.actors, relay_serves=serves)))
     except ConfigError as exc:
         print(f"parley provision: {exc}", file=sys.stderr)
         return int(ExitCode.CONFIG)
@@ -118,5 +140,11 @@ def add_provision_command(commands: Any) -> None:
         nargs="*",
         type=Path,
         help="actors' settings files: each that may not create its consumer gets it",
+    )
+    cmd.add_argument(
+        "--relay-serves",
+        default=None,
+        help="comma-separated names the relay serves (default: those its nats-config "
+        "granted it, from the actors.json beside its settings file)",
     )
     cmd.set_defaults(func=_cmd_provision)

@@ -10,6 +10,7 @@ from actors.relay._actor import RelayActor
 from actors.relay._gateway import Gateway, frame_msg_id, gateway_stream
 from actors.relay._keys import DeviceKeyError, DeviceKeys
 from actors.relay._sealing import FrameError, frame_devices, open_frame, seal_frame
+from actors.relay._serving import relay_inputs, served_names, served_names_of
 from actors.relay._shares import (
     ShareRefused,
     find_share,
@@ -41,8 +42,11 @@ __all__ = (
     "load_shares",
     "open_frame",
     "read_share",
+    "relay_inputs",
     "save_shared_agent",
     "seal_frame",
+    "served_names",
+    "served_names_of",
     "share_path",
     "write_share",
 )

@@ -32,6 +32,7 @@ from actors.relay._keys import DeviceKeys
 from actors.relay._options import RelayOptions
 from actors.relay._presence import SharedPresence
 from actors.relay._sealing import FrameError, open_frame, seal_frame
+from actors.relay._serving import relay_inputs, served_names
 from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
 from actors.relay._store import Forwarded, Outgoing, RelayStore
 from actors.relay._translate import (
@@ -84,9 +85,7 @@ class RelayActor(Actor):
         self.me = self.keys.device_id
         self.relay_dir = Path(self.options.relay_dir)
         self.shared = {s.name: s for s in load_shared_agents(self.relay_dir)}
-        self.principals = {
-            s.principal for s in load_shares(self.relay_dir, self.me) if s.revoked_at is None
-        }
+        self.served = served_names(self.relay_dir, self.me)
         self.gateway = Gateway(
             self.options.gateway_url,
             self.options.gateway_root,
@@ -97,12 +96,8 @@ class RelayActor(Actor):
 
     def inputs(self) -> Sequence[Input]:
         """A deliver durable per shared agent (calls out) and per device principal (answers
-        back). Never given up on: a gateway outage must queue forwards, not drop them."""
-        names = sorted(set(self.shared) | self.principals)
-        return tuple(
-            Input(self.namespace.stream("deliver"), self.namespace.deliver(n), n, "header", -1)
-            for n in names
-        )
+        back), as the provisioner creates them (actors/relay/_serving.py)."""
+        return relay_inputs(self.namespace, self.served)
 
     async def start(self, bus: BusHandle) -> None:
         self.bus = bus

@@ -1,6 +1,7 @@
 """The relay under least privilege: Alice's deployment locked down as `parley nats-config`
 writes it (the relay a principal of its own, serving `bob-byte-doc`), and the call still
-goes through, with no permission the server refused to anyone."""
+goes through, with no permission the server refused to anyone. The relay's durable is the
+provisioner's work (`parley provision` reads the names the config granted the relay)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import MSG_ID, EmbeddedServer, Input, consumer_config, load_settings
+from bus import MSG_ID, EmbeddedServer
 from schemas import AgentResponse, Namespace, decode_envelope, encode
 from tests.support.lockdown import LockedDown
 from tests.support.processes import ProcessOutput
@@ -39,17 +40,11 @@ async def test_a_locked_down_relay_forwards_and_answers_within_its_grants(tmp_pa
     processes: list[ProcessOutput] = []
     try:
         locked = LockedDown(servers[0], config_dir, ns)
-        await locked.provision()
-        provisioner = await locked.connect("provisioner")
-        # The shared agent's durable, created by the provisioner as for any receiver.
-        relay_settings = load_settings(
-            locked.settings_file("relay"), nats_url=servers[0].url, ack_wait_s=2.0
-        )  # as the relay runs (tests/support/relay.py: ack_wait_s 2)
-        spec = Input(ns.stream("deliver"), ns.deliver("bob-byte-doc"), "bob-byte-doc", "header", -1)
-        await locked.js(provisioner, "provisioner").add_consumer(
-            spec.stream, consumer_config(spec, relay_settings)
-        )
-        await provisioner.close()
+        locked.tune("relay", ack_wait_s="2.0")  # as the relay runs (tests/support/relay.py)
+        # `parley provision` creates the shared agent's durable, for the name the config
+        # granted the relay (its manifest), as for any receiver: the relay only binds it.
+        provisioned = await locked.provision()
+        assert f"{ns.stream('deliver')}/bob-byte-doc" in provisioned
         system = await start_two_deployments(
             servers[0], servers[1], servers[2], tmp_path / "d", processes, alice_locked=locked
         )

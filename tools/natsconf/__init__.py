@@ -17,6 +17,7 @@ from tools.natsconf._command import (
     public_key,
     read_accounts,
     read_authorization,
+    relay_serves_of,
     write_nats_config,
 )
 from tools.natsconf._gateway import (
@@ -73,6 +74,7 @@ __all__ = (
     "public_key",
     "read_accounts",
     "read_authorization",
+    "relay_serves_of",
     "role_of",
     "settings_for",
     "write_gateway_config",

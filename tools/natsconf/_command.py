@@ -8,7 +8,9 @@ Writes, into `--out DIR`:
   the trusted actors, and one account per agent or person, each with one nkey user, its
   permissions and the services and streams it imports from the core account; as JSON (a
   subset of nats-server's config syntax) so tools and tests can read it back;
-- `actors.json`: which public key is which actor and role (nkey users carry no name);
+- `actors.json`: which public key is which actor and role (nkey users carry no name), and
+  for the relay the names it was granted (`serves`, comma-separated), whose durables the
+  provisioner creates (`relay_serves_of`);
 - `seeds/<actor>.nk`: each actor's private seed, readable by its owner only;
 - `actors/<actor>.toml`: the settings that actor runs with (`parley run ... --config`): its
   id, namespace, seed file, `provision = false`, and who moves exhausted messages.
@@ -34,6 +36,7 @@ from schemas import Namespace, SubjectTokenError, check_token
 from tools.natsconf._permissions import (
     CORE_ACCOUNT,
     PROVISIONER,
+    RELAY,
     Permissions,
     permissions_for,
     role_of,
@@ -48,6 +51,7 @@ __all__ = (
     "public_key",
     "read_accounts",
     "read_authorization",
+    "relay_serves_of",
     "write_nats_config",
 )
 
@@ -158,6 +162,8 @@ def write_nats_config(
         perms = permissions_for(actor, ns, relay_serves)
         grants.append(perms)
         manifest[actor] = {"role": role_of(actor), "nkey": nkey, "account": perms.account}
+        if role_of(actor) == RELAY:
+            manifest[actor]["serves"] = ",".join(relay_serves)
         users[actor] = {"nkey": nkey, "permissions": perms.to_config()}
         if seeds_dir is not None:
             values = {
@@ -211,6 +217,17 @@ def _accounts(
         core["exports"].append(export)
     core["exports"] += [{"stream": subject, "accounts": to} for subject, to in streams.items()]
     return accounts
+
+
+def relay_serves_of(config_dir: Path) -> tuple[str, ...]:
+    """The names the relay was granted in the config written to `config_dir` (none when it
+    has no relay, or no manifest)."""
+    try:
+        manifest = json.loads((config_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return ()
+    serves = str(manifest.get(RELAY, {}).get("serves", ""))
+    return tuple(name for name in serves.split(",") if name)
 
 
 def read_authorization(path: Path) -> list[dict[str, Any]]:
