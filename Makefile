@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt bench schemas demo clean chromium
+.PHONY: test lint fmt bench schemas demo demo-shared clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ fmt: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/parley demo
+
+# Seed 000: two deployments and a gateway on this machine, a shared agent over the relay.
+demo-shared: $(STAMP)
+	$(VENV)/bin/parley demo --shared
 
 bench: $(STAMP)
 	$(VENV)/bin/parley bench

@@ -283,10 +283,21 @@ async def _converse(
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.shared:
+        # tools.demo_shared builds on this module (sign_bundle): imported here, not above.
+        from tools.demo_shared import run_shared_demo
+
+        return asyncio.run(run_shared_demo(sys.stdout, keep=args.keep))
     return asyncio.run(run_demo(keep=args.keep))
 
 
 def add_demo_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser("demo", help="run seed 001's fairy tale on a local system")
     demo.add_argument("--keep", type=Path, help="keep the server store and keys in this directory")
+    demo.add_argument(
+        "--shared",
+        action="store_true",
+        help="seed 000 instead: two deployments and a gateway, an orchestrated session with "
+        "a shared agent over the relay, and what the gateway stored",
+    )
     demo.set_defaults(func=_cmd_demo)
