@@ -5,8 +5,9 @@ Public face: `main`, the command.
 Inside: `_command` (rows, rounds and the table), `_gate` (the gate against a raw relay, and
 `decide()` alone), `_collab` (collaboration rounds), `_latency` (one `say` at a time after
 idle gaps, against `_rawpath`, the same hops in raw nats-py), `_system` (the demo's processes
-the collaboration and latency rows run), `_audit` (the auditor's appends), `_kit` (what the
-rows share: ack counting, percentiles) and `_table` (the printed tables).
+the collaboration and latency rows run), `_relay` (the shared-agent relay against
+`_rawrelay`, a raw nats-py relay doing the same sealing), `_audit` (the auditor's appends),
+`_kit` (what the rows share: ack counting, percentiles) and `_table` (the printed tables).
 """
 
 from tools.bench._command import main

@@ -12,6 +12,8 @@ involved), raw and Parley runs alternating so that machine noise hits both alike
   consumer, decode, headers, context, handler, effect, ack).
 - `latency` (tools/bench/_latency.py): one `say` at a time through every process, after idle
   gaps, against the same hops in raw nats-py.
+- `relay` (tools/bench/_relay.py): the shared-agent relay's forwards/s and one-at-a-time
+  latency, against a raw nats-py relay doing the same sealing over the same gateway.
 
 Latency is measured one message at a time from publish until the input is acked (effect
 stored); throughput and CPU per
@@ -66,12 +68,14 @@ from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
+from tools.bench._relay import relay_rows
 from tools.bench._table import (
     print_audit,
     print_collab,
     print_context,
     print_gate,
     print_latency,
+    print_relay,
     print_runtime,
 )
 
@@ -308,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
         "--only",
-        choices=("runtime", "gate", "collab", "audit", "context", "latency"),
+        choices=("runtime", "gate", "collab", "audit", "context", "latency", "relay"),
         help="run only these rows (default: all)",
     )
     parser.add_argument(
@@ -323,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--gaps", default="0,1,5,30", help="idle gaps between latency calls, in seconds"
+    )
+    parser.add_argument(
+        "--relay-backlog", type=int, default=2000, help="calls per relay throughput run"
+    )
+    parser.add_argument(
+        "--relay-calls", type=int, default=200, help="one-at-a-time calls per relay run"
     )
     args = parser.parse_args(argv)
     result: dict[str, Any] = {}
@@ -342,6 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         gaps = [float(gap) for gap in args.gaps.split(",") if gap]
         result["latency"] = [asdict(row) for row in uvloop.run(latency_rows(gaps, args.calls))]
         print_latency(result["latency"])
+    if args.only in (None, "relay"):
+        rows = uvloop.run(relay_rows(args.relay_backlog, args.relay_calls, args.rounds))
+        result["relay"] = [asdict(row) for row in rows]
+        print_relay(result["relay"])
     if args.only in (None, "context"):
         result["context"] = context_row()
         print_context(result["context"])

@@ -10,6 +10,7 @@ __all__ = (
     "print_context",
     "print_gate",
     "print_latency",
+    "print_relay",
     "print_runtime",
 )
 
@@ -114,3 +115,20 @@ def print_latency(rows: list[dict[str, Any]]) -> None:
             f"  gap {gap_s:>4g} s  p50 {parley['p50_ms'] / raw['p50_ms']:.2f}x raw  "
             f"p99/p50 {parley['p99_ms'] / parley['p50_ms']:.2f}x  max {parley['max_ms']:.0f} ms"
         )
+
+
+def print_relay(rows: list[dict[str, Any]]) -> None:
+    print("\nThe shared-agent relay: a delivered call sealed (Ed25519 + HPKE) and stored on the")
+    print("gateway, Parley's relay against a raw nats-py relay doing the same sealing:")
+    print(f"{'path':<7} {'forwards':>8} {'fwd/s':>8} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    for row in rows:
+        print(
+            f"{row['path']:<7} {row['forwards']:>8} {row['forwards_per_s']:>8.0f} "
+            f"{row['calls']:>6} {row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f}"
+        )
+    raw, parley = (next(r for r in rows if r["path"] == path) for path in ("raw", "parley"))
+    print(
+        f"\nParley / raw nats-py (aims: >= 0.7x forwards/s, p50 <= 1.3x): "
+        f"{parley['forwards_per_s'] / raw['forwards_per_s']:.2f}x forwards/s, "
+        f"p50 {parley['p50_ms'] / raw['p50_ms']:.2f}x"
+    )
