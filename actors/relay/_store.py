@@ -3,12 +3,14 @@
 Everything a relay must remember across a SIGKILL lives here, written before the effect it
 makes possible:
 
-- `seq.<peer>.<session>`: the last sequence number given to a frame to that device in that
-  session (compare-and-set, so two replicas never give one number twice);
-- `out.<envelope id>`: the frame an envelope became (its number, and, for a call, what the
-  answer needs: the caller, its call id, the trace position). Created once: a redelivered
-  envelope is sealed again under the same number, and the gateway's de-duplication (msg id
-  from the number) and the receiver's replay window drop the copy;
+- `out.<envelope id>`: the frame an envelope became (for a call, what the answer needs: the
+  caller, its call id, the trace position). Created once, and its sequence number is the
+  revision it was created at: the bucket's stream sequence, so every frame's number is
+  unique (two replicas can never be given one revision) and a session's numbers grow, with
+  gaps, in the order its frames were claimed. One write per frame, no counter to read and
+  compare-and-set. A redelivered envelope finds its record and is sealed again under the same
+  number, and the gateway's de-duplication (msg id from the number) and the receiver's replay
+  window drop the copy;
 - `in.<local call id>`: a call that came in through the gateway, so the local agent's answer
   finds its way back to the right device, session and call;
 - `win.<peer>.<session>`: the replay window (actors/relay/_window.py).
@@ -32,7 +34,9 @@ T = TypeVar("T")
 
 
 class Outgoing(Struct, frozen=True, kw_only=True):
-    """What sending one envelope through the gateway fixed, and what its answer will need."""
+    """What sending one envelope through the gateway fixed, and what its answer will need.
+
+    `seq` is stored as 0: the number is the record's revision, filled in when it is read."""
 
     seq: int
     session: str
@@ -77,39 +81,23 @@ class RelayStore:
         return msgspec.json.decode(entry.value, type=kind), entry.revision or 0
 
     async def outgoing(self, envelope_id: str) -> Outgoing | None:
-        found, _ = await self._get(f"out.{_key(envelope_id)}", Outgoing)
-        return found
+        found, revision = await self._get(f"out.{_key(envelope_id)}", Outgoing)
+        return None if found is None else msgspec.structs.replace(found, seq=revision)
 
     async def claim_outgoing(self, envelope_id: str, draft: Outgoing) -> Outgoing:
-        """The frame `envelope_id` goes out as: the one fixed before, or `draft` numbered
-        with the next sequence number of its (peer, session)."""
-        existing = await self.outgoing(envelope_id)
-        if existing is not None:
-            return existing
-        seq = await self._next_seq(draft.peer, draft.session)
-        fixed = msgspec.structs.replace(draft, seq=seq)
+        """The frame `envelope_id` goes out as: `draft`, numbered with the revision its record
+        is created at, or the one fixed before (a redelivery, or another replica first)."""
+        record = msgspec.structs.replace(draft, seq=0)
         try:
-            await self._kv.create(f"out.{_key(envelope_id)}", msgspec.json.encode(fixed))
+            revision = await self._kv.create(
+                f"out.{_key(envelope_id)}", msgspec.json.encode(record)
+            )
         except KeyWrongLastSequenceError:
-            won = await self.outgoing(envelope_id)  # another replica fixed it first
-            if won is None:
+            fixed = await self.outgoing(envelope_id)
+            if fixed is None:
                 raise RuntimeError(f"frame of {envelope_id} neither created nor found") from None
-            return won
-        return fixed
-
-    async def _next_seq(self, peer: str, session: str) -> int:
-        key = f"seq.{peer}.{session}"
-        while True:
-            current, revision = await self._get(key, int)
-            value = (current or 0) + 1
-            try:
-                if revision:
-                    await self._kv.update(key, msgspec.json.encode(value), last=revision)
-                else:
-                    await self._kv.create(key, msgspec.json.encode(value))
-            except KeyWrongLastSequenceError:
-                continue
-            return value
+            return fixed
+        return msgspec.structs.replace(draft, seq=revision)
 
     async def forwarded(self, local_call_id: str) -> Forwarded | None:
         found, _ = await self._get(f"in.{_key(local_call_id)}", Forwarded)
