@@ -68,7 +68,7 @@ from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
-from tools.bench._relay import relay_rows
+from tools.bench._relay import relay_rows, turn_rows
 from tools.bench._table import (
     print_audit,
     print_collab,
@@ -334,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--relay-calls", type=int, default=200, help="one-at-a-time calls per relay run"
     )
+    parser.add_argument(
+        "--relay-turns", type=int, default=8, help="turns per orchestrated session (relay)"
+    )
     args = parser.parse_args(argv)
     result: dict[str, Any] = {}
     if args.only in (None, "runtime"):
@@ -354,7 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         print_latency(result["latency"])
     if args.only in (None, "relay"):
         rows = uvloop.run(relay_rows(args.relay_backlog, args.relay_calls, args.rounds))
-        result["relay"] = [asdict(row) for row in rows]
+        turns = uvloop.run(turn_rows(args.relay_turns, args.rounds))
+        result["relay"] = {
+            "forwards": [asdict(row) for row in rows],
+            "turns": [asdict(row) for row in turns],
+        }
         print_relay(result["relay"])
     if args.only in (None, "context"):
         result["context"] = context_row()

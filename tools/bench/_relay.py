@@ -9,6 +9,12 @@ tools/bench/_rawrelay.py. Two figures per path, each round alternating which goe
   ack to its last as JetStream sees them (`$JS.ACK.…`, tools/bench/_kit.py);
 - latency: then one call at a time, from its delivery to its frame on the gateway.
 
+And an orchestrated turn's added latency (`turn_rows`): two locked-down deployments and the
+gateway (tools/_shared_deployments.py), Alice's router calling Bob's `byte-doc` over the
+relays or a `byte-doc` of her own, sessions alternating; each turn's remote leg is the time
+between the router sending the draft and its handling the answer (the timeline events' own
+times, one clock).
+
 Each run gets a fresh namespace and gateway stream, so no run inherits another's backlog.
 The aims (issue 16): Parley >= 0.7x the raw relay's forwards/s, p50 <= 1.3x its latency.
 """
@@ -33,10 +39,11 @@ from nats.aio.msg import Msg
 from actors.relay import DeviceKeys, save_shared_agent
 from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, provision
 from schemas import AgentCall, Namespace, SharedAgent, encode, new_id, utc_now
+from tools._shared_deployments import orchestrate, shared_deployments
 from tools.bench._kit import AckCounter, percentile_us
 from tools.bench._rawrelay import DURABLE, SESSION
 
-__all__ = ("RelayRow", "relay_rows")
+__all__ = ("RelayRow", "TurnRow", "relay_rows", "turn_rows")
 
 SHARED = "bob-byte-doc"
 _TEXT = "Which endpoints of this API accept requests without authentication? " * 4
@@ -52,6 +59,14 @@ class RelayRow:
     forwards: int
     forwards_per_s: float
     calls: int
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass
+class TurnRow:
+    path: str
+    turns: int
     p50_ms: float
     p99_ms: float
 
@@ -211,4 +226,33 @@ async def relay_rows(backlog: int, calls: int, rounds: int) -> list[RelayRow]:
             p99_ms=percentile_us(samples[path], 0.99) / 1000,
         )
         for path in ("raw", "parley")
+    ]
+
+
+async def turn_rows(turns: int, rounds: int) -> list[TurnRow]:
+    """`rounds` full_auto sessions of `turns` turns per path; one row per path."""
+    legs: dict[str, list[float]] = {"byte-doc": [], "bob-byte-doc": []}
+    with tempfile.TemporaryDirectory(prefix="parley-bench-turns-") as scratch:
+        async with shared_deployments(
+            Path(scratch), sys.stdout, local_copy=True, rate_per_minute=10_000_000
+        ) as running:
+            for run in range(rounds):
+                order = list(legs) if run % 2 == 0 else list(reversed(legs))
+                for shared in order:
+                    sent = {}
+                    async for event in orchestrate(running.alice, "bench", shared, turns):
+                        role = event.payload.get("role")
+                        if event.event_type == "step_started" and role == "outbound":
+                            sent[event.round] = event.created_at
+                        elif event.event_type == "step_completed" and role == "remote_agent":
+                            taken = event.created_at - sent[event.round]
+                            legs[shared].append(taken.total_seconds())
+    return [
+        TurnRow(
+            path=path,
+            turns=len(legs[shared]),
+            p50_ms=percentile_us(legs[shared], 0.5) / 1000,
+            p99_ms=percentile_us(legs[shared], 0.99) / 1000,
+        )
+        for path, shared in (("one deployment", "byte-doc"), ("over the relay", "bob-byte-doc"))
     ]

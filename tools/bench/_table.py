@@ -117,7 +117,8 @@ def print_latency(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def print_relay(rows: list[dict[str, Any]]) -> None:
+def print_relay(result: dict[str, Any]) -> None:
+    rows = result["forwards"]
     print("\nThe shared-agent relay: a delivered call sealed (Ed25519 + HPKE) and stored on the")
     print("gateway, Parley's relay against a raw nats-py relay doing the same sealing:")
     print(f"{'path':<7} {'forwards':>8} {'fwd/s':>8} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8}")
@@ -132,3 +133,9 @@ def print_relay(rows: list[dict[str, Any]]) -> None:
         f"{parley['forwards_per_s'] / raw['forwards_per_s']:.2f}x forwards/s, "
         f"p50 {parley['p50_ms'] / raw['p50_ms']:.2f}x"
     )
+    print("\nOne orchestrated turn's remote leg (the router's draft sent to the answer handled):")
+    print(f"{'path':<15} {'turns':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    for row in result["turns"]:
+        print(f"{row['path']:<15} {row['turns']:>6} {row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f}")
+    local, relayed = result["turns"]
+    print(f"added by the relay: p50 {relayed['p50_ms'] - local['p50_ms']:.1f} ms")
