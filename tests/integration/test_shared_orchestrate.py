@@ -22,6 +22,10 @@ Seed 000's verification list over the relay:
 9. the local agent killed mid-run ends the session in `error`, nothing more is sent (killed);
 10. the history is bounded and summarised deterministically (full_auto).
 
+And issue 16's chaos rule for the relays: either relay SIGKILLed mid-run and restarted, the
+session still completes, every turn's call reaches byte-doc once and its answer comes back
+once (relay_killed).
+
 Not here: 7 (loop prevention is Alice's gate's hop and self-loop checks, the same with or
 without a relay: tests/integration/test_gate_policy.py, test_orchestrate_e2e.py) and 11
 (`max_tool_rounds` is the local agent host's, tests/integration/test_local_agent_bridge.py).
@@ -42,10 +46,11 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actors.relay import DeviceKeys
-from bus import EmbeddedServer, TraceHeaders
+from bus import EmbeddedServer, TraceHeaders, read_history
 from schemas import (
     AuditRecord,
     Control,
+    Decision,
     Error,
     HumanMessage,
     Orchestration,
@@ -492,3 +497,41 @@ async def test_both_sides_audit_the_run_redacted_and_alices_names_bobs_device(
         assert not [r for r in everything if SECRET in msgspec.json.encode(r).decode()], side.name
     bob_side = await query_records(system.bob.nc.jetstream(), system.bob.ns, tenant="test")
     assert {r.profile for r in bob_side} >= {system.principal, "byte-doc"}
+
+
+@pytest.mark.parametrize("side", ["alice", "bob"])
+async def test_a_relay_killed_mid_run_neither_duplicates_nor_loses_a_turn(
+    shared: SharedSession, side: str
+) -> None:
+    """The relay is SIGKILLed as turn 2's draft goes out (its call delivered to Alice's
+    relay, or on its way to Bob's) and restarted as a supervisor would: the session completes
+    at maxTurns, Bob's gate admitted exactly one call to byte-doc per turn, and each answer
+    came back once."""
+    system = shared.system
+    relay_side = system.alice if side == "alice" else system.bob
+    await shared.open(mode="full_auto", max_turns=3)
+    await shared.until("step_started", role="outbound")
+    sent = await shared.until("step_started", role="outbound")
+    assert sent.round == 2
+    assert relay_side.relay is not None
+    relay_side.relay.kill()
+    relay = system.start_relay(relay_side)
+    await relay.wait_line(READY)
+    end = await shared.until("session_completed")
+    assert end.stop_reason == "max_turns"
+    answers = shared.of("step_completed", "remote_agent")
+    assert sorted(e.round or 0 for e in answers) == [1, 2, 3]
+    bob = system.bob
+    decisions = [
+        envelope
+        async for stored in read_history(
+            bob.nc.jetstream(), bob.ns.stream("events"), subject=f"{bob.ns.root}.decisions.>"
+        )
+        if isinstance(envelope := decode_envelope(stored.data), Decision)
+    ]
+    calls = [
+        d.envelope_id
+        for d in decisions
+        if d.allowed and d.sender == system.principal and d.target == "byte-doc"
+    ]
+    assert len(calls) == len(set(calls)) == 3, calls
