@@ -9,7 +9,8 @@ gate and reads the timeline on `parley.events.cli.<session>`.
 
 Seed 000's verification list over the relay:
 
-1. an orchestrated session starts with the selected local agent (every test);
+1. an orchestrated session starts with the selected local agent (every test; `parley
+   orchestrate` too);
 2. the loop local draft -> remote send -> remote answer -> local follow-up (full_auto);
 3. manual mode sends nothing before its owner approves (manual);
 4. full_auto runs to the maxTurns stop condition (full_auto);
@@ -65,6 +66,7 @@ from tests.support.agents import start_agent, write_profile
 from tests.support.audit import AuditorKeys, start_auditor
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tests.support.relay import Side, TwoDeployments, relay_servers, start_two_deployments
+from tests.support.system import finished, parley_cli
 from tools.audit import query_records
 
 OBJECTIVE = "review this API for security issues"
@@ -535,3 +537,20 @@ async def test_a_relay_killed_mid_run_neither_duplicates_nor_loses_a_turn(
         if d.allowed and d.sender == system.principal and d.target == "byte-doc"
     ]
     assert len(calls) == len(set(calls)) == 3, calls
+
+
+async def test_parley_orchestrate_runs_a_session_with_the_shared_agent_over_the_relay(
+    shared: SharedSession,
+) -> None:
+    """Verification 1 as a person starts it: `parley orchestrate` on Alice's deployment,
+    the shared agent by its local name; the timeline shows Bob's answers and the banner."""
+    alice = shared.alice
+    env = parley_env(alice.server.url, alice.ns.root)
+    argv = ("--agent", "local", "--shared", "bob-byte-doc", "--mode", "full_auto")
+    cli = parley_cli(env, "orchestrate", *argv, "--max-turns", "2", OBJECTIVE)
+    code, lines = await finished(cli, timeout=90)
+    output = "\n".join(lines)
+    assert code == 0, output
+    assert "[Local Agent · 1/2] Draft 1: which endpoints need auth?" in lines, output
+    assert "[Remote Agent · 2/2] Answer 2 to: Draft 2: which endpoints need auth?" in lines
+    assert "======== TURN LIMIT REACHED ========" in lines and output.endswith("stopped: max_turns")
