@@ -23,9 +23,9 @@ Seed 000's verification list over the relay:
 9. the local agent killed mid-run ends the session in `error`, nothing more is sent (killed);
 10. the history is bounded and summarised deterministically (full_auto).
 
-And issue 16's chaos rule for the relays: either relay SIGKILLed mid-run and restarted, the
-session still completes, every turn's call reaches byte-doc once and its answer comes back
-once (relay_killed).
+And issue 16's chaos rule: either relay or the gateway's server SIGKILLed mid-run and
+restarted, the session still completes, every turn's call reaches byte-doc once and its
+answer comes back once (killed_mid_run).
 
 Not here: 7 (loop prevention is Alice's gate's hop and self-loop checks, the same with or
 without a relay: tests/integration/test_gate_policy.py, test_orchestrate_e2e.py) and 11
@@ -501,24 +501,27 @@ async def test_both_sides_audit_the_run_redacted_and_alices_names_bobs_device(
     assert {r.profile for r in bob_side} >= {system.principal, "byte-doc"}
 
 
-@pytest.mark.parametrize("side", ["alice", "bob"])
-async def test_a_relay_killed_mid_run_neither_duplicates_nor_loses_a_turn(
-    shared: SharedSession, side: str
+@pytest.mark.parametrize("victim", ["alice", "bob", "gateway"])
+async def test_a_relay_or_the_gateway_killed_mid_run_neither_duplicates_nor_loses_a_turn(
+    shared: SharedSession, victim: str
 ) -> None:
-    """The relay is SIGKILLed as turn 2's draft goes out (its call delivered to Alice's
-    relay, or on its way to Bob's) and restarted as a supervisor would: the session completes
-    at maxTurns, Bob's gate admitted exactly one call to byte-doc per turn, and each answer
-    came back once."""
+    """A relay, or the gateway's nats-server, is SIGKILLed as turn 2's draft goes out (its
+    call delivered to Alice's relay, or on its way over the gateway) and restarted as a
+    supervisor would: the session completes at maxTurns, Bob's gate admitted exactly one
+    call to byte-doc per turn, and each answer came back once."""
     system = shared.system
-    relay_side = system.alice if side == "alice" else system.bob
     await shared.open(mode="full_auto", max_turns=3)
     await shared.until("step_started", role="outbound")
     sent = await shared.until("step_started", role="outbound")
     assert sent.round == 2
-    assert relay_side.relay is not None
-    relay_side.relay.kill()
-    relay = system.start_relay(relay_side)
-    await relay.wait_line(READY)
+    if victim == "gateway":
+        system.gateway.kill()
+        system.gateway.start()  # same port and store: the relays reconnect
+    else:
+        relay_side = system.alice if victim == "alice" else system.bob
+        assert relay_side.relay is not None
+        relay_side.relay.kill()
+        await system.start_relay(relay_side).wait_line(READY)
     end = await shared.until("session_completed")
     assert end.stop_reason == "max_turns"
     answers = shared.of("step_completed", "remote_agent")
