@@ -2,9 +2,10 @@
 
 nats-py's defaults suit short scripts: it gives up reconnecting after 60 attempts, notices a
 dead server only after minutes, and hands every connection the shared `_INBOX.>` prefix.
-Actors reconnect forever, ping every few seconds, use their own inbox prefix (so broker
-permissions can keep one actor from reading another's replies), and count the permission
-violations the server reports asynchronously (a refused publish does not raise).
+Actors know every server they were given (a cluster's nodes), reconnect forever to any of them,
+ping every few seconds, use their own inbox prefix (so broker permissions can keep one actor
+from reading another's replies), and count the permission violations the server reports
+asynchronously (a refused publish does not raise).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ async def connect(
         log.info("reconnected to nats")
 
     options: dict[str, Any] = {
-        "servers": [settings.nats_url],
+        "servers": list(settings.nats_servers),
         "name": f"parley-{actor_id}",
         "inbox_prefix": ns.inbox_prefix(actor_id).encode(),
         "error_cb": on_error,

@@ -1,7 +1,8 @@
 """Configuration: pydantic settings from a TOML file plus `PARLEY_*` environment variables.
 
 Precedence, highest first: values passed in code (the CLI's flags), the environment, the TOML
-file, the defaults. `NATS_URL` (or `PARLEY_NATS_URL`) names an existing NATS deployment.
+file, the defaults. `NATS_URL` (or `PARLEY_NATS_URL`) names an existing NATS deployment: one
+URL, or a comma-separated list of a cluster's nodes (`nats_servers`), any of which will do.
 Errors name the field, the problem and the value, in one readable line each.
 """
 
@@ -51,6 +52,7 @@ class Settings(BaseSettings):
     nats_url: str = Field(
         default="nats://127.0.0.1:4222",
         validation_alias=AliasChoices("NATS_URL", "PARLEY_NATS_URL", "nats_url"),
+        description="A server URL, or a comma-separated list of a cluster's servers.",
     )
     namespace: str = "parley"
     monitor_url: str | None = Field(
@@ -64,6 +66,13 @@ class Settings(BaseSettings):
         default=None, description="This actor's NATS nkey seed (`parley nats-config` writes it)."
     )
     provision: bool = Field(default=True, description="Create or update streams and buckets.")
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="Replicas of every stream and bucket `parley provision` creates; unset: 3 "
+        "on a cluster of 3 or more JetStream nodes, else 1.",
+    )
     ack_wait_s: float = Field(default=30.0, gt=0)
     max_deliver: int = Field(default=5, ge=1)
     backoff_s: tuple[float, ...] = (0.25, 1.0, 5.0)
@@ -121,6 +130,20 @@ class Settings(BaseSettings):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Actor-specific settings ([options] in TOML)."
     )
+
+    @field_validator("nats_url")
+    @classmethod
+    def _server_list(cls, value: str) -> str:
+        servers = [url.strip() for url in value.split(",")]
+        if not all(servers):
+            raise ValueError("an empty server URL in the list")
+        return ",".join(servers)
+
+    @property
+    def nats_servers(self) -> tuple[str, ...]:
+        """The servers of `nats_url`: a client connects to any and fails over to the others
+        (and to the cluster's nodes each server announces)."""
+        return tuple(self.nats_url.split(","))
 
     @field_validator("actor_id")
     @classmethod
