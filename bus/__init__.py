@@ -25,7 +25,7 @@ from bus._deadletter import (
     DEAD_TRUNCATED,
     DeadLetters,
 )
-from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
+from bus._embedded import EmbeddedCluster, EmbeddedServer, NatsServerError, find_nats_server
 from bus._headers import (
     CAUSATION_ID,
     DEADLINE,
@@ -99,6 +99,7 @@ __all__ = (
     "DeadLetters",
     "Deferral",
     "EffectError",
+    "EmbeddedCluster",
     "EmbeddedServer",
     "ExitCode",
     "FsyncCheckError",

@@ -4,12 +4,26 @@ Every actor provisions on start (unless told not to, when an operator owns the s
 starting actors in any order works. Re-running with the same definitions is a no-op; a changed
 definition is applied as an update, and an update JetStream refuses (a different retention, for
 instance) is an error that names the stream.
+
+Replicas: on a cluster of three or more JetStream nodes every stream and bucket is created with
+three replicas, so losing a node loses nothing acknowledged; elsewhere with one. The server's
+INFO says which (the cluster it belongs to and the nodes clients may reach). An explicit
+`replicas` overrides that. Without one, an existing stream is never shrunk: an actor that
+starts while a node is down (and so sees a smaller cluster) leaves the streams as they are.
+Right after a cluster starts, or while a node rejoins, JetStream may refuse a replicated stream
+for want of peers; creation is retried for a while before that is an error.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
@@ -22,9 +36,24 @@ from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from schemas import DEFAULT_MAX_BYTES, Namespace
 
-__all__ = ("BUCKETS", "STREAM_FAMILIES", "ProvisionError", "provision", "stream_configs")
+__all__ = (
+    "BUCKETS",
+    "CLUSTER_REPLICAS",
+    "STREAM_FAMILIES",
+    "ProvisionError",
+    "cluster_replicas",
+    "provision",
+    "stream_configs",
+)
 
 _DAY = 24 * 3600.0
+
+CLUSTER_REPLICAS = 3
+"""Replicas on a cluster big enough: a majority survives the loss of any one node."""
+
+_PLACEMENT_WAIT_S = 20.0
+"""How long a replicated stream's creation is retried while the cluster lacks peers."""
+_TRANSIENT = (10005, 10008)  # no suitable peers for placement; JetStream temporarily unavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +113,7 @@ class ProvisionError(RuntimeError):
 class StreamSpec:
     """One stream of DESIGN.md, independent of namespace and message size limit.
 
-    The six streams differ only in these fields; everything else (file storage, one replica)
+    The six streams differ only in these fields; everything else (file storage, the replicas)
     is the same for all of them, so it is written once, in `stream_configs`.
     """
 
@@ -157,7 +186,9 @@ STREAMS = (
 STREAM_FAMILIES = tuple(spec.family for spec in STREAMS)
 
 
-def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> list[StreamConfig]:
+def stream_configs(
+    ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES, replicas: int = 1
+) -> list[StreamConfig]:
     """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`."""
     return [
         StreamConfig(
@@ -170,7 +201,7 @@ def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> l
             duplicate_window=spec.duplicate_window,
             max_msg_size=max_msg_size,
             storage=StorageType.FILE,
-            num_replicas=1,
+            num_replicas=replicas,
             deny_delete=spec.immutable,
             deny_purge=spec.immutable,
             allow_direct=spec.direct,
@@ -179,13 +210,43 @@ def stream_configs(ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES) -> l
     ]
 
 
-async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+def cluster_replicas(server_info: dict[str, Any]) -> int:
+    """The replicas fit for the server that sent this INFO: `CLUSTER_REPLICAS` when it
+    belongs to a cluster of at least that many nodes clients can reach, else 1."""
+    if not server_info.get("cluster") or not server_info.get("jetstream"):
+        return 1
+    nodes = len(set(server_info.get("connect_urls") or ()))
+    return CLUSTER_REPLICAS if nodes >= CLUSTER_REPLICAS else 1
+
+
+async def _placed(what: str, create: Callable[[], Awaitable[object]]) -> None:
+    """Create `what`, retrying while the cluster cannot place it yet (peers still joining,
+    no metadata leader for a moment); an error that names it once that lasts too long."""
+    deadline = time.monotonic() + _PLACEMENT_WAIT_S
+    pause = 0.1
+    while True:
+        try:
+            await create()
+            return
+        except APIError as exc:
+            if exc.err_code not in _TRANSIENT or time.monotonic() > deadline:
+                raise
+        except (NatsTimeoutError, NoRespondersError):
+            if time.monotonic() > deadline:
+                raise ProvisionError(f"cannot create {what}: JetStream did not answer") from None
+        await asyncio.sleep(pause)  # the cluster's own election and peer gossip take this long
+        pause = min(pause * 2, 1.0)
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: bool) -> None:
+    """Create the stream, or update it where it differs. `exact`: its replicas were asked
+    for, not inferred, and are applied either way; else they only ever grow."""
     name = config.name or ""
     try:
         info = await js.stream_info(name)
     except NotFoundError:
         try:
-            await js.add_stream(config)
+            await _placed(f"stream {name}", lambda: js.add_stream(config))
         except APIError as exc:
             if exc.err_code != 10058:  # created meanwhile by another actor: compare below
                 raise ProvisionError(f"cannot create stream {config.name}: {exc}") from exc
@@ -193,12 +254,21 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
             return
         info = await js.stream_info(name)
     current = info.config
-    wanted = (config.subjects, config.max_age, config.duplicate_window, config.max_msg_size)
+    if not exact:
+        config.num_replicas = max(config.num_replicas or 1, current.num_replicas or 1)
+    wanted = (
+        config.subjects,
+        config.max_age,
+        config.duplicate_window,
+        config.max_msg_size,
+        config.num_replicas or 1,
+    )
     if (
         current.subjects,
         current.max_age,
         current.duplicate_window,
         current.max_msg_size,
+        current.num_replicas or 1,
     ) == wanted:
         return
     try:
@@ -207,40 +277,51 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         raise ProvisionError(f"cannot update stream {config.name}: {exc}") from exc
 
 
-async def _ensure_bucket(js: JetStreamContext, ns: Namespace, spec: BucketSpec) -> None:
+async def _ensure_bucket(
+    js: JetStreamContext, ns: Namespace, spec: BucketSpec, replicas: int, *, exact: bool
+) -> None:
     name = ns.bucket(spec.name)
     try:
         await js.key_value(name)
     except BucketNotFoundError:
         pass
     else:
-        await _ensure_existing(js, name, spec)
+        await _ensure_existing(js, name, spec, replicas, exact=exact)
         return
+    config = KeyValueConfig(
+        bucket=name,
+        description=spec.description,
+        history=spec.history,
+        ttl=spec.ttl_s,
+        storage=StorageType.FILE,
+        replicas=replicas,
+        direct=spec.direct,
+    )
     try:
-        await js.create_key_value(
-            KeyValueConfig(
-                bucket=name,
-                description=spec.description,
-                history=spec.history,
-                ttl=spec.ttl_s,
-                storage=StorageType.FILE,
-                direct=spec.direct,
-            )
-        )
+        await _placed(f"bucket {name}", lambda: js.create_key_value(config))
     except APIError as exc:
         if exc.err_code != 10058:
             raise ProvisionError(f"cannot create bucket {name}: {exc}") from exc
 
 
-async def _ensure_existing(js: JetStreamContext, name: str, spec: BucketSpec) -> None:
+async def _ensure_existing(
+    js: JetStreamContext, name: str, spec: BucketSpec, replicas: int, *, exact: bool
+) -> None:
     """Give a bucket made by an older release what its spec asks for now: a TTL that grew
-    (the gate's id claims must outlive its positions), and direct gets where it is read key
-    by key (the quarantine's marks)."""
+    (the gate's id claims must outlive its positions), direct gets where it is read key by
+    key (the quarantine's marks), and the replicas of its cluster."""
     config = (await js.stream_info(f"KV_{name}")).config
-    if (config.max_age or None) == spec.ttl_s and (config.allow_direct or not spec.direct):
+    current = config.num_replicas or 1
+    replicas = replicas if exact else max(replicas, current)
+    if (
+        (config.max_age or None) == spec.ttl_s
+        and (config.allow_direct or not spec.direct)
+        and current == replicas
+    ):
         return
     config.max_age = spec.ttl_s
     config.allow_direct = bool(config.allow_direct or spec.direct)
+    config.num_replicas = replicas
     try:
         await js.update_stream(config)
     except APIError as exc:
@@ -248,10 +329,23 @@ async def _ensure_existing(js: JetStreamContext, name: str, spec: BucketSpec) ->
 
 
 async def provision(
-    js: JetStreamContext, ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES
-) -> None:
-    """Create or update every stream and bucket of namespace `ns`."""
-    for config in stream_configs(ns, max_msg_size=max_msg_size):
-        await _ensure_stream(js, config)
+    js: JetStreamContext,
+    ns: Namespace,
+    *,
+    max_msg_size: int = DEFAULT_MAX_BYTES,
+    replicas: int | None = None,
+) -> int:
+    """Create or update every stream and bucket of namespace `ns`; return their replicas.
+
+    `replicas` None: as many as the cluster `js` is connected to calls for (`cluster_replicas`
+    of its server's INFO), never fewer than an existing stream has.
+    """
+    exact = replicas is not None
+    if replicas is None:
+        # nats-py keeps the server's INFO (cluster name, connect_urls) only privately.
+        replicas = cluster_replicas(js._nc._server_info)
+    for config in stream_configs(ns, max_msg_size=max_msg_size, replicas=replicas):
+        await _ensure_stream(js, config, exact=exact)
     for spec in BUCKETS:
-        await _ensure_bucket(js, ns, spec)
+        await _ensure_bucket(js, ns, spec, replicas, exact=exact)
+    return replicas

@@ -15,7 +15,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from bus import EmbeddedServer, provision
+from bus import EmbeddedCluster, EmbeddedServer, provision
 from schemas import Namespace
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
 from tests.support.wire import Effects
@@ -38,6 +38,16 @@ def private_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
     server.start()
     yield server
     server.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    """A 3-node JetStream cluster of this test's own on loopback, its nodes free to be killed
+    and restarted; started once every node follows one metadata leader."""
+    nodes = EmbeddedCluster(3, tmp_path / "cluster")
+    nodes.start()
+    yield nodes
+    nodes.close()
 
 
 @pytest.fixture

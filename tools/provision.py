@@ -3,11 +3,12 @@
 Under the least-privilege broker config (deploy/nats/) actors run with `provision = false` and
 cannot create, update, purge or delete streams, so an operator provisions once, with the
 provisioner's credentials, before the actors start (and again after changing a definition).
-Receivers that may not create consumers (agents, the router, the CLI) get their durable here,
-configured from their own settings files: `parley provision --config P DIR/actors/*.toml`.
-The relay's are one per name it serves (actors/relay/_serving.py): the names `parley
-nats-config --relay-serves` granted it, read from that config's manifest (`DIR/actors.json`)
-unless `--relay-serves` names them.
+Streams and buckets get three replicas on a cluster of three or more nodes, one otherwise, or
+the settings' `replicas`. Receivers that may not create consumers (agents, the router, the
+CLI) get their durable here, configured from their own settings files:
+`parley provision --config P DIR/actors/*.toml`. The relay's are one per name it serves
+(actors/relay/_serving.py): the names `parley nats-config --relay-serves` granted it, read from
+that config's manifest (`DIR/actors.json`) unless `--relay-serves` names them.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ async def provision_once(
     created = []
     try:
         js = nc.jetstream()
-        await provision(js, ns, max_msg_size=settings.max_payload)
+        replicas = await provision(
+            js, ns, max_msg_size=settings.max_payload, replicas=settings.replicas
+        )
         for path, receiver in zip(actors, receivers, strict=True):
             if receiver.create_consumers or not receiver.actor_id:
                 continue
@@ -109,7 +112,10 @@ async def provision_once(
     streams = ", ".join(c.name or "" for c in stream_configs(ns))
     buckets = ", ".join(ns.bucket(spec.name) for spec in BUCKETS)
     consumers = f"; consumers {', '.join(created)}" if created else ""
-    return f"provisioned namespace {ns.root}: streams {streams}; buckets {buckets}{consumers}"
+    return (
+        f"provisioned namespace {ns.root} at {replicas} replica{'s' if replicas > 1 else ''}: "
+        f"streams {streams}; buckets {buckets}{consumers}"
+    )
 
 
 def _cmd_provision(args: argparse.Namespace) -> int:
