@@ -162,8 +162,14 @@ def _read_varz(monitor_url: str) -> dict[str, Any]:
 async def check_fsync(settings: Settings) -> bool | None:
     """Refuse a server that does not fsync every write, unless `allow_lazy_fsync`.
 
-    Returns True when the server syncs always, None when it cannot be told (no monitoring
-    URL configured), and raises `FsyncCheckError` when it is lazy and that was not allowed.
+    `monitor_url` may list a cluster's nodes, comma-separated: every node that answers is
+    checked (one that is down is no reason not to start; one that is lazy is).
+
+    Returns True when the servers sync always, None when it cannot be told (no monitoring
+    URL configured), and raises `FsyncCheckError` when one is lazy and that was not allowed.
+
+    Raises:
+        OSError: no monitoring URL answered.
     """
     if settings.monitor_url is None:
         log.warning(
@@ -172,13 +178,25 @@ async def check_fsync(settings: Settings) -> bool | None:
             "unless its jetstream block sets sync_interval: always"
         )
         return None
-    varz = await asyncio.to_thread(_read_varz, settings.monitor_url)
-    sync_always = bool(varz.get("jetstream", {}).get("config", {}).get("sync_always", False))
-    if not sync_always and not settings.allow_lazy_fsync:
+    answered: list[tuple[str, bool]] = []
+    unreachable: OSError | None = None
+    for url in (part.strip() for part in settings.monitor_url.split(",")):
+        try:
+            varz = await asyncio.to_thread(_read_varz, url)
+        except OSError as exc:
+            unreachable = exc
+            continue
+        config = varz.get("jetstream", {}).get("config", {})
+        answered.append((url, bool(config.get("sync_always", False))))
+    if not answered:
+        assert unreachable is not None  # noqa: S101 - the list has at least one URL
+        raise unreachable
+    lazy = [url for url, sync_always in answered if not sync_always]
+    if lazy and not settings.allow_lazy_fsync:
         raise FsyncCheckError(
-            "nats-server at "
-            f"{settings.monitor_url} does not fsync each write (jetstream sync_interval is not "
-            "'always'); acknowledged messages can be lost in a crash. Set `sync_interval: always` "
-            "in its jetstream block, or pass --allow-lazy-fsync to accept the risk."
+            f"nats-server at {', '.join(lazy)} does not fsync each write (jetstream "
+            "sync_interval is not 'always'); acknowledged messages can be lost in a crash. Set "
+            "`sync_interval: always` in its jetstream block, or pass --allow-lazy-fsync to "
+            "accept the risk."
         )
-    return sync_always
+    return not lazy

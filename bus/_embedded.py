@@ -271,8 +271,9 @@ class EmbeddedCluster:
 
     @property
     def monitor_url(self) -> str:
-        """The first node's monitoring URL (each node reports its own fsync setting)."""
-        return self._nodes[self.names[0]].monitor_url
+        """Every node's monitoring URL, comma-separated: what PARLEY_MONITOR_URL takes (an
+        actor checks that each node it reaches fsyncs every write)."""
+        return ",".join(node.monitor_url for node in self._nodes.values())
 
     def node(self, name: str) -> EmbeddedServer:
         return self._nodes[name]

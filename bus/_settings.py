@@ -56,7 +56,9 @@ class Settings(BaseSettings):
     )
     namespace: str = "parley"
     monitor_url: str | None = Field(
-        default=None, description="nats-server monitoring URL, used to check sync_always."
+        default=None,
+        description="nats-server monitoring URL (a cluster's, comma-separated), used to check "
+        "sync_always.",
     )
     allow_lazy_fsync: bool = False
     user: str | None = None

@@ -15,6 +15,9 @@ to the bus resolves its settings the same way:
 The URL is `NATS_URL` when set, else `.parley/nats.url`, else the default; a server that
 cannot be reached is a `ConfigError` that says what to set, never a traceback.
 
+`parley up --cluster N` runs N embedded nodes on loopback instead (`local_cluster`), writes all
+their URLs, comma-separated, to `.parley/nats.url`, and provisions at three replicas.
+
 `lock_down` is what `parley up` does before it starts its embedded server (unless told
 `--open-broker`): `parley nats-config`'s least-privilege config for the topology's actors, the
 operator roles and every person with a console token (`person-<name>`, whom the console acts
@@ -37,7 +40,16 @@ from nats.errors import NoServersError
 
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, principal_of
 from actors.relay import DeviceKeyError, served_names_of
-from bus import ChildSpec, ConfigError, Settings, Topology, connect, load_settings
+from bus import (
+    ChildSpec,
+    ConfigError,
+    EmbeddedCluster,
+    EmbeddedServer,
+    Settings,
+    Topology,
+    connect,
+    load_settings,
+)
 from schemas import Namespace
 from tools.natsconf import (
     AUDIT_READER,
@@ -58,6 +70,8 @@ __all__ = (
     "LOCAL_URL_FILE",
     "connect_local",
     "console_people",
+    "local_cluster",
+    "local_server_text",
     "local_settings",
     "local_url",
     "lock_down",
@@ -110,6 +124,30 @@ async def connect_local(settings: Settings, role: str) -> NATS:
             "start the local system with `parley up` in this directory, or set NATS_URL "
             "(and --config with this role's credentials for a locked-down broker)"
         ) from None
+
+
+def local_cluster(size: int, store: Path, authorization: Path | None) -> EmbeddedCluster:
+    """`parley up --cluster SIZE`'s servers: SIZE nodes on loopback, each with its own store
+    under `store`, locked down like the single server (`authorization`), their warnings and
+    errors shown with the node's name."""
+
+    def node_line(node: str, line: str) -> None:
+        if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
+            print(f"[nats {node}] {line}", flush=True)
+
+    return EmbeddedCluster(size, store, authorization=authorization, on_log=node_line)
+
+
+def local_server_text(server: EmbeddedServer | EmbeddedCluster) -> str:
+    """What `parley up` says it started: the server's pid and URL; for a cluster, one line per
+    node (its pid, to kill it and watch the others carry on) and then the URL list."""
+    if isinstance(server, EmbeddedServer):
+        return f"embedded nats-server (pid {server.pid}) ready at {server.url}"
+    nodes = "".join(
+        f"node {name} (pid {server.node(name).pid}) at {server.node(name).url}\n[nats] "
+        for name in server.names
+    )
+    return f"{nodes}embedded {len(server.names)}-node cluster ready at {server.url}"
 
 
 def console_people(tokens: Path = DEFAULT_TOKENS_FILE) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from actors import ACTORS
 from bus import (
     Actor,
     ConfigError,
+    EmbeddedCluster,
     EmbeddedServer,
     ExitCode,
     NatsServerError,
@@ -26,7 +27,15 @@ from bus import (
 )
 from bus._supervisor import GiveUp
 from schemas import Namespace
-from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_URL_FILE, lock_down, provision_locked
+from tools._local import (
+    LOCAL_BROKER,
+    LOCAL_DIR,
+    LOCAL_URL_FILE,
+    local_cluster,
+    local_server_text,
+    lock_down,
+    provision_locked,
+)
 from tools.audit import add_audit_commands
 from tools.calls import add_calls_command
 from tools.chaos import add_chaos_command
@@ -89,10 +98,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 async def _up(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     env = dict(os.environ)
-    server: EmbeddedServer | None = None
+    server: EmbeddedServer | EmbeddedCluster | None = None
     locked = False
     if "NATS_URL" not in env:
-        store = args.store or LOCAL_DIR / "nats"
+        store = args.store or LOCAL_DIR / ("cluster" if args.cluster else "nats")
         authorization = None
         if not args.open_broker:
             root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
@@ -103,7 +112,10 @@ async def _up(args: argparse.Namespace) -> int:
             if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
                 print(f"[nats] {line}", flush=True)
 
-        server = EmbeddedServer(store, on_log=server_line, authorization=authorization)
+        if args.cluster:
+            server = local_cluster(args.cluster, store, authorization)
+        else:
+            server = EmbeddedServer(store, on_log=server_line, authorization=authorization)
 
     def child_line(name: str, line: str) -> None:
         print(f"[{name}] {line}", flush=True)
@@ -122,7 +134,7 @@ async def _up(args: argparse.Namespace) -> int:
             if locked:
                 await provision_locked(server.url, [child.name for child in topology.actor])
             print(
-                f"[nats] embedded nats-server (pid {server.pid}) ready at {server.url} "
+                f"[nats] {local_server_text(server)} "
                 f"(store {server.store_dir}, "
                 + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")
                 + ")",
@@ -185,6 +197,13 @@ def _parser() -> argparse.ArgumentParser:
         "--open-broker",
         action="store_true",
         help="run the embedded server without users (any local process may publish anything)",
+    )
+    up.add_argument(
+        "--cluster",
+        type=int,
+        choices=range(1, 8),
+        metavar="N",
+        help="run N embedded servers as one JetStream cluster (streams at 3 replicas from 3)",
     )
     up.set_defaults(func=_cmd_up)
 

@@ -7,7 +7,9 @@ import asyncio
 import socket
 from pathlib import Path
 
-from bus import EmbeddedServer, Uptime, connect, load_settings
+import pytest
+
+from bus import EmbeddedServer, FsyncCheckError, Uptime, check_fsync, connect, load_settings
 
 
 class _Reconnects(Uptime):
@@ -57,3 +59,19 @@ async def test_a_lost_server_is_replaced_by_another_of_the_list(tmp_path: Path) 
             await nc.flush(timeout=5)
         finally:
             await nc.close()
+
+
+async def test_every_monitor_that_answers_must_fsync(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    with (
+        EmbeddedServer(tmp_path / "sync") as sync,
+        EmbeddedServer(tmp_path / "lazy", sync_always=False) as lazy,
+    ):
+        assert await check_fsync(load_settings(monitor_url=f"{dead},{sync.monitor_url}")) is True
+        both = load_settings(monitor_url=f"{sync.monitor_url},{lazy.monitor_url}")
+        with pytest.raises(FsyncCheckError, match=str(lazy.monitor_port)):
+            await check_fsync(both)
+        allowed = both.model_copy(update={"allow_lazy_fsync": True})
+        assert await check_fsync(allowed) is False
+    with pytest.raises(OSError):
+        await check_fsync(load_settings(monitor_url=dead))
