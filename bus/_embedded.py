@@ -346,8 +346,11 @@ class EmbeddedCluster:
         assert leader is not None  # noqa: S101 - `elected` held under the same lock
         return leader
 
-    def wait_stream_leader(self, stream: str, timeout: float = 30.0, *, not_on: str) -> str:
-        """Wait until a running node other than `not_on` logs that it leads `stream`.
+    def wait_stream_leader(
+        self, stream: str, timeout: float = 30.0, *, not_on: str | None = None
+    ) -> str:
+        """Wait until a running node (other than `not_on`, a node just killed) leads `stream`,
+        as its log said, and return its name.
 
         Raises:
             NatsServerError: no new leader within `timeout`.
