@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tools.chaos._agents import agents_for
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
-from tools.chaos._schedule import merged, plan_faults, router_kills
+from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
 from tools.demo import demo_topology
 
 __all__ = ("add_chaos_command",)
@@ -27,6 +27,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         locked_down=not args.open_broker,
         kill_router_every_s=args.kill_router_every,
         delegations=args.delegations,
+        cluster=args.cluster or 0,
     )
     if args.plan:
         with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
@@ -34,7 +35,8 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             agents = agents_for(options.agents, options.delegations)
             topology = demo_topology(Path(scratch) / "policy.pub", "demo", agents=agents)
         names = [spec.name for spec in topology.actor]
-        plan = plan_faults(args.seed, args.duration, names)
+        servers = cluster_targets(args.cluster) if args.cluster else (SERVER,)
+        plan = plan_faults(args.seed, args.duration, names, servers=servers)
         if args.kill_router_every is not None:
             plan = merged(plan, router_kills(args.kill_router_every, args.duration))
         for fault in plan:
@@ -64,6 +66,13 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     chaos.add_argument(
         "--policy", type=Path, default=CHAOS_POLICY, help="the bundle source the gate enforces"
+    )
+    chaos.add_argument(
+        "--cluster",
+        type=int,
+        choices=range(3, 8),
+        metavar="N",
+        help="run the broker as N nodes; kill and pause nodes and PARLEY_SUBMIT's leader",
     )
     chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
     chaos.add_argument(

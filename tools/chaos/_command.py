@@ -14,9 +14,14 @@ in flight, reads the history back from JetStream (tools/chaos/_records.py), veri
 audit chain, stops everything, counts the refusals the server logged, prints the checker's
 table and the seed, and exits 1 on any violation.
 
+With `--cluster N` the broker is N nodes on loopback (streams at three replicas from three),
+and the schedule kills and pauses nodes, one at a time, and on purpose whichever leads
+PARLEY_SUBMIT, instead of the single server.
+
 Recovery is measured from the moment a fault was healed (the process started again or
 continued) to the next session transition (or answer to the person) JetStream stored, and
-bounded by the ack wait plus 5 s.
+bounded by the ack wait plus 5 s (plus `ELECTION_S` on a cluster: after a node's loss the
+streams it led elect new leaders only once their election timeout passes).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from nats.aio.client import Client as NATS
 
 from actors import ACTORS
-from bus import ChildProcess, EmbeddedServer, Topology, provision
+from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision
 from schemas import Namespace, key_id
 from tools.audit import verify_stream
 from tools.chaos._agents import agents_for, write_agents
@@ -48,7 +53,14 @@ from tools.chaos._load import CLI, Load, follow_events, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
 from tools.chaos._records import History, history_from, read_stream
-from tools.chaos._schedule import PlannedFault, merged, plan_faults, router_kills
+from tools.chaos._schedule import (
+    SERVER,
+    PlannedFault,
+    cluster_targets,
+    merged,
+    plan_faults,
+    router_kills,
+)
 from tools.demo import demo_topology, publish_policy
 from tools.natsconf import PROVISIONER
 
@@ -57,6 +69,8 @@ __all__ = ("CHAOS_POLICY", "EVERY_ACTOR", "ChaosOptions", "run_chaos")
 CHAOS_POLICY = Path("deploy/policy/chaos.toml")
 """The demo bundle with agent answer rates a run cannot reach (see the file)."""
 _AUDITOR = "auditor"
+ELECTION_S = 10.0
+"""nats-server's longest raft election timeout (9 s) and a margin."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,8 @@ class ChaosOptions:
     delegations: int = 0
     """Workers delegating to gpt as the person, beside the sessions (tools/chaos/_agents.py);
     0 runs the collaboration load alone, with the demo's agents as deployed."""
+    cluster: int = 0
+    """Nodes of the broker's cluster; 0 runs a single server."""
 
 
 @dataclass
@@ -108,7 +124,7 @@ async def _connect(url: str, broker: LockedBroker | None, actor: str) -> NATS:
     }
     if broker is not None:
         options.update(broker.credentials(actor))
-    return await nats.connect(url, **options)
+    return await nats.connect(url.split(","), **options)
 
 
 def _with_agents_dir(topology: Topology, folder: Path) -> Topology:
@@ -167,11 +183,7 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
             if options.locked_down
             else None
         )
-        server = EmbeddedServer(
-            work / "nats",
-            authorization=None if broker is None else broker.authorization,
-            on_log=None if broker is None else broker.on_server_log,
-        )
+        server = _broker_server(options, work, broker)
         await asyncio.to_thread(server.start)
         children: dict[str, ChildProcess] = {}
         try:
@@ -187,12 +199,26 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
         return (1 if report.violations() else 0), report
 
 
+def _broker_server(
+    options: ChaosOptions, work: Path, broker: LockedBroker | None
+) -> EmbeddedServer | EmbeddedCluster:
+    """The run's nats-server, or its cluster's nodes, with the run's authorization."""
+    authorization = None if broker is None else broker.authorization
+    if options.cluster:
+        on_node_log = None if broker is None else (lambda _node, line: broker.on_server_log(line))
+        return EmbeddedCluster(
+            options.cluster, work / "nats", authorization=authorization, on_log=on_node_log
+        )
+    on_log = None if broker is None else broker.on_server_log
+    return EmbeddedServer(work / "nats", authorization=authorization, on_log=on_log)
+
+
 async def _run(
     options: ChaosOptions,
     ns: Namespace,
     work: Path,
     topology: Topology,
-    server: EmbeddedServer,
+    server: EmbeddedServer | EmbeddedCluster,
     broker: LockedBroker | None,
     children: dict[str, ChildProcess],
     out: TextIO,
@@ -206,7 +232,8 @@ async def _run(
     }
     base.pop("PARLEY_NAMESPACE", None)
     print(
-        f"parley chaos: nats-server {server.url}, "
+        f"parley chaos: nats-server {server.url}"
+        + (f" ({options.cluster}-node cluster), " if options.cluster else ", ")
         + ("least privilege (one nkey user per actor)" if broker else "open broker (no users)"),
         file=out,
         flush=True,
@@ -235,6 +262,7 @@ async def _run(
             options.duration_s,
             list(children),
             include_server=options.server_faults,
+            servers=cluster_targets(options.cluster) if options.cluster else (SERVER,),
         )
     )
     if options.kill_router_every_s is not None:
@@ -254,7 +282,7 @@ async def _run(
         await follow_events(watcher.jetstream(), ns, load)
         if options.delegations > 0:
             await follow_answers(watcher.jetstream(), ns, load)
-        faults = Faults(children, server, out)
+        faults = Faults(children, server, out, ns.stream("submit"))
         started = time.monotonic()
         stop_at = started + options.duration_s
         give_up_at = stop_at + options.ack_wait_s * 20 + 30
@@ -326,7 +354,7 @@ def _check(readings: _Readings, options: ChaosOptions, broker: LockedBroker | No
         end_to_end=history.end_to_end,
         audit_records=readings.audit_records,
         audit_gaps=readings.audit_gaps,
-        recovery_bound_s=options.ack_wait_s + 5.0,
+        recovery_bound_s=options.ack_wait_s + 5.0 + (ELECTION_S if options.cluster else 0.0),
         permission_violations=None if broker is None else dict(broker.refused),
         delegations=history.delegations,
         repeats_refused=history.repeats_refused,

@@ -1,7 +1,9 @@
 """Applying a chaos run's planned faults to its actor processes and its nats-server.
 
 Each fault is real: SIGKILL (a crash), SIGTERM (a restart), SIGSTOP/SIGCONT (a pause), or the
-server killed and started again on its port, store and config. The time each fault was
+server killed and started again on its port, store and config; on a cluster, one node at a
+time (a named one, or whichever leads PARLEY_SUBMIT at that moment), restarted and rejoined
+before the next fault. The time each fault was
 healed is what the checker measures recovery from.
 """
 
@@ -13,10 +15,10 @@ import signal
 import time
 from typing import TextIO
 
-from bus import ChildProcess, EmbeddedServer
+from bus import ChildProcess, EmbeddedCluster, EmbeddedServer
 from tools.chaos._checker import Fault
 from tools.chaos._procs import wait_ready
-from tools.chaos._schedule import SERVER, PlannedFault
+from tools.chaos._schedule import NODE_PREFIX, SERVER, SUBMIT_LEADER, PlannedFault
 
 __all__ = ("EVERY_ACTOR", "Faults")
 
@@ -26,16 +28,25 @@ EVERY_ACTOR = "*"
 TERMINATE_GRACE_S = 15.0
 """How long a restarted (SIGTERM) actor may drain before it is killed."""
 
+ELECTION_WAIT_S = 60.0
+"""How long a cluster may take to elect a leader (or a node to rejoin) before the run fails."""
+
 
 class Faults:
     """Applies the planned faults to the children and the server; records when each healed."""
 
     def __init__(
-        self, children: dict[str, ChildProcess], server: EmbeddedServer, out: TextIO
+        self,
+        children: dict[str, ChildProcess],
+        server: EmbeddedServer | EmbeddedCluster,
+        out: TextIO,
+        submit_stream: str = "",
     ) -> None:
+        """`submit_stream`: PARLEY_SUBMIT's name, whose leader `SUBMIT_LEADER` hits."""
         self.children = children
         self.server = server
         self.out = out
+        self.submit_stream = submit_stream
         self.healed: list[Fault] = []
 
     async def run(self, plan: list[PlannedFault], started: float) -> None:
@@ -52,8 +63,31 @@ class Faults:
         enough to outlast the run is seen as a slow recovery, not as no progress at all."""
         self.healed.append(Fault(fault.action, fault.target, time.time()))
 
+    async def _on_node(self, cluster: EmbeddedCluster, fault: PlannedFault) -> None:
+        """Kill or pause one cluster node; a killed one is restarted after `hold_s` and the
+        fault is healed once it follows the metadata leader again."""
+        if fault.target == SUBMIT_LEADER:
+            stream = self.submit_stream
+            node = await asyncio.to_thread(cluster.wait_stream_leader, stream, ELECTION_WAIT_S)
+            print(f"fault: {stream} is led by {node}", file=self.out, flush=True)
+        else:
+            node = fault.target.removeprefix(NODE_PREFIX)
+        if fault.action == "pause":
+            os.kill(cluster.node(node).pid or 0, signal.SIGSTOP)
+            await asyncio.sleep(fault.hold_s)  # the pause's length
+            os.kill(cluster.node(node).pid or 0, signal.SIGCONT)
+        else:
+            await asyncio.to_thread(cluster.kill, node)
+            await asyncio.sleep(fault.hold_s)  # the outage's length
+            await asyncio.to_thread(cluster.restart, node, ELECTION_WAIT_S)
+        self._healed(fault)
+
     async def _apply(self, fault: PlannedFault) -> None:
-        if fault.target == SERVER:
+        node_fault = fault.target.startswith(NODE_PREFIX) and fault.target != SERVER
+        if isinstance(self.server, EmbeddedCluster) and node_fault:
+            await self._on_node(self.server, fault)
+            return
+        if fault.target == SERVER and isinstance(self.server, EmbeddedServer):
             if fault.action == "pause":
                 os.kill(self.server.pid or 0, signal.SIGSTOP)
                 await asyncio.sleep(fault.hold_s)  # the fault's length

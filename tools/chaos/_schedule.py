@@ -13,10 +13,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ("SERVER", "Action", "PlannedFault", "plan_faults")
+__all__ = (
+    "NODE_PREFIX",
+    "SERVER",
+    "SUBMIT_LEADER",
+    "Action",
+    "PlannedFault",
+    "cluster_targets",
+    "plan_faults",
+)
 
 SERVER = "nats-server"
 """The target name of the broker itself."""
+
+NODE_PREFIX = "nats-"
+"""A cluster node's target name: `nats-n1`, `nats-n2`, ..."""
+
+SUBMIT_LEADER = "nats-submit-leader"
+"""Whichever cluster node leads PARLEY_SUBMIT when the fault strikes: hit on purpose, since
+losing a stream's leader is what makes its clients wait for an election."""
+
+
+def cluster_targets(size: int) -> tuple[str, ...]:
+    """The broker targets of a run on a `size`-node cluster: each node, and the leader of
+    PARLEY_SUBMIT."""
+    return (*(f"{NODE_PREFIX}n{index}" for index in range(1, size + 1)), SUBMIT_LEADER)
+
 
 Action = Literal["kill", "pause", "restart"]
 """kill: SIGKILL, then start again after `hold_s` (a crash and its supervisor).
@@ -46,6 +68,7 @@ def plan_faults(
     *,
     mean_gap_s: float = 3.0,
     include_server: bool = True,
+    servers: Sequence[str] = (SERVER,),
 ) -> list[PlannedFault]:
     """Draw the faults of a run of `duration_s` seconds against `targets`.
 
@@ -56,9 +79,11 @@ def plan_faults(
         mean_gap_s: the mean time between faults (one fault in flight at a time: the next
             starts after the previous one is healed).
         include_server: whether the nats-server itself may be killed or paused.
+        servers: the broker's targets: the one server, or a cluster's (`cluster_targets`),
+            hit one at a time like the actors.
     """
     rng = random.Random(seed)  # noqa: S311 - a replayable schedule, not a secret
-    pool = sorted(targets) + ([SERVER] if include_server else [])
+    pool = sorted(targets) + (list(servers) if include_server else [])
     if not pool:
         return []
     end = duration_s * 0.7
@@ -70,7 +95,7 @@ def plan_faults(
             order = rng.sample(pool, len(pool))
         target = order.pop()
         action = rng.choice(_ACTIONS)
-        if target == SERVER and action == "restart":
+        if target in servers and action == "restart":
             action = "kill"
         hold = round(rng.uniform(0.5, 3.0), 2)
         faults.append(PlannedFault(round(at, 2), action, target, hold))
