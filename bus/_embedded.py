@@ -192,8 +192,7 @@ class EmbeddedServer:
 
 
 def _free_port() -> int:
-    """A loopback port free right now: a cluster's route ports must be known before any node
-    starts, since each node's config names every node's."""
+    """A loopback port free now: every node's config names every node's route port."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -391,10 +390,3 @@ class EmbeddedCluster:
         if self._owned_dir is not None:
             self._owned_dir.cleanup()
             self._owned_dir = None
-
-    def __enter__(self) -> EmbeddedCluster:
-        self.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
