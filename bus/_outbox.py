@@ -64,16 +64,23 @@ class Outbox:
         return len(self.pending)
 
     def outcome(self) -> EffectError | None:
-        """After `settle()`: None if every effect was stored, else why not."""
+        """After `settle()`: None if every effect was stored, else why not (the first failure).
+
+        Every failed effect's exception is read, not only the first: asyncio logs an unread
+        one as "Future exception was never retrieved", which during a cluster election (every
+        publish refused with a 503) buried the real log lines.
+        """
+        failure: EffectError | None = None
         for future in self.pending:
             if not future.done():
-                return EffectError(f"{len(self.pending)} effect(s) not acknowledged in time")
-            if future.cancelled():
-                return EffectError("effect publish cancelled")
-            exc = future.exception()
-            if exc is not None:
-                return EffectError(f"effect refused: {exc!r}")
-        return None
+                failure = failure or EffectError(
+                    f"{len(self.pending)} effect(s) not acknowledged in time"
+                )
+            elif future.cancelled():
+                failure = failure or EffectError("effect publish cancelled")
+            elif (exc := future.exception()) is not None:
+                failure = failure or EffectError(f"effect refused: {exc!r}")
+        return failure
 
     async def settle(self, timeout: float) -> int:
         """Wait until this outbox's effects are stored; return how many there were.
