@@ -1,7 +1,8 @@
 """The gate's pure core, part one: where an envelope sits, and every check that counts nothing.
 
 No bus in here. `plan()` derives an envelope's position (trace, origin, call chain, hop count)
-from its cause's record and its kind, never from the sender's headers, and applies every check
+from its cause's record and its kind, never from the sender's headers (but for a root's
+claimed hop count, which only ever raises it: `claimed_hop_floor`), and applies every check
 that needs no counter: the bundle, the sender's profile, forged claims, the target, self-loops,
 hop and depth limits, cycles on the chain, sub-agent and shared-agent permissions, deadlines,
 token budgets, tool narrowing and user isolation. The counted limits are `decide()`'s, in
@@ -177,6 +178,7 @@ def plan(
         levels=levels,
         user_id=cause.user_id,
         session_id=cause.session_id,
+        hop_floor=cause.hop_floor,
     )
     return Route(
         sub=sub,

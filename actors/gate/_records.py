@@ -91,7 +91,7 @@ class Level(Struct, frozen=True, kw_only=True):
 class Position(Struct, frozen=True, kw_only=True):
     """Where one admitted (or refused-and-answered) envelope sits in its trace.
 
-    `levels[-1].holder` is the recipient; the hop count is `len(levels) - 1`.
+    `levels[-1].holder` is the recipient; the hop count is `hop_floor + len(levels) - 1`.
     """
 
     envelope_id: str
@@ -107,10 +107,15 @@ class Position(Struct, frozen=True, kw_only=True):
     envelope of the trace inherits it: where the gate tells a person of the calls made on
     their behalf (actors/gate/_timeline.py). Only ever the origin's own timeline, so a root's
     claim can point nowhere but at its own sender's sessions."""
+    hop_floor: int = 0
+    """Hops the trace had already made before its root reached this gate: another
+    deployment's count for a call its relay carried here (actors/gate/_routes.py
+    `root_position`). It only ever raises the count, so a chain that crosses deployments is
+    held to the hop limit as a whole; everything above it is the gate's own record."""
 
     @property
     def hop(self) -> int:
-        return len(self.levels) - 1
+        return self.hop_floor + len(self.levels) - 1
 
     @property
     def chain(self) -> tuple[str, ...]:

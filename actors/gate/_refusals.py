@@ -66,6 +66,7 @@ def error_position(envelope: AnyEnvelope, sender: str, cause: Position) -> Posit
         levels=cause.levels,
         user_id=cause.user_id,
         session_id=cause.session_id,
+        hop_floor=cause.hop_floor,
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from actors.gate._records import Level, Position
+from bus import HOP_COUNT
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -32,6 +33,7 @@ __all__ = (
     "Role",
     "Route",
     "Submission",
+    "claimed_hop_floor",
     "claimed_identity",
     "envelope_role",
     "named_target",
@@ -168,7 +170,27 @@ def root_position(sub: Submission) -> Position:
         levels=(Level(holder=sub.sender),),
         user_id=user_id_of(envelope),
         session_id=session_of(envelope),
+        hop_floor=claimed_hop_floor(sub),
     )
+
+
+_MAX_CLAIMED_HOP = 1000
+
+
+def claimed_hop_floor(sub: Submission) -> int:
+    """The hops a root's sender says its trace made before it: a relay carrying another
+    deployment's call names that side's count in `Parley-Hop-Count` (the call's own hop).
+
+    Taken as a floor, never as the truth: a root's own record is hop 0, so a claim can only
+    make its chain stricter (max(own record, claim)), and a claim on anything but a root is
+    checked against the gate's record as before (`check_claims`). A claim that is not a
+    plain count is no floor; `check_claims` then refuses it as a forgery.
+    """
+    claimed = sub.claims.get(HOP_COUNT, "")
+    if not (claimed.isascii() and claimed.isdigit()) or int(claimed) > _MAX_CLAIMED_HOP:
+        return 0
+    below = 1 if envelope_role(sub.envelope) == "call" else 0
+    return max(0, int(claimed) - below)
 
 
 def objective_key(sender: str, target: str, objective: str) -> str:
