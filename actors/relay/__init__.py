@@ -9,7 +9,13 @@ window refuses repeats; `DeviceKeys` and the share files are what `parley device
 from actors.relay._actor import RelayActor
 from actors.relay._gateway import Gateway, frame_msg_id, gateway_stream
 from actors.relay._keys import DeviceKeyError, DeviceKeys
-from actors.relay._sealing import FrameError, frame_devices, open_frame, seal_frame
+from actors.relay._sealing import (
+    FrameError,
+    RelayFrameBody,
+    frame_devices,
+    open_frame,
+    seal_frame,
+)
 from actors.relay._serving import relay_inputs, served_names, served_names_of
 from actors.relay._shares import (
     ShareRefused,
@@ -30,6 +36,7 @@ __all__ = (
     "FrameError",
     "Gateway",
     "RelayActor",
+    "RelayFrameBody",
     "ReplayRefused",
     "ReplayWindow",
     "ShareRefused",

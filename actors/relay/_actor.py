@@ -31,7 +31,7 @@ from actors.relay._gateway import Gateway, frame_msg_id
 from actors.relay._keys import DeviceKeys
 from actors.relay._options import RelayOptions
 from actors.relay._presence import SharedPresence
-from actors.relay._sealing import FrameError, open_frame, seal_frame
+from actors.relay._sealing import FrameError, RelayFrameBody, open_frame, seal_frame
 from actors.relay._serving import relay_inputs, served_names
 from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
 from actors.relay._store import Forwarded, Outgoing, RelayStore
@@ -44,6 +44,7 @@ from actors.relay._translate import (
 )
 from actors.relay._window import ReplayRefused
 from bus import (
+    HOP_COUNT,
     MSG_ID,
     Actor,
     BusHandle,
@@ -60,7 +61,6 @@ from schemas import (
     AnyEnvelope,
     Error,
     ErrorCode,
-    FrameBody,
     SharedAgent,
     ShareRecord,
     derive_id,
@@ -208,7 +208,7 @@ class RelayActor(Actor):
     async def _seal_and_send(
         self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes
     ) -> None:
-        body = FrameBody(
+        body = RelayFrameBody(
             sender_device=self.me,
             recipient_device=out.peer,
             session=out.session,
@@ -218,6 +218,7 @@ class RelayActor(Actor):
             in_reply_to=in_reply_to,
             sent_at_ms=int(time.time() * 1000),
             envelope=payload,
+            hop_count=out.hop_count if kind == "call" else 0,
         )
         frame = seal_frame(body, self.keys, kem)
         await self.gateway.publish(out.peer, frame, frame_msg_id(self.me, out.session, out.seq))
@@ -269,7 +270,7 @@ class RelayActor(Actor):
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
         await msg.ack_sync()
 
-    async def _refuse_call(self, body: FrameBody, share: ShareRecord, reason: str) -> None:
+    async def _refuse_call(self, body: RelayFrameBody, share: ShareRecord, reason: str) -> None:
         """Tell a device whose share was revoked or expired, so its caller is not left to
         time out: an `error` sealed back as the answer to its call."""
         remote = decode_remote(body.envelope)
@@ -299,7 +300,7 @@ class RelayActor(Actor):
             detail=detail,
         )
 
-    async def _submit_call(self, body: FrameBody) -> None:
+    async def _submit_call(self, body: RelayFrameBody) -> None:
         now = datetime.now(UTC)
         share = find_share(
             load_shares(self.relay_dir, self.me), body.sender_device, body.agent, now
@@ -317,12 +318,16 @@ class RelayActor(Actor):
                 agent=share.agent,
             ),
         )
+        # The calling side's hop, one deeper for the call it becomes here: the gate takes it
+        # as the floor of this root's chain, so a loop through both deployments meets
+        # maxHopCount (actors/gate/_routes.py `claimed_hop_floor`).
+        hop = str(body.hop_count + 1)
         ns = self.bus.namespace
         await self.bus.js.publish(
-            ns.submit(share.principal), encode(call), headers={MSG_ID: call.id}
+            ns.submit(share.principal), encode(call), headers={MSG_ID: call.id, HOP_COUNT: hop}
         )
 
-    async def _submit_answer(self, body: FrameBody) -> None:
+    async def _submit_answer(self, body: RelayFrameBody) -> None:
         out = await self.store.outgoing(body.in_reply_to)
         if out is None or out.peer != body.sender_device or not out.shared:
             raise RelayRefused("unsolicited_answer", "answers no call this relay sent that device")

@@ -183,6 +183,9 @@ async def start_two_deployments(
     alice_locked: LockedDown | None = None,
     alice_profiles: Mapping[str, ProfilePolicy] | None = None,
     bob_script: str = SCRIPT,
+    bob_profiles: Mapping[str, ProfilePolicy] | None = None,
+    share_back: str = "",
+    start_byte_doc: bool = True,
 ) -> TwoDeployments:
     """Keys, share, shared agent, both policies, and every process ready.
 
@@ -191,7 +194,10 @@ async def start_two_deployments(
     `alice_locked` runs Alice's gate and relay as their own nkey users on that server;
     `alice_profiles` add to (or replace) the profiles of Alice's bundle, for a caller other
     than the test itself (an orchestrating router and its local agent); `bob_script` is
-    byte-doc's scripted brain."""
+    byte-doc's scripted brain; `bob_profiles` add to Bob's bundle. `share_back` names an
+    agent of Alice's that Alice shares with Bob's device, reached on Bob's side as
+    `alice-<agent>` (a chain that crosses back); `start_byte_doc=False` leaves `byte-doc`
+    for the test to play."""
     alice_keys, bob_keys = keys or (DeviceKeys.generate(), DeviceKeys.generate())
     alice = await _side("alice", alice_server, root, alice_keys, alice_locked)
     bob = await _side("bob", bob_server, root, bob_keys, None)
@@ -222,7 +228,28 @@ async def start_two_deployments(
         devices={"bob-byte-doc": bob.keys.device_id},
     )
     device = ProfilePolicy(allowed_targets=("byte-doc",) if allow_device else (), start_traces=True)
-    bob_policy = _bundle({share.principal: device, "byte-doc": ProfilePolicy()})
+    bob_shared: dict[str, str] = {}
+    if share_back:
+        back = ShareRecord(
+            share_id=new_id(),
+            agent=share_back,
+            device=bob.keys.public,
+            principal=device_principal(bob.keys.device_id),
+            owner_device=alice.keys.device_id,
+            created_at=now,
+            expires_at=now + timedelta(days=1),
+        )
+        write_share(alice.dir / "relay", back, alice.keys.signing)
+        name = f"alice-{share_back}"
+        save_shared_agent(
+            bob.dir / "relay", SharedAgent(name=name, agent=share_back, device=alice.keys.public)
+        )
+        bob_shared[name] = alice.keys.device_id
+    bob_policy = _bundle(
+        {share.principal: device, "byte-doc": ProfilePolicy(), **(bob_profiles or {})},
+        shared=tuple(bob_shared),
+        devices=bob_shared,
+    )
     await publish_bundle(alice.nc.jetstream(), alice.ns, alice.signer.sign(alice_policy))
     await publish_bundle(bob.nc.jetstream(), bob.ns, bob.signer.sign(bob_policy))
     gateway_root = gateway_root or f"gw{uuid.uuid4().hex[:10]}"
@@ -243,17 +270,18 @@ async def start_two_deployments(
         if gateway_seeds is not None:
             relay_options["gateway_nkey_seed_file"] = str(gateway_seeds[side.keys.device_id])
         side.env = {**base, "PARLEY_OPTIONS": json.dumps(relay_options)}
-    profile = write_profile(
-        bob.dir / "agents",
-        "byte-doc",
-        'backend = "scripted"\nscript = "byte-doc-script.toml"',
-        script=bob_script,
-    )
-    agent = start_agent(
-        str(profile), parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
-    )
-    processes.append(agent)
-    await agent.wait_line(READY)
+    if start_byte_doc:
+        profile = write_profile(
+            bob.dir / "agents",
+            "byte-doc",
+            'backend = "scripted"\nscript = "byte-doc-script.toml"',
+            script=bob_script,
+        )
+        agent = start_agent(
+            str(profile), parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
+        )
+        processes.append(agent)
+        await agent.wait_line(READY)
     system = TwoDeployments(alice, bob, gateway, gateway_root, share, processes)
     for side in (alice, bob):
         relay = system.start_relay(side)

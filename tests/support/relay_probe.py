@@ -14,9 +14,8 @@ import logging
 import os
 from typing import ClassVar
 
-from actors.relay import RelayActor
+from actors.relay import RelayActor, RelayFrameBody
 from actors.relay._store import Outgoing
-from schemas import FrameBody
 
 __all__ = ("HoldingRelay",)
 
@@ -34,7 +33,7 @@ class HoldingRelay(RelayActor):
             log.warning("holding the call after the gateway stored it", extra={"seq": out.seq})
             await asyncio.Event().wait()  # never set: only a signal ends this handler
 
-    async def _submit_call(self, body: FrameBody) -> None:
+    async def _submit_call(self, body: RelayFrameBody) -> None:
         await super()._submit_call(body)
         if os.environ.get("PARLEY_RELAY_HOLD") == "in":
             log.warning("holding the frame after its call was submitted", extra={"seq": body.seq})

@@ -14,6 +14,7 @@ from actors.relay import (
     WIDTH,
     DeviceKeys,
     FrameError,
+    RelayFrameBody,
     ReplayRefused,
     ReplayWindow,
     accept,
@@ -26,11 +27,13 @@ from schemas import AgentCall, FrameBody, encode, new_id, utc_now
 ALICE, BOB, MALLORY = DeviceKeys.generate(), DeviceKeys.generate(), DeviceKeys.generate()
 
 
-def _body(sender: DeviceKeys = ALICE, recipient: DeviceKeys = BOB, seq: int = 1) -> FrameBody:
+def _body(
+    sender: DeviceKeys = ALICE, recipient: DeviceKeys = BOB, seq: int = 1, hop: int = 1
+) -> RelayFrameBody:
     call = AgentCall(
         id=new_id(), created_at=utc_now(), target="bob-byte-doc", call_id=new_id(), goal="g"
     )
-    return FrameBody(
+    return RelayFrameBody(
         sender_device=sender.device_id,
         recipient_device=recipient.device_id,
         session="s-1",
@@ -39,10 +42,11 @@ def _body(sender: DeviceKeys = ALICE, recipient: DeviceKeys = BOB, seq: int = 1)
         agent="byte-doc",
         sent_at_ms=int(time.time() * 1000),
         envelope=encode(call),
+        hop_count=hop,
     )
 
 
-def _open(frame: bytes, keys: DeviceKeys = BOB) -> FrameBody:
+def _open(frame: bytes, keys: DeviceKeys = BOB) -> RelayFrameBody:
     return open_frame(frame, keys, frozenset({ALICE.device_id}))
 
 
@@ -102,7 +106,7 @@ def test_a_frame_signed_by_another_key_is_refused() -> None:
     assert _reason(_resign(frame, body, MALLORY)) == "bad_signature"
 
 
-def _resign(frame: bytes, body: FrameBody, signer: DeviceKeys) -> bytes:
+def _resign(frame: bytes, body: RelayFrameBody, signer: DeviceKeys) -> bytes:
     """Re-seal `body` under Alice's header with a signature by `signer`: anyone can encrypt
     to Bob's public key, only Alice can sign as Alice."""
     suite = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
@@ -113,6 +117,29 @@ def _resign(frame: bytes, body: FrameBody, signer: DeviceKeys) -> bytes:
         signature + plain, BOB.kem.public_key(), info=b"parley-relay-v1" + header[4:68]
     )
     return header + len(sealed).to_bytes(4, "big") + sealed
+
+
+def test_the_calling_sides_hop_count_is_signed_with_the_frame() -> None:
+    """Loop prevention across deployments rests on the hop count a frame carries: it opens
+    as sealed, and a frame whose count was lowered under Alice's signature is refused."""
+    body = _body(hop=2)
+    frame = seal_frame(body, ALICE, BOB.public.kem_key)
+    assert _open(frame).hop_count == 2
+    signed = msgspec.json.encode(body)
+    lowered = msgspec.structs.replace(body, hop_count=0)
+    suite = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+    signature = ALICE.signing.sign(b"parley-relay-frame-v1\x00" + signed)
+    sealed = suite.encrypt(
+        signature + msgspec.json.encode(lowered),
+        BOB.kem.public_key(),
+        info=b"parley-relay-v1" + frame[4:68],
+    )
+    assert _reason(frame[:68] + len(sealed).to_bytes(4, "big") + sealed) == "bad_signature"
+
+
+def test_a_frame_that_names_no_hop_count_opens_as_a_fresh_root() -> None:
+    plain = FrameBody(**{f: getattr(_body(), f) for f in FrameBody.__struct_fields__})
+    assert _open(seal_frame(plain, ALICE, BOB.public.kem_key)).hop_count == 0
 
 
 def test_a_stale_frame_is_refused() -> None:
