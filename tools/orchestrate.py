@@ -13,8 +13,7 @@ take over (the next line is the message to send). Ctrl-C stops the session (a se
 leaves at once). A banner says so when a limit (maxTurns, maxDurationMs, maxFailures,
 maxTokensBudget) ends the run.
 
-Exit codes: 0 completed, 1 error (or refused, or silent), 2 invalid arguments, 3 no NATS,
-130 stopped.
+Exit codes: 0 completed, 1 error (refused, or silent), 2 bad arguments, 3 no NATS, 130 stopped.
 """
 
 from __future__ import annotations
@@ -50,6 +49,7 @@ from schemas import (
     utc_now,
 )
 from tools._local import connect_local, local_settings
+from tools.share import DEFAULT_RELAY_DIR, resolve_shared
 
 __all__ = ("add_orchestrate_command", "banner", "render_event")
 
@@ -328,7 +328,7 @@ def orchestration_message(args: argparse.Namespace) -> HumanMessage:
         session_id=new_id(),
         orchestration=Orchestration(
             local_agent=args.agent,
-            shared_agent=args.shared.rsplit("/", 1)[-1],
+            shared_agent=resolve_shared(args.shared, args.relay_dir),
             mode=args.mode,
             max_turns=args.max_turns,
             max_duration_ms=args.max_duration_ms,
@@ -389,7 +389,8 @@ def add_orchestrate_command(
     )
     cmd.add_argument("objective", nargs="+", help="what your agent should achieve")
     cmd.add_argument("--agent", required=True, help="your local agent (drafts each message)")
-    cmd.add_argument("--shared", required=True, help="the shared agent (owner/name or name)")
+    cmd.add_argument("--shared", required=True, help="the shared agent (owner/agent or name)")
+    cmd.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR)
     cmd.add_argument("--mode", choices=("manual", "semi_auto", "full_auto"), default="manual")
     for flag, default in (("turns", 8), ("duration-ms", 600_000), ("failures", 3)):
         cmd.add_argument(f"--max-{flag}", type=int, default=default)

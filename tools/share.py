@@ -8,6 +8,9 @@ the relay refuses the device's next frame. `parley shared add bob-byte-doc --age
 --device DEVICE_PUB --gateway URL` records a remote agent under a local name (the name the
 gate's `shared_agents` and the callers' `allowed_shared_device_ids` use). The relay reads both
 from `.parley/relay` unless told (actors/relay/_shares.py says why files).
+
+`resolve_shared` turns the owner/agent a person names (`parley orchestrate --shared
+bob/byte-doc`) into that local name, from the same records.
 """
 
 from __future__ import annotations
@@ -33,9 +36,57 @@ from schemas import SharedAgent, ShareRecord, device_principal, new_id, parse_de
 from tools._local import LOCAL_DIR
 from tools.device import DEFAULT_DEVICE_DIR
 
-__all__ = ("DEFAULT_RELAY_DIR", "add_share_commands")
+__all__ = ("DEFAULT_RELAY_DIR", "UnknownSharedAgent", "add_share_commands", "resolve_shared")
 
 DEFAULT_RELAY_DIR = LOCAL_DIR / "relay"
+
+
+_MIN_DEVICE_PREFIX = 8
+
+
+class UnknownSharedAgent(ValueError):
+    """`owner/agent` names no shared agent this deployment added, or more than one."""
+
+
+def resolve_shared(spec: str, relay_dir: Path) -> str:
+    """The local name of the shared agent `spec` names.
+
+    A bare name is a local name already. `owner/agent` is the agent `agent` of the owner
+    `owner`: the shared agent added (`parley shared add`) with that remote agent name and
+    either the local name `owner-agent` (the convention `bob-byte-doc` follows) or a device
+    id starting with `owner` (at least 8 hex digits). The owner's name is not in the signed
+    records, so the local name is the only place a person's name for the owner lives; a
+    device prefix always works. Nothing found, or two found, is an `UnknownSharedAgent`
+    that lists what this deployment has.
+    """
+    if "/" not in spec:
+        return spec
+    owner, _, agent = spec.rpartition("/")
+    known = load_shared_agents(relay_dir)
+    owner_is_device = len(owner) >= _MIN_DEVICE_PREFIX
+    found = [
+        shared
+        for shared in known
+        if shared.agent == agent
+        and (
+            shared.name == f"{owner}-{agent}"
+            or (owner_is_device and shared.device.device_id.startswith(owner.lower()))
+        )
+    ]
+    if len(found) == 1:
+        return found[0].name
+    listed = (
+        ", ".join(f"{s.name} ({s.agent} on {s.device.device_id[:16]}…)" for s in known) or "none"
+    )
+    if found:
+        raise UnknownSharedAgent(
+            f"{spec} names {len(found)} shared agents ({', '.join(s.name for s in found)}): "
+            "give the local name instead"
+        )
+    raise UnknownSharedAgent(
+        f"no shared agent {spec} in {relay_dir}: add it with `parley shared add {owner}-{agent}"
+        f" --agent {agent} --device DEVICE_PUB` (shared agents here: {listed})"
+    )
 
 
 def _keys(directory: Path) -> DeviceKeys | None:

@@ -338,7 +338,7 @@ async def test_parley_orchestrate_asks_y_n_e_and_shows_the_turn_limit_banner(
         "--agent",
         "local",
         "--shared",
-        "bob/byte-doc",
+        "byte-doc",  # the shared agent played on this deployment, by its local name
         "--mode",
         "manual",
         "--max-turns",

@@ -545,11 +545,19 @@ async def test_a_relay_or_the_gateway_killed_mid_run_neither_duplicates_nor_lose
 async def test_parley_orchestrate_runs_a_session_with_the_shared_agent_over_the_relay(
     shared: SharedSession,
 ) -> None:
-    """Verification 1 as a person starts it: `parley orchestrate` on Alice's deployment,
-    the shared agent by its local name; the timeline shows Bob's answers and the banner."""
+    """Verification 1 as a person starts it, with the issue's literal `--shared bob/byte-doc`:
+    `parley orchestrate` on Alice's deployment resolves it to the local name Alice's relay
+    hosts Bob's agent under (`parley shared add`'s record); the timeline shows Bob's answers
+    and the banner. An owner/agent nobody added is refused before anything is sent."""
     alice = shared.alice
     env = parley_env(alice.server.url, alice.ns.root)
-    argv = ("--agent", "local", "--shared", "bob-byte-doc", "--mode", "full_auto")
+    relay_dir = ("--relay-dir", str(alice.dir / "relay"))
+    unknown = ("--agent", "local", "--shared", "carol/byte-doc", *relay_dir, OBJECTIVE)
+    code, lines = await finished(parley_cli(env, "orchestrate", *unknown), timeout=60)
+    assert code == 2, lines
+    refusal = "\n".join(lines)
+    assert "no shared agent carol/byte-doc" in refusal and "bob-byte-doc (byte-doc on" in refusal
+    argv = ("--agent", "local", "--shared", "bob/byte-doc", *relay_dir, "--mode", "full_auto")
     cli = parley_cli(env, "orchestrate", *argv, "--max-turns", "2", OBJECTIVE)
     code, lines = await finished(cli, timeout=90)
     output = "\n".join(lines)
