@@ -92,6 +92,7 @@ class RelayActor(Actor):
             self.me,
             nkey_seed_file=self.options.gateway_nkey_seed_file,
             ack_wait_s=self.options.gateway_ack_wait_s,
+            max_handler_s=settings.max_handler_s,
         )
 
     def inputs(self) -> Sequence[Input]:
@@ -254,7 +255,10 @@ class RelayActor(Actor):
                 await self._submit_call(body)
             else:
                 await self._submit_answer(body)
-            await self.store.mark_window(body.sender_device, body.session, body.seq)
+            if not await self.store.mark_window(body.sender_device, body.session, body.seq):
+                # Another delivery of this frame (to a replica, while this one was slow) did
+                # the same effect and marked it first: done, not a replay.
+                log.info("frame already handled", extra={"seq": body.seq})
         except ReplayRefused as exc:
             if msg.metadata.num_delivered > 1:
                 await msg.ack_sync()  # our own frame again: handled before a crash, not acked

@@ -7,13 +7,21 @@ a frame it took and did not ack (SIGKILL mid-forward) is given again after the a
 stream keeps frames until they are acked (a work queue), so a relay that is down finds its
 frames waiting; a sender that cannot reach the gateway leaves the envelope unacked in its own
 deployment's queue, which retries until the gateway takes it.
+
+While a relay holds fetched frames it tells the gateway they are in progress (every third of
+the ack wait, as the bus does for actors' inputs), so a frame slower than the ack wait is not
+given to another replica of the same device meanwhile; a handler stuck past `max_handler_s`
+stops being vouched for, and its frame goes to another replica.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
 import nats
 from nats.aio.client import Client as NATS
@@ -49,14 +57,42 @@ def gateway_stream(root: str) -> StreamConfig:
     )
 
 
+class _InHand:
+    """A fetched batch of frames, handled in order: those not yet handled are in hand."""
+
+    def __init__(self, msgs: Sequence[Msg]) -> None:
+        self.msgs = msgs
+        self.handled = 0
+        self.since = time.monotonic()
+
+    async def vouch(self, period_s: float, limit_s: float) -> None:
+        """Tell the gateway every `period_s` that the frames in hand are in progress, for at
+        most `limit_s`: a hung relay must not hold its frames for ever."""
+        while time.monotonic() - self.since < limit_s:
+            await asyncio.sleep(period_s)  # the heartbeat's own timer, not a wait for an event
+            for msg in self.msgs[self.handled :]:
+                try:
+                    await msg.in_progress()
+                except Exception as exc:  # a lost heartbeat only risks a redelivery
+                    log.debug("in_progress failed", extra={"error": repr(exc)})
+
+
 class Gateway:
     """One relay's publishes to, and durable reads from, the gateway."""
 
     def __init__(
-        self, url: str, root: str, device_id: str, *, nkey_seed_file: str | None, ack_wait_s: float
+        self,
+        url: str,
+        root: str,
+        device_id: str,
+        *,
+        nkey_seed_file: str | None,
+        ack_wait_s: float,
+        max_handler_s: float = 300.0,
     ) -> None:
         self._url, self._root, self._device = url, root, device_id
         self._seed, self._ack_wait = nkey_seed_file, ack_wait_s
+        self._max_handler_s = max_handler_s
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
 
@@ -143,9 +179,17 @@ class Gateway:
             except nats.errors.Error as exc:
                 log.warning("gateway fetch failed", extra={"error": str(exc)})
                 continue
-            for msg in msgs:
-                try:
-                    await handle(msg)
-                except Exception as exc:
-                    log.warning("frame not handled, will retry", extra={"error": repr(exc)})
-                    await msg.nak(delay=1.0)
+            in_hand = _InHand(msgs)
+            vouching = asyncio.create_task(in_hand.vouch(self._ack_wait / 3, self._max_handler_s))
+            try:
+                for msg in msgs:
+                    try:
+                        await handle(msg)
+                    except Exception as exc:
+                        log.warning("frame not handled, will retry", extra={"error": repr(exc)})
+                        await msg.nak(delay=1.0)
+                    in_hand.handled += 1
+            finally:
+                vouching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await vouching

@@ -26,7 +26,7 @@ from msgspec import Struct
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from actors.relay._window import ReplayWindow, accept
+from actors.relay._window import ReplayRefused, ReplayWindow, accept
 
 __all__ = ("Forwarded", "Outgoing", "RelayStore")
 
@@ -111,12 +111,21 @@ class RelayStore:
         window, _ = await self._get(f"win.{peer}.{session}", ReplayWindow)
         accept(window or ReplayWindow(), seq)
 
-    async def mark_window(self, peer: str, session: str, seq: int) -> None:
-        """Record `seq` as accepted; a replay racing this one loses with `ReplayRefused`."""
+    async def mark_window(self, peer: str, session: str, seq: int) -> bool:
+        """Record `seq` as accepted; False if another delivery of the frame marked it first.
+
+        Called once the frame's effect is submitted under ids derived from the frame, so a
+        copy that marked it first did the very same effect (the gate dropped one of the two):
+        the caller acks, nothing to refuse. A replay is refused before its effect, by
+        `check_window`.
+        """
         key = f"win.{peer}.{session}"
         while True:
             window, revision = await self._get(key, ReplayWindow)
-            marked = accept(window or ReplayWindow(), seq)
+            try:
+                marked = accept(window or ReplayWindow(), seq)
+            except ReplayRefused:
+                return False
             try:
                 if revision:
                     await self._kv.update(key, msgspec.json.encode(marked), last=revision)
@@ -124,7 +133,7 @@ class RelayStore:
                     await self._kv.create(key, msgspec.json.encode(marked))
             except KeyWrongLastSequenceError:
                 continue
-            return
+            return True
 
 
 def _key(envelope_id: str) -> str:

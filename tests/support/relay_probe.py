@@ -4,7 +4,9 @@ Run as a real process (`parley run support.relay_probe:HoldingRelay`). With
 `PARLEY_RELAY_HOLD=out` it holds each call it sent to the gateway, before acking the delivery
 it came from; with `PARLEY_RELAY_HOLD=in` it holds each call it submitted into its deployment,
 before marking the replay window and acking the gateway: exactly the windows between an
-effect and its input's ack. A test subclass, so no production path carries a hook for it.
+effect and its input's ack. With `PARLEY_RELAY_HOLD=slow` it takes `PARLEY_RELAY_SLOW_S`
+seconds over each call it submitted (a relay slower than the gateway's ack wait), then goes
+on. A test subclass, so no production path carries a hook for it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class HoldingRelay(RelayActor):
 
     async def _submit_call(self, body: RelayFrameBody) -> None:
         await super()._submit_call(body)
+        if os.environ.get("PARLEY_RELAY_HOLD") == "slow":
+            log.warning("slow over a frame", extra={"seq": body.seq})
+            await asyncio.sleep(float(os.environ["PARLEY_RELAY_SLOW_S"]))  # the slowness itself
+            log.warning("done with the slow frame", extra={"seq": body.seq})
         if os.environ.get("PARLEY_RELAY_HOLD") == "in":
             log.warning("holding the frame after its call was submitted", extra={"seq": body.seq})
             await asyncio.Event().wait()
