@@ -90,7 +90,8 @@ async def _replicas(
 
 
 async def _frames(side: Side) -> list[Outgoing]:
-    """Every frame the side's relays fixed (`out.<envelope id>` in the relay bucket)."""
+    """Every frame the side's relays fixed (`out.<envelope id>` in the relay bucket), numbered
+    as the store numbers them: by the revision the record was created at."""
     kv = await side.nc.jetstream().key_value(side.ns.bucket("relay"))
     try:
         keys = await kv.keys()
@@ -100,7 +101,8 @@ async def _frames(side: Side) -> list[Outgoing]:
     for key in keys:
         if key.startswith("out."):
             entry = await kv.get(key)
-            frames.append(msgspec.json.decode(entry.value or b"", type=Outgoing))
+            frame = msgspec.json.decode(entry.value or b"", type=Outgoing)
+            frames.append(msgspec.structs.replace(frame, seq=entry.revision or 0))
     return frames
 
 
