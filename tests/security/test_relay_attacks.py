@@ -3,8 +3,9 @@
 The gateway may replay, reorder, truncate or alter what it stores; every such frame is
 refused by the receiving relay with a typed reason and dead-lettered (the auditor records
 every dead letter in the hash chain). A revoked share and a device Bob's policy does not
-allow are refused on Bob's side and the caller is told. And the gateway's stored bytes hold
-none of the run's plaintext.
+allow are refused on Bob's side and the caller is told, as is a call whose signed hop count
+puts it over Bob's maxHopCount. And the gateway's stored bytes hold none of the run's
+plaintext.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from actors.relay import DeviceKeys, seal_frame, write_share
+from actors.relay import DeviceKeys, RelayFrameBody, seal_frame, write_share
 from bus import DEAD_REASON, MSG_ID, EmbeddedServer
 from schemas import AgentResponse, Error, ErrorCode, FrameBody, decode_envelope, encode
 from tests.support.gate import Decisions
@@ -224,3 +225,33 @@ async def test_a_device_bobs_policy_does_not_allow_is_refused_by_bobs_gate(
     decision = await bob_decisions.next()
     assert not decision.allowed and decision.sender == unallowed.principal
     assert decision.code == ErrorCode.TARGET_NOT_ALLOWED
+
+
+async def test_a_forward_whose_signed_hop_count_is_over_bobs_limit_is_refused_by_bobs_gate(
+    system: TwoDeployments,
+) -> None:
+    """A call frame names the hop the call sat at on Alice's side; Bob's gate holds the chain
+    as a whole to its maxHopCount (2, the default): a call at hop 2 there is hop 3 here."""
+    alice, bob = system.alice, system.bob
+    bob_decisions = await Decisions(bob.nc.jetstream(), bob.ns).open()
+    call = byte_doc_call("one hop too many")
+    body = RelayFrameBody(
+        sender_device=alice.keys.device_id,
+        recipient_device=bob.keys.device_id,
+        session="deep-chain",
+        seq=1,
+        kind="call",
+        agent="byte-doc",
+        sent_at_ms=int(time.time() * 1000),
+        envelope=encode(call),
+        hop_count=2,
+    )
+    gw = await nats.connect(system.gateway.url)
+    to_bob = f"{system.gateway_root}.{bob.keys.device_id}.{alice.keys.device_id}"
+    frame = seal_frame(body, alice.keys, bob.keys.public.kem_key)
+    await gw.jetstream().publish(to_bob, frame, headers={MSG_ID: f"deep-{time.time_ns()}"})
+    decision = await bob_decisions.next()
+    assert not decision.allowed and decision.sender == system.principal
+    assert decision.code == ErrorCode.HOP_LIMIT_EXCEEDED
+    assert (decision.rule, decision.limit, decision.value) == ("max_hop_count", 2, 3)
+    await gw.close()
