@@ -5,7 +5,8 @@ reaches another actor); the gate reads that work queue through one durable consu
 all its replicas, and for each envelope:
 
 1. takes the sender from the subject, and the envelope's position (trace, origin, call chain,
-   hop count) from its cause's record, never from the sender's headers (actors/gate/_plan.py);
+   hop count) from its cause's record, never from the sender's headers (actors/gate/_plan.py;
+   a root's claimed hop count only ever raises its own, for chains across deployments);
 2. decides against the signed policy bundle in force (actors/gate/_bundles.py) and the counters in
    the traces bucket;
 3. commits the counters it spent and the new envelope's position with compare-and-set, for
