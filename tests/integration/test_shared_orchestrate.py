@@ -259,6 +259,7 @@ async def shared(
             yield session
         finally:
             await session.system.close()
+            processes.extend(session.processes.values())  # what a test started, too
     finally:
         for process in processes:
             process.close()
