@@ -177,7 +177,9 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
     """An agent's turn: the validated reply, or its raw text flagged `malformed`.
 
     `attempt` is the delivery number of the call that produced it: a late answer from a paused
-    ("zombie") host loses to the answer of its redelivered twin.
+    ("zombie") host loses to the answer of its redelivered twin. `tools_used` names the tools
+    the agent's brain called on its way to this answer (first use first, each once), so a
+    caller can treat a tool-using turn differently (seed 000's `semi_auto` review).
     """
 
     sender: Name
@@ -192,6 +194,7 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
     malformed: bool = False
     token_usage: TokenUsage = TokenUsage()
     attempt: Annotated[int, Meta(ge=1)] = 1
+    tools_used: Annotated[tuple[Name, ...], Meta(max_length=32)] = ()
 
 
 # -- seed 003: delegation -------------------------------------------------------------

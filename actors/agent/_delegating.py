@@ -350,6 +350,16 @@ class Delegator:
         """Seed 003's status of an answer made after `wait`'s rounds."""
         return aggregate_status([r for done in wait.rounds for r in done.results])
 
+    @staticmethod
+    def tools_of(wait: Wait) -> tuple[str, ...]:
+        """The tools the brain called over `wait`'s rounds, first use first, each once: what
+        the answer tells its caller (`AgentResponse.tools_used`), so a tool-using turn can be
+        reviewed."""
+        names = (
+            str(request.__struct_config__.tag) for done in wait.rounds for request in done.requests
+        )
+        return tuple(dict.fromkeys(names))
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)

@@ -270,6 +270,7 @@ class AgentHost(Actor):
             dataclasses.replace(answer, usage=spent),
             time.time() - wait.started_ms / 1000 if wait.started_ms else 0.0,
             Delegator.status_of(wait),
+            Delegator.tools_of(wait),
         )
         return Resumed(requests=(), text="", tokens=answer.usage.total, answer=reply)
 
@@ -281,6 +282,7 @@ class AgentHost(Actor):
         answer: BrainAnswer,
         elapsed: float,
         status: str = "success",
+        tools_used: tuple[str, ...] = (),
     ) -> AgentResponse | DelegationResponse | SubAgentResult:
         """The answer to `envelope` from the brain's final text, checked against the reply
         contract; its id derives from the call's, however many rounds it took."""
@@ -321,6 +323,7 @@ class AgentHost(Actor):
                     malformed=interpreted.malformed,
                     token_usage=answer.usage,
                     attempt=attempt,
+                    tools_used=tools_used[:32],
                 )
             case DelegationRequest():
                 report = interpreted.report
