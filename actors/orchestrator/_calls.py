@@ -97,7 +97,7 @@ def ask_local(
         deadline=deadline,
     )
     session = structs.replace(
-        session, state="waiting_local", pending=pending, drafts=drafts, draft=""
+        session, state="waiting_local", pending=pending, drafts=drafts, draft="", draft_tools=()
     )
     event = clock.event(
         session,
@@ -172,7 +172,7 @@ def send_remote(
         deadline=deadline,
     )
     session = structs.replace(
-        session, state="waiting_remote", pending=pending, draft="", feedback=""
+        session, state="waiting_remote", pending=pending, draft="", draft_tools=(), feedback=""
     )
     event = clock.event(
         session,

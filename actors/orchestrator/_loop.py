@@ -102,7 +102,8 @@ def take_draft(
     draft = session.draft
     if session.mode == "full_auto":
         return send_remote(session, clock, options, draft, "auto")
-    reasons = review_reasons(draft, options) if session.mode == "semi_auto" else ()
+    semi_auto = session.mode == "semi_auto"
+    reasons = review_reasons(draft, options, session.draft_tools) if semi_auto else ()
     if session.mode == "semi_auto" and not reasons:
         return send_remote(session, clock, options, draft, "auto")
     reasons = reasons or ("manual mode: every draft waits for its owner",)
@@ -162,7 +163,7 @@ def on_answer(
     )
     if pending.phase == "local":
         text = text[: options.max_output_chars]
-        session = structs.replace(session, draft=text)
+        session = structs.replace(session, draft=text, draft_tools=answer.tools_used)
         if not paused:
             session = structs.replace(session, state="ready_to_send")
         done = answer.reply.final and not answer.malformed

@@ -31,3 +31,7 @@ class OrchestrationOptions(BaseModel):
     """`semi_auto`: a draft in which the redactor finds a credential waits for the owner."""
     review_pii: bool = True
     """`semi_auto`: a draft in which the redactor finds personal data waits for the owner."""
+    review_tool_use: bool = True
+    """`semi_auto`: a draft the local agent wrote after calling tools (other agents, through
+    its brain's tool loop) waits for the owner: what the tools brought back is in it, and
+    the owner never saw it."""

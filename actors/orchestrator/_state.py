@@ -145,6 +145,9 @@ class OrchestratedSession(Struct, frozen=True, kw_only=True):
     """Drafts asked of the local agent so far (a rejected draft is asked for again)."""
     turns: tuple[Turn, ...] = ()
     draft: str = ""
+    draft_tools: tuple[str, ...] = ()
+    """The tools the local agent's brain called while writing `draft` (its answer's
+    `tools_used`): `semi_auto`'s `review_tool_use` rule holds such a draft."""
     feedback: str = ""
     """Why the owner rejected the last draft: told to the local agent with the next request."""
     approvals: tuple[Approval, ...] = ()

@@ -87,6 +87,7 @@ def answer(
     tokens: int = 0,
     now: datetime = NOW,
     options: OrchestrationOptions = OPTIONS,
+    tools_used: tuple[str, ...] = (),
 ) -> Step:
     pending = session.pending
     assert pending is not None
@@ -99,6 +100,7 @@ def answer(
         session_id=session.session_id,
         reply=Reply(message=text, final=final),
         token_usage=TokenUsage(total=tokens),
+        tools_used=tools_used,
     )
     return advance_orchestration(
         session,
@@ -318,6 +320,45 @@ def test_risk_rules_are_configurable() -> None:
     relaxed = OrchestrationOptions(review_over_chars=None, review_secrets=False, review_pii=False)
     assert review_reasons("x" * 5000 + " AKIAIOSFODNN7EXAMPLE", relaxed) == ()
     assert review_reasons("mail me at ann@example.com", OPTIONS)
+
+
+def test_semi_auto_holds_a_draft_whose_turn_used_tools_and_names_them() -> None:
+    session = session_of(opened("semi_auto"))
+    tools = ("delegate_to_agent", "call_sub_agent")
+    step = answer(session, "A clean, short draft.", tools_used=tools)
+    assert calls(step) == [] and session_of(step).state == "ready_to_send"
+    [asked] = [e for e in events(step) if e.event_type == "approval_requested"]
+    assert asked.payload["reasons"] == [
+        "the local agent used tools to write it (delegate_to_agent, call_sub_agent)"
+    ]
+    [approval] = session_of(step).approvals
+    assert approval.reasons == tuple(asked.payload["reasons"])
+    step = control(session_of(step), "approve", approval_id=approval.approval_id)
+    [send] = calls(step)
+    assert send.target == "byte-doc" and send.text == "A clean, short draft."
+    # The next draft, written without tools, leaves unreviewed: the rule is per draft.
+    step = answer(session_of(answer(session_of(step), "Tokens are checked.")), "Next question?")
+    assert [c.target for c in calls(step)] == ["byte-doc"]
+
+
+def test_a_tool_using_draft_held_by_a_pause_is_still_reviewed_on_resume() -> None:
+    paused = session_of(control(session_of(opened("semi_auto")), "pause"))
+    step = answer(paused, "A draft.", tools_used=("delegate_to_agent",))
+    assert calls(step) == [] and session_of(step).state == "paused"
+    step = control(session_of(step), "resume")
+    assert calls(step) == [] and "approval_requested" in kinds(step)
+
+
+def test_the_tool_use_rule_is_configurable_and_only_semi_auto_applies_it() -> None:
+    relaxed = OrchestrationOptions(review_tool_use=False)
+    assert review_reasons("A draft.", relaxed, ("delegate_to_agent",)) == ()
+    assert review_reasons("A draft.", OPTIONS, ("delegate_to_agent",))
+    assert review_reasons("A draft.", OPTIONS, ()) == ()
+    session = session_of(opened("semi_auto", relaxed))
+    step = answer(session, "A draft.", tools_used=("delegate_to_agent",), options=relaxed)
+    assert len(calls(step)) == 1
+    step = answer(session_of(opened("full_auto")), "A draft.", tools_used=("call_sub_agent",))
+    assert len(calls(step)) == 1
 
 
 # -- controls -------------------------------------------------------------------------
