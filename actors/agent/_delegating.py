@@ -64,7 +64,8 @@ __all__ = ("MAX_TOOL_ROUNDS", "Delegator", "Resumed")
 log = logging.getLogger("parley.actors.agent.delegation")
 
 MAX_TOOL_ROUNDS = 8
-"""Rounds of requests one answer may take; past them the brain is offered no more tools."""
+"""Rounds of requests one answer may take by default (a profile's `max_tool_rounds`); past
+them the brain is offered no more tools."""
 
 _CONFLICT_RETRIES = 16
 

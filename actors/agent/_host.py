@@ -28,7 +28,7 @@ from typing import ClassVar
 
 import msgspec
 
-from actors.agent._delegating import MAX_TOOL_ROUNDS, Delegator, Resumed
+from actors.agent._delegating import Delegator, Resumed
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
 from actors.agent._prompt import BrainCall
 from actors.agent._reply import interpret_reply
@@ -236,7 +236,7 @@ class AgentHost(Actor):
         """The brain's question, offering the tools the profile allows while rounds remain."""
         call = call_for(envelope, attempt)
         profile = self.profile
-        if not profile.calls_agents or len(rounds) >= MAX_TOOL_ROUNDS:
+        if not profile.calls_agents or len(rounds) >= profile.max_tool_rounds:
             return dataclasses.replace(call, rounds=rounds)
         sub_agents = profile.sub_agents if profile.allow_sub_agent_calls else ()
         return dataclasses.replace(

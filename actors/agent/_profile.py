@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from actors.agent._delegating import MAX_TOOL_ROUNDS
 from bus import ConfigError, describe_invalid
 from schemas import DEFAULT_WINDOW_ITEMS, SubjectTokenError, check_token
 
@@ -128,6 +129,12 @@ class AgentProfile(_Strict):
     workspace_root: Path | None = Field(
         default=None,
         description="Files a sub-agent call's context may name, relative to this folder.",
+    )
+    max_tool_rounds: int = Field(
+        default=MAX_TOOL_ROUNDS,
+        ge=0,
+        description="Seed 000's max_tool_rounds: rounds of tool calls one answer may take; "
+        "past them the brain is offered no tools and must answer.",
     )
 
     @property

@@ -176,6 +176,7 @@ def on_answer(
             message=text,
             final=done,
             malformed=answer.malformed,
+            tools_used=list(answer.tools_used),
             duration_ms=duration_ms,
             success=True,
         )

@@ -327,7 +327,9 @@ def test_semi_auto_holds_a_draft_whose_turn_used_tools_and_names_them() -> None:
     tools = ("delegate_to_agent", "call_sub_agent")
     step = answer(session, "A clean, short draft.", tools_used=tools)
     assert calls(step) == [] and session_of(step).state == "ready_to_send"
-    [asked] = [e for e in events(step) if e.event_type == "approval_requested"]
+    drafted_event, asked = events(step)
+    assert drafted_event.payload["tools_used"] == list(tools)
+    assert asked.event_type == "approval_requested"
     assert asked.payload["reasons"] == [
         "the local agent used tools to write it (delegate_to_agent, call_sub_agent)"
     ]
