@@ -8,6 +8,9 @@ provisioner making every durable). A third nats-server is the gateway between th
 shares `byte-doc` with Alice's device (a signed share), Alice adds it as `bob-byte-doc`; both
 brains are scripted. With `local_copy`, Alice also runs a `byte-doc` of her own, listed as a
 shared agent too, so one run can time the same turn with both agents on one deployment.
+
+`prepared_deployments` stops short of starting the actors, for a caller that starts and kills
+them itself (`parley chaos --shared`), with what `Tuning` adds (an auditor, settings).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import msgspec
 import nats
@@ -63,7 +66,9 @@ __all__ = (
     "LOCAL_SCRIPT",
     "Deployment",
     "SharedDeployments",
+    "Tuning",
     "orchestrate",
+    "prepared_deployments",
     "shared_deployments",
 )
 
@@ -114,6 +119,17 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """What a run adds to the demo's deployments: actors of its own on each side (an
+    auditor), settings every actor shares (`ack_wait_s`: the provisioner's durables get them
+    too), and the router's `[options]`."""
+
+    extra_actors: Callable[[Deployment], list[ChildSpec]] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    router_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SharedDeployments:
     alice: Deployment
     bob: Deployment
@@ -158,7 +174,7 @@ def _agent(side: Deployment, name: str, script: tuple[str, ...]) -> ChildSpec:
 
 
 def _topology(
-    side: Deployment, gateway: str, public_key: Path, agents: list[ChildSpec]
+    side: Deployment, gateway: str, public_key: Path, agents: list[ChildSpec], tuning: Tuning
 ) -> Topology:
     """Gate, the agents, the relay (and on Alice's side the router), locked down."""
     gate = {"policy_keys": [str(public_key)], "tenant": side.name}
@@ -170,12 +186,15 @@ def _topology(
     }
     children = [ChildSpec(name="gate", run="gate", env={"PARLEY_OPTIONS": json.dumps(gate)})]
     if side.name == "alice":
-        children.append(ChildSpec(name="router", run="router"))
+        router = {"PARLEY_OPTIONS": json.dumps(tuning.router_options)}
+        children.append(ChildSpec(name="router", run="router", env=router))
+    if tuning.extra_actors is not None:
+        children += tuning.extra_actors(side)
     children += [
         *agents,
         ChildSpec(name="relay", run="relay", env={"PARLEY_OPTIONS": json.dumps(relay)}),
     ]
-    topology = Topology(settings={"log_level": "info"}, actor=tuple(children))
+    topology = Topology(settings={"log_level": "info", **tuning.settings}, actor=tuple(children))
     return lock_down(topology, side.ns, side.broker)
 
 
@@ -238,10 +257,12 @@ def _policies(
     return {"alice": alice_policy, "bob": bob_policy}
 
 
-async def _start(side: Deployment, gateway: str, policy: bytes, agents: list[ChildSpec]) -> None:
+async def _start(
+    side: Deployment, gateway: str, policy: bytes, agents: list[ChildSpec], tuning: Tuning
+) -> None:
     """Sign the side's policy, lock it down, start its server, provision, publish the policy."""
     signed, public = await asyncio.to_thread(sign_bundle, policy, side.dir / "keys")
-    side.topology = _topology(side, gateway, public, agents)
+    side.topology = _topology(side, gateway, public, agents, tuning)
     side.server = EmbeddedServer(
         side.dir / "nats", authorization=side.broker / "authorization.conf"
     )
@@ -266,15 +287,16 @@ def _on_line(side: Deployment, out: TextIO) -> Callable[[str, str], None]:
 
 
 @asynccontextmanager
-async def shared_deployments(
-    work: Path, out: TextIO, *, local_copy: bool = False, rate_per_minute: int = 30
+async def prepared_deployments(
+    work: Path,
+    *,
+    local_copy: bool = False,
+    rate_per_minute: int = 30,
+    tuning: Tuning | None = None,
 ) -> AsyncIterator[SharedDeployments]:
-    """Both deployments and the gateway, every actor ready; all stopped on the way out.
-
-    Raises:
-        TimeoutError: an actor was not ready within 60 s.
-        GiveUp (in an ExceptionGroup): an actor kept failing.
-    """
+    """Both sides' servers and the gateway up, provisioned, shared, policies published; no
+    actor started (each side's `topology` says what to run). Servers stopped on the way out."""
+    tuning = tuning or Tuning()
     alice = Deployment("alice", work / "alice", DeviceKeys.generate())
     bob = Deployment("bob", work / "bob", DeviceKeys.generate())
     for side in (alice, bob):
@@ -290,13 +312,33 @@ async def shared_deployments(
         alice_agents = [_agent(alice, "local", LOCAL_SCRIPT)]
         if local_copy:
             alice_agents.append(_agent(alice, "byte-doc", BYTE_DOC_SCRIPT))
-        await _start(alice, gateway.url, policies["alice"], alice_agents)
-        await _start(bob, gateway.url, policies["bob"], [_agent(bob, "byte-doc", BYTE_DOC_SCRIPT)])
+        await _start(alice, gateway.url, policies["alice"], alice_agents, tuning)
+        bob_agents = [_agent(bob, "byte-doc", BYTE_DOC_SCRIPT)]
+        await _start(bob, gateway.url, policies["bob"], bob_agents, tuning)
         started += [s.server for s in (alice, bob) if s.server is not None]
+        yield SharedDeployments(alice, bob, gateway)
+    finally:
+        for server in reversed(started):
+            await asyncio.to_thread(server.stop)
+
+
+@asynccontextmanager
+async def shared_deployments(
+    work: Path, out: TextIO, *, local_copy: bool = False, rate_per_minute: int = 30
+) -> AsyncIterator[SharedDeployments]:
+    """Both deployments and the gateway, every actor ready; all stopped on the way out.
+
+    Raises:
+        TimeoutError: an actor was not ready within 60 s.
+        GiveUp (in an ExceptionGroup): an actor kept failing.
+    """
+    async with prepared_deployments(
+        work, local_copy=local_copy, rate_per_minute=rate_per_minute
+    ) as up:
         stopping = asyncio.Event()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PARLEY_", "NATS_"))}
         async with asyncio.TaskGroup() as tasks:
-            for side in (alice, bob):
+            for side in (up.alice, up.bob):
                 assert side.topology is not None  # noqa: S101 - set by _start
                 supervisor = Supervisor(
                     side.topology,
@@ -305,14 +347,11 @@ async def shared_deployments(
                 )
                 tasks.create_task(supervisor.run(stopping))
             try:
-                waits = [e.wait() for s in (alice, bob) for e in s.ready.values()]
+                waits = [e.wait() for s in (up.alice, up.bob) for e in s.ready.values()]
                 await asyncio.wait_for(asyncio.gather(*waits), 60)
-                yield SharedDeployments(alice, bob, gateway)
+                yield up
             finally:
                 stopping.set()
-    finally:
-        for server in reversed(started):
-            await asyncio.to_thread(server.stop)
 
 
 async def orchestrate(
