@@ -10,16 +10,35 @@ from pathlib import Path
 from tools.chaos._agents import agents_for
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
 from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
+from tools.chaos._shared_command import SharedChaosOptions, plan_shared_faults, run_shared_chaos
 from tools.demo import demo_topology
 
 __all__ = ("add_chaos_command",)
 
 
+def _cmd_shared(args: argparse.Namespace) -> int:
+    if args.plan:
+        for fault in plan_shared_faults(args.seed, args.duration):
+            print(fault.describe())
+        return 0
+    options = SharedChaosOptions(
+        seed=args.seed,
+        duration_s=args.duration,
+        sessions=args.sessions or SharedChaosOptions.sessions,
+        ack_wait_s=args.ack_wait,
+        keep=args.keep,
+    )
+    code, _ = asyncio.run(run_shared_chaos(options))
+    return code
+
+
 def _cmd_chaos(args: argparse.Namespace) -> int:
+    if args.shared:
+        return _cmd_shared(args)
     options = ChaosOptions(
         seed=args.seed,
         duration_s=args.duration,
-        sessions=args.sessions,
+        sessions=args.sessions or ChaosOptions.sessions,
         ack_wait_s=args.ack_wait,
         server_faults=not args.no_server_faults,
         keep=args.keep,
@@ -52,7 +71,9 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     chaos.add_argument("--seed", type=int, default=1, help="the fault schedule's seed")
     chaos.add_argument("--duration", type=float, default=60.0, help="seconds of load and faults")
-    chaos.add_argument("--sessions", type=int, default=4, help="concurrent sessions")
+    chaos.add_argument(
+        "--sessions", type=int, help="concurrent sessions (default 4; 2 with --shared)"
+    )
     chaos.add_argument(
         "--delegations",
         type=int,
@@ -73,6 +94,12 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         choices=range(3, 8),
         metavar="N",
         help="run the broker as N nodes; kill and pause nodes and PARLEY_SUBMIT's leader",
+    )
+    chaos.add_argument(
+        "--shared",
+        action="store_true",
+        help="two deployments and a gateway: orchestrated sessions with Bob's shared agent "
+        "while relays, Alice's local agent host, router and the gateway are SIGKILLed",
     )
     chaos.add_argument("--plan", action="store_true", help="print the schedule and exit")
     chaos.add_argument(
