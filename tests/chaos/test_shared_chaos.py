@@ -155,6 +155,26 @@ def test_the_timeline_names_the_id_bobs_relay_gives_each_turn_and_each_end() -> 
     assert timeline.told == {"remote_failed": "gone"}
 
 
+async def test_the_plan_kills_each_of_issue_16s_targets_and_other_modes_flags_are_refused() -> None:
+    """`--plan` prints the seed's schedule: every fault a SIGKILL, each target hit before any
+    is hit again; a flag of the single-deployment mode is refused, not silently ignored."""
+    argv = ("--shared", "--plan", "--seed", "1", "--duration", "60")
+    code, lines = await finished(parley_cli(dict(os.environ), "chaos", *argv))
+    assert code == 0, lines
+    targets = [line.split()[3] for line in lines]
+    assert {line.split()[2] for line in lines} == {"kill"}
+    assert set(targets[:5]) == {
+        "alice/relay",
+        "bob/relay",
+        "alice/local",
+        "alice/router",
+        "gateway",
+    }
+    refused = ("--shared", "--cluster", "3", "--delegations", "2")
+    code, lines = await finished(parley_cli(dict(os.environ), "chaos", *refused))
+    assert code == 2 and "not with --cluster, --delegations" in "\n".join(lines), lines
+
+
 async def test_parley_chaos_shared_passes_with_both_relays_the_gateway_and_the_local_agent_killed(
     tmp_path: Path,
 ) -> None:

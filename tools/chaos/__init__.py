@@ -1,15 +1,26 @@
 """`parley chaos`: the real actors under load while faults are injected, then the history checked.
 
-Public face: `run_chaos` with its `ChaosOptions`, `add_chaos_command`, and `EVERY_ACTOR`.
+Public face: `run_chaos` with its `ChaosOptions`, `add_chaos_command`, and `EVERY_ACTOR`;
+`run_shared_chaos` with its `SharedChaosOptions` (`--shared`: two deployments and a gateway).
 
 Inside: `_command` (the run), `_cli` (its command line), `_schedule` (which fault when),
 `_faults` (injecting them), `_procs` (the actor processes), `_load` (the sessions it submits),
 `_delegations` (the delegations it makes, with `--delegations`), `_agents` (the agent profiles
 that mix needs), `_lockdown` (the least-privilege broker it runs under), `_records` (reading
-the stored history back) and `_checker` (what must hold of that history).
+the stored history back) and `_checker` (what must hold of that history). With `--shared`:
+`_shared_command` (the run), `_shared_faults` (its schedule and faults), `_shared_records`
+(both deployments' history) and `_shared_check` (issue 16's rule).
 """
 
 from tools.chaos._cli import add_chaos_command
 from tools.chaos._command import EVERY_ACTOR, ChaosOptions, run_chaos
+from tools.chaos._shared_command import SharedChaosOptions, run_shared_chaos
 
-__all__ = ("EVERY_ACTOR", "ChaosOptions", "add_chaos_command", "run_chaos")
+__all__ = (
+    "EVERY_ACTOR",
+    "ChaosOptions",
+    "SharedChaosOptions",
+    "add_chaos_command",
+    "run_chaos",
+    "run_shared_chaos",
+)

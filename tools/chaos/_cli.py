@@ -10,13 +10,28 @@ from pathlib import Path
 from tools.chaos._agents import agents_for
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
 from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
-from tools.chaos._shared_command import SharedChaosOptions, plan_shared_faults, run_shared_chaos
+from tools.chaos._shared_command import SharedChaosOptions, run_shared_chaos
+from tools.chaos._shared_faults import plan_shared_faults
 from tools.demo import demo_topology
 
 __all__ = ("add_chaos_command",)
 
 
 def _cmd_shared(args: argparse.Namespace) -> int:
+    ignored = [
+        flag
+        for flag, given in (
+            ("--cluster", args.cluster),
+            ("--delegations", args.delegations),
+            ("--kill-router-every", args.kill_router_every),
+            ("--no-server-faults", args.no_server_faults),
+            ("--open-broker", args.open_broker),
+        )
+        if given
+    ]
+    if ignored:
+        print(f"parley chaos: --shared runs its own two deployments; not with {', '.join(ignored)}")
+        return 2
     if args.plan:
         for fault in plan_shared_faults(args.seed, args.duration):
             print(fault.describe())

@@ -7,11 +7,12 @@ router's turn timeout short enough that a turn the faults broke ends the session
 run. It starts every actor itself, as a process it can kill (tools/chaos/_procs.py). N
 workers play the person at Alice's terminal: each opens a full_auto session with Bob's
 shared agent, follows it to its end and opens the next, until the duration is over. The
-schedule (drawn from `--seed`, one fault at a time) SIGKILLs Alice's relay, Bob's relay,
-Alice's local agent host, Alice's router or the gateway's nats-server, and starts it again
-after a hold. Once every session has ended (or fallen silent), both deployments' history is
-read back (tools/chaos/_shared_records.py) and judged (tools/chaos/_shared_check.py); exit 0
-on PASS, 1 on FAIL, 2 when the deployments did not start.
+schedule (tools/chaos/_shared_faults.py, drawn from `--seed`, one fault at a time) SIGKILLs
+Alice's relay, Bob's relay, Alice's local agent host, Alice's router or the gateway's
+nats-server, and starts it again after a hold. Once every session has ended (or fallen
+silent), both deployments' history is read back (tools/chaos/_shared_records.py) and judged
+(tools/chaos/_shared_check.py); exit 0 on PASS, 1 on FAIL, 2 when the deployments did not
+start.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Final, TextIO
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-from bus import ChildProcess, ChildSpec, EmbeddedServer
+from bus import ChildProcess, ChildSpec
 from tools._shared_deployments import (
     Deployment,
     SharedDeployments,
@@ -37,24 +38,14 @@ from tools._shared_deployments import (
     orchestrate,
     prepared_deployments,
 )
-from tools.chaos._checker import Fault
 from tools.chaos._procs import actor_process, wait_ready
-from tools.chaos._schedule import PlannedFault, plan_faults
+from tools.chaos._schedule import PlannedFault
 from tools.chaos._shared_check import SharedReport, check_shared, format_shared_report
+from tools.chaos._shared_faults import SharedFaults, plan_shared_faults
 from tools.chaos._shared_records import SHARED_AGENT, audit_key, read_shared_history
 
-__all__ = (
-    "GATEWAY",
-    "SHARED_TARGETS",
-    "SharedChaosOptions",
-    "plan_shared_faults",
-    "run_shared_chaos",
-)
+__all__ = ("SharedChaosOptions", "run_shared_chaos")
 
-GATEWAY: Final = "gateway"
-"""The target name of the gateway's nats-server."""
-SHARED_TARGETS: Final = ("alice/relay", "bob/relay", "alice/local", "alice/router", GATEWAY)
-"""What the schedule may SIGKILL: issue 16's list."""
 OBJECTIVE: Final = "review this API for security issues"
 TURN_TIMEOUT_S: Final = 20.0
 """The router's turn timeout for the run (60 s by default): a fault is held at most 3 s, so a
@@ -80,14 +71,6 @@ class SharedChaosOptions:
     """Faults to inject instead of the seed's schedule."""
 
 
-def plan_shared_faults(seed: int, duration_s: float) -> list[PlannedFault]:
-    """The seed's schedule over `SHARED_TARGETS`: the chaos schedule's times, targets and
-    holds (every target once, shuffled, before any is hit again; one fault at a time), each a
-    SIGKILL and a start again."""
-    plan = plan_faults(seed, duration_s, SHARED_TARGETS, include_server=False)
-    return [PlannedFault(fault.at, "kill", fault.target, fault.hold_s) for fault in plan]
-
-
 def _auditor(side: Deployment) -> list[ChildSpec]:
     """The side's auditor, signing with a key made for the run (`audit_key`)."""
     path = Path(audit_key(side))
@@ -97,38 +80,6 @@ def _auditor(side: Deployment) -> list[ChildSpec]:
     path.chmod(0o600)
     options = json.dumps({"signing_key": str(path), "tenant": side.name})
     return [ChildSpec(name="auditor", run="auditor", env={"PARLEY_OPTIONS": options})]
-
-
-class _Faults:
-    """Applies the plan: SIGKILL, hold, start again; records when each fault healed."""
-
-    def __init__(
-        self, children: dict[str, ChildProcess], gateway: EmbeddedServer, out: TextIO
-    ) -> None:
-        self.children = children
-        self.gateway = gateway
-        self.out = out
-        self.healed: list[Fault] = []
-
-    async def run(self, plan: list[PlannedFault], started: float) -> None:
-        for fault in plan:
-            delay = started + fault.at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)  # the schedule's own clock, not a synchronisation
-            print(f"fault: {fault.describe()}", file=self.out, flush=True)
-            if fault.target == GATEWAY:
-                await asyncio.to_thread(self.gateway.kill)
-                await asyncio.sleep(fault.hold_s)  # the outage's length
-                await asyncio.to_thread(self.gateway.start)
-                self.healed.append(Fault(fault.action, fault.target, time.time()))
-                continue
-            child = self.children[fault.target]
-            await asyncio.to_thread(child.kill)
-            await asyncio.sleep(fault.hold_s)  # how long a supervisor takes to notice
-            child.start()
-            self.healed.append(Fault(fault.action, fault.target, time.time()))
-            if not await wait_ready(child):
-                print(f"fault: {fault.target} did not come back ready", file=self.out, flush=True)
 
 
 @dataclass
@@ -221,7 +172,7 @@ async def _run(
         file=out,
         flush=True,
     )
-    faults = _Faults(children, up.gateway, out)
+    faults = SharedFaults(children, up.gateway, out)
     load = _Load()
     started = time.monotonic()
     stop_at = started + options.duration_s
