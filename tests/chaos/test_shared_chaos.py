@@ -65,6 +65,8 @@ def test_a_turn_bob_admitted_twice_is_a_duplicate_send() -> None:
     report = check_shared(_history(sends=sends, bob_calls=["b1", "b2", "b3"]))
     assert report.duplicate_sends == (("s1", 2),)
     assert "1 turn(s) sent to the shared agent twice" in report.violations()
+    table = format_shared_report(report)
+    assert "verdict" in table and table.endswith("  sent twice (session, turn): s1 2")
 
 
 def test_a_call_no_session_sent_fails_the_run() -> None:

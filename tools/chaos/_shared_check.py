@@ -255,4 +255,19 @@ def format_shared_report(report: SharedReport, *, seed: int | None = None) -> st
     lines.append(
         f"{'verdict':<{width}}  " + ("PASS" if not violations else "FAIL: " + "; ".join(violations))
     )
-    return "\n".join(lines)
+    return "\n".join([*lines, *_culprits(report)])
+
+
+def _culprits(report: SharedReport, shown: int = 5) -> list[str]:
+    """Which sessions, turns and ids broke a promise (the first few of each), to look up."""
+    found = [
+        ("not ended", report.incomplete),
+        ("sent twice (session, turn)", tuple(f"{s} {t}" for s, t in report.duplicate_sends)),
+        ("calls sent by no session", report.unattributed_calls),
+        ("answers lost", report.lost_answers),
+    ]
+    return [
+        f"  {what}: " + ", ".join(ids[:shown]) + (" …" if len(ids) > shown else "")
+        for what, ids in found
+        if ids
+    ]
