@@ -49,6 +49,7 @@ from tools.chaos._agents import agents_for, write_agents
 from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
 from tools.chaos._delegations import DEADLINE_MS, MARGIN_S, delegation_worker, follow_answers
 from tools.chaos._faults import EVERY_ACTOR, Faults
+from tools.chaos._keeper import Keeper
 from tools.chaos._load import CLI, Load, follow_events, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
@@ -243,11 +244,13 @@ async def _run(
     except ProvisionFailed as exc:
         print(f"parley chaos: {exc}", file=out)
         return 2, None
+    keeper = Keeper(children, out)
     for spec in topology.actor:
         env = {**base, **topology.child_env(spec)}
         args = () if broker is None else ("--config", str(broker.settings_file(spec.name)))
+        log_path = work / f"{spec.name}.log"
         children[spec.name] = actor_process(
-            spec.name, spec.run, env, work / f"{spec.name}.log", args
+            spec.name, spec.run, env, log_path, args, keeper.on_exit(spec.name)
         )
         children[spec.name].start()
     for child in children.values():
@@ -282,17 +285,25 @@ async def _run(
         await follow_events(watcher.jetstream(), ns, load)
         if options.delegations > 0:
             await follow_answers(watcher.jetstream(), ns, load)
-        faults = Faults(children, server, out, ns.stream("submit"))
+        faults = Faults(children, server, out, ns.stream("submit"), keeper)
         started = time.monotonic()
         stop_at = started + options.duration_s
         give_up_at = stop_at + options.ack_wait_s * 20 + 30
         session_timeout_s = options.ack_wait_s * 10 + 20
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(faults.run(plan, started))
-            for _ in range(options.sessions):
+            keeping = tasks.create_task(keeper.run())
+            running = [tasks.create_task(faults.run(plan, started))]
+            running += [
                 tasks.create_task(worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
-            for _ in range(options.delegations):
+                for _ in range(options.sessions)
+            ]
+            running += [
                 tasks.create_task(delegation_worker(js, ns, load, stop_at, give_up_at))
+                for _ in range(options.delegations)
+            ]
+            await asyncio.gather(*running)
+            keeping.cancel()  # the load is done: exits from here on are the run's own stop
+        print(keeper.summary(), file=out, flush=True)
     finally:
         await nc.close()
         await watcher.close()

@@ -17,6 +17,7 @@ from typing import TextIO
 
 from bus import ChildProcess, EmbeddedCluster, EmbeddedServer
 from tools.chaos._checker import Fault
+from tools.chaos._keeper import Keeper
 from tools.chaos._procs import wait_ready
 from tools.chaos._schedule import NODE_PREFIX, SERVER, SUBMIT_LEADER, PlannedFault
 
@@ -41,9 +42,12 @@ class Faults:
         server: EmbeddedServer | EmbeddedCluster,
         out: TextIO,
         submit_stream: str = "",
+        keeper: Keeper | None = None,
     ) -> None:
-        """`submit_stream`: PARLEY_SUBMIT's name, whose leader `SUBMIT_LEADER` hits."""
+        """`submit_stream`: PARLEY_SUBMIT's name, whose leader `SUBMIT_LEADER` hits;
+        `keeper`: told which actors a fault is acting on, so it leaves their exits alone."""
         self.children = children
+        self.keeper = keeper
         self.server = server
         self.out = out
         self.submit_stream = submit_stream
@@ -98,16 +102,27 @@ class Faults:
                 await asyncio.to_thread(self.server.start)
             self._healed(fault)
             return
+        names = list(self.children) if fault.target == EVERY_ACTOR else [fault.target]
+        if self.keeper is None:
+            started = await self._on_actors(fault)
+        else:
+            with self.keeper.holding(names):  # the exits it causes are the fault's own
+                started = await self._on_actors(fault)
+        for child in started:  # an exit from here on is the actor's own: the keeper's
+            if not await wait_ready(child):
+                print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
+
+    async def _on_actors(self, fault: PlannedFault) -> list[ChildProcess]:
+        """Apply an actor fault up to its healing; return the children started again."""
         if fault.target == EVERY_ACTOR:
-            await self._all_at_once(fault)
-            return
+            return await self._all_at_once(fault)
         child = self.children[fault.target]
         if fault.action == "pause":
             child.send(signal.SIGSTOP)
             await asyncio.sleep(fault.hold_s)  # the pause's length
             child.send(signal.SIGCONT)
             self._healed(fault)
-            return
+            return []
         if fault.action == "kill":
             await asyncio.to_thread(child.kill)
             await asyncio.sleep(fault.hold_s)  # how long the supervisor takes to notice
@@ -115,10 +130,9 @@ class Faults:
             await asyncio.to_thread(child.stop, TERMINATE_GRACE_S)
         child.start()
         self._healed(fault)
-        if not await wait_ready(child):
-            print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
+        return [child]
 
-    async def _all_at_once(self, fault: PlannedFault) -> None:
+    async def _all_at_once(self, fault: PlannedFault) -> list[ChildProcess]:
         """Every actor at once: SIGKILL (or SIGSTOP) them all, then bring them all back."""
         children = list(self.children.values())
         if fault.action == "pause":
@@ -128,13 +142,11 @@ class Faults:
             for child in children:
                 child.send(signal.SIGCONT)
             self._healed(fault)
-            return
+            return []
         for child in children:
             await asyncio.to_thread(child.kill)
         await asyncio.sleep(fault.hold_s)  # the outage's length
         for child in children:
             child.start()
         self._healed(fault)
-        for child in children:
-            if not await wait_ready(child):
-                print(f"fault: {child.name} did not come back ready", file=self.out, flush=True)
+        return children
