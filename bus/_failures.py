@@ -29,6 +29,7 @@ from bus._deadletter import DeadLetters
 from bus._headers import CAUSATION_ID
 from bus._intake import BadInput, Intake, Job
 from bus._outbox import Outbox
+from bus._quarantine import Settled
 from bus._rejection import Rejection, claimed_id, claimed_kind, describe
 from schemas import SubjectTokenError
 
@@ -48,9 +49,11 @@ class Failures:
         dead: DeadLetters,
         dead_stream: str,
         outcomes: Mapping[str, Counter],
+        settled: Settled,
     ) -> None:
         """`outcomes`: the actor's `handled` counters by outcome (`nacked`, `dead_lettered`,
-        `abandoned` are counted here)."""
+        `abandoned` are counted here); `settled`: where each nak is noted, so the quarantine
+        does not take a clean failure for a death (bus/_quarantine.py)."""
         self._actor = actor
         self._settings = actor.settings
         self._intake = intake
@@ -58,6 +61,7 @@ class Failures:
         self._dead = dead
         self._dead_stream = dead_stream
         self._outcomes = outcomes
+        self._settled = settled
 
     async def handler_failed(self, spec: Input, job: Job, exc: Exception) -> None:
         """Retry `job` later with backoff, or dead-letter it on its last delivery."""
@@ -78,6 +82,7 @@ class Failures:
             await job.msg.nak(delay=backoff[min(ctx.attempt - 1, len(backoff) - 1)])
         except Exception as nak_exc:  # the ack wait redelivers it anyway
             log.debug("nak failed", extra={"error": repr(nak_exc)})
+        self._settled.add(spec.stream, ctx.stream_seq)
         self._outcomes["nacked"].inc()
 
     async def reject(self, spec: Input, msg: Msg, reason: str, detail: str) -> None:
@@ -116,6 +121,7 @@ class Failures:
                     await msg.nak(delay=self._settings.backoff_s[-1])
                 except Exception as nak_exc:  # the ack wait redelivers it anyway
                     log.debug("nak failed", extra={"error": repr(nak_exc)})
+                self._settled.add(spec.stream, seq)
                 self._outcomes["nacked"].inc()
                 return
         await self.dead_letter(spec, msg, seq, attempt, reason, detail)
@@ -146,6 +152,7 @@ class Failures:
                 await msg.nak(delay=self._settings.backoff_s[-1])
             except Exception as nak_exc:
                 log.debug("nak failed", extra={"error": repr(nak_exc)})
+            self._settled.add(spec.stream, seq)
             return
         self._outcomes["dead_lettered"].inc()
 

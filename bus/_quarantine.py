@@ -21,6 +21,13 @@ of handled. A poison message now costs three process deaths instead of `max_deli
 unmarked, the third alone under its mark); an innocent message caught in one crash is handled
 in its batch on its redelivery, as fast as before.
 
+Only deliveries that may have died count toward `GUARDED_FROM`: a delivery this very process
+settled without acking (its handler raised and it was nacked, or the handler deferred it) is
+no death, so it is subtracted (`Settled`). Otherwise two clean failures during a cluster
+election (a KV read timing out) put the third delivery under the mark, and an operator's kill
+of the process during that one attempt quarantined an innocent message. What another process
+settled is not known here and still counts, so the bound on a poison message's deaths holds.
+
 The guard fails open: when the bucket cannot be read or written the message is handled
 unguarded (and the failure logged), as before this existed, and the guard rests for a minute
 so a missing bucket or grant does not cost every redelivery a timeout.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
@@ -37,7 +45,7 @@ from nats.js.kv import KeyValue
 
 from schemas import Namespace
 
-__all__ = ("GUARDED_FROM", "Quarantine", "handling_key")
+__all__ = ("GUARDED_FROM", "Quarantine", "Settled", "handling_key")
 
 log = logging.getLogger("parley.bus.quarantine")
 
@@ -45,6 +53,31 @@ BUCKET = "idempotency"
 GUARDED_FROM = 3
 """The first delivery handled alone under a mark (see the module docstring)."""
 _REST_S = 60.0
+
+
+class Settled:
+    """How many deliveries of each recent message this process settled without acking.
+
+    Bounded: the oldest entries go first, and an entry forgotten only makes a later
+    redelivery count one more possible death, as if this record did not exist."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._counts: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._limit = limit
+
+    def add(self, stream: str, seq: int) -> None:
+        """A delivery of `seq` ended here in a nak (a clean failure or a deferral)."""
+        key = (stream, seq)
+        self._counts[key] = self._counts.pop(key, 0) + 1
+        if len(self._counts) > self._limit:
+            self._counts.popitem(last=False)
+
+    def guarded(self, stream: str, seq: int, attempt: int) -> bool:
+        """Whether delivery `attempt` of `seq` is handled alone under the mark: the earlier
+        deliveries this process did not see settle (those that may have died) reach
+        `GUARDED_FROM - 1`."""
+        unexplained = attempt - 1 - self._counts.get((stream, seq), 0)
+        return unexplained >= GUARDED_FROM - 1
 
 
 def handling_key(actor_id: str, stream: str, seq: int) -> str:

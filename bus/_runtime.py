@@ -40,7 +40,7 @@ from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import settle
 from bus._provision import provision
-from bus._quarantine import GUARDED_FROM, Quarantine
+from bus._quarantine import Quarantine, Settled
 from schemas import Namespace
 
 __all__ = ("ActorRuntime",)
@@ -100,6 +100,7 @@ class ActorRuntime:
         self._failures: Failures | None = None
         self._inbox: AckInbox | None = None
         self._quarantine: Quarantine | None = None
+        self._settled = Settled()  # deliveries nacked here: no deaths (bus/_quarantine.py)
         self._in_hand: dict[tuple[str, int], float] = {}
         """Guarded messages this process is handling now, by (stream, seq): when each began."""
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
@@ -126,9 +127,8 @@ class ActorRuntime:
             if settings.provision:
                 await provision(js, self.namespace, max_msg_size=settings.max_payload)
             dead = DeadLetters(js, self.namespace, actor_id, settings.max_payload, self.metrics)
-            self._failures = Failures(
-                self.actor, self._intake, self._inbox, dead, self._dead_stream, self._outcomes
-            )
+            failed = (self._intake, self._inbox, dead, self._dead_stream, self._outcomes)
+            self._failures = Failures(self.actor, *failed, self._settled)
             self._quarantine = Quarantine(js, self.namespace, actor_id)
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
             await self.actor.start(handle)
@@ -248,7 +248,8 @@ class ActorRuntime:
             except BadInput as bad:
                 await failures.reject(spec, msg, bad.reason, bad.detail)
                 continue
-            (again if job.ctx.attempt > GUARDED_FROM - 1 else jobs).append(job)
+            guarded = self._settled.guarded(spec.stream, job.ctx.stream_seq, job.ctx.attempt)
+            (again if guarded else jobs).append(job)
         if self.actor.concurrent_handlers and again:
             # Handlers that wait on slow things (an LLM call) are not made to wait for each
             # other: each redelivery runs under its own mark beside the rest of the batch.
@@ -388,5 +389,6 @@ class ActorRuntime:
                 await job.msg.nak(delay=delay)
             except Exception as exc:  # the ack wait redelivers it anyway
                 log.debug("nak failed", extra={"error": repr(exc)})
+            self._settled.add(job.ctx.stream, job.ctx.stream_seq)
             self._outcomes["deferred"].inc()
         return ack

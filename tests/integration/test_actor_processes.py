@@ -194,8 +194,38 @@ async def test_a_redelivery_of_a_message_still_in_hand_is_not_quarantined(
     await probe.wait_line(READY)
     stalled = human("stall:1.5:1.5")  # blocked 1.5 s, 2.5 ack waits: it comes back meanwhile
     await deliver(nc.jetstream(), namespace, "probe", encode(stalled), stalled.id)
+    for _death in range(2):  # deliveries 1 and 2 kill the process: the third is guarded
+        assert await probe.wait_exit() == 70
+        probe = start_actor("support.probe:StallingProbe", "probe", env)
+        processes.append(probe)
     await probe.wait_line(r"still handling: left to that attempt", timeout=20)
     _, effect = await effects.next()
     _, done = await effects.next()
     assert (effect.call_id, done.attempt) == (stalled.id, 3)
     assert not any("quarantined a message" in line for line in probe.lines), probe.lines[-10:]
+
+
+@pytest.mark.chaos
+async def test_clean_failures_before_a_kill_do_not_get_the_message_quarantined(
+    nc: NATS,
+    namespace: Namespace,
+    env: dict[str, str],
+    effects: Effects,
+    processes: list[ProcessOutput],
+) -> None:
+    """Two deliveries fail cleanly (in a cluster election a KV read times out), and the process
+    is SIGKILLed by its operator during the third: one possible death, not three, so the
+    fourth delivery is handled. (Seen in cluster chaos: the guard counted the clean failures
+    as deaths, put the third delivery under its mark, and quarantined an innocent message.)"""
+    env = {**env, "PARLEY_MAX_DELIVER": "10", "PARLEY_ACK_WAIT_S": "1.5"}
+    receiver = await start_probe(env, processes)
+    message = human("fail-fail-hang")
+    await deliver(nc.jetstream(), namespace, "probe", encode(message), message.id)
+    _, effect = await effects.next()
+    assert (effect.call_id, effect.attempt) == (message.id, 3)
+    assert receiver.kill() == -signal.SIGKILL
+    receiver = await start_probe(env, processes)
+    _, done = await effects.next()
+    assert (done.call_id, done.attempt) == (message.id, 4)
+    assert done.text == f"fail-fail-hang@{receiver.pid}"
+    assert not any("quarantined" in line for line in receiver.lines), receiver.lines[-10:]

@@ -10,10 +10,14 @@ misbehave in one precise way:
   finish (as a slow LLM call would), so the test can SIGKILL it between effect and ack;
 - `fail`: raise, so the runtime retries and finally dead-letters it;
 - `crash`: exit the process at once, on every delivery;
+- `fail-fail-hang`: raise on the first two deliveries (clean failures, as a KV read timing
+  out during an election), then on the third submit the effect and hang, so the test can
+  SIGKILL it there;
 - `slow:SECONDS`: take that long before the effect, as a long LLM call would.
 
 `StallingProbe` handles messages concurrently, as the auditor and the router do, and
-`stall:BLOCK:WORK` fails its first two deliveries, then on the third blocks the whole process
+`stall:BLOCK:WORK` kills its process on the first two deliveries (so the third is guarded by
+the quarantine's mark), then on the third blocks the whole process
 for BLOCK seconds (CPU starvation: no heartbeat goes out, so JetStream redelivers it while it
 is still in hand) and works WORK seconds more before finishing.
 
@@ -54,10 +58,12 @@ class ProbeActor(Actor):
             os._exit(70)
         if envelope.text == "fail":
             raise RuntimeError("asked to fail")
+        if envelope.text == "fail-fail-hang" and ctx.attempt < 3:
+            raise RuntimeError("asked to fail twice")
         if envelope.text.startswith("slow:"):
             await asyncio.sleep(float(envelope.text.removeprefix("slow:")))  # simulated work
         await ctx.submit(self._response(ctx, "effect", envelope.text))
-        if envelope.text == "hang-after-effect" and ctx.attempt == 1:
+        if (envelope.text, ctx.attempt) in {("hang-after-effect", 1), ("fail-fail-hang", 3)}:
             await ctx.outbox.settle(5.0)
             await asyncio.Event().wait()  # never set: the test kills this process here
         # `done` names the process that finished the work, so a test can tell a redelivery to
@@ -73,7 +79,7 @@ class StallingProbe(ProbeActor):
         if isinstance(envelope, HumanMessage) and envelope.text.startswith("stall:"):
             block, work = (float(part) for part in envelope.text.split(":")[1:3])
             if ctx.attempt < 3:
-                raise RuntimeError("asked to fail until the guarded third delivery")
+                os._exit(70)  # two deaths: the third delivery is handled under the mark
             if ctx.attempt == 3:
                 time.sleep(block)  # noqa: ASYNC251 - the fault injected: a starved event loop
                 await asyncio.sleep(work)  # simulated work, during which it comes back
