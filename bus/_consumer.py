@@ -31,9 +31,21 @@ from bus._metrics import ActorMetrics
 from bus._puller import Puller
 from bus._settings import Settings
 
-__all__ = ("ConsumerBindError", "ConsumerLoop", "consumer_config")
+__all__ = ("ConsumerBindError", "ConsumerLoop", "consumer_config", "refetch_pause_s")
 
 log = logging.getLogger("parley.bus.consumer")
+
+
+_FIRST_REFETCH_PAUSE_S = 0.25
+
+
+def refetch_pause_s(failures: int, longest_s: float) -> float:
+    """The pause after the `failures`-th failed fetch in a row: short at first, doubling up
+    to `longest_s`. A fetch refused with `503` while a consumer's leader is elected usually
+    succeeds a moment later; waiting the longest backoff step (5 s) after the first refusal
+    made every consumer of the cluster recover seconds after its election had ended."""
+    doubled: float = _FIRST_REFETCH_PAUSE_S * 2.0 ** max(0, failures - 1)
+    return min(longest_s, doubled)
 
 
 class ConsumerBindError(RuntimeError):
@@ -106,7 +118,7 @@ class ConsumerLoop:
         self._idle_fetches = 0
         self._finished = asyncio.Event()
         self._bound: Puller | None = None
-        self._fetch_failed = False
+        self._fetch_failures = 0  # in a row: the next pause after a failed fetch grows
         self._sequential = sequential
         self._settles_behind = settles_behind
         self._received = metrics.received.labels(settings.actor_id, spec.stream)
@@ -242,6 +254,7 @@ class ConsumerLoop:
             return []
         exc = fetch.exception()
         if exc is None:
+            self._fetch_failures = 0
             messages = fetch.result()
             if not messages:
                 self._idle_fetches += 1
@@ -250,14 +263,15 @@ class ConsumerLoop:
             raise exc
         log.warning("fetch failed", extra={"error": repr(exc), "stream": self.spec.stream})
         self._idle_fetches += 1
-        self._fetch_failed = True
+        self._fetch_failures += 1
         return []
 
     async def _after_empty_fetch(self, stop_wait: asyncio.Task[object]) -> None:
-        """Back off after a failed fetch (a reconnect in progress), then let the watchdog look."""
-        if self._fetch_failed:
-            self._fetch_failed = False
-            await asyncio.wait({stop_wait}, timeout=self._settings.backoff_s[-1])
+        """Back off after a failed fetch (a reconnect, a consumer's leader being elected), then
+        let the watchdog look."""
+        if self._fetch_failures:
+            pause = refetch_pause_s(self._fetch_failures, self._settings.backoff_s[-1])
+            await asyncio.wait({stop_wait}, timeout=pause)
         await self._watchdog()
 
     async def _run_batch(self, messages: list[Msg], handled: asyncio.Event) -> None:
