@@ -12,7 +12,8 @@ someone with write access to a file, granted it. Revoking re-signs the record wi
 `revoked_at` set. A `SharedAgent` is the other side's note of a remote agent it may call.
 
 `FrameBody` is the plaintext of one relayed frame: both device ids, the session, the sequence
-number and the envelope's exact bytes, all inside the signed data (schemas/../actors/relay).
+number, the calling side's hop count and the envelope's exact bytes, all inside the signed
+data (actors/relay/_sealing.py seals and opens it; docs/envelopes.md describes it).
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ class FrameBody(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     `kind` says which way it goes: a `call` for the owner's agent `agent`, or the `answer` to
     the call whose envelope id (in the caller's deployment) is `in_reply_to`. `sent_at_ms`
     lets a receiver refuse frames older than its replay windows are kept.
+
+    `hop_count` is the hop a call sat at in the caller's deployment when its relay took it:
+    the receiving relay names it (plus one) to its gate, which holds the chain to
+    maxHopCount as a whole across deployments (seed 000's loop prevention). It is inside the
+    signed bytes, so an altered count is refused like any altered frame. An answer carries
+    0; a frame from a sender that never names it reads as 0, a fresh root.
     """
 
     v: Literal[1] = 1
@@ -127,3 +134,4 @@ class FrameBody(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     in_reply_to: str = ""
     sent_at_ms: Annotated[int, Meta(ge=0)]
     envelope: bytes
+    hop_count: Annotated[int, Meta(ge=0, le=1000)] = 0

@@ -11,7 +11,6 @@ from actors.relay._gateway import Gateway, frame_msg_id, gateway_stream
 from actors.relay._keys import DeviceKeyError, DeviceKeys
 from actors.relay._sealing import (
     FrameError,
-    RelayFrameBody,
     frame_devices,
     open_frame,
     seal_frame,
@@ -36,7 +35,6 @@ __all__ = (
     "FrameError",
     "Gateway",
     "RelayActor",
-    "RelayFrameBody",
     "ReplayRefused",
     "ReplayWindow",
     "ShareRefused",

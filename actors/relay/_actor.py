@@ -31,7 +31,7 @@ from actors.relay._gateway import Gateway, frame_msg_id
 from actors.relay._keys import DeviceKeys
 from actors.relay._options import RelayOptions
 from actors.relay._presence import SharedPresence
-from actors.relay._sealing import FrameError, RelayFrameBody, open_frame, seal_frame
+from actors.relay._sealing import FrameError, open_frame, seal_frame
 from actors.relay._serving import relay_inputs, served_names
 from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
 from actors.relay._store import Forwarded, Outgoing, RelayStore
@@ -61,6 +61,7 @@ from schemas import (
     AnyEnvelope,
     Error,
     ErrorCode,
+    FrameBody,
     SharedAgent,
     ShareRecord,
     derive_id,
@@ -209,7 +210,7 @@ class RelayActor(Actor):
     async def _seal_and_send(
         self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes
     ) -> None:
-        body = RelayFrameBody(
+        body = FrameBody(
             sender_device=self.me,
             recipient_device=out.peer,
             session=out.session,
@@ -274,7 +275,7 @@ class RelayActor(Actor):
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
         await msg.ack_sync()
 
-    async def _refuse_call(self, body: RelayFrameBody, share: ShareRecord, reason: str) -> None:
+    async def _refuse_call(self, body: FrameBody, share: ShareRecord, reason: str) -> None:
         """Tell a device whose share was revoked or expired, so its caller is not left to
         time out: an `error` sealed back as the answer to its call."""
         remote = decode_remote(body.envelope)
@@ -304,7 +305,7 @@ class RelayActor(Actor):
             detail=detail,
         )
 
-    async def _submit_call(self, body: RelayFrameBody) -> None:
+    async def _submit_call(self, body: FrameBody) -> None:
         now = datetime.now(UTC)
         share = find_share(
             load_shares(self.relay_dir, self.me), body.sender_device, body.agent, now
@@ -331,7 +332,7 @@ class RelayActor(Actor):
             ns.submit(share.principal), encode(call), headers={MSG_ID: call.id, HOP_COUNT: hop}
         )
 
-    async def _submit_answer(self, body: RelayFrameBody) -> None:
+    async def _submit_answer(self, body: FrameBody) -> None:
         out = await self.store.outgoing(body.in_reply_to)
         if out is None or out.peer != body.sender_device or not out.shared:
             raise RelayRefused("unsolicited_answer", "answers no call this relay sent that device")

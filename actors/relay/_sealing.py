@@ -2,10 +2,10 @@
 
 HPKE's base mode (RFC 9180) hides the plaintext but not who wrote it: anyone may encrypt to a
 public key. So the sender first signs, with its device's Ed25519 key, the exact bytes of a
-`FrameBody` that holds both device ids, the session, the sequence number, the calling side's
-hop count and the envelope, and then encrypts signature and body together to the recipient's
-X25519 key (X25519, HKDF-SHA256, ChaCha20-Poly1305). The untrusted gateway sees only the
-outer header: the two device ids (it routes on them) and the length.
+`schemas.FrameBody` that holds both device ids, the session, the sequence number, the
+calling side's hop count and the envelope, and then encrypts signature and body together to
+the recipient's X25519 key (X25519, HKDF-SHA256, ChaCha20-Poly1305). The untrusted gateway
+sees only the outer header: the two device ids (it routes on them) and the length.
 
 Opening checks in an order that never decodes unauthenticated bytes: the header, the
 recipient, the AEAD tag, the sender's signature over the exact body bytes, and only then the
@@ -19,17 +19,15 @@ HPKE ciphertext of (signature (64) | body JSON).
 from __future__ import annotations
 
 import time
-from typing import Annotated
 
 import msgspec
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hpke
-from msgspec import Meta
 
 from actors.relay._keys import DeviceKeys, ed25519_from_id, x25519_from_hex
 from schemas import FrameBody
 
-__all__ = ("FrameError", "RelayFrameBody", "frame_devices", "open_frame", "seal_frame")
+__all__ = ("FrameError", "frame_devices", "open_frame", "seal_frame")
 
 MAGIC = b"PRL1"
 _ID = 32
@@ -43,20 +41,7 @@ _INFO = b"parley-relay-v1"
 _encoder = msgspec.json.Encoder()
 
 
-class RelayFrameBody(FrameBody, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A frame's signed plaintext with the calling side's hop count.
-
-    `hop_count` is the hop the call sat at in the caller's deployment when its relay took it:
-    the receiving relay names it (plus the relay's own hop) to its gate, which holds the
-    chain to maxHopCount as a whole across deployments (seed 000's loop prevention). It is
-    inside the signed bytes, so an altered count is refused like any altered frame. An
-    answer carries 0; a frame from a sender that never names it reads as 0, a fresh root.
-    """
-
-    hop_count: Annotated[int, Meta(ge=0, le=1000)] = 0
-
-
-_decoder = msgspec.json.Decoder(RelayFrameBody)
+_decoder = msgspec.json.Decoder(FrameBody)
 
 
 class FrameError(ValueError):
@@ -103,7 +88,7 @@ def open_frame(
     *,
     max_age_s: float | None = None,
     now_ms: int | None = None,
-) -> RelayFrameBody:
+) -> FrameBody:
     """Check and decrypt one frame addressed to `keys`' device; raise `FrameError`."""
     sender, recipient = frame_devices(frame)
     declared = int.from_bytes(frame[_HEADER - 4 : _HEADER], "big")

@@ -22,7 +22,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from actors.relay import DeviceKeys, RelayFrameBody, seal_frame, write_share
+from actors.relay import DeviceKeys, seal_frame, write_share
 from bus import DEAD_REASON, MSG_ID, EmbeddedServer
 from schemas import AgentResponse, Error, ErrorCode, FrameBody, decode_envelope, encode
 from tests.support.gate import Decisions
@@ -235,7 +235,7 @@ async def test_a_forward_whose_signed_hop_count_is_over_bobs_limit_is_refused_by
     alice, bob = system.alice, system.bob
     bob_decisions = await Decisions(bob.nc.jetstream(), bob.ns).open()
     call = byte_doc_call("one hop too many")
-    body = RelayFrameBody(
+    body = FrameBody(
         sender_device=alice.keys.device_id,
         recipient_device=bob.keys.device_id,
         session="deep-chain",

@@ -16,8 +16,9 @@ import logging
 import os
 from typing import ClassVar
 
-from actors.relay import RelayActor, RelayFrameBody
+from actors.relay import RelayActor
 from actors.relay._store import Outgoing
+from schemas import FrameBody
 
 __all__ = ("HoldingRelay",)
 
@@ -35,7 +36,7 @@ class HoldingRelay(RelayActor):
             log.warning("holding the call after the gateway stored it", extra={"seq": out.seq})
             await asyncio.Event().wait()  # never set: only a signal ends this handler
 
-    async def _submit_call(self, body: RelayFrameBody) -> None:
+    async def _submit_call(self, body: FrameBody) -> None:
         await super()._submit_call(body)
         if os.environ.get("PARLEY_RELAY_HOLD") == "slow":
             log.warning("slow over a frame", extra={"seq": body.seq})
