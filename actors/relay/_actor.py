@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from nats.aio.msg import Msg
+from nats.js.api import PubAck
 
 from actors.relay._gateway import Gateway, frame_msg_id
 from actors.relay._keys import DeviceKeys
 from actors.relay._options import RelayOptions
+from actors.relay._outbound import Outbound, call_draft
 from actors.relay._presence import SharedPresence
 from actors.relay._sealing import FrameError, open_frame, seal_frame
 from actors.relay._serving import relay_inputs, served_names
@@ -40,12 +42,12 @@ from actors.relay._translate import (
     answer_for_caller,
     call_for_owner,
     decode_remote,
-    session_of,
 )
 from actors.relay._window import ReplayRefused
 from bus import (
     HOP_COUNT,
     MSG_ID,
+    AckInbox,
     Actor,
     BusHandle,
     Context,
@@ -73,11 +75,16 @@ __all__ = ("RelayActor",)
 
 log = logging.getLogger("parley.relay")
 
+_STORE_TIMEOUT_S = 5.0
+"""How long a frame's number may wait for the bucket's answer before its input is retried."""
+
 
 class RelayActor(Actor):
     """Forward calls to shared agents over the gateway, and remote devices' calls inward."""
 
     kind: ClassVar[str] = "relay"
+    handles_batches: ClassVar[bool] = True
+    settles_behind: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -103,7 +110,10 @@ class RelayActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         self.bus = bus
-        self.store = RelayStore(await bus.js.key_value(bus.namespace.bucket("relay")))
+        bucket = bus.namespace.bucket("relay")
+        acks = AckInbox(bus.nc, timeout=_STORE_TIMEOUT_S)
+        await acks.open()
+        self.store = RelayStore(await bus.js.key_value(bucket), acks, bucket)
         self.dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
         )
@@ -124,26 +134,104 @@ class RelayActor(Actor):
 
     # -- out: envelopes delivered here go to the gateway ----------------------------------
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        (error,) = await self.handle_batch([(envelope, ctx)])
+        if error is not None:
+            raise error
+
+    async def handle_batch(
+        self, batch: Sequence[tuple[AnyEnvelope, Context]]
+    ) -> list[Exception | None]:
+        """Number a fetched batch's frames in one round trip, then send them all pipelined.
+
+        Every frame's number is created in the relay bucket before the frame is sealed
+        (that is what makes a redelivery reseal under the same number); the creates of the
+        whole batch go out together, in order, and so do the frames. Each input is acked by
+        the runtime only once the gateway stored its frame (`Outbox.include`), and the
+        next batch is handled while this one's frames are being stored (`settles_behind`).
+        """
+        errors: list[Exception | None] = [None] * len(batch)
+        pending: list[tuple[int, Outbound]] = []
+        for index, (envelope, ctx) in enumerate(batch):
+            try:
+                frame = await self._pending(envelope, ctx)
+            except Exception as exc:
+                errors[index] = exc
+                continue
+            if frame is not None:
+                pending.append((index, frame))
+        claims = [(frame.envelope.id, frame.draft) for _, frame in pending]
+        claimed = await self.store.claim_all(claims)
+        for (index, frame), out in zip(pending, claimed, strict=True):
+            try:
+                if isinstance(out, Exception):
+                    raise out
+                await self._send(frame, out)
+            except Exception as exc:
+                errors[index] = exc
+        return errors
+
+    async def _pending(self, envelope: AnyEnvelope, ctx: Context) -> Outbound | None:
+        """The frame `envelope` becomes, still to be numbered; None if it goes nowhere
+        (dead-lettered, or declined with an error to its caller)."""
         receiver = ctx.subject.rsplit(".", 1)[-1]
         payload = ctx.payload or encode(envelope)
         if receiver not in self.shared:
-            await self._send_answer(envelope, payload, ctx)
-        elif isinstance(envelope, AgentCall):
-            try:
-                await self._send_call(self.shared[receiver], envelope, payload, ctx)
-            except MessageTooLarge as exc:
-                await self._dead_ctx(ctx, "relay_too_large", str(exc))
-                await self._decline(self.shared[receiver], envelope, ctx, f"the call is {exc}")
-        elif isinstance(envelope, Error):
+            forwarded = await self.store.forwarded(ctx.causation_id)
+            if forwarded is None:
+                await self._dead_ctx(ctx, "relay_unknown_call", "answers no call that came in")
+                return None
+            draft = Outgoing(seq=0, session=forwarded.session, peer=forwarded.peer)
+            return Outbound(envelope, ctx, draft, forwarded.peer_kem, payload, forwarded=forwarded)
+        shared = self.shared[receiver]
+        if isinstance(envelope, AgentCall):
+            draft = call_draft(envelope, ctx, shared)
+            return Outbound(envelope, ctx, draft, shared.device.kem_key, payload, shared=shared)
+        if isinstance(envelope, Error):
             # The gate refused an answer this relay submitted for the shared agent (the caller
             # was told by the gate itself): nothing goes to the remote side; kept for audit.
             await self._dead_ctx(
                 ctx, "relay_answer_refused", f"{envelope.code}: {envelope.message}"
             )
-        else:
-            kind = envelope.__struct_config__.tag
-            why = f"{receiver} is a shared agent: the relay carries agent calls, not {kind}"
-            await self._decline(self.shared[receiver], envelope, ctx, why)
+            return None
+        kind = envelope.__struct_config__.tag
+        why = f"{receiver} is a shared agent: the relay carries agent calls, not {kind}"
+        await self._decline(shared, envelope, ctx, why)
+        return None
+
+    async def _send(self, frame: Outbound, out: Outgoing) -> None:
+        """Seal and send one numbered frame; its input settles once the gateway stored it."""
+        ctx, shared, forwarded = frame.ctx, frame.shared, frame.forwarded
+        try:
+            if shared is not None:
+                stored = await self._seal_and_send(
+                    out, frame.kem, "call", shared.agent, "", frame.payload
+                )
+            elif forwarded is not None:
+                stored = await self._seal_and_send(
+                    out, frame.kem, "answer", "", forwarded.remote_call, frame.payload
+                )
+            else:
+                raise RuntimeError("a frame is either a call or an answer")
+        except MessageTooLarge as exc:
+            await self._dead_ctx(ctx, "relay_too_large", str(exc))
+            if shared is not None:
+                await self._decline(shared, frame.envelope, ctx, f"the call is {exc}")
+                return
+            if forwarded is None:
+                raise
+            # The caller still gets an answer: an error in its place, small enough to go.
+            refusal = Error(
+                id=ctx.derive_id("relay-too-large"),
+                created_at=utc_now(),
+                code=ErrorCode.INTERNAL_ERROR,
+                message=f"{forwarded.agent}'s answer is {exc}",
+                cause_id=forwarded.remote_call,
+            )
+            out = await self.store.claim_outgoing(refusal.id, frame.draft)
+            stored = await self._seal_and_send(
+                out, forwarded.peer_kem, "answer", "", forwarded.remote_call, encode(refusal)
+            )
+        ctx.outbox.include(stored)
 
     async def _decline(
         self, shared: SharedAgent, envelope: AnyEnvelope, ctx: Context, why: str
@@ -159,57 +247,10 @@ class RelayActor(Actor):
         )
         await ctx.publish(self.namespace.submit(shared.name), refusal, hop_delta=-1)
 
-    async def _send_call(
-        self, shared: SharedAgent, envelope: AgentCall, payload: bytes, ctx: Context
-    ) -> None:
-        session = session_of(envelope, ctx.trace_id)
-        draft = Outgoing(
-            seq=0,
-            session=session,
-            peer=shared.device.device_id,
-            shared=shared.name,
-            caller=ctx.sender,
-            call_id=envelope.call_id,
-            session_id=envelope.session_id,
-            round=envelope.round,
-            max_rounds=envelope.max_rounds,
-            trace_id=ctx.trace_id,
-            hop_count=ctx.hop_count,
-            origin=ctx.trace.origin,
-            deadline_ms=ctx.deadline_ms,
-        )
-        out = await self.store.claim_outgoing(envelope.id, draft)
-        await self._seal_and_send(out, shared.device.kem_key, "call", shared.agent, "", payload)
-
-    async def _send_answer(self, envelope: AnyEnvelope, payload: bytes, ctx: Context) -> None:
-        forwarded = await self.store.forwarded(ctx.causation_id)
-        if forwarded is None:
-            await self._dead_ctx(ctx, "relay_unknown_call", "answers no call that came in")
-            return
-        draft = Outgoing(seq=0, session=forwarded.session, peer=forwarded.peer)
-        out = await self.store.claim_outgoing(envelope.id, draft)
-        try:
-            await self._seal_and_send(
-                out, forwarded.peer_kem, "answer", "", forwarded.remote_call, payload
-            )
-        except MessageTooLarge as exc:
-            # The caller still gets an answer: an error in its place, small enough to go.
-            await self._dead_ctx(ctx, "relay_too_large", str(exc))
-            refusal = Error(
-                id=ctx.derive_id("relay-too-large"),
-                created_at=utc_now(),
-                code=ErrorCode.INTERNAL_ERROR,
-                message=f"{forwarded.agent}'s answer is {exc}",
-                cause_id=forwarded.remote_call,
-            )
-            out = await self.store.claim_outgoing(refusal.id, draft)
-            await self._seal_and_send(
-                out, forwarded.peer_kem, "answer", "", forwarded.remote_call, encode(refusal)
-            )
-
     async def _seal_and_send(
         self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes
-    ) -> None:
+    ) -> asyncio.Future[PubAck]:
+        """Send the frame now; the future resolves once the gateway stored it."""
         body = FrameBody(
             sender_device=self.me,
             recipient_device=out.peer,
@@ -223,7 +264,8 @@ class RelayActor(Actor):
             hop_count=out.hop_count if kind == "call" else 0,
         )
         frame = seal_frame(body, self.keys, kem)
-        await self.gateway.publish(out.peer, frame, frame_msg_id(self.me, out.session, out.seq))
+        msg_id = frame_msg_id(self.me, out.session, out.seq)
+        return await self.gateway.send(out.peer, frame, msg_id)
 
     async def _dead_ctx(self, ctx: Context, reason: str, detail: str) -> None:
         await self.dead.publish(
@@ -288,9 +330,10 @@ class RelayActor(Actor):
         )
         draft = Outgoing(seq=0, session=body.session, peer=body.sender_device)
         out = await self.store.claim_outgoing(refusal.id, draft)
-        await self._seal_and_send(
+        stored = await self._seal_and_send(
             out, share.device.kem_key, "answer", "", remote.id, encode(refusal)
         )
+        await stored
 
     async def _dead_frame(self, msg: Msg, reason: str, detail: str) -> None:
         meta = msg.metadata

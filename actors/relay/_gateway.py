@@ -2,6 +2,8 @@
 
 A frame to device D from device S is published on `<root>.<D>.<S>` with a `Nats-Msg-Id`
 derived from (S, session, sequence number), so a frame sent again after a crash is stored once.
+Frames are sent pipelined on one reply inbox (bus/_ackinbox.py): the relay sends a whole
+batch's frames, in order, and its runtime acks each input once the gateway stored its frame.
 Each relay reads its own subjects (`<root>.<own device>.*`) through a durable pull consumer:
 a frame it took and did not ack (SIGKILL mid-forward) is given again after the ack wait. The
 stream keeps frames until they are acked (a work queue), so a relay that is down finds its
@@ -27,16 +29,25 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    PubAck,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.errors import NotFoundError
 
-from bus import MessageTooLarge
+from bus import AckInbox
 
 __all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 
 log = logging.getLogger("parley.relay")
 
 _MAX_AGE_S = 7 * 24 * 3600.0
+_STORE_TIMEOUT_S = 5.0
+"""How long a frame may wait for the gateway's answer before its input is retried."""
 
 
 def frame_msg_id(sender: str, session: str, seq: int) -> str:
@@ -95,6 +106,7 @@ class Gateway:
         self._max_handler_s = max_handler_s
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
+        self._acks: AckInbox | None = None
 
     @property
     def stream(self) -> str:
@@ -119,6 +131,8 @@ class Gateway:
             options["nkeys_seed"] = self._seed
         self._nc = await nats.connect(**options)  # type: ignore[arg-type]
         self._js = self._nc.jetstream()
+        self._acks = AckInbox(self._nc, timeout=_STORE_TIMEOUT_S)
+        await self._acks.open()
         try:
             await self._js.stream_info(self.stream)
         except NotFoundError:
@@ -137,20 +151,20 @@ class Gateway:
 
     async def publish(self, recipient: str, frame: bytes, msg_id: str) -> None:
         """Store one frame on the gateway; raises while the gateway cannot take it."""
-        js = self._jetstream()
-        limit = self._nc.max_payload if self._nc is not None else 0
-        size = len(frame) + 256  # the subject-independent headers, generously
-        if limit and size > limit:
-            # Deterministic: retrying cannot make it fit, so the runtime dead-letters it at
-            # once instead of retrying a forward that never gives up.
-            raise MessageTooLarge(size, limit)
-        await js.publish(
-            self.subject(recipient, self._device),
-            frame,
-            stream=self.stream,
-            timeout=5,
-            headers={"Nats-Msg-Id": msg_id},
-        )
+        await (await self.send(recipient, frame, msg_id))
+
+    async def send(self, recipient: str, frame: bytes, msg_id: str) -> asyncio.Future[PubAck]:
+        """Send one frame now; the future resolves once the gateway stored it.
+
+        Raises:
+            MessageTooLarge: the frame and its headers exceed the gateway's `max_payload`
+                (deterministic: retrying cannot make it fit, so the relay dead-letters it at
+                once instead of retrying a forward that never gives up).
+        """
+        if self._acks is None:
+            raise RuntimeError("the gateway is not connected yet")
+        headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Stream": self.stream}
+        return await self._acks.publish(self.subject(recipient, self._device), frame, headers)
 
     async def read(
         self, handle: Callable[[Msg], Awaitable[None]], running: Callable[[], bool]

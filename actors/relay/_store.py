@@ -8,9 +8,11 @@ makes possible:
   revision it was created at: the bucket's stream sequence, so every frame's number is
   unique (two replicas can never be given one revision) and a session's numbers grow, with
   gaps, in the order its frames were claimed. One write per frame, no counter to read and
-  compare-and-set. A redelivered envelope finds its record and is sealed again under the same
-  number, and the gateway's de-duplication (msg id from the number) and the receiver's replay
-  window drop the copy;
+  compare-and-set, and the writes of a whole fetched batch go out together on the relay's
+  reply inbox (bus/_ackinbox.py) and are awaited together: one round trip per batch, and the
+  numbers follow the batch's order. A redelivered envelope finds its record and is sealed
+  again under the same number, and the gateway's de-duplication (msg id from the number) and
+  the receiver's replay window drop the copy;
 - `in.<local call id>`: a call that came in through the gateway, so the local agent's answer
   finds its way back to the right device, session and call;
 - `win.<peer>.<session>`: the replay window (actors/relay/_window.py).
@@ -18,19 +20,28 @@ makes possible:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from collections.abc import Sequence
 from typing import TypeVar
 
 import msgspec
 from msgspec import Struct
+from nats.js.api import PubAck
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from actors.relay._window import ReplayRefused, ReplayWindow, accept
+from bus import AckInbox, AppendRefused
 
 __all__ = ("Forwarded", "Outgoing", "RelayStore")
 
 T = TypeVar("T")
+
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_WRONG_LAST_SEQUENCE = 10071
+"""JetStream's refusal of a create whose key exists: the frame was numbered before."""
+_encoder = msgspec.json.Encoder()
 
 
 class Outgoing(Struct, frozen=True, kw_only=True):
@@ -68,8 +79,10 @@ class Forwarded(Struct, frozen=True, kw_only=True):
 class RelayStore:
     """Typed reads and compare-and-set writes on the relay bucket."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, kv: KeyValue, acks: AckInbox, bucket: str) -> None:
         self._kv = kv
+        self._acks = acks
+        self._prefix = f"$KV.{bucket}."
 
     async def _get(self, key: str, kind: type[T]) -> tuple[T | None, int]:
         try:
@@ -87,17 +100,52 @@ class RelayStore:
     async def claim_outgoing(self, envelope_id: str, draft: Outgoing) -> Outgoing:
         """The frame `envelope_id` goes out as: `draft`, numbered with the revision its record
         is created at, or the one fixed before (a redelivery, or another replica first)."""
-        record = msgspec.structs.replace(draft, seq=0)
+        (claimed,) = await self.claim_all([(envelope_id, draft)])
+        if isinstance(claimed, Exception):
+            raise claimed
+        return claimed
+
+    async def claim_all(self, claims: Sequence[tuple[str, Outgoing]]) -> list[Outgoing | Exception]:
+        """`claim_outgoing` for each (envelope id, draft), in order, in one round trip.
+
+        The creates are sent one after another on one connection, so JetStream stores them,
+        and numbers them, in this order; a frame numbered before is read back. Each entry is
+        the claimed frame, or why it could not be claimed (that envelope is retried).
+        """
+        sent: list[asyncio.Future[PubAck] | Exception] = []
+        for envelope_id, draft in claims:
+            record = _encoder.encode(msgspec.structs.replace(draft, seq=0))
+            subject = f"{self._prefix}out.{_key(envelope_id)}"
+            try:
+                future = await self._acks.publish(
+                    subject, record, {_EXPECTED_LAST_SUBJECT_SEQ: "0"}
+                )
+            except Exception as exc:
+                sent.append(exc)
+            else:
+                sent.append(future)
+        results: list[Outgoing | Exception] = []
+        for (envelope_id, draft), item in zip(claims, sent, strict=True):
+            results.append(await self._claimed(envelope_id, draft, item))
+        return results
+
+    async def _claimed(
+        self, envelope_id: str, draft: Outgoing, item: asyncio.Future[PubAck] | Exception
+    ) -> Outgoing | Exception:
+        if isinstance(item, Exception):
+            return item
         try:
-            revision = await self._kv.create(
-                f"out.{_key(envelope_id)}", msgspec.json.encode(record)
-            )
-        except KeyWrongLastSequenceError:
+            ack = await item
+        except AppendRefused as exc:
+            if exc.err_code != _WRONG_LAST_SEQUENCE:
+                return exc
             fixed = await self.outgoing(envelope_id)
             if fixed is None:
-                raise RuntimeError(f"frame of {envelope_id} neither created nor found") from None
+                return RuntimeError(f"frame of {envelope_id} neither created nor found")
             return fixed
-        return msgspec.structs.replace(draft, seq=revision)
+        except Exception as exc:
+            return exc
+        return msgspec.structs.replace(draft, seq=int(ack.seq))
 
     async def forwarded(self, local_call_id: str) -> Forwarded | None:
         found, _ = await self._get(f"in.{_key(local_call_id)}", Forwarded)

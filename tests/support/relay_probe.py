@@ -16,6 +16,8 @@ import logging
 import os
 from typing import ClassVar
 
+from nats.js.api import PubAck
+
 from actors.relay import RelayActor
 from actors.relay._store import Outgoing
 from schemas import FrameBody
@@ -30,11 +32,13 @@ class HoldingRelay(RelayActor):
 
     async def _seal_and_send(
         self, out: Outgoing, kem: str, kind: str, agent: str, in_reply_to: str, payload: bytes
-    ) -> None:
-        await super()._seal_and_send(out, kem, kind, agent, in_reply_to, payload)
+    ) -> asyncio.Future[PubAck]:
+        stored = await super()._seal_and_send(out, kem, kind, agent, in_reply_to, payload)
         if kind == "call" and os.environ.get("PARLEY_RELAY_HOLD") == "out":
+            await stored
             log.warning("holding the call after the gateway stored it", extra={"seq": out.seq})
             await asyncio.Event().wait()  # never set: only a signal ends this handler
+        return stored
 
     async def _submit_call(self, body: FrameBody) -> None:
         await super()._submit_call(body)
