@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -21,6 +22,7 @@ from actors.relay import (
     open_frame,
     seal_frame,
 )
+from actors.relay._keys import ed25519_from_id, x25519_from_hex
 from schemas import AgentCall, FrameBody, encode, new_id, utc_now
 
 ALICE, BOB, MALLORY = DeviceKeys.generate(), DeviceKeys.generate(), DeviceKeys.generate()
@@ -194,3 +196,15 @@ def test_every_altered_byte_of_a_frame_is_refused(index: int, mask: int) -> None
     altered[index] ^= mask
     with pytest.raises(FrameError):
         _open(bytes(altered))
+
+
+def test_a_devices_public_keys_are_derived_once_and_parsed_once(tmp_path: Path) -> None:
+    """Sealing names the device's id and parses the recipient's key for every frame: both are
+    worked out once (the keys never change), and a device loaded from disk is the same."""
+    keys = DeviceKeys.generate()
+    assert keys.public is keys.public and keys.device_id == keys.public.device_id
+    assert x25519_from_hex(BOB.public.kem_key) is x25519_from_hex(BOB.public.kem_key)
+    assert ed25519_from_id(ALICE.device_id) is ed25519_from_id(ALICE.device_id)
+    keys.save(tmp_path)
+    assert DeviceKeys.load(tmp_path).public == keys.public
+    assert _open(seal_frame(_body(), ALICE, BOB.public.kem_key)).seq == 1
