@@ -293,12 +293,12 @@ class RelayActor(Actor):
                 self._known_senders(),
                 max_age_s=self.options.max_frame_age_s,
             )
-            await self.store.check_window(body.sender_device, body.session, body.seq)
+            read = await self.store.check_window(body.sender_device, body.session, body.seq)
             if body.kind == "call":
                 await self._submit_call(body)
             else:
                 await self._submit_answer(body)
-            if not await self.store.mark_window(body.sender_device, body.session, body.seq):
+            if not await self.store.mark_window(body.sender_device, body.session, body.seq, read):
                 # Another delivery of this frame (to a replica, while this one was slow) did
                 # the same effect and marked it first: done, not a replay.
                 log.info("frame already handled", extra={"seq": body.seq})

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import msgspec
 from msgspec import Struct
@@ -34,7 +34,7 @@ from nats.js.kv import KeyValue
 from actors.relay._window import ReplayRefused, ReplayWindow, accept
 from bus import AckInbox, AppendRefused
 
-__all__ = ("Forwarded", "Outgoing", "RelayStore")
+__all__ = ("Forwarded", "Outgoing", "RelayStore", "WindowRead")
 
 T = TypeVar("T")
 
@@ -154,22 +154,30 @@ class RelayStore:
     async def record_forwarded(self, local_call_id: str, forwarded: Forwarded) -> None:
         await self._kv.put(f"in.{_key(local_call_id)}", msgspec.json.encode(forwarded))
 
-    async def check_window(self, peer: str, session: str, seq: int) -> None:
-        """Raise `ReplayRefused` if `seq` must be refused, changing nothing."""
-        window, _ = await self._get(f"win.{peer}.{session}", ReplayWindow)
+    async def check_window(self, peer: str, session: str, seq: int) -> WindowRead:
+        """Raise `ReplayRefused` if `seq` must be refused, changing nothing; return what was
+        read, so `mark_window` can write without reading it again."""
+        window, revision = await self._get(f"win.{peer}.{session}", ReplayWindow)
         accept(window or ReplayWindow(), seq)
+        return WindowRead(window, revision)
 
-    async def mark_window(self, peer: str, session: str, seq: int) -> bool:
+    async def mark_window(
+        self, peer: str, session: str, seq: int, read: WindowRead | None = None
+    ) -> bool:
         """Record `seq` as accepted; False if another delivery of the frame marked it first.
 
         Called once the frame's effect is submitted under ids derived from the frame, so a
         copy that marked it first did the very same effect (the gate dropped one of the two):
         the caller acks, nothing to refuse. A replay is refused before its effect, by
-        `check_window`.
+        `check_window`. `read` (from `check_window`) is tried first: the write names the
+        revision it was read at, so if anyone wrote the window since, it is read again.
         """
         key = f"win.{peer}.{session}"
         while True:
-            window, revision = await self._get(key, ReplayWindow)
+            window, revision = (
+                (read.window, read.revision) if read else await self._get(key, ReplayWindow)
+            )
+            read = None
             try:
                 marked = accept(window or ReplayWindow(), seq)
             except ReplayRefused:
@@ -182,6 +190,13 @@ class RelayStore:
             except KeyWrongLastSequenceError:
                 continue
             return True
+
+
+class WindowRead(NamedTuple):
+    """A replay window as `check_window` read it, and the revision it was read at."""
+
+    window: ReplayWindow | None
+    revision: int
 
 
 def _key(envelope_id: str) -> str:
