@@ -49,6 +49,7 @@ from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
 from bus._process import ACTOR_READY, ChildProcess, actor_command
 from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
+from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
 from bus._rejection import Rejection
 from bus._runner import ExitCode, dump_tasks, run_actor
@@ -113,6 +114,8 @@ __all__ = (
     "Outbox",
     "ProvisionError",
     "PublishStalled",
+    "PullRefusedError",
+    "Puller",
     "Quarantine",
     "Rejection",
     "Settings",

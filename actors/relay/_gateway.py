@@ -39,7 +39,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from bus import AckInbox
+from bus import AckInbox, Puller, PullRefusedError
 
 __all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 
@@ -47,6 +47,9 @@ log = logging.getLogger("parley.relay")
 
 _MAX_AGE_S = 7 * 24 * 3600.0
 _STORE_TIMEOUT_S = 5.0
+_BATCH = 16
+_FETCH_EXPIRES_S = 1.0
+_FETCH_HEARTBEAT_S = 0.4
 """How long a frame may wait for the gateway's answer before its input is retried."""
 
 
@@ -184,26 +187,50 @@ class Gateway:
                 max_deliver=-1,
             ),
         )
+        # nats-py's fetch shares one reply inbox between fetches: a late 408 of one is taken
+        # by the next, whose lingering request then holds the next frame until it expires
+        # (turns over the relay stalled up to a second). The bus's puller gives each pull
+        # request a reply subject of its own (bus/_puller.py); the subscription above only
+        # created or bound the durable.
+        await sub.unsubscribe()
+        if self._nc is None:
+            raise RuntimeError("the gateway is not connected yet")
+        puller = Puller(
+            self._nc,
+            f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{durable}",
+            expires_s=_FETCH_EXPIRES_S,
+            heartbeat_s=_FETCH_HEARTBEAT_S,
+        )
+        await puller.start()
         log.info("gateway ready", extra={"subject": self.subject(self._device, "*")})
-        while running():
-            try:
-                msgs = await sub.fetch(16, timeout=1, heartbeat=0.4)
-            except TimeoutError:
-                continue
-            except nats.errors.Error as exc:
-                log.warning("gateway fetch failed", extra={"error": str(exc)})
-                continue
-            in_hand = _InHand(msgs)
-            vouching = asyncio.create_task(in_hand.vouch(self._ack_wait / 3, self._max_handler_s))
-            try:
-                for msg in msgs:
-                    try:
-                        await handle(msg)
-                    except Exception as exc:
-                        log.warning("frame not handled, will retry", extra={"error": repr(exc)})
-                        await msg.nak(delay=1.0)
-                    in_hand.handled += 1
-            finally:
-                vouching.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await vouching
+        try:
+            while running():
+                try:
+                    msgs = await puller.fetch(_BATCH)
+                except PullRefusedError as exc:
+                    log.warning("gateway fetch refused", extra={"error": str(exc)})
+                    await asyncio.sleep(_FETCH_EXPIRES_S)  # a pause before asking again
+                    continue
+                if msgs:
+                    await self._handle_all(msgs, handle)
+        finally:
+            await puller.close()
+
+    async def _handle_all(
+        self, msgs: Sequence[Msg], handle: Callable[[Msg], Awaitable[None]]
+    ) -> None:
+        """Handle a fetched batch in order, vouching for the frames still in hand."""
+        in_hand = _InHand(msgs)
+        vouching = asyncio.create_task(in_hand.vouch(self._ack_wait / 3, self._max_handler_s))
+        try:
+            for msg in msgs:
+                try:
+                    await handle(msg)
+                except Exception as exc:
+                    log.warning("frame not handled, will retry", extra={"error": repr(exc)})
+                    await msg.nak(delay=1.0)
+                in_hand.handled += 1
+        finally:
+            vouching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await vouching
