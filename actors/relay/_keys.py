@@ -51,9 +51,9 @@ _PARSED_KEYS = 1024
 def ed25519_from_id(device_id: str) -> Ed25519PublicKey:
     """The verifying key a device id names (its raw public bytes in hex).
 
-    Parsed once per id: a public key is immutable, and parsing it cost a relay a tenth of its
-    sealing time per frame. (Nothing secret or per-frame is cached: HPKE's ephemeral keys
-    and contexts are new for every frame.)"""
+    Parsed once per id: a public key is immutable, and a relay parses the same few for every
+    frame. (Nothing secret or per-frame is cached: HPKE's ephemeral keys and contexts are new
+    for every frame.)"""
     return Ed25519PublicKey.from_public_bytes(bytes.fromhex(device_id))
 
 
