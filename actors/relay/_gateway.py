@@ -152,10 +152,6 @@ class Gateway:
         if self._nc is not None and not self._nc.is_closed:
             await self._nc.close()
 
-    async def publish(self, recipient: str, frame: bytes, msg_id: str) -> None:
-        """Store one frame on the gateway; raises while the gateway cannot take it."""
-        await (await self.send(recipient, frame, msg_id))
-
     async def send(self, recipient: str, frame: bytes, msg_id: str) -> asyncio.Future[PubAck]:
         """Send one frame now; the future resolves once the gateway stored it.
 
