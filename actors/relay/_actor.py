@@ -280,22 +280,25 @@ class RelayActor(Actor):
         )
 
     # -- in: frames from the gateway are submitted here -----------------------------------
-    def _known_senders(self) -> frozenset[str]:
-        devices = {s.device.device_id for s in load_shares(self.relay_dir, self.me)}
+    def _known_senders(self, shares: Sequence[ShareRecord]) -> frozenset[str]:
+        devices = {s.device.device_id for s in shares}
         devices |= {s.device.device_id for s in load_shared_agents(self.relay_dir)}
         return frozenset(devices)
 
     async def _receive(self, msg: Msg) -> None:
+        # Read once per frame (a revocation takes effect on the next one) and used for both
+        # the sender check and the call's share: each read verifies every share's signature.
+        shares = load_shares(self.relay_dir, self.me)
         try:
             body = open_frame(
                 msg.data,
                 self.keys,
-                self._known_senders(),
+                self._known_senders(shares),
                 max_age_s=self.options.max_frame_age_s,
             )
             read = await self.store.check_window(body.sender_device, body.session, body.seq)
             if body.kind == "call":
-                await self._submit_call(body)
+                await self._submit_call(body, shares)
             else:
                 await self._submit_answer(body)
             if not await self.store.mark_window(body.sender_device, body.session, body.seq, read):
@@ -348,11 +351,9 @@ class RelayActor(Actor):
             detail=detail,
         )
 
-    async def _submit_call(self, body: FrameBody) -> None:
+    async def _submit_call(self, body: FrameBody, shares: Sequence[ShareRecord]) -> None:
         now = datetime.now(UTC)
-        share = find_share(
-            load_shares(self.relay_dir, self.me), body.sender_device, body.agent, now
-        )
+        share = find_share(shares, body.sender_device, body.agent, now)
         remote = decode_remote(body.envelope)
         call = call_for_owner(remote, body.sender_device, share.principal, share.agent)
         await self.store.record_forwarded(

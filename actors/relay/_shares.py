@@ -14,6 +14,7 @@ Layout: `<dir>/shares/<share id>.json` (DSSE envelope of a `ShareRecord`) and
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -99,7 +100,9 @@ def load_shares(directory: Path, owner_device: str) -> list[ShareRecord]:
     return shares
 
 
-def find_share(shares: list[ShareRecord], device_id: str, agent: str, now: datetime) -> ShareRecord:
+def find_share(
+    shares: Sequence[ShareRecord], device_id: str, agent: str, now: datetime
+) -> ShareRecord:
     """The share that lets `device_id` reach `agent` at `now`, else `ShareRefused`."""
     matching = [s for s in shares if s.device.device_id == device_id and s.agent == agent]
     if not matching:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Sequence
 from typing import ClassVar
 
 from nats.js.api import PubAck
 
 from actors.relay import RelayActor
 from actors.relay._store import Outgoing
-from schemas import FrameBody
+from schemas import FrameBody, ShareRecord
 
 __all__ = ("HoldingRelay",)
 
@@ -40,8 +41,8 @@ class HoldingRelay(RelayActor):
             await asyncio.Event().wait()  # never set: only a signal ends this handler
         return stored
 
-    async def _submit_call(self, body: FrameBody) -> None:
-        await super()._submit_call(body)
+    async def _submit_call(self, body: FrameBody, shares: Sequence[ShareRecord]) -> None:
+        await super()._submit_call(body, shares)
         if os.environ.get("PARLEY_RELAY_HOLD") == "slow":
             log.warning("slow over a frame", extra={"seq": body.seq})
             await asyncio.sleep(float(os.environ["PARLEY_RELAY_SLOW_S"]))  # the slowness itself
