@@ -26,6 +26,7 @@ from actors.relay._shares import (
     share_path,
     write_share,
 )
+from actors.relay._translate import owner_call_id
 from actors.relay._window import WIDTH, ReplayRefused, ReplayWindow, accept
 
 __all__ = (
@@ -46,6 +47,7 @@ __all__ = (
     "load_shared_agents",
     "load_shares",
     "open_frame",
+    "owner_call_id",
     "read_share",
     "relay_inputs",
     "save_shared_agent",

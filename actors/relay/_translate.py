@@ -24,7 +24,14 @@ from schemas import (
     utc_now,
 )
 
-__all__ = ("RelayRefused", "answer_for_caller", "call_for_owner", "decode_remote", "session_of")
+__all__ = (
+    "RelayRefused",
+    "answer_for_caller",
+    "call_for_owner",
+    "decode_remote",
+    "owner_call_id",
+    "session_of",
+)
 
 _SESSION = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
@@ -53,11 +60,17 @@ def decode_remote(data: bytes) -> AnyEnvelope:
         raise RelayRefused("undecodable", f"the sealed envelope does not decode: {exc}") from None
 
 
+def owner_call_id(device: str, remote_id: str) -> str:
+    """The id under which the owner's relay submits call `remote_id` from `device`: the same
+    on every redelivery of its frame, so a frame given twice is de-duplicated."""
+    return derive_id(f"{device}:{remote_id}", "relay-call")
+
+
 def call_for_owner(remote: AnyEnvelope, device: str, principal: str, agent: str) -> AgentCall:
     """The call a remote device's call becomes in the owner's deployment."""
     if not isinstance(remote, AgentCall):
         raise RelayRefused("unsupported_kind", f"a {remote.__struct_config__.tag} is not a call")
-    local_id = derive_id(f"{device}:{remote.id}", "relay-call")
+    local_id = owner_call_id(device, remote.id)
     return AgentCall(
         id=local_id,
         created_at=utc_now(),

@@ -3,11 +3,8 @@
 Nothing is recorded for the checker: Alice's session timelines and her gate's decisions, Bob's
 gate's decisions and both audit chains are what each deployment stores anyway. The join
 across the boundary is the relay's id rule: Bob's relay submits Alice's call `A` from Alice's
-device `D` under `derive_id(f"{D}:{A}", "relay-call")` (actors/relay/_translate.py; ids must
-be the same on every redelivery, so a frame given twice is de-duplicated). It is repeated
-here, not imported (the rule is the relay's own, not part of its public face); were the two
-to drift apart, every call Bob admitted would count as sent by no session and the run would
-fail loudly, never pass by accident.
+device `D` under `owner_call_id(D, A)` (the same id on every redelivery, so a frame given twice
+is de-duplicated), which the relay exports for this join.
 """
 
 from __future__ import annotations
@@ -19,7 +16,8 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from schemas import Decision, SessionEvent, derive_id, device_principal, key_id
+from actors.relay import owner_call_id
+from schemas import Decision, SessionEvent, device_principal, key_id
 from tools._shared_deployments import Deployment, SharedDeployments
 from tools.audit import verify_stream
 from tools.chaos._checker import Fault, SessionOutcome
@@ -69,7 +67,7 @@ def sessions_from(records: Sequence[Stored], alice_device: str) -> _Timeline:
         payload = event.payload
         if event.event_type == "step_started" and payload.get("role") == "outbound":
             for call in event.envelope_ids:
-                bob_call = derive_id(f"{alice_device}:{call}", "relay-call")
+                bob_call = owner_call_id(alice_device, call)
                 sends.append(Send(event.session_id, event.round or 0, call, bob_call))
         how = _ENDS.get(event.event_type)
         if how is not None and event.session_id not in ended:
