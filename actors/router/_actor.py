@@ -212,6 +212,9 @@ class RouterActor(Actor):
             if stored is not None:
                 replay = stored.session.effects_of(msg.id)
                 if replay is not None:
+                    # The first attempt may have stored the session but not its trace's link
+                    # (the two are written together, below): linked again before replaying.
+                    await self.store.link_trace(ctx.trace_id, session_id)
                     return Step(session=stored.session, effects=replay, note="replayed")
                 if stored.session.origin_id == msg.id:
                     return Step(session=stored.session, note="opening message seen long ago")
@@ -221,13 +224,27 @@ class RouterActor(Actor):
             )
             if step.session is None:
                 return step
-            await self.store.link_trace(ctx.trace_id, session_id)
-            try:
-                await self.store.create(step.session)
-            except Conflict:
-                continue
-            return step
+            if await self._create_linked(step.session, ctx.trace_id):
+                return step
         raise RuntimeError(f"session {session_id} kept changing while being opened")
+
+    async def _create_linked(self, session: Session, trace_id: str) -> bool:
+        """Create `session` and link `trace_id` to it (an error in the trace finds its session
+        through the link) in one round trip, not two in a row; False if the session id was
+        taken meanwhile. Whichever write fails, the input is retried, and a retry that finds
+        the session stored links the trace again before replaying its effects (`_open`).
+        """
+        linked, created = await asyncio.gather(
+            self.store.link_trace(trace_id, session.session_id),
+            self.store.create(session),
+            return_exceptions=True,
+        )
+        if isinstance(created, Conflict) and not isinstance(linked, BaseException):
+            return False
+        for outcome in (created, linked):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return True
 
     async def _advance(
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context

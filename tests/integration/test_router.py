@@ -16,7 +16,7 @@ from msgspec import structs
 from nats.aio.client import Client as NATS
 
 from actors.router._session import CANCEL_NOTICE
-from bus import DEAD_REASON, EmbeddedServer
+from bus import DEAD_REASON, SENDER, EmbeddedServer, TraceHeaders
 from schemas import (
     AgentCall,
     AnyEnvelope,
@@ -24,6 +24,7 @@ from schemas import (
     HumanMessage,
     Namespace,
     Reply,
+    encode,
     new_id,
     utc_now,
 )
@@ -339,3 +340,45 @@ async def _nothing_submitted(wire: RouterWire) -> AnyEnvelope | None:
     except TimeoutError:
         return None
     return envelope
+
+
+async def test_a_replayed_opening_links_its_trace_again(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """The session and its trace's link are written together, so a first attempt may store
+    the session and not the link: the redelivered opening, found among the session's applied
+    inputs, writes the link again before replaying its effects (an agent's error, which names
+    only the call it answers, finds its session through that link)."""
+    msg = HumanMessage(
+        id=new_id(),
+        created_at=utc_now(),
+        text="@gpt what is NATS?",
+        call_id=new_id(),
+        session_id=new_id(),
+    )
+    links = await nc.jetstream().key_value(namespace.bucket("sessions"))
+    link = f"trace.{msg.id}"
+    async with router_running(nc, nats_server, namespace, lambda call: None) as (wire, _calls, _):
+        timeline = Timeline(nc.jetstream(), namespace, msg.session_id or "")
+        await timeline.open()
+        await wire.start(msg)
+        await timeline.next()  # the session is stored, its call on its way
+        assert (await links.get(link)).value == (msg.session_id or "").encode()
+        await links.delete(link)  # as if the first attempt's link had not been stored
+        watcher = await links.watch(link, include_history=False)
+        try:
+            # The same opening again, as its redelivery would come (a stored message of its
+            # own here: JetStream would drop a second publish under the first one's id).
+            again = TraceHeaders(trace_id=msg.id, origin="cli").to_headers(new_id())
+            again[SENDER] = "cli"
+            await nc.jetstream().publish(namespace.deliver("router"), encode(msg), headers=again)
+            relinked = None
+            async with asyncio.timeout(20):
+                async for entry in watcher:
+                    if entry is not None and entry.operation is None:
+                        relinked = entry
+                        break
+        finally:
+            await watcher.stop()
+        await timeline.close()
+    assert relinked is not None and relinked.value == (msg.session_id or "").encode()
