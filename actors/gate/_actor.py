@@ -376,6 +376,7 @@ class GateActor(Actor):
             await effects.deliver(ctx, envelope, position, redacted=copy)
             # The decision's preview is taken from what was delivered: redacted if it was.
             await effects.decide_record(ctx, copy or envelope, "allow", position, None)
+            store.known_absent(outcome.unborn_keys())
             return
         cause = verdict.judged.cause
         if cause is not None:

@@ -69,6 +69,17 @@ class Allow:
     route: Route
     envelope: AnyEnvelope
 
+    def unborn_keys(self) -> tuple[str, ...]:
+        """Records this admission makes certain do not exist yet: the count of the envelope's
+        children (written when its first child is admitted, after its delivery) and, for a
+        root whose trace record is left implied, its trace. The gate caches them as absent,
+        so its first child or answer is decided without reading them
+        (actors/gate/_store.py, `known_absent`)."""
+        fanout = fanout_key(self.envelope.id)
+        return (
+            (fanout, trace_key(self.route.position.trace_id)) if self.route.is_root else (fanout,)
+        )
+
 
 class Ledger:
     """The records a batch of decisions reads, and which of them those decisions changed."""

@@ -107,6 +107,19 @@ class GateStore:
             await asyncio.gather(*(self._read(key) for key in missing))
         return {key: self._cache[key][0] for key in wanted if key in self._cache}
 
+    def known_absent(self, keys: Iterable[str]) -> None:
+        """Cache `keys` as absent (revision 0) where this process holds nothing for them.
+
+        For records that cannot exist yet because they are named after an envelope this
+        process has just admitted (its children's count, a root's unwritten trace): the
+        next envelope that needs one is decided without a read, and its write creates the
+        key only if no other writer did first (compare-and-set on revision 0), so a replica
+        that got there first still wins and the envelope is decided again.
+        """
+        for key in keys:
+            if key not in self._cache and key not in self._in_flight:
+                self._remember(key, None, 0)
+
     def subject(self, key: str) -> str:
         """The KV subject a record is written on (for writes pipelined with other effects)."""
         return self._prefix + key

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from bus import HOP_COUNT, MSG_ID, SENDER, TRACE_ID, EmbeddedServer
@@ -244,3 +246,36 @@ async def test_a_batch_holding_a_repeated_id_is_decided_again_without_it(
         assert not [line for line in gate.lines if "handler failed" in line]  # decided at once
     finally:
         gate.close()
+
+
+async def test_a_first_call_reads_none_of_the_records_its_root_left_unborn(
+    nc: NATS, world: World
+) -> None:
+    """Admitting a root makes certain that its children's count and its (implied) trace
+    record do not exist yet: the first call in the trace is decided without reading them,
+    and its compare-and-set creates them (actors/gate/_store.py, `known_absent`)."""
+    stream = f"KV_{world.ns.bucket('traces')}"
+    reads: list[str] = []
+
+    async def on_read(msg: Msg) -> None:
+        if msg.subject.startswith("$JS.API.DIRECT.GET."):
+            reads.append(msg.subject.removeprefix(f"$JS.API.DIRECT.GET.{stream}."))
+        elif msg.data:
+            reads.append(json.loads(msg.data).get("last_by_subj", ""))
+
+    watched = [
+        await nc.subscribe(f"$JS.API.STREAM.MSG.GET.{stream}", cb=on_read),
+        await nc.subscribe(f"$JS.API.DIRECT.GET.{stream}.>", cb=on_read),
+    ]
+    await nc.flush()
+    root = _human("call:b")
+    await submit(world.js, world.ns, "cli", root)
+    assert (await world.decisions.until(root.id)).allowed
+    to_b = await world.decisions.next()
+    assert (to_b.sender, to_b.target, to_b.allowed, to_b.trace_id) == ("a", "b", True, root.id)
+    await nc.flush()  # every read the gate sent before that decision has reached us
+    for sub in watched:
+        await sub.unsubscribe()
+    prefix = f"$KV.{world.ns.bucket('traces')}."
+    assert f"{prefix}inflight.a" in reads, reads  # what the gate could not know, it read
+    assert not {f"{prefix}fanout.{root.id}", f"{prefix}trace.{root.id}"} & set(reads), reads
