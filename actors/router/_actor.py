@@ -239,11 +239,12 @@ class RouterActor(Actor):
             self.store.create(session),
             return_exceptions=True,
         )
-        if isinstance(created, Conflict) and not isinstance(linked, BaseException):
+        if isinstance(linked, BaseException):
+            raise linked
+        if isinstance(created, Conflict):
             return False
-        for outcome in (created, linked):
-            if isinstance(outcome, BaseException):
-                raise outcome
+        if isinstance(created, BaseException):
+            raise created
         return True
 
     async def _advance(
