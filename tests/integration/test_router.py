@@ -379,6 +379,6 @@ async def test_a_replayed_opening_links_its_trace_again(
                         relinked = entry
                         break
         finally:
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]
         await timeline.close()
     assert relinked is not None and relinked.value == (msg.session_id or "").encode()
