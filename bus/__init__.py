@@ -25,6 +25,12 @@ from bus._deadletter import (
     DEAD_TRUNCATED,
     DeadLetters,
 )
+from bus._elections import (
+    ELECTION_BACKOFF_S,
+    ELECTION_BOUND_S,
+    is_election_error,
+    through_elections,
+)
 from bus._embedded import EmbeddedCluster, EmbeddedServer, NatsServerError, find_nats_server
 from bus._headers import (
     CAUSATION_ID,
@@ -76,6 +82,8 @@ __all__ = (
     "DEAD_STREAM",
     "DEAD_SUBJECT",
     "DEAD_TRUNCATED",
+    "ELECTION_BACKOFF_S",
+    "ELECTION_BOUND_S",
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",
@@ -134,6 +142,7 @@ __all__ = (
     "dump_tasks",
     "find_nats_server",
     "handling_key",
+    "is_election_error",
     "jetstream",
     "load_private_key",
     "load_public_key",
@@ -145,6 +154,7 @@ __all__ = (
     "run_actor",
     "serve_metrics",
     "stream_configs",
+    "through_elections",
     "trace_scope",
     "traceparent_for",
     "validated_options",
