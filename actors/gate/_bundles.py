@@ -24,6 +24,7 @@ newest value is overwritten with the proof it hid, so it does not outlive the ne
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 
-from bus import load_public_key
+from bus import load_public_key, through_elections
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
     BundleError,
@@ -117,7 +118,9 @@ class BundleStore:
         """The revisions of `key` that hold a value, newest first, and the key's newest
         revision (a delete marker's too: compare-and-set is against it; 0 if none)."""
         try:
-            entries = await self._kv.history(key)
+            entries = await through_elections(
+                lambda: self._kv.history(key), f"the history of policy key {key!r}"
+            )
         except NoKeysError:
             return [], 0
         stored = [
@@ -184,17 +187,24 @@ class BundleStore:
                 return
             value = signed if version >= floor.version else floor.proof
             try:
-                if floor.revision:
-                    await self._kv.update(TRUSTED_VERSION_KEY, value, floor.revision)
-                else:
-                    await self._kv.create(TRUSTED_VERSION_KEY, value)
+                write = functools.partial(self._write_floor, value, floor.revision)
+                await through_elections(write, "the trusted policy version")
                 return
             except KeyWrongLastSequenceError:
-                continue  # another replica (or a foreign writer) wrote meanwhile: read again
+                # Another replica (or a foreign writer) wrote meanwhile, or this write was
+                # stored and its answer lost in an election: read again.
+                continue
             except NatsError as exc:
                 log.error("could not persist the trusted policy version", extra={"error": str(exc)})
                 return
         log.error("could not persist the trusted policy version: ten compare-and-set races lost")
+
+    async def _write_floor(self, value: bytes, revision: int) -> None:
+        """Compare-and-set `trusted.version` on `revision` (0: create it)."""
+        if revision:
+            await self._kv.update(TRUSTED_VERSION_KEY, value, revision)
+        else:
+            await self._kv.create(TRUSTED_VERSION_KEY, value)
 
     async def load(self) -> None:
         """Apply the newest stored bundle that verifies and is not a rollback.
@@ -274,8 +284,24 @@ class BundleStore:
         return None
 
     async def watch(self, stopping: asyncio.Event) -> None:
-        """Apply every bundle the signer publishes until `stopping` is set (hot reload)."""
-        watcher = await self._kv.watch(BUNDLE_KEY, ignore_deletes=True)
+        """Apply every bundle the signer publishes until `stopping` is set (hot reload).
+
+        Opening the watch is a JetStream request (a consumer's creation, then its info) that
+        goes unanswered while the policy bucket elects a leader: it is asked again through
+        the election (bus/_elections.py) rather than let the gate exit. The watch replays the
+        key's history and skips what `load` (or the watch) already examined, so a bundle
+        published between `load` and the watch, or while the watch was being opened, is
+        offered like any other, in the order it was published. Once open, nats-py's ordered
+        consumer re-creates itself from the last revision it delivered after any outage.
+        """
+        try:
+            watcher = await through_elections(
+                self._open_watch, "the policy bundle's watch", stop=stopping
+            )
+        except Exception:
+            if stopping.is_set():
+                return
+            raise
         stop_wait = asyncio.ensure_future(stopping.wait())
         try:
             while True:
@@ -294,3 +320,7 @@ class BundleStore:
         finally:
             stop_wait.cancel()
             await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _open_watch(self) -> KeyValue.KeyWatcher:
+        """A watch of `bundle` from its oldest kept revision (the caller skips those seen)."""
+        return await self._kv.watch(BUNDLE_KEY, include_history=True, ignore_deletes=True)

@@ -1,0 +1,140 @@
+"""The gate's policy watch and the auditor ride through a cluster without quorum.
+
+A real 3-node cluster with two nodes SIGKILLed has no quorum: JetStream requests time out or
+are answered `503`, as they are while leaders are elected. Each test makes the path that used
+to end the process meet that, then restarts the nodes and checks the actor carries on and
+still works: the watch applies every bundle published meanwhile and after, the auditor
+appends. Waits are on log lines, events and messages, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
+
+from actors.gate._bundles import BundleStore, load_public_keys
+from bus import EmbeddedCluster, provision, through_elections
+from schemas import Namespace
+from tests.support.gate import Signer, make_bundle, publish_bundle
+
+pytestmark = pytest.mark.chaos
+
+ASKING_AGAIN = "the cluster did not answer"
+
+
+@asynccontextmanager
+async def _client(cluster: EmbeddedCluster) -> AsyncIterator[NATS]:
+    nc = await nats.connect(cluster.url.split(","), max_reconnect_attempts=-1)
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+def _node_of(cluster: EmbeddedCluster, nc: NATS) -> str:
+    """The node `nc` is connected to (kept running, so the client need not reconnect)."""
+    assert nc.connected_url is not None
+    port = nc.connected_url.port
+    return next(name for name in cluster.names if cluster.node(name).port == port)
+
+
+async def _lose_quorum(cluster: EmbeddedCluster, keep: str) -> list[str]:
+    """SIGKILL every node but `keep`: no stream, consumer or metadata group has a majority."""
+    gone = [name for name in cluster.names if name != keep]
+    for name in gone:
+        await asyncio.to_thread(cluster.kill, name)
+    return gone
+
+
+async def _regain_quorum(cluster: EmbeddedCluster, gone: list[str]) -> None:
+    for name in gone:
+        await asyncio.to_thread(cluster.restart, name)
+
+
+async def _answering(js: JetStreamContext, ns: Namespace) -> None:
+    """Wait until the cluster creates consumers again (its metadata leader caught up): a
+    consumer's creation is refused `503` for a while after quorum returns."""
+
+    async def probe() -> None:
+        name = f"probe{uuid.uuid4().hex[:8]}"
+        await js.add_consumer(ns.stream("events"), ConsumerConfig(name=name))
+        await js.delete_consumer(ns.stream("events"), name)
+
+    await through_elections(probe, "a probe consumer")
+
+
+class _Heard(logging.Handler):
+    """Sets `heard` when a record's message starts with `prefix` (an event to wait on)."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(logging.DEBUG)
+        self._prefix = prefix
+        self.heard = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self._prefix):
+            self.heard.set()
+
+
+async def _version_in_force(store: BundleStore, version: int, timeout: float = 30.0) -> None:
+    async def reached() -> None:
+        while store.bundle is None or store.bundle.version < version:
+            store.changed.clear()
+            await store.changed.wait()
+
+    await asyncio.wait_for(reached(), timeout)
+
+
+async def test_the_policy_watch_opens_through_lost_quorum_and_misses_no_bundle(
+    cluster: EmbeddedCluster, namespace: Namespace, tmp_path: Path
+) -> None:
+    signer = Signer.create(tmp_path)
+    async with _client(cluster) as nc:
+        js = nc.jetstream()
+        assert await provision(js, namespace) == 3
+        await publish_bundle(js, namespace, signer.sign(make_bundle(1)))
+        store = BundleStore(
+            await js.key_value(namespace.bucket("policy")),
+            load_public_keys([str(signer.pub_path)]),
+            "test",
+        )
+        await store.load()
+        assert store.bundle is not None and store.bundle.version == 1
+        # Published after the load and before the watch is open: it must not be skipped.
+        await publish_bundle(js, namespace, signer.sign(make_bundle(2)))
+
+        gone = await _lose_quorum(cluster, keep=_node_of(cluster, nc))
+        heard = _Heard(ASKING_AGAIN)
+        logging.getLogger("parley.bus.elections").addHandler(heard)
+        stopping = asyncio.Event()
+        watch = asyncio.create_task(store.watch(stopping))
+        try:
+            asked = asyncio.create_task(heard.heard.wait())
+            await asyncio.wait({asked, watch}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            asked.cancel()
+            if watch.done():  # the watch's request failed and nothing asked again
+                raise AssertionError(f"the policy watch ended: {watch.exception()!r}")
+            assert heard.heard.is_set(), "the watch's request was never refused"
+            await _regain_quorum(cluster, gone)
+            await _version_in_force(store, 2)
+            newer = signer.sign(make_bundle(3))  # the test's own publish, right after the
+            # election, is asked again like any request then (a retry stores it twice at most)
+            await through_elections(
+                lambda: publish_bundle(js, namespace, newer), "publishing a bundle"
+            )
+            await _version_in_force(store, 3)
+            assert not watch.done()
+        finally:
+            logging.getLogger("parley.bus.elections").removeHandler(heard)
+            stopping.set()
+            await asyncio.wait_for(watch, 10)
