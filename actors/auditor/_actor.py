@@ -25,7 +25,9 @@ Replicas: any number of auditors may run; one holds the writer's lease and reads
 the others wait in `start()` (they read nothing, so they hold back no fact) until its lease
 runs out or is given back. A standby waiting there is stopped by SIGTERM/SIGINT like any actor.
 A holder that loses its lease stops appending at once, then stops (its handlers in hand
-settle first) and exits non-zero; its supervisor brings it back as a standby.
+settle first) and exits non-zero; its supervisor brings it back as a standby. A lease that
+lapses because the cluster is electing (renewals unanswered) is not lost: the holder appends
+nothing until a renewal on its own revision gets through (actors/auditor/_lease.py).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
 from actors.auditor._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal
-from bus import MSG_ID, AckInbox, AppendRefused, StoredMessage, read_history
+from bus import MSG_ID, AckInbox, AppendRefused, StoredMessage, read_history, through_elections
 from schemas import AuditRecord, encode, utc_now
 
 __all__ = ("EXPECTED_LAST_MSG_ID", "EXPECTED_LAST_SEQ", "ChainAppender", "ForeignWrite")
@@ -132,8 +132,8 @@ class ChainAppender:
         """Read the head of the chain and the facts already recorded."""
         await self._acks.open()
         async with self._lock:
-            if self._dirty:
-                await self._resync()
+            if self._dirty:  # read through an election: starting, nothing waits on the lock
+                await through_elections(self._resync, "the audit chain's head")
 
     @property
     def unpinned(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,9 +24,11 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from actors.gate._bundles import BundleStore, load_public_keys
-from bus import EmbeddedCluster, provision, through_elections
-from schemas import Namespace
+from bus import MSG_ID, EmbeddedCluster, provision, through_elections
+from schemas import Namespace, encode
+from tests.support.audit import AuditorKeys, decision
 from tests.support.gate import Signer, make_bundle, publish_bundle
+from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 pytestmark = pytest.mark.chaos
 
@@ -138,3 +141,66 @@ async def test_the_policy_watch_opens_through_lost_quorum_and_misses_no_bundle(
             logging.getLogger("parley.bus.elections").removeHandler(heard)
             stopping.set()
             await asyncio.wait_for(watch, 10)
+
+
+def _start_auditor(
+    cluster: EmbeddedCluster, ns: Namespace, keys: AuditorKeys, directory: Path
+) -> ProcessOutput:
+    """The auditor on the cluster, a short lease (an outage outlasts it), not provisioning
+    (so that its own start meets the outage, not the provisioner's bounded retries)."""
+    config = directory / "auditor.toml"
+    config.write_text(
+        "ack_wait_s = 2.0\nmax_deliver = 100\ngrace_s = 5.0\nprovision = false\n"
+        "[options]\n"
+        f'signing_key = "{keys.private_path}"\n'
+        'tenant = "demo"\ncheckpoint_s = 0.5\nlease_s = 2.0\n'
+    )
+    env = parley_env(cluster.url, ns.root, allow_lazy_fsync="true")
+    return start_actor("auditor", "auditor", env, "--config", str(config))
+
+
+async def _recorded(nc: NATS, js: JetStreamContext, ns: Namespace, objective: str) -> None:
+    """Publish a refused call and wait until the auditor appends its record."""
+    records = await nc.subscribe(f"{ns.root}.audit.demo.*")
+    try:
+        fact = decision("p1", "x", allowed=False, objective=objective)
+        await js.publish(ns.decisions(fact.sender), encode(fact), headers={MSG_ID: fact.id})
+        while True:
+            message = await records.next_msg(timeout=30)
+            if fact.envelope_id.encode() in message.data:
+                return
+    finally:
+        await records.unsubscribe()
+
+
+async def test_the_auditor_starts_and_keeps_its_lease_through_lost_quorum(
+    cluster: EmbeddedCluster, namespace: Namespace, tmp_path: Path
+) -> None:
+    keys = AuditorKeys(tmp_path)
+    async with _client(cluster) as nc:
+        js = nc.jetstream()
+        assert await provision(js, namespace) == 3
+        gone = await _lose_quorum(cluster, keep=_node_of(cluster, nc))
+        auditor = _start_auditor(cluster, namespace, keys, tmp_path)
+        try:
+            # Starting: the lease (opening its bucket, taking it) meets the outage. Held
+            # (SIGSTOP) until the cluster creates consumers again: binding its own consumers
+            # is the runtime's (bus/_consumer.py), not what this test is about.
+            await auditor.wait_line(ASKING_AGAIN, timeout=30)
+            auditor.signal(signal.SIGSTOP)
+            await _regain_quorum(cluster, gone)
+            await _answering(js, namespace)
+            auditor.signal(signal.SIGCONT)
+            await auditor.wait_line(READY, timeout=40)
+            await _recorded(nc, js, namespace, "before the outage")
+
+            # Holding the lease: its renewals fail past its time, so it lapses, not exits.
+            mark = len(auditor.lines)
+            gone = await _lose_quorum(cluster, keep=_node_of(cluster, nc))
+            await auditor.wait_line("lease lapsed", start=mark, timeout=30)
+            await _regain_quorum(cluster, gone)
+            await auditor.wait_line("appending again", start=mark, timeout=30)
+            await _recorded(nc, js, namespace, "after the outage")
+            assert auditor.process.poll() is None, "the auditor exited"
+        finally:
+            auditor.close()
