@@ -275,7 +275,11 @@ class ChainAppender:
                 if not first_time and msg_id not in self._sent:
                     foreign.append(message)
         if not found_record and start > 1:
-            await self._walk_back(start - 1)
+            found_record = await self._walk_back(start - 1)
+        if not found_record:
+            # No record stored at all (refused or unanswered appends of an empty stream, as
+            # while it elects a leader): what was predicted for them is forgotten.
+            self._head, self._index, self._head_seq = GENESIS, 0, 0
         unvouched = (self.checkpointed + 1, self._index) if first_time else None
         self._last_seq = self._acked_seq = last
         self._previous_id = None
@@ -319,8 +323,9 @@ class ChainAppender:
         self._remember(self._recorded, record.id, None)
         return True
 
-    async def _walk_back(self, seq: int) -> None:
-        """The newest record lies before the window (only checkpoints in it): step back."""
+    async def _walk_back(self, seq: int) -> bool:
+        """The newest record lies before the window (only checkpoints in it): step back.
+        False if there is none."""
         while seq >= 1:
             try:
                 stored = await self._js.get_msg(self._stream, seq)
@@ -329,8 +334,9 @@ class ChainAppender:
                 continue
             message = StoredMessage(seq, stored.subject or "", stored.data or b"", {})
             if self._learn(message):
-                return
+                return True
             seq -= 1
+        return False
 
 
 def _checkpoint_count(data: bytes) -> int:
