@@ -25,10 +25,11 @@ from nats.js.api import ConsumerConfig
 
 from actors.gate._bundles import BundleStore, load_public_keys
 from bus import MSG_ID, EmbeddedCluster, provision, through_elections
-from schemas import Namespace, encode
+from schemas import Namespace, encode, key_id
 from tests.support.audit import AuditorKeys, decision
 from tests.support.gate import Signer, make_bundle, publish_bundle
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+from tools.audit import verify_stream
 
 pytestmark = pytest.mark.chaos
 
@@ -164,7 +165,10 @@ async def _recorded(nc: NATS, js: JetStreamContext, ns: Namespace, objective: st
     records = await nc.subscribe(f"{ns.root}.audit.demo.*")
     try:
         fact = decision("p1", "x", allowed=False, objective=objective)
-        await js.publish(ns.decisions(fact.sender), encode(fact), headers={MSG_ID: fact.id})
+        await through_elections(  # right after an election, like any request (deduplicated)
+            lambda: js.publish(ns.decisions(fact.sender), encode(fact), headers={MSG_ID: fact.id}),
+            "publishing a fact",
+        )
         while True:
             message = await records.next_msg(timeout=30)
             if fact.envelope_id.encode() in message.data:
@@ -202,5 +206,10 @@ async def test_the_auditor_starts_and_keeps_its_lease_through_lost_quorum(
             await auditor.wait_line("appending again", start=mark, timeout=30)
             await _recorded(nc, js, namespace, "after the outage")
             assert auditor.process.poll() is None, "the auditor exited"
+            # Appends refused or unanswered during the outages left no hole in the chain.
+            report = await verify_stream(
+                js, namespace.stream("audit"), trusted={key_id(keys.public): keys.public}
+            )
+            assert report.ok and not report.foreign, report
         finally:
             auditor.close()
