@@ -144,6 +144,40 @@ async def test_the_policy_watch_opens_through_lost_quorum_and_misses_no_bundle(
             await asyncio.wait_for(watch, 10)
 
 
+async def test_an_open_policy_watch_recovers_after_lost_quorum(
+    cluster: EmbeddedCluster, namespace: Namespace, tmp_path: Path
+) -> None:
+    """Open before the outage: nats-py's ordered consumer re-creates itself afterwards from
+    the last revision it delivered, so a bundle published after the outage is applied."""
+    signer = Signer.create(tmp_path)
+    async with _client(cluster) as nc:
+        js = nc.jetstream()
+        assert await provision(js, namespace) == 3
+        await publish_bundle(js, namespace, signer.sign(make_bundle(1)))
+        store = BundleStore(
+            await js.key_value(namespace.bucket("policy")),
+            load_public_keys([str(signer.pub_path)]),
+            "test",
+        )
+        await store.load()
+        stopping = asyncio.Event()
+        watch = asyncio.create_task(store.watch(stopping))
+        try:
+            await publish_bundle(js, namespace, signer.sign(make_bundle(2)))
+            await _version_in_force(store, 2)  # the watch is open and delivering
+            gone = await _lose_quorum(cluster, keep=_node_of(cluster, nc))
+            await _regain_quorum(cluster, gone)
+            newer = signer.sign(make_bundle(3))
+            await through_elections(
+                lambda: publish_bundle(js, namespace, newer), "publishing a bundle"
+            )
+            await _version_in_force(store, 3, timeout=45)
+            assert not watch.done()
+        finally:
+            stopping.set()
+            await asyncio.wait_for(watch, 10)
+
+
 def _start_auditor(
     cluster: EmbeddedCluster, ns: Namespace, keys: AuditorKeys, directory: Path
 ) -> ProcessOutput:
