@@ -26,9 +26,11 @@ Nobody else can have taken the lease meanwhile without changing that revision (e
 is a compare-and-set), so a renewal that then gets through proves the lease is still its
 own, and it appends again from `3/4 ttl_s` after *that* renewal was sent, the same bound as
 any renewal; a standby that watched the old revision go stale loses its compare-and-set
-to it. A renewal refused with "wrong last sequence" is a takeover (`LeaseLost`), and so is a
-lapse longer than `ELECTION_BOUND_S`: a cluster that stays without quorum still stops the
-holder, with a clear error.
+to it. A renewal refused with "wrong last sequence" is a takeover (`LeaseLost`), unless the
+key still holds this replica's own token (an earlier renewal stored, its answer lost: renewed
+on that revision next, its time not extended by it); so is a lapse longer than
+`ELECTION_BOUND_S`: a cluster that stays without quorum still stops the holder, with a clear
+error.
 
 The bound: a standby holds the lease at most `ttl_s` plus one look (`ttl_s / 8`) after the
 last renewal it saw, so within `1.4 * ttl_s` of the holder's death. Appends a paused holder had
