@@ -27,6 +27,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from bus._actor import Input
+from bus._elections import through_elections
 from bus._metrics import ActorMetrics
 from bus._puller import Puller
 from bus._settings import Settings
@@ -127,10 +128,15 @@ class ConsumerLoop:
         return consumer_config(self.spec, self._settings)
 
     async def _bind(self) -> Puller:
+        # Bound while the consumer's (or the stream's) leader is elected: a moment after a
+        # cluster regains quorum, creating or looking up a consumer is answered 503.
         if self._settings.create_consumers:
-            await self._js.add_consumer(self.spec.stream, self.consumer_config())
+            config = self.consumer_config()
+            await through_elections(
+                lambda: self._js.add_consumer(self.spec.stream, config), "creating a consumer"
+            )
         else:
-            await self._check_provisioned()
+            await through_elections(self._check_provisioned, "looking up a consumer")
         settings, spec = self._settings, self.spec
         # The connection and API prefix the JetStream context was made with (nats-py keeps
         # them private): requests go where nats-py's own fetch would send them.

@@ -25,9 +25,9 @@ from nats.js.api import ConsumerConfig
 
 from actors.gate._bundles import BundleStore, load_public_keys
 from bus import MSG_ID, EmbeddedCluster, provision, through_elections
-from schemas import Namespace, encode, key_id
+from schemas import HumanMessage, Namespace, encode, key_id, new_id, utc_now
 from tests.support.audit import AuditorKeys, decision
-from tests.support.gate import Signer, make_bundle, publish_bundle
+from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate, submit
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tools.audit import verify_stream
 
@@ -247,3 +247,39 @@ async def test_the_auditor_starts_and_keeps_its_lease_through_lost_quorum(
             assert report.ok and not report.foreign, report
         finally:
             auditor.close()
+
+
+async def test_a_gate_started_without_quorum_is_ready_and_decides_once_quorum_returns(
+    cluster: EmbeddedCluster, namespace: Namespace, tmp_path: Path
+) -> None:
+    """The gate's start (its buckets' look-ups, the id claims' server check) and the binding
+    of its consumer meet lost quorum: each is asked again, and once quorum returns the gate
+    is ready and decides. (Each used to end the process: exit 3, a supervisor's restart.)"""
+    signer = Signer.create(tmp_path)
+    bundle = make_bundle(
+        cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("a",)}, a={}
+    )
+    async with _client(cluster) as nc:
+        js = nc.jetstream()
+        assert await provision(js, namespace) == 3
+        await publish_bundle(js, namespace, signer.sign(bundle))
+        decisions = await Decisions(js, namespace).open()
+        gone = await _lose_quorum(cluster, keep=_node_of(cluster, nc))
+        gate = start_gate(
+            cluster.url, namespace, signer, provision="false", allow_lazy_fsync="true"
+        )
+        try:
+            await gate.wait_line(ASKING_AGAIN, timeout=30)
+            await _regain_quorum(cluster, gone)
+            await gate.wait_line(READY, timeout=60)
+            root = HumanMessage(
+                id=new_id(), created_at=utc_now(), text="hello", call_id=new_id(), target="a"
+            )
+            await through_elections(
+                lambda: submit(js, namespace, "cli", root), "submitting a message"
+            )
+            decision = await decisions.until(root.id, timeout=30)
+            assert decision.allowed, decision
+            assert gate.process.poll() is None, "the gate exited"
+        finally:
+            gate.close()
