@@ -44,6 +44,7 @@ __all__ = (
     "SessionOutcome",
     "check_history",
     "format_report",
+    "verdict_table",
 )
 
 
@@ -379,12 +380,17 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
             ),
         ),
     ]
+    return "\n".join(verdict_table(rows, seed, report.violations()))
+
+
+def verdict_table(
+    rows: Sequence[tuple[str, str]], seed: int | None, violations: Sequence[str]
+) -> list[str]:
+    """A run's table: its rows aligned, the seed that replays it, and the verdict."""
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]
     if seed is not None:
         lines.append(f"{'seed':<{width}}  {seed}")
-    violations = report.violations()
-    lines.append(
-        f"{'verdict':<{width}}  " + ("PASS" if not violations else "FAIL: " + "; ".join(violations))
-    )
-    return "\n".join(lines)
+    verdict = "PASS" if not violations else "FAIL: " + "; ".join(violations)
+    lines.append(f"{'verdict':<{width}}  {verdict}")
+    return lines

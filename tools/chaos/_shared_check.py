@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tools.chaos._checker import Fault, SessionOutcome, recoveries
+from tools.chaos._checker import Fault, SessionOutcome, recoveries, verdict_table
 
 __all__ = (
     "AuditCheck",
@@ -247,14 +247,7 @@ def format_shared_report(report: SharedReport, *, seed: int | None = None) -> st
         ("faults injected (SIGKILL)", f"{len(report.faults)} ({_counts(report.by_target)})"),
         ("slowest progress after a fault", _recovery(report.recovery_s)),
     ]
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name:<{width}}  {value}" for name, value in rows]
-    if seed is not None:
-        lines.append(f"{'seed':<{width}}  {seed}")
-    violations = report.violations()
-    lines.append(
-        f"{'verdict':<{width}}  " + ("PASS" if not violations else "FAIL: " + "; ".join(violations))
-    )
+    lines = verdict_table(rows, seed, report.violations())
     return "\n".join([*lines, *_culprits(report)])
 
 
