@@ -26,9 +26,12 @@ from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
 
-__all__ = ("FsyncCheckError", "check_fsync", "connect", "jetstream")
+__all__ = ("RECONNECT_WAIT_S", "FsyncCheckError", "check_fsync", "connect", "jetstream")
 
 log = logging.getLogger("parley.bus.connection")
+
+RECONNECT_WAIT_S = 0.5
+"""The pause between reconnect attempts to one server (nats-py's default is 2 s)."""
 
 
 class FsyncCheckError(RuntimeError):
@@ -127,7 +130,7 @@ async def connect(
         "reconnected_cb": on_reconnect,
         "ping_interval": 5,
         "max_outstanding_pings": 3,
-        "reconnect_time_wait": 0.5,
+        "reconnect_time_wait": RECONNECT_WAIT_S,
         "max_reconnect_attempts": -1 if reconnect_forever else 3,
         "allow_reconnect": True,
         "connect_timeout": 5,
