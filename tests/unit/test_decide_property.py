@@ -78,7 +78,7 @@ def _answer(kind: str, sender: str) -> AnyEnvelope:
 
 
 @settings(
-    max_examples=10_000,
+    max_examples=3_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     database=None,
