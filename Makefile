@@ -17,7 +17,7 @@ chromium:
 	command -v chromium || (apt-get update && apt-get install -y chromium)
 
 test: $(STAMP) chromium
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest -n 2 --dist loadfile --durations=25
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
