@@ -73,12 +73,12 @@ class ConsoleActor(Actor):
     def _tell_url(self, url: str) -> None:
         """Say where the page is in words a person reads in `parley up`'s output (the log line
         is JSON), and write it to `url_file` for scripts: with port 0 nobody can guess it."""
-        words = f"Console: {url} (sign in with a token from `parley console token`)"
-        print(words, flush=True)  # noqa: T201 - for a person, beside the JSON log line
         url_file = self.options.url_file
-        if url_file is not None:
+        if url_file is not None:  # first: whoever reads the line may look for the file at once
             url_file.parent.mkdir(parents=True, exist_ok=True)
             url_file.write_text(url + "\n")
+        words = f"Console: {url} (sign in with a token from `parley console token`)"
+        print(words, flush=True)  # noqa: T201 - for a person, beside the JSON log line
 
     def _allowed_hosts(self) -> tuple[str, ...]:
         host = self.options.host
