@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from nats.errors import NoRespondersError
-from nats.js.errors import APIError, NoStreamResponseError
+from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 __all__ = ("ELECTION_BACKOFF_S", "ELECTION_BOUND_S", "is_election_error", "through_elections")
 
@@ -43,8 +43,12 @@ T = TypeVar("T")
 def is_election_error(exc: BaseException) -> bool:
     """Whether `exc` is what a request meets while a leader is being elected: a timeout, or
     a `503` (no responders, or JetStream saying it is temporarily unavailable)."""
-    if isinstance(exc, TimeoutError | NoRespondersError | NoStreamResponseError):
-        return True  # nats.errors.TimeoutError is a TimeoutError too
+    if isinstance(
+        exc, TimeoutError | NoRespondersError | NoStreamResponseError | ServiceUnavailableError
+    ):
+        # nats.errors.TimeoutError is a TimeoutError too; a pull's 503 status raises
+        # ServiceUnavailableError without a code.
+        return True
     return isinstance(exc, APIError) and getattr(exc, "code", None) == _UNAVAILABLE
 
 

@@ -32,6 +32,7 @@ from schemas import Namespace
         NoRespondersError(),
         NoStreamResponseError(),
         ServiceUnavailableError(code=503, description="JetStream system temporarily unavailable"),
+        ServiceUnavailableError(),  # how nats-py's fetch raises a pull's 503 status
     ],
 )
 def test_timeouts_and_503s_are_an_elections(error: Exception) -> None:
