@@ -46,6 +46,9 @@ KemKey = Annotated[str, Meta(pattern=DEVICE_ID_PATTERN)]
 """An X25519 public key, raw bytes as lowercase hex."""
 
 SessionToken = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+
+MAX_TICKET_BYTES = 2048
+"""A return ticket's limit: a call's caller, call id and trace position, sealed."""
 """A session name safe in a KV key: chosen by the remote side, so checked before use."""
 
 SHARE_PAYLOAD_TYPE = "application/vnd.parley.share+json"
@@ -122,6 +125,12 @@ class FrameBody(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     maxHopCount as a whole across deployments (seed 000's loop prevention). It is inside the
     signed bytes, so an altered count is refused like any altered frame. An answer carries
     0; a frame from a sender that never names it reads as 0, a fresh root.
+
+    `numbered_by` says where `seq` comes from, and so which replay window it is checked in:
+    `deliveries` (the sender's deliver stream sequence of the envelope it forwards: every
+    call, every answer) or `relay` (a revision of the sender's relay bucket: the refusals a
+    relay sends on its own). `ticket` is the caller's return ticket: sealed by the calling
+    relay into a call, given back unread in its answer (actors/relay/_tickets.py).
     """
 
     v: Literal[1] = 1
@@ -135,3 +144,5 @@ class FrameBody(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     sent_at_ms: Annotated[int, Meta(ge=0)]
     envelope: bytes
     hop_count: Annotated[int, Meta(ge=0, le=1000)] = 0
+    numbered_by: Literal["relay", "deliveries"] = "relay"
+    ticket: Annotated[bytes, Meta(max_length=MAX_TICKET_BYTES)] = b""

@@ -31,23 +31,24 @@ from nats.js.api import PubAck
 from actors.relay._gateway import Gateway, frame_msg_id
 from actors.relay._keys import DeviceKeys
 from actors.relay._options import RelayOptions
-from actors.relay._outbound import Outbound, call_draft
+from actors.relay._outbound import Outbound, call_ticket, numbered_by_delivery
 from actors.relay._presence import SharedPresence
 from actors.relay._sealing import FrameError, open_frame, seal_frame
 from actors.relay._serving import relay_inputs, served_names
 from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
-from actors.relay._store import Forwarded, Outgoing, RelayStore
+from actors.relay._store import Forwarded, Numbered, Outgoing, RelayStore
+from actors.relay._tickets import TicketRefused, Tickets
 from actors.relay._translate import (
     RelayRefused,
     answer_for_caller,
     call_for_owner,
     decode_remote,
+    session_of,
 )
 from actors.relay._window import ReplayRefused
 from bus import (
     HOP_COUNT,
     MSG_ID,
-    AckInbox,
     Actor,
     BusHandle,
     Context,
@@ -75,15 +76,11 @@ __all__ = ("RelayActor",)
 
 log = logging.getLogger("parley.relay")
 
-_STORE_TIMEOUT_S = 5.0
-"""How long a frame's number may wait for the bucket's answer before its input is retried."""
-
 
 class RelayActor(Actor):
     """Forward calls to shared agents over the gateway, and remote devices' calls inward."""
 
     kind: ClassVar[str] = "relay"
-    handles_batches: ClassVar[bool] = True
     settles_behind: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:
@@ -91,6 +88,7 @@ class RelayActor(Actor):
         self.options = validated_options(RelayOptions, settings.options, "relay")
         self.keys = DeviceKeys.load(Path(self.options.device_dir))
         self.me = self.keys.device_id
+        self.tickets = Tickets(self.keys)
         self.relay_dir = Path(self.options.relay_dir)
         self.shared = {s.name: s for s in load_shared_agents(self.relay_dir)}
         self.served = served_names(self.relay_dir, self.me)
@@ -110,10 +108,7 @@ class RelayActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         self.bus = bus
-        bucket = bus.namespace.bucket("relay")
-        acks = AckInbox(bus.nc, timeout=_STORE_TIMEOUT_S)
-        await acks.open()
-        self.store = RelayStore(await bus.js.key_value(bucket), acks, bucket)
+        self.store = RelayStore(await bus.js.key_value(bus.namespace.bucket("relay")))
         self.dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
         )
@@ -134,45 +129,16 @@ class RelayActor(Actor):
 
     # -- out: envelopes delivered here go to the gateway ----------------------------------
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
-        (error,) = await self.handle_batch([(envelope, ctx)])
-        if error is not None:
-            raise error
+        """Seal the frame `envelope` becomes and send it; the runtime acks the delivery only
+        once the gateway stored it (`Outbox.include`), and handles the next meanwhile
+        (`settles_behind`), so frames go out pipelined, in delivery order."""
+        frame = await self._outbound(envelope, ctx)
+        if frame is not None:
+            await self._send(frame)
 
-    async def handle_batch(
-        self, batch: Sequence[tuple[AnyEnvelope, Context]]
-    ) -> list[Exception | None]:
-        """Number a fetched batch's frames in one round trip, then send them all pipelined.
-
-        Every frame's number is created in the relay bucket before the frame is sealed
-        (that is what makes a redelivery reseal under the same number); the creates of the
-        whole batch go out together, in order, and so do the frames. Each input is acked by
-        the runtime only once the gateway stored its frame (`Outbox.include`), and the
-        next batch is handled while this one's frames are being stored (`settles_behind`).
-        """
-        errors: list[Exception | None] = [None] * len(batch)
-        pending: list[tuple[int, Outbound]] = []
-        for index, (envelope, ctx) in enumerate(batch):
-            try:
-                frame = await self._pending(envelope, ctx)
-            except Exception as exc:
-                errors[index] = exc
-                continue
-            if frame is not None:
-                pending.append((index, frame))
-        claims = [(frame.envelope.id, frame.draft) for _, frame in pending]
-        claimed = await self.store.claim_all(claims)
-        for (index, frame), out in zip(pending, claimed, strict=True):
-            try:
-                if isinstance(out, Exception):
-                    raise out
-                await self._send(frame, out)
-            except Exception as exc:
-                errors[index] = exc
-        return errors
-
-    async def _pending(self, envelope: AnyEnvelope, ctx: Context) -> Outbound | None:
-        """The frame `envelope` becomes, still to be numbered; None if it goes nowhere
-        (dead-lettered, or declined with an error to its caller)."""
+    async def _outbound(self, envelope: AnyEnvelope, ctx: Context) -> Outbound | None:
+        """The frame `envelope` becomes; None if it goes nowhere (dead-lettered, or declined
+        with an error to its caller)."""
         receiver = ctx.subject.rsplit(".", 1)[-1]
         payload = ctx.payload or encode(envelope)
         if receiver not in self.shared:
@@ -180,12 +146,19 @@ class RelayActor(Actor):
             if forwarded is None:
                 await self._dead_ctx(ctx, "relay_unknown_call", "answers no call that came in")
                 return None
-            draft = Outgoing(seq=0, session=forwarded.session, peer=forwarded.peer)
-            return Outbound(envelope, ctx, draft, forwarded.peer_kem, payload, forwarded=forwarded)
+            out = numbered_by_delivery(
+                ctx, forwarded.session, forwarded.peer, ticket=forwarded.ticket
+            )
+            return Outbound(envelope, ctx, out, forwarded.peer_kem, payload, forwarded=forwarded)
         shared = self.shared[receiver]
         if isinstance(envelope, AgentCall):
-            draft = call_draft(envelope, ctx, shared)
-            return Outbound(envelope, ctx, draft, shared.device.kem_key, payload, shared=shared)
+            session = session_of(envelope, ctx.trace_id)
+            peer = shared.device.device_id
+            ticket = self.tickets.seal(
+                call_ticket(envelope, ctx, shared), peer=peer, session=session, call=envelope.id
+            )
+            out = numbered_by_delivery(ctx, session, peer, hop_count=ctx.hop_count, ticket=ticket)
+            return Outbound(envelope, ctx, out, shared.device.kem_key, payload, shared=shared)
         if isinstance(envelope, Error):
             # The gate refused an answer this relay submitted for the shared agent (the caller
             # was told by the gate itself): nothing goes to the remote side; kept for audit.
@@ -198,9 +171,9 @@ class RelayActor(Actor):
         await self._decline(shared, envelope, ctx, why)
         return None
 
-    async def _send(self, frame: Outbound, out: Outgoing) -> None:
+    async def _send(self, frame: Outbound) -> None:
         """Seal and send one numbered frame; its input settles once the gateway stored it."""
-        ctx, shared, forwarded = frame.ctx, frame.shared, frame.forwarded
+        ctx, out, shared, forwarded = frame.ctx, frame.out, frame.shared, frame.forwarded
         try:
             if shared is not None:
                 stored = await self._seal_and_send(
@@ -219,7 +192,8 @@ class RelayActor(Actor):
                 return
             if forwarded is None:
                 raise
-            # The caller still gets an answer: an error in its place, small enough to go.
+            # The caller still gets an answer: an error in its place, small enough to go,
+            # under the number the answer would have had (it never reached the gateway).
             refusal = Error(
                 id=ctx.derive_id("relay-too-large"),
                 created_at=utc_now(),
@@ -227,7 +201,6 @@ class RelayActor(Actor):
                 message=f"{forwarded.agent}'s answer is {exc}",
                 cause_id=forwarded.remote_call,
             )
-            out = await self.store.claim_outgoing(refusal.id, frame.draft)
             stored = await self._seal_and_send(
                 out, forwarded.peer_kem, "answer", "", forwarded.remote_call, encode(refusal)
             )
@@ -262,9 +235,11 @@ class RelayActor(Actor):
             sent_at_ms=int(time.time() * 1000),
             envelope=payload,
             hop_count=out.hop_count if kind == "call" else 0,
+            numbered_by=out.numbered_by,
+            ticket=out.ticket,
         )
         frame = seal_frame(body, self.keys, kem)
-        msg_id = frame_msg_id(self.me, out.session, out.seq)
+        msg_id = frame_msg_id(self.me, out.session, out.seq, out.numbered_by)
         return await self.gateway.send(out.peer, frame, msg_id)
 
     async def _dead_ctx(self, ctx: Context, reason: str, detail: str) -> None:
@@ -296,12 +271,13 @@ class RelayActor(Actor):
                 self._known_senders(shares),
                 max_age_s=self.options.max_frame_age_s,
             )
-            read = await self.store.check_window(body.sender_device, body.session, body.seq)
+            seq = Numbered(body.seq, body.numbered_by)
+            read = await self.store.check_window(body.sender_device, body.session, seq)
             if body.kind == "call":
                 await self._submit_call(body, shares)
             else:
                 await self._submit_answer(body)
-            if not await self.store.mark_window(body.sender_device, body.session, body.seq, read):
+            if not await self.store.mark_window(body.sender_device, body.session, seq, read):
                 # Another delivery of this frame (to a replica, while this one was slow) did
                 # the same effect and marked it first: done, not a replay.
                 log.info("frame already handled", extra={"seq": body.seq})
@@ -315,7 +291,8 @@ class RelayActor(Actor):
             if exc.share is not None:
                 await self._refuse_call(body, exc.share, str(exc))
                 # Authentic and answered: a replay of it is refused as one, not answered again.
-                await self.store.mark_window(body.sender_device, body.session, body.seq)
+                numbered = Numbered(body.seq, body.numbered_by)
+                await self.store.mark_window(body.sender_device, body.session, numbered)
         except (FrameError, RelayRefused) as exc:
             await self._dead_frame(msg, f"relay_{exc.reason}", str(exc))
         await msg.ack_sync()
@@ -331,7 +308,7 @@ class RelayActor(Actor):
             message=reason,
             cause_id=remote.id,
         )
-        draft = Outgoing(seq=0, session=body.session, peer=body.sender_device)
+        draft = Outgoing(seq=0, session=body.session, peer=body.sender_device, ticket=body.ticket)
         out = await self.store.claim_outgoing(refusal.id, draft)
         stored = await self._seal_and_send(
             out, share.device.kem_key, "answer", "", remote.id, encode(refusal)
@@ -365,6 +342,7 @@ class RelayActor(Actor):
                 remote_call=remote.id,
                 principal=share.principal,
                 agent=share.agent,
+                ticket=body.ticket,
             ),
         )
         # The calling side's hop, one deeper for the call it becomes here: the gate takes it
@@ -377,19 +355,26 @@ class RelayActor(Actor):
         )
 
     async def _submit_answer(self, body: FrameBody) -> None:
-        out = await self.store.outgoing(body.in_reply_to)
-        if out is None or out.peer != body.sender_device or not out.shared:
-            raise RelayRefused("unsolicited_answer", "answers no call this relay sent that device")
-        answer = answer_for_caller(decode_remote(body.envelope), body.in_reply_to, out)
+        try:
+            caller = self.tickets.open(
+                body.ticket, peer=body.sender_device, session=body.session, call=body.in_reply_to
+            )
+        except TicketRefused as exc:
+            raise RelayRefused(
+                "unsolicited_answer", f"answers no call this relay sent that device: {exc}"
+            ) from None
+        if caller.shared not in self.shared:
+            raise RelayRefused("unsolicited_answer", f"{caller.shared} is no longer shared here")
+        answer = answer_for_caller(decode_remote(body.envelope), body.in_reply_to, caller)
         position = TraceHeaders(
-            trace_id=out.trace_id,
-            hop_count=max(0, out.hop_count - 1),
+            trace_id=caller.trace_id,
+            hop_count=max(0, caller.hop_count - 1),
             causation_id=body.in_reply_to,
-            origin=out.origin,
-            deadline_ms=out.deadline_ms,
+            origin=caller.origin,
+            deadline_ms=caller.deadline_ms,
         )
         ns = self.bus.namespace
         await self.bus.js.publish(
-            ns.submit(out.shared), encode(answer), headers=position.to_headers(answer.id)
+            ns.submit(caller.shared), encode(answer), headers=position.to_headers(answer.id)
         )
-        log.info("answer submitted", extra={"shared": out.shared, "id": answer.id})
+        log.info("answer submitted", extra={"shared": caller.shared, "id": answer.id})

@@ -53,10 +53,12 @@ _FETCH_HEARTBEAT_S = 0.4
 """How long a frame may wait for the gateway's answer before its input is retried."""
 
 
-def frame_msg_id(sender: str, session: str, seq: int) -> str:
+def frame_msg_id(sender: str, session: str, seq: int, numbered_by: str = "relay") -> str:
     """The gateway's de-duplication id of a frame: the same for every copy of it, and saying
-    nothing of the session to the gateway."""
-    return hashlib.sha256(f"{sender}:{session}:{seq}".encode()).hexdigest()[:32]
+    nothing of the session to the gateway. Each numbering (`FrameBody.numbered_by`) has ids
+    of its own."""
+    number = f"d{seq}" if numbered_by == "deliveries" else str(seq)
+    return hashlib.sha256(f"{sender}:{session}:{number}".encode()).hexdigest()[:32]
 
 
 def gateway_stream(root: str) -> StreamConfig:

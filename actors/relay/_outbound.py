@@ -1,9 +1,10 @@
-"""An envelope on its way out to the gateway, before its frame is numbered (pure).
+"""An envelope on its way out to the gateway, numbered and ready to seal (pure).
 
-The relay handles a fetched batch in two steps: it first works out what each envelope
-becomes (a call to a shared agent, or the answer to a call that came in), then numbers the
-whole batch's frames in one round trip to its bucket (actors/relay/_store.py) and sends them.
-`Outbound` is what the first step hands the second.
+A frame sent for a delivery here is numbered by that delivery's stream sequence in the
+deliver stream: fixed before the relay ever sees the envelope, the same on every redelivery
+(so a resent frame keeps its number and gateway msg id, and the gateway and the receiver's
+replay window drop the copy), never given to two deliveries, and growing in the order the
+deliveries were stored. Nothing has to be written before the frame goes.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.relay._store import Forwarded, Outgoing
-from actors.relay._translate import session_of
+from actors.relay._tickets import CallTicket
 from bus import Context
 from schemas import AgentCall, AnyEnvelope, SharedAgent
 
-__all__ = ("Outbound", "call_draft")
+__all__ = ("Outbound", "call_ticket", "numbered_by_delivery")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,7 @@ class Outbound:
 
     envelope: AnyEnvelope
     ctx: Context
-    draft: Outgoing
+    out: Outgoing
     kem: str
     """The recipient device's X25519 key, the frame is encrypted to."""
     payload: bytes
@@ -32,13 +33,24 @@ class Outbound:
     forwarded: Forwarded | None = None
 
 
-def call_draft(call: AgentCall, ctx: Context, shared: SharedAgent) -> Outgoing:
-    """The record of a call going out: its session and peer, and what the answer will need
-    to reach the caller (its call id, its trace position)."""
+def numbered_by_delivery(
+    ctx: Context, session: str, peer: str, *, hop_count: int = 0, ticket: bytes = b""
+) -> Outgoing:
+    """The frame the delivery `ctx` becomes, numbered by its deliver stream sequence."""
     return Outgoing(
-        seq=0,
-        session=session_of(call, ctx.trace_id),
-        peer=shared.device.device_id,
+        seq=ctx.stream_seq,
+        session=session,
+        peer=peer,
+        numbered_by="deliveries",
+        hop_count=hop_count,
+        ticket=ticket,
+    )
+
+
+def call_ticket(call: AgentCall, ctx: Context, shared: SharedAgent) -> CallTicket:
+    """What the answer to a call going out will need to reach its caller: its call id and
+    its trace position (sealed into the frame, actors/relay/_tickets.py)."""
+    return CallTicket(
         shared=shared.name,
         caller=ctx.sender,
         call_id=call.call_id,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from actors.relay._store import Outgoing
+from actors.relay._tickets import CallTicket
 from schemas import (
     AgentCall,
     AgentResponse,
@@ -86,7 +86,7 @@ def call_for_owner(remote: AnyEnvelope, device: str, principal: str, agent: str)
     )
 
 
-def answer_for_caller(remote: AnyEnvelope, call_envelope_id: str, out: Outgoing) -> AnyEnvelope:
+def answer_for_caller(remote: AnyEnvelope, call_envelope_id: str, out: CallTicket) -> AnyEnvelope:
     """The answer a remote agent's answer becomes for the caller here: from the shared
     agent's local name, to the caller, about the caller's own call."""
     answer_id = derive_id(call_envelope_id, "relay-answer")

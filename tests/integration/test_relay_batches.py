@@ -1,11 +1,11 @@
-"""The relay's outgoing batches: numbered in one round trip, sent pipelined, still in order.
+"""The relay's outgoing frames: numbered by their deliveries, sent pipelined, still in order.
 
-The relay numbers a whole fetched batch's frames with one round of creates in its bucket and
-sends the frames together (actors/relay/_actor.py `handle_batch`). Pipelining must not cost
-what sequential handling guaranteed: a redelivered envelope keeps its number, and the frames
-of one session reach the gateway in the order of their numbers, so the receiver's replay
-window never sees a later frame before an earlier one. Real nats-servers: the deployment's
-and a gateway of the test's own.
+A frame's number is its delivery's stream sequence in the deliver stream (nothing is written
+before it goes), and the relay handles the next delivery while the gateway stores the last
+frame (`settles_behind`). Pipelining must not cost what waiting guaranteed: the frames of one
+session reach the gateway in the order of their numbers, so the receiver's replay window
+never sees a later frame before an earlier one. Real nats-servers: the deployment's and a
+gateway of the test's own.
 """
 
 from __future__ import annotations
@@ -13,18 +13,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import msgspec
 import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from actors.relay import DeviceKeys, RelayActor, gateway_stream, open_frame, save_shared_agent
-from actors.relay._store import Outgoing, RelayStore
 from bus import (
     MSG_ID,
     SENDER,
-    AckInbox,
     ActorMetrics,
     ActorRuntime,
     EmbeddedServer,
@@ -34,36 +31,6 @@ from bus import (
 from schemas import AgentCall, Namespace, SharedAgent, decode_envelope, encode, new_id, utc_now
 
 SHARED = "bob-byte-doc"
-
-
-async def _store(nc: NATS, ns: Namespace) -> RelayStore:
-    bucket = ns.bucket("relay")
-    acks = AckInbox(nc, timeout=5.0)
-    await acks.open()
-    return RelayStore(await nc.jetstream().key_value(bucket), acks, bucket)
-
-
-async def test_a_batch_is_numbered_in_its_order_and_a_redelivery_keeps_its_number(
-    nc: NATS, namespace: Namespace
-) -> None:
-    store = await _store(nc, namespace)
-    ids = [new_id() for _ in range(5)]
-    drafts = [Outgoing(seq=0, session=f"s{n % 2}", peer="bob") for n in range(5)]
-    first = await store.claim_all(list(zip(ids, drafts, strict=True)))
-    numbers = [out.seq for out in first if isinstance(out, Outgoing)]
-    assert len(numbers) == 5 and numbers == sorted(set(numbers)), first
-
-    # A batch mixing redeliveries and a new envelope: the old keep theirs, the new comes after.
-    fresh = new_id()
-    again = await store.claim_all([(ids[3], drafts[3]), (fresh, drafts[0]), (ids[0], drafts[0])])
-    assert [out.seq for out in again if isinstance(out, Outgoing)][::2] == [
-        numbers[3],
-        numbers[0],
-    ]
-    assert isinstance(again[1], Outgoing) and again[1].seq > numbers[-1]
-    assert await store.claim_outgoing(ids[1], drafts[1]) == msgspec.structs.replace(
-        drafts[1], seq=numbers[1]
-    )
 
 
 def _call(session: str, number: int) -> tuple[bytes, dict[str, str]]:
@@ -80,7 +47,7 @@ def _call(session: str, number: int) -> tuple[bytes, dict[str, str]]:
     return encode(call), {**trace, MSG_ID: call.id, SENDER: "router"}
 
 
-async def test_a_backlog_goes_out_in_batches_in_the_order_of_its_numbers(
+async def test_a_backlog_goes_out_numbered_by_its_deliveries_and_in_their_order(
     nats_server: EmbeddedServer,
     private_server: EmbeddedServer,
     nc: NATS,
@@ -88,8 +55,8 @@ async def test_a_backlog_goes_out_in_batches_in_the_order_of_its_numbers(
     tmp_path: Path,
 ) -> None:
     """Sixty calls of one session, stored before the relay starts, so it takes them in full
-    batches: each reaches the gateway once, in the order of its number, and opens for Bob
-    as the call it was."""
+    batches: each reaches the gateway once, numbered by its delivery, in that order, and
+    opens for Bob as the call it was."""
     alice, bob = DeviceKeys.generate(), DeviceKeys.generate()
     alice.save(tmp_path / "device")
     save_shared_agent(
@@ -97,10 +64,11 @@ async def test_a_backlog_goes_out_in_batches_in_the_order_of_its_numbers(
     )
     js = nc.jetstream()
     sent = []
+    delivered = []
     for number in range(60):
         data, headers = _call("one-session", number)
         sent.append(decode_envelope(data).id)
-        await js.publish(namespace.deliver(SHARED), data, headers=headers)
+        delivered.append((await js.publish(namespace.deliver(SHARED), data, headers=headers)).seq)
 
     root = f"gw{namespace.root}"
     settings = load_settings(
@@ -140,8 +108,8 @@ async def test_a_backlog_goes_out_in_batches_in_the_order_of_its_numbers(
         await gateway.close()
 
     bodies = [open_frame(msg.data, bob, frozenset({alice.device_id})) for msg in frames]
-    numbers = [body.seq for body in bodies]
-    assert numbers == sorted(set(numbers))
+    assert [body.seq for body in bodies] == delivered
+    assert {body.numbered_by for body in bodies} == {"deliveries"}
     assert [decode_envelope(body.envelope).id for body in bodies] == sent
     pending = await js.consumer_info(namespace.stream("deliver"), SHARED)
     assert pending.num_ack_pending == 0 and pending.num_pending == 0

@@ -22,13 +22,14 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from actors.relay import DeviceKeys, seal_frame, write_share
+from actors.relay import DeviceKeys, open_frame, seal_frame, write_share
 from bus import DEAD_REASON, MSG_ID, EmbeddedServer
 from schemas import AgentResponse, Error, ErrorCode, FrameBody, decode_envelope, encode
 from tests.support.gate import Decisions
 from tests.support.processes import ProcessOutput
 from tests.support.relay import (
     GATEWAY_READY,
+    Side,
     TwoDeployments,
     byte_doc_call,
     relay_servers,
@@ -97,11 +98,11 @@ class Caller:
         return call.id, decode_envelope(msg.data)
 
 
-async def _dead_reasons(system: TwoDeployments, count: int) -> list[str]:
-    """The reasons of the first `count` dead letters Bob's relay filed."""
-    bob = system.bob
-    sub = await bob.nc.jetstream().pull_subscribe(
-        bob.ns.dead("relay"), durable="test-dead", stream=bob.ns.stream("dead")
+async def _dead_reasons(system: TwoDeployments, count: int, side: Side | None = None) -> list[str]:
+    """The reasons of the first `count` dead letters `side`'s relay (Bob's) filed."""
+    side = side or system.bob
+    sub = await side.nc.jetstream().pull_subscribe(
+        side.ns.dead("relay"), durable="test-dead", stream=side.ns.stream("dead")
     )
     reasons: list[str] = []
     while len(reasons) < count:
@@ -173,6 +174,52 @@ async def test_replayed_reordered_truncated_and_altered_frames_are_refused(
         "relay_wrong_recipient",
         "relay_too_old",
     ]
+    await gw.close()
+
+
+async def test_an_answer_without_the_calls_own_return_ticket_is_refused_as_unsolicited(
+    system: TwoDeployments,
+) -> None:
+    """Bob's device is a peer, not a trusted party: an answer it signs reaches Alice's caller
+    only with the return ticket Alice's relay sealed into that very call. An answer to a call
+    never sent (carrying another call's ticket), one with no ticket, and one with an altered
+    ticket are each refused and dead-lettered, and nothing reaches the caller."""
+    alice, bob = system.alice, system.bob
+    gw = await nats.connect(system.gateway.url)
+    root = system.gateway_root
+    to_bob = f"{root}.{bob.keys.device_id}.{alice.keys.device_id}"
+    to_alice = f"{root}.{alice.keys.device_id}.{bob.keys.device_id}"
+    calls, capture_calls = await _capture(gw, to_bob)
+    answers, capture_answers = await _capture(gw, to_alice)
+    caller = await Caller(system).open()
+    call_id, answer = await caller.call("the call Bob answers")
+    assert isinstance(answer, AgentResponse)
+    await gw.flush()
+    await capture_calls.unsubscribe()
+    await capture_answers.unsubscribe()
+    call = open_frame(calls[0].data, bob.keys, frozenset({alice.keys.device_id}))
+    real = open_frame(answers[0].data, alice.keys, frozenset({bob.keys.device_id}))
+    assert call.ticket and real.ticket == call.ticket and real.in_reply_to == call_id
+
+    flipped = bytearray(call.ticket)
+    flipped[-1] ^= 1
+    forged = [
+        ("never-sent-call", call.ticket),  # another call's ticket
+        (call_id, b""),  # no ticket
+        (call_id, bytes(flipped)),  # an altered one
+    ]
+    for offset, (in_reply_to, ticket) in enumerate(forged, start=1):
+        body = msgspec.structs.replace(
+            real, seq=real.seq + offset, in_reply_to=in_reply_to, ticket=ticket
+        )
+        await gw.jetstream().publish(
+            to_alice,
+            seal_frame(body, bob.keys, alice.keys.public.kem_key),
+            headers={MSG_ID: f"forged-{offset}-{time.time_ns()}"},
+        )
+    assert await _dead_reasons(system, 3, alice) == ["relay_unsolicited_answer"] * 3
+    with pytest.raises(TimeoutError):
+        await caller.inbox.fetch(1, timeout=1)
     await gw.close()
 
 
