@@ -123,7 +123,7 @@ async def test_a_collaboration_survives_losing_the_meta_and_submit_leaders(
         events = await _events_until_end(js, namespace, msg.session_id)
         last = events[-1]
         assert last.event_type in END_EVENTS
-        assert (last.event_type, last.stop_reason) == ("session_completed", "cap_reached")
+        assert (last.event_type, last.stop_reason) == ("session_completed", "cap_reached"), events
         rounds = [event.round for event in events if event.event_type == "step_completed"]
         assert rounds == list(range(1, ROUNDS + 1))
         session = await stored_session(js, namespace, msg.session_id)
