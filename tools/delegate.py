@@ -198,20 +198,27 @@ async def gather(
     out: TextIO,
 ) -> list[Outcome]:
     """Submit every request at once as `person`, then print each answer as it comes, or its
-    timeout once its deadline (plus the margin) has passed; the outcomes in arrival order."""
+    timeout once its deadline (plus the margin) has passed; the outcomes in arrival order.
+
+    The requests are published together, each store awaited only after all were sent: one
+    after another, a fan-out's first answer could come back before its last request was
+    stored, and a limit on concurrent delegations would then count one fewer than were sent
+    at once."""
     loop = asyncio.get_running_loop()
     pending: dict[str, _Pending] = {}
+    stores = []
     for request in requests:
         print(f"{person} delegating to {request.target_employee}: {request.objective}", file=out)
         position = TraceHeaders(
             trace_id=request.id, hop_count=hop_delta_for(request), origin=person
         )
-        await js.publish(
-            ns.submit(person), encode(request), headers=position.to_headers(request.id)
+        stores.append(
+            js.publish(ns.submit(person), encode(request), headers=position.to_headers(request.id))
         )
         pending[request.id] = _Pending(
             request.target_employee, request.constraints.deadline_ms, loop.time()
         )
+    await asyncio.gather(*stores)
     out.flush()
     outcomes: list[Outcome] = []
 
