@@ -199,11 +199,7 @@ async def gather(
 ) -> list[Outcome]:
     """Submit every request at once as `person`, then print each answer as it comes, or its
     timeout once its deadline (plus the margin) has passed; the outcomes in arrival order.
-
-    The requests are published together, each store awaited only after all were sent: one
-    after another, a fan-out's first answer could come back before its last request was
-    stored, and a limit on concurrent delegations would then count one fewer than were sent
-    at once."""
+    Sent together: one by one, a first answer could beat the last request to a limit."""
     loop = asyncio.get_running_loop()
     pending: dict[str, _Pending] = {}
     stores = []
