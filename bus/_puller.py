@@ -22,6 +22,13 @@ a way the client sees:
   `408 Request Timeout`, and the client abandons it only when the heartbeats stop (the
   request was lost with a reconnect).
 
+The no-wait request is skipped when the last message delivered said nothing was pending
+behind it (its `num_pending`, in the ack subject) and was not a redelivery (redeliveries are
+not counted there), or when the last lingering request expired empty: there is then nothing
+for it to find but its `404`, and a lingering request takes a message stored meanwhile at
+once. One message at a time (an idle system's every hop), that halves the pull requests and
+their answers; the message it brings says again whether a batch is waiting.
+
 A message that arrives while no request is open (one delivered to a request the client gave
 up on) is given back to the server (nak), redelivered at once instead of after the ack
 wait, so the caller never holds more than the room it asked for.
@@ -83,6 +90,7 @@ class Puller:
         self._subscription: Subscription | None = None
         self._tokens = itertools.count()
         self._open: tuple[str, asyncio.Queue[Msg]] | None = None  # one request at a time
+        self._backlog_likely = True  # until a delivered message says nothing is behind it
 
     async def start(self) -> None:
         """Listen on this puller's inbox (under the connection's inbox prefix)."""
@@ -102,15 +110,20 @@ class Puller:
         Raises:
             PullRefusedError: the server refused a request.
         """
-        messages = await self._request({"batch": room, "no_wait": True}, room, self._no_wait_s)
-        if messages:
-            return messages
+        if self._backlog_likely:
+            no_wait = {"batch": room, "no_wait": True}
+            messages = await self._request(no_wait, room, self._no_wait_s)
+            if messages:
+                self._backlog_likely = _more_behind(messages[-1])
+                return messages
         lingering = {
             "batch": 1,
             "expires": self._expires_ns,
             "idle_heartbeat": self._heartbeat_ns,
         }
-        return await self._request(lingering, 1, self._silence_s)
+        messages = await self._request(lingering, 1, self._silence_s)
+        self._backlog_likely = bool(messages) and _more_behind(messages[-1])
+        return messages
 
     async def _request(
         self, request: Mapping[str, object], batch: int, silence_s: float
@@ -160,6 +173,17 @@ class Puller:
                 await msg.nak()
             except Exception as exc:  # unacknowledged, it comes back after the ack wait
                 log.debug("nak of a late message failed", extra={"error": repr(exc)})
+
+
+def _more_behind(msg: Msg) -> bool:
+    """Whether messages may be waiting behind `msg`: some were pending when it was delivered,
+    or it was a redelivery (others due again are not counted as pending). True when the
+    subject does not say."""
+    try:
+        metadata = msg.metadata
+    except Exception:  # not a JetStream delivery: assume a batch may wait
+        return True
+    return metadata.num_pending > 0 or metadata.num_delivered > 1
 
 
 def _header(msg: Msg, name: str) -> str:

@@ -163,3 +163,42 @@ async def test_a_message_sent_to_an_abandoned_request_is_given_back_at_once(
         assert messages[0].metadata.num_delivered == 2
     finally:
         await puller.close()
+
+
+async def test_a_fetch_asks_for_a_batch_only_when_one_may_be_waiting(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """The message a fetch brings says how many were pending behind it: a batch is asked for
+    (no-wait, as many as there is room for) while some were, and once none were the next
+    fetch lingers at once, without a no-wait request whose only answer would be `404`."""
+    spec = _spec(namespace)
+    settings = load_settings(namespace=namespace.root, actor_id="probe")
+    await nc.jetstream().add_consumer(spec.stream, consumer_config(spec, settings))
+    requests = _Requests()
+    await nc.subscribe(_next_subject(spec), cb=requests.note)
+    puller = Puller(nc, _next_subject(spec), expires_s=LONG_FETCH_S, heartbeat_s=1.0)
+    await puller.start()
+    try:
+        for data in (b"m1", b"m2", b"m3"):
+            await nc.jetstream().publish(namespace.submit("probe"), data)
+        first = await asyncio.wait_for(puller.fetch(1), WELL_BEFORE_EXPIRY_S)
+        assert [msg.data for msg in first] == [b"m1"]
+        assert first[0].metadata.num_pending == 2
+        await nc.flush()
+        requests.seen.clear()
+        rest = await asyncio.wait_for(puller.fetch(4), WELL_BEFORE_EXPIRY_S)
+        assert [msg.data for msg in rest] == [b"m2", b"m3"]
+        await nc.flush()
+        assert [request for _, request in requests.seen] == [{"batch": 4, "no_wait": True}]
+        for msg in first + rest:
+            await msg.ack()
+        requests.seen.clear()
+        requests.lingering.clear()
+        waiting = asyncio.create_task(puller.fetch(4))
+        await asyncio.wait_for(requests.lingering.wait(), 10)
+        assert ["no_wait" in request for _, request in requests.seen] == [False]
+        await nc.jetstream().publish(namespace.submit("probe"), b"m4")
+        later = await asyncio.wait_for(waiting, WELL_BEFORE_EXPIRY_S)
+        assert [msg.data for msg in later] == [b"m4"]
+    finally:
+        await puller.close()
