@@ -25,4 +25,8 @@ def test_the_latency_row_times_each_call_of_both_paths(
         (0.0, "parley", 3),
     ]
     assert all(0 < row["p50_ms"] <= row["max_ms"] for row in rows)
+    # The CPU the processes spent, the server's share in it (read in 10 ms ticks: the raw
+    # path's three calls may read 0); Parley's three calls take tens of milliseconds of it.
+    assert all(0 <= row["server_cpu_ms"] <= row["cpu_ms"] for row in rows)
+    assert rows[1]["cpu_ms"] > 0
     assert "p50" in capsys.readouterr().out

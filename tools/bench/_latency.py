@@ -11,6 +11,10 @@ measured from the person's publish to the event that ends it. Each gap runs the 
 calls and then Parley's (the order alternating from gap to gap), so each path idles for
 exactly the gap between its calls. The aims: p99 within 2x of p50 at every gap, max under
 250 ms, p50 within 1.3x of the raw path.
+
+Each row also gives the CPU time every process of the run (the server, the path's actors or
+roles) spent while its calls were in flight, per call (tools/bench/_cpu.py): on two cores a
+path needing more CPU per call than the other cannot be as quick.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from nats.aio.msg import Msg
 
 from bus import TraceHeaders, provision
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode, new_id, utc_now
+from tools.bench._cpu import CpuSample, Descendants
 from tools.bench._kit import percentile_us
 from tools.bench._rawpath import ROLES, SESSION, STEP, TARGET
 from tools.bench._system import demo_system
@@ -48,6 +53,10 @@ class LatencyRow:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    cpu_ms: float
+    """CPU of every process of the run (server included) while a call was in flight, per call."""
+    server_cpu_ms: float
+    """The nats-server's share of `cpu_ms`."""
 
 
 class _Timeline:
@@ -142,23 +151,34 @@ async def _raw_path(url: str, ns: Namespace) -> AsyncIterator[None]:
             await child.wait()
 
 
-def _row(gap_s: float, path: str, samples: list[float]) -> LatencyRow:
+@dataclass
+class _Measured:
+    durations: list[float]
+    cpu: CpuSample
+
+
+def _row(gap_s: float, path: str, measured: _Measured) -> LatencyRow:
+    samples, calls = measured.durations, len(measured.durations)
     return LatencyRow(
         gap_s=gap_s,
         path=path,
-        calls=len(samples),
+        calls=calls,
         p50_ms=percentile_us(samples, 0.5) / 1000,
         p99_ms=percentile_us(samples, 0.99) / 1000,
         max_ms=max(samples) * 1000,
+        cpu_ms=(measured.cpu.server_s + measured.cpu.others_s) * 1000 / calls,
+        server_cpu_ms=measured.cpu.server_s * 1000 / calls,
     )
 
 
-async def _calls(call: Call, count: int, gap_s: float) -> list[float]:
-    samples = []
+async def _calls(call: Call, count: int, gap_s: float, processes: Descendants) -> _Measured:
+    measured = _Measured([], CpuSample())
     for _ in range(count):
         await asyncio.sleep(gap_s)  # the idle gap under test, not a wait for anything
-        samples.append(await call())
-    return samples
+        before = processes.cpu()
+        measured.durations.append(await call())
+        measured.cpu += processes.cpu() - before
+    return measured
 
 
 async def latency_rows(gaps: list[float], calls: int) -> list[LatencyRow]:
@@ -176,10 +196,13 @@ async def latency_rows(gaps: list[float], calls: int) -> list[LatencyRow]:
                 "raw": _raw_call(nc, raw_ns, timeline),
                 "parley": _parley_call(nc, ns, timeline),
             }
+            processes = Descendants()
             for call in paths.values():
-                await _calls(call, _WARM_UP_CALLS, 0)
+                await _calls(call, _WARM_UP_CALLS, 0, processes)
             for turn, gap_s in enumerate(gaps):
                 order = list(paths) if turn % 2 == 0 else list(reversed(paths))
-                measured = {path: await _calls(paths[path], calls, gap_s) for path in order}
+                measured = {
+                    path: await _calls(paths[path], calls, gap_s, processes) for path in order
+                }
                 rows += [_row(gap_s, path, measured[path]) for path in paths]
     return rows

@@ -99,12 +99,17 @@ def print_context(row: dict[str, Any]) -> None:
 def print_latency(rows: list[dict[str, Any]]) -> None:
     print("\nOne `say` at a time after an idle gap (person -> gate -> router -> gate -> agent ->")
     print("gate -> router -> person; zero-latency brain; fsync always):")
-    print(f"{'gap s':>6} {'path':<7} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    print(
+        f"{'gap s':>6} {'path':<7} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'CPU ms':>8} {'server':>8}"
+    )
     for row in rows:
         print(
             f"{row['gap_s']:>6g} {row['path']:<7} {row['calls']:>6} {row['p50_ms']:>8.1f} "
-            f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f}"
+            f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f} {row['cpu_ms']:>8.1f} "
+            f"{row['server_cpu_ms']:>8.1f}"
         )
+    print("(CPU ms: every process of the run, the server's share beside it, per call in flight)")
     print("\nParley / raw nats-py (aims: p50 <= 1.3x raw; p99 <= 2x p50; max < 250 ms):")
     by_gap: dict[float, dict[str, dict[str, Any]]] = {}
     for row in rows:
