@@ -19,6 +19,9 @@ corrupted value (anyone who can write the key can write anything) is detected, l
 ignored in favour of the older revisions of the key that do verify. It is never decoded with a
 bare `int()`: no value read from KV can crash the gate or lock it out for good. A foreign
 newest value is overwritten with the proof it hid, so it does not outlive the next write.
+
+Both histories are read as the bucket's leader has them (bus/_kv_history.py): on a cluster a
+plain read can come from a replica one write behind, and would miss the bundle just published.
 """
 
 from __future__ import annotations
@@ -32,10 +35,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nats.errors import Error as NatsError
-from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from bus import load_public_key, through_elections
+from bus import leader_history, load_public_key, through_elections
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
     BundleError,
@@ -117,11 +120,10 @@ class BundleStore:
     async def _history(self, key: str) -> tuple[list[_Stored], int]:
         """The revisions of `key` that hold a value, newest first, and the key's newest
         revision (a delete marker's too: compare-and-set is against it; 0 if none)."""
-        try:
-            entries = await through_elections(
-                lambda: self._kv.history(key), f"the history of policy key {key!r}"
-            )
-        except NoKeysError:
+        entries = await through_elections(
+            lambda: leader_history(self._kv, key), f"the history of policy key {key!r}"
+        )
+        if not entries:
             return [], 0
         stored = [
             _Stored(int(entry.revision or 0), entry.value)
