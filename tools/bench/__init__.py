@@ -7,6 +7,7 @@ Inside: `_command` (rows, rounds and the table), `_gate` (the gate against a raw
 idle gaps, against `_rawpath`, the same hops in raw nats-py), `_system` (the demo's processes
 the collaboration and latency rows run), `_relay` (the shared-agent relay against
 `_rawrelay`, a raw nats-py relay doing the same sealing), `_audit` (the auditor's appends),
+`_publish` (one answer per stored message against atomic and fast batches),
 `_kit` (what the rows share: ack counting, percentiles) and `_table` (the printed tables).
 """
 

@@ -68,6 +68,7 @@ from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
+from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
 from tools.bench._table import (
     print_audit,
@@ -75,6 +76,7 @@ from tools.bench._table import (
     print_context,
     print_gate,
     print_latency,
+    print_publish,
     print_relay,
     print_runtime,
 )
@@ -312,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
     parser.add_argument(
         "--only",
-        choices=("runtime", "gate", "collab", "audit", "context", "latency", "relay"),
+        choices=("runtime", "gate", "collab", "audit", "context", "latency", "relay", "publish"),
         help="run only these rows (default: all)",
     )
     parser.add_argument(
@@ -336,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--relay-turns", type=int, default=8, help="turns per orchestrated session (relay)"
+    )
+    parser.add_argument(
+        "--publish-batches", type=int, default=300, help="batches of 64 per publish-mode run"
     )
     args = parser.parse_args(argv)
     result: dict[str, Any] = {}
@@ -363,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             "turns": [asdict(row) for row in turns],
         }
         print_relay(result["relay"])
+    if args.only in (None, "publish"):
+        result["publish"] = uvloop.run(publish_rows(args.rounds, args.publish_batches))
+        print_publish(result["publish"])
     if args.only in (None, "context"):
         result["context"] = context_row()
         print_context(result["context"])

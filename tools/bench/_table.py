@@ -10,6 +10,7 @@ __all__ = (
     "print_context",
     "print_gate",
     "print_latency",
+    "print_publish",
     "print_relay",
     "print_runtime",
 )
@@ -144,3 +145,17 @@ def print_relay(result: dict[str, Any]) -> None:
         print(f"{row['path']:<15} {row['turns']:>6} {row['p50_ms']:>8.1f} {row['p99_ms']:>8.1f}")
     local, relayed = result["turns"]
     print(f"added by the relay: p50 {relayed['p50_ms'] - local['p50_ms']:.1f} ms")
+
+
+def print_publish(rows: list[dict[str, Any]]) -> None:
+    print("\nStoring batches of 64 in one stream (ratio: throughput to one PubAck per message):")
+    print(
+        f"  {'mode':<13} {'fsync':<7} {'msgs/s':>8} {'ratio':>6} "
+        f"{'client µs':>10} {'server µs':>10} {'flow acks/batch':>16}"
+    )
+    for row in rows:
+        print(
+            f"  {row['mode']:<13} {row['fsync']:<7} {row['per_s']:>8.0f} {row['ratio']:>5.2f}x "
+            f"{row['client_us']:>10.1f} {row['server_us']:>10.1f} "
+            f"{row['flow_acks_per_batch']:>16.2f}"
+        )
