@@ -220,26 +220,26 @@ async def test_the_gate_fails_closed_when_its_bundle_expires(
 ) -> None:
     js = nc.jetstream()
     signer = Signer.create(tmp_path)
-    short = make_bundle(
-        days=2 / 86_400,
-        notes={
-            "start_traces": True,
-            "speaks_for_person": True,
-            "allowed_targets": ("sink",),
-            "rate_per_minute": 1_000_000,
-            "trace_message_budget": 1_000_000,
-        },
-    )
-    await publish_bundle(js, namespace, signer.sign(short))
+    notes = {
+        "start_traces": True,
+        "speaks_for_person": True,
+        "allowed_targets": ("sink",),
+        "rate_per_minute": 1_000_000,
+        "trace_message_budget": 1_000_000,
+    }
+    await publish_bundle(js, namespace, signer.sign(make_bundle(1, notes=notes)))
     decisions = await Decisions(js, namespace).open()
     gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5")
     try:
         await gate.wait_line(READY)
+        # Signed once the gate is up, so a slow start cannot spend its short life.
+        short = make_bundle(2, days=4 / 86_400, notes=notes)
+        await publish_bundle(js, namespace, signer.sign(short))
         note = _note()
         await submit(js, namespace, "notes", note)
         assert (await decisions.until(note.id)).allowed
         # Each note waits for its own decision: the first refused one shows the expiry.
-        give_up = time.monotonic() + 15
+        give_up = time.monotonic() + 20
         while time.monotonic() < give_up:
             note = _note()
             await submit(js, namespace, "notes", note)
@@ -247,6 +247,6 @@ async def test_the_gate_fails_closed_when_its_bundle_expires(
             if not decision.allowed:
                 break
         assert decision.code == ErrorCode.POLICY_EXPIRED
-        assert decision.bundle_version == 1
+        assert decision.bundle_version == 2
     finally:
         gate.close()
