@@ -26,7 +26,7 @@ from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
 
-__all__ = ("RECONNECT_WAIT_S", "FsyncCheckError", "check_fsync", "connect", "jetstream")
+__all__ = ("RECONNECT_WAIT_S", "FsyncCheckError", "check_fsync", "connect", "drain", "jetstream")
 
 log = logging.getLogger("parley.bus.connection")
 
@@ -203,3 +203,13 @@ async def check_fsync(settings: Settings) -> bool | None:
             "accept the risk."
         )
     return not lazy
+
+
+async def drain(nc: NATS) -> None:
+    """Drain the connection (its subscriptions' messages in hand are handled), or close it
+    when that takes over 5 s."""
+    try:
+        await asyncio.wait_for(nc.drain(), timeout=5)
+    except Exception as exc:  # closing anyway
+        log.debug("drain failed", extra={"error": repr(exc)})
+        await nc.close()

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from nats.js.api import PubAck
 
 from bus._ackinbox import AckInbox
+from bus._fastbatch import FastBatches
 
 __all__ = ("EffectError", "Outbox", "settle")
 
@@ -27,12 +29,15 @@ class EffectError(RuntimeError):
 class Outbox:
     """The pending publishes of one message being handled."""
 
-    __slots__ = ("_inbox", "_stall_s", "pending")
+    __slots__ = ("_inbox", "_stall_s", "batches", "pending")
 
     def __init__(self, inbox: AckInbox, stall_s: float = 5.0) -> None:
         self._inbox = inbox
         self._stall_s = stall_s
-        self.pending: list[asyncio.Future[PubAck]] = []
+        self.pending: list[asyncio.Future[Any]] = []
+        self.batches: FastBatches | None = None
+        """The fast batches of the handled batch this message is in, when the runtime
+        opened them (bus/_fastbatch.py)."""
 
     async def publish(
         self, subject: str, payload: bytes, headers: dict[str, str]
@@ -49,6 +54,23 @@ class Outbox:
         future = await self._inbox.publish(subject, payload, headers, stall_s=self._stall_s)
         self.pending.append(future)
         return future
+
+    async def publish_batched(
+        self, stream: str, subject: str, payload: bytes, headers: dict[str, str]
+    ) -> None:
+        """Send one effect of `stream` in the handled batch's fast batch for that stream,
+        answered once for the whole batch; as `publish` when no fast batches are open.
+
+        For effects whose stored sequence nobody reads (deliveries, decisions): a fast
+        batch's answer gives a count, not each message's sequence. Settled like the rest.
+
+        Raises:
+            MessageTooLarge, Exception: as `publish` (nothing is left waiting).
+        """
+        if self.batches is None:
+            await self.publish(subject, payload, headers)
+            return
+        self.pending.append(await self.batches.publish(stream, subject, payload, headers))
 
     def include(self, future: asyncio.Future[PubAck]) -> None:
         """Settle this message only once `future`, an effect published elsewhere, is stored.

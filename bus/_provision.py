@@ -132,6 +132,8 @@ class StreamSpec:
     """Deny deletes and purges: an append-only history."""
     direct: bool = False
     """Readable with direct gets (bus/_history.py)."""
+    batched: bool = False
+    """Takes fast batch publishes (bus/_fastbatch.py): the gate's deliveries and decisions."""
     subject_families: tuple[str, ...] = ()
     """The subject families the stream captures; empty means its own family only."""
 
@@ -148,6 +150,7 @@ STREAMS = (
         description="Envelopes the gate admitted, one durable consumer per receiver.",
         work_queue=True,
         max_age=7 * _DAY,
+        batched=True,
     ),
     StreamSpec(
         family="events",
@@ -156,6 +159,7 @@ STREAMS = (
         max_age=30 * _DAY,
         discard_new=False,
         direct=True,
+        batched=True,
         subject_families=("decisions", "events"),
     ),
     StreamSpec(
@@ -205,6 +209,7 @@ def stream_configs(
             deny_delete=spec.immutable,
             deny_purge=spec.immutable,
             allow_direct=spec.direct,
+            allow_batched=spec.batched,
         )
         for spec in STREAMS
     ]
@@ -262,6 +267,7 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
         config.duplicate_window,
         config.max_msg_size,
         config.num_replicas or 1,
+        bool(config.allow_batched),
     )
     if (
         current.subjects,
@@ -269,6 +275,7 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
         current.duplicate_window,
         current.max_msg_size,
         current.num_replicas or 1,
+        bool(current.allow_batched),
     ) == wanted:
         return
     try:

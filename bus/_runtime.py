@@ -30,10 +30,11 @@ from nats.js import JetStreamContext
 
 from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import Uptime, check_fsync, connect, jetstream
+from bus._connection import Uptime, check_fsync, connect, drain, jetstream
 from bus._consumer import ConsumerLoop
 from bus._deadletter import DeadLetters
 from bus._failures import Failures
+from bus._fastbatch import FastBatcher
 from bus._heartbeat import Heartbeat
 from bus._intake import BadInput, Intake, Job
 from bus._logging import trace_scope
@@ -99,6 +100,7 @@ class ActorRuntime:
         self._intake = Intake(actor.actor_id, self.namespace, self.settings)
         self._failures: Failures | None = None
         self._inbox: AckInbox | None = None
+        self._batcher: FastBatcher | None = None
         self._quarantine: Quarantine | None = None
         self._settled = Settled()  # deliveries nacked here: no deaths (bus/_quarantine.py)
         self._in_hand: dict[tuple[str, int], float] = {}
@@ -119,11 +121,13 @@ class ActorRuntime:
             await check_fsync(settings)
             uptime = Uptime()
             nc = await connect(settings, actor_id, self.metrics, uptime=uptime)
-            stack.push_async_callback(self._drain, nc)
+            stack.push_async_callback(drain, nc)
             js = jetstream(nc, settings)
             self._nc, self._js = nc, js
             self._inbox = AckInbox(nc)
             await self._inbox.open()
+            self._batcher = FastBatcher(nc, self._inbox)
+            await self._batcher.open()
             if settings.provision:
                 await provision(js, self.namespace, max_msg_size=settings.max_payload)
             dead = DeadLetters(js, self.namespace, actor_id, settings.max_payload, self.metrics)
@@ -183,14 +187,6 @@ class ActorRuntime:
                 continue
             await dead.watch_max_deliveries(nc, stream, None, remove=stream in work_queues)
 
-    @staticmethod
-    async def _drain(nc: NATS) -> None:
-        try:
-            await asyncio.wait_for(nc.drain(), timeout=5)
-        except Exception as exc:  # closing anyway
-            log.debug("drain failed", extra={"error": repr(exc)})
-            await nc.close()
-
     def _loop_for(self, spec: Input, js: JetStreamContext) -> ConsumerLoop:
         async def process(messages: list[Msg], handled: asyncio.Event) -> None:
             await self._process_batch(spec, messages, handled)
@@ -220,10 +216,16 @@ class ActorRuntime:
         batch = [(job.envelope, job.ctx) for job in jobs if job.envelope is not None]
         if len(batch) != len(jobs):
             raise RuntimeError("raw messages are never handled as a batch")
+        batches = self._batcher.begin() if self._batcher is not None else None
+        for job in jobs:  # one fast batch per stream for their `publish_batched` effects
+            job.ctx.outbox.batches = batches
         try:
             errors = await self.actor.handle_batch(batch)
         except Exception as exc:
             return [exc] * len(jobs)
+        finally:
+            if batches is not None:
+                await batches.commit()
         if len(errors) != len(jobs):
             failure = RuntimeError(f"handle_batch answered {len(errors)} of {len(jobs)} messages")
             return [failure] * len(jobs)

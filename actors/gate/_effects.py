@@ -4,7 +4,8 @@ Every effect is published through the input's outbox (`ctx.outbox`), so the runt
 input only once JetStream stored all of them, and every effect's id derives from the input, so
 publishing again after a crash stores nothing twice. The gate actor (actors/gate/_actor.py)
 decides; this module only says it, to the target, the sender, the caller waiting on a refused
-answer, and the decisions subject.
+answer, and the decisions subject. Deliveries and decisions go in the handled batch's fast
+batches (bus/_fastbatch.py): one answer per stream and batch, not one per message.
 """
 
 from __future__ import annotations
@@ -206,7 +207,9 @@ class GateEffects:
     ) -> None:
         """Publish the envelope to its target: the sender's exact bytes, or a redacted copy."""
         payload, headers = self.delivery(ctx, envelope, position, redacted)
-        await ctx.outbox.publish(self.namespace.deliver(position.target), payload, headers)
+        deliver = self.namespace.stream("deliver")
+        subject = self.namespace.deliver(position.target)
+        await ctx.outbox.publish_batched(deliver, subject, payload, headers)
 
     def delivery(
         self,
@@ -366,7 +369,9 @@ class GateEffects:
             origin=decision.origin,
         ).to_headers(decision.id)
         headers[SENDER] = self.actor_id
-        await ctx.outbox.publish(self.namespace.decisions(ctx.sender), encode(decision), headers)
+        subject = self.namespace.decisions(ctx.sender)
+        events = self.namespace.stream("events")
+        await ctx.outbox.publish_batched(events, subject, encode(decision), headers)
         await self._tell_timeline(ctx, decision, position)
 
     async def _tell_timeline(self, ctx: Context, decision: Decision, position: Position) -> None:
