@@ -149,7 +149,9 @@ class SessionRecord:
             "retryable": False,
             "details": {"sessionId": self.session_id, "rule": decision.rule},
         }
-        if self.state in ("created", "submitted"):
+        # A refused delegation's error answer and the gate's decision come on two streams,
+        # in either order: a session its answers failed is refused all the same.
+        if self.state in ("created", "submitted") or (self.state == "failed" and self.delegations):
             self.state = "refused"
 
     def summary(self) -> dict[str, Any]:

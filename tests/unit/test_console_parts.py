@@ -121,9 +121,8 @@ def test_a_record_folds_events_once_each() -> None:
     assert [e["eventId"] for e in record.state_of()["events"]] == ["e1", "e2", "e3"]
 
 
-def test_a_refusal_by_the_gate_ends_a_submitted_session() -> None:
-    record = SessionRecord("s1", T0, state="submitted")
-    decision = Decision(
+def _refusal() -> Decision:
+    return Decision(
         id="d1",
         created_at=T0,
         allowed=False,
@@ -135,7 +134,11 @@ def test_a_refusal_by_the_gate_ends_a_submitted_session() -> None:
         envelope_kind="human_message",
         trace_id="m1",
     )
-    record.refuse(decision)
+
+
+def test_a_refusal_by_the_gate_ends_a_submitted_session() -> None:
+    record = SessionRecord("s1", T0, state="submitted")
+    record.refuse(_refusal())
     assert record.state == "refused"
     assert record.error is not None
     assert record.error["code"] == "UNAUTHORIZED"
@@ -299,3 +302,20 @@ async def test_without_an_audit_reader_the_audit_views_say_so(tmp_path: Path) ->
     assert answer is not None
     assert answer["error"]["data"]["code"] == "INTERNAL_ERROR"
     assert "audit_reader" in answer["error"]["message"]
+
+
+@pytest.mark.parametrize("decision_first", [True, False])
+def test_a_refused_delegation_is_refused_whichever_comes_first(decision_first: bool) -> None:
+    """The error answer settles the delegation, the decision refuses the session: two
+    streams, no order between them, one outcome."""
+    record = SessionRecord("s1", T0, mode="delegate", participants=("gpt",))
+    record.delegations = {"r1": {"requestId": "r1", "target": "gpt", "status": "pending"}}
+    record.state = "submitted"
+    answer = {"requestId": "r1", "target": "gpt", "status": "error"}
+    if decision_first:
+        record.refuse(_refusal())
+        record.settle_delegation("r1", answer)
+    else:
+        record.settle_delegation("r1", answer)
+        record.refuse(_refusal())
+    assert record.state == "refused"
