@@ -104,7 +104,10 @@ async def test_a_router_killed_every_two_seconds_still_ends_a_silent_call_in_tim
             f"    error: AGENT_UNAVAILABLE: gpt did not answer within {TURN_TIMEOUT_S:g} s "
             f"(turn timeout {TURN_TIMEOUT_S:g} s)"
         ) in lines, said
-        assert kills >= 3, f"the router was killed {kills} times while the call waited"
+        # Two kills at least (a slow start leaves room for no more within the timeout). The
+        # kills go on until the call ends, so a restart that gave the call its whole timeout
+        # again would keep it from ever ending: `finished` and the bound catch that.
+        assert kills >= 2, f"the router was killed {kills} times while the call waited"
         bound = TURN_TIMEOUT_S + ACK_WAIT_S + ROUTER_START_S
         assert took < bound, f"ended after {took:.1f} s, bound {bound:g} s ({kills} kills)"
 
