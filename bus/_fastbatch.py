@@ -203,14 +203,12 @@ class FastBatches:
         Raises:
             MessageTooLarge: payload and headers exceed the server's `max_payload`.
             Exception: nats-py could not send the message held before this one; that
-                batch is given up (its futures fail) and this message starts a new one.
+                batch is given up (its futures fail) and this message is not queued.
         """
         size = wire_size(data, headers)
         if size > self._batcher.max_payload:
             raise MessageTooLarge(size, self._batcher.max_payload)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        previous = self._held.get(stream)
-        self._held[stream] = _Held(subject, data, headers, future)
+        previous = self._held.pop(stream, None)
         if previous is not None:
             batch = self._by_stream.get(stream)
             if batch is None:
@@ -221,6 +219,8 @@ class FastBatches:
                 del self._by_stream[stream]
                 self._batcher.fail(batch, "not sent")
                 raise
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held[stream] = _Held(subject, data, headers, future)
         return future
 
     async def commit(self) -> None:
