@@ -1,7 +1,11 @@
 """An actor's heartbeat in the registry KV bucket, so others can tell who is alive.
 
-A failed write is logged and retried at the next beat: a registry hiccup must never stop an
-actor from handling messages.
+A failed write is logged and retried within `RETRY_S`, not a whole period later: a registry
+hiccup must never stop an actor from handling messages, and an actor whose server died (or
+whose registry bucket was electing a leader) must be seen beating again soon after it can
+be. Others judge it dead after `missed_beats` silent periods (actors/router/_turn_watch.py);
+with one period's wait after each failed attempt (itself up to a request timeout), two failed
+attempts across a node's loss had already made a live agent look dead for 16 s.
 """
 
 from __future__ import annotations
@@ -12,13 +16,17 @@ import os
 from collections.abc import Sequence
 
 from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
 from bus._connection import Uptime
 from schemas import ActorHeartbeat, Namespace, encode, heartbeat_key, utc_now
 
-__all__ = ("Heartbeat",)
+__all__ = ("RETRY_S", "Heartbeat")
 
 log = logging.getLogger("parley.bus.heartbeat")
+
+RETRY_S = 1.0
+"""How soon a failed beat is tried again (never later than the period)."""
 
 
 class Heartbeat:
@@ -42,6 +50,7 @@ class Heartbeat:
         self._started_at = utc_now()
         self._period_s = period_s
         self._template = {"actor_id": actor_id, "kind": kind, "inputs": tuple(inputs)}
+        self._kv: KeyValue | None = None
 
     async def beat(self) -> None:
         """Write one heartbeat now."""
@@ -53,9 +62,11 @@ class Heartbeat:
             **self._template,  # type: ignore[arg-type]
         )
         try:
-            kv = await self._js.key_value(self._bucket)
-            await kv.put(self._key, encode(record))
+            if self._kv is None:  # opened once (a request of its own), again after a failure
+                self._kv = await self._js.key_value(self._bucket)
+            await self._kv.put(self._key, encode(record))
         except Exception as exc:
+            self._kv = None
             self._failing = True
             if self._uptime is not None:
                 self._uptime.lost()
@@ -68,10 +79,12 @@ class Heartbeat:
         self._failing = False
 
     async def run(self, stopping: asyncio.Event) -> None:
-        """Beat every period until `stopping` is set (the first beat is `beat()` at start)."""
+        """Beat every period until `stopping` is set (the first beat is `beat()` at start),
+        and within `RETRY_S` after a beat that failed."""
         while True:
+            wait = min(self._period_s, RETRY_S) if self._failing else self._period_s
             try:
-                async with asyncio.timeout(self._period_s):
+                async with asyncio.timeout(wait):
                     await stopping.wait()
                 return
             except TimeoutError:
