@@ -208,19 +208,26 @@ class FastBatches:
         size = wire_size(data, headers)
         if size > self._batcher.max_payload:
             raise MessageTooLarge(size, self._batcher.max_payload)
-        previous = self._held.pop(stream, None)
-        if previous is not None:
-            batch = self._by_stream.get(stream)
-            if batch is None:
-                batch = self._by_stream[stream] = self._batcher.new_batch()
-            try:
-                await self._batcher.send(batch, previous, _APPEND)
-            except BaseException:
-                del self._by_stream[stream]
-                self._batcher.fail(batch, "not sent")
-                raise
+        # Everything up to the send is synchronous, so handlers publishing concurrently
+        # still give each message one place in its batch, in the order they are sent.
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._held[stream] = _Held(subject, data, headers, future)
+        held = _Held(subject, data, headers, future)
+        previous, self._held[stream] = self._held.get(stream), held
+        if previous is None:
+            return future
+        batch = self._by_stream.get(stream)
+        if batch is None:
+            batch = self._by_stream[stream] = self._batcher.new_batch()
+        try:
+            await self._batcher.send(batch, previous, _APPEND)
+        except BaseException:
+            if self._by_stream.get(stream) is batch:
+                del self._by_stream[stream]
+            if self._held.get(stream) is held:
+                del self._held[stream]
+            self._batcher.fail(batch, "not sent")
+            future.cancel()
+            raise
         return future
 
     async def commit(self) -> None:

@@ -140,3 +140,21 @@ async def test_a_stream_that_takes_no_batches_fails_every_message(
     futures = await _publish(batcher, stream, [b"a", b"b", b"c"], ["a", "b", "c"])
     assert all(isinstance(f.exception(), AppendRefused) for f in futures)
     assert await _stored(nc, stream) == []
+
+
+async def test_handlers_publishing_at_once_each_get_their_message_stored(
+    nc: NATS, batcher: FastBatcher
+) -> None:
+    stream = await _stream(nc)
+    batches = batcher.begin()
+    datas = [b"m%d" % i for i in range(30)]
+    futures = await asyncio.gather(
+        *(
+            batches.publish(stream, f"{stream}.m", data, {"Nats-Msg-Id": data.decode()})
+            for data in datas
+        )
+    )
+    await batches.commit()
+    await asyncio.wait_for(asyncio.wait(futures), 10)
+    assert [f.exception() for f in futures] == [None] * 30
+    assert sorted(await _stored(nc, stream)) == sorted(datas)
