@@ -48,6 +48,8 @@ log = logging.getLogger("parley.bus.fastbatch")
 _FLOW = 500
 """Messages between the server's flow-control acks (its maximum); they are not waited for."""
 _START, _APPEND, _COMMIT = 0, 1, 2
+_BATCHES_DISABLED = 10205
+"""JetStream's error code for a fast batch sent to a stream without `allow_batched`."""
 _SWEEP_AT = 256
 """Open batches beyond which those no longer awaited (their answer lost) are forgotten."""
 
@@ -64,6 +66,9 @@ class _Answer(msgspec.Struct):
     type: str = ""
     seq: int = 0
     count: int | None = None
+    batch: str = ""
+    """Set in a commit's `PubAck`; a `PubAck` without it comes from a server that stored the
+    message as a plain publish: it takes no fast batches."""
     error: _ApiError | None = None
 
 
@@ -85,6 +90,7 @@ class _Batch:
     """One stream's fast batch: the futures of its messages, by batch sequence - 1."""
 
     id: str
+    stream: str
     futures: list[asyncio.Future[None]] = field(default_factory=list)
     refused: str = ""
     """Why the stream refused a message, when it said (the batch ended before it)."""
@@ -102,6 +108,9 @@ class FastBatcher:
         self._sub: Subscription | None = None
         self._ids = itertools.count(1)
         self._run = uuid.uuid4().hex[:12]
+        self.unbatched: set[str] = set()
+        """Streams that refused a fast batch (no `allow_batched`, or a server without them):
+        their messages go as plain publishes from then on."""
 
     async def open(self) -> None:
         """Subscribe the reply inbox (idempotent)."""
@@ -124,11 +133,15 @@ class FastBatcher:
         """The subject prefix every answer to a fast batch comes under."""
         return self._prefix
 
-    def new_batch(self) -> _Batch:
+    def is_open(self, batch: _Batch) -> bool:
+        """Whether `batch` still takes messages (not answered, failed or given up)."""
+        return batch.id in self._open
+
+    def new_batch(self, stream: str) -> _Batch:
         if len(self._open) >= _SWEEP_AT:  # forget batches whose caller gave up waiting
             for done in [b for b in self._open.values() if all(f.done() for f in b.futures)]:
                 del self._open[done.id]
-        batch = _Batch(f"{self._run}{next(self._ids)}")
+        batch = _Batch(f"{self._run}{next(self._ids)}", stream)
         self._open[batch.id] = batch
         return batch
 
@@ -165,9 +178,14 @@ class FastBatcher:
         elif answer.type:
             return  # flow control, or a gap (gap mode `fail` commits at it: the count says)
         elif answer.error is not None:
+            if answer.error.err_code == _BATCHES_DISABLED:
+                self.unbatched.add(batch.stream)
             self.fail(
                 batch, f"{answer.error.code}/{answer.error.err_code}: {answer.error.description}"
             )
+        elif not answer.batch:  # stored as a plain publish: confirmed again by the retry
+            self.unbatched.add(batch.stream)
+            self.fail(batch, "the server takes no fast batches")
         else:
             self._settle(batch, answer.count or 0)
 
@@ -212,12 +230,15 @@ class FastBatches:
         # still give each message one place in its batch, in the order they are sent.
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         held = _Held(subject, data, headers, future)
+        if stream in self._batcher.unbatched:
+            await self._plain(held)
+            return future
         previous, self._held[stream] = self._held.get(stream), held
         if previous is None:
             return future
         batch = self._by_stream.get(stream)
-        if batch is None:
-            batch = self._by_stream[stream] = self._batcher.new_batch()
+        if batch is None or not self._batcher.is_open(batch):  # a new one after an answer
+            batch = self._by_stream[stream] = self._batcher.new_batch(stream)
         try:
             await self._batcher.send(batch, previous, _APPEND)
         except BaseException:
@@ -230,17 +251,22 @@ class FastBatches:
             raise
         return future
 
+    async def _plain(self, held: _Held) -> None:
+        """Send `held` as a single publish; its future follows the `PubAck`."""
+        answer = await self._batcher.inbox.publish(held.subject, held.data, held.headers)
+        answer.add_done_callback(functools.partial(_follow, held.future))
+
     async def commit(self) -> None:
         """Send each stream's last message: the commit of its batch, or a plain publish."""
         held, self._held = self._held, {}
         batches, self._by_stream = self._by_stream, {}
         for stream, last in held.items():
             batch = batches.get(stream)
+            if batch is not None and not self._batcher.is_open(batch):
+                batch = None  # answered early (a refusal ended it): the last goes alone
             try:
                 if batch is None:
-                    inbox = self._batcher.inbox
-                    answer = await inbox.publish(last.subject, last.data, last.headers)
-                    answer.add_done_callback(functools.partial(_follow, last.future))
+                    await self._plain(last)
                 else:
                     await self._batcher.send(batch, last, _COMMIT)
             except Exception as exc:  # the inputs are retried: their effects were not confirmed

@@ -67,10 +67,12 @@ class Heartbeat:
             await self._kv.put(self._key, encode(record))
         except Exception as exc:
             self._kv = None
-            self._failing = True
             if self._uptime is not None:
                 self._uptime.lost()
-            log.warning("heartbeat not written", extra={"error": repr(exc)})
+            # Tried again every second while it fails: said once, then at debug level.
+            level = logging.DEBUG if self._failing else logging.WARNING
+            log.log(level, "heartbeat not written", extra={"error": repr(exc)})
+            self._failing = True
             return
         if self._failing and self._uptime is not None:
             # JetStream (or the registry's quorum) is back, maybe long after the connection:

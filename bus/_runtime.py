@@ -226,6 +226,8 @@ class ActorRuntime:
         finally:
             if batches is not None:
                 await batches.commit()
+                for job in jobs:  # what a handler publishes later goes on its own
+                    job.ctx.outbox.batches = None
         if len(errors) != len(jobs):
             failure = RuntimeError(f"handle_batch answered {len(errors)} of {len(jobs)} messages")
             return [failure] * len(jobs)

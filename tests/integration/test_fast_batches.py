@@ -140,6 +140,37 @@ async def test_a_stream_that_takes_no_batches_fails_every_message(
     futures = await _publish(batcher, stream, [b"a", b"b", b"c"], ["a", "b", "c"])
     assert all(isinstance(f.exception(), AppendRefused) for f in futures)
     assert await _stored(nc, stream) == []
+    # Refused once, the stream gets plain publishes: the retried effects are stored.
+    again = await _publish(batcher, stream, [b"a", b"b", b"c"], ["a", "b", "c"])
+    assert [f.exception() for f in again] == [None] * 3
+    assert await _stored(nc, stream) == [b"a", b"b", b"c"]
+
+
+async def test_messages_after_a_batch_ended_early_go_in_a_new_one(
+    nc: NATS, batcher: FastBatcher
+) -> None:
+    """A refusal ends the batch at once (its answer comes before the commit): what the
+    handlers publish after that is neither lost nor left waiting."""
+    stream = await _stream(nc)
+    batches = batcher.begin()
+
+    async def publish(data: bytes, **headers: str) -> asyncio.Future[None]:
+        headers["Nats-Msg-Id"] = data.decode()
+        return await batches.publish(stream, f"{stream}.m", data, headers)
+
+    futures = [await publish(b"a"), await publish(b"b")]
+    stale = {"Nats-Expected-Last-Subject-Sequence": "99"}
+    futures += [await publish(b"c", **stale), await publish(b"d")]  # "c" is sent with "d"
+    await asyncio.wait_for(asyncio.wait([futures[2]]), 10)  # the refusal ended the batch
+    futures += [await publish(b"e"), await publish(b"f"), await publish(b"g")]
+    await batches.commit()
+    await asyncio.wait_for(asyncio.wait(futures), 10)
+    ok = [f.exception() is None for f in futures]
+    assert ok[:3] == [True, True, False]
+    stored = await _stored(nc, stream)
+    datas = [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+    assert stored == [data for data, fine in zip(datas, ok, strict=True) if fine]
+    assert stored[-3:] == [b"e", b"f", b"g"]
 
 
 async def test_handlers_publishing_at_once_each_get_their_message_stored(
