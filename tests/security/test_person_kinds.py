@@ -159,6 +159,20 @@ async def refusal_of(attacker: Principal, envelope_id: str) -> Error:
             return delivered
 
 
+async def decision_about(reader: Principal, sender: str, envelope_id: str) -> Decision:
+    """The gate's decision about `envelope_id` from `sender`, as soon as it is stored."""
+    subject = reader.ns.decisions(sender)
+    sub = await reader.reader.subscribe(subject, ordered_consumer=True)
+    try:
+        while True:
+            decision = decode_envelope((await sub.next_msg(timeout=REFUSAL_S)).data)
+            assert isinstance(decision, Decision), decision
+            if decision.envelope_id == envelope_id:
+                return decision
+    finally:
+        await sub.unsubscribe()
+
+
 async def timeline(person: Principal, session_id: str) -> Timeline:
     line = Timeline(person.reader, person.ns, session_id)
     await line.open()
@@ -192,13 +206,11 @@ async def test_an_agent_cannot_open_a_session_as_a_person(
         assert refused.code is ErrorCode.UNAUTHORIZED, refused
         assert "gpt may not send human_message" in refused.message
 
-        # Audited: the gate's decision names the rule.
+        # Audited: the gate's decision names the rule. It is stored with the refusal's input,
+        # not before the refusal is delivered (two streams, in no set order): wait for it.
         events = ns.stream("events")
-        last = await person.reader.get_last_msg(events, ns.decisions("gpt"))
-        assert last.data is not None
-        decision = decode_envelope(last.data)
-        assert isinstance(decision, Decision)
-        assert (decision.envelope_id, decision.allowed) == (forged.id, False)
+        decision = await decision_about(person, "gpt", forged.id)
+        assert decision.allowed is False
         assert decision.rule == "speaks_for_person"
         # Nothing reached the router: no session, no timeline, and claude was never called.
         assert forged.session_id is not None
