@@ -12,6 +12,10 @@ calls and then Parley's (the order alternating from gap to gap), so each path id
 exactly the gap between its calls. The aims: p99 within 2x of p50 at every gap, max under
 250 ms, p50 within 1.3x of the raw path.
 
+A third path, `guarded`, is the raw one doing the stores and reads Parley's guarantees take in
+sequence (tools/bench/_rawpath.py): its p50 over the raw path's is the floor those guarantees
+set for any client, and Parley's p50 over it what Parley adds on top.
+
 Each row also gives the CPU time every process of the run (the server, the path's actors or
 roles) spent while its calls were in flight, per call (tools/bench/_cpu.py): on two cores a
 path needing more CPU per call than the other cannot be as quick.
@@ -40,7 +44,7 @@ __all__ = ("LatencyRow", "latency_rows")
 
 _WARM_UP_CALLS = 5
 _RUN_ROLE = "import asyncio, sys; from tools.bench._rawpath import run_role; " + (
-    "asyncio.run(run_role(*sys.argv[1:4]))"
+    "asyncio.run(run_role(*sys.argv[1:5]))"
 )
 _CALL_TIMEOUT_S = 30.0
 
@@ -129,20 +133,21 @@ def _raw_call(nc: NATS, ns: Namespace, timeline: _Timeline) -> Call:
 
 
 @contextlib.asynccontextmanager
-async def _raw_path(url: str, ns: Namespace) -> AsyncIterator[None]:
-    """The raw roles as processes of their own, each past binding its consumer."""
+async def _raw_path(url: str, ns: Namespace, path: str) -> AsyncIterator[None]:
+    """The raw roles of `path` ("raw" or "guarded") as processes of their own, each past
+    binding its consumer."""
     children = []
     try:
         for role in ROLES:
             child = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", _RUN_ROLE, role, url, ns.root,
+                sys.executable, "-c", _RUN_ROLE, role, url, ns.root, path,
                 stdout=asyncio.subprocess.PIPE,
             )  # fmt: skip
             children.append(child)
             assert child.stdout is not None  # noqa: S101 - asked for above
             line = await asyncio.wait_for(child.stdout.readline(), 30)
             if line.strip() != b"ready":
-                raise RuntimeError(f"raw {role} did not start")
+                raise RuntimeError(f"{path} {role} did not start")
         yield
     finally:
         for child in children:
@@ -182,18 +187,22 @@ async def _calls(call: Call, count: int, gap_s: float, processes: Descendants) -
 
 
 async def latency_rows(gaps: list[float], calls: int) -> list[LatencyRow]:
-    """Both paths at each idle gap, `calls` sequential calls each; two rows per gap."""
-    ns, raw_ns = Namespace("benchlatency"), Namespace("benchlatencyraw")
+    """The three paths at each idle gap, `calls` sequential calls each; three rows per gap."""
+    ns = Namespace("benchlatency")
+    raw_ns, guarded_ns = Namespace("benchlatencyraw"), Namespace("benchlatencyguarded")
     rows: list[LatencyRow] = []
     async with demo_system(ns) as system:
         nc = system.nc
-        await provision(nc.jetstream(), raw_ns)  # the raw path's streams, stored as Parley's
         timeline = _Timeline()
         await nc.subscribe(ns.wildcard("events"), cb=timeline.on_parley_event)
-        await nc.subscribe(raw_ns.wildcard("events"), cb=timeline.on_raw_event)
-        async with _raw_path(system.server.url, raw_ns):
+        for own in (raw_ns, guarded_ns):  # streams stored as Parley's
+            await provision(nc.jetstream(), own)
+            await nc.subscribe(own.wildcard("events"), cb=timeline.on_raw_event)
+        url = system.server.url
+        async with _raw_path(url, raw_ns, "raw"), _raw_path(url, guarded_ns, "guarded"):
             paths = {
                 "raw": _raw_call(nc, raw_ns, timeline),
+                "guarded": _raw_call(nc, guarded_ns, timeline),
                 "parley": _parley_call(nc, ns, timeline),
             }
             processes = Descendants()

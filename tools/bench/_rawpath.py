@@ -12,13 +12,27 @@ The pull loop is `fetch(1)`: nats-py's `fetch(64, timeout=5)` stalls an idle con
 to its timeout (the defect bus/_puller.py was written to avoid), and a reference with that
 stall would flatter Parley. Each role runs in a process of its own (`run_role`); it prints
 `ready` once its consumer is bound.
+
+The guarded variant (`guarded=True`) does, with raw nats-py and nothing else, the storage steps
+Parley's guarantees take in sequence, in Parley's order (docs/benchmarks.md, "Where a `say`'s
+time goes"): at each gate hop the envelope id is looked up, claimed create-only, then its
+position, delivery and decision are stored together; the router reads the session, stores it
+with its trace's link, then its events, the call and the reminder together, and at the answer
+compare-and-sets the session before the closing event. Twelve stores and four reads in a row,
+against the plain path's seven stores: the floor any client pays for those guarantees, so
+Parley's p50 over it is what Parley itself adds.
 """
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+
 import nats
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from schemas import Namespace
 
@@ -51,19 +65,69 @@ async def _agent(js: JetStreamContext, ns: Namespace, msg: Msg) -> None:
     await js.publish(ns.submit(AGENT), msg.data, headers=headers)
 
 
+_CREATE_ONLY = {"Nats-Expected-Last-Subject-Sequence": "0"}
+
+
+async def _absent(js: JetStreamContext, bucket: str, key: str) -> None:
+    """Read a key that is not there, as Parley's look-ups of fresh ids and sessions do."""
+    try:
+        await js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{key}")
+    except NotFoundError:
+        return
+    raise RuntimeError(f"{key} exists: the guarded path's keys are fresh")
+
+
+async def _guarded_gate(js: JetStreamContext, ns: Namespace, msg: Msg) -> None:
+    headers = msg.headers or {}
+    envelope = uuid.uuid4().hex
+    ids, traces = ns.bucket("idempotency"), ns.bucket("traces")
+    await _absent(js, ids, f"id.{envelope}")
+    await js.publish(f"$KV.{ids}.id.{envelope}", b"claim", headers=_CREATE_ONLY)
+    await asyncio.gather(
+        js.publish(f"$KV.{traces}.pos.{envelope}", b"position"),
+        js.publish(ns.deliver(headers[TARGET]), msg.data, headers=headers),
+        js.publish(ns.decisions("bench"), b"decision"),
+    )
+
+
+async def _guarded_router(js: JetStreamContext, ns: Namespace, msg: Msg) -> None:
+    headers = dict(msg.headers or {})
+    session, sessions = headers[SESSION], ns.bucket("sessions")
+    record = f"$KV.{sessions}.session.{session}"
+    if headers.get(STEP) == "ask":
+        await _absent(js, sessions, f"session.{session}")
+        await asyncio.gather(
+            js.publish(record, b"opened", headers=_CREATE_ONLY),
+            js.publish(f"$KV.{sessions}.trace.{session}", b"link"),
+        )
+        headers.update({TARGET: AGENT, STEP: "call"})
+        await asyncio.gather(
+            js.publish(ns.events("cli", session), b"session_started"),  # no SESSION: not the end
+            js.publish(ns.submit("router"), msg.data, headers=headers),
+            js.publish(ns.timers("router"), b"reminder"),
+        )
+    else:
+        await js.publish(record, b"answered")
+        await js.publish(ns.events("cli", session), msg.data, headers=headers)
+
+
+Handler = Callable[[JetStreamContext, Namespace, Msg], Awaitable[None]]
+
 _READS = {"gate": ("submit", None), "router": ("deliver", "router"), "agent": ("deliver", AGENT)}
-_HANDLERS = {"gate": _gate, "router": _router, "agent": _agent}
+_HANDLERS: dict[str, Handler] = {"gate": _gate, "router": _router, "agent": _agent}
+_GUARDED: dict[str, Handler] = {**_HANDLERS, "gate": _guarded_gate, "router": _guarded_router}
 
 
-async def run_role(role: str, url: str, root: str) -> None:
-    """Consume the role's input for ever: one message at a time, effect stored, then ack."""
+async def run_role(role: str, url: str, root: str, path: str = "raw") -> None:
+    """Consume the role's input for ever: one message at a time, effect stored, then ack.
+    `path`: "raw", or "guarded" for the storage steps of Parley's guarantees."""
     ns = Namespace(root)
     nc = await nats.connect(url)
     js = nc.jetstream()
     family, receiver = _READS[role]
     subject = ns.wildcard(family) if receiver is None else ns.deliver(receiver)
     sub = await js.pull_subscribe(subject, durable=f"raw{role}", stream=ns.stream(family))
-    handle = _HANDLERS[role]
+    handle = (_GUARDED if path == "guarded" else _HANDLERS)[role]
     print("ready", flush=True)
     while True:
         try:

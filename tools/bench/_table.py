@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tools.bench._gate import ROWS as GATE_ROWS
+
 __all__ = (
     "print_audit",
     "print_collab",
@@ -60,22 +62,28 @@ def print_runtime(result: dict[str, Any]) -> None:
 
 
 def print_gate(gate: dict[str, Any]) -> None:
-    head = f"{'row':<10} {'fsync':<7} {'added p50':>10} {'added p99':>10} {'msgs/s':>9}"
+    head = f"{'row':<14} {'fsync':<7} {'added p50':>10} {'added p99':>10} {'msgs/s':>9}"
     print(f"\n{head} {'CPU µs':>8}")
     for fsync in ("always", "lazy"):
-        for name in ("relay-raw", "gate"):
+        for name in GATE_ROWS:
             row = gate[fsync][name]
             print(
-                f"{name:<10} {fsync:<7} {row['added_p50_us']:>10.0f} {row['added_p99_us']:>10.0f} "
-                f"{row['throughput']:>9.0f} {row['cpu_us_per_envelope']:>8.1f}"
+                f"{name:<14} {fsync:<7} {row['added_p50_us']:>10.0f} "
+                f"{row['added_p99_us']:>10.0f} {row['throughput']:>9.0f} "
+                f"{row['cpu_us_per_envelope']:>8.1f}"
             )
-    print("\nOne gate process / raw nats-py relay (same server, same run):")
-    for fsync in ("always", "lazy"):
-        ratio = gate[fsync]["ratios"]
-        print(
-            f"  fsync={fsync:<6} throughput {ratio['throughput']:.2f}x  "
-            f"added p50 {ratio['added_p50']:.2f}x  added p99 {ratio['added_p99']:.2f}x"
-        )
+    for key, title in (
+        ("ratios", "One gate process / raw nats-py relay (same server, same run):"),
+        ("floor", "The guarded relay / the raw relay: what the gate's stores cost any client:"),
+        ("over_floor", "The gate / the guarded relay: what Parley adds to those stores:"),
+    ):
+        print(f"\n{title}")
+        for fsync in ("always", "lazy"):
+            ratio = gate[fsync][key]
+            print(
+                f"  fsync={fsync:<6} throughput {ratio['throughput']:.2f}x  "
+                f"added p50 {ratio['added_p50']:.2f}x  added p99 {ratio['added_p99']:.2f}x"
+            )
     decide = gate["decide"]
     print(f"  decide() alone: p50 {decide['p50_us']:.1f} µs, p99 {decide['p99_us']:.1f} µs")
 
@@ -101,25 +109,28 @@ def print_latency(rows: list[dict[str, Any]]) -> None:
     print("\nOne `say` at a time after an idle gap (person -> gate -> router -> gate -> agent ->")
     print("gate -> router -> person; zero-latency brain; fsync always):")
     print(
-        f"{'gap s':>6} {'path':<7} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'gap s':>6} {'path':<8} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
         f"{'CPU ms':>8} {'server':>8}"
     )
     for row in rows:
         print(
-            f"{row['gap_s']:>6g} {row['path']:<7} {row['calls']:>6} {row['p50_ms']:>8.1f} "
+            f"{row['gap_s']:>6g} {row['path']:<8} {row['calls']:>6} {row['p50_ms']:>8.1f} "
             f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f} {row['cpu_ms']:>8.1f} "
             f"{row['server_cpu_ms']:>8.1f}"
         )
     print("(CPU ms: every process of the run, the server's share beside it, per call in flight)")
-    print("\nParley / raw nats-py (aims: p50 <= 1.3x raw; p99 <= 2x p50; max < 250 ms):")
+    print("\nParley / raw nats-py (aims: p50 <= 1.3x raw; p99 <= 2x p50; max < 250 ms), and the")
+    print("guarded path (raw nats-py storing what Parley's guarantees store) / raw: their floor:")
     by_gap: dict[float, dict[str, dict[str, Any]]] = {}
     for row in rows:
         by_gap.setdefault(row["gap_s"], {})[row["path"]] = row
     for gap_s, paths in by_gap.items():
-        raw, parley = paths["raw"], paths["parley"]
+        raw, guarded, parley = paths["raw"], paths["guarded"], paths["parley"]
         print(
             f"  gap {gap_s:>4g} s  p50 {parley['p50_ms'] / raw['p50_ms']:.2f}x raw  "
-            f"p99/p50 {parley['p99_ms'] / parley['p50_ms']:.2f}x  max {parley['max_ms']:.0f} ms"
+            f"p99/p50 {parley['p99_ms'] / parley['p50_ms']:.2f}x  max {parley['max_ms']:.0f} ms  "
+            f"floor {guarded['p50_ms'] / raw['p50_ms']:.2f}x raw  "
+            f"Parley {parley['p50_ms'] / guarded['p50_ms']:.2f}x guarded"
         )
 
 
