@@ -13,7 +13,7 @@ to its timeout (the defect bus/_puller.py was written to avoid), and a reference
 stall would flatter Parley. Each role runs in a process of its own (`run_role`); it prints
 `ready` once its consumer is bound.
 
-The guarded variant (`guarded=True`) does, with raw nats-py and nothing else, the storage steps
+The guarded variant (`path="guarded"`) does, with raw nats-py and nothing else, the storage steps
 Parley's guarantees take in sequence, in Parley's order (docs/benchmarks.md, "Where a `say`'s
 time goes"): at each gate hop the envelope id is looked up, claimed create-only, then its
 position, delivery and decision are stored together; the router reads the session, stores it
