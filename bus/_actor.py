@@ -106,6 +106,13 @@ class Actor(ABC):
     """True: the runtime passes each fetched batch to `handle_batch()` instead of calling
     `handle()` per message, for actors that commit shared state once per batch (the gate)."""
 
+    gathers_s: ClassVar[float] = 0.0
+    """How long an idle input, once its first message arrives, waits for others before the
+    batch is handed over (0: at once). For actors on no request's path (the auditor): each
+    batch costs a pull, a flush of its effects and one of its acks, and messages that trickle
+    in one at a time pay that once each. Adds up to this much delay to such an actor's
+    work; a busy input, whose fetches bring batches anyway, never waits."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.actor_id = settings.actor_id or self.kind

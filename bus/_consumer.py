@@ -104,11 +104,13 @@ class ConsumerLoop:
         *,
         sequential: bool = False,
         settles_behind: bool = False,
+        gathers_s: float = 0.0,
     ) -> None:
         """`process(messages, handled)` sets `handled` once the batch's handlers have run
         (its effects may still be in flight). `sequential`: the next fetch waits for the
         batch to finish, or only for `handled` if `settles_behind`; room for a second batch
-        is then made, so one batch can settle while the next is handled."""
+        is then made, so one batch can settle while the next is handled. `gathers_s`: how
+        long a first message after idling waits for others (`Actor.gathers_s`)."""
         self.spec = spec
         self._js = js
         self._settings = settings
@@ -122,6 +124,7 @@ class ConsumerLoop:
         self._fetch_failures = 0  # in a row: the next pause after a failed fetch grows
         self._sequential = sequential
         self._settles_behind = settles_behind
+        self._gathers_s = gathers_s
         self._received = metrics.received.labels(settings.actor_id, spec.stream)
 
     def consumer_config(self) -> ConsumerConfig:
@@ -205,6 +208,8 @@ class ConsumerLoop:
                 if room == 0:
                     break  # stopping while every slot was busy
                 messages = await self._fetch(room, stop_wait)
+                if messages and len(messages) < room and self._gathers_s > 0:
+                    messages += await self._gather(room - len(messages), stop_wait)
                 self._slots.release(room - len(messages))
                 if not messages:
                     if not stopping.is_set():
@@ -254,6 +259,31 @@ class ConsumerLoop:
                 fetch.cancel()
                 await asyncio.gather(fetch, return_exceptions=True)
         return self._fetched(fetch)
+
+    async def _gather(self, room: int, stop_wait: asyncio.Task[object]) -> list[Msg]:
+        """After a fetch that had to linger for its message (the input was idle), the
+        messages stored within `gathers_s`, handed over in the same batch; none after a
+        fetch that found a backlog, whose batch formed by itself."""
+        puller = self._puller
+        if not puller.lingered:
+            return []
+        # A deliberate delay (the gathering window), not a wait for an event.
+        await asyncio.wait({stop_wait}, timeout=self._gathers_s)
+        if stop_wait.done():
+            return []
+        fetch = asyncio.ensure_future(puller.fetch_now(room))
+        try:
+            await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+                await asyncio.gather(fetch, return_exceptions=True)
+        if fetch.cancelled():
+            return []
+        if fetch.exception() is not None:  # what it would have found comes with the next fetch
+            log.debug("gathering fetch failed", extra={"error": repr(fetch.exception())})
+            return []
+        return fetch.result()
 
     def _fetched(self, fetch: asyncio.Future[list[Msg]]) -> list[Msg]:
         if fetch.cancelled():

@@ -91,6 +91,9 @@ class Puller:
         self._tokens = itertools.count()
         self._open: tuple[str, asyncio.Queue[Msg]] | None = None  # one request at a time
         self._backlog_likely = True  # until a delivered message says nothing is behind it
+        self.lingered = False
+        """Whether the last fetch's messages came from a lingering request (none were
+        stored when it asked): the input had been idle."""
 
     async def start(self) -> None:
         """Listen on this puller's inbox (under the connection's inbox prefix)."""
@@ -110,12 +113,12 @@ class Puller:
         Raises:
             PullRefusedError: the server refused a request.
         """
+        self.lingered = False
         if self._backlog_likely:
-            no_wait = {"batch": room, "no_wait": True}
-            messages = await self._request(no_wait, room, self._no_wait_s)
+            messages = await self.fetch_now(room)
             if messages:
-                self._backlog_likely = _more_behind(messages[-1])
                 return messages
+        self.lingered = True
         lingering = {
             "batch": 1,
             "expires": self._expires_ns,
@@ -123,6 +126,18 @@ class Puller:
         }
         messages = await self._request(lingering, 1, self._silence_s)
         self._backlog_likely = bool(messages) and _more_behind(messages[-1])
+        return messages
+
+    async def fetch_now(self, room: int) -> list[Msg]:
+        """Up to `room` of the messages stored now, without lingering (none: empty).
+
+        Raises:
+            PullRefusedError: the server refused the request.
+        """
+        no_wait = {"batch": room, "no_wait": True}
+        messages = await self._request(no_wait, room, self._no_wait_s)
+        if messages:
+            self._backlog_likely = _more_behind(messages[-1])
         return messages
 
     async def _request(

@@ -199,6 +199,7 @@ class ActorRuntime:
             process,
             sequential=not self.actor.concurrent_handlers,
             settles_behind=self.actor.settles_behind,
+            gathers_s=self.actor.gathers_s,
         )
 
     async def _handle(self, job: Job) -> Exception | None:
