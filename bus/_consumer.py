@@ -31,6 +31,7 @@ from bus._elections import through_elections
 from bus._metrics import ActorMetrics
 from bus._puller import Puller
 from bus._settings import Settings
+from bus._slots import Slots
 
 __all__ = ("ConsumerBindError", "ConsumerLoop", "consumer_config", "refetch_pause_s")
 
@@ -117,7 +118,7 @@ class ConsumerLoop:
         self._metrics = metrics
         self._process = process
         self._in_flight: dict[int, tuple[Msg, float]] = {}  # by id(): Msg is unhashable
-        self._slots = _Slots(settings.max_in_flight * (2 if sequential and settles_behind else 1))
+        self._slots = Slots(settings.max_in_flight * (2 if sequential and settles_behind else 1))
         self._idle_fetches = 0
         self._finished = asyncio.Event()
         self._bound: Puller | None = None
@@ -390,30 +391,6 @@ class ConsumerLoop:
                 await old.close()
             except Exception as exc:
                 log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
-
-
-class _Slots:
-    """Room for messages in flight: taken a fetch at a time, given back a batch at a time.
-
-    A semaphore would take a fetch's room one slot (and one await) at a time: 64 of them for
-    every fetch, however few messages it brings, which showed in the gate's profile.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.free = size
-        self.freed = asyncio.Event()
-
-    def take(self, most: int) -> int:
-        taken = min(self.free, most)
-        self.free -= taken
-        if not self.free:
-            self.freed.clear()
-        return taken
-
-    def release(self, count: int) -> None:
-        if count > 0:
-            self.free += count
-            self.freed.set()
 
 
 class _GraceExpired(Exception):

@@ -426,7 +426,8 @@ SECRET = "AKIAIOSFODNN7EXAMPLE"
 
 
 async def _audit_watch(side: Side) -> asyncio.Queue[AuditRecord]:
-    """Every audit record of the side's tenant, as its auditor publishes it."""
+    """Every audit record of the side's tenant, once stored: a record seen as it is
+    published may not be in the stream yet when the history is read right after."""
     records: asyncio.Queue[AuditRecord] = asyncio.Queue()
 
     async def on_record(msg: Msg) -> None:
@@ -434,8 +435,8 @@ async def _audit_watch(side: Side) -> asyncio.Queue[AuditRecord]:
         if isinstance(envelope, AuditRecord):
             records.put_nowait(envelope)
 
-    await side.nc.subscribe(f"{side.ns.root}.audit.test.*", cb=on_record)
-    await side.nc.flush()
+    subject, stream = f"{side.ns.root}.audit.test.*", side.ns.stream("audit")
+    await side.nc.jetstream().subscribe(subject, stream=stream, ordered_consumer=True, cb=on_record)
     return records
 
 
