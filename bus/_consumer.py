@@ -18,7 +18,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
@@ -252,14 +252,7 @@ class ConsumerLoop:
 
     async def _fetch(self, room: int, stop_wait: asyncio.Task[object]) -> list[Msg]:
         """One fetch of up to `room` messages, abandoned (and cancelled) on stop."""
-        fetch = asyncio.ensure_future(self._puller.fetch(room))
-        try:
-            await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not fetch.done():
-                fetch.cancel()
-                await asyncio.gather(fetch, return_exceptions=True)
-        return self._fetched(fetch)
+        return self._fetched(await _unless_stopped(self._puller.fetch(room), stop_wait))
 
     async def _gather(self, room: int, stop_wait: asyncio.Task[object]) -> list[Msg]:
         """After a fetch that had to linger for its message (the input was idle), the
@@ -272,13 +265,7 @@ class ConsumerLoop:
         await asyncio.wait({stop_wait}, timeout=self._gathers_s)
         if stop_wait.done():
             return []
-        fetch = asyncio.ensure_future(puller.fetch_now(room))
-        try:
-            await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not fetch.done():
-                fetch.cancel()
-                await asyncio.gather(fetch, return_exceptions=True)
+        fetch = await _unless_stopped(puller.fetch_now(room), stop_wait)
         if fetch.cancelled():
             return []
         if fetch.exception() is not None:  # what it would have found comes with the next fetch
@@ -391,6 +378,21 @@ class ConsumerLoop:
                 await old.close()
             except Exception as exc:
                 log.debug("unsubscribe during re-bind failed", extra={"error": repr(exc)})
+
+
+async def _unless_stopped(
+    fetching: Coroutine[object, object, list[Msg]], stop_wait: asyncio.Task[object]
+) -> asyncio.Future[list[Msg]]:
+    """Run a fetch until it ends or the stop comes first (then it is cancelled); the
+    finished future."""
+    fetch = asyncio.ensure_future(fetching)
+    try:
+        await asyncio.wait({fetch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not fetch.done():
+            fetch.cancel()
+            await asyncio.gather(fetch, return_exceptions=True)
+    return fetch
 
 
 class _GraceExpired(Exception):
