@@ -186,7 +186,13 @@ async def test_a_deferred_reminder_comes_back_past_max_deliver_and_is_never_dead
         _, effect = await effects.next(timeout=20)
         assert (effect.text, effect.attempt) == ("remind:8", 8)
         assert (await js.stream_info(namespace.stream("dead"))).state.messages == 0
-        info = await js.consumer_info(namespace.stream("timers"), "probe")
+        # The probe acks the reminder once its effect is stored: the effect can reach the
+        # test before the ack reaches the consumer.
+        async with asyncio.timeout(10):
+            while (
+                info := await js.consumer_info(namespace.stream("timers"), "probe")
+            ).num_ack_pending:
+                await nc.flush()
         assert info.config.max_deliver == -1
         assert (info.num_ack_pending, info.num_pending) == (0, 0)
     finally:
