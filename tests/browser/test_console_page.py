@@ -35,6 +35,7 @@ from tests.support.console import (
     ConsoleDeployment,
     console_deployment,
 )
+from tools.audit import query_records
 from tools.demo import DEMO_GOAL
 
 pytestmark = pytest.mark.timeout(180)
@@ -479,6 +480,16 @@ async def test_the_trace_of_a_session_and_my_audit_records(
             "Stopped: final (round 1).", timeout=_WAIT_MS
         )
         await asyncio.wait_for(answer_audited.wait(), 30)
+        # Seen as it was published: the router's call, recorded before it, may be stored a
+        # moment later (the auditor's appends are pipelined). The trace is drawn from the
+        # stream once, so it is opened only when the call's record is there.
+        js = deployment.locked.js(reader, "audit-cli")
+        async with asyncio.timeout(30):
+            while not any(
+                (r.requester, r.target) == ("router", "gpt")
+                for r in await query_records(js, deployment.ns, tenant="demo", session=session[0])
+            ):
+                await reader.flush()
         await page.click("#show-trace")
         nodes = page.locator("#trace .node")
         await expect(nodes.first).to_have_text(

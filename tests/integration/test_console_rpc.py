@@ -541,16 +541,20 @@ async def test_a_person_sees_the_trace_of_their_session_and_only_their_own_recor
             await alice.event("session_completed")
             await asyncio.wait_for(router_call_audited.wait(), 30)
 
-            traced = (await alice.call("GetTrace", {"sessionId": session_id}))["result"]
-            assert traced["traceIds"] == trace
-            [root] = traced["tree"]
-            assert (root["requester"], root["target"], root["status"]) == (
-                "person-alice",
-                "router",
-                "delivered",
-            ), root
-            below = [(c["requester"], c["target"]) for c in root["children"]]
-            assert ("router", "gpt") in below, below
+            # A record is seen as it is published; the stream may store the call's a moment
+            # later (the auditor's appends are pipelined): the trace is read until it has it.
+            async with asyncio.timeout(10):
+                below: list[tuple[str, str]] = []
+                while ("router", "gpt") not in below:
+                    traced = (await alice.call("GetTrace", {"sessionId": session_id}))["result"]
+                    assert traced["traceIds"] == trace
+                    [root] = traced["tree"]
+                    assert (root["requester"], root["target"], root["status"]) == (
+                        "person-alice",
+                        "router",
+                        "delivered",
+                    ), root
+                    below = [(c["requester"], c["target"]) for c in root["children"]]
             theirs = await bob.call("GetTrace", {"sessionId": session_id})
             assert theirs["error"]["data"]["code"] == "SESSION_NOT_FOUND"
 
