@@ -3,9 +3,9 @@
 Why: an actor on no request's path (the auditor) pays a pull, a flush of its effects and a
 flush of its acks per batch; facts that trickle in one at a time paid that once each (about
 two thirds of the auditor's CPU per `say`, docs/benchmarks.md). Against a real nats-server,
-with the runtime's own `ConsumerLoop`: the loop's first message is seen arriving on its
-inbox (a listener beside it), then more are stored, and the batches handed over are
-compared with and without the window.
+with the runtime's own `ConsumerLoop`: once the loop idles, its first message is seen
+arriving on its inbox (a listener beside it), then more are stored, and the batches handed
+over are compared with and without the window.
 """
 
 from __future__ import annotations
@@ -55,7 +55,15 @@ async def _batches_after_idling(nc: NATS, ns: Namespace, gathers_s: float) -> li
         batches,
         gathers_s=gathers_s,
     )
-    first_arrived = asyncio.Event()
+    first_arrived, lingering = asyncio.Event(), asyncio.Event()
+
+    async def requested(msg: Msg) -> None:  # the loop idles once it asks and lingers
+        if b"expires" in msg.data:
+            lingering.set()
+
+    watch = await nc.subscribe(
+        f"$JS.API.CONSUMER.MSG.NEXT.{spec.stream}.{spec.durable}", cb=requested
+    )
 
     async def arriving(msg: Msg) -> None:  # a copy of what the server sends the loop's inbox
         if msg.data == b"m0":
@@ -65,7 +73,7 @@ async def _batches_after_idling(nc: NATS, ns: Namespace, gathers_s: float) -> li
     stopping, ready = asyncio.Event(), asyncio.Event()
     running = asyncio.create_task(loop.run(stopping, ready))
     try:
-        await asyncio.wait_for(ready.wait(), 10)
+        await asyncio.wait_for(lingering.wait(), 10)
         js = nc.jetstream()
         await js.publish(ns.submit("probe"), b"m0")
         await asyncio.wait_for(first_arrived.wait(), 10)
@@ -75,6 +83,7 @@ async def _batches_after_idling(nc: NATS, ns: Namespace, gathers_s: float) -> li
         return batches.seen
     finally:
         await listener.unsubscribe()
+        await watch.unsubscribe()
         stopping.set()
         await asyncio.wait_for(running, 15)
 
