@@ -11,8 +11,9 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import FsyncCheckError, Uptime, check_fsync, connect, jetstream
-from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
+from bus._connection import FsyncCheckError, Link, Uptime, check_fsync, connect, jetstream
+from bus._consumer import ConsumerLoop
+from bus._consumer_config import ConsumerBindError, consumer_config
 from bus._context import Context, Deferral
 from bus._deadletter import (
     DEAD_ACTOR,
@@ -118,6 +119,7 @@ __all__ = (
     "Input",
     "KeyFileError",
     "LastValues",
+    "Link",
     "MessageTooLarge",
     "NatsServerError",
     "Outbox",

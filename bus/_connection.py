@@ -15,6 +15,7 @@ import json
 import logging
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -26,7 +27,15 @@ from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
 
-__all__ = ("RECONNECT_WAIT_S", "FsyncCheckError", "check_fsync", "connect", "drain", "jetstream")
+__all__ = (
+    "RECONNECT_WAIT_S",
+    "FsyncCheckError",
+    "Link",
+    "check_fsync",
+    "connect",
+    "drain",
+    "jetstream",
+)
 
 log = logging.getLogger("parley.bus.connection")
 
@@ -81,6 +90,50 @@ class Uptime:
         return (*self._outages, *ongoing)
 
 
+class Link:
+    """Whether the connection is up now, as something a task can wait on.
+
+    nats-py tells a disconnect and a reconnect only to the callbacks given to `connect`, and
+    keeps what is published meanwhile in a buffer it sends all at once on reconnect. A pull
+    request is the one publish that must not wait there: an idle consumer loop gives up on a
+    silent request every few seconds, so after a long outage a dozen requests reach the server
+    together and linger there, each for a fetch timeout, though the client waits on one only.
+    A message the server hands to one of the others comes while no request is open and is
+    given back (bus/_puller.py), to the next orphan, and again, until its deliveries run out:
+    the actor never sees it. A puller waits for the link instead (`wait_up`), and ends the
+    request it had open when the link goes down (`watch`): lost with the connection, no
+    answer and no heartbeat will come for it, and a no-wait request has no heartbeat to miss.
+    """
+
+    def __init__(self) -> None:
+        self._up = asyncio.Event()
+        self._up.set()
+        self._watchers: list[Callable[[], None]] = []
+
+    def watch(self, on_down: Callable[[], None]) -> None:
+        """Call `on_down` each time the connection is lost, until `unwatch`."""
+        self._watchers.append(on_down)
+
+    def unwatch(self, on_down: Callable[[], None]) -> None:
+        if on_down in self._watchers:
+            self._watchers.remove(on_down)
+
+    def down(self) -> None:
+        self._up.clear()
+        for on_down in list(self._watchers):
+            on_down()
+
+    def up(self) -> None:
+        """Connected again, or closed for good (a publish then raises instead of waiting)."""
+        self._up.set()
+
+    async def wait_up(self, nc: NATS) -> None:
+        """Return once `nc` is connected (at once if it is, or was closed)."""
+        if not nc.is_connected and not nc.is_closed:
+            self._up.clear()  # the disconnect callback may not have run yet
+        await self._up.wait()
+
+
 async def connect(
     settings: Settings,
     actor_id: str,
@@ -88,8 +141,9 @@ async def connect(
     *,
     reconnect_forever: bool = True,
     uptime: Uptime | None = None,
+    link: Link | None = None,
 ) -> NATS:
-    """Open the actor's connection and return it (already connected)."""
+    """Open the actor's connection and return it (already connected); `link` follows it."""
     ns = Namespace(settings.namespace)
 
     async def on_error(exc: Exception) -> None:
@@ -112,14 +166,22 @@ async def connect(
             metrics.connection_events.labels(actor_id, "disconnect").inc()
         if uptime is not None:
             uptime.lost()
+        if link is not None:
+            link.down()
         log.warning("disconnected from nats")
 
     async def on_reconnect() -> None:
+        if link is not None:
+            link.up()
         if uptime is not None:
             uptime.mark()
         if metrics is not None:
             metrics.connection_events.labels(actor_id, "reconnect").inc()
         log.info("reconnected to nats")
+
+    async def on_closed() -> None:
+        if link is not None:
+            link.up()  # nobody waits for a reconnect that will never come
 
     options: dict[str, Any] = {
         "servers": list(settings.nats_servers),
@@ -128,6 +190,7 @@ async def connect(
         "error_cb": on_error,
         "disconnected_cb": on_disconnect,
         "reconnected_cb": on_reconnect,
+        "closed_cb": on_closed,
         "ping_interval": 5,
         "max_outstanding_pings": 3,
         "reconnect_time_wait": RECONNECT_WAIT_S,

@@ -16,24 +16,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig
 from nats.js.errors import NotFoundError
 
 from bus._actor import Input
+from bus._connection import Link
+from bus._consumer_config import ConsumerBindError, consumer_config, differences
 from bus._elections import through_elections
 from bus._metrics import ActorMetrics
 from bus._puller import Puller
 from bus._settings import Settings
 from bus._slots import Slots
 
-__all__ = ("ConsumerBindError", "ConsumerLoop", "consumer_config", "refetch_pause_s")
+__all__ = ("ConsumerLoop", "refetch_pause_s")
 
 log = logging.getLogger("parley.bus.consumer")
 
@@ -50,48 +51,6 @@ def refetch_pause_s(failures: int, longest_s: float) -> float:
     return min(longest_s, doubled)
 
 
-class ConsumerBindError(RuntimeError):
-    """The actor may not create its consumer, and the provisioned one is missing or differs."""
-
-
-def consumer_config(spec: Input, settings: Settings) -> ConsumerConfig:
-    """The durable pull consumer an actor with `settings` reads `spec` through.
-
-    Naming the consumer as well makes nats-py create it on
-    `$JS.API.CONSUMER.CREATE.<stream>.<durable>.<filter>`, a subject the server checks against
-    the request, so broker permissions can allow exactly this consumer. It is also what
-    `parley provision` creates for actors that may not create their own.
-    """
-    return ConsumerConfig(
-        name=spec.durable,
-        durable_name=spec.durable,
-        filter_subject=spec.filter_subject,
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        ack_wait=settings.ack_wait_s,
-        max_deliver=settings.max_deliver if spec.max_deliver is None else spec.max_deliver,
-        max_ack_pending=spec.max_ack_pending or max(settings.max_in_flight * 4, 256),
-        max_waiting=512,
-    )
-
-
-def _differences(wanted: ConsumerConfig, found: ConsumerConfig) -> list[str]:
-    differences = [
-        f"{name} is {have!r}, expected {want!r}"
-        for name, want, have in (
-            ("filter_subject", wanted.filter_subject, found.filter_subject),
-            ("ack_policy", wanted.ack_policy, found.ack_policy),
-            ("max_deliver", wanted.max_deliver, found.max_deliver),
-        )
-        if want != have
-    ]
-    if not math.isclose(wanted.ack_wait or 0.0, found.ack_wait or 0.0, rel_tol=1e-6):
-        differences.append(f"ack_wait is {found.ack_wait} s, expected {wanted.ack_wait} s")
-    if found.deliver_subject:
-        differences.append(f"it pushes to {found.deliver_subject!r} instead of being pulled")
-    return differences
-
-
 class ConsumerLoop:
     """Fetch from one durable consumer and hand each batch to `process`."""
 
@@ -106,12 +65,14 @@ class ConsumerLoop:
         sequential: bool = False,
         settles_behind: bool = False,
         gathers_s: float = 0.0,
+        link: Link | None = None,
     ) -> None:
         """`process(messages, handled)` sets `handled` once the batch's handlers have run
         (its effects may still be in flight). `sequential`: the next fetch waits for the
         batch to finish, or only for `handled` if `settles_behind`; room for a second batch
         is then made, so one batch can settle while the next is handled. `gathers_s`: how
-        long a first message after idling waits for others (`Actor.gathers_s`)."""
+        long a first message after idling waits for others (`Actor.gathers_s`). `link`: the
+        connection's state, so no pull request is sent while it is down (bus/_puller.py)."""
         self.spec = spec
         self._js = js
         self._settings = settings
@@ -126,6 +87,7 @@ class ConsumerLoop:
         self._sequential = sequential
         self._settles_behind = settles_behind
         self._gathers_s = gathers_s
+        self._link = link
         self._received = metrics.received.labels(settings.actor_id, spec.stream)
 
     def consumer_config(self) -> ConsumerConfig:
@@ -149,6 +111,7 @@ class ConsumerLoop:
             f"{self._js._prefix}.CONSUMER.MSG.NEXT.{spec.stream}.{spec.durable}",
             expires_s=settings.fetch_timeout_s,
             heartbeat_s=settings.fetch_heartbeat_s,
+            link=self._link,
         )
         await puller.start()
         return puller
@@ -168,11 +131,11 @@ class ConsumerLoop:
                 f"consumer {spec.durable} on {spec.stream} does not exist and this actor may not "
                 "create it (create_consumers = false): run `parley provision` with its settings"
             ) from None
-        differences = _differences(self.consumer_config(), info.config)
-        if differences:
+        found = differences(self.consumer_config(), info.config)
+        if found:
             raise ConsumerBindError(
                 f"consumer {spec.durable} on {spec.stream} differs from this actor's settings "
-                f"({'; '.join(differences)}): run `parley provision` with its settings"
+                f"({'; '.join(found)}): run `parley provision` with its settings"
             )
 
     @property

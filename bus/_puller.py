@@ -31,7 +31,10 @@ their answers; the message it brings says again whether a batch is waiting.
 
 A message that arrives while no request is open (one delivered to a request the client gave
 up on) is given back to the server (nak), redelivered at once instead of after the ack
-wait, so the caller never holds more than the room it asked for.
+wait, so the caller never holds more than the room it asked for. Each such nak costs the
+message a delivery, so orphans must stay rare: no request is sent while the connection is
+down (`Link`, bus/_connection.py), where nats-py would buffer every one the loop makes in
+an outage and send them together on reconnect.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from collections.abc import Mapping
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+
+from bus._connection import Link
 
 __all__ = ("PullRefusedError", "Puller")
 
@@ -75,11 +80,14 @@ class Puller:
         *,
         expires_s: float,
         heartbeat_s: float,
+        link: Link | None = None,
     ) -> None:
         """`next_subject`: the consumer's `CONSUMER.MSG.NEXT` subject. A lingering request
         expires on the server after `expires_s` and sends an idle heartbeat every
-        `heartbeat_s` (at most half of `expires_s`, as the server requires)."""
+        `heartbeat_s` (at most half of `expires_s`, as the server requires). With `link`, a
+        request waits for the connection to be up rather than in nats-py's buffer."""
         self._nc = nc
+        self._link = link
         self._next_subject = next_subject
         self._expires_ns = int(expires_s * 1e9)
         heartbeat_s = min(heartbeat_s, expires_s / 2)
@@ -89,7 +97,8 @@ class Puller:
         self._inbox = ""
         self._subscription: Subscription | None = None
         self._tokens = itertools.count()
-        self._open: tuple[str, asyncio.Queue[Msg]] | None = None  # one request at a time
+        self._open: tuple[str, asyncio.Queue[Msg | None]] | None = None  # one at a time
+        """The open request's token and answers; None in the answers: the connection was lost."""
         self._backlog_likely = True  # until a delivered message says nothing is behind it
         self.lingered = False
         """Whether the last fetch's messages came from a lingering request (none were
@@ -99,8 +108,17 @@ class Puller:
         """Listen on this puller's inbox (under the connection's inbox prefix)."""
         self._inbox = self._nc.new_inbox()
         self._subscription = await self._nc.subscribe(f"{self._inbox}.*", cb=self._route)
+        if self._link is not None:
+            self._link.watch(self._connection_lost)
+
+    def _connection_lost(self) -> None:
+        """End the open request: it went with the connection, and nothing will answer it."""
+        if self._open is not None:
+            self._open[1].put_nowait(None)
 
     async def close(self) -> None:
+        if self._link is not None:
+            self._link.unwatch(self._connection_lost)
         if self._subscription is not None:
             subscription, self._subscription = self._subscription, None
             await subscription.unsubscribe()
@@ -144,8 +162,10 @@ class Puller:
         self, request: Mapping[str, object], batch: int, silence_s: float
     ) -> list[Msg]:
         """Send one request and collect its answers until it ends (or falls silent)."""
+        if self._link is not None:
+            await self._link.wait_up(self._nc)
         token = str(next(self._tokens))
-        answers: asyncio.Queue[Msg] = asyncio.Queue()
+        answers: asyncio.Queue[Msg | None] = asyncio.Queue()
         self._open = (token, answers)
         messages: list[Msg] = []
         try:
@@ -162,6 +182,9 @@ class Puller:
                     except TimeoutError:
                         log.debug("pull request fell silent", extra={"request": request})
                         break
+                if msg is None:
+                    log.debug("pull request lost with the connection", extra={"request": request})
+                    break
                 status = _status(msg)
                 if status is None:
                     messages.append(msg)

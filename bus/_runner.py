@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from bus._actor import Actor
 from bus._connection import FsyncCheckError
-from bus._consumer import ConsumerBindError
+from bus._consumer_config import ConsumerBindError
 from bus._logging import configure_logging
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._provision import ProvisionError

@@ -18,7 +18,6 @@ dead-lettered again are bus/_failures.py.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -30,11 +29,12 @@ from nats.js import JetStreamContext
 
 from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import Uptime, check_fsync, connect, drain, jetstream
+from bus._connection import Link, Uptime, check_fsync, connect, drain, jetstream
 from bus._consumer import ConsumerLoop
 from bus._deadletter import DeadLetters
 from bus._failures import Failures
 from bus._fastbatch import FastBatcher
+from bus._gc import collect_less
 from bus._heartbeat import Heartbeat
 from bus._intake import BadInput, Intake, Job
 from bus._logging import trace_scope
@@ -52,28 +52,6 @@ log = logging.getLogger("parley.bus.runtime")
 async def _wait_all(events: list[asyncio.Event]) -> None:
     for event in events:
         await event.wait()
-
-
-_YOUNG_COLLECTION_EVERY = 50_000
-"""Allocations between collections of the youngest generation (Python's default: 700)."""
-
-
-def _collect_less() -> None:
-    """Keep the cyclic garbage collector off the hot path of a long-running actor.
-
-    An actor allocates a few short-lived objects per message and keeps large long-lived ones
-    (the gate's record cache holds up to 200,000 records). With Python's default thresholds
-    the collector runs every 700 allocations and keeps walking those records: a tenth of
-    the gate's CPU per envelope with lazy fsync. What exists once the actor has started
-    is moved out of the collector's sight, and young collections run less often; garbage
-    cycles are still collected, later. Done once per process: several runtimes in one process
-    (tests, benchmarks) would otherwise keep freezing each other's objects.
-    """
-    if gc.get_threshold()[0] >= _YOUNG_COLLECTION_EVERY:
-        return
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(_YOUNG_COLLECTION_EVERY, 20, 100)
 
 
 def _ack_failure(
@@ -97,6 +75,7 @@ class ActorRuntime:
         self.ready = asyncio.Event()
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
+        self._link = Link()  # the connection's state: no pull request waits in a buffer
         self._intake = Intake(actor.actor_id, self.namespace, self.settings)
         self._failures: Failures | None = None
         self._inbox: AckInbox | None = None
@@ -120,7 +99,7 @@ class ActorRuntime:
         async with AsyncExitStack() as stack:
             await check_fsync(settings)
             uptime = Uptime()
-            nc = await connect(settings, actor_id, self.metrics, uptime=uptime)
+            nc = await connect(settings, actor_id, self.metrics, uptime=uptime, link=self._link)
             stack.push_async_callback(drain, nc)
             js = jetstream(nc, settings)
             self._nc, self._js = nc, js
@@ -137,7 +116,7 @@ class ActorRuntime:
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
-            _collect_less()
+            collect_less()
             loops = [self._loop_for(spec, js) for spec in self.actor.inputs()]
             heartbeat = Heartbeat(
                 js,
@@ -200,6 +179,7 @@ class ActorRuntime:
             sequential=not self.actor.concurrent_handlers,
             settles_behind=self.actor.settles_behind,
             gathers_s=self.actor.gathers_s,
+            link=self._link,
         )
 
     async def _handle(self, job: Job) -> Exception | None:

@@ -39,7 +39,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from bus import AckInbox, Puller, PullRefusedError
+from bus import AckInbox, Link, Puller, PullRefusedError
 
 __all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 
@@ -112,6 +112,7 @@ class Gateway:
         self._nc: NATS | None = None
         self._js: JetStreamContext | None = None
         self._acks: AckInbox | None = None
+        self._link = Link()  # no pull request waits in nats-py's buffer through an outage
 
     @property
     def stream(self) -> str:
@@ -121,7 +122,18 @@ class Gateway:
         return f"{self._root}.{recipient}.{sender}"
 
     async def connect(self) -> None:
+        link = self._link
+
+        async def down() -> None:
+            link.down()
+
+        async def up() -> None:
+            link.up()
+
         options: dict[str, object] = {
+            "disconnected_cb": down,
+            "reconnected_cb": up,
+            "closed_cb": up,
             "servers": [self._url],
             "name": f"parley-relay-{self._device[:16]}",
             "inbox_prefix": f"_INBOX_{self._device[:16]}".encode(),
@@ -198,6 +210,7 @@ class Gateway:
             f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{durable}",
             expires_s=_FETCH_EXPIRES_S,
             heartbeat_s=_FETCH_HEARTBEAT_S,
+            link=self._link,
         )
         await puller.start()
         log.info("gateway ready", extra={"subject": self.subject(self._device, "*")})
