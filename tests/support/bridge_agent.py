@@ -34,16 +34,18 @@ def _log(text: str) -> None:
     sys.stderr.flush()
 
 
-def _terminal(data: bytes) -> None:
+def _terminal(data: bytes, *, twice: bool = False) -> None:
     """Send a request's terminal frame: from here on it no longer counts as outstanding.
 
     The count drops before the frame goes out, because the bridge may send the next request
-    the moment it reads this one's answer.
+    the moment it reads this one's answer. `twice` writes the frame a second time in the same
+    write: sent after it, the copy could follow the next request's answer, which another
+    thread writes as soon as the bridge asks (the test would read its count too early).
     """
     global _outstanding
     with _count_lock:
         _outstanding -= 1
-    _send(data)
+    _send(data + b"\n" + data if twice else data)
 
 
 def _handle(request: LocalPromptRequest, outstanding: int) -> None:
@@ -91,9 +93,7 @@ def _handle(request: LocalPromptRequest, outstanding: int) -> None:
             request_id=request.request_id, status="ok", draft_message=json.dumps(reply)
         )
     )
-    _terminal(frame)
-    if "[twice]" in objective:
-        _send(frame)
+    _terminal(frame, twice="[twice]" in objective)
 
 
 def main() -> None:
