@@ -3,10 +3,10 @@
 One `parley up deploy/topologies/delegation.toml` for the module, locked down (the default),
 in a directory of its own that sees the repository's deploy/ folder: the gate, the planner
 and the three specialists with their scripted brains, each process its own nkey user. The
-demo bundle is published with `parley policy publish`, as the README says. Every command is a
-real `parley delegate` process run in that directory, with no NATS_URL: it finds the system
-and its credentials under `.parley/`, and the answers come back through the real gate on the
-person's deliver subject.
+demo bundle is published with `parley policy publish`, as docs/delegation.md says. Every
+command is a real `parley delegate` process run in that directory, with no NATS_URL: it finds
+the system and its credentials under `.parley/`, and the answers come back through the real
+gate on the person's deliver subject.
 """
 
 from __future__ import annotations

@@ -207,9 +207,9 @@ def test_run_agent_with_a_missing_profile_exits_with_the_config_code(
     assert "agent profile not found" in capsys.readouterr().err
 
 
-def test_the_readme_profile_example_is_a_valid_profile() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Agent hosts") :]
+def test_the_agent_docs_profile_example_is_a_valid_profile() -> None:
+    text = (REPO / "docs" / "agents.md").read_text()
+    section = text[text.index("# Agent hosts") :]
     block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 10)]
     profile = AgentProfile.model_validate(tomllib.loads(block))
     assert (profile.name, profile.brain.backend, profile.peers) == ("gpt", "openai", ("claude",))
