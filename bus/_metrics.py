@@ -65,6 +65,13 @@ class ActorMetrics:
             ["actor", "event"],
             registry=registry,
         )
+        self.possible_deaths = Counter(
+            "parley_possible_deaths",
+            "Redeliveries of a message whose earlier delivery was never seen to settle: the "
+            "process holding it may have died of it (each one is also logged as an error).",
+            ["actor", "stream"],
+            registry=registry,
+        )
         self.rebinds = Counter(
             "parley_consumer_rebinds",
             "Times the watchdog re-bound a pull subscription that stayed silent.",

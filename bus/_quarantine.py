@@ -43,15 +43,17 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from bus._context import Context
 from schemas import Namespace
 
-__all__ = ("GUARDED_FROM", "Quarantine", "Settled", "handling_key")
+__all__ = ("GUARDED_FROM", "Quarantine", "Settled", "alert_possible_death", "handling_key")
 
 log = logging.getLogger("parley.bus.quarantine")
 
 BUCKET = "idempotency"
 GUARDED_FROM = 3
-"""The first delivery handled alone under a mark (see the module docstring)."""
+"""The first delivery handled alone under a mark by default (see the module docstring): a
+poison message costs at most this many process deaths (setting `poison_deaths`)."""
 _REST_S = 60.0
 
 
@@ -61,9 +63,10 @@ class Settled:
     Bounded: the oldest entries go first, and an entry forgotten only makes a later
     redelivery count one more possible death, as if this record did not exist."""
 
-    def __init__(self, limit: int = 4096) -> None:
+    def __init__(self, limit: int = 4096, guarded_from: int = GUARDED_FROM) -> None:
         self._counts: OrderedDict[tuple[str, int], int] = OrderedDict()
         self._limit = limit
+        self._guarded_from = guarded_from
 
     def add(self, stream: str, seq: int) -> None:
         """A delivery of `seq` ended here in a nak (a clean failure or a deferral)."""
@@ -72,12 +75,34 @@ class Settled:
         if len(self._counts) > self._limit:
             self._counts.popitem(last=False)
 
+    def unexplained(self, stream: str, seq: int, attempt: int) -> int:
+        """How many deliveries of `seq` before `attempt` this process did not see settle:
+        each may have died with the process that held it."""
+        return max(0, attempt - 1 - self._counts.get((stream, seq), 0))
+
     def guarded(self, stream: str, seq: int, attempt: int) -> bool:
         """Whether delivery `attempt` of `seq` is handled alone under the mark: the earlier
         deliveries this process did not see settle (those that may have died) reach
-        `GUARDED_FROM - 1`."""
-        unexplained = attempt - 1 - self._counts.get((stream, seq), 0)
-        return unexplained >= GUARDED_FROM - 1
+        `guarded_from - 1`."""
+        return self.unexplained(stream, seq, attempt) >= self._guarded_from - 1
+
+
+def alert_possible_death(ctx: Context, deaths: int, poison_deaths: int) -> None:
+    """Say which message came back unsettled: the process that held it may have died of it,
+    and `poison_deaths` of those quarantine it (an operator should hear of the first)."""
+    log.error(
+        "a message came back whose earlier delivery never settled: the process handling it "
+        "may have died of it",
+        extra={
+            "stream": ctx.stream,
+            "seq": ctx.stream_seq,
+            "subject": ctx.subject,
+            "envelope_id": ctx.envelope_id,
+            "attempt": ctx.attempt,
+            "possible_deaths": deaths,
+            "poison_deaths": poison_deaths,
+        },
+    )
 
 
 def handling_key(actor_id: str, stream: str, seq: int) -> str:

@@ -41,7 +41,7 @@ from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import settle
 from bus._provision import provision
-from bus._quarantine import Quarantine, Settled
+from bus._quarantine import Quarantine, Settled, alert_possible_death
 from schemas import Namespace
 
 __all__ = ("ActorRuntime",)
@@ -81,10 +81,12 @@ class ActorRuntime:
         self._inbox: AckInbox | None = None
         self._batcher: FastBatcher | None = None
         self._quarantine: Quarantine | None = None
-        self._settled = Settled()  # deliveries nacked here: no deaths (bus/_quarantine.py)
+        # Deliveries nacked here: no deaths (bus/_quarantine.py).
+        self._settled = Settled(guarded_from=self.settings.poison_deaths)
         self._in_hand: dict[tuple[str, int], float] = {}
         """Guarded messages this process is handling now, by (stream, seq): when each began."""
         self._latency = metrics.handler_seconds.labels(actor.actor_id)
+        self._possible_deaths = metrics.possible_deaths
         self._published = metrics.published.labels(actor.actor_id)
         self._dead_stream = self.namespace.stream("dead")
         self._outcomes = {
@@ -233,7 +235,12 @@ class ActorRuntime:
             except BadInput as bad:
                 await failures.reject(spec, msg, bad.reason, bad.detail)
                 continue
-            guarded = self._settled.guarded(spec.stream, job.ctx.stream_seq, job.ctx.attempt)
+            ctx = job.ctx
+            deaths = self._settled.unexplained(spec.stream, ctx.stream_seq, ctx.attempt)
+            if deaths:
+                self._possible_deaths.labels(self.actor.actor_id, ctx.stream).inc()
+                alert_possible_death(ctx, deaths, self.settings.poison_deaths)
+            guarded = self._settled.guarded(spec.stream, ctx.stream_seq, ctx.attempt)
             (again if guarded else jobs).append(job)
         if self.actor.concurrent_handlers and again:
             # Handlers that wait on slow things (an LLM call) are not made to wait for each

@@ -97,6 +97,13 @@ class Settings(BaseSettings):
         "timeout): a request whose heartbeats stop was lost and is replaced.",
     )
     watchdog_idle_fetches: int = Field(default=3, ge=1)
+    poison_deaths: int = Field(
+        default=3,
+        ge=2,
+        description="Most process deaths one message may cost: its delivery after that many "
+        "unsettled ones is handled alone under a mark, and dead-lettered as `quarantined` if "
+        "the one before died under it (bus/_quarantine.py). Each possible death is alerted.",
+    )
     grace_s: float = Field(default=10.0, ge=0)
     max_handler_s: float = Field(
         default=600.0, gt=0, description="Longest a message is kept in progress for a handler."

@@ -279,12 +279,16 @@ async def test_collab_refuses_max_rounds_out_of_range_itself(
     assert f"--max-rounds (max_rounds) must be within 1..100, got {rounds}" in said
 
 
+@pytest.mark.parametrize("deaths", [GUARDED_FROM, 2])
 async def test_an_input_that_killed_its_handler_repeatedly_is_quarantined(
-    locked_down: LockedDown,
+    locked_down: LockedDown, deaths: int
 ) -> None:
+    """A poison message costs `poison_deaths` process deaths (the default, and a lower
+    setting), and each delivery after a death is alerted, naming the message."""
     locked, ns = locked_down, locked_down.ns
     # A short ack wait, so a dead process's message comes back quickly.
-    locked.tune("gpt", ack_wait_s="1.0", max_deliver="5", backoff_s="[0.05]")
+    tuned = {"poison_deaths": str(deaths)} if deaths != GUARDED_FROM else {}
+    locked.tune("gpt", ack_wait_s="1.0", max_deliver="5", backoff_s="[0.05]", **tuned)
     await locked.provision()
     env = parley_env(locked.server.url, ns.root)
     config = ("--config", str(locked.settings_file("gpt")))
@@ -302,8 +306,8 @@ async def test_an_input_that_killed_its_handler_repeatedly_is_quarantined(
         stored = await gate.jetstream().publish(
             ns.deliver("gpt"), encode(poison), headers={SENDER: "router", MSG_ID: poison.id}
         )
-        # Its first two deliveries kill the process unguarded, the third under its mark.
-        for _ in range(GUARDED_FROM):
+        # Its first deliveries kill the process unguarded, the last one under its mark.
+        for _ in range(deaths):
             assert await start().wait_exit(30) == 70
         survivor = start()
         letter = await anext(letters)
@@ -312,6 +316,9 @@ async def test_an_input_that_killed_its_handler_repeatedly_is_quarantined(
         assert letter.headers[DEAD_SEQ] == str(stored.seq)
         assert decode_envelope(letter.data).id == poison.id
         await survivor.wait_line(READY)
+        for process in started[1:]:  # every process after the first death was told of it
+            alerts = [line for line in process.lines if "may have died of it" in line]
+            assert alerts and poison.id in alerts[0], process.lines[-20:]
 
         # The process that quarantined it goes on handling other messages.
         submissions = await locked.gate_submissions(gate.jetstream())
