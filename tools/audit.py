@@ -28,7 +28,14 @@ from nats.js import JetStreamContext
 from actors.auditor import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
 from bus import ConfigError, HistoryError, KeyFileError, jetstream, read_history
 from bus import load_public_key as bus_load_public_key
-from schemas import AuditRecord, DecodeError, Namespace, decode_envelope, key_id
+from schemas import (
+    AuditRecord,
+    DecodeError,
+    Namespace,
+    check_token,
+    decode_envelope,
+    key_id,
+)
 from tools._local import connect_local, local_settings
 from tools._tracetree import render_trace
 from tools.natsconf import AUDIT_READER
@@ -105,17 +112,23 @@ async def query_records(
     js: JetStreamContext,
     ns: Namespace,
     *,
-    tenant: str,
+    tenant: str | None = None,
     profile: str | None = None,
     trace: str | None = None,
     session: str | None = None,
     since: datetime | None = None,
 ) -> list[AuditRecord]:
-    """Audit records of `tenant` (one profile's only, when given), oldest first.
+    """Audit records of `tenant` (every tenant's when None; one profile's only, when given),
+    oldest first.
 
-    The profile becomes the consumer's subject filter, so the server sends nothing else.
+    Tenant and profile become the read's subject filter, so the server sends nothing else.
+    Every tenant is the default: a local system has one, named in its gate's settings
+    (`demo` for the shipped ones), and a reader that guessed `default` found nothing.
     """
-    subject = ns.audit(tenant, profile) if profile else f"{ns.root}.audit.{tenant}.*"
+    subject = (
+        f"{ns.root}.audit.{check_token(tenant, 'tenant') if tenant else '*'}."
+        f"{check_token(profile, 'profile') if profile else '*'}"
+    )
     records = []
     async for message in read_history(js, ns.stream("audit"), subject=subject):
         if message.subject.endswith("." + CHECKPOINT_PROFILE):
@@ -282,7 +295,7 @@ def add_audit_commands(commands: Any) -> None:
 
     query = verbs.add_parser("query", help="print audit records (one profile's, when given)")
     _common(query)
-    query.add_argument("--tenant", default="default")
+    query.add_argument("--tenant", help="one tenant's records only (default: every tenant's)")
     query.add_argument("--profile", help="only this profile's records (its subject only)")
     query.add_argument("--trace", help="only records of this trace id")
     query.add_argument("--session", help="only records of this session id")
@@ -306,7 +319,7 @@ def add_audit_commands(commands: Any) -> None:
     trace = commands.add_parser("trace", help="draw the causal tree of a trace")
     _common(trace)
     trace.add_argument("trace_id")
-    trace.add_argument("--tenant", default="default")
+    trace.add_argument("--tenant", help="look in one tenant's records only (default: all)")
     trace.set_defaults(func=_runner(_trace))
 
     tail = commands.add_parser("tail", help="print live traffic decoded (like `nats sub`)")

@@ -9,11 +9,11 @@ sub-agent call, in the order things happened, in seed 004's words:
 A refused call, an answer that says the work failed or was partial, a call answered after its
 deadline or never, end with REFUSED, FAILED, PARTIAL or TIMEOUT and the reason in brackets.
 
-It reads as `parley trace` does (the `audit-cli` role, every profile's records of the tenant)
-and finds what to show the same way: the records of the trace named, or of every trace in
-which a record names the session. A session's calls are in its traces, not all in its
-records: an answer names no session, and a call an agent makes while answering names the
-session of the call it answers, or none.
+It reads as `parley trace` does (the `audit-cli` role, every profile's records of every
+tenant, or of `--tenant`) and finds what to show the same way: the records of the trace
+named, or of every trace in which a record names the session. A session's calls are in its
+traces, not all in its records: an answer names no session, and a call an agent makes while
+answering names the session of the call it answers, or none.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def add_calls_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "calls", help="list a session's (or a trace's) calls between agents, as seed 004 does"
     )
     calls.add_argument("key", metavar="SESSION_OR_TRACE", help="a session id or a trace id")
-    calls.add_argument("--tenant", default="default")
+    calls.add_argument("--tenant", help="one tenant's records only (default: every tenant's)")
     calls.add_argument("--config", type=Path, help="TOML settings file (NATS URL, namespace)")
     calls.add_argument("--namespace", help="subject root (default: settings, else parley)")
     calls.set_defaults(func=_command)
