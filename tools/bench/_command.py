@@ -68,6 +68,7 @@ from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
+from tools.bench._options import ROWS, bench_parser, resolve
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
 from tools.bench._table import (
@@ -303,64 +304,32 @@ async def _gate(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="parley bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=500, help="latency samples per run")
-    parser.add_argument("--backlog", type=int, default=5000, help="envelopes per throughput run")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating raw/Parley runs")
-    parser.add_argument(
-        "--audit-backlog", type=int, default=5000, help="facts per audit run (0: skip the row)"
-    )
-    parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
-    parser.add_argument(
-        "--only",
-        choices=("runtime", "gate", "collab", "audit", "context", "latency", "relay", "publish"),
-        help="run only these rows (default: all)",
-    )
-    parser.add_argument(
-        "--collab-sessions", default="1,10,100", help="concurrent sessions per collab row"
-    )
-    parser.add_argument("--collab-rounds", type=int, default=6, help="rounds per session")
-    parser.add_argument(
-        "--collab-min-rounds", type=int, default=300, help="rounds measured per collab row"
-    )
-    parser.add_argument(
-        "--calls", type=int, default=500, help="sequential `say` calls per idle gap (latency)"
-    )
-    parser.add_argument(
-        "--gaps", default="0,1,5,30", help="idle gaps between latency calls, in seconds"
-    )
-    parser.add_argument(
-        "--relay-backlog", type=int, default=2000, help="calls per relay throughput run"
-    )
-    parser.add_argument(
-        "--relay-calls", type=int, default=200, help="one-at-a-time calls per relay run"
-    )
-    parser.add_argument(
-        "--relay-turns", type=int, default=8, help="turns per orchestrated session (relay)"
-    )
-    parser.add_argument(
-        "--publish-batches", type=int, default=300, help="batches of 64 per publish-mode run"
-    )
-    args = parser.parse_args(argv)
-    result: dict[str, Any] = {}
-    if args.only in (None, "runtime"):
-        result = uvloop.run(_run(args))
+def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]]:
+    """The rows to run, each as (row, what it measures with these options, run it)."""
+    result = args.result
+    gaps = [float(gap) for gap in args.gaps.split(",") if gap]
+
+    def runtime() -> None:
+        result.update(uvloop.run(_run(args)))
         print_runtime(result)
-    if args.only in (None, "gate"):
+
+    def gate() -> None:
         result["gate"] = uvloop.run(_gate(args))
         print_gate(result["gate"])
-    if args.only in (None, "collab"):
+
+    def collab() -> None:
         result["collab"] = uvloop.run(_collab(args))
         print_collab(result)
-    if args.only in (None, "audit") and args.audit_backlog:
+
+    def audit() -> None:
         result["audit"] = uvloop.run(audit_rows(args.rounds, args.audit_backlog))
         print_audit(result["audit"])
-    if args.only in (None, "latency"):
-        gaps = [float(gap) for gap in args.gaps.split(",") if gap]
+
+    def latency() -> None:
         result["latency"] = [asdict(row) for row in uvloop.run(latency_rows(gaps, args.calls))]
         print_latency(result["latency"])
-    if args.only in (None, "relay"):
+
+    def relay() -> None:
         rows = uvloop.run(relay_rows(args.relay_backlog, args.relay_calls, args.rounds))
         turns = uvloop.run(turn_rows(args.relay_turns, args.rounds))
         result["relay"] = {
@@ -368,13 +337,43 @@ def main(argv: list[str] | None = None) -> int:
             "turns": [asdict(row) for row in turns],
         }
         print_relay(result["relay"])
-    if args.only in (None, "publish"):
+
+    def publish() -> None:
         result["publish"] = uvloop.run(publish_rows(args.rounds, args.publish_batches))
         print_publish(result["publish"])
-    if args.only in (None, "context"):
+
+    def context() -> None:
         result["context"] = context_row()
         print_context(result["context"])
+
+    rounds = f"{args.rounds} alternating rounds"
+    steps = {
+        "runtime": (f"runtime: {args.backlog} envelopes a run, {rounds}", runtime),
+        "gate": (f"gate: {args.backlog} envelopes a run, {rounds}", gate),
+        "collab": (f"collab: sessions {args.collab_sessions}", collab),
+        "audit": (f"audit: {args.audit_backlog} facts a run, {rounds}", audit),
+        "latency": (f"latency: {args.calls} calls after gaps of {args.gaps} s", latency),
+        "relay": (f"relay: {args.relay_backlog} calls a run, {rounds}", relay),
+        "publish": (f"publish: {args.publish_batches} batches a run, {rounds}", publish),
+        "context": ("context: seed 004's context bloat", context),
+    }
+    chosen = [args.only] if args.only else list(ROWS)
+    if not args.audit_backlog and "audit" in chosen:
+        chosen.remove("audit")
+    return [(name, *steps[name]) for name in chosen]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = resolve(bench_parser(__doc__.splitlines()[0]).parse_args(argv))
+    args.result = {}
+    steps = _steps(args)
+    began = time.monotonic()
+    for number, (_name, what, run) in enumerate(steps, 1):
+        print(f"parley bench: row {number} of {len(steps)}, {what} ...", flush=True)
+        started = time.monotonic()
+        run()
+        print(f"parley bench: {what.split(':')[0]} done in {time.monotonic() - started:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"\nwrote {args.out}")
+    args.out.write_text(json.dumps(args.result, indent=2))
+    print(f"\nwrote {args.out} ({time.monotonic() - began:.0f} s in all)")
     return 0
