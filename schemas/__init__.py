@@ -19,6 +19,7 @@ from schemas._dsse import (
     verify_payload,
 )
 from schemas._envelopes import (
+    HISTORY_SUMMARY,
     PROTOCOL_VERSION,
     TOLD_FROM_DECISION,
     AgentCall,
@@ -108,6 +109,7 @@ __all__ = (
     "DEFAULT_WINDOW_CHARS",
     "DEFAULT_WINDOW_ITEMS",
     "DEVICE_ID_PATTERN",
+    "HISTORY_SUMMARY",
     "PII_KINDS",
     "PROTOCOL_VERSION",
     "SECRET_KINDS",

@@ -121,6 +121,12 @@ class TranscriptItem(Struct, frozen=True, kw_only=True):
     text: str
 
 
+HISTORY_SUMMARY: Final = "history_summary"
+"""The name of the transcript item (role `router`) that summarises the turns the router dropped
+from a bounded history (seed 000): a host bounding the history again folds it into its own
+summary, ahead of what it drops itself, instead of taking it for a turn and cutting it short."""
+
+
 class Orchestration(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Seed 000: a person's local agent talks to a shared agent under the person's control.
 

@@ -21,11 +21,11 @@ from actors.orchestrator._events import TransitionClock
 from actors.orchestrator._history import bound_history
 from actors.orchestrator._options import OrchestrationOptions
 from actors.orchestrator._state import Effect, OrchestratedSession, PendingCall, Role, SentBy, Turn
-from schemas import AgentCall, TranscriptItem, derive_id
+from schemas import HISTORY_SUMMARY, AgentCall, TranscriptItem, derive_id
 
 __all__ = ("SUMMARY_NAME", "ask_local", "local_prompt", "send_remote")
 
-SUMMARY_NAME: Final = "history_summary"
+SUMMARY_NAME: Final = HISTORY_SUMMARY
 
 
 def _item(turn: Turn, session: OrchestratedSession) -> TranscriptItem:

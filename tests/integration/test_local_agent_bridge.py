@@ -16,7 +16,7 @@ from actors.agent._prompt import BrainCall
 from actors.agent._reply import interpret_reply
 from actors.agent.brains._protocol import BrainError
 from actors.agent.brains._subprocess import SubprocessBrain, bounded_history
-from schemas import ErrorCode, TranscriptItem
+from schemas import HISTORY_SUMMARY, ErrorCode, TranscriptItem
 from tests.support.processes import REPO
 
 BRIDGE_AGENT = str(REPO / "tests" / "support" / "bridge_agent.py")
@@ -175,3 +175,24 @@ def test_history_is_bounded_by_turns_and_chars_with_a_summary() -> None:
     assert summary is not None and summary.startswith("7 earlier turn(s): local_agent: turn 0")
     assert bounded_history(transcript, "local", 6, 10_000)[0][0].text.startswith("turn 4")
     assert bounded_history(transcript[:2], "local", 6, 10_000)[1] is None
+
+
+def test_the_routers_summary_leads_the_summary_whole_and_is_never_a_turn() -> None:
+    """Seed 000 on one deployment: the router bounds the history and sends a summary item of
+    the turns it dropped; the host bounds again. Taken for a turn, that item was dropped in
+    its turn and cut to 80 characters ("1 earlier turn(s): remote_agent: 7 earlier turn(s):
+    1. local_agent: …"), losing turns 2-7."""
+    told = "7 earlier turn(s): " + " | ".join(f"{n}. local_agent: draft {n}" for n in range(1, 8))
+    summary_item = TranscriptItem(role="router", name=HISTORY_SUMMARY, text=told)
+    turns = tuple(
+        TranscriptItem(role="gpt" if n % 2 else "local", name="", text=f"turn {n} " + "x" * 20)
+        for n in range(8, 12)
+    )
+    kept, summary = bounded_history((summary_item, *turns), "local", max_turns=2, max_chars=900)
+    assert [turn.text[:8] for turn in kept] == ["turn 10 ", "turn 11 "]
+    assert summary == f"{told} | 2 earlier turn(s): local_agent: {turns[0].text} | " + (
+        f"remote_agent: {turns[1].text}"
+    )
+    # Nothing dropped here: the router's summary is the summary, and no turn.
+    kept, summary = bounded_history((summary_item, *turns), "local", 6, 10_000)
+    assert len(kept) == 4 and summary == told

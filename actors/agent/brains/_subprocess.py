@@ -30,6 +30,7 @@ from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_toke
 from actors.agent.brains._tools import ToolCall, parse_tool_calls, tool_arguments
 from actors.delegation import ToolRound
 from schemas import (
+    HISTORY_SUMMARY,
     AgentCallsRequest,
     AgentsOffered,
     AgentToolCall,
@@ -58,11 +59,24 @@ def _role(item: TranscriptItem, own_name: str) -> _Role:
     return "local_agent" if item.role == own_name or item.name == own_name else "remote_agent"
 
 
+def _is_summary(item: TranscriptItem) -> bool:
+    return item.role == "router" and item.name == HISTORY_SUMMARY
+
+
 def bounded_history(
     transcript: tuple[TranscriptItem, ...], own_name: str, max_turns: int, max_chars: int
 ) -> tuple[tuple[HistoryTurn, ...], str | None]:
-    """The most recent turns within both bounds, and a summary of the ones dropped."""
-    turns = [HistoryTurn(role=_role(item, own_name), text=item.text) for item in transcript]
+    """The most recent turns within both bounds, and a summary of the ones dropped.
+
+    A summary the router already made of turns it dropped leads the summary as it is: taken
+    for a turn, it was dropped in its turn and cut to a line, and the turns it told of lost.
+    """
+    earlier = [item.text for item in transcript if _is_summary(item)]
+    turns = [
+        HistoryTurn(role=_role(item, own_name), text=item.text)
+        for item in transcript
+        if not _is_summary(item)
+    ]
     kept: list[HistoryTurn] = []
     used = 0
     for turn in reversed(turns):
@@ -72,12 +86,14 @@ def bounded_history(
         used += len(turn.text)
     kept.reverse()
     dropped = turns[: len(turns) - len(kept)]
-    if not dropped:
+    if dropped:
+        earlier.append(
+            f"{len(dropped)} earlier turn(s): "
+            + " | ".join(f"{turn.role}: {turn.text[:_SUMMARY_ITEM_CHARS]}" for turn in dropped)
+        )
+    if not earlier:
         return tuple(kept), None
-    summary = f"{len(dropped)} earlier turn(s): " + " | ".join(
-        f"{turn.role}: {turn.text[:_SUMMARY_ITEM_CHARS]}" for turn in dropped
-    )
-    return tuple(kept), summary[:_SUMMARY_CHARS]
+    return tuple(kept), " | ".join(earlier)[:_SUMMARY_CHARS]
 
 
 def _round_frame(done: ToolRound) -> AgentToolRound:
