@@ -25,7 +25,15 @@ from typing import Annotated, Any, Final, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from schemas._base import PROTOCOL_VERSION, Envelope, Id, Name, NonNegative, TokenUsage
+from schemas._base import (
+    PROTOCOL_VERSION,
+    Envelope,
+    Id,
+    Name,
+    NonNegative,
+    TokenUsage,
+    UtcTime,
+)
 from schemas._delegation import (
     Artifact,
     ContextFilter,
@@ -119,6 +127,9 @@ class TranscriptItem(Struct, frozen=True, kw_only=True):
     role: str  # "user" | "router" | an agent name
     name: str
     text: str
+    created_at: UtcTime | None = None
+    """When the router added it to the session, so a sub-agent's context can be cut by age
+    (seed 004's `max_age_seconds`); None for items written before it was kept."""
 
 
 HISTORY_SUMMARY: Final = "history_summary"

@@ -106,7 +106,9 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
                 for m in envelope.context.messages
             )
             task_input = "" if envelope.args.input is None else str(envelope.args.input)
+            beyond = (envelope.context.summary, envelope.context.workspace)
             return BrainCall(
+                background="\n\n".join(part.strip() for part in beyond if part),
                 kind="sub_agent_call",
                 envelope_id=envelope.id,
                 call_id=envelope.call_id,
@@ -174,7 +176,7 @@ class AgentHost(Actor):
         await kv.put(profile_key(self.profile.name), encode(summary))
         if self.profile.calls_agents:
             waits = await bus.js.key_value(bus.namespace.bucket("waits"))
-            contexts = SubContexts(self.profile.workspace_root)
+            contexts = SubContexts(self.profile.workspace_root, self.profile.name)
             self._delegator = self.delegator_class(
                 self.actor_id,
                 WaitStore(waits, self.actor_id),

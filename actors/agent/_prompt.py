@@ -62,6 +62,9 @@ class BrainCall:
     """Agents the brain may delegate to (seed 003's tool offered when any)."""
     sub_agents: tuple[str, ...] = ()
     """Agents the brain may call as sub-agents (seed 004's tool offered when any)."""
+    background: str = ""
+    """What a sub-agent's caller chose to show of its session beyond the messages (seed 004's
+    conversation summary and workspace view), as the callee's model is to read it."""
 
 
 def system_prompt(profile: AgentProfile) -> str:
@@ -92,6 +95,10 @@ def user_prompt(call: BrainCall, profile: AgentProfile) -> str:
         max_chars=_transcript_budget(profile),
     )
     lines = [f"Goal: {call.goal}"]
+    if call.background:
+        lines.append("")
+        lines.append("Background from the caller:")
+        lines.append(call.background.strip())
     if window:
         lines.append("")
         lines.append("Recent transcript (oldest first):")

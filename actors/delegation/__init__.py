@@ -4,7 +4,7 @@ A brain answering a call may ask other agents first (`AgentRequest`); its host k
 durable `Wait` for their answers (`WaitStore`) and asks the brain again with the results.
 """
 
-from actors.delegation._context import WorkspacePathError, build_filtered_context
+from actors.delegation._context import SUMMARY_HEADING, WorkspacePathError, build_filtered_context
 from actors.delegation._messages import (
     answered_request,
     request_envelope,
@@ -35,6 +35,7 @@ from actors.delegation._wait import (
 __all__ = (
     "DELEGATE_TOOL",
     "SUB_AGENT_TOOL",
+    "SUMMARY_HEADING",
     "AgentRequest",
     "CallSubAgent",
     "Delegate",

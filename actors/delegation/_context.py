@@ -17,7 +17,10 @@ from pathlib import Path, PurePath
 
 from schemas import ContextFilter, ContextMessage, FilteredContext
 
-__all__ = ("WorkspacePathError", "build_filtered_context")
+__all__ = ("SUMMARY_HEADING", "WorkspacePathError", "build_filtered_context")
+
+SUMMARY_HEADING = "[Conversation Summary]"
+"""Seed 004's heading of the summary in a filtered context."""
 
 LISTED_ENTRIES_AT_MOST = 20
 """Seed 004 lists at most twenty top-level entries, so a large workspace cannot bloat a call."""
@@ -129,7 +132,7 @@ def _cutoff(now: datetime, max_age_seconds: int) -> datetime | None:
 
 
 def _summary_text(summary: str) -> str:
-    return f"\n[Conversation Summary]\n{summary}\n"
+    return f"\n{SUMMARY_HEADING}\n{summary}\n"
 
 
 def _workspace_text(workspace_root: Path, requested: tuple[str, ...] | None) -> str:

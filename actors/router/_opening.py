@@ -94,7 +94,7 @@ def open_session(
         first_speaker=first,
         round=1,
         max_rounds=1 if mode == "single" else msg.max_rounds,
-        transcript=(TranscriptItem(role="user", name=msg.sender, text=goal),),
+        transcript=(TranscriptItem(role="user", name=msg.sender, text=goal, created_at=now),),
         created_at=now,
     )
     created = clock.event(

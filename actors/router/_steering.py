@@ -65,8 +65,9 @@ def steer(
     if session.held is None:
         why = "take over waits for a turn boundary: pause, and take over once the answer is in"
         return _refuse(session, clock, control, why)
-    mine = TranscriptItem(role="user", name=session.opener or "you", text=text)
-    task = TranscriptItem(role="router", name=session.held, text=text)
+    when = clock.now
+    mine = TranscriptItem(role="user", name=session.opener or "you", text=text, created_at=when)
+    task = TranscriptItem(role="router", name=session.held, text=text, created_at=when)
     session = replace(session, transcript=(*session.transcript, mine, task))
     told = clock.event(
         "session_resumed",

@@ -155,7 +155,7 @@ def _on_control(
         return session, (error_for(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
     if not session.open:
         return session, ()
-    notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE)
+    notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE, created_at=clock.now)
     session = replace(session, transcript=(*session.transcript, notice))
     return _end(session, clock, "canceled", envelope_ids=(control.id,))
 
@@ -174,7 +174,9 @@ def _on_response(
     if sender != pending.speaker or cause != pending.envelope_id:
         return session, ()  # only the agent called may answer, and only the call it got
     reply = response.reply
-    item = TranscriptItem(role=pending.speaker, name=pending.speaker, text=reply.message)
+    item = TranscriptItem(
+        role=pending.speaker, name=pending.speaker, text=reply.message, created_at=clock.now
+    )
     session = replace(session, transcript=(*session.transcript, item))
     handoff = (
         reply.handoff if isinstance(reply.handoff, Handoff) and not response.malformed else None
@@ -210,7 +212,9 @@ def _on_response(
     elif session.round >= session.max_rounds:
         session, end = _end(session, clock, "cap_reached", envelope_ids=ids)
     else:
-        task = TranscriptItem(role="router", name=handoff.to, text=handoff.task)
+        task = TranscriptItem(
+            role="router", name=handoff.to, text=handoff.task, created_at=clock.now
+        )
         session = replace(session, transcript=(*session.transcript, task), round=session.round + 1)
         if session.paused:  # no call after a pause: it waits for resume
             session, end = replace(session, held=handoff.to, pending=None), ()

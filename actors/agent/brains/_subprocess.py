@@ -131,6 +131,8 @@ class SubprocessBrain:
         history, summary = bounded_history(
             call.transcript, self._profile.name, config.max_history_turns, config.max_history_chars
         )
+        if call.background:  # seed 004's summary and workspace view: the frame's summary
+            summary = f"{call.background.strip()}\n\n{summary}" if summary else call.background
         others = [
             item for item in call.transcript if _role(item, self._profile.name) != "local_agent"
         ]
