@@ -39,7 +39,8 @@ from nats.aio.msg import Msg
 from actors.relay import DeviceKeys, save_shared_agent
 from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, provision
 from schemas import AgentCall, Namespace, SharedAgent, encode, new_id, utc_now
-from tools._shared_deployments import orchestrate, shared_deployments
+from tools._shared_deployments import shared_deployments
+from tools._shared_sessions import orchestrate
 from tools.bench._kit import AckCounter, percentile_us
 from tools.bench._rawrelay import DURABLE, SESSION
 
