@@ -232,3 +232,30 @@ def test_a_window_shorter_than_the_recovery_bound_is_judged_with_the_next() -> N
         [], [], _sessions_started_at(14.0, 30.0), faults=faults, load_span=(0.0, 58.0)
     )
     assert strict.load is not None and strict.load.idle == ((10.0, 11.0), (55.0, 58.0))
+
+
+def test_a_lone_window_shorter_than_the_bound_is_stretched_past_the_end_of_the_load() -> None:
+    """One fault healed 3.5 s before the load's end: a session submitted before the end that
+    started once the system moved again, 5 s after the fault, counts for its window."""
+    faults = [Fault("kill", "router", 4.5)]
+    report = check_history(
+        [],
+        [],
+        _sessions_started_at(1.0, 9.5),
+        faults=faults,
+        load_span=(0.0, 8.0),
+        recovery_bound_s=7.0,
+        end_to_end=[9.5],
+    )
+    assert report.load is not None and report.load.windows == ((4.5, 11.5),)
+    assert report.violations() == []
+    late = check_history(
+        [],
+        [],
+        _sessions_started_at(1.0, 12.0),
+        faults=faults,
+        load_span=(0.0, 8.0),
+        recovery_bound_s=7.0,
+        end_to_end=[9.5],
+    )
+    assert late.load is not None and late.load.idle == ((4.5, 11.5),)

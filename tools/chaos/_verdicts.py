@@ -15,7 +15,8 @@ A window is never shorter than `min_window_s`, the time the system is allowed to
 after a fault (the ack wait plus 5 s, the main run's recovery bound): a fault healed while
 its process was still starting, followed a second later by the next, leaves a window in which
 every session is rightly still waiting. Such a window is judged together with the next one
-(the last one with the one before it).
+(the last one with the one before it; a lone window is stretched to the bound past the end
+of the load, since a session submitted before its end starts once the system moved again).
 
 The refusals the load generator got back (`RATE_LIMITED`, any error answer) are counted and
 shown beside the windows: they say why a load stopped.
@@ -106,6 +107,9 @@ def check_load(
             kept.append(bound)
     if len(kept) > 2 and kept[-1] - kept[-2] < min_window_s:
         del kept[-2]  # the last window is too short: it joins the one before it
+    elif kept[-1] - kept[-2] < min_window_s:
+        kept[-1] = kept[-2] + min_window_s  # the only one: a session submitted before the
+        # load's end may start once the system moved again, up to the bound
     windows = tuple(pairwise(kept))
     starts = sorted(session_starts)
     idle = tuple(
