@@ -4,10 +4,13 @@ for `parley demo --shared` and the relay bench's orchestrated turns.
 Alice's deployment runs a gate, a router, her local agent and a relay; Bob's a gate,
 `byte-doc` and a relay; each on its own embedded nats-server, locked down as `parley up`
 locks one down (an nkey user per actor, the relay granted the names it serves, the
-provisioner making every durable). A third nats-server is the gateway between the relays. Bob
-shares `byte-doc` with Alice's device (a signed share), Alice adds it as `bob-byte-doc`; both
-brains are scripted. With `local_copy`, Alice also runs a `byte-doc` of her own, listed as a
-shared agent too, so one run can time the same turn with both agents on one deployment.
+provisioner making every durable). A third nats-server is the gateway between the relays,
+locked down as `parley gateway-config` locks one down: one nkey user per relay's device, allowed
+only that device's frames, and the operator's `admin`, which creates the stream; a connection
+without credentials is refused. Bob shares `byte-doc` with Alice's device (a signed share),
+Alice adds it as `bob-byte-doc`; both brains are scripted. With `local_copy`, Alice also runs
+a `byte-doc` of her own, listed as a shared agent too, so one run can time the same turn with
+both agents on one deployment. Sessions are opened by tools/_shared_sessions.py.
 
 `prepared_deployments` stops short of starting the actors, for a caller that starts and kills
 them itself (`parley chaos --shared`), with what `Tuning` adds (an auditor, settings).
@@ -28,7 +31,6 @@ from typing import Any, Final, TextIO
 import msgspec
 import nats
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 
 from actors.gate import BUNDLE_KEY
 from actors.relay import DeviceKeys, save_shared_agent, write_share
@@ -37,28 +39,23 @@ from bus import (
     EmbeddedServer,
     Supervisor,
     Topology,
-    TraceHeaders,
     connect,
     jetstream,
     load_settings,
 )
 from schemas import (
-    HumanMessage,
     Namespace,
-    Orchestration,
     PolicyBundle,
     ProfilePolicy,
-    SessionEvent,
     SharedAgent,
     ShareRecord,
-    decode_envelope,
     device_principal,
-    encode,
     new_id,
     utc_now,
 )
 from tools._local import lock_down, provision_locked
 from tools.demo import sign_bundle
+from tools.natsconf import GATEWAY_ADMIN, create_gateway_stream, write_gateway_config
 
 __all__ = (
     "BYTE_DOC_SCRIPT",
@@ -67,7 +64,6 @@ __all__ = (
     "Deployment",
     "SharedDeployments",
     "Tuning",
-    "orchestrate",
     "prepared_deployments",
     "shared_deployments",
 )
@@ -75,7 +71,6 @@ __all__ = (
 GATEWAY_ROOT: Final = "parleygw"
 _READY = '"msg":"ready"'
 _LOUD = ('"level":"error"', '"level":"critical"', "Traceback", "exited (")
-_END = ("session_completed", "session_failed", "session_canceled")
 
 LOCAL_SCRIPT: Final = (
     "Which endpoints of this API accept requests without authentication?",
@@ -134,6 +129,9 @@ class SharedDeployments:
     alice: Deployment
     bob: Deployment
     gateway: EmbeddedServer
+    gateway_seeds: dict[str, Path] = field(default_factory=dict)
+    """The gateway's nkey seeds: each device's (by device id) and its operator's
+    (`GATEWAY_ADMIN`), as `parley gateway-config` writes them."""
 
 
 def _profile(directory: Path, name: str, lines: tuple[str, ...]) -> Path:
@@ -173,16 +171,25 @@ def _agent(side: Deployment, name: str, script: tuple[str, ...]) -> ChildSpec:
     return ChildSpec(name=name, run="agent", env={"PARLEY_OPTIONS": json.dumps(profile)})
 
 
+@dataclass(frozen=True)
+class _Gateway:
+    """Where a side's relay meets the other's: the gateway's URL and the side's seed there."""
+
+    url: str
+    seeds: dict[str, Path]
+
+
 def _topology(
-    side: Deployment, gateway: str, public_key: Path, agents: list[ChildSpec], tuning: Tuning
+    side: Deployment, gateway: _Gateway, public_key: Path, agents: list[ChildSpec], tuning: Tuning
 ) -> Topology:
     """Gate, the agents, the relay (and on Alice's side the router), locked down."""
     gate = {"policy_keys": [str(public_key)], "tenant": side.name}
     relay = {
         "device_dir": str(side.dir / "device"),
         "relay_dir": str(side.dir / "relay"),
-        "gateway_url": gateway,
+        "gateway_url": gateway.url,
         "gateway_root": GATEWAY_ROOT,
+        "gateway_nkey_seed_file": str(gateway.seeds[side.keys.device_id]),
     }
     children = [ChildSpec(name="gate", run="gate", env={"PARLEY_OPTIONS": json.dumps(gate)})]
     if side.name == "alice":
@@ -225,8 +232,13 @@ def _policies(
     alice_policy = _bundle(
         alice,
         {
+            # The person opens each session with one message to the router: at `rate` too,
+            # or a run opening sessions back to back is refused RATE_LIMITED at the default.
             "cli": ProfilePolicy(
-                allowed_targets=("router",), start_traces=True, speaks_for_person=True
+                allowed_targets=("router",),
+                start_traces=True,
+                speaks_for_person=True,
+                rate_per_minute=rate,
             ),
             "router": ProfilePolicy(
                 allowed_targets=("local", *shared),
@@ -258,7 +270,7 @@ def _policies(
 
 
 async def _start(
-    side: Deployment, gateway: str, policy: bytes, agents: list[ChildSpec], tuning: Tuning
+    side: Deployment, gateway: _Gateway, policy: bytes, agents: list[ChildSpec], tuning: Tuning
 ) -> None:
     """Sign the side's policy, lock it down, start its server, provision, publish the policy."""
     signed, public = await asyncio.to_thread(sign_bundle, policy, side.dir / "keys")
@@ -302,21 +314,25 @@ async def prepared_deployments(
     for side in (alice, bob):
         side.dir.mkdir(parents=True, exist_ok=True)
         side.keys.save(side.dir / "device")
-    gateway = EmbeddedServer(work / "gateway")
+    config = work / "gateway-config"
+    seeds = write_gateway_config(config, [alice.keys.device_id, bob.keys.device_id], GATEWAY_ROOT)
+    gateway = EmbeddedServer(work / "gateway", authorization=config / "authorization.conf")
     started: list[EmbeddedServer] = []
     try:
         await asyncio.to_thread(gateway.start)
         started.append(gateway)
+        await create_gateway_stream(gateway.url, seeds[GATEWAY_ADMIN], GATEWAY_ROOT)
+        meeting = _Gateway(gateway.url, seeds)
         share = _share(alice, bob)
         policies = _policies(alice, bob, share.principal, local_copy, rate_per_minute)
         alice_agents = [_agent(alice, "local", LOCAL_SCRIPT)]
         if local_copy:
             alice_agents.append(_agent(alice, "byte-doc", BYTE_DOC_SCRIPT))
-        await _start(alice, gateway.url, policies["alice"], alice_agents, tuning)
+        await _start(alice, meeting, policies["alice"], alice_agents, tuning)
         bob_agents = [_agent(bob, "byte-doc", BYTE_DOC_SCRIPT)]
-        await _start(bob, gateway.url, policies["bob"], bob_agents, tuning)
+        await _start(bob, meeting, policies["bob"], bob_agents, tuning)
         started += [s.server for s in (alice, bob) if s.server is not None]
-        yield SharedDeployments(alice, bob, gateway)
+        yield SharedDeployments(alice, bob, gateway, seeds)
     finally:
         for server in reversed(started):
             await asyncio.to_thread(server.stop)
@@ -352,49 +368,3 @@ async def shared_deployments(
                 yield up
             finally:
                 stopping.set()
-
-
-async def orchestrate(
-    alice: Deployment, objective: str, shared_agent: str, max_turns: int, silence_s: float = 60
-) -> AsyncIterator[SessionEvent]:
-    """Open a full_auto session as the person at Alice's terminal; yield its timeline (each
-    event once) up to the event that ends it.
-
-    Raises:
-        TimeoutError: no event for `silence_s`.
-    """
-    spec = Orchestration(
-        local_agent="local", shared_agent=shared_agent, mode="full_auto", max_turns=max_turns
-    )
-    msg = HumanMessage(
-        id=new_id(),
-        created_at=utc_now(),
-        text=objective,
-        call_id=new_id(),
-        mode="orchestrate",
-        session_id=new_id(),
-        orchestration=spec,
-    )
-    events: asyncio.Queue[SessionEvent] = asyncio.Queue()
-
-    async def on_event(raw: Msg) -> None:
-        event = decode_envelope(raw.data)
-        if isinstance(event, SessionEvent):
-            events.put_nowait(event)
-
-    nc, js = await alice.connect_as("cli")
-    seen: set[str] = set()
-    try:
-        await nc.subscribe(alice.ns.events("cli", msg.session_id or ""), cb=on_event)
-        await nc.flush()
-        headers = TraceHeaders(trace_id=msg.id, origin="cli").to_headers(msg.id)
-        await js.publish(alice.ns.submit("cli"), encode(msg), headers=headers)
-        while True:
-            event = await asyncio.wait_for(events.get(), silence_s)
-            if event.id not in seen:
-                seen.add(event.id)
-                yield event
-                if event.event_type in _END:
-                    return
-    finally:
-        await nc.close()

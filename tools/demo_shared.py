@@ -6,7 +6,9 @@ On this machine: Alice's deployment (gate, router, her local agent, relay) and B
 orchestrated session as the person at Alice's terminal, in full_auto, and prints its
 timeline until the turn limit ends it; then what the gateway stored: each frame's size and
 device ids, and a search of those frames and of the gateway's store on disk for every text
-of the run (none is there: the frames are ciphertext). Exit 0 when the session reached its
+of the run (none is there: the frames are ciphertext). The gateway is locked down as
+`parley gateway-config` writes it: each relay connects with its own device's credentials, and
+the demo watches the frames as the gateway's operator. Exit 0 when the session reached its
 turn limit and no text was found.
 """
 
@@ -16,7 +18,6 @@ import tempfile
 from pathlib import Path
 from typing import Final, TextIO
 
-import nats
 from nats.aio.msg import Msg
 
 from actors.relay import frame_devices, gateway_stream
@@ -29,9 +30,10 @@ from tools._shared_deployments import (
     LOCAL_SCRIPT,
     Deployment,
     SharedDeployments,
-    orchestrate,
     shared_deployments,
 )
+from tools._shared_sessions import Refused, orchestrate
+from tools.natsconf import GATEWAY_ADMIN, connect_gateway_operator
 from tools.orchestrate import render_event
 
 __all__ = ("BYTE_DOC_SCRIPT", "LOCAL_SCRIPT", "MAX_TURNS", "SHARED_OBJECTIVE", "run_shared_demo")
@@ -55,18 +57,22 @@ async def _session(alice: Deployment, out: TextIO) -> tuple[SessionEvent | None,
     except TimeoutError:
         print("parley demo: the session went silent for 60 s", file=out)
         return None, texts
+    except Refused as refused:
+        print(f"parley demo: the session was {refused}", file=out)
+        return None, texts
     return end, texts
 
 
 async def _gateway_report(
     gateway: EmbeddedServer,
+    operator: Path,
     frames: list[bytes],
     texts: list[str],
     sides: dict[str, str],
     out: TextIO,
 ) -> bool:
     """What the gateway stored, and whether any text of the run is in it (False if so)."""
-    nc = await nats.connect(gateway.url)
+    nc = await connect_gateway_operator(gateway.url, operator)
     try:
         info = await nc.jetstream().stream_info(gateway_stream(GATEWAY_ROOT).name or "")
     finally:
@@ -120,7 +126,8 @@ async def _run(running: SharedDeployments, out: TextIO) -> int:
     async def on_frame(msg: Msg) -> None:
         frames.append(msg.data)
 
-    onlooker = await nats.connect(gateway.url)
+    operator = running.gateway_seeds[GATEWAY_ADMIN]
+    onlooker = await connect_gateway_operator(gateway.url, operator)
     try:
         await onlooker.subscribe(f"{GATEWAY_ROOT}.>", cb=on_frame)
         await onlooker.flush()
@@ -130,7 +137,7 @@ async def _run(running: SharedDeployments, out: TextIO) -> int:
     finally:
         await onlooker.close()
     sides = {alice.keys.device_id: "alice", bob.keys.device_id: "bob"}
-    clean = await _gateway_report(gateway, frames, texts, sides, out)
+    clean = await _gateway_report(gateway, operator, frames, texts, sides, out)
     ok = end is not None and end.stop_reason == "max_turns" and clean
     print(f"\nparley demo --shared: {'done' if ok else 'FAILED'}", file=out)
     return 0 if ok else 1

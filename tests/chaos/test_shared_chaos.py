@@ -5,9 +5,10 @@ the run.
 The checker is pure, so its promises are tested first on hand-made histories: a turn Bob's
 gate admitted twice, a call no session sent, an answer that never reached Alice's session, a
 session left waiting, a failure without a reason, a broken audit chain each fail the run; an
-answer to a session that ended in error with a reason does not. Then the command runs as a
-real process, short: three nats-servers, both deployments' actors, four faults (the gateway,
-both relays, the local agent host), and its verdict must be PASS.
+answer to a session that ended in error with a reason does not, and a run whose load stopped
+fails. Then the command runs as a real process, 30 s: three nats-servers, both deployments'
+actors, five faults (the gateway, both relays, the local agent host, the router), and its
+verdict must be PASS with its load held to the end.
 """
 
 from __future__ import annotations
@@ -119,6 +120,39 @@ def test_recovery_is_reported_from_each_fault_to_the_next_session_event() -> Non
     assert report.recovery_s == (2.5,) and report.violations() == []
 
 
+def test_a_run_whose_load_stopped_fails_and_shows_what_the_load_was_refused() -> None:
+    """Issue 30: the person's opening messages were refused RATE_LIMITED from 20 s on; the
+    faults after it hit an idle system. Every session that ran passed, the run fails."""
+    sessions = [
+        SessionOutcome(f"s{n}", ended="completed", reason="max_turns", started_at=float(n))
+        for n in range(20)
+    ]
+    faults = [Fault("kill", "gateway", 10.0), Fault("kill", "bob/relay", 25.0)]
+    history = _history(
+        sessions=sessions,
+        faults=faults,
+        load_span=(0.0, 60.0),
+        refusals={"RATE_LIMITED": 12},
+        min_window_s=7.0,
+    )
+    report = check_shared(history)
+    assert report.violations() == [
+        "1 of 2 fault window(s) with no session started (25.0-60.0 s): the load stopped"
+    ]
+    table = format_shared_report(report)
+    assert re.search(r"^fault windows with a session started +1 of 2$", table, re.M), table
+    assert re.search(
+        r"^refused \(error answers to the load\) +12 \(RATE_LIMITED: 12\)$", table, re.M
+    )
+    held = [SessionOutcome("s", ended="completed", reason="max_turns", started_at=50.0)]
+    assert (
+        check_shared(
+            _history(sessions=[*sessions, *held], faults=faults, load_span=(0.0, 60.0))
+        ).violations()
+        == []
+    )
+
+
 def _event(session: str, kind: str, turn: int, ids: tuple[str, ...], **payload: object) -> Stored:
     event = SessionEvent(
         id=derive_id(f"{session}{kind}{turn}", "t"),
@@ -180,17 +214,22 @@ async def test_the_plan_kills_each_of_issue_16s_targets_and_other_modes_flags_ar
 async def test_parley_chaos_shared_passes_with_both_relays_the_gateway_and_the_local_agent_killed(
     tmp_path: Path,
 ) -> None:
-    """Seed 23's 20 s schedule: the gateway, Alice's relay, Bob's relay, then Alice's local
-    agent host, each SIGKILLed and started again; the verdict is PASS and every one of the
-    four faults was injected."""
-    argv = ("--shared", "--seed", "23", "--duration", "20", "--keep", str(tmp_path / "run"))
-    code, lines = await finished(parley_cli(dict(os.environ), "chaos", *argv), timeout=110)
+    """Seed 23's 30 s schedule: the gateway, Alice's relay, Bob's relay, Alice's local agent
+    host, each SIGKILLed and started again; the verdict is PASS, every fault was injected,
+    and the load held to the end: a session started in every fault window, nothing refused.
+    (Issue 30: at the person's default 60 messages a minute the load was refused RATE_LIMITED
+    from about 20 s on; a 30 s run shows it, the 60 s run is measured by hand, docs/chaos.md.)"""
+    argv = ("--shared", "--seed", "23", "--duration", "30", "--keep", str(tmp_path / "run"))
+    code, lines = await finished(parley_cli(dict(os.environ), "chaos", *argv), timeout=120)
     output = "\n".join(lines)
     assert code == 0, output
     assert re.search(r"^verdict\s+PASS$", output, re.M), output
-    faults = re.search(r"^faults injected \(SIGKILL\)\s+4 \((.*)\)$", output, re.M)
+    faults = re.search(r"^faults injected \(SIGKILL\)\s+(\d+) \((.*)\)$", output, re.M)
     assert faults is not None, output
     for target in ("alice/local", "alice/relay", "bob/relay", "gateway"):
-        assert f"{target}: 1" in faults.group(1), output
+        assert f"{target}: " in faults.group(2), output
+    windows = re.search(r"^fault windows with a session started\s+(\d+) of (\d+)$", output, re.M)
+    assert windows is not None and windows.group(1) == windows.group(2), output
+    assert re.search(r"^refused \(error answers to the load\)\s+0$", output, re.M), output
     sessions = re.search(r"^sessions\s+(\d+)$", output, re.M)
     assert sessions is not None and int(sessions.group(1)) >= 2, output

@@ -140,3 +140,122 @@ def test_the_table_counts_completed_sessions_by_reason() -> None:
     report = check_history([], [], outcomes)
     assert report.completed_by == {"final": 2, "cap_reached": 1}
     assert re.search(r"^  completed +3 \(cap_reached: 1, final: 2\)$", format_report(report), re.M)
+
+
+def _sessions_started_at(*times: float) -> list[SessionOutcome]:
+    return [
+        SessionOutcome(f"s{n}", "completed", "final", started_at=t, ended_at=t + 1)
+        for n, t in enumerate(times)
+    ]
+
+
+FAULTS = [Fault("kill", "gate", 20.0), Fault("kill", "router", 30.0), Fault("pause", "gpt", 40.0)]
+
+
+def test_a_run_whose_load_stopped_fails_even_when_every_session_it_ran_passed() -> None:
+    """Issue 30: the load stopped 15 s into a 60 s run (its sessions refused RATE_LIMITED),
+    and the later faults hit an idle system: every window from the first fault on saw no
+    session start, which fails the verdict although every session that ran completed."""
+    report = check_history(
+        [],
+        [],
+        _sessions_started_at(*range(0, 15)),
+        faults=FAULTS,
+        load_span=(0.0, 60.0),
+        refusals={"RATE_LIMITED": 45},
+    )
+    assert report.incomplete == () and report.completed == 15
+    assert report.violations() == [
+        "3 of 3 fault window(s) with no session started "
+        "(20.0-30.0 s, 30.0-40.0 s, 40.0-60.0 s): the load stopped"
+    ]
+    table = format_report(report)
+    assert re.search(r"^fault windows with a session started +0 of 3$", table, re.M)
+    assert re.search(
+        r"^refused \(error answers to the load\) +45 \(RATE_LIMITED: 45\)$", table, re.M
+    )
+    assert "FAIL" in table.splitlines()[-1]
+
+
+def test_a_load_that_stops_after_the_last_fault_fails_too() -> None:
+    """Sessions in every window between faults, none after the last one."""
+    report = check_history(
+        [], [], _sessions_started_at(1, 21, 31), faults=FAULTS, load_span=(0.0, 60.0)
+    )
+    assert report.load is not None and report.load.idle == ((40.0, 60.0),)
+    assert len(report.violations()) == 1
+
+
+def test_a_load_held_through_every_fault_passes_and_shows_its_windows() -> None:
+    report = check_history(
+        [],
+        [],
+        _sessions_started_at(*range(0, 60, 3)),
+        faults=FAULTS,
+        load_span=(0.0, 60.0),
+        refusals={"DUPLICATE_ENVELOPE": 1},
+    )
+    assert report.violations() == []
+    table = format_report(report)
+    assert re.search(r"^fault windows with a session started +3 of 3$", table, re.M)
+    assert re.search(
+        r"^refused \(error answers to the load\) +1 \(DUPLICATE_ENVELOPE: 1\)$", table, re.M
+    )
+    assert table.endswith("PASS")
+
+
+def test_a_run_without_faults_still_needs_a_session_started() -> None:
+    report = check_history([], [], [], load_span=(0.0, 60.0))
+    assert report.violations() == [
+        "1 of 1 fault window(s) with no session started (0.0-60.0 s): the load stopped"
+    ]
+
+
+def test_a_window_shorter_than_the_recovery_bound_is_judged_with_the_next() -> None:
+    """A fault healed while the next came a second later: the sessions were rightly still
+    waiting in between, so the short window is judged together with the next one; the last
+    window, short too, joins the one before it."""
+    faults = [Fault("kill", "gpt", 10.0), Fault("kill", "gate", 11.0), Fault("kill", "gpt", 55.0)]
+    report = check_history(
+        [],
+        [],
+        _sessions_started_at(14.0, 30.0),
+        faults=faults,
+        load_span=(0.0, 58.0),
+        recovery_bound_s=7.0,
+        end_to_end=[14.0, 30.0, 56.0],
+    )
+    assert report.load is not None
+    assert report.load.windows == ((10.0, 58.0),)
+    assert report.violations() == []
+    strict = check_history(
+        [], [], _sessions_started_at(14.0, 30.0), faults=faults, load_span=(0.0, 58.0)
+    )
+    assert strict.load is not None and strict.load.idle == ((10.0, 11.0), (55.0, 58.0))
+
+
+def test_a_lone_window_shorter_than_the_bound_is_stretched_past_the_end_of_the_load() -> None:
+    """One fault healed 3.5 s before the load's end: a session submitted before the end that
+    started once the system moved again, 5 s after the fault, counts for its window."""
+    faults = [Fault("kill", "router", 4.5)]
+    report = check_history(
+        [],
+        [],
+        _sessions_started_at(1.0, 9.5),
+        faults=faults,
+        load_span=(0.0, 8.0),
+        recovery_bound_s=7.0,
+        end_to_end=[9.5],
+    )
+    assert report.load is not None and report.load.windows == ((4.5, 11.5),)
+    assert report.violations() == []
+    late = check_history(
+        [],
+        [],
+        _sessions_started_at(1.0, 12.0),
+        faults=faults,
+        load_span=(0.0, 8.0),
+        recovery_bound_s=7.0,
+        end_to_end=[9.5],
+    )
+    assert late.load is not None and late.load.idle == ((4.5, 11.5),)

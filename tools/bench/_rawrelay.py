@@ -9,8 +9,9 @@ bucket before sealing (so a redelivery reseals under the same number), the envel
 decoding and checks, dead letters and the runtime's bookkeeping. Its sequence numbers live
 in memory: a crash would reuse them. Like Parley's runtime it has up to 64 messages in hand
 at once: 64 workers each pull one message at a time (a `fetch` of several can hold one back
-until its timeout, which would slow the one-at-a-time latency run). It prints `ready` once
-its consumer is bound.
+until its timeout, which would slow the one-at-a-time latency run). It logs in to the gateway
+with its device's seed there, as Parley's relay does, and finds the stream the gateway's
+operator created. It prints `ready` once its consumer is bound.
 """
 
 from __future__ import annotations
@@ -38,15 +39,20 @@ _WORKERS = 64
 async def run_raw_relay(url: str, root: str, gateway_url: str, settings: str) -> None:
     """Forward every call on `deliver.<shared>` of namespace `root` to the gateway, for ever.
 
-    `settings` (JSON): `device_dir`, `gateway_root`, `shared` (the local name), `agent`,
-    `peer` (the owner's device id) and `peer_kem` (its X25519 key)."""
+    `settings` (JSON): `device_dir`, `gateway_root`, `gateway_seed` (the device's seed on the
+    gateway), `shared` (the local name), `agent`, `peer` (the owner's device id) and
+    `peer_kem` (its X25519 key)."""
     options = json.loads(settings)
     keys = DeviceKeys.load(Path(options["device_dir"]))
     ns = Namespace(root)
-    nc, gateway = await nats.connect(url), await nats.connect(gateway_url)
+    nc = await nats.connect(url)
+    gateway = await nats.connect(
+        gateway_url,
+        nkeys_seed=options["gateway_seed"],
+        inbox_prefix=f"_INBOX_{keys.device_id[:16]}".encode(),
+    )
     js, gw = nc.jetstream(), gateway.jetstream()
     stream = gateway_stream(options["gateway_root"])
-    await gw.add_stream(stream)
     subject = f"{options['gateway_root']}.{options['peer']}.{keys.device_id}"
     first = await js.pull_subscribe(
         ns.deliver(options["shared"]), durable=DURABLE, stream=ns.stream("deliver")

@@ -15,7 +15,9 @@ relays or a `byte-doc` of her own, sessions alternating; each turn's remote leg 
 between the router sending the draft and its handling the answer (the timeline events' own
 times, one clock).
 
-Each run gets a fresh namespace and gateway stream, so no run inherits another's backlog.
+Each run gets a fresh namespace and gateway, so no run inherits another's backlog. The gateway
+is locked down as `parley gateway-config` writes one: both relays log in with the calling
+device's seed there, and its operator creates the stream and watches the frames.
 The aims (issue 16): Parley >= 0.7x the raw relay's forwards/s, p50 <= 1.3x its latency.
 """
 
@@ -39,9 +41,16 @@ from nats.aio.msg import Msg
 from actors.relay import DeviceKeys, save_shared_agent
 from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, provision
 from schemas import AgentCall, Namespace, SharedAgent, encode, new_id, utc_now
-from tools._shared_deployments import orchestrate, shared_deployments
+from tools._shared_deployments import shared_deployments
+from tools._shared_sessions import orchestrate
 from tools.bench._kit import AckCounter, percentile_us
 from tools.bench._rawrelay import DURABLE, SESSION
+from tools.natsconf import (
+    GATEWAY_ADMIN,
+    connect_gateway_operator,
+    create_gateway_stream,
+    write_gateway_config,
+)
 
 __all__ = ("RelayRow", "TurnRow", "relay_rows", "turn_rows")
 
@@ -74,10 +83,32 @@ class TurnRow:
 @dataclass
 class _Sides:
     home: EmbeddedServer
-    gateway: EmbeddedServer
     dir: Path
     alice: DeviceKeys
     bob: DeviceKeys
+
+
+@dataclass(frozen=True)
+class _Gateway:
+    server: EmbeddedServer
+    seeds: dict[str, Path]
+
+
+@contextlib.asynccontextmanager
+async def _locked_gateway(sides: _Sides, root: str) -> AsyncIterator[_Gateway]:
+    """A gateway of the run's own under `root`, its users the two devices and the operator."""
+    directory = sides.dir / root
+    devices = [sides.alice.device_id, sides.bob.device_id]
+    seeds = write_gateway_config(directory / "config", devices, root)
+    server = EmbeddedServer(
+        directory / "store", authorization=directory / "config" / "authorization.conf"
+    )
+    await asyncio.to_thread(server.start)
+    try:
+        await create_gateway_stream(server.url, seeds[GATEWAY_ADMIN], root)
+        yield _Gateway(server, seeds)
+    finally:
+        await asyncio.to_thread(server.stop)
 
 
 def _call(number: int) -> tuple[bytes, dict[str, str]]:
@@ -96,15 +127,19 @@ def _call(number: int) -> tuple[bytes, dict[str, str]]:
 
 
 @contextlib.asynccontextmanager
-async def _relay(path: str, sides: _Sides, ns: Namespace, root: str) -> AsyncIterator[None]:
+async def _relay(
+    path: str, sides: _Sides, ns: Namespace, root: str, gateway: _Gateway
+) -> AsyncIterator[None]:
     """The path's relay as a process of its own, past binding its consumer."""
     device_dir = sides.dir / "device"
+    seed = str(gateway.seeds[sides.alice.device_id])
     if path == "parley":
         options = {
             "device_dir": str(device_dir),
             "relay_dir": str(sides.dir / "relay"),
-            "gateway_url": sides.gateway.url,
+            "gateway_url": gateway.server.url,
             "gateway_root": root,
+            "gateway_nkey_seed_file": seed,
         }
         argv = [sys.executable, "-m", "tools", "run", "relay", "--id", "relay"]
         env = {"NATS_URL": sides.home.url, "PARLEY_NAMESPACE": ns.root}
@@ -114,12 +149,13 @@ async def _relay(path: str, sides: _Sides, ns: Namespace, root: str) -> AsyncIte
         settings = {
             "device_dir": str(device_dir),
             "gateway_root": root,
+            "gateway_seed": seed,
             "shared": SHARED,
             "agent": "byte-doc",
             "peer": sides.bob.device_id,
             "peer_kem": sides.bob.public.kem_key,
         }
-        argv = [sys.executable, "-c", _RUN_RAW, sides.home.url, ns.root, sides.gateway.url]
+        argv = [sys.executable, "-c", _RUN_RAW, sides.home.url, ns.root, gateway.server.url]
         argv.append(json.dumps(settings))
         env, ready = {}, b"ready"
     child = await asyncio.create_subprocess_exec(
@@ -173,21 +209,22 @@ async def _run(
     async def on_frame(msg: Msg) -> None:
         frames.put_nowait(time.perf_counter())
 
-    gateway = await nats.connect(sides.gateway.url)
-    try:
-        async with _relay(path, sides, ns, root):
-            await asyncio.wait_for(counter.reached.wait(), _TIMEOUT_S)
-            rate = (backlog - 1) / max(time.perf_counter() - counter.t_first, 1e-9)
-            await gateway.subscribe(f"{root}.>", cb=on_frame)
-            await gateway.flush()
-            samples = []
-            for number in range(calls):
-                data, headers = _call(backlog + number)
-                started = time.perf_counter()
-                await js.publish(subject, data, headers=headers)
-                samples.append(await asyncio.wait_for(frames.get(), 30) - started)
-    finally:
-        await gateway.close()
+    async with _locked_gateway(sides, root) as locked:
+        gateway = await connect_gateway_operator(locked.server.url, locked.seeds[GATEWAY_ADMIN])
+        try:
+            async with _relay(path, sides, ns, root, locked):
+                await asyncio.wait_for(counter.reached.wait(), _TIMEOUT_S)
+                rate = (backlog - 1) / max(time.perf_counter() - counter.t_first, 1e-9)
+                await gateway.subscribe(f"{root}.>", cb=on_frame)
+                await gateway.flush()
+                samples = []
+                for number in range(calls):
+                    data, headers = _call(backlog + number)
+                    started = time.perf_counter()
+                    await js.publish(subject, data, headers=headers)
+                    samples.append(await asyncio.wait_for(frames.get(), 30) - started)
+        finally:
+            await gateway.close()
     return rate, samples
 
 
@@ -195,10 +232,9 @@ async def relay_rows(backlog: int, calls: int, rounds: int) -> list[RelayRow]:
     """`rounds` runs of each path (alternating which goes first); one row per path."""
     with tempfile.TemporaryDirectory(prefix="parley-bench-relay-") as scratch:
         directory = Path(scratch)
-        home, gateway = EmbeddedServer(directory / "home"), EmbeddedServer(directory / "gateway")
+        home = EmbeddedServer(directory / "home")
         await asyncio.to_thread(home.start)
-        await asyncio.to_thread(gateway.start)
-        sides = _Sides(home, gateway, directory, DeviceKeys.generate(), DeviceKeys.generate())
+        sides = _Sides(home, directory, DeviceKeys.generate(), DeviceKeys.generate())
         sides.alice.save(directory / "device")
         shared = SharedAgent(name=SHARED, agent="byte-doc", device=sides.bob.public)
         save_shared_agent(directory / "relay", shared)
@@ -214,7 +250,6 @@ async def relay_rows(backlog: int, calls: int, rounds: int) -> list[RelayRow]:
                     samples[path] += taken
         finally:
             await nc.close()
-            await asyncio.to_thread(gateway.stop)
             await asyncio.to_thread(home.stop)
     return [
         RelayRow(

@@ -27,6 +27,8 @@ What it computes, and why each is a broken promise:
 - permission violations: what the broker refused, by actor. Under the least-privilege config a
   refused publish or subscription is either a grant too narrow for the actor's work or an
   actor doing what it must not; either way the run did not show what it claims to.
+- the load held: a session started in every fault window, and the refusals the load got back
+  (tools/chaos/_verdicts.py). A run whose load stopped proves nothing about later faults.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from tools.chaos._verdicts import LoadCheck, check_load, recoveries, verdict_table
 
 __all__ = (
     "Applied",
@@ -44,7 +48,6 @@ __all__ = (
     "SessionOutcome",
     "check_history",
     "format_report",
-    "verdict_table",
 )
 
 
@@ -171,6 +174,8 @@ class ChaosReport:
     repeats_refused: int = 0
     """Submissions under an id already decided that the gate refused (`DUPLICATE_ENVELOPE`):
     a repeat JetStream's window let through, caught by the gate's own record of ids."""
+    load: LoadCheck | None = None
+    """Whether sessions started in every fault window; None when the run's span is unknown."""
 
     @property
     def worst_recovery_s(self) -> float | None:
@@ -211,6 +216,8 @@ class ChaosReport:
             found.append(f"recovery took {worst:.1f} s (bound {self.recovery_bound_s:.1f} s)")
         if refused := sum((self.permission_violations or {}).values()):
             found.append(f"{refused} permission violation(s): {_by_actor(self)}")
+        if self.load is not None:
+            found += self.load.violations()
         return found
 
 
@@ -233,6 +240,8 @@ def check_history(
     permission_violations: Mapping[str, int] | None = None,
     delegations: Iterable[DelegationOutcome] = (),
     repeats_refused: int = 0,
+    load_span: tuple[float, float] | None = None,
+    refusals: Mapping[str, int] | None = None,
 ) -> ChaosReport:
     """Judge one run's history.
 
@@ -250,6 +259,9 @@ def check_history(
         permission_violations: the broker's refusals by actor (None: it ran open).
         delegations: every delegation a person made.
         repeats_refused: submissions under a decided id the gate refused as repeats.
+        load_span: when the load started and stopped opening sessions (Unix seconds): each
+            fault window in it must see a session start.
+        refusals: the error answers the load generator got back, by code.
     """
     published = list(published)
     applied = list(applied)
@@ -304,17 +316,16 @@ def check_history(
         unanswered=tuple(sorted(d.request_id for d in asked if d.answer is None)),
         late_answers=tuple(sorted(d.request_id for d in asked if d.late)),
         repeats_refused=repeats_refused,
+        load=None
+        if load_span is None
+        else check_load(
+            faults,
+            (o.started_at for o in outcomes if o.started_at is not None),
+            *load_span,
+            refusals,
+            min_window_s=recovery_bound_s or 0.0,
+        ),
     )
-
-
-def recoveries(faults: Sequence[Fault], end_to_end: Iterable[float]) -> tuple[float | None, ...]:
-    """For each fault, seconds until the first end-to-end message after it (None: never)."""
-    times = sorted(end_to_end)
-    out: list[float | None] = []
-    for fault in faults:
-        after = next((t for t in times if t > fault.at), None)
-        out.append(None if after is None else after - fault.at)
-    return tuple(out)
 
 
 def _refusals(report: ChaosReport) -> str:
@@ -368,6 +379,7 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
         ("audit chain gaps", str(len(report.audit_gaps))),
         ("permission violations", _refusals(report)),
         ("faults injected", str(len(report.faults))),
+        *(report.load.rows() if report.load is not None else ()),
         (
             "worst recovery",
             "-"
@@ -381,16 +393,3 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
         ),
     ]
     return "\n".join(verdict_table(rows, seed, report.violations()))
-
-
-def verdict_table(
-    rows: Sequence[tuple[str, str]], seed: int | None, violations: Sequence[str]
-) -> list[str]:
-    """A run's table: its rows aligned, the seed that replays it, and the verdict."""
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name:<{width}}  {value}" for name, value in rows]
-    if seed is not None:
-        lines.append(f"{'seed':<{width}}  {seed}")
-    verdict = "PASS" if not violations else "FAIL: " + "; ".join(violations)
-    lines.append(f"{'verdict':<{width}}  {verdict}")
-    return lines

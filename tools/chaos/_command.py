@@ -50,10 +50,10 @@ from tools.chaos._checker import ChaosReport, Fault, check_history, format_repor
 from tools.chaos._delegations import DEADLINE_MS, MARGIN_S, delegation_worker, follow_answers
 from tools.chaos._faults import EVERY_ACTOR, Faults
 from tools.chaos._keeper import Keeper
-from tools.chaos._load import CLI, Load, follow_events, worker
+from tools.chaos._load import CLI, Load, follow_events, follow_refusals, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
-from tools.chaos._records import History, history_from, read_stream
+from tools.chaos._records import History, history_from, print_consumers, read_stream
 from tools.chaos._schedule import (
     SERVER,
     PlannedFault,
@@ -109,6 +109,7 @@ class _Readings:
     faults: list[Fault]
     audit_records: int | None
     audit_gaps: list[str]
+    load: Load
 
 
 async def _quiet(exc: Exception) -> None:
@@ -146,25 +147,6 @@ def _with_agents_dir(topology: Topology, folder: Path) -> Topology:
 def _actor_ids(topology: Topology) -> list[str]:
     """Every user the run needs: the topology's actors and the CLI the load submits as."""
     return [*(spec.name for spec in topology.actor), CLI]
-
-
-async def _consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
-    """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
-    js = nc.jetstream()
-    for family in ("submit", "deliver", "events"):
-        stream = ns.stream(family)
-        try:
-            infos = await js.consumers_info(stream)
-        except Exception as exc:
-            print(f"  {stream}: {exc!r}", file=out)
-            continue
-        for info in infos:
-            print(
-                f"  {stream}/{info.name}: pending {info.num_pending}, "
-                f"unacked {info.num_ack_pending}, redelivered {info.num_redelivered}, "
-                f"pull requests waiting {info.num_waiting}",
-                file=out,
-            )
 
 
 async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[int, ChaosReport]:
@@ -283,11 +265,13 @@ async def _run(
         js = nc.jetstream()
         load = Load()
         await follow_events(watcher.jetstream(), ns, load)
+        await follow_refusals(nc, ns, load, locked_down=broker is not None)
         if options.delegations > 0:
             await follow_answers(watcher.jetstream(), ns, load)
         faults = Faults(children, server, out, ns.stream("submit"), keeper)
         started = time.monotonic()
         stop_at = started + options.duration_s
+        load.span = (time.time(), time.time() + options.duration_s)
         give_up_at = stop_at + options.ack_wait_s * 20 + 30
         session_timeout_s = options.ack_wait_s * 10 + 20
         async with asyncio.TaskGroup() as tasks:
@@ -305,6 +289,7 @@ async def _run(
             keeping.cancel()  # the load is done: exits from here on are the run's own stop
         print(keeper.summary(), file=out, flush=True)
     finally:
+        await load.refusals.close()
         await nc.close()
         await watcher.close()
     # The whole timeline is an operator's to read: a person's account sees it only live.
@@ -327,10 +312,10 @@ async def _run(
         print("unfinished sessions; consumers:", file=out)
         admin = await _connect(server.url, broker, PROVISIONER)  # only it sees every consumer
         try:
-            await _consumers(admin, ns, out)
+            await print_consumers(admin, ns, out)
         finally:
             await admin.close()
-    return 0, _Readings(history, faults.healed, records, gaps)
+    return 0, _Readings(history, faults.healed, records, gaps, load)
 
 
 async def _provision(
@@ -369,6 +354,8 @@ def _check(readings: _Readings, options: ChaosOptions, broker: LockedBroker | No
         permission_violations=None if broker is None else dict(broker.refused),
         delegations=history.delegations,
         repeats_refused=history.repeats_refused,
+        load_span=readings.load.span,
+        refusals=readings.load.refusals.counts,
     )
 
 

@@ -2,9 +2,12 @@
 
 Each worker submits the demo's collaboration request as the CLI would (retrying through a
 broker outage with the same id, so JetStream de-duplicates a retry after a lost ack) and
-waits for the session's end event before starting the next one. A session that never ends is
-the checker's to report: the worker gives up waiting and goes on. (The delegation mix's
-workers, tools/chaos/_delegations.py, submit the same way.)
+waits for the session's end event, or for an error answering its request (the CLI's
+deliveries, tools/_refusals.py: a refused request opens no session, so no end event would
+ever come), before starting the next one. A session that never ends is the checker's to
+report: the worker gives up waiting and goes on. The refusals are counted for the checker's
+table, and when the load stops the checker fails the run (no session started in a fault
+window). (The delegation mix's workers, tools/chaos/_delegations.py, submit the same way.)
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
@@ -20,30 +24,37 @@ from nats.js.api import DeliverPolicy
 from bus import TraceHeaders
 from schemas import (
     AnyEnvelope,
+    Error,
     Namespace,
     SessionEvent,
     decode_envelope,
     encode,
     hop_delta_for,
 )
+from tools._refusals import Refusals
 from tools.chaos._checker import Published
 from tools.demo import demo_message
+from tools.natsconf import settings_for
 
-__all__ = ("CLI", "Load", "follow_events", "submit_root", "worker")
+__all__ = ("CLI", "Load", "follow_events", "follow_refusals", "submit_root", "worker")
 
 CLI = "cli"
 """Who the load generator submits as: the user `parley collab` runs as."""
 _ENDS = ("session_completed", "session_failed")
+_REFUSED_PAUSE_S = 0.5
 
 
 @dataclass
 class Load:
     """The load generator's record: roots JetStream acknowledged, sessions it is waiting on,
-    and delegations it is waiting on (set when their answer passes)."""
+    delegations it is waiting on (set when their answer passes), the error answers it got
+    back, and when it ran (Unix seconds: from, until)."""
 
     roots: list[Published] = field(default_factory=list)
     open: dict[str, asyncio.Event] = field(default_factory=dict)
     answered: dict[str, asyncio.Event] = field(default_factory=dict)
+    refusals: Refusals = field(default_factory=Refusals)
+    span: tuple[float, float] | None = None
 
 
 async def submit_root(js: JetStreamContext, ns: Namespace, msg: AnyEnvelope, until: float) -> int:
@@ -74,18 +85,40 @@ async def worker(
         msg = demo_message(user_id="chaos")
         assert msg.session_id is not None  # noqa: S101 - set just above
         ended = load.open.setdefault(msg.session_id, asyncio.Event())
+        refused = load.refusals.expect(msg.id)
         seq = await submit_root(js, ns, msg, give_up_at)
         if seq == 0:
             load.open.pop(msg.session_id, None)
+            load.refusals.forget(msg.id)
             return
         load.roots.append(Published(msg.id, seq, "gate", "human_message", time.time()))
         # A session that never ends is the checker's to report; the load goes on without it.
         patience = min(session_timeout_s, max(give_up_at - time.monotonic(), 0.1))
-        try:
-            async with asyncio.timeout(patience):
-                await ended.wait()
-        except TimeoutError:
-            continue
+        if await _ended_or_refused(ended, refused, patience):
+            await asyncio.sleep(_REFUSED_PAUSE_S)  # pacing: no retry storm against a refusal
+        load.refusals.forget(msg.id)
+
+
+async def _ended_or_refused(
+    ended: asyncio.Event, refused: asyncio.Future[Error], patience: float
+) -> bool:
+    """Wait until the session ended, its request was refused, or `patience` ran out; True
+    if it was refused."""
+    ending: asyncio.Future[object] = asyncio.ensure_future(ended.wait())
+    either: set[asyncio.Future[object]] = {ending, refused}  # type: ignore[arg-type]
+    try:
+        await asyncio.wait(either, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ending.cancel()
+    return refused.done() and not refused.cancelled()
+
+
+async def follow_refusals(nc: NATS, ns: Namespace, load: Load, locked_down: bool) -> None:
+    """Read the CLI's deliveries into `load.refusals` (through the JetStream API its account
+    reaches, when the broker is locked down)."""
+    prefix = settings_for(CLI, ns).get("js_api_prefix") if locked_down else None
+    js = nc.jetstream(prefix=str(prefix)) if prefix else nc.jetstream()
+    await load.refusals.follow(js, ns, CLI)
 
 
 async def follow_events(js: JetStreamContext, ns: Namespace, load: Load) -> None:

@@ -30,7 +30,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TextIO
 
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
@@ -50,7 +52,14 @@ from schemas import (
 )
 from tools.chaos._checker import Applied, DelegationOutcome, Published, SessionOutcome
 
-__all__ = ("History", "Stored", "history_from", "read_dead_letters", "read_stream")
+__all__ = (
+    "History",
+    "Stored",
+    "history_from",
+    "print_consumers",
+    "read_dead_letters",
+    "read_stream",
+)
 
 ROUTER = "router"
 _CALL_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in call_kinds()) | {
@@ -363,3 +372,22 @@ async def read_dead_letters(
     return Counter(
         (r.headers.get(DEAD_ACTOR, "?"), r.headers.get(DEAD_REASON, "?")) for r in records
     )
+
+
+async def print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
+    """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
+    js = nc.jetstream()
+    for family in ("submit", "deliver", "events"):
+        stream = ns.stream(family)
+        try:
+            infos = await js.consumers_info(stream)
+        except Exception as exc:
+            print(f"  {stream}: {exc!r}", file=out)
+            continue
+        for info in infos:
+            print(
+                f"  {stream}/{info.name}: pending {info.num_pending}, "
+                f"unacked {info.num_ack_pending}, redelivered {info.num_redelivered}, "
+                f"pull requests waiting {info.num_waiting}",
+                file=out,
+            )

@@ -14,7 +14,9 @@ tools/chaos/_shared_records.py), verdict out, so it is tested on hand-made histo
 - never a lost answer: each answer Bob's gate admitted from the shared agent reaches Alice's
   session (a session event consumes the answer Alice's gate admitted for that call), unless
   the session ended in `error` with a reason;
-- both audit chains verify.
+- both audit chains verify;
+- the load held: a session started in every fault window, the load's refusals counted and
+  shown (tools/chaos/_verdicts.py): faults that hit an idle system prove nothing.
 
 How soon sessions moved again after each fault is reported, not judged: the promise here is
 that they end, which the first row checks.
@@ -26,7 +28,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tools.chaos._checker import Fault, SessionOutcome, recoveries, verdict_table
+from tools.chaos._checker import Fault, SessionOutcome
+from tools.chaos._verdicts import LoadCheck, check_load, recoveries, verdict_table
 
 __all__ = (
     "AuditCheck",
@@ -82,6 +85,12 @@ class SharedHistory:
     """When each of Alice's session events was stored (Unix seconds)."""
     told: Mapping[str, str] = field(default_factory=dict)
     """For each stop reason of a session in error, the first reason a person was told."""
+    load_span: tuple[float, float] | None = None
+    """When the load started and stopped opening sessions (Unix seconds); None: not judged."""
+    refusals: Mapping[str, int] = field(default_factory=dict)
+    """The error answers the person's sessions were opened with, by code (RATE_LIMITED, ...)."""
+    min_window_s: float = 0.0
+    """The shortest fault window judged alone (tools/chaos/_verdicts.py)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,7 @@ class SharedReport:
     longest_session_s: float | None = None
     by_target: dict[str, int] = field(default_factory=dict)
     told: dict[str, str] = field(default_factory=dict)
+    load: LoadCheck | None = None
 
     def violations(self) -> list[str]:
         found: list[str] = []
@@ -126,6 +136,8 @@ class SharedReport:
                 found.append(f"{audit.side}'s audit chain could not be read")
             elif audit.problems:
                 found.append(f"{audit.side}'s audit chain broken: {len(audit.problems)} problem(s)")
+        if self.load is not None:
+            found += self.load.violations()
         return found
 
 
@@ -185,6 +197,15 @@ def check_shared(history: SharedHistory) -> SharedReport:
         longest_session_s=max((t for o in outcomes if (t := o.took_s) is not None), default=None),
         by_target=dict(Counter(fault.target for fault in history.faults)),
         told=dict(history.told),
+        load=None
+        if history.load_span is None
+        else check_load(
+            history.faults,
+            (o.started_at for o in outcomes if o.started_at is not None),
+            *history.load_span,
+            history.refusals,
+            min_window_s=history.min_window_s,
+        ),
     )
 
 
@@ -246,6 +267,7 @@ def format_shared_report(report: SharedReport, *, seed: int | None = None) -> st
         *((f"audit chain, {a.side}", _audit_value(a)) for a in report.audits),
         ("faults injected (SIGKILL)", f"{len(report.faults)} ({_counts(report.by_target)})"),
         ("slowest progress after a fault", _recovery(report.recovery_s)),
+        *(report.load.rows() if report.load is not None else ()),
     ]
     lines = verdict_table(rows, seed, report.violations())
     return "\n".join([*lines, *_culprits(report)])

@@ -6,7 +6,11 @@ The run starts the demo's two locked-down deployments and the gateway between th
 router's turn timeout short enough that a turn the faults broke ends the session within the
 run. It starts every actor itself, as a process it can kill (tools/chaos/_procs.py). N
 workers play the person at Alice's terminal: each opens a full_auto session with Bob's
-shared agent, follows it to its end and opens the next, until the duration is over. The
+shared agent, follows it to its end and opens the next, until the duration is over; an error
+answer to an opening message (the person's deliveries, tools/_refusals.py) is counted and the
+worker goes on at once. Every rate in both policies, the person's included, is one the load
+cannot reach, so it holds for the whole run, which the checker requires (a session started
+in every fault window, tools/chaos/_verdicts.py). The
 schedule (tools/chaos/_shared_faults.py, drawn from `--seed`, one fault at a time) SIGKILLs
 Alice's relay, Bob's relay, Alice's local agent host, Alice's router or the gateway's
 nats-server, and starts it again after a hold. Once every session has ended (or fallen
@@ -18,7 +22,6 @@ start.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -32,13 +35,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from bus import ChildProcess, ChildSpec
+from tools._refusals import Refusals
 from tools._shared_deployments import (
     Deployment,
     SharedDeployments,
     Tuning,
-    orchestrate,
     prepared_deployments,
 )
+from tools._shared_sessions import PERSON, Refused, orchestrate
 from tools.chaos._procs import actor_process, wait_ready
 from tools.chaos._schedule import PlannedFault
 from tools.chaos._shared_check import SharedReport, check_shared, format_shared_report
@@ -53,8 +57,10 @@ TURN_TIMEOUT_S: Final = 20.0
 turn still unanswered after 20 s is one the faults broke, and its session should end."""
 STALL_MARGIN_S: Final = 10.0
 RATE_PER_MINUTE: Final = 6000
-"""Both gates' rate for the run's calls: well above what back-to-back sessions reach, so no
-session ends on a rate limit instead of on what the faults did."""
+"""Both gates' rate for the run's calls and for the person's opening messages: well above
+what back-to-back sessions reach (two workers open about 150 a minute, each of 4 turns), so no
+session is refused or ends on a rate limit instead of on what the faults did."""
+_REFUSED_PAUSE_S: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -83,17 +89,25 @@ def _auditor(side: Deployment) -> list[ChildSpec]:
     return [ChildSpec(name="auditor", run="auditor", env={"PARLEY_OPTIONS": options})]
 
 
-async def _worker(alice: Deployment, options: SharedChaosOptions, stop_at: float) -> None:
+async def _worker(
+    alice: Deployment, options: SharedChaosOptions, stop_at: float, refusals: Refusals
+) -> None:
     """The person at Alice's terminal: one full_auto session after another until `stop_at`,
     each followed to its end, or until it falls silent longer than a turn can take (the
-    checker then finds it not ended: the run's verdict, not the worker's)."""
+    checker then finds it not ended: the run's verdict, not the worker's), or until its
+    opening message is refused (counted in `refusals`; the checker finds the windows no
+    session started in)."""
     silence_s = TURN_TIMEOUT_S + STALL_MARGIN_S + 15
     while time.monotonic() < stop_at:
-        with contextlib.suppress(TimeoutError):
+        try:
             async for _ in orchestrate(
-                alice, OBJECTIVE, SHARED_AGENT, options.max_turns, silence_s=silence_s
+                alice, OBJECTIVE, SHARED_AGENT, options.max_turns, silence_s, refusals
             ):
                 pass
+        except TimeoutError:
+            continue
+        except Refused:
+            await asyncio.sleep(_REFUSED_PAUSE_S)  # pacing: no retry storm against a refusal
 
 
 def _children(up: SharedDeployments, work: Path) -> dict[str, ChildProcess]:
@@ -164,13 +178,23 @@ async def _run(
         flush=True,
     )
     faults = SharedFaults(children, up.gateway, out)
-    started = time.monotonic()
-    stop_at = started + options.duration_s
-    async with asyncio.TaskGroup() as tasks:
-        tasks.create_task(faults.run(plan, started))
-        for _ in range(options.sessions):
-            tasks.create_task(_worker(up.alice, options, stop_at))
-    history = await read_shared_history(up, faults.healed)
+    refusals = Refusals()
+    nc, js = await up.alice.connect_as(PERSON)
+    try:
+        await refusals.follow(js, up.alice.ns, PERSON)
+        started, load_from = time.monotonic(), time.time()
+        stop_at = started + options.duration_s
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(faults.run(plan, started))
+            for _ in range(options.sessions):
+                tasks.create_task(_worker(up.alice, options, stop_at, refusals))
+    finally:
+        await refusals.close()
+        await nc.close()
+    load_span = (load_from, load_from + options.duration_s)
+    history = await read_shared_history(
+        up, faults.healed, load_span, refusals.counts, min_window_s=options.ack_wait_s + 5.0
+    )
     report = check_shared(history)
     print(format_shared_report(report, seed=options.seed), file=out, flush=True)
     return (1 if report.violations() else 0), report

@@ -10,7 +10,7 @@ is de-duplicated), which the relay exports for this join.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -138,8 +138,16 @@ async def _audit(side: Deployment) -> AuditCheck:
     return AuditCheck(side.name, report.records, problems)
 
 
-async def read_shared_history(up: SharedDeployments, faults: Sequence[Fault]) -> SharedHistory:
-    """Both deployments' history of the run, as the checker's facts."""
+async def read_shared_history(
+    up: SharedDeployments,
+    faults: Sequence[Fault],
+    load_span: tuple[float, float] | None = None,
+    refusals: Mapping[str, int] | None = None,
+    *,
+    min_window_s: float = 0.0,
+) -> SharedHistory:
+    """Both deployments' history of the run, as the checker's facts, with what the load
+    generator knows: when it ran and what it was refused."""
     alice, bob = up.alice, up.bob
     principal = device_principal(alice.keys.device_id)
     timeline = sessions_from(await _events(alice), alice.keys.device_id)
@@ -167,4 +175,7 @@ async def read_shared_history(up: SharedDeployments, faults: Sequence[Fault]) ->
         faults=faults,
         progress=timeline.progress,
         told=timeline.told,
+        load_span=load_span,
+        refusals=dict(refusals or {}),
+        min_window_s=min_window_s,
     )

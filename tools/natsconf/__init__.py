@@ -23,6 +23,7 @@ from tools.natsconf._command import (
 from tools.natsconf._gateway import (
     GATEWAY_ADMIN,
     add_gateway_command,
+    connect_gateway_operator,
     create_gateway_stream,
     gateway_permissions,
     write_gateway_config,
@@ -66,6 +67,7 @@ __all__ = (
     "account_of",
     "add_gateway_command",
     "add_natsconf_commands",
+    "connect_gateway_operator",
     "core_subject",
     "create_gateway_stream",
     "gateway_permissions",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
 from actors.relay import gateway_stream
@@ -29,13 +30,16 @@ from tools.natsconf._command import new_user_seed, public_key
 __all__ = (
     "GATEWAY_ADMIN",
     "add_gateway_command",
+    "connect_gateway_operator",
     "create_gateway_stream",
     "gateway_permissions",
     "write_gateway_config",
 )
 
 GATEWAY_ADMIN = "admin"
-"""The gateway operator's user: may create and look up the one stream, nothing else."""
+"""The gateway operator's user: may create and look up the one stream and watch the frames go
+by (what the operator holds on disk anyway), nothing else: it publishes no frame, reads no
+relay's durable and deletes nothing."""
 
 _JS = "$JS.API"
 
@@ -68,7 +72,7 @@ def _admin_permissions(root: str) -> dict[str, object]:
         "publish": {
             "allow": [f"{_JS}.STREAM.CREATE.{stream}", f"{_JS}.STREAM.INFO.{stream}"],
         },
-        "subscribe": {"allow": ["_INBOX_gwadmin.>"], "deny": ["_INBOX.>"]},
+        "subscribe": {"allow": ["_INBOX_gwadmin.>", f"{root}.>"], "deny": ["_INBOX.>"]},
     }
 
 
@@ -106,9 +110,14 @@ def write_gateway_config(
     return files
 
 
+async def connect_gateway_operator(url: str, admin_seed: Path) -> NATS:
+    """A connection to the gateway as its operator (`GATEWAY_ADMIN`)."""
+    return await nats.connect(url, nkeys_seed=str(admin_seed), inbox_prefix=b"_INBOX_gwadmin")
+
+
 async def create_gateway_stream(url: str, admin_seed: Path, root: str = "parleygw") -> None:
     """Create the gateway's stream as its operator (idempotent)."""
-    nc = await nats.connect(url, nkeys_seed=str(admin_seed), inbox_prefix=b"_INBOX_gwadmin")
+    nc = await connect_gateway_operator(url, admin_seed)
     try:
         js = nc.jetstream()
         try:
