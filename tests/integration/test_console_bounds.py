@@ -5,13 +5,15 @@
   recursion, and the `RecursionError` was logged as a traceback); over the WebSocket it took the
   connection down. Nesting is now counted before parsing: JSON-RPC's parse error (-32700),
   and the connection goes on.
-- A body over the size bound is JSON-RPC's invalid request (-32600), with HTTP 413.
+- A body over the size bound is JSON-RPC's invalid request (-32600), with HTTP 413 (a
+  WebSocket frame over it closes the connection, 1009, as before).
 - Each sign-in with a person's token used to leave one more live 12-hour token in memory;
   now a person holds at most `max_sign_ins_per_person` (20), the oldest revoked first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
 
 from actors.console._bounds import MAX_BODY_BYTES
 from actors.console._tokens import MAX_SIGN_INS_PER_PERSON
@@ -126,6 +129,15 @@ async def test_an_oversized_body_is_an_invalid_request(deployment: ConsoleDeploy
         assert error["code"] == -32600, error
         assert error["data"]["code"] == "INVALID_REQUEST"
         assert f"body over {MAX_BODY_BYTES} bytes" in error["message"]
+    # A WebSocket frame over the bound is not read: the server closes with 1009 (too big).
+    ws_url = deployment.url.replace("http://", "ws://") + "ws"
+    async with ws_connect(ws_url, origin=deployment.url.rstrip("/")) as socket:  # type: ignore[arg-type]
+        await socket.send(json.dumps(_call("SignIn", 0, {"token": sign_in})))
+        assert json.loads(await socket.recv())["result"] == {"person": "alice"}
+        await socket.send(huge)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(socket.recv(), 30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009, closed.value
 
 
 async def test_a_sign_in_flood_keeps_only_the_newest_sign_ins(
