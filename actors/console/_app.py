@@ -16,7 +16,6 @@ Why it is safe to open in a browser:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Final
@@ -30,9 +29,17 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from actors.console._bounds import MAX_BODY_BYTES, parse_bounded
 from actors.console._people import People
 from actors.console._person import Notification
-from actors.console._rpc import INVALID_REQUEST, RpcError, RpcSession, error_response
+from actors.console._rpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    RpcError,
+    RpcSession,
+    body_too_large,
+    error_response,
+)
 from bus import ConfigError
 
 __all__ = ("CONTENT_SECURITY_POLICY", "MAX_BODY_BYTES", "console_app")
@@ -51,8 +58,6 @@ _HEADERS: Final = (
     (b"cache-control", b"no-store"),
 )
 _SIGN_IN_WAIT_S: Final = 10.0
-MAX_BODY_BYTES: Final = 1 << 20
-"""The largest request body or WebSocket frame read (the bus's own envelope limit)."""
 _QUEUE_LIMIT: Final = 1000
 
 Scope = MutableMapping[str, Any]
@@ -119,9 +124,9 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
         if not _is_json(request):
             return _refusal(415, "INVALID_REQUEST", "send application/json")
         try:
-            body = json.loads(await _body(request) or b"")
+            body = parse_bounded(await _body(request) or b"")
             token = body["token"] if isinstance(body, dict) else None
-        except (ValueError, KeyError):
+        except (ValueError, KeyError):  # not JSON, too large, nested too deep, no token
             token = None
         if not isinstance(token, str) or not token:
             return _refusal(400, "INVALID_REQUEST", 'send {"token": "..."}')
@@ -151,7 +156,8 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
 
         body = await _body(request)
         if body is None:
-            return _refusal(413, "INVALID_REQUEST", f"body over {MAX_BODY_BYTES} bytes")
+            refusal = body_too_large(f"body over {MAX_BODY_BYTES} bytes")
+            return JSONResponse(error_response(refusal), status_code=413)
         answer = await RpcSession(link, sign_out, audit=people.audit).handle_body(body)
         if answer is None:
             return Response(status_code=204)
@@ -178,11 +184,24 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
     return SecurityHeaders(app)
 
 
+async def _frame(websocket: WebSocket) -> str | bytes:
+    """The next frame, text or binary (the page sends text; a binary frame is read the same
+    way rather than failing the connection)."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+    text = message.get("text")
+    return text if text is not None else bytes(message.get("bytes") or b"")
+
+
 async def _signed_in(websocket: WebSocket, people: People) -> tuple[str, str, Any] | None:
     """The first frame must be `SignIn` with the sign-in token: (person, token, its id)."""
     try:
-        frame = json.loads(await asyncio.wait_for(websocket.receive_text(), _SIGN_IN_WAIT_S))
-    except (TimeoutError, ValueError, WebSocketDisconnect):
+        frame = parse_bounded(await asyncio.wait_for(_frame(websocket), _SIGN_IN_WAIT_S))
+    except (TimeoutError, WebSocketDisconnect):
+        return None
+    except ValueError as exc:  # not JSON, or nested too deep to parse
+        await websocket.send_json(error_response(RpcError(PARSE_ERROR, f"Parse error: {exc}")))
         return None
     if not isinstance(frame, dict) or frame.get("method") != "SignIn":
         await websocket.send_json(error_response(RpcError(INVALID_REQUEST, "sign in first")))
@@ -226,7 +245,7 @@ async def _serve_socket(websocket: WebSocket, people: People) -> None:
 
     async def receive() -> None:
         while True:
-            answer = await session.handle_body(await websocket.receive_text())
+            answer = await session.handle_body(await _frame(websocket))
             if answer is not None:
                 outgoing.put_nowait(answer)
             if signed_out.is_set():  # Shutdown: its answer goes out, then the socket closes

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors.console._tokens import DEFAULT_TOKENS_FILE
+from actors.console._tokens import DEFAULT_TOKENS_FILE, MAX_SIGN_INS_PER_PERSON
 
 __all__ = ("ConsoleOptions",)
 
@@ -33,6 +33,9 @@ class ConsoleOptions(BaseModel):
     audit_tenant: str = "default"
     """The tenant the auditor records under (its own `tenant` option)."""
     tokens_file: Path = DEFAULT_TOKENS_FILE
+    max_sign_ins_per_person: int = Field(default=MAX_SIGN_INS_PER_PERSON, ge=1, le=10_000)
+    """Sign-ins (12-hour tokens held in memory) one person may hold at once; one more revokes
+    their oldest. Raise it for a person who works from more browsers or scripts than this."""
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and
     account settings, as `parley nats-config` writes them) is found."""

@@ -26,7 +26,7 @@ class People:
         self.options = options
         self.nats_url = nats_url
         self.tokens = TokenStore(options.tokens_file)
-        self.sign_ins = SignIns()
+        self.sign_ins = SignIns(max_per_person=options.max_sign_ins_per_person)
         self.links: dict[str, PersonLink] = {}
         self._lock = asyncio.Lock()
         self.audit: AuditView | None = None

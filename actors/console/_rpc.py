@@ -36,7 +36,6 @@ Every method acts on the caller's own sessions only: another person's session id
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from actors.console._audit import AuditView
+from actors.console._bounds import TooLarge, parse_bounded
 from actors.console._params import (
     ApproveParams,
     CreateSessionParams,
@@ -60,7 +60,7 @@ from actors.console._timeline import SessionRecord
 from bus import HistoryError
 from schemas import new_id
 
-__all__ = ("RpcError", "RpcSession", "error_response")
+__all__ = ("RpcError", "RpcSession", "body_too_large", "error_response")
 
 log = logging.getLogger("parley.console.rpc")
 
@@ -92,6 +92,13 @@ class RpcError(Exception):
         return cls(APPLICATION_ERROR, message, shape)
 
 
+def body_too_large(message: str) -> RpcError:
+    """JSON-RPC's invalid request, with seed 002's error shape as its data."""
+    text = f"Invalid Request: {message}"
+    shape = {"code": "INVALID_REQUEST", "message": text, "retryable": False, "details": {}}
+    return RpcError(INVALID_REQUEST, text, shape)
+
+
 def error_response(error: RpcError, request_id: JsonId = None) -> dict[str, Any]:
     body: dict[str, Any] = {"code": error.code, "message": error.message}
     if error.data is not None:
@@ -109,10 +116,13 @@ class RpcSession:
     audit: AuditView | None = None
 
     async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
-        """The answer to one HTTP body or WebSocket frame (None: nothing to answer)."""
+        """The answer to one HTTP body or WebSocket frame (None: nothing to answer); its size
+        and nesting are bounded before it is parsed (actors/console/_bounds.py)."""
         try:
-            request = json.loads(body)
-        except ValueError as exc:
+            request = parse_bounded(body)
+        except TooLarge as exc:
+            return error_response(body_too_large(str(exc)))
+        except ValueError as exc:  # not JSON, or nested too deep to parse
             return error_response(RpcError(PARSE_ERROR, f"Parse error: {exc}"))
         if isinstance(request, list):
             if not request:

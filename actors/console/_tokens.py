@@ -7,7 +7,10 @@ store is a JSON file readable by its owner only (`.parley/console/tokens.json` b
 system), so a console and the command that issues tokens agree on it without a server.
 
 Signing in exchanges that token for a short-lived sign-in token held only in the console's
-memory (also hashed): the page keeps the sign-in token, never the person's long-lived one.
+memory (also hashed): the page keeps the sign-in token, never the person's long-lived one. A
+person holds at most `max_sign_ins_per_person` of them (`[options]`, 20 by default): each
+sign-in past it revokes that person's oldest, so signing in in a loop with one token costs
+the console a bounded amount of memory instead of one live 12-hour token per request.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from schemas import utc_now
 
 __all__ = (
     "DEFAULT_TOKENS_FILE",
+    "MAX_SIGN_INS_PER_PERSON",
     "PERSON_NAME",
     "SignIns",
     "TokenStore",
@@ -38,6 +42,8 @@ DEFAULT_TOKENS_FILE: Final = Path(".parley/console/tokens.json")
 PERSON_NAME: Final = re.compile(r"^[a-z0-9_-]{1,57}$")
 """A person's name: a subject token once prefixed with `person-` (64 characters at most)."""
 _SIGN_IN_TTL_S: Final = 12 * 3600.0
+MAX_SIGN_INS_PER_PERSON: Final = 20
+"""Live sign-ins one person may hold (browsers, tabs, scripts): one more revokes the oldest."""
 
 
 class TokenStoreError(Exception):
@@ -103,18 +109,30 @@ class TokenStore:
 
 @dataclass
 class SignIns:
-    """Sign-in tokens the console handed out, by hash: person and expiry (monotonic)."""
+    """Sign-in tokens the console handed out, by hash: person and expiry (monotonic), oldest
+    first (a dict keeps the order they were opened in)."""
 
     ttl_s: float = _SIGN_IN_TTL_S
+    max_per_person: int = MAX_SIGN_INS_PER_PERSON
     _live: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def open(self, person: str) -> str:
+        """A new sign-in for `person`; past `max_per_person` live ones, their oldest are
+        revoked (a request bearing one is refused as not signed in)."""
         now = time.monotonic()
         for digest in [d for d, (_, expires) in self._live.items() if expires < now]:
             del self._live[digest]  # expired sign-ins nobody came back with
         token = secrets.token_urlsafe(32)
         self._live[_digest(token)] = (person, time.monotonic() + self.ttl_s)
+        theirs = [digest for digest, (holder, _) in self._live.items() if holder == person]
+        for digest in theirs[: max(0, len(theirs) - self.max_per_person)]:
+            del self._live[digest]
         return token
+
+    def live(self, person: str | None = None) -> int:
+        """How many sign-ins are held (by `person`, or by everyone), expired ones included
+        until the next sign-in sweeps them."""
+        return sum(1 for holder, _ in self._live.values() if person in (None, holder))
 
     def person_of(self, token: str) -> str | None:
         entry = self._live.get(_digest(token))

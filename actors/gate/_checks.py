@@ -10,6 +10,8 @@ from actors.gate._records import Level, Position
 from actors.gate._routes import (
     Deny,
     Submission,
+    answer_names,
+    call_names,
     claimed_identity,
     root_position,
 )
@@ -29,6 +31,7 @@ from schemas import (
 __all__ = (
     "call_checks",
     "cause_of",
+    "check_answer_names_its_call",
     "check_claims",
     "check_speaks_for_person",
     "hop_limit",
@@ -59,6 +62,32 @@ def check_claims(sub: Submission, cause: Position, hop: int) -> Deny | None:
             f"{field} claims {value!r}, but the envelope was submitted by {sub.sender!r}",
         )
     return None
+
+
+def check_answer_names_its_call(sub: Submission, answered: Level) -> Deny | None:
+    """An answer's body names the call it answers, and that must be the call the gate
+    delivered to its sender: the call on the level it closes, as the gate recorded it.
+
+    A caller matches answers by those ids, so an answer caused by its sender's own call but
+    naming another call (another agent's, copied from a transcript) would pass for that other
+    agent's answer wherever the caller trusts the ids more than its own records.
+    """
+    named = answer_names(sub.envelope)
+    expected = (answered.answer_call_id, answered.answer_session_id)
+    if named is None or not answered.answer_call_id or named == expected:
+        return None
+    call_id, session_id = named
+    field, claimed, recorded = (
+        ("call id", call_id, expected[0])
+        if call_id != expected[0]
+        else ("session id", session_id, expected[1])
+    )
+    return Deny(
+        ErrorCode.FORGED_HEADER,
+        "answer_names_another_call",
+        f"{sub.envelope.__struct_config__.tag} from {sub.sender} names {field} "
+        f"{claimed[:80]!r}, but the call it answers ({answered.call_id}) has {recorded!r}",
+    )
 
 
 def check_speaks_for_person(sub: Submission, profile: ProfilePolicy) -> Deny | None:
@@ -237,9 +266,12 @@ def call_checks(
     if isinstance(tools, Deny):
         return tools
     nested = envelope.args.allow_nested_calls if isinstance(envelope, SubAgentCall) else True
+    answer_call_id, answer_session_id = call_names(envelope)
     return Level(
         holder=target,
         call_id=envelope.id,
+        answer_call_id=answer_call_id,
+        answer_session_id=answer_session_id,
         tools=tools,
         nested_ok=nested and caller.nested_ok,
         deadline_ms=deadline,

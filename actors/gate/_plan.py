@@ -19,6 +19,7 @@ from msgspec import structs
 from actors.gate._checks import (
     call_checks,
     cause_of,
+    check_answer_names_its_call,
     check_claims,
     check_speaks_for_person,
 )
@@ -137,6 +138,10 @@ def plan(
                 f"agent_response is addressed to {claimed_target!r}, but the call it answers "
                 f"came from {target!r}",
             )
+        if answered is not None:
+            misnamed = check_answer_names_its_call(sub, answered)
+            if misnamed is not None:
+                return misnamed
     else:
         if target == sub.sender:
             return Deny(ErrorCode.SELF_LOOP, "self_loop", f"{sub.sender} may not send to itself")

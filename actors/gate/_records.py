@@ -86,6 +86,14 @@ class Level(Struct, frozen=True, kw_only=True):
     """Whether `holder` may make sub-agent calls from here (seed 004 `allow_nested_calls`)."""
     deadline_ms: int | None = None
     """When the call that put `holder` here must be finished (Unix ms)."""
+    answer_call_id: str = ""
+    """The call id an answer to that call must name in its body: the call's own `call_id`
+    (agent_call, sub_agent_call) or `request_id` (delegation_request), copied from the call the
+    gate delivered. "" at the root level, and on levels recorded before the gate kept it (their
+    answers are not checked against it)."""
+    answer_session_id: str = ""
+    """The session an answer to that call must name: the call's `session_id` (agent_call) or
+    `child_session_id` (delegation_request), "" when it named none."""
 
 
 class Position(Struct, frozen=True, kw_only=True):

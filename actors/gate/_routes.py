@@ -29,10 +29,13 @@ from schemas import (
 )
 
 __all__ = (
+    "CallNames",
     "Deny",
     "Role",
     "Route",
     "Submission",
+    "answer_names",
+    "call_names",
     "claimed_hop_floor",
     "claimed_identity",
     "envelope_role",
@@ -45,6 +48,9 @@ __all__ = (
 )
 
 Role = Literal["call", "return", "lateral"]
+
+CallNames = tuple[str, str]
+"""How a call and its answer name the call in their bodies: (call id, session id or "")."""
 
 _CALLS = call_kinds()
 _RETURNS = return_kinds()
@@ -126,6 +132,34 @@ def objective_of(envelope: AnyEnvelope) -> str:
             return envelope.goal
         case _:
             return ""
+
+
+def call_names(envelope: AnyEnvelope) -> CallNames:
+    """What an answer to this call must name: its call id (a delegation's `request_id`) and
+    its session ("" for none; a sub-agent's result names no session)."""
+    match envelope:
+        case AgentCall():
+            return envelope.call_id, envelope.session_id or ""
+        case DelegationRequest():
+            return envelope.request_id, envelope.child_session_id or ""
+        case SubAgentCall():
+            return envelope.call_id, ""
+        case _:
+            return "", ""
+
+
+def answer_names(envelope: AnyEnvelope) -> CallNames | None:
+    """The call an answer names in its body, in `call_names`' terms (None: not an answer
+    that names one; an `error` names its cause in `cause_id`, judged apart)."""
+    match envelope:
+        case AgentResponse():
+            return envelope.call_id, envelope.session_id or ""
+        case DelegationResponse():
+            return envelope.request_id, envelope.child_session_id or ""
+        case SubAgentResult():
+            return envelope.call_id, ""
+        case _:
+            return None
 
 
 def claimed_identity(envelope: AnyEnvelope) -> tuple[str, str] | None:

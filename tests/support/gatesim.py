@@ -2,7 +2,9 @@
 
 Positions and counters live in one in-memory ledger; `submit` plans and decides one envelope
 with the gate's own batch functions (actors/gate/_batch.py), records the admitted envelope's
-position, and returns the verdict. Tests of the policy rules and the hypothesis property run
+position, and returns the verdict. The answers built below name no call of their own: `submit`
+makes one name the call it answers, as an agent host copies the ids from its call, unless a
+test forges them (`as_is=True`). Tests of the policy rules and the hypothesis property run
 on it; the integration tests run the real gate.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from msgspec import structs
 
 from actors.gate._batch import decide_batch, plan_batch
 from actors.gate._decide import Allow, Ledger
@@ -68,12 +72,16 @@ class GateSim:
         envelope: AnyEnvelope,
         cause: str = "",
         claims: dict[str, str] | None = None,
+        *,
+        as_is: bool = False,
     ) -> Allow | Deny:
         """Plan and decide `envelope` as a batch of one, through the gate's own batch
         functions, and record the position of an admitted one."""
         headers = dict(claims or {})
         if cause:
             headers[CAUSATION_ID] = cause
+            if not as_is:
+                envelope = self._naming_its_call(envelope, cause)
         sub = Submission(envelope, sender, cause, headers, self.now_ms)
         causes = (
             {position_key(cause): self.ledger.get(position_key(cause), Position)} if cause else {}
@@ -85,6 +93,26 @@ class GateSim:
         if isinstance(outcome, Allow):
             self.ledger.put(position_key(envelope.id), outcome.route.position)
         return outcome
+
+    def _naming_its_call(self, envelope: AnyEnvelope, cause: str) -> AnyEnvelope:
+        """`envelope`, if an answer, naming the call its sender was given (the innermost call
+        of its cause's chain), as the gate recorded that call."""
+        position = self.ledger.get(position_key(cause), Position)
+        if position is None or len(position.levels) < 2:
+            return envelope
+        level = position.levels[-1]
+        session = level.answer_session_id or None
+        match envelope:
+            case AgentResponse():
+                return structs.replace(envelope, call_id=level.answer_call_id, session_id=session)
+            case DelegationResponse():
+                return structs.replace(
+                    envelope, request_id=level.answer_call_id, child_session_id=session
+                )
+            case SubAgentResult():
+                return structs.replace(envelope, call_id=level.answer_call_id)
+            case _:
+                return envelope
 
     def position(self, envelope_id: str) -> Position:
         found = self.ledger.get(position_key(envelope_id), Position)

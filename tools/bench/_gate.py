@@ -295,17 +295,18 @@ def decide_timing(count: int = 20_000) -> dict[str, float]:
     cause = first.position
     reply = Reply(message="ok")
     samples = []
+    call_id = ""
     for n in range(count):
         envelope: AnyEnvelope
         if n % 2 == 0:
-            sender = "router"
+            sender, call_id = "router", new_id()
             envelope = AgentCall(
-                id=new_id(), created_at=utc_now(), target="gpt", call_id=new_id(), goal="g"
+                id=new_id(), created_at=utc_now(), target="gpt", call_id=call_id, goal="g"
             )
         else:
-            sender = "gpt"
+            sender = "gpt"  # its answer names the call it answers, or the gate refuses it
             envelope = AgentResponse(
-                id=new_id(), created_at=utc_now(), sender="gpt", text="ok", call_id=new_id(),
+                id=new_id(), created_at=utc_now(), sender="gpt", text="ok", call_id=call_id,
                 reply=reply,
             )  # fmt: skip
         sub = Submission(envelope, sender, cause.envelope_id, {}, now + n)
