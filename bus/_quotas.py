@@ -69,10 +69,11 @@ class Quotas(BaseModel):
         "left out keeps its default.",
     )
     per_sender: int = Field(
-        default=256,
+        default=10_000,
         ge=1,
         description="Messages one principal may have waiting on its own subject of a work "
-        "queue (its submissions, its reminders); past it the broker refuses its next one.",
+        "queue (its submissions, its reminders); past it the broker refuses its next one. "
+        "Room for a benchmark's backlog; the stream's bytes bound large messages first.",
     )
     dead_letters_per_sender: int = Field(
         default=32,
