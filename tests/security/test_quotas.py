@@ -27,7 +27,7 @@ import pytest
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError
 
-from bus import BUCKETS, MSG_ID, EmbeddedServer, stream_configs
+from bus import BUCKETS, MSG_ID, EmbeddedServer, Input, consumer_config, stream_configs
 from schemas import Namespace, new_id
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
 from tests.support.processes import parley_env
@@ -137,6 +137,25 @@ async def test_one_agents_flood_stops_at_its_quota_while_a_collaboration_complet
         await system.processes["gate"].wait_line("dropped the oldest dead letter", timeout=30)
 
 
+async def _stored_dead_letters(locked: LockedDown) -> list[tuple[str, bytes]]:
+    """Every dead letter PARLEY_DEAD still holds (subject, payload), read as the auditor reads
+    them (the one principal allowed to), as many as the stream says it holds."""
+    held = sum((await _dead_counts(locked)).values())
+    auditor = await locked.connect("auditor")
+    try:
+        js = auditor.jetstream()
+        spec = Input(locked.ns.stream("dead"), locked.ns.wildcard("dead"), "auditor", "subject")
+        await js.add_consumer(spec.stream, consumer_config(spec, locked.settings("auditor")))
+        reader = await js.pull_subscribe_bind(durable="auditor", stream=spec.stream)
+        letters: list[tuple[str, bytes]] = []
+        while len(letters) < held:
+            fetched = await reader.fetch(held - len(letters), timeout=10)
+            letters.extend((msg.subject, msg.data) for msg in fetched)
+        return letters
+    finally:
+        await auditor.close()
+
+
 async def test_one_senders_dead_letters_never_evict_anothers(
     locked_down: LockedDown, tmp_path: Path
 ) -> None:
@@ -144,42 +163,42 @@ async def test_one_senders_dead_letters_never_evict_anothers(
     # Room for the whole flood in the submissions: the dead letters' bound is what this shows.
     locked.tune("provisioner", quotas=f"{{ dead_letters_per_sender = {_DEAD_PER_SENDER} }}")
     async with running_locked_system(locked, tmp_path / "keys", agents={}) as system:
+        gate = system.processes["gate"]
         gpt, claude = await locked.connect("gpt"), await locked.connect("claude")
         try:
-            claudes, gpts = ns.dead("gate", "claude"), ns.dead("gate", "gpt")
+
+            def filed() -> int:
+                return len([line for line in gate.lines if "dead-lettered a message" in line])
+
+            async def filed_at_least(count: int) -> None:
+                async def enough() -> bool:
+                    return filed() >= count
+
+                await _until(enough, f"{count} dead letters filed by the gate")
+
+            # claude's garbage first: the oldest dead letter of all.
             await locked.js(claude, "claude").publish(
                 ns.submit("claude"), b"{claude's garbage", headers={MSG_ID: new_id()}
             )
-
-            async def claude_filed() -> bool:
-                return (await _dead_counts(locked)).get(claudes, 0) == 1
-
-            await _until(claude_filed, "claude's dead letter")
+            await filed_at_least(1)
             flood = 3 * _DEAD_PER_SENDER
             js = locked.js(gpt, "gpt")
             for index in range(flood):
                 await js.publish(
                     ns.submit("gpt"), b"{gpt's garbage %d" % index, headers={MSG_ID: new_id()}
                 )
+            await filed_at_least(flood + 1)
 
-            gate = system.processes["gate"]
-            dropped = r"dropped the oldest dead letter of a sender at its quota"
-            await gate.wait_line(dropped, timeout=30)
-
-            async def gpt_filed() -> bool:
-                letters = (await _dead_counts(locked)).get(gpts, 0)
-                return (
-                    letters == _DEAD_PER_SENDER
-                    and len([line for line in gate.lines if "dead-lettered a message" in line])
-                    >= flood + 1
-                )
-
-            await _until(gpt_filed, "gpt's dead letters")
-            counts = await _dead_counts(locked)
-            assert counts[claudes] == 1, counts  # the oldest of all, and still there
-            assert counts[gpts] == _DEAD_PER_SENDER, counts
+            letters = await _stored_dead_letters(locked)
+            claudes = [subject for subject, data in letters if data == b"{claude's garbage"]
+            assert claudes == [ns.dead("gate", "claude")], letters  # kept, under its sender
+            gpts = [subject for subject, data in letters if data.startswith(b"{gpt's")]
+            assert gpts == [ns.dead("gate", "gpt")] * _DEAD_PER_SENDER, letters
+            kept = {data for _subject, data in letters}
+            assert b"{gpt's garbage %d" % (flood - 1) in kept  # the newest of gpt's stay
+            await gate.wait_line("dropped the oldest dead letter of a sender at its quota")
             told = [line for line in gate.lines if "dropped the oldest dead letter" in line]
-            assert told and all('"sender":"gpt"' in line for line in told), told
+            assert all('"sender":"gpt"' in line for line in told), told
         finally:
             await gpt.close()
             await claude.close()
