@@ -59,6 +59,7 @@ from bus._process import ACTOR_READY, ChildProcess, actor_command
 from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
 from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
+from bus._quotas import AccountLimits, Quotas
 from bus._rejection import Rejection
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
@@ -94,6 +95,7 @@ __all__ = (
     "STREAM_FAMILIES",
     "TRACEPARENT",
     "TRACE_ID",
+    "AccountLimits",
     "AckInbox",
     "Actor",
     "ActorMetrics",
@@ -128,6 +130,7 @@ __all__ = (
     "PullRefusedError",
     "Puller",
     "Quarantine",
+    "Quotas",
     "Rejection",
     "Settings",
     "StoredMessage",

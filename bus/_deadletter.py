@@ -15,6 +15,13 @@ least-privilege broker config (deploy/nats/) receivers therefore leave their exh
 deliveries to the gate, which watches every consumer of that stream and files each dead letter
 under the receiver's name; a message of a limits stream (PARLEY_EVENTS) is copied, never
 deleted, since other readers still need it.
+
+Bounded per sender (docs/quotas.md): a dead letter's subject is `dead.<sender>.<actor>`, the
+sender being whoever submitted the message (the token of its `submit` subject) or else the
+filer itself, and PARLEY_DEAD keeps at most `dead_letters_per_sender` per subject, dropping the
+oldest. One sender's garbage therefore drops only that sender's older dead letters. A filer
+that may look at PARLEY_DEAD (`watch_drops`, the trusted actors) counts each letter its
+publish pushes out (`parley_dead_letters_dropped_total`) and logs it, naming the sender.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from nats.js.errors import NotFoundError
 
 from bus._headers import MSG_ID
 from bus._metrics import ActorMetrics
+from bus._settings import Settings
 from schemas import Namespace, SubjectTokenError, check_token
 
 __all__ = (
@@ -44,6 +52,7 @@ __all__ = (
     "DEAD_SUBJECT",
     "DEAD_TRUNCATED",
     "DeadLetters",
+    "dead_letters_for",
 )
 
 log = logging.getLogger("parley.bus.dead")
@@ -95,13 +104,42 @@ class DeadLetters:
         actor_id: str,
         max_payload: int,
         metrics: ActorMetrics,
+        *,
+        watch_drops: bool = False,
     ) -> None:
         self._js = js
         self._ns = ns
-        self._subject = ns.dead(actor_id)
         self._actor_id = actor_id
         self._max_payload = max_payload
         self._metrics = metrics
+        self._watch_drops = watch_drops
+
+    def _sender_of(self, subject: str, actor: str) -> str:
+        """The principal a dead letter is bounded under: the sender of a submission (the
+        broker let only it publish on its `submit` subject), else the actor filing it."""
+        prefix = f"{self._ns.root}.submit."
+        if subject.startswith(prefix):
+            token = subject[len(prefix) :]
+            if "." not in token:
+                try:
+                    return check_token(token, "sender")
+                except SubjectTokenError:
+                    pass
+        return actor
+
+    async def _drops_one(self, subject: str) -> bool:
+        """Whether storing one more letter on `subject` drops its oldest: its count is at the
+        stream's per-subject bound. Unknown (False) when the stream cannot be looked at."""
+        if not self._watch_drops:
+            return False
+        try:
+            info = await self._js.stream_info(self._ns.stream("dead"), subjects_filter=subject)
+        except Exception as exc:
+            log.debug("could not look at the dead-letter stream", extra={"error": repr(exc)})
+            return False
+        bound = info.config.max_msgs_per_subject
+        held = (info.state.subjects or {}).get(subject, 0)
+        return bound is not None and bound > 0 and held >= bound
 
     async def publish(
         self,
@@ -139,9 +177,17 @@ class DeadLetters:
         if len(payload) > room:
             out[DEAD_TRUNCATED] = str(len(payload))
             payload = payload[:room]
-        subject = self._subject if owner is None else self._ns.dead(actor)
+        sender = self._sender_of(subject, actor)
+        subject = self._ns.dead(actor, sender)
+        drops = await self._drops_one(subject)
         await self._js.publish(subject, payload, headers=out)
         self._metrics.dead_lettered.labels(self._actor_id, reason).inc()
+        if drops:
+            self._metrics.dead_letters_dropped.labels(self._actor_id, sender).inc()
+            log.warning(
+                "dropped the oldest dead letter of a sender at its quota",
+                extra={"sender": sender, "filed_under": actor, "subject": subject},
+            )
         log.warning(
             "dead-lettered a message",
             extra={"reason": reason, "detail": detail[:300], "stream": stream, "seq": seq},
@@ -218,3 +264,13 @@ class DeadLetters:
         except Exception:
             # Left in place: the message stays in its stream, nothing is lost.
             log.exception("could not move an exhausted message", extra={"seq": seq})
+
+
+def dead_letters_for(
+    js: JetStreamContext, ns: Namespace, actor_id: str, settings: Settings, metrics: ActorMetrics
+) -> DeadLetters:
+    """An actor's dead letters as its settings say: an actor of the core account (its
+    JetStream API the server's own, `$JS.API`) is trusted to look at PARLEY_DEAD and counts
+    the letters its own push out; an agent or person files only its own, and could not."""
+    trusted = settings.js_api_prefix == "$JS.API"
+    return DeadLetters(js, ns, actor_id, settings.max_payload, metrics, watch_drops=trusted)

@@ -37,6 +37,12 @@ class ActorMetrics:
             ["actor", "reason"],
             registry=registry,
         )
+        self.dead_letters_dropped = Counter(
+            "parley_dead_letters_dropped",
+            "Dead letters dropped from PARLEY_DEAD because their sender reached its quota.",
+            ["actor", "sender"],
+            registry=registry,
+        )
         self.handler_seconds = Histogram(
             "parley_handler_seconds",
             "Time from fetch to ack of one message, effects included.",

@@ -12,6 +12,10 @@ INFO says which (the cluster it belongs to and the nodes clients may reach). An 
 starts while a node is down (and so sees a smaller cluster) leaves the streams as they are.
 Right after a cluster starts, or while a node rejoins, JetStream may refuse a replicated stream
 for want of peers; creation is retried for a while before that is an error.
+
+Quotas (bus/_quotas.py, docs/quotas.md): every stream and bucket gets a `max_bytes` and a
+largest message, and every subject a principal may write a per-subject bound; an existing
+stream or bucket gets them as an update, so re-provisioning an older deployment bounds it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
+from bus._quotas import Quotas
+from bus._settings import Settings
+from bus._streams import BUCKETS, STREAM_FAMILIES, STREAMS, BucketSpec, per_subject
 from schemas import DEFAULT_MAX_BYTES, Namespace
 
 __all__ = (
@@ -43,10 +50,9 @@ __all__ = (
     "ProvisionError",
     "cluster_replicas",
     "provision",
+    "provision_for",
     "stream_configs",
 )
-
-_DAY = 24 * 3600.0
 
 CLUSTER_REPLICAS = 3
 """Replicas on a cluster big enough: a majority survives the loss of any one node."""
@@ -56,144 +62,20 @@ _PLACEMENT_WAIT_S = 20.0
 _TRANSIENT = (10005, 10008)  # no suitable peers for placement; JetStream temporarily unavailable
 
 
-@dataclass(frozen=True, slots=True)
-class BucketSpec:
-    name: str
-    history: int
-    ttl_s: float | None
-    description: str
-    direct: bool = False
-    """Readable key by key with `DIRECT.GET.<stream>.<subject>`, a request broker permissions
-    can grant per key prefix (a `STREAM.MSG.GET` names its key in the payload: all or none)."""
-
-
-BUCKETS = (
-    BucketSpec("sessions", 5, None, "router session state, written with compare-and-set"),
-    BucketSpec("traces", 1, 7 * _DAY, "gate records: hop, call chain, fan-out, rate buckets"),
-    BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
-    BucketSpec("policy", 64, None, "signed policy bundles (with history) and the trusted floor"),
-    # Longer than `traces` keeps a position: no position outlives the claim of its id.
-    BucketSpec(
-        "idempotency",
-        1,
-        8 * _DAY,
-        "envelope ids the gate decided, create-only; marks of redelivered inputs in hand",
-        direct=True,
-    ),
-    BucketSpec(
-        "waits",
-        1,
-        2 * _DAY,
-        "agent hosts' waits for the agents they called: requests, results, final answers",
-        direct=True,
-    ),
-    # Longer than the relay's oldest acceptable frame (7 days), so no frame outlives the
-    # replay window that would refuse it again.
-    BucketSpec(
-        "relay",
-        1,
-        30 * _DAY,
-        "the relay's sequence counters, forwarded calls and replay windows",
-    ),
-    BucketSpec(
-        "leases",
-        1,
-        None,
-        "single writers' leases (the auditor's), taken and renewed with compare-and-set",
-        direct=True,
-    ),
-)
-
-
 class ProvisionError(RuntimeError):
     """JetStream refused to create or update a stream or bucket."""
 
 
-@dataclass(frozen=True, slots=True)
-class StreamSpec:
-    """One stream of DESIGN.md, independent of namespace and message size limit.
-
-    The six streams differ only in these fields; everything else (file storage, the replicas)
-    is the same for all of them, so it is written once, in `stream_configs`.
-    """
-
-    family: str
-    description: str
-    work_queue: bool
-    """Work-queue retention: a message is gone once acknowledged; else kept to its limits."""
-    max_age: float
-    """Seconds a message is kept; 0 keeps it for ever."""
-    duplicate_window: float = 120.0
-    """Seconds within which a repeated message id is dropped as a duplicate."""
-    discard_new: bool = True
-    """Refuse new messages when full, so a publisher gets an error instead of an older
-    message silently vanishing."""
-    immutable: bool = False
-    """Deny deletes and purges: an append-only history."""
-    direct: bool = False
-    """Readable with direct gets (bus/_history.py)."""
-    batched: bool = False
-    """Takes fast batch publishes (bus/_fastbatch.py): the gate's deliveries and decisions."""
-    subject_families: tuple[str, ...] = ()
-    """The subject families the stream captures; empty means its own family only."""
-
-
-STREAMS = (
-    StreamSpec(
-        family="submit",
-        description="Everything actors submit; the gate's work queue.",
-        work_queue=True,
-        max_age=7 * _DAY,
-    ),
-    StreamSpec(
-        family="deliver",
-        description="Envelopes the gate admitted, one durable consumer per receiver.",
-        work_queue=True,
-        max_age=7 * _DAY,
-        batched=True,
-    ),
-    StreamSpec(
-        family="events",
-        description="Gate decisions and session timelines.",
-        work_queue=False,
-        max_age=30 * _DAY,
-        discard_new=False,
-        direct=True,
-        batched=True,
-        subject_families=("decisions", "events"),
-    ),
-    StreamSpec(
-        family="audit",
-        description="The hash-chained audit history; the auditor is the only writer.",
-        work_queue=False,
-        max_age=0.0,
-        duplicate_window=_DAY,
-        immutable=True,
-        direct=True,
-    ),
-    StreamSpec(
-        family="dead",
-        description="Messages an actor could not process, with the reason.",
-        work_queue=False,
-        max_age=30 * _DAY,
-        discard_new=False,
-        direct=True,
-    ),
-    StreamSpec(
-        family="timers",
-        description="Reminders actors set for themselves, redelivered until they are settled.",
-        work_queue=True,
-        max_age=7 * _DAY,
-    ),
-)
-
-STREAM_FAMILIES = tuple(spec.family for spec in STREAMS)
-
-
 def stream_configs(
-    ns: Namespace, *, max_msg_size: int = DEFAULT_MAX_BYTES, replicas: int = 1
+    ns: Namespace,
+    *,
+    max_msg_size: int = DEFAULT_MAX_BYTES,
+    replicas: int = 1,
+    quotas: Quotas | None = None,
 ) -> list[StreamConfig]:
-    """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`."""
+    """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`, with `quotas`
+    (the defaults when None)."""
+    quotas = Quotas() if quotas is None else quotas
     return [
         StreamConfig(
             name=ns.stream(spec.family),
@@ -204,6 +86,9 @@ def stream_configs(
             max_age=spec.max_age,
             duplicate_window=spec.duplicate_window,
             max_msg_size=max_msg_size,
+            max_bytes=quotas.stream_max_bytes(spec.family),
+            max_msgs_per_subject=per_subject(spec, quotas),
+            discard_new_per_subject=spec.per_sender == "refuse",
             storage=StorageType.FILE,
             num_replicas=replicas,
             deny_delete=spec.immutable,
@@ -243,6 +128,21 @@ async def _placed(what: str, create: Callable[[], Awaitable[object]]) -> None:
         pause = min(pause * 2, 1.0)
 
 
+def _stream_shape(config: StreamConfig) -> tuple[object, ...]:
+    """What provisioning sets on a stream that an update may change."""
+    return (
+        config.subjects,
+        config.max_age,
+        config.duplicate_window,
+        config.max_msg_size,
+        config.max_bytes,
+        config.max_msgs_per_subject,
+        bool(config.discard_new_per_subject),
+        config.num_replicas or 1,
+        bool(config.allow_batched),
+    )
+
+
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: bool) -> None:
     """Create the stream, or update it where it differs. `exact`: its replicas were asked
     for, not inferred, and are applied either way; else they only ever grow."""
@@ -261,22 +161,7 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
     current = info.config
     if not exact:
         config.num_replicas = max(config.num_replicas or 1, current.num_replicas or 1)
-    wanted = (
-        config.subjects,
-        config.max_age,
-        config.duplicate_window,
-        config.max_msg_size,
-        config.num_replicas or 1,
-        bool(config.allow_batched),
-    )
-    if (
-        current.subjects,
-        current.max_age,
-        current.duplicate_window,
-        current.max_msg_size,
-        current.num_replicas or 1,
-        bool(current.allow_batched),
-    ) == wanted:
+    if _stream_shape(current) == _stream_shape(config):
         return
     try:
         await js.update_stream(config)
@@ -284,8 +169,27 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
         raise ProvisionError(f"cannot update stream {config.name}: {exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class _Sizes:
+    """A bucket's quotas: what it may hold and its largest value."""
+
+    max_bytes: int
+    max_value_size: int
+
+
+def _bucket_sizes(spec: BucketSpec, quotas: Quotas, max_msg_size: int) -> _Sizes:
+    value = quotas.mark_value_bytes if spec.marks else max_msg_size
+    return _Sizes(quotas.bucket_max_bytes(spec.name), value)
+
+
 async def _ensure_bucket(
-    js: JetStreamContext, ns: Namespace, spec: BucketSpec, replicas: int, *, exact: bool
+    js: JetStreamContext,
+    ns: Namespace,
+    spec: BucketSpec,
+    sizes: _Sizes,
+    replicas: int,
+    *,
+    exact: bool,
 ) -> None:
     name = ns.bucket(spec.name)
     try:
@@ -293,13 +197,15 @@ async def _ensure_bucket(
     except BucketNotFoundError:
         pass
     else:
-        await _ensure_existing(js, name, spec, replicas, exact=exact)
+        await _ensure_existing(js, name, spec, sizes, replicas, exact=exact)
         return
     config = KeyValueConfig(
         bucket=name,
         description=spec.description,
         history=spec.history,
         ttl=spec.ttl_s,
+        max_bytes=sizes.max_bytes,
+        max_value_size=sizes.max_value_size,
         storage=StorageType.FILE,
         replicas=replicas,
         direct=spec.direct,
@@ -312,22 +218,32 @@ async def _ensure_bucket(
 
 
 async def _ensure_existing(
-    js: JetStreamContext, name: str, spec: BucketSpec, replicas: int, *, exact: bool
+    js: JetStreamContext,
+    name: str,
+    spec: BucketSpec,
+    sizes: _Sizes,
+    replicas: int,
+    *,
+    exact: bool,
 ) -> None:
     """Give a bucket made by an older release what its spec asks for now: a TTL that grew
     (the gate's id claims must outlive its positions), direct gets where it is read key by
-    key (the quarantine's marks), and the replicas of its cluster."""
+    key (the quarantine's marks), its quotas, and the replicas of its cluster."""
     config = (await js.stream_info(f"KV_{name}")).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
     if (
         (config.max_age or None) == spec.ttl_s
         and (config.allow_direct or not spec.direct)
+        and config.max_bytes == sizes.max_bytes
+        and config.max_msg_size == sizes.max_value_size
         and current == replicas
     ):
         return
     config.max_age = spec.ttl_s
     config.allow_direct = bool(config.allow_direct or spec.direct)
+    config.max_bytes = sizes.max_bytes
+    config.max_msg_size = sizes.max_value_size
     config.num_replicas = replicas
     try:
         await js.update_stream(config)
@@ -341,18 +257,29 @@ async def provision(
     *,
     max_msg_size: int = DEFAULT_MAX_BYTES,
     replicas: int | None = None,
+    quotas: Quotas | None = None,
 ) -> int:
     """Create or update every stream and bucket of namespace `ns`; return their replicas.
 
     `replicas` None: as many as the cluster `js` is connected to calls for (`cluster_replicas`
-    of its server's INFO), never fewer than an existing stream has.
+    of its server's INFO), never fewer than an existing stream has. `quotas` None: the
+    defaults.
     """
+    quotas = Quotas() if quotas is None else quotas
     exact = replicas is not None
     if replicas is None:
         # nats-py keeps the server's INFO (cluster name, connect_urls) only privately.
         replicas = cluster_replicas(js._nc._server_info)
-    for config in stream_configs(ns, max_msg_size=max_msg_size, replicas=replicas):
+    configs = stream_configs(ns, max_msg_size=max_msg_size, replicas=replicas, quotas=quotas)
+    for config in configs:
         await _ensure_stream(js, config, exact=exact)
     for spec in BUCKETS:
-        await _ensure_bucket(js, ns, spec, replicas, exact=exact)
+        sizes = _bucket_sizes(spec, quotas, max_msg_size)
+        await _ensure_bucket(js, ns, spec, sizes, replicas, exact=exact)
     return replicas
+
+
+async def provision_for(js: JetStreamContext, ns: Namespace, settings: Settings) -> int:
+    """`provision` as an actor does at start: its settings' message size and quotas, the
+    replicas its cluster calls for."""
+    return await provision(js, ns, max_msg_size=settings.max_payload, quotas=settings.quotas)

@@ -12,7 +12,7 @@ redelivery: one crash redelivers every message the process held, and handling ea
 alone under a mark (three fsynced writes apiece) turned the recovery from a routine kill into
 seconds of serial work that held up everyone sharing the server. So the guard starts at the
 delivery `GUARDED_FROM` (the second redelivery): before handling such a message, the runtime
-writes `handling.<actor>.<stream>.<seq>` = its delivery number to the `idempotency` bucket,
+writes `handling.<actor>.<stream>.<seq>` = its delivery number to the `handling` bucket,
 handles it alone (never in a batch, so a death names one message), and deletes the mark once
 the attempt settled, before acking or nacking it. A later delivery that finds a mark from an
 earlier delivery knows that attempt never settled: the process died (or hung past
@@ -27,6 +27,11 @@ no death, so it is subtracted (`Settled`). Otherwise two clean failures during a
 election (a KV read timing out) put the third delivery under the mark, and an operator's kill
 of the process during that one attempt quarantined an innocent message. What another process
 settled is not known here and still counts, so the bound on a poison message's deaths holds.
+
+The bound is `GUARDED_FROM`, a constant of the code rather than a setting of a deployment:
+with it at 3 a poison message costs at most three process deaths. The quarantine is alerted
+(an error log naming the stream sequence, a `quarantined` dead letter and its audit record);
+docs/quotas.md says what an operator sees.
 
 The guard fails open: when the bucket cannot be read or written the message is handled
 unguarded (and the failure logged), as before this existed, and the guard rests for a minute
@@ -50,7 +55,9 @@ __all__ = ("GUARDED_FROM", "Quarantine", "Settled", "alert_possible_death", "han
 
 log = logging.getLogger("parley.bus.quarantine")
 
-BUCKET = "idempotency"
+BUCKET = "handling"
+"""The marks' own bucket, apart from the gate's id claims: its quota (docs/quotas.md) is all a
+principal filling its own marks can use up, and a full bucket only rests the guard."""
 GUARDED_FROM = 3
 """The first delivery handled alone under a mark by default (see the module docstring): a
 poison message costs at most this many process deaths (setting `poison_deaths`)."""

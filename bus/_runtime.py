@@ -31,7 +31,7 @@ from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import Link, Uptime, check_fsync, connect, drain, jetstream
 from bus._consumer import ConsumerLoop
-from bus._deadletter import DeadLetters
+from bus._deadletter import DeadLetters, dead_letters_for
 from bus._failures import Failures
 from bus._fastbatch import FastBatcher
 from bus._gc import collect_less
@@ -40,7 +40,7 @@ from bus._intake import BadInput, Intake, Job
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
 from bus._outbox import settle
-from bus._provision import provision
+from bus._provision import provision_for
 from bus._quarantine import Quarantine, Settled, alert_possible_death
 from schemas import Namespace
 
@@ -110,8 +110,8 @@ class ActorRuntime:
             self._batcher = FastBatcher(nc, self._inbox)
             await self._batcher.open()
             if settings.provision:
-                await provision(js, self.namespace, max_msg_size=settings.max_payload)
-            dead = DeadLetters(js, self.namespace, actor_id, settings.max_payload, self.metrics)
+                await provision_for(js, self.namespace, settings)
+            dead = dead_letters_for(js, self.namespace, actor_id, settings, self.metrics)
             failed = (self._intake, self._inbox, dead, self._dead_stream, self._outcomes)
             self._failures = Failures(self.actor, *failed, self._settled)
             self._quarantine = Quarantine(js, self.namespace, actor_id)

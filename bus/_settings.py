@@ -22,6 +22,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from bus._quotas import Quotas
 from schemas import DEFAULT_MAX_BYTES, check_token
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -110,6 +111,11 @@ class Settings(BaseSettings):
     )
     heartbeat_s: float = Field(default=5.0, gt=0, description="Registry heartbeat period.")
     max_payload: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)
+    quotas: Quotas = Field(
+        default_factory=Quotas,
+        description="What every stream and bucket may hold, per stream, bucket and sender "
+        "(`[quotas]`; docs/quotas.md); `parley provision` applies them.",
+    )
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"

@@ -76,9 +76,13 @@ class Namespace:
             f"{self.root}.audit.{check_token(tenant, 'tenant')}.{check_token(profile, 'profile')}"
         )
 
-    def dead(self, actor: str) -> str:
-        """Where `actor` moves a message it cannot process, with the reason."""
-        return f"{self.root}.dead.{check_token(actor, 'actor')}"
+    def dead(self, actor: str, sender: str | None = None) -> str:
+        """Where `actor` moves a message of `sender` it cannot process, with the reason.
+
+        `sender` (default: `actor` itself) is the principal whose submission it was, so each
+        sender's dead letters are bounded on a subject of their own (docs/quotas.md)."""
+        source = check_token(sender, "sender") if sender is not None else actor
+        return f"{self.root}.dead.{source}.{check_token(actor, 'actor')}"
 
     def timers(self, actor: str) -> str:
         """Reminders `actor` set for itself (the router's watch over the calls it waits on)."""
@@ -86,7 +90,7 @@ class Namespace:
 
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
-        depth = 2 if family in ("audit", "events") else 1
+        depth = 2 if family in ("audit", "events", "dead") else 1
         return f"{self.root}.{check_token(family, 'family')}" + ".*" * depth
 
     def token_at(self, subject: str, index: int = 2) -> str:

@@ -50,6 +50,7 @@ from tools.policy import add_policy_commands
 from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
 from tools.share import add_share_commands
+from tools.storage import add_storage_command
 
 __all__ = ("main", "resolve_actor")
 
@@ -225,6 +226,7 @@ def _parser() -> argparse.ArgumentParser:
     add_console_command(commands)
     add_device_commands(commands)
     add_share_commands(commands)
+    add_storage_command(commands)
 
     commands.add_parser("bench", help="benchmark Parley against raw nats-py (see --help)")
     return parser

@@ -4,8 +4,9 @@ Under the least-privilege broker config (deploy/nats/) actors run with `provisio
 cannot create, update, purge or delete streams, so an operator provisions once, with the
 provisioner's credentials, before the actors start (and again after changing a definition).
 Streams and buckets get three replicas on a cluster of three or more nodes, one otherwise, or
-the settings' `replicas`. Receivers that may not create consumers (agents, the router, the
-CLI) get their durable here, configured from their own settings files:
+the settings' `replicas`, and the settings' quotas (`[quotas]`, docs/quotas.md), applied to
+existing streams and buckets as an update. Receivers that may not create consumers (agents,
+the router, the CLI) get their durable here, configured from their own settings files:
 `parley provision --config P DIR/actors/*.toml`. The relay's are one per name it serves
 (actors/relay/_serving.py): the names `parley nats-config --relay-serves` granted it, read from
 that config's manifest (`DIR/actors.json`) unless `--relay-serves` names them.
@@ -94,7 +95,11 @@ async def provision_once(
     try:
         js = nc.jetstream()
         replicas = await provision(
-            js, ns, max_msg_size=settings.max_payload, replicas=settings.replicas
+            js,
+            ns,
+            max_msg_size=settings.max_payload,
+            replicas=settings.replicas,
+            quotas=settings.quotas,
         )
         for path, receiver in zip(actors, receivers, strict=True):
             if receiver.create_consumers or not receiver.actor_id:

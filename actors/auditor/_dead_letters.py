@@ -2,9 +2,10 @@
 
 A dead letter (bus/_deadletter.py) is the bad message itself, kept with `Parley-Dead-*`
 headers saying who gave up on it, why, where it was read and on which delivery. Its record is
-filed under the actor that dead-lettered it, taken from the subject (`parley.dead.<actor>`,
-which the broker lets each actor publish only as itself, and the gate for the receivers whose
-deliveries it moves), never from the `Parley-Dead-Actor` claim.
+filed under the actor that dead-lettered it, taken from the subject's last token
+(`parley.dead.<sender>.<actor>`, which the broker lets each actor publish only as itself, and
+the gate for the senders of what it reads and the receivers whose deliveries it moves), never
+from the `Parley-Dead-Actor` claim.
 
 The payload is whatever came in, secrets included, so the record never holds it: only its size
 and SHA-256, which anyone allowed to read PARLEY_DEAD can check the stored bytes against. Every

@@ -32,6 +32,7 @@ from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
+    DiscardPolicy,
     PubAck,
     RetentionPolicy,
     StorageType,
@@ -46,6 +47,12 @@ __all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 log = logging.getLogger("parley.relay")
 
 _MAX_AGE_S = 7 * 24 * 3600.0
+GATEWAY_MAX_BYTES = 1024 * 1024 * 1024
+"""What the gateway's stream may hold (docs/quotas.md): past it a frame is refused, never an
+older one dropped (a dropped frame would be a lost message)."""
+GATEWAY_PER_PAIR = 10_000
+"""Frames one device may have waiting for one recipient (`<root>.<to>.<from>`); past it that
+sender's next frame is refused and nobody else's."""
 _STORE_TIMEOUT_S = 5.0
 _BATCH = 16
 _FETCH_EXPIRES_S = 1.0
@@ -70,6 +77,10 @@ def gateway_stream(root: str) -> StreamConfig:
         storage=StorageType.FILE,
         max_age=_MAX_AGE_S,
         duplicate_window=120.0,
+        max_bytes=GATEWAY_MAX_BYTES,
+        discard=DiscardPolicy.NEW,
+        max_msgs_per_subject=GATEWAY_PER_PAIR,
+        discard_new_per_subject=True,
     )
 
 

@@ -168,6 +168,9 @@ async def world(locked_down: LockedDown, tmp_path: Path) -> AsyncIterator[World]
         # into `max_deliveries`, which is not what this suite is about.
         locked.tune(actor, ack_wait_s=ack_wait, max_deliver="100")
     locked.tune("gate", ack_wait_s=ack_wait)
+    # Every bad case must come back as its own dead letter: quotas sized for this burst, whose
+    # dead letters the default bound per sender (docs/quotas.md) would drop before they are read.
+    locked.tune("provisioner", quotas=f"{{ dead_letters_per_sender = {4 * COUNT} }}")
     await locked.provision()
     signer = Signer.create(tmp_path)
     bundle = make_bundle(

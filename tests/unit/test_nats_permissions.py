@@ -133,7 +133,10 @@ def load_users(directory: Path) -> list[User]:
     for name, account in accounts.items():
         services, streams = _imports(account)
         if name == CORE_ACCOUNT:
-            assert account["jetstream"] == "enabled" and not services and not streams
+            # JetStream within limits that bound everything any principal stores (issue 30).
+            limits = account["jetstream"]
+            assert limits["max_bytes_required"] is True and not services and not streams
+            assert all(limits[key] > 0 for key in ("max_file", "max_streams", "max_consumers"))
         else:
             assert "jetstream" not in account and len(account["users"]) == 1, name
         for raw in account["users"]:
@@ -244,9 +247,10 @@ def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]])
             continue
         me = user.actor
         assert sorted(user.publishes(f"{ns.root}.>")) == sorted(
-            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}", f"{ns.root}.timers.{me}"]
+            # Its own dead letters on one subject only, bounded there (docs/quotas.md).
+            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}.{me}", f"{ns.root}.timers.{me}"]
         )
-        registry, marks = f"$KV.{ns.bucket('registry')}", f"$KV.{ns.bucket('idempotency')}"
+        registry, marks = f"$KV.{ns.bucket('registry')}", f"$KV.{ns.bucket('handling')}"
         waits = f"$KV.{ns.bucket('waits')}"
         assert sorted(user.publishes("$KV.>")) == sorted(
             [
@@ -351,7 +355,7 @@ def test_the_auditor_reads_dead_letters_but_never_moves_them(
     dead = ns.stream("dead")
     consumers = [e for e in auditor.publishes("$JS.API.CONSUMER.>") if dead in e.split(".")]
     assert set(consumers) == {
-        f"$JS.API.CONSUMER.CREATE.{dead}.auditor.{ns.root}.dead.*",
+        f"$JS.API.CONSUMER.CREATE.{dead}.auditor.{ns.root}.dead.*.*",
         f"$JS.API.CONSUMER.INFO.{dead}.auditor",
         f"$JS.API.CONSUMER.MSG.NEXT.{dead}.auditor",
     }

@@ -4,7 +4,8 @@ Writes, into `--out DIR`:
 
 - `nats-server.conf`: listen, monitoring, JetStream with `sync_interval: always` (as the
   embedded server runs), and `include "authorization.conf"`;
-- `authorization.conf`: the accounts (`_permissions.py`): the core account with JetStream and
+- `authorization.conf`: the accounts (`_permissions.py`): the core account with JetStream
+  (within its limits, `AccountLimits` of bus/_quotas.py, set by `--max-file` and the like) and
   the trusted actors, and one account per agent or person, each with one nkey user, its
   permissions and the services and streams it imports from the core account; as JSON (a
   subset of nats-server's config syntax) so tools and tests can read it back;
@@ -31,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import nkeys
+from pydantic import ValidationError
 
+from bus import AccountLimits
 from schemas import Namespace, SubjectTokenError, check_token
 from tools.natsconf._permissions import (
     CORE_ACCOUNT,
@@ -136,10 +139,12 @@ def write_nats_config(
     store_dir: str = "jetstream",
     listen: str = "127.0.0.1:4222",
     relay_serves: Sequence[str] = (),
+    limits: AccountLimits | None = None,
 ) -> dict[str, dict[str, str]]:
     """Write the config files (and, unless `example`, seeds and settings) into `out`.
 
     `relay_serves`: the shared agents and device principals the relay reads and submits as.
+    `limits`: the core account's JetStream limits (docs/quotas.md; the defaults when None).
 
     Returns:
         The manifest: actor id -> {"role", "nkey"}.
@@ -177,7 +182,8 @@ def write_nats_config(
         f"# One nkey user per actor of namespace {ns.root!r}, written by `parley nats-config`;\n"
         f"# {MANIFEST} says which key is which actor. Least privilege: see tools/natsconf/.\n"
     )
-    body = json.dumps({"accounts": _accounts(names, users, grants)}, indent=2)
+    limits = AccountLimits() if limits is None else limits
+    body = json.dumps({"accounts": _accounts(names, users, grants, limits)}, indent=2)
     (out / AUTHORIZATION).write_text(header + (_EXAMPLE_NOTE if example else "") + body + "\n")
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     (out / "nats-server.conf").write_text(_server_conf(store_dir, example, listen))
@@ -185,11 +191,15 @@ def write_nats_config(
 
 
 def _accounts(
-    names: Sequence[str], users: dict[str, dict[str, Any]], grants: Sequence[Permissions]
+    names: Sequence[str],
+    users: dict[str, dict[str, Any]],
+    grants: Sequence[Permissions],
+    limits: AccountLimits,
 ) -> dict[str, dict[str, Any]]:
-    """The core account (JetStream, the trusted actors, its exports) and one account per
-    other principal, which imports exactly its grants, each exported to it alone."""
-    core: dict[str, Any] = {"jetstream": "enabled", "users": [], "exports": []}
+    """The core account (JetStream within `limits`, the trusted actors, its exports) and one
+    account per other principal, which imports exactly its grants, each exported to it
+    alone. Only the core account has JetStream, so its limits bound everything stored."""
+    core: dict[str, Any] = {"jetstream": limits.to_config(), "users": [], "exports": []}
     accounts: dict[str, dict[str, Any]] = {CORE_ACCOUNT: core}
     services: dict[str, list[str]] = {}
     streams: dict[str, list[str]] = {}
@@ -255,8 +265,14 @@ def _cmd_nats_config(args: argparse.Namespace) -> int:
             example=args.example,
             listen=args.listen,
             relay_serves=serves,
+            limits=AccountLimits(
+                max_file=args.max_file,
+                max_memory=args.max_memory,
+                max_streams=args.max_streams,
+                max_consumers=args.max_consumers,
+            ),
         )
-    except (SubjectTokenError, OSError) as exc:
+    except (SubjectTokenError, OSError, ValidationError) as exc:
         print(f"parley nats-config: {exc}", file=sys.stderr)
         return 2
     for actor, entry in manifest.items():
@@ -293,4 +309,18 @@ def add_natsconf_commands(commands: Any) -> None:
         help="comma-separated names the relay reads and submits as: its shared agents "
         "(`parley shared list`) and device principals (`parley share --list`)",
     )
+    defaults = AccountLimits()
+    for name, what in (
+        ("max_file", "file store bytes"),
+        ("max_memory", "memory store bytes"),
+        ("max_streams", "streams and buckets"),
+        ("max_consumers", "consumers"),
+    ):
+        cmd.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=int,
+            default=getattr(defaults, name),
+            help=f"the core account's JetStream limit on {what} (default %(default)s; "
+            "docs/quotas.md)",
+        )
     cmd.set_defaults(func=_cmd_nats_config)

@@ -216,8 +216,9 @@ class _Grants:
 
     def handling_marks(self) -> None:
         """Mark, read and clear its own quarantine marks of redelivered inputs in hand
-        (bus/_quarantine.py), and no other actor's."""
-        bucket = self.ns.bucket("idempotency")
+        (bus/_quarantine.py), and no other actor's: in a bucket of their own, so filling its
+        marks up to the bucket's quota stops nobody's admissions."""
+        bucket = self.ns.bucket("handling")
         marks = f"$KV.{bucket}.handling.{self.actor}.>"
         self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", marks, f"{_JS}.DIRECT.GET.KV_{bucket}.{marks}")
 
@@ -240,7 +241,9 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
     ns, me = g.ns, g.actor
     if role != CONSOLE:  # the console submits nothing as itself, only as each person
         g.pub(ns.submit(me))
-    g.pub(ns.dead(me))
+    g.pub(ns.dead(me))  # its own letters, bounded on this one subject (docs/quotas.md)
+    if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
+        g.pub(f"{_JS}.STREAM.INFO.{ns.stream('dead')}")
     g.write_keys("registry", f"heartbeat.{me}")
     g.handling_marks()
     if role in ("agent", "router", "cli"):

@@ -1,0 +1,139 @@
+"""Quotas the broker enforces, so that no principal can fill the store (docs/quotas.md).
+
+Everything a principal may write lands in a stream or bucket of the core account, whatever
+account the principal logs in to (tools/natsconf/_permissions.py): its submissions, its
+reminders, its own dead letters, the bucket keys its grants name. So the bounds are set where
+the bytes land, and JetStream itself refuses what passes them:
+
+- every stream and bucket has a `max_bytes` and a largest message (`max_msg_size`, a bucket's
+  `max_value_size`);
+- every subject a principal may write has a per-subject bound: its submissions and reminders
+  (`per_sender`, refused past it: the sender gets the error, nobody else loses a message), its
+  bucket keys (one value each, a bucket's history), its dead letters (`dead_letters_per_sender`,
+  the sender's oldest dropped past it, never another sender's);
+- the core account has JetStream limits of its own (`AccountLimits`, written into the broker
+  config), a backstop over all of it.
+
+The defaults are sized for a laptop (a few GiB in all); docs/quotas.md says how to size them
+for a deployment. A setting is given in `[quotas]` of a settings file, or as JSON in
+`PARLEY_QUOTAS`; `parley provision` applies it to existing streams too.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+__all__ = ("DEFAULT_BUCKET_BYTES", "DEFAULT_STREAM_BYTES", "MIB", "AccountLimits", "Quotas")
+
+MIB: Final = 1024 * 1024
+
+DEFAULT_STREAM_BYTES: Final = {
+    "submit": 256 * MIB,
+    "deliver": 256 * MIB,
+    "events": 512 * MIB,
+    "audit": 1024 * MIB,
+    "dead": 256 * MIB,
+    "timers": 64 * MIB,
+}
+"""Bytes each stream may hold, by family: a laptop's share of a few GiB."""
+
+DEFAULT_BUCKET_BYTES: Final = {
+    "sessions": 128 * MIB,
+    "traces": 128 * MIB,
+    "registry": 16 * MIB,
+    "policy": 32 * MIB,
+    "idempotency": 128 * MIB,
+    "handling": 8 * MIB,
+    "waits": 128 * MIB,
+    "relay": 64 * MIB,
+    "leases": 1 * MIB,
+}
+"""Bytes each bucket may hold, by name."""
+
+
+class Quotas(BaseModel):
+    """The limits `parley provision` puts on every stream and bucket of a namespace."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stream_bytes: dict[str, int] = Field(
+        default_factory=lambda: dict(DEFAULT_STREAM_BYTES),
+        description="Bytes each stream may hold, by family (`submit`, `dead`, ...); a family "
+        "left out keeps its default.",
+    )
+    bucket_bytes: dict[str, int] = Field(
+        default_factory=lambda: dict(DEFAULT_BUCKET_BYTES),
+        description="Bytes each bucket may hold, by name (`waits`, `handling`, ...); a bucket "
+        "left out keeps its default.",
+    )
+    per_sender: int = Field(
+        default=10_000,
+        ge=1,
+        description="Messages one principal may have waiting on its own subject of a work "
+        "queue (its submissions, its reminders); past it the broker refuses its next one. "
+        "Room for a benchmark's backlog; the stream's bytes bound large messages first.",
+    )
+    dead_letters_per_sender: int = Field(
+        default=32,
+        ge=1,
+        description="Dead letters kept per sender and filer; past it the sender's oldest is "
+        "dropped (counted and logged by the filer), never another sender's.",
+    )
+    mark_value_bytes: int = Field(
+        default=256,
+        ge=16,
+        description="Largest value of a quarantine mark (a delivery number).",
+    )
+
+    @field_validator("stream_bytes", "bucket_bytes")
+    @classmethod
+    def _with_defaults(cls, value: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        """A partial table overrides only what it names; every limit is at least 1 MiB."""
+        small = sorted(name for name, size in value.items() if size < MIB)
+        if small:
+            raise ValueError(f"at least 1 MiB each (too small: {', '.join(small)})")
+        streams = info.field_name == "stream_bytes"
+        defaults = DEFAULT_STREAM_BYTES if streams else DEFAULT_BUCKET_BYTES
+        return {**defaults, **value}
+
+    def stream_max_bytes(self, family: str) -> int:
+        return self.stream_bytes.get(family, DEFAULT_STREAM_BYTES.get(family, 64 * MIB))
+
+    def bucket_max_bytes(self, name: str) -> int:
+        return self.bucket_bytes.get(name, DEFAULT_BUCKET_BYTES.get(name, 64 * MIB))
+
+    def total_bytes(self) -> int:
+        """What every stream and bucket may hold together, at one replica."""
+        return sum(self.stream_bytes.values()) + sum(self.bucket_bytes.values())
+
+
+class AccountLimits(BaseModel):
+    """The core account's JetStream limits in the broker config (`parley nats-config`): a
+    backstop over every stream, bucket and consumer, whoever writes them.
+
+    A stream's `max_bytes` is reserved against `max_file` times its replicas, so the default
+    covers every default quota at three replicas (a local cluster) with room to spare.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_file: int = Field(default=12 * 1024 * MIB, ge=MIB, description="File store bytes.")
+    max_memory: int = Field(
+        default=256 * MIB, ge=0, description="Memory store bytes (Parley stores on file)."
+    )
+    max_streams: int = Field(default=64, ge=1, description="Streams and buckets.")
+    max_consumers: int = Field(
+        default=4096, ge=1, description="Consumers: durables, watches and followers."
+    )
+
+    def to_config(self) -> dict[str, object]:
+        """The account's `jetstream` block: every stream must say its `max_bytes`."""
+        return {
+            "max_file": self.max_file,
+            "max_memory": self.max_memory,
+            "max_streams": self.max_streams,
+            "max_consumers": self.max_consumers,
+            "max_bytes_required": True,
+        }
