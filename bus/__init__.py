@@ -11,7 +11,14 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import FsyncCheckError, Uptime, check_fsync, connect, jetstream
+from bus._connection import (
+    RECONNECT_WINDOW_S,
+    FsyncCheckError,
+    Uptime,
+    check_fsync,
+    connect,
+    jetstream,
+)
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
 from bus._context import Context, Deferral
 from bus._deadletter import (
@@ -88,6 +95,7 @@ __all__ = (
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",
+    "RECONNECT_WINDOW_S",
     "SENDER",
     "SENDER_ROLE",
     "STREAM_FAMILIES",

@@ -5,7 +5,9 @@ dead server only after minutes, and hands every connection the shared `_INBOX.>`
 Actors know every server they were given (a cluster's nodes), reconnect forever to any of them,
 ping every few seconds, use their own inbox prefix (so broker permissions can keep one actor
 from reading another's replies), and count the permission violations the server reports
-asynchronously (a refused publish does not raise).
+asynchronously (a refused publish does not raise). A command a person waits on is the
+opposite: it reconnects for a few seconds only and pings more often, so that a server gone is
+said within seconds instead of waited out (tools/_waiting.py).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import urllib.request
 from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -26,12 +30,27 @@ from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
 
-__all__ = ("RECONNECT_WAIT_S", "FsyncCheckError", "check_fsync", "connect", "drain", "jetstream")
+__all__ = (
+    "RECONNECT_WAIT_S",
+    "RECONNECT_WINDOW_S",
+    "FsyncCheckError",
+    "check_fsync",
+    "connect",
+    "drain",
+    "jetstream",
+)
 
 log = logging.getLogger("parley.bus.connection")
 
 RECONNECT_WAIT_S = 0.5
 """The pause between reconnect attempts to one server (nats-py's default is 2 s)."""
+RECONNECT_WINDOW_S = 3.0
+"""How long a short-lived connection (a command a person waits on) tries to reconnect before
+it closes for good: long enough for a server restarting on its port, short enough that the
+person hears within seconds that the server is gone."""
+_SHORT_PING_S = 2
+"""A short-lived connection's ping interval: two unanswered pings (a frozen server, a cut
+link) count as a loss within seconds, where an actor's five-second pings would take 15."""
 
 
 class FsyncCheckError(RuntimeError):
@@ -88,8 +107,13 @@ async def connect(
     *,
     reconnect_forever: bool = True,
     uptime: Uptime | None = None,
+    on_closed: Callable[[], Awaitable[None]] | None = None,
 ) -> NATS:
-    """Open the actor's connection and return it (already connected)."""
+    """Open the actor's connection and return it (already connected).
+
+    Without `reconnect_forever` the connection is a command's: it tries to reconnect for
+    `RECONNECT_WINDOW_S`, then closes, and `on_closed` is awaited (also after a close of our
+    own: the caller tells the two apart)."""
     ns = Namespace(settings.namespace)
 
     async def on_error(exc: Exception) -> None:
@@ -128,13 +152,17 @@ async def connect(
         "error_cb": on_error,
         "disconnected_cb": on_disconnect,
         "reconnected_cb": on_reconnect,
-        "ping_interval": 5,
-        "max_outstanding_pings": 3,
+        "ping_interval": 5 if reconnect_forever else _SHORT_PING_S,
+        "max_outstanding_pings": 3 if reconnect_forever else 2,
         "reconnect_time_wait": RECONNECT_WAIT_S,
-        "max_reconnect_attempts": -1 if reconnect_forever else 3,
+        "max_reconnect_attempts": (
+            -1 if reconnect_forever else math.ceil(RECONNECT_WINDOW_S / RECONNECT_WAIT_S)
+        ),
         "allow_reconnect": True,
         "connect_timeout": 5,
     }
+    if on_closed is not None:
+        options["closed_cb"] = on_closed
     if settings.user is not None:
         options["user"] = settings.user
         options["password"] = settings.password or ""
