@@ -1,7 +1,8 @@
-"""What a terminal shows for a session's events: seed 001's turns and seed 004's calls.
+"""What a terminal shows for a session's events: seed 001's turns and seed 004's calls, and
+seed 000's three voices of an orchestrated session.
 
-`parley collab`, `say` and the demo print each event of a session's timeline as it comes, in
-one line (or a few); events not worth a line give None.
+`parley collab`, `say`, `orchestrate` and the demos print each event of a session's timeline
+as it comes, in one line (or a few); events not worth a line give None.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from schemas import SessionEvent
 from tools._interactions import seconds
 
-__all__ = ("call_line", "render")
+__all__ = ("banner", "call_line", "render", "render_event")
 
 
 def render(event: SessionEvent, max_rounds: int) -> str | None:
@@ -64,3 +65,62 @@ def call_line(event: SessionEvent) -> str | None:
     if isinstance(used, list) and used:
         line += f"\n  Tools used: {', '.join(str(name) for name in used)}"
     return line
+
+
+_LIMITS = {
+    "max_turns": "TURN LIMIT",
+    "max_duration": "TIME LIMIT",
+    "max_failures": "FAILURE LIMIT",
+    "max_tokens": "TOKEN BUDGET",
+}
+_SENT_BY = {"auto": "auto-sent", "approved": "approved", "edited": "edited by you"}
+
+
+def banner(event: SessionEvent) -> str:
+    """The closing lines: a banner when a limit ended the run, else how it ended."""
+    reason = str(event.payload.get("reason", ""))
+    label = _LIMITS.get(event.stop_reason or "")
+    if label is not None:
+        rule = "=" * 8
+        return f"{rule} {label} REACHED {rule}\n{reason}\nstopped: {event.stop_reason}"
+    return f"stopped: {event.stop_reason}" + (f"\n    {reason}" if reason else "")
+
+
+def render_event(event: SessionEvent, max_turns: int) -> str | None:
+    """A timeline line for one event, or None for events not worth one."""
+    payload = event.payload
+    turn = f"{event.round}/{max_turns}"
+    match event.event_type, payload.get("role"):
+        case "session_created", _:
+            return (
+                f"objective: {payload.get('objective', '')}\n"
+                f"Local Agent: {payload.get('local_agent')} · Remote Agent: "
+                f"{payload.get('shared_agent')} · mode {payload.get('orchestration_mode')} · "
+                f"up to {max_turns} turns"
+            )
+        case "step_completed", "local_agent":
+            return f"[Local Agent · {turn}] {payload.get('message', '')}"
+        case "step_completed", "remote_agent":
+            return f"[Remote Agent · {turn}] {payload.get('message', '')}"
+        case "step_completed", "failure":
+            return (
+                f"! {event.speaker} failed ({payload.get('failures')} in a row): "
+                f"{payload.get('code')}: {payload.get('message')}"
+            )
+        case "step_started", "outbound":
+            sent_by = str(payload.get("sent_by", ""))
+            if sent_by == "you":
+                return f"[You · {turn}] {payload.get('message', '')}\n    → {event.speaker}"
+            return f"    → {event.speaker} ({_SENT_BY.get(sent_by, sent_by)})"
+        case "approval_requested", _:
+            reasons = "; ".join(str(r) for r in payload.get("reasons", []))
+            return f"    awaiting your approval ({reasons})"
+        case "approval_resolved", _:
+            return f"[You · {turn}] {payload.get('decision')}"
+        case "session_paused", _:
+            return "paused: nothing is sent until you resume (r)"
+        case "session_resumed", _:
+            return "resumed"
+        case (("session_completed" | "session_failed" | "session_canceled"), _):
+            return banner(event)
+    return None
