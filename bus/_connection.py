@@ -44,7 +44,7 @@ log = logging.getLogger("parley.bus.connection")
 
 RECONNECT_WAIT_S = 0.5
 """The pause between reconnect attempts to one server (nats-py's default is 2 s)."""
-RECONNECT_WINDOW_S = 3.0
+RECONNECT_WINDOW_S = 2.0
 """How long a short-lived connection (a command a person waits on) tries to reconnect before
 it closes for good: long enough for a server restarting on its port, short enough that the
 person hears within seconds that the server is gone."""
@@ -115,6 +115,9 @@ async def connect(
     `RECONNECT_WINDOW_S`, then closes, and `on_closed` is awaited (also after a close of our
     own: the caller tells the two apart)."""
     ns = Namespace(settings.namespace)
+    # A command says in its own words what a lost connection means (tools/_waiting.py): each
+    # failed reconnect attempt is not a line for the person waiting on it.
+    quiet_or_warn = logging.WARNING if reconnect_forever else logging.DEBUG
 
     async def on_error(exc: Exception) -> None:
         text = str(exc)
@@ -125,7 +128,7 @@ async def connect(
         else:
             if metrics is not None:
                 metrics.connection_events.labels(actor_id, "error").inc()
-            log.warning("nats error", extra={"error": text})
+            log.log(quiet_or_warn, "nats error", extra={"error": text})
 
     client: list[NATS] = []  # set once connected, so callbacks can tell a drain from a loss
 
@@ -136,7 +139,7 @@ async def connect(
             metrics.connection_events.labels(actor_id, "disconnect").inc()
         if uptime is not None:
             uptime.lost()
-        log.warning("disconnected from nats")
+        log.log(quiet_or_warn, "disconnected from nats")
 
     async def on_reconnect() -> None:
         if uptime is not None:

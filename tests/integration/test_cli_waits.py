@@ -143,3 +143,28 @@ async def test_detach_leaves_the_session_running_and_says_how_to_follow_and_stop
         end = await timeline.until_end(timeout=60)
         await timeline.close()
     assert (end.event_type, end.stop_reason) == ("session_completed", "final"), end
+
+
+async def test_a_lost_server_ends_parley_delegate_within_seconds_saying_so(
+    private_nc: NATS, private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    agents = {"reviewer": "reviewer"}  # its script takes 8 s over "take your time"
+    async with running_system(
+        private_nc, private_server, namespace, tmp_path / "keys", agents
+    ) as system:
+        cli = parley_cli(
+            system.env, "delegate", "@reviewer", "take your time", "--deadline-ms", "60000"
+        )
+        try:
+            await cli.wait_line(r"^cli delegating to reviewer")
+            private_server.kill()
+            killed = time.monotonic()
+            code = await cli.wait_exit(LOST_WITHIN_S + 5)
+            took = time.monotonic() - killed
+        finally:
+            cli.close()
+    output = "\n".join(cli.lines)
+    assert code == 3, output
+    assert took < LOST_WITHIN_S, f"{took:.1f} s to notice:\n{output}"
+    assert f"lost the connection to nats at {private_server.url}" in output
+    assert re.search(r"`parley calls [\w-]+` lists them", output), output
