@@ -136,7 +136,8 @@ async def follow_session(
     ]
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
-    waiting_for, ends_by = "the router to open the session", None
+    waiting_for = "the router to open the session" if opens else "the session's next event"
+    ends_by: datetime | None = None
     async with asyncio.TaskGroup() as tasks:
         if stop_requested is not None:
             stopper = tasks.create_task(_on_stop(stop_requested, news))
@@ -144,6 +145,8 @@ async def follow_session(
             await waited(nc.flush(), None, watch)  # the server has both subscriptions first
             if opens:
                 await waited(submit_as(nc, ns, person, msg), None, watch)
+            else:
+                print(f"following session {msg.session_id} (Ctrl-C stops it)", file=out, flush=True)
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:

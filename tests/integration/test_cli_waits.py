@@ -168,3 +168,27 @@ async def test_a_lost_server_ends_parley_delegate_within_seconds_saying_so(
     assert took < LOST_WITHIN_S, f"{took:.1f} s to notice:\n{output}"
     assert f"lost the connection to nats at {private_server.url}" in output
     assert re.search(r"`parley calls [\w-]+` lists them", output), output
+
+
+async def test_a_detached_session_is_followed_and_stopped_from_other_terminals(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    brain = 'backend = "scripted"\nscript = "gpt-script.toml"'
+    slow = write_profile(tmp_path / "agents", "gpt", brain, script=SLOW_AGENT)
+    agents = {"gpt": str(slow), "claude": "claude"}
+    async with running_system(nc, nats_server, namespace, tmp_path / "keys", agents) as system:
+        code, lines = await finished(
+            parley_cli(system.env, "collab", "--detach", "--first", "gpt", "plan a hike")
+        )
+        assert code == 0, "\n".join(lines)
+        session_id = _session_of(lines)
+        follower = parley_cli(system.env, "collab", "--follow", session_id)
+        try:
+            await follower.wait_line(r"^following session ")  # subscribed to its timeline
+            code, lines = await finished(parley_cli(system.env, "collab", "--stop", session_id))
+            assert code == 0, "\n".join(lines)
+            assert lines[-1] == "stopped: canceled (round 1)", "\n".join(lines)
+            assert await follower.wait_exit(30) == 130, "\n".join(follower.lines)
+        finally:
+            follower.close()
+    assert "stopped: canceled (round 1)" in follower.lines
