@@ -26,6 +26,10 @@ And in case a reminder is ever lost, every replica sweeps the sessions bucket ev
 `sweep_every_s` (actors/router/_sweep.py): a running session unmoved past its deadline plus
 `stall_margin_s` is sent, through the same reminder queue, an input that ends it as `stalled`.
 
+A person's Stop can reach the router before the session it names is open (a command that gave
+up submits it behind its opening, and a stalled gate can hand the two over in either order):
+it is kept, and applied as soon as the session's opener opens it (actors/router/_early_stops.py).
+
 Orchestrated sessions (seed 000, a message with `mode = "orchestrate"`) are the router's too,
 stored beside these and run by actors/router/_orchestrated.py with actors/orchestrator's
 transitions: an input whose session is not a collaboration is offered to them.

@@ -260,8 +260,9 @@ def _on_error(
 def unknown_session(
     envelope: AgentResponse | Error | Control, error_id: str, why: str, *, now: datetime
 ) -> Step:
-    """An input for a session this router does not have: a person's Stop is refused (the
-    person follows their timelines for the answer), anything else is only noted."""
+    """An input for a session this router does not have: a person's control is refused (the
+    person follows their timelines for the answer), anything else is only noted. (A Stop
+    naming a valid session id never gets here: it is kept for when the session opens.)"""
     if not isinstance(envelope, Control):
         return Step(session=None, note=f"ignored {type(envelope).__name__}: {why}")
     refusal = Error(
