@@ -115,11 +115,10 @@ async def waited(awaitable: Awaitable[T], timeout: float | None, watch: Watch | 
     `ConnectionLost` as soon as `watch` says the connection is gone, whatever was awaited."""
     if watch is None:
         return await asyncio.wait_for(awaitable, timeout)
-    if watch.lost.is_set():
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
-        raise ConnectionLost(watch.url)
     task = asyncio.ensure_future(awaitable)
+    if watch.lost.is_set():
+        task.cancel()
+        raise ConnectionLost(watch.url)
     lost = asyncio.ensure_future(watch.lost.wait())
     try:
         done, _ = await asyncio.wait(

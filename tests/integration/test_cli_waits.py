@@ -7,7 +7,10 @@ All real processes: a nats-server, the gate, the router and agent hosts, and the
 - A command that gives up waiting (the gate SIGSTOPped past its `--timeout`) stops the session
   it opened: once the gate resumes, the session ends canceled with the command's reason, and
   no round is played.
-- `--detach` leaves the session running to its end, and says how to follow and stop it.
+- `--detach` leaves the session running to its end, and says how to follow and stop it;
+  `--follow` and `--stop` from other terminals follow and stop it.
+- `parley delegate` hears a lost server as fast.
+- Under the least-privilege config the person's own credentials suffice for all of it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from nats.aio.client import Client as NATS
 from bus import EmbeddedServer, provision
 from schemas import HumanMessage, Namespace, decode_envelope
 from tests.support.agents import write_profile
+from tests.support.lockdown import LockedDown
 from tests.support.router_wire import Timeline, stored_session
-from tests.support.system import finished, parley_cli, running_system
+from tests.support.system import finished, parley_cli, running_locked_system, running_system
 from tools.demo import DEMO_GOAL as FAIRY
 
 SLOW_AGENT = """
@@ -192,3 +196,31 @@ async def test_a_detached_session_is_followed_and_stopped_from_other_terminals(
         finally:
             follower.close()
     assert "stopped: canceled (round 1)" in follower.lines
+
+
+async def test_giving_up_and_following_work_under_least_privilege(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """The person's own credentials suffice to stop a session it gave up on and to follow it:
+    the Stop is a submission like any other, the timeline one of its own."""
+    async with running_locked_system(locked_down, tmp_path / "keys") as system:
+        config = ("--config", str(locked_down.settings_file("cli")))
+        gate = system.processes["gate"]
+        gate.signal(signal.SIGSTOP)
+        follower = None
+        try:
+            argv = (*config, "--timeout", "2", "--first", "claude", "--max-rounds", "4", FAIRY)
+            code, lines = await finished(parley_cli(system.env, "collab", *argv))
+            assert code == 1, "\n".join(lines)
+            session_id = _session_of([line for line in lines if "stop requested" in line])
+            follower = parley_cli(system.env, "collab", *config, "--follow", session_id)
+            await follower.wait_line(r"^following session ")
+            gate.signal(signal.SIGCONT)
+            assert await follower.wait_exit(60) == 130, "\n".join(follower.lines)
+        finally:
+            gate.signal(signal.SIGCONT)
+            if follower is not None:
+                follower.close()
+        logs = [line for process in system.processes.values() for line in process.lines]
+    assert "stopped: canceled (round 1)" in follower.lines
+    assert not [line for line in logs if "permission violation" in line]
