@@ -51,6 +51,7 @@ from tools._local import connect_local
 __all__ = (
     "EXIT_LOST",
     "ConnectionLost",
+    "Unreachable",
     "Watch",
     "connect_watched",
     "detached_line",
@@ -80,6 +81,10 @@ class ConnectionLost(Exception):
         self.url = url
 
 
+class Unreachable(Exception):
+    """No server answered when the command connected (what to set is in the message)."""
+
+
 @dataclass
 class Watch:
     """Whether a command's connection is lost: set by nats-py's closed callback once its
@@ -103,10 +108,13 @@ async def connect_watched(settings: Settings, person: str) -> tuple[NATS, Watch]
     """Connect a command as `person`, watched for the loss of its connection.
 
     Raises:
-        ConfigError: no server answered at the settings' URL.
+        Unreachable: no server answered at the settings' URL.
     """
     watch = Watch(settings.nats_url)
-    nc = await connect_local(settings, person, on_closed=watch.on_closed)
+    try:
+        nc = await connect_local(settings, person, on_closed=watch.on_closed)
+    except ConfigError as exc:  # nothing answers there: exit 3 like a loss, not 2
+        raise Unreachable(str(exc)) from None
     return nc, watch
 
 
@@ -271,6 +279,9 @@ def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> i
     except ConnectionLost as exc:
         print(f"parley {name}: {lost_line(exc.url, None)}", file=sys.stderr)
         return EXIT_LOST
-    except (OSError, nats.errors.NoServersError) as exc:
+    except Unreachable as exc:
+        print(f"parley {name}: {exc}", file=sys.stderr)
+        return EXIT_LOST
+    except (OSError, nats.errors.NoServersError, nats.errors.ConnectionClosedError) as exc:
         print(f"parley {name}: cannot reach NATS: {exc}", file=sys.stderr)
         return EXIT_LOST
