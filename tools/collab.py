@@ -306,8 +306,8 @@ def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
     """Why the command line cannot make a valid message (field, limit and value), or None."""
     named = args.stop or args.follow
     if named is not None:
-        if args.stop and args.follow:
-            return "--stop and --follow name one session each: give one of them"
+        if (args.stop and args.follow) or args.detach:
+            return "--stop, --follow and --detach go alone: give one of them"
         try:
             check_token(named, "session id")
         except SubjectTokenError as exc:
