@@ -49,8 +49,9 @@ RECONNECT_WINDOW_S = 2.0
 it closes for good: long enough for a server restarting on its port, short enough that the
 person hears within seconds that the server is gone."""
 _SHORT_PING_S = 2
-"""A short-lived connection's ping interval: two unanswered pings (a frozen server, a cut
-link) count as a loss within seconds, where an actor's five-second pings would take 15."""
+"""A short-lived connection's ping interval: a ping still unanswered when the next is due (a
+frozen server, a cut link) counts as a loss within 4 to 6 s, where an actor's five-second
+pings would take 15 to 20."""
 
 
 class FsyncCheckError(RuntimeError):
@@ -108,12 +109,15 @@ async def connect(
     reconnect_forever: bool = True,
     uptime: Uptime | None = None,
     on_closed: Callable[[], Awaitable[None]] | None = None,
+    on_lost: Callable[[], Awaitable[None]] | None = None,
+    on_back: Callable[[], Awaitable[None]] | None = None,
 ) -> NATS:
     """Open the actor's connection and return it (already connected).
 
     Without `reconnect_forever` the connection is a command's: it tries to reconnect for
-    `RECONNECT_WINDOW_S`, then closes, and `on_closed` is awaited (also after a close of our
-    own: the caller tells the two apart)."""
+    `RECONNECT_WINDOW_S` worth of attempts, then closes, and `on_closed` is awaited (also
+    after a close of our own: the caller tells the two apart). `on_lost` and `on_back` are
+    awaited when the connection drops (not by our own close) and when it is back."""
     ns = Namespace(settings.namespace)
     # A command says in its own words what a lost connection means (tools/_waiting.py): each
     # failed reconnect attempt is not a line for the person waiting on it.
@@ -140,6 +144,8 @@ async def connect(
         if uptime is not None:
             uptime.lost()
         log.log(quiet_or_warn, "disconnected from nats")
+        if on_lost is not None:
+            await on_lost()
 
     async def on_reconnect() -> None:
         if uptime is not None:
@@ -147,6 +153,8 @@ async def connect(
         if metrics is not None:
             metrics.connection_events.labels(actor_id, "reconnect").inc()
         log.info("reconnected to nats")
+        if on_back is not None:
+            await on_back()
 
     options: dict[str, Any] = {
         "servers": list(settings.nats_servers),
@@ -156,7 +164,7 @@ async def connect(
         "disconnected_cb": on_disconnect,
         "reconnected_cb": on_reconnect,
         "ping_interval": 5 if reconnect_forever else _SHORT_PING_S,
-        "max_outstanding_pings": 3 if reconnect_forever else 2,
+        "max_outstanding_pings": 3 if reconnect_forever else 1,
         "reconnect_time_wait": RECONNECT_WAIT_S,
         "max_reconnect_attempts": (
             -1 if reconnect_forever else math.ceil(RECONNECT_WINDOW_S / RECONNECT_WAIT_S)

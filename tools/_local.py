@@ -111,16 +111,29 @@ def local_settings(config: Path | None, role: str, **overrides: Any) -> Settings
 
 
 async def connect_local(
-    settings: Settings, role: str, on_closed: Callable[[], Awaitable[None]] | None = None
+    settings: Settings,
+    role: str,
+    *,
+    on_closed: Callable[[], Awaitable[None]] | None = None,
+    on_lost: Callable[[], Awaitable[None]] | None = None,
+    on_back: Callable[[], Awaitable[None]] | None = None,
 ) -> NATS:
     """Connect a command as `role`, or fail with what to set. The connection reconnects for a
-    few seconds only, then closes and awaits `on_closed` (tools/_waiting.py watches it).
+    few seconds only; `on_closed`, `on_lost` and `on_back` (bus.connect's) hear how it fares
+    (tools/_waiting.py watches it).
 
     Raises:
         ConfigError: no server answered at the settings' URL.
     """
     try:
-        return await connect(settings, role, reconnect_forever=False, on_closed=on_closed)
+        return await connect(
+            settings,
+            role,
+            reconnect_forever=False,
+            on_closed=on_closed,
+            on_lost=on_lost,
+            on_back=on_back,
+        )
     except (NoServersError, OSError, TimeoutError) as exc:
         raise ConfigError(
             f"no NATS server answers at {settings.nats_url} ({exc.__class__.__name__}): "

@@ -33,7 +33,7 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus import ConfigError, Settings, TraceHeaders
+from bus import RECONNECT_WINDOW_S, ConfigError, Settings, TraceHeaders
 from schemas import (
     Control,
     DecodeError,
@@ -87,20 +87,35 @@ class Unreachable(Exception):
 
 @dataclass
 class Watch:
-    """Whether a command's connection is lost: set by nats-py's closed callback once its
-    reconnect window has run out, unless the command closed the connection itself."""
+    """Whether a command's connection is lost: once it has been down for
+    `RECONNECT_WINDOW_S` (a server that hangs instead of refusing lets each reconnect attempt
+    wait for its connect timeout), or once nats-py gave up and closed it, unless the command
+    closed the connection itself."""
 
     url: str
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     closing: bool = False
+    _window: asyncio.TimerHandle | None = None
 
     async def on_closed(self) -> None:
         if not self.closing:
             self.lost.set()
 
+    async def on_lost(self) -> None:
+        """The connection dropped: lost for good unless it is back within the window."""
+        if self._window is None and not self.closing:
+            loop = asyncio.get_running_loop()
+            self._window = loop.call_later(RECONNECT_WINDOW_S, self.lost.set)
+
+    async def on_back(self) -> None:
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
+
     async def close(self, nc: NATS) -> None:
         """Close the connection as the command's own act (not a loss)."""
         self.closing = True
+        await self.on_back()
         await nc.close()
 
 
@@ -112,7 +127,13 @@ async def connect_watched(settings: Settings, person: str) -> tuple[NATS, Watch]
     """
     watch = Watch(settings.nats_url)
     try:
-        nc = await connect_local(settings, person, on_closed=watch.on_closed)
+        nc = await connect_local(
+            settings,
+            person,
+            on_closed=watch.on_closed,
+            on_lost=watch.on_lost,
+            on_back=watch.on_back,
+        )
     except ConfigError as exc:  # nothing answers there: exit 3 like a loss, not 2
         raise Unreachable(str(exc)) from None
     return nc, watch

@@ -15,6 +15,7 @@ All real processes: a nats-server, the gate, the router and agent hosts, and the
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -39,6 +40,8 @@ delay_s = 120
 message = "slow"
 """
 LOST_WITHIN_S = 5.0
+FROZEN_WITHIN_S = 10.0
+"""Unanswered pings take 4 to 6 s to count as a loss, then the reconnect window (2 s) runs."""
 
 
 @pytest.fixture
@@ -89,6 +92,35 @@ async def test_a_lost_server_ends_the_wait_within_seconds_saying_so(
     assert f"lost the connection to nats at {private_server.url}" in output
     assert f"the session {session_id} may still be running" in output
     assert f"`parley collab --stop {session_id}`" in output
+
+
+async def test_a_frozen_server_ends_the_wait_within_seconds_too(
+    private_nc: NATS, private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """A server SIGSTOPped refuses nothing: its socket stays open and each reconnect attempt
+    would wait for its connect timeout. Unanswered pings and the reconnect window end it."""
+    brain = 'backend = "scripted"\nscript = "gpt-script.toml"'
+    slow = write_profile(tmp_path / "agents", "gpt", brain, script=SLOW_AGENT)
+    agents = {"gpt": str(slow), "claude": "claude"}
+    async with running_system(
+        private_nc, private_server, namespace, tmp_path / "keys", agents
+    ) as system:
+        server_pid = private_server.pid
+        assert server_pid is not None
+        cli = parley_cli(system.env, "collab", "--first", "gpt", "plan a hike")
+        try:
+            await cli.wait_line(r"^session [\w-]+: ")
+            os.kill(server_pid, signal.SIGSTOP)
+            frozen = time.monotonic()
+            code = await cli.wait_exit(FROZEN_WITHIN_S + 10)
+            took = time.monotonic() - frozen
+        finally:
+            os.kill(server_pid, signal.SIGCONT)
+            cli.close()
+    output = "\n".join(cli.lines)
+    assert code == 3, output
+    assert took < FROZEN_WITHIN_S, f"{took:.1f} s to notice:\n{output}"
+    assert f"lost the connection to nats at {private_server.url}" in output
 
 
 async def test_a_command_that_gives_up_stops_the_session_it_opened(
