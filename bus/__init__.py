@@ -11,7 +11,15 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import FsyncCheckError, Link, Uptime, check_fsync, connect, jetstream
+from bus._connection import (
+    RECONNECT_WINDOW_S,
+    FsyncCheckError,
+    Link,
+    Uptime,
+    check_fsync,
+    connect,
+    jetstream,
+)
 from bus._consumer import ConsumerLoop
 from bus._consumer_config import ConsumerBindError, consumer_config
 from bus._context import Context, Deferral
@@ -90,6 +98,7 @@ __all__ = (
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",
+    "RECONNECT_WINDOW_S",
     "SENDER",
     "SENDER_ROLE",
     "STREAM_FAMILIES",

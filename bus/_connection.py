@@ -5,7 +5,9 @@ dead server only after minutes, and hands every connection the shared `_INBOX.>`
 Actors know every server they were given (a cluster's nodes), reconnect forever to any of them,
 ping every few seconds, use their own inbox prefix (so broker permissions can keep one actor
 from reading another's replies), and count the permission violations the server reports
-asynchronously (a refused publish does not raise).
+asynchronously (a refused publish does not raise). A command a person waits on is the
+opposite: it reconnects for a few seconds only and pings more often, so that a server gone is
+said within seconds instead of waited out (tools/_waiting.py).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import urllib.request
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -29,6 +32,7 @@ from schemas import Namespace
 
 __all__ = (
     "RECONNECT_WAIT_S",
+    "RECONNECT_WINDOW_S",
     "FsyncCheckError",
     "Link",
     "check_fsync",
@@ -41,6 +45,14 @@ log = logging.getLogger("parley.bus.connection")
 
 RECONNECT_WAIT_S = 0.5
 """The pause between reconnect attempts to one server (nats-py's default is 2 s)."""
+RECONNECT_WINDOW_S = 2.0
+"""How long a short-lived connection (a command a person waits on) tries to reconnect before
+it closes for good: long enough for a server restarting on its port, short enough that the
+person hears within seconds that the server is gone."""
+_SHORT_PING_S = 2
+"""A short-lived connection's ping interval: a ping still unanswered when the next is due (a
+frozen server, a cut link) counts as a loss within 4 to 6 s, where an actor's five-second
+pings would take 15 to 20."""
 
 
 class FsyncCheckError(RuntimeError):
@@ -142,9 +154,20 @@ async def connect(
     reconnect_forever: bool = True,
     uptime: Uptime | None = None,
     link: Link | None = None,
+    on_closed: Callable[[], Awaitable[None]] | None = None,
+    on_lost: Callable[[], Awaitable[None]] | None = None,
+    on_back: Callable[[], Awaitable[None]] | None = None,
 ) -> NATS:
-    """Open the actor's connection and return it (already connected); `link` follows it."""
+    """Open the actor's connection and return it (already connected); `link` follows it.
+
+    Without `reconnect_forever` the connection is a command's: it tries to reconnect for
+    `RECONNECT_WINDOW_S` worth of attempts, then closes, and `on_closed` is awaited (also
+    after a close of our own: the caller tells the two apart). `on_lost` and `on_back` are
+    awaited when the connection drops (not by our own close) and when it is back."""
     ns = Namespace(settings.namespace)
+    # A command says in its own words what a lost connection means (tools/_waiting.py): each
+    # failed reconnect attempt is not a line for the person waiting on it.
+    quiet_or_warn = logging.WARNING if reconnect_forever else logging.DEBUG
 
     async def on_error(exc: Exception) -> None:
         text = str(exc)
@@ -155,7 +178,7 @@ async def connect(
         else:
             if metrics is not None:
                 metrics.connection_events.labels(actor_id, "error").inc()
-            log.warning("nats error", extra={"error": text})
+            log.log(quiet_or_warn, "nats error", extra={"error": text})
 
     client: list[NATS] = []  # set once connected, so callbacks can tell a drain from a loss
 
@@ -168,7 +191,9 @@ async def connect(
             uptime.lost()
         if link is not None:
             link.down()
-        log.warning("disconnected from nats")
+        log.log(quiet_or_warn, "disconnected from nats")
+        if on_lost is not None:
+            await on_lost()
 
     async def on_reconnect() -> None:
         if link is not None:
@@ -178,10 +203,14 @@ async def connect(
         if metrics is not None:
             metrics.connection_events.labels(actor_id, "reconnect").inc()
         log.info("reconnected to nats")
+        if on_back is not None:
+            await on_back()
 
-    async def on_closed() -> None:
+    async def closed() -> None:
         if link is not None:
             link.up()  # nobody waits for a reconnect that will never come
+        if on_closed is not None:
+            await on_closed()
 
     options: dict[str, Any] = {
         "servers": list(settings.nats_servers),
@@ -190,11 +219,13 @@ async def connect(
         "error_cb": on_error,
         "disconnected_cb": on_disconnect,
         "reconnected_cb": on_reconnect,
-        "closed_cb": on_closed,
-        "ping_interval": 5,
-        "max_outstanding_pings": 3,
+        "closed_cb": closed,
+        "ping_interval": 5 if reconnect_forever else _SHORT_PING_S,
+        "max_outstanding_pings": 3 if reconnect_forever else 1,
         "reconnect_time_wait": RECONNECT_WAIT_S,
-        "max_reconnect_attempts": -1 if reconnect_forever else 3,
+        "max_reconnect_attempts": (
+            -1 if reconnect_forever else math.ceil(RECONNECT_WINDOW_S / RECONNECT_WAIT_S)
+        ),
         "allow_reconnect": True,
         "connect_timeout": 5,
     }

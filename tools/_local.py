@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -110,14 +110,30 @@ def local_settings(config: Path | None, role: str, **overrides: Any) -> Settings
     return settings
 
 
-async def connect_local(settings: Settings, role: str) -> NATS:
-    """Connect a command as `role`, or fail with what to set.
+async def connect_local(
+    settings: Settings,
+    role: str,
+    *,
+    on_closed: Callable[[], Awaitable[None]] | None = None,
+    on_lost: Callable[[], Awaitable[None]] | None = None,
+    on_back: Callable[[], Awaitable[None]] | None = None,
+) -> NATS:
+    """Connect a command as `role`, or fail with what to set. The connection reconnects for a
+    few seconds only; `on_closed`, `on_lost` and `on_back` (bus.connect's) hear how it fares
+    (tools/_waiting.py watches it).
 
     Raises:
         ConfigError: no server answered at the settings' URL.
     """
     try:
-        return await connect(settings, role, reconnect_forever=False)
+        return await connect(
+            settings,
+            role,
+            reconnect_forever=False,
+            on_closed=on_closed,
+            on_lost=on_lost,
+            on_back=on_back,
+        )
     except (NoServersError, OSError, TimeoutError) as exc:
         raise ConfigError(
             f"no NATS server answers at {settings.nats_url} ({exc.__class__.__name__}): "

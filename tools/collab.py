@@ -9,15 +9,19 @@ consumer, since a consumer's creator chooses where the server writes what it rea
 
 Ctrl-C sends Stop (a `control` envelope) and waits for the router to confirm; a second
 Ctrl-C leaves at once. A refusal by the gate (its decision on `parley.decisions.cli`) ends
-the command with the gate's reason.
+the command with the gate's reason. `--stop SESSION` sends the same Stop for a session this
+terminal no longer follows, `--follow SESSION` follows one already running, and `--detach`
+opens a session and leaves it running.
 
 The wait follows the session's own clock: each call the router makes carries the moment the
 session ends at the latest (its deadline plus the sweep's margin, `ends_by`), and the command
 waits until then plus `_SLACK_S` before saying what it was waiting for and giving up;
-`--timeout` replaces that with a fixed silence.
+`--timeout` replaces that with a fixed silence. A session given up on is stopped, and a lost
+connection ends the wait within seconds (tools/_waiting.py, docs/cli.md).
 
 Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 2 the arguments
-(or the configuration) are invalid, 130 it was canceled. Arguments are checked against the
+(or the configuration) are invalid, 3 NATS cannot be reached or was lost, 130 it was
+canceled. Arguments are checked against the
 envelope's own schema before anything is sent: a `--max-rounds` out of range is named with its
 limits and value at once, instead of being dead-lettered by the gate while the command waits.
 """
@@ -26,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,29 +38,42 @@ from pathlib import Path
 from typing import Final, TextIO
 
 import msgspec
-import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 
-from bus import ConfigError, TraceHeaders
 from schemas import (
-    Control,
     Decision,
     DecodeError,
     Error,
     HumanMessage,
     Namespace,
     SessionEvent,
+    SubjectTokenError,
+    check_token,
     decode_envelope,
     encode,
     new_id,
     utc_now,
 )
-from tools._interactions import seconds
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
+from tools._session_lines import call_line, render
+from tools._waiting import (
+    EXIT_LOST,
+    ConnectionLost,
+    Watch,
+    connect_watched,
+    detached_line,
+    give_up,
+    lost_line,
+    on_ctrl_c,
+    run_command,
+    stop_control,
+    stop_session,
+    submit_as,
+    waited,
+)
 
-__all__ = ("SessionEnd", "add_collab_commands", "follow_session")
+__all__ = ("SessionEnd", "add_collab_commands", "call_line", "follow_session", "render")
 
 """Where `parley up` writes its embedded server's URL for the commands run beside it."""
 
@@ -67,6 +83,8 @@ _OPENING_S: Final = 60.0
 _SLACK_S: Final = 10.0
 """Past a session's `ends_by`: the router's sweep runs every few seconds."""
 _END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
+_STOP_WAIT_S: Final = 10.0
+"""How long `--stop` waits to see the session end before saying the Stop is stored."""
 
 
 @dataclass(frozen=True)
@@ -76,33 +94,6 @@ class SessionEnd:
     event: SessionEvent | None
     code: int
     events: tuple[SessionEvent, ...]
-
-
-def render(event: SessionEvent, max_rounds: int) -> str | None:
-    """One line (or a few) for the terminal, or None for events not worth a line."""
-    payload = event.payload
-    match event.event_type:
-        case "session_created":
-            who = ", ".join(str(p) for p in payload.get("participants", []))
-            return f"session {event.session_id}: {who}, up to {max_rounds} rounds"
-        case "step_completed":
-            head = f"[{event.speaker} · {event.round}/{max_rounds}] {payload.get('message', '')}"
-            handoff = payload.get("handoff")
-            if isinstance(handoff, dict):
-                head += f"\n    → {handoff.get('to')}: {handoff.get('task')}"
-            return head
-        case "tool_requested" | "tool_completed" if payload.get("call_id"):
-            return call_line(event)
-        case "session_completed" | "session_failed" | "session_canceled":
-            lines = [f"stopped: {event.stop_reason} (round {event.round})"]
-            if payload.get("code"):
-                lines.append(f"    error: {payload['code']}: {payload.get('message', '')}")
-            elif payload.get("message"):
-                lines.append(f"    message: {payload['message']}")
-            if payload.get("warning"):
-                lines.append(f"    warning: {payload['warning']}")
-            return "\n".join(lines)
-    return None
 
 
 async def follow_session(
@@ -115,15 +106,18 @@ async def follow_session(
     stop_requested: asyncio.Event | None = None,
     on_event: Callable[[SessionEvent], None] | None = None,
     person: str = SENDER,
+    watch: Watch | None = None,
+    opens: bool = True,
 ) -> SessionEnd:
     """Submit `msg` and print its session's events until it ends, or until the session's own
-    `ends_by` (plus slack) passes without it ending, or `timeout` of silence if given.
+    `ends_by` (plus slack) passes without it ending, or `timeout` of silence if given; then
+    the session, given up on, is stopped (tools/_waiting.py). `opens=False` follows a session
+    opened before (`msg` only names it): nothing is submitted, and giving up stops nothing.
 
     Setting `stop_requested` submits a Stop for the session; the function still waits for the
-    router's `session_canceled`.
+    router's `session_canceled`. A `watch` ends the wait as soon as the connection is lost.
     """
     assert msg.session_id is not None  # noqa: S101 - callers always choose one
-    js = nc.jetstream()
     news: asyncio.Queue[SessionEvent | Decision | Error | None] = asyncio.Queue()
 
     async def on_message(raw: Msg) -> None:
@@ -140,19 +134,23 @@ async def follow_session(
         await nc.subscribe(ns.events(person, msg.session_id), cb=on_message),
         await nc.subscribe(ns.decisions(person), cb=on_message),
     ]
-    await nc.flush()  # the server has both subscriptions before anything is submitted
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
-    waiting_for, ends_by = "the router to open the session", None
+    waiting_for = "the router to open the session" if opens else "the session's next event"
+    ends_by: datetime | None = None
     async with asyncio.TaskGroup() as tasks:
         if stop_requested is not None:
             stopper = tasks.create_task(_on_stop(stop_requested, news))
         try:
-            await _submit(js, ns, msg, person)
+            await waited(nc.flush(), None, watch)  # the server has both subscriptions first
+            if opens:
+                await waited(submit_as(nc, ns, person, msg), None, watch)
+            else:
+                print(f"following session {msg.session_id} (Ctrl-C stops it)", file=out, flush=True)
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:
-                    item = await asyncio.wait_for(news.get(), wait_s)
+                    item = await waited(news.get(), wait_s, watch)
                 except TimeoutError:
                     print(
                         f"no news from the session for {wait_s:.0f} s: gave up waiting for "
@@ -160,9 +158,14 @@ async def follow_session(
                         file=out,
                         flush=True,
                     )
+                    if opens:
+                        why = f"the command gave up waiting for {waiting_for}"
+                        stop = stop_control(msg.session_id, msg.user_id, why)
+                        await give_up(nc, watch, ns, person, stop, out)
                     return SessionEnd(None, 1, tuple(seen))
                 if item is None:  # Ctrl-C: ask the router to stop, and keep following
-                    await _submit(js, ns, _stop(msg), person)
+                    stop = stop_control(msg.session_id, msg.user_id, "Ctrl-C")
+                    await waited(submit_as(nc, ns, person, stop), None, watch)
                     print("stop requested", file=out, flush=True)
                     continue
                 if isinstance(item, Decision):
@@ -187,38 +190,15 @@ async def follow_session(
                     print(line, file=out, flush=True)
                 if item.event_type in _END:
                     return SessionEnd(item, _END[item.event_type], tuple(seen))
+        except ConnectionLost as lost:
+            print(lost_line(lost.url, msg.session_id), file=out, flush=True)
+            return SessionEnd(None, EXIT_LOST, tuple(seen))
         finally:
             if stop_requested is not None:
                 stopper.cancel()
-            for sub in subs:
-                await sub.unsubscribe()
-
-
-def call_line(event: SessionEvent) -> str | None:
-    """Seed 004's lines for a call between agents the gate told the timeline of
-    (actors/gate/_timeline.py): `gpt calling coder with task: …` when it is made (and
-    `coder returned: REFUSED (…)` if the gate refused it), `coder returned: SUCCESS (812
-    tokens, 2s)` when its answer comes, with the tools it used under it."""
-    payload = event.payload
-    status = str(payload.get("status", "")).upper()
-    reason = str(payload.get("reason", ""))
-    if event.event_type == "tool_requested":
-        target = payload.get("target", "?")
-        line = f"{payload.get('caller', '?')} calling {target} with task: {payload.get('task', '')}"
-        return f"{line}\n{target} returned: REFUSED ({reason})" if status == "REFUSED" else line
-    figures = []
-    if isinstance(payload.get("tokens"), int):
-        figures.append(f"{payload['tokens']} tokens")
-    if isinstance(payload.get("duration_ms"), int):
-        figures.append(seconds(payload["duration_ms"]))
-    detail = ", ".join(figures)
-    if status != "SUCCESS" and reason:
-        detail = f"{detail}; {reason}" if detail else reason
-    line = f"{payload.get('agent', '?')} returned: {status}" + (f" ({detail})" if detail else "")
-    used = payload.get("tools_used")
-    if isinstance(used, list) and used:
-        line += f"\n  Tools used: {', '.join(str(name) for name in used)}"
-    return line
+            if not nc.is_closed:
+                for sub in subs:
+                    await sub.unsubscribe()
 
 
 def _when(value: object) -> datetime | None:
@@ -240,26 +220,6 @@ async def _on_stop(
 ) -> None:
     await stop_requested.wait()
     news.put_nowait(None)
-
-
-async def _submit(
-    js: JetStreamContext, ns: Namespace, envelope: HumanMessage | Control, person: str
-) -> None:
-    """Submit as the person: a root envelope, whose trace is its own id."""
-    headers = TraceHeaders(trace_id=envelope.id, origin=person).to_headers(envelope.id)
-    await js.publish(ns.submit(person), encode(envelope), headers=headers)
-
-
-def _stop(msg: HumanMessage) -> Control:
-    assert msg.session_id is not None  # noqa: S101
-    return Control(
-        id=new_id(),
-        created_at=utc_now(),
-        action="stop",
-        session_id=msg.session_id,
-        user_id=msg.user_id,
-        reason="Ctrl-C",
-    )
 
 
 def human_message(args: argparse.Namespace, *, single: bool) -> HumanMessage:
@@ -297,19 +257,20 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
     settings = local_settings(args.config, SENDER)
     ns = Namespace(settings.namespace)
     msg = human_message(args, single=single)
-    stop_requested = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-
-    def on_interrupt() -> None:
-        if stop_requested.is_set() and main is not None:
-            main.cancel()  # the second Ctrl-C: leave without waiting for the router
-        stop_requested.set()
-
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    if args.follow:
+        msg = msgspec.structs.replace(msg, session_id=args.follow)
+    stop_requested = on_ctrl_c()
     person = settings.actor_id or SENDER  # one person, one principal (its own settings)
-    nc = await connect_local(settings, person)
+    nc, watch = await connect_watched(settings, person)
     try:
+        if args.stop:
+            stop = stop_control(args.stop, args.user, "stopped from the command line")
+            wait_s = args.timeout or _STOP_WAIT_S
+            return await stop_session(nc, watch, ns, person, stop, wait_s, sys.stdout)
+        if args.detach:
+            await waited(submit_as(nc, ns, person, msg), None, watch)
+            print(detached_line(msg.session_id or ""), flush=True)
+            return 0
         end = await follow_session(
             nc,
             ns,
@@ -318,11 +279,13 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
             timeout=args.timeout,
             stop_requested=stop_requested,
             person=person,
+            watch=watch,
+            opens=not args.follow,
         )
     except asyncio.CancelledError:
         return 130
     finally:
-        await nc.close()
+        await watch.close(nc)
     return end.code
 
 
@@ -341,6 +304,17 @@ def _int_limits(struct: type[msgspec.Struct], name: str) -> tuple[int | None, in
 
 def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
     """Why the command line cannot make a valid message (field, limit and value), or None."""
+    named = args.stop or args.follow
+    if named is not None:
+        if (args.stop and args.follow) or args.detach:
+            return "--stop, --follow and --detach go alone: give one of them"
+        try:
+            check_token(named, "session id")
+        except SubjectTokenError as exc:
+            return f"invalid arguments: {exc}"
+        return None
+    if not single and not args.goal:
+        return "invalid arguments: say what the agents should do together (the goal)"
     if not single:
         low, high = _int_limits(HumanMessage, "max_rounds")
         value = args.max_rounds
@@ -361,14 +335,7 @@ def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:
         if problem is not None:
             print(f"parley: {problem}", file=sys.stderr)
             return 2
-        try:
-            return asyncio.run(_run(args, single=single))
-        except ConfigError as exc:
-            print(f"parley: {exc}", file=sys.stderr)
-            return 2
-        except (OSError, nats.errors.NoServersError) as exc:
-            print(f"parley: cannot reach NATS: {exc}", file=sys.stderr)
-            return 3
+        return run_command(args.command, lambda: _run(args, single=single))
 
     return command
 
@@ -376,10 +343,12 @@ def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:
 def add_collab_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `collab` and `say` to the `parley` command."""
     collab = commands.add_parser("collab", help="start a collaboration session and follow it")
-    collab.add_argument("goal", nargs="+", help="what the agents should do together")
+    collab.add_argument("goal", nargs="*", help="what the agents should do together")
     collab.add_argument("--agents", default="gpt,claude", help="participants, comma-separated")
     collab.add_argument("--first", help="who speaks first (default: the first of --agents)")
     collab.add_argument("--max-rounds", type=int, default=6, help="round cap (default 6)")
+    collab.add_argument("--stop", metavar="SESSION", help="stop a session (any you opened)")
+    collab.add_argument("--follow", metavar="SESSION", help="follow a session already running")
     say = commands.add_parser("say", help="one call to one agent: parley say @gpt 'hello'")
     say.add_argument("agent", help="the agent, as @name or name")
     say.add_argument("text", nargs="+")
@@ -390,7 +359,12 @@ def add_collab_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
             "--timeout",
             type=float,
             default=None,
-            help="give up after this many silent seconds (default: when the session's own "
-            "deadline and the router's sweep margin have passed)",
+            help="give up (and stop the session) after this many silent seconds (default: "
+            "when the session's own deadline and the router's sweep margin have passed)",
         )
-        parser.set_defaults(func=_cmd(single))
+        parser.add_argument(
+            "--detach",
+            action="store_true",
+            help="open the session and leave it running; print how to follow and stop it",
+        )
+        parser.set_defaults(func=_cmd(single), stop=None, follow=None)

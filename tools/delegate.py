@@ -19,8 +19,14 @@ answer that arrives later, or answers a request this command did not make, is ac
 dropped by whichever `parley delegate` reads it next: the person's durable is one queue, so
 two commands run at once by the same person would take each other's answers.
 
+A lost connection ends the wait within seconds (tools/_waiting.py, docs/cli.md). There is
+nothing to cancel: each request carries its deadline, and an answer past it is dropped.
+`--detach` submits the requests and waits for none of the answers (`parley calls SESSION`
+lists them).
+
 Exit codes: 0 every answer succeeded, 1 one was partial, failed, refused or late, 2 the
-arguments (or the configuration) are invalid, 3 NATS cannot be reached, 130 interrupted.
+arguments (or the configuration) are invalid, 3 NATS cannot be reached (or was lost), 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -34,114 +40,46 @@ from pathlib import Path
 from typing import Final, TextIO
 
 import msgspec
-import nats
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from actors.delegation import (
     Delegate,
-    RequestResult,
     aggregate_status,
-    answered_request,
     request_envelope,
 )
-from bus import SENDER, ConfigError, Input, Settings, TraceHeaders, consumer_config, jetstream
+from bus import ConfigError, Input, Settings, TraceHeaders, consumer_config, jetstream
 from schemas import (
-    DecodeError,
     DelegationConstraints,
     DelegationRequest,
-    DelegationResponse,
-    Error,
     Namespace,
     SubjectTokenError,
     check_token,
-    decode_envelope,
     encode,
     hop_delta_for,
     new_id,
 )
-from tools._local import PERSON, connect_local, local_settings
+from tools._delegation_answers import (
+    Outcome,
+    Pending,
+    answer_in,
+    render,
+    timeout_outcome,
+)
+from tools._local import PERSON, local_settings
+from tools._waiting import (
+    EXIT_LOST,
+    ConnectionLost,
+    Watch,
+    connect_watched,
+    lost_line,
+    run_command,
+    waited,
+)
 
 __all__ = ("Outcome", "add_delegate_command", "check_arguments", "gather", "render")
 
-_MARGIN_S: Final = 2.0
-"""Past a request's deadline: the answer made at the deadline still crosses the gate."""
 _DEFAULTS: Final = DelegationConstraints()
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one target made of its request: seed 003's status and what to show for it."""
-
-    target: str
-    result: RequestResult
-    detail: str
-    """How it ended, in brackets after the status: tokens and time, or why there is no answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    target: str
-    deadline_ms: int
-    sent_at: float
-    """The event loop's clock when the request was submitted."""
-
-    @property
-    def due(self) -> float:
-        """When to stop waiting for the answer, on the same clock."""
-        return self.sent_at + self.deadline_ms / 1000 + _MARGIN_S
-
-
-def _seconds(ms: int) -> str:
-    """Seed 004's `(812 tokens, 2s)`, with a tenth of a second where it tells something."""
-    return f"{ms / 1000:.1f}".removesuffix(".0") + "s"
-
-
-def render(outcome: Outcome) -> str:
-    """The lines a terminal shows for one answer: seed 004's `coder returned: SUCCESS (…)`
-    and the text, indented."""
-    head = f"{outcome.target} returned: {outcome.result.status.upper()} ({outcome.detail})"
-    body = [f"    {line}" for line in outcome.result.content.splitlines()]
-    return "\n".join([head, *body])
-
-
-def _response_outcome(target: str, answer: DelegationResponse, elapsed_ms: int) -> Outcome:
-    shown = answer.result or answer.summary
-    if answer.error:
-        shown = f"{shown}\nerror: {answer.error}".strip()
-    took = answer.duration_ms if answer.duration_ms is not None else elapsed_ms
-    result = RequestResult(
-        request_id=answer.request_id,
-        status=answer.status,
-        content=shown,
-        tokens=answer.token_usage.total,
-        duration_ms=took,
-    )
-    return Outcome(target, result, f"{result.tokens} tokens, {_seconds(took)}")
-
-
-def _error_outcome(target: str, error: Error, sender: str, elapsed_ms: int) -> Outcome:
-    """An agent that could not answer, or a gate that refused the request (it is the sender of
-    its refusals; an agent's own error is delivered as the agent's)."""
-    result = RequestResult(
-        request_id=error.cause_id or "",
-        status="failed",
-        content=f"{error.code}: {error.message}",
-        duration_ms=elapsed_ms,
-    )
-    detail = "the agent could not answer" if sender == target else "refused by the gate"
-    return Outcome(target, result, detail)
-
-
-def _timeout_outcome(request_id: str, pending: _Pending) -> Outcome:
-    result = RequestResult(
-        request_id=request_id,
-        status="timeout",
-        content=f"Delegation timeout after {pending.deadline_ms}ms",  # seed 003's words
-        duration_ms=pending.deadline_ms,
-    )
-    return Outcome(pending.target, result, "no answer")
 
 
 async def _inbox(
@@ -168,26 +106,6 @@ async def _inbox(
     return await js.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
 
 
-def _answer_in(msg: Msg, pending: dict[str, _Pending], now: float) -> tuple[Outcome, str] | None:
-    """The outcome `msg` brings for a request still pending, with that request's id, or None
-    (it answers no request of ours, or does not decode)."""
-    try:
-        answer = decode_envelope(msg.data)
-    except DecodeError:
-        return None
-    request_id = answered_request(answer)
-    waiting = pending.get(request_id) if request_id is not None else None
-    if request_id is None or waiting is None:
-        return None
-    elapsed_ms = int((now - waiting.sent_at) * 1000)
-    if isinstance(answer, DelegationResponse):
-        return _response_outcome(waiting.target, answer, elapsed_ms), request_id
-    if isinstance(answer, Error):
-        sender = (msg.headers or {}).get(SENDER, "")
-        return _error_outcome(waiting.target, answer, sender, elapsed_ms), request_id
-    return None
-
-
 async def gather(
     js: JetStreamContext,
     ns: Namespace,
@@ -196,26 +114,17 @@ async def gather(
     inbox: JetStreamContext.PullSubscription,
     *,
     out: TextIO,
+    watch: Watch | None = None,
 ) -> list[Outcome]:
     """Submit every request at once as `person`, then print each answer as it comes, or its
-    timeout once its deadline (plus the margin) has passed; the outcomes in arrival order.
-    Sent together: one by one, a first answer could beat the last request to a limit."""
+    timeout once its deadline (plus the margin) has passed; the outcomes in arrival order. A
+    `watch` ends the wait with `ConnectionLost` as soon as the connection is lost."""
     loop = asyncio.get_running_loop()
-    pending: dict[str, _Pending] = {}
-    stores = []
-    for request in requests:
-        print(f"{person} delegating to {request.target_employee}: {request.objective}", file=out)
-        position = TraceHeaders(
-            trace_id=request.id, hop_count=hop_delta_for(request), origin=person
-        )
-        stores.append(
-            js.publish(ns.submit(person), encode(request), headers=position.to_headers(request.id))
-        )
-        pending[request.id] = _Pending(
-            request.target_employee, request.constraints.deadline_ms, loop.time()
-        )
-    await asyncio.gather(*stores)
-    out.flush()
+    pending = {
+        request.id: Pending(request.target_employee, request.constraints.deadline_ms, loop.time())
+        for request in requests
+    }
+    await waited(_submit_all(js, ns, person, requests, out), None, watch)
     outcomes: list[Outcome] = []
 
     def settle(outcome: Outcome, request_id: str) -> None:
@@ -227,18 +136,18 @@ async def gather(
         now = loop.time()
         for request_id, waiting in list(pending.items()):
             if now >= waiting.due:
-                settle(_timeout_outcome(request_id, waiting), request_id)
+                settle(timeout_outcome(request_id, waiting), request_id)
         if not pending:
             break
         due = min(waiting.due for waiting in pending.values())
         try:
             # One at a time: nats-py's fetch of several can hold an answer back until its
             # timeout (a late status taken for the next fetch's; docs/benchmarks.md).
-            messages = await inbox.fetch(1, timeout=max(due - now, 0.05))
+            messages = await waited(inbox.fetch(1, timeout=max(due - now, 0.05)), None, watch)
         except TimeoutError:
             continue
         for msg in messages:
-            found = _answer_in(msg, pending, loop.time())
+            found = answer_in(msg, pending, loop.time())
             if found is not None:
                 settle(*found)
             await msg.ack()  # ours, late, or another command's: read once either way
@@ -332,20 +241,56 @@ async def _run(args: argparse.Namespace) -> int:
     ns = Namespace(settings.namespace)
     person = settings.actor_id or PERSON  # one person, one principal (its own settings)
     plan = _plan(args)
-    nc = await connect_local(settings, person)
+    requests = _requests(plan, args, person)
+    session = requests[0].parent_session_id
+    nc, watch = await connect_watched(settings, person)
     try:
         js = jetstream(nc, settings)
-        inbox = await _inbox(js, ns, person, settings)
-        outcomes = await gather(
-            js, ns, person, _requests(plan, args, person), inbox, out=sys.stdout
+        if args.detach:
+            await waited(_submit_all(js, ns, person, requests, sys.stdout), None, watch)
+            print(
+                f"delegated (session {session}); each request ends by its deadline "
+                f"({args.deadline_ms} ms): `parley calls {session}` lists their answers",
+                flush=True,
+            )
+            return 0
+        inbox = await waited(_inbox(js, ns, person, settings), None, watch)
+        outcomes = await gather(js, ns, person, requests, inbox, out=sys.stdout, watch=watch)
+    except ConnectionLost as lost:
+        print(
+            f"{lost_line(lost.url, None)} the requests may still be answered: once the server "
+            f"is back, `parley calls {session}` lists them",
+            flush=True,
         )
+        return EXIT_LOST
     finally:
-        await nc.close()
+        await watch.close(nc)
     status = aggregate_status([outcome.result for outcome in outcomes])
     if plan.fan_out:
         won = sum(outcome.result.status == "success" for outcome in outcomes)
         print(f"fan-out: {status} ({won} of {len(outcomes)} succeeded)", flush=True)
     return 0 if status == "success" else 1
+
+
+async def _submit_all(
+    js: JetStreamContext,
+    ns: Namespace,
+    person: str,
+    requests: Sequence[DelegationRequest],
+    out: TextIO,
+) -> None:
+    """Submit every request at once as `person`, each a root (its trace is its own id). Sent
+    together: one by one, a first answer could beat the last request to a limit."""
+    stores = []
+    for request in requests:
+        print(f"{person} delegating to {request.target_employee}: {request.objective}", file=out)
+        position = TraceHeaders(
+            trace_id=request.id, hop_count=hop_delta_for(request), origin=person
+        )
+        headers = position.to_headers(request.id)
+        stores.append(js.publish(ns.submit(person), encode(request), headers=headers))
+    await asyncio.gather(*stores)
+    out.flush()
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -354,13 +299,7 @@ def _command(args: argparse.Namespace) -> int:
         print(f"parley delegate: {problem}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_run(args))
-    except ConfigError as exc:
-        print(f"parley delegate: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, nats.errors.NoServersError) as exc:
-        print(f"parley delegate: cannot reach NATS: {exc}", file=sys.stderr)
-        return 3
+        return run_command("delegate", lambda: _run(args))
     except KeyboardInterrupt:
         print(
             "parley delegate: interrupted; answers still to come are dropped by the next one",
@@ -396,4 +335,7 @@ def add_delegate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     )
     delegate.add_argument("--user", default="", help="user id carried by the requests")
     delegate.add_argument("--config", type=Path, help="TOML settings file")
+    delegate.add_argument(
+        "--detach", action="store_true", help="submit the requests and wait for no answer"
+    )
     delegate.set_defaults(func=_command)

@@ -11,9 +11,12 @@ the local agent), e reads the edited text to send instead.
 At any other time a line with one key steers the run: `p` pause, `r` resume, `s` stop, `t`
 take over (the next line is the message to send). Ctrl-C stops the session (a second Ctrl-C
 leaves at once). A banner says so when a limit (maxTurns, maxDurationMs, maxFailures,
-maxTokensBudget) ends the run.
+maxTokensBudget) ends the run. A session given up on (silent too long) is stopped, a lost
+connection is said within seconds, and `--detach` (full_auto only: nobody is left to approve)
+leaves the session running (tools/_waiting.py, docs/cli.md).
 
-Exit codes: 0 completed, 1 error (refused, or silent), 2 bad arguments, 3 no NATS, 130 stopped.
+Exit codes: 0 completed, 1 error (refused, or silent), 2 bad arguments, 3 no NATS (or lost),
+130 stopped.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -29,11 +31,9 @@ from pathlib import Path
 from typing import Final, TextIO
 
 import msgspec
-import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus import ConfigError, TraceHeaders
 from schemas import (
     Control,
     Decision,
@@ -48,7 +48,22 @@ from schemas import (
     new_id,
     utc_now,
 )
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
+from tools._session_lines import banner, render_event
+from tools._waiting import (
+    EXIT_LOST,
+    ConnectionLost,
+    Watch,
+    connect_watched,
+    detached_line,
+    give_up,
+    lost_line,
+    on_ctrl_c,
+    run_command,
+    stop_control,
+    submit_as,
+    waited,
+)
 from tools.share import DEFAULT_RELAY_DIR, resolve_shared
 
 __all__ = ("add_orchestrate_command", "banner", "render_event")
@@ -57,63 +72,6 @@ SENDER: Final = "cli"
 _SILENCE_S: Final = 60.0  # for the session to open
 _SLACK_S: Final = 30.0  # past the call in flight's `ends_by`, when the router judges it
 _END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
-_LIMITS = {
-    "max_turns": "TURN LIMIT",
-    "max_duration": "TIME LIMIT",
-    "max_failures": "FAILURE LIMIT",
-    "max_tokens": "TOKEN BUDGET",
-}
-_SENT_BY = {"auto": "auto-sent", "approved": "approved", "edited": "edited by you"}
-
-
-def banner(event: SessionEvent) -> str:
-    """The closing lines: a banner when a limit ended the run, else how it ended."""
-    reason = str(event.payload.get("reason", ""))
-    label = _LIMITS.get(event.stop_reason or "")
-    if label is not None:
-        rule = "=" * 8
-        return f"{rule} {label} REACHED {rule}\n{reason}\nstopped: {event.stop_reason}"
-    return f"stopped: {event.stop_reason}" + (f"\n    {reason}" if reason else "")
-
-
-def render_event(event: SessionEvent, max_turns: int) -> str | None:
-    """A timeline line for one event, or None for events not worth one."""
-    payload = event.payload
-    turn = f"{event.round}/{max_turns}"
-    match event.event_type, payload.get("role"):
-        case "session_created", _:
-            return (
-                f"objective: {payload.get('objective', '')}\n"
-                f"Local Agent: {payload.get('local_agent')} · Remote Agent: "
-                f"{payload.get('shared_agent')} · mode {payload.get('orchestration_mode')} · "
-                f"up to {max_turns} turns"
-            )
-        case "step_completed", "local_agent":
-            return f"[Local Agent · {turn}] {payload.get('message', '')}"
-        case "step_completed", "remote_agent":
-            return f"[Remote Agent · {turn}] {payload.get('message', '')}"
-        case "step_completed", "failure":
-            return (
-                f"! {event.speaker} failed ({payload.get('failures')} in a row): "
-                f"{payload.get('code')}: {payload.get('message')}"
-            )
-        case "step_started", "outbound":
-            sent_by = str(payload.get("sent_by", ""))
-            if sent_by == "you":
-                return f"[You · {turn}] {payload.get('message', '')}\n    → {event.speaker}"
-            return f"    → {event.speaker} ({_SENT_BY.get(sent_by, sent_by)})"
-        case "approval_requested", _:
-            reasons = "; ".join(str(r) for r in payload.get("reasons", []))
-            return f"    awaiting your approval ({reasons})"
-        case "approval_resolved", _:
-            return f"[You · {turn}] {payload.get('decision')}"
-        case "session_paused", _:
-            return "paused: nothing is sent until you resume (r)"
-        case "session_resumed", _:
-            return "resumed"
-        case (("session_completed" | "session_failed" | "session_canceled"), _):
-            return banner(event)
-    return None
 
 
 @contextlib.asynccontextmanager
@@ -150,8 +108,11 @@ async def _stdin_lines() -> AsyncIterator[asyncio.Queue[str | None]]:
 class Run:
     """One orchestrated session followed from a terminal."""
 
-    def __init__(self, nc: NATS, ns: Namespace, msg: HumanMessage, person: str, out: TextIO):
+    def __init__(
+        self, nc: NATS, ns: Namespace, msg: HumanMessage, person: str, out: TextIO, watch: Watch
+    ) -> None:
         self.nc, self.ns, self.msg, self.person, self.out = nc, ns, msg, person, out
+        self.watch = watch
         self.session_id = msg.session_id or ""
         self.news: asyncio.Queue[SessionEvent | Decision | Error | str | None] = asyncio.Queue()
         self.max_turns = msg.orchestration.max_turns if msg.orchestration else 8
@@ -163,10 +124,7 @@ class Run:
         print(line, file=self.out, flush=True)
 
     async def submit(self, envelope: HumanMessage | Control) -> None:
-        headers = TraceHeaders(trace_id=envelope.id, origin=self.person).to_headers(envelope.id)
-        await self.nc.jetstream().publish(
-            self.ns.submit(self.person), encode(envelope), headers=headers
-        )
+        await waited(submit_as(self.nc, self.ns, self.person, envelope), None, self.watch)
 
     async def control(
         self, action: str, *, approval_id: str | None = None, reason: str = "", text: str = ""
@@ -231,28 +189,35 @@ class Run:
             ),
             await self.nc.subscribe(self.ns.decisions(self.person), cb=self.on_message),
         ]
-        await self.nc.flush()
         try:
             async with _stdin_lines() as lines, asyncio.TaskGroup() as tasks:
                 keys = tasks.create_task(self.keys(lines))
                 stopper = tasks.create_task(_forward(stop, self.news))
                 try:
+                    await waited(self.nc.flush(), None, self.watch)
                     await self.submit(self.msg)
                     return await self._loop(lines)
+                except ConnectionLost as lost:
+                    self.say(lost_line(lost.url, self.session_id))
+                    return EXIT_LOST
                 finally:
                     keys.cancel()
                     stopper.cancel()
         finally:
-            for sub in subs:
-                await sub.unsubscribe()
+            if not self.nc.is_closed:
+                for sub in subs:
+                    await sub.unsubscribe()
 
     async def _loop(self, lines: asyncio.Queue[str | None]) -> int:
         while True:
             wait_s = self._wait_s()
             try:
-                item = await asyncio.wait_for(self.news.get(), wait_s)
+                item = await waited(self.news.get(), wait_s, self.watch)
             except TimeoutError:
                 self.say(f"no news from the session for {wait_s:.0f} s: gave up waiting")
+                why = f"the command gave up after {wait_s:.0f} s without news"
+                stop = stop_control(self.session_id, self.msg.user_id, why)
+                await give_up(self.nc, self.watch, self.ns, self.person, stop, self.out)
                 return 1
             if item is None:  # Ctrl-C
                 await self.control("stop", reason="Ctrl-C")
@@ -341,26 +306,19 @@ def orchestration_message(args: argparse.Namespace) -> HumanMessage:
 async def _run(args: argparse.Namespace, msg: HumanMessage) -> int:
     settings = local_settings(args.config, SENDER)
     ns = Namespace(settings.namespace)
-    stop = asyncio.Event()
-    main = asyncio.current_task()
-    presses = 0
-
-    def on_interrupt() -> None:
-        nonlocal presses
-        presses += 1
-        if presses > 1 and main is not None:
-            main.cancel()  # the second Ctrl-C: leave without waiting for the router
-        stop.set()
-
-    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
+    stop = on_ctrl_c()
     person = settings.actor_id or SENDER
-    nc = await connect_local(settings, person)
+    nc, watch = await connect_watched(settings, person)
     try:
-        return await Run(nc, ns, msg, person, sys.stdout).follow(stop)
+        if args.detach:
+            await waited(submit_as(nc, ns, person, msg), None, watch)
+            print(detached_line(msg.session_id or ""), flush=True)
+            return 0
+        return await Run(nc, ns, msg, person, sys.stdout, watch).follow(stop)
     except asyncio.CancelledError:
         return 130
     finally:
-        await nc.close()
+        await watch.close(nc)
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -370,14 +328,13 @@ def _command(args: argparse.Namespace) -> int:
     except (msgspec.ValidationError, ValueError, TypeError) as exc:
         print(f"parley: invalid arguments: {exc}", file=sys.stderr)
         return 2
-    try:
-        return asyncio.run(_run(args, msg))
-    except ConfigError as exc:
-        print(f"parley: {exc}", file=sys.stderr)
+    if args.detach and args.mode != "full_auto":
+        print(
+            f"parley: --detach leaves nobody to approve {args.mode}'s drafts: use --mode full_auto",
+            file=sys.stderr,
+        )
         return 2
-    except (OSError, nats.errors.NoServersError) as exc:
-        print(f"parley: cannot reach NATS: {exc}", file=sys.stderr)
-        return 3
+    return run_command("orchestrate", lambda: _run(args, msg))
 
 
 def add_orchestrate_command(
@@ -397,4 +354,10 @@ def add_orchestrate_command(
     cmd.add_argument("--max-tokens", type=int, default=None, help="maxTokensBudget")
     cmd.add_argument("--config", type=Path, help="TOML settings file")
     cmd.add_argument("--user", default="", help="user id carried by the session")
+    cmd.add_argument(
+        "--detach",
+        action="store_true",
+        help="open the session (full_auto only) and leave it running; print how to follow "
+        "and stop it",
+    )
     cmd.set_defaults(func=_command)

@@ -26,6 +26,10 @@ And in case a reminder is ever lost, every replica sweeps the sessions bucket ev
 `sweep_every_s` (actors/router/_sweep.py): a running session unmoved past its deadline plus
 `stall_margin_s` is sent, through the same reminder queue, an input that ends it as `stalled`.
 
+A person's Stop can reach the router before the session it names is open (a command that gave
+up submits it behind its opening, and a stalled gate can hand the two over in either order):
+it is kept, and applied as soon as the session's opener opens it (actors/router/_early_stops.py).
+
 Orchestrated sessions (seed 000, a message with `mode = "orchestrate"`) are the router's too,
 stored beside these and run by actors/router/_orchestrated.py with actors/orchestrator's
 transitions: an input whose session is not a collaboration is offered to them.
@@ -35,12 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import ClassVar
 
 from actors.orchestrator import OrchestratedSession
+from actors.router._early_stops import EarlyStops
 from actors.router._effects import Emitted, RouterEffects
+from actors.router._locks import SessionLocks
 from actors.router._opening import open_session, refuse_duplicate, session_id_for
 from actors.router._orchestrated import OrchestratedSessions
 from actors.router._session import Limits, Session, Step
@@ -92,7 +97,8 @@ class RouterActor(Actor):
         self._watcher: CallWatcher | None = None
         self._uptime = Uptime()
         self._timers = self.namespace.timers(self.actor_id)
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._locks = SessionLocks()
+        self._early: EarlyStops | None = None
         self._sweeper: SessionSweeper | None = None
         self._effects: RouterEffects | None = None
 
@@ -106,6 +112,7 @@ class RouterActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         self._store = SessionStore(kv, Session, "session")
+        self._early = EarlyStops(kv)
         registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
         self._watcher = CallWatcher(registry, bus.uptime, self.limits)
@@ -136,21 +143,6 @@ class RouterActor(Actor):
             raise RuntimeError("router used before start()")
         return self._orchestrated
 
-    @asynccontextmanager
-    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
-        """One input of a session at a time in this process, in the order they arrived."""
-        lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
-        self._locks[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[session_id]
-            if users == 1:
-                del self._locks[session_id]
-            else:
-                self._locks[session_id] = (lock, users - 1)
-
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         # Effects are sent inside the session's lock, so one session's events reach the
         # timeline in the order its transitions were stored.
@@ -166,19 +158,21 @@ class RouterActor(Actor):
         match envelope:
             case HumanMessage():
                 session_id = session_id_for(envelope)
-                async with self._session_lock(session_id):
+                async with self._locks.hold(session_id):
                     if envelope.mode == "orchestrate":
                         step = await self.orchestrated.open(envelope, session_id, ctx)
                     else:
                         step = await self._open(envelope, session_id, ctx)
                     await self._emit(step, ctx)
+                    if step.session is not None:
+                        await self._stop_early(session_id, ctx)
             case AgentResponse() | Error() | Control():
                 found = await self._session_of(envelope, ctx)
                 if found is None:
                     await self._unknown(envelope, ctx, "names no session this router knows")
                     return
                 session_id = found
-                async with self._session_lock(session_id):
+                async with self._locks.hold(session_id):
                     step = await self._advance(envelope, session_id, ctx)
                     await self._emit(step, ctx)
             case _:
@@ -224,33 +218,14 @@ class RouterActor(Actor):
             )
             if step.session is None:
                 return step
-            if await self._create_linked(step.session, ctx.trace_id):
+            if await self.store.create_linked(step.session, ctx.trace_id):
                 return step
         raise RuntimeError(f"session {session_id} kept changing while being opened")
-
-    async def _create_linked(self, session: Session, trace_id: str) -> bool:
-        """Create `session` and link `trace_id` to it (an error in the trace finds its session
-        through the link) in one round trip, not two in a row; False if the session id was
-        taken meanwhile. Whichever write fails, the input is retried, and a retry that finds
-        the session stored links the trace again before replaying its effects (`_open`).
-        """
-        linked, created = await asyncio.gather(
-            self.store.link_trace(trace_id, session.session_id),
-            self.store.create(session),
-            return_exceptions=True,
-        )
-        if isinstance(linked, BaseException):
-            raise linked
-        if isinstance(created, Conflict):
-            return False
-        if isinstance(created, BaseException):
-            raise created
-        return True
 
     async def _advance(
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context
     ) -> Emitted:
-        fresh = False
+        fresh = kept = False
         cause, reporter, operator = self._vouched(ctx)
         for _ in range(_CAS_ATTEMPTS):
             stored = (
@@ -260,6 +235,13 @@ class RouterActor(Actor):
                 found = await self.orchestrated.advance(
                     envelope, session_id, ctx, cause=cause, reporter=reporter, operator=operator
                 )
+                if found is None and not kept and self._keeps(envelope, session_id):
+                    assert isinstance(envelope, Control) and self._early  # noqa: S101
+                    await self._early.keep(session_id, envelope, ctx.sender)
+                    kept = fresh = True  # opened meanwhile elsewhere? then it applies now
+                    continue
+                if found is None and kept:
+                    return Step(session=None, note="stop kept until its session opens")
                 why = f"session {session_id!r} does not exist"
                 return found or unknown_session(
                     envelope, ctx.derive_id("error"), why, now=utc_now()
@@ -288,6 +270,19 @@ class RouterActor(Actor):
             return step
         raise RuntimeError(f"session {session_id} kept changing under this router")
 
+    def _keeps(self, envelope: AgentResponse | Error | Control, session_id: str) -> bool:
+        """A Stop naming a session not open yet is kept for it (actors/router/_early_stops.py)."""
+        return (
+            isinstance(envelope, Control) and envelope.action == "stop" and valid_token(session_id)
+        )
+
+    async def _stop_early(self, session_id: str, ctx: Context) -> None:
+        """Apply the Stop its opener sent before the session opened, if any."""
+        assert self._early is not None  # noqa: S101 - set with the store
+        control = await self._early.find(session_id, ctx.sender)
+        if control is not None:
+            await self._emit(await self._advance(control, session_id, ctx), ctx)
+
     def _vouched(self, ctx: Context) -> tuple[str, bool, bool]:
         """What the gate (or the router itself) vouches for about an input's sender.
 
@@ -313,7 +308,7 @@ class RouterActor(Actor):
         session_id = call.session_id
         if session_id is None or not valid_token(session_id):
             return
-        async with self._session_lock(session_id):
+        async with self._locks.hold(session_id):
             stored = await self.store.load(session_id, fresh=True)
             if stored is None:
                 found = await self.orchestrated.watch(call, session_id, ctx)
@@ -358,7 +353,7 @@ class RouterActor(Actor):
         session_id = error.details.get("session_id")
         if not isinstance(session_id, str) or not valid_token(session_id):
             return
-        async with self._session_lock(session_id):
+        async with self._locks.hold(session_id):
             for _ in range(_CAS_ATTEMPTS):
                 stored = await self.store.load(session_id, fresh=True)
                 if stored is None:  # an orchestrated session's maxDurationMs, perhaps

@@ -13,6 +13,7 @@ on a cached state's *absence* of something (ignoring an input) re-read it first.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import Final, Generic, Protocol, TypeVar
 
@@ -98,6 +99,25 @@ class SessionStore(Generic[S]):
     async def link_trace(self, trace_id: str, session_id: str) -> None:
         """Record that `trace_id` belongs to `session_id` (idempotent)."""
         await self._kv.put(f"trace.{trace_id}", session_id.encode())
+
+    async def create_linked(self, session: S, trace_id: str) -> bool:
+        """Create `session` and link `trace_id` to it (an error in the trace finds its session
+        through the link) in one round trip, not two in a row; False if the session id was
+        taken meanwhile. Whichever write fails, the input is retried, and a retry that finds
+        the session stored links the trace again before replaying its effects.
+        """
+        linked, created = await asyncio.gather(
+            self.link_trace(trace_id, session.session_id),
+            self.create(session),
+            return_exceptions=True,
+        )
+        if isinstance(linked, BaseException):
+            raise linked
+        if isinstance(created, Conflict):
+            return False
+        if isinstance(created, BaseException):
+            raise created
+        return True
 
     async def session_of_trace(self, trace_id: str) -> str | None:
         try:

@@ -43,6 +43,7 @@ def _end(
     envelope_ids: tuple[str, ...] = (),
     warning: str | None = None,
     error: Error | None = None,
+    why: str = "",
 ) -> tuple[Session, tuple[Effect, ...]]:
     status = {"canceled": "canceled", "error": "failed", "stalled": "failed"}.get(
         reason, "completed"
@@ -59,6 +60,8 @@ def _end(
         payload["warning"] = warning
     if reason == "canceled":
         payload["message"] = CANCEL_NOTICE
+        if why:  # the Stop's own reason: Ctrl-C, or a command that gave up waiting
+            payload["reason"] = why
     if error is not None:
         payload.update(code=str(error.code), message=error.message)
     event = clock.event(
@@ -157,7 +160,7 @@ def _on_control(
         return session, ()
     notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE, created_at=clock.now)
     session = replace(session, transcript=(*session.transcript, notice))
-    return _end(session, clock, "canceled", envelope_ids=(control.id,))
+    return _end(session, clock, "canceled", envelope_ids=(control.id,), why=control.reason)
 
 
 def _on_response(
@@ -261,8 +264,9 @@ def _on_error(
 def unknown_session(
     envelope: AgentResponse | Error | Control, error_id: str, why: str, *, now: datetime
 ) -> Step:
-    """An input for a session this router does not have: a person's Stop is refused (the
-    person follows their timelines for the answer), anything else is only noted."""
+    """An input for a session this router does not have: a person's control is refused (the
+    person follows their timelines for the answer), anything else is only noted. (A Stop
+    naming a valid session id never gets here: it is kept for when the session opens.)"""
     if not isinstance(envelope, Control):
         return Step(session=None, note=f"ignored {type(envelope).__name__}: {why}")
     refusal = Error(

@@ -1,0 +1,67 @@
+"""A Stop for a session the router has not opened yet: kept, and applied when it opens.
+
+A person's command that gives up waiting (tools/_waiting.py) submits a Stop right behind the
+message that opens its session, in the same durable queue. Both wait there while the gate is
+stalled; once it resumes, the Stop can still reach the router first (a redelivery overtakes,
+and the router's handlers run concurrently). Refused then as naming no session, it would be
+lost, and the session would open a moment later and run every round with nobody watching.
+
+So a Stop for a session id no session has yet is kept in the sessions bucket
+(`early-stop.<session id>`: the Stop and the principal the gate vouched for), and opening the
+session applies it as if it had come right after: the session opens and ends as canceled,
+with the Stop's reason, before any agent answers. Only the principal who then opens the
+session can have stopped it early: a kept Stop from anyone else is never applied (it would
+answer the opener with another principal's refusal).
+
+The record is kept after it is applied: a redelivered opening replays its effects and applies
+the same Stop again, which replays the Stop's recorded effects instead of losing them.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from schemas import Control, encode
+
+__all__ = ("EarlyStop", "EarlyStops")
+
+
+class EarlyStop(msgspec.Struct, frozen=True):
+    """A Stop kept for a session not open yet, and who sent it (the gate's word)."""
+
+    control: Control
+    sender: str
+
+
+class EarlyStops:
+    """Stops kept for sessions not open yet, in the sessions bucket."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+        self._decoder = msgspec.json.Decoder(EarlyStop)
+
+    @staticmethod
+    def _key(session_id: str) -> str:
+        return f"early-stop.{session_id}"
+
+    async def keep(self, session_id: str, control: Control, sender: str) -> None:
+        """Keep the first Stop for `session_id` (a second one is its redelivery, or adds
+        nothing: one Stop ends a session)."""
+        try:
+            await self._kv.create(self._key(session_id), encode(EarlyStop(control, sender)))
+        except KeyWrongLastSequenceError:
+            pass
+
+    async def find(self, session_id: str, opener: str) -> Control | None:
+        """The Stop kept for `session_id` if `opener` sent it, else None."""
+        try:
+            entry = await self._kv.get(self._key(session_id))
+        except KeyNotFoundError:
+            return None
+        try:
+            early = self._decoder.decode(entry.value or b"")
+        except msgspec.DecodeError:
+            return None
+        return early.control if early.sender == opener else None
