@@ -41,6 +41,7 @@ DEFAULT_STREAM_BYTES: Final = {
 
 DEFAULT_BUCKET_BYTES: Final = {
     "sessions": 128 * MIB,
+    "early_stops": 16 * MIB,
     "traces": 128 * MIB,
     "registry": 16 * MIB,
     "policy": 32 * MIB,

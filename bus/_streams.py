@@ -32,6 +32,14 @@ class BucketSpec:
 
 BUCKETS = (
     BucketSpec("sessions", 5, None, "router session state, written with compare-and-set"),
+    # Apart from the sessions, and forgotten after a day: a person's Stops naming sessions
+    # that never open cannot fill the bucket every session is stored in.
+    BucketSpec(
+        "early_stops",
+        1,
+        _DAY,
+        "Stops kept for sessions not open yet (actors/router/_early_stops.py)",
+    ),
     BucketSpec("traces", 1, 7 * _DAY, "gate records: hop, call chain, fan-out, rate buckets"),
     BucketSpec("registry", 1, None, "agent profiles and heartbeats"),
     BucketSpec("policy", 64, None, "signed policy bundles (with history) and the trusted floor"),

@@ -112,7 +112,7 @@ class RouterActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         self._store = SessionStore(kv, Session, "session")
-        self._early = EarlyStops(kv)
+        self._early = EarlyStops(await bus.js.key_value(bus.namespace.bucket("early_stops")))
         registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
         self._watcher = CallWatcher(registry, bus.uptime, self.limits)

@@ -6,7 +6,7 @@ stalled; once it resumes, the Stop can still reach the router first (a redeliver
 and the router's handlers run concurrently). Refused then as naming no session, it would be
 lost, and the session would open a moment later and run every round with nobody watching.
 
-So a Stop for a session id no session has yet is kept in the sessions bucket
+So a Stop for a session id no session has yet is kept in a bucket of its own, `early_stops`
 (`early-stop.<session id>`: the Stop and the principal the gate vouched for), and opening the
 session applies it as if it had come right after: the session opens and ends as canceled,
 with the Stop's reason, before any agent answers. Only the principal who then opens the
@@ -14,7 +14,10 @@ session can have stopped it early: a kept Stop from anyone else is never applied
 answer the opener with another principal's refusal).
 
 The record is kept after it is applied: a redelivered opening replays its effects and applies
-the same Stop again, which replays the Stop's recorded effects instead of losing them.
+the same Stop again, which replays the Stop's recorded effects instead of losing them. The
+bucket forgets a record after a day and is bounded by its own quota: a person may name
+sessions that never open (each Stop is charged by the gate's rate), and filling the sessions
+bucket with such records would have stopped every session from being stored.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class EarlyStop(msgspec.Struct, frozen=True):
 
 
 class EarlyStops:
-    """Stops kept for sessions not open yet, in the sessions bucket."""
+    """Stops kept for sessions not open yet, in the `early_stops` bucket."""
 
     def __init__(self, kv: KeyValue) -> None:
         self._kv = kv

@@ -13,6 +13,7 @@ import asyncio
 
 from msgspec import structs
 from nats.aio.client import Client as NATS
+from nats.js.errors import NoKeysError
 from nats.js.kv import KeyValue
 
 from bus import EmbeddedServer, TraceHeaders
@@ -42,11 +43,18 @@ async def _kept(kv: KeyValue, session_id: str) -> None:
         await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
 
 
+async def _keys(kv: KeyValue) -> list[str]:
+    try:
+        return list(await kv.keys())
+    except NoKeysError:
+        return []
+
+
 async def test_a_stop_before_the_opening_ends_the_session_when_it_opens(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
     js = nc.jetstream()
-    kv = await js.key_value(namespace.bucket("sessions"))
+    kv = await js.key_value(namespace.bucket("early_stops"))
     wire = RouterWire(js, namespace)
     await wire.open()
     router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))
@@ -59,6 +67,12 @@ async def test_a_stop_before_the_opening_ends_the_session_when_it_opens(
         await timeline.open()
         await wire.control(early)
         await _kept(kv, msg.session_id)
+        # Kept apart from the sessions, bounded and forgotten after a day: Stops naming
+        # sessions that never open cannot fill the bucket every session is stored in.
+        status = await kv.status()
+        assert status.ttl == 24 * 3600 and (status.stream_info.config.max_bytes or 0) > 0
+        sessions = await js.key_value(namespace.bucket("sessions"))
+        assert f"early-stop.{msg.session_id}" not in await _keys(sessions)
         await wire.start(msg)
         end = await timeline.until_end()
         assert (end.event_type, end.stop_reason) == ("session_canceled", "canceled")
@@ -84,7 +98,7 @@ async def test_a_stop_kept_from_another_principal_never_stops_the_session(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
     js = nc.jetstream()
-    kv = await js.key_value(namespace.bucket("sessions"))
+    kv = await js.key_value(namespace.bucket("early_stops"))
     wire = RouterWire(js, namespace)
     await wire.open()
     router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))

@@ -275,6 +275,8 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
     elif role == "router":
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
+        g.read_bucket("early_stops")
+        g.write_keys("early_stops", ">")
         g.pub(ns.wildcard("events"))
         g.pub(ns.timers(me))  # reminders about its calls, to itself only
         g.bind("timers")
