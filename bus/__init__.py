@@ -51,6 +51,7 @@ from bus._history import HistoryError, StoredMessage, read_history
 from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._kv_history import leader_history, leader_revision
 from bus._last_values import LastValues
+from bus._lifeline import owned_argv, stop_like_interrupt
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
@@ -151,11 +152,13 @@ __all__ = (
     "load_public_key",
     "load_settings",
     "load_topology",
+    "owned_argv",
     "parse_trace_headers",
     "provision",
     "read_history",
     "run_actor",
     "serve_metrics",
+    "stop_like_interrupt",
     "stream_configs",
     "through_elections",
     "trace_scope",
