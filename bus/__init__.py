@@ -11,6 +11,7 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
+from bus._cluster import EmbeddedCluster
 from bus._connection import FsyncCheckError, Uptime, check_fsync, connect, jetstream
 from bus._consumer import ConsumerBindError, ConsumerLoop, consumer_config
 from bus._context import Context, Deferral
@@ -31,7 +32,7 @@ from bus._elections import (
     is_election_error,
     through_elections,
 )
-from bus._embedded import EmbeddedCluster, EmbeddedServer, NatsServerError, find_nats_server
+from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
 from bus._headers import (
     CAUSATION_ID,
     DEADLINE,
@@ -69,6 +70,7 @@ from bus._settings import (
     load_settings,
     validated_options,
 )
+from bus._store_lock import StoreInUseError
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
 __all__ = (
@@ -129,6 +131,7 @@ __all__ = (
     "Quarantine",
     "Rejection",
     "Settings",
+    "StoreInUseError",
     "StoredMessage",
     "Supervisor",
     "Topology",

@@ -207,9 +207,25 @@ async def check_fsync(settings: Settings) -> bool | None:
 
 async def drain(nc: NATS) -> None:
     """Drain the connection (its subscriptions' messages in hand are handled), or close it
-    when that takes over 5 s."""
+    when that takes over 5 s, or at once when the server is gone.
+
+    An actor stopped while its server is down must still stop cleanly (exit 0), not crash:
+    nats-py refuses to drain a reconnecting connection, and its `close()` then writes the
+    bytes buffered during the outage to the transport the server's death closed, which
+    raises. Those bytes are core publishes nobody was promised; what JetStream acknowledged
+    is already stored, and what it did not is redelivered.
+    """
+    if nc.is_closed:
+        return
+    if nc.is_connected:
+        try:
+            await asyncio.wait_for(nc.drain(), timeout=5)
+            return
+        except Exception as exc:  # closing anyway
+            log.debug("drain failed", extra={"error": repr(exc)})
+    else:
+        log.info("closing without a drain: the server is unreachable")
     try:
-        await asyncio.wait_for(nc.drain(), timeout=5)
-    except Exception as exc:  # closing anyway
-        log.debug("drain failed", extra={"error": repr(exc)})
         await nc.close()
+    except (RuntimeError, OSError) as exc:  # the dead transport; the client is closed anyway
+        log.debug("close after the server was gone", extra={"error": repr(exc)})

@@ -51,11 +51,11 @@ PARENT_DEATH_SIGNAL = signal.SIGKILL
 
 _PR_SET_PDEATHSIG = 1
 
-_SHIM = """\
+_SHIM = f"""\
 import ctypes, os, sys
 parent, signum, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 libc = ctypes.CDLL(None, use_errno=True)
-if libc.prctl({option}, signum, 0, 0, 0) != 0:
+if libc.prctl({_PR_SET_PDEATHSIG}, signum, 0, 0, 0) != 0:
     sys.exit("cannot set the parent-death signal: " + os.strerror(ctypes.get_errno()))
 if os.getppid() != parent:
     os._exit(1)
@@ -64,7 +64,7 @@ try:
 except OSError as exc:
     sys.stderr.write(f"cannot run {{argv[0]}}: {{exc}}\\n")
     os._exit(127)
-""".format(option=_PR_SET_PDEATHSIG)
+"""
 
 T = TypeVar("T")
 
@@ -84,9 +84,9 @@ class _Spawner:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self._jobs: queue.SimpleQueue[
-            tuple[Callable[[], Any], concurrent.futures.Future[Any]]
-        ] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
         threading.Thread(target=self._serve, daemon=True, name="parley child spawner").start()
 
     def _serve(self) -> None:
@@ -94,7 +94,7 @@ class _Spawner:
             make, result = self._jobs.get()
             try:
                 result.set_result(make())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            except BaseException as exc:
                 result.set_exception(exc)
 
     def run(self, make: Callable[[], T]) -> T:
@@ -110,7 +110,7 @@ _spawner_lock = threading.Lock()
 def spawn(make: Callable[[], T]) -> T:
     """Run `make` (a `subprocess.Popen(owned_argv(...))`) on the spawner thread and return
     what it returns, or raise what it raised."""
-    global _spawner  # noqa: PLW0603 - one spawner per process, made on first use
+    global _spawner
     with _spawner_lock:
         if _spawner is None or _spawner.pid != os.getpid():  # none yet, or a forked copy
             _spawner = _Spawner()

@@ -6,12 +6,13 @@ actors a chaos run kills, pauses and restarts (tools.chaos).
 
 Each child runs in a session of its own, so a terminal's Ctrl-C reaches only its parent, which
 then stops the children in order instead of having them die first; and each dies with its
-parent however the parent ends (SIGKILL, a closed terminal), tied to it by bus/_lifeline.py. Its output is read line by
-line on a thread of its own, which serves a synchronous caller (a test fixture starting the
-server) and an asynchronous one (the supervisor, bridging lines to its event loop) alike. A
-line longer than `LINE_LIMIT` is passed on cut, marked `[line truncated]`; the log file, if
-any, still gets every byte. Stopping sends SIGCONT (a paused process cannot drain), then
-SIGTERM, and SIGKILL to whatever outlives the grace period; every child is reaped.
+parent however the parent ends (SIGKILL, a closed terminal), tied to it by bus/_lifeline.py.
+Its output is read line by line on a thread of its own, which serves a synchronous caller (a
+test fixture starting the server) and an asynchronous one (the supervisor, bridging lines to
+its event loop) alike. A line longer than `LINE_LIMIT` is passed on cut, marked
+`[line truncated]`; the log file, if any, still gets every byte. Stopping sends SIGCONT (a
+paused process cannot drain), then SIGTERM, and SIGKILL to whatever outlives the grace
+period; every child is reaped.
 """
 
 from __future__ import annotations
