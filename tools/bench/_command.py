@@ -50,6 +50,7 @@ from bus import (
     EmbeddedServer,
     load_settings,
     provision,
+    stop_like_interrupt,
 )
 from schemas import (
     AgentResponse,
@@ -343,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         "--publish-batches", type=int, default=300, help="batches of 64 per publish-mode run"
     )
     args = parser.parse_args(argv)
+    stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping servers and actors
     result: dict[str, Any] = {}
     if args.only in (None, "runtime"):
         result = uvloop.run(_run(args))
