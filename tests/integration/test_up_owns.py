@@ -9,6 +9,7 @@ when its pidfd says it exited (a zombie waiting for its new parent to reap it ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -137,6 +138,13 @@ def _wait_gone(pids: set[int], timeout: float) -> set[int]:
             os.close(fd)
 
 
+def _kill_left(pids: set[int]) -> None:
+    """Kill what a failed test left running (a `parley up` that did not own its children)."""
+    for pid in _wait_gone(pids, 0):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _servers_in(root: Path) -> list[int]:
     """The nats-servers running with `root` as their directory (`parley up` starts its own
     there, with a store under `.parley/`)."""
@@ -169,6 +177,7 @@ async def test_up_ended_by_a_signal_leaves_nothing_and_starts_again_on_an_intact
     home = Home(tmp_path)
     first = await home.up()
     second: ProcessOutput | None = None
+    pids = _pids(first)
     try:
         await home.publish_policy()
         await _collab(home)
@@ -191,6 +200,7 @@ async def test_up_ended_by_a_signal_leaves_nothing_and_starts_again_on_an_intact
         await _collab(home)  # and the system runs on it
     finally:
         close_up(first)
+        _kill_left(pids)
         if second is not None:
             close_up(second)
 
@@ -220,8 +230,8 @@ async def test_a_second_up_on_the_same_store_is_refused_naming_the_first(tmp_pat
 async def test_a_url_left_by_a_killed_up_is_not_followed(tmp_path: Path) -> None:
     home = Home(tmp_path)
     first = await home.up()
+    pids = _pids(first)
     try:
-        pids = _pids(first)
         first.signal(signal.SIGKILL)
         assert not _wait_gone(pids, GONE_WITHIN_S)
         assert (tmp_path / ".parley" / "nats.url").is_file()  # nobody was left to remove it
@@ -230,6 +240,7 @@ async def test_a_url_left_by_a_killed_up_is_not_followed(tmp_path: Path) -> None
         assert any("no local system running: start it with `parley up`" in x for x in lines), lines
     finally:
         close_up(first)
+        _kill_left(pids)
 
 
 SLOW_GPT_SCRIPT = f"""
