@@ -71,6 +71,7 @@ PERSON = "cli"  # `parley collab` and `parley say` act for the person at this te
 __all__ = (
     "LOCAL_BROKER",
     "LOCAL_DIR",
+    "LOCAL_OWNER_FILE",
     "LOCAL_URL_FILE",
     "NO_LOCAL_SYSTEM",
     "connect_local",

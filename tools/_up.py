@@ -45,6 +45,8 @@ SERVER_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 SERVER_INTENSITY = 5
 """Restarts of the server allowed within `SERVER_PERIOD_S` before `parley up` gives up."""
 SERVER_PERIOD_S = 60.0
+SERVER_STABLE_S = 10.0
+"""A server that ran this long before it exited is restarted after the shortest backoff."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -75,12 +77,14 @@ class ServerKeeper:
     async def run(self, stopping: asyncio.Event) -> None:
         """Restart the server each time it exits, until `stopping`; past the intensity, say
         why in `gave_up` and set `stopping`."""
-        attempt = 0
+        attempt, started = 0, time.monotonic()
         while not stopping.is_set():
             code = await self._next_exit(stopping)
             if code is None:
                 return
             now = time.monotonic()
+            if now - started > SERVER_STABLE_S:  # it held: a new failure starts the backoff over
+                attempt = 0
             self._restarts.append(now)
             while self._restarts and now - self._restarts[0] > SERVER_PERIOD_S:
                 self._restarts.popleft()
@@ -106,9 +110,8 @@ class ServerKeeper:
             except NatsServerError as exc:  # its exit is queued; the next turn counts it
                 _say(f"restart failed: {exc}")
                 continue
+            started = time.monotonic()
             _say(f"restarted (pid {self.server.pid}) at {self.server.url}")
-            if self._exits.empty():
-                attempt = 0
 
     async def _next_exit(self, stopping: asyncio.Event) -> int | None:
         exit_wait = asyncio.ensure_future(self._exits.get())

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.serialization import (
 
 from tests.support.processes import READY, REPO, SUPPORT_PATH, ProcessOutput, close_up, parley_up
 from tests.support.system import finished, parley_cli
+from tools._up import SERVER_INTENSITY, SERVER_PERIOD_S
 from tools.demo import DEMO_GOAL, sign_policy
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.chaos]
@@ -308,5 +309,31 @@ async def test_a_killed_server_is_back_on_its_url_and_a_session_in_flight_comple
             )
         up.signal(signal.SIGTERM)
         assert await up.wait_exit(timeout=30) == 0
+    finally:
+        close_up(up)
+
+
+async def test_a_server_that_keeps_dying_is_given_up_on_by_name(tmp_path: Path) -> None:
+    topology = tmp_path / "echo.toml"
+    topology.write_text('[[actor]]\nname = "echo-a"\nrun = "echo"\n')
+    up = parley_up(topology, _env(), "--open-broker", cwd=tmp_path)
+    try:
+        index, line = await up.wait_line(
+            r"^\[nats\] embedded nats-server \(pid \d+\)", timeout=STARTUP_S
+        )
+        for kill in range(1, SERVER_INTENSITY + 2):
+            match = re.search(r"\(pid (\d+)\)", line)
+            assert match is not None
+            os.kill(int(match.group(1)), signal.SIGKILL)
+            if kill <= SERVER_INTENSITY:
+                index, line = await up.wait_line(
+                    r"^\[nats\] restarted \(pid \d+\)", start=index + 1, timeout=15
+                )
+        assert await up.wait_exit(timeout=30) == 1
+        await up.wait_line(
+            r"^parley up: giving up: nats-server keeps dying: it exited \(signal SIGKILL\) "
+            rf"{SERVER_INTENSITY + 1} times within {SERVER_PERIOD_S:g}s"
+        )
+        assert not [line for line in up.lines if line.startswith("[echo-a] exited")]
     finally:
         close_up(up)
