@@ -20,13 +20,22 @@ from typing import Any, ClassVar
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.errors import NoServersError
 from nats.js import JetStreamContext
 
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
 
-__all__ = ("RECONNECT_WAIT_S", "FsyncCheckError", "check_fsync", "connect", "drain", "jetstream")
+__all__ = (
+    "RECONNECT_WAIT_S",
+    "FsyncCheckError",
+    "check_fsync",
+    "connect",
+    "connect_when_up",
+    "drain",
+    "jetstream",
+)
 
 log = logging.getLogger("parley.bus.connection")
 
@@ -148,6 +157,49 @@ async def connect(
     if uptime is not None:
         uptime.mark()
     return connection
+
+
+async def connect_when_up(
+    settings: Settings,
+    actor_id: str,
+    metrics: ActorMetrics,
+    uptime: Uptime,
+    stopping: asyncio.Event,
+) -> NATS | None:
+    """Check the server fsyncs (`check_fsync`) and connect, waiting up to `server_wait_s` for
+    a server that is unreachable; None when `stopping` came first.
+
+    An actor (re)started while its server is down (being restarted by `parley up`, a node
+    rejoining) would otherwise exit at once, be restarted at once, and use up its
+    supervisor's restart intensity in a few seconds: a crash loop about nothing but a short
+    outage. A server that stays away past `server_wait_s` is an outage worth exiting for.
+
+    Raises:
+        OSError, NoServersError: the server stayed unreachable for `server_wait_s`.
+        FsyncCheckError: it answered, and does not fsync every write.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.server_wait_s
+    said = False
+    while True:
+        try:
+            await check_fsync(settings)
+            return await connect(settings, actor_id, metrics, uptime=uptime)
+        except (OSError, NoServersError) as exc:
+            if loop.time() >= deadline:
+                raise
+            if not said:
+                said = True
+                log.warning(
+                    "server unreachable at start: waiting for it",
+                    extra={"error": repr(exc), "wait_s": settings.server_wait_s},
+                )
+        try:
+            async with asyncio.timeout(min(RECONNECT_WAIT_S, max(deadline - loop.time(), 0))):
+                await stopping.wait()
+            return None
+        except TimeoutError:
+            pass
 
 
 def jetstream(nc: NATS, settings: Settings) -> JetStreamContext:

@@ -30,7 +30,7 @@ from nats.js import JetStreamContext
 
 from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import Uptime, check_fsync, connect, drain, jetstream
+from bus._connection import Uptime, connect_when_up, drain, jetstream
 from bus._consumer import ConsumerLoop
 from bus._deadletter import DeadLetters
 from bus._failures import Failures
@@ -118,9 +118,10 @@ class ActorRuntime:
         settings = self.settings
         actor_id = self.actor.actor_id
         async with AsyncExitStack() as stack:
-            await check_fsync(settings)
             uptime = Uptime()
-            nc = await connect(settings, actor_id, self.metrics, uptime=uptime)
+            nc = await connect_when_up(settings, actor_id, self.metrics, uptime, stopping)
+            if nc is None:
+                return  # stopped while waiting for an unreachable server
             stack.push_async_callback(drain, nc)
             js = jetstream(nc, settings)
             self._nc, self._js = nc, js
