@@ -11,6 +11,7 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
+from bus._cluster import EmbeddedCluster
 from bus._connection import (
     RECONNECT_WINDOW_S,
     FsyncCheckError,
@@ -40,7 +41,7 @@ from bus._elections import (
     is_election_error,
     through_elections,
 )
-from bus._embedded import EmbeddedCluster, EmbeddedServer, NatsServerError, find_nats_server
+from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
 from bus._headers import (
     CAUSATION_ID,
     DEADLINE,
@@ -60,6 +61,7 @@ from bus._history import HistoryError, StoredMessage, read_history
 from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._kv_history import leader_history, leader_revision
 from bus._last_values import LastValues
+from bus._lifeline import owned_argv, stop_like_interrupt
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
@@ -78,6 +80,7 @@ from bus._settings import (
     load_settings,
     validated_options,
 )
+from bus._store_lock import StoreInUseError
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
 __all__ = (
@@ -142,6 +145,7 @@ __all__ = (
     "Quotas",
     "Rejection",
     "Settings",
+    "StoreInUseError",
     "StoredMessage",
     "Supervisor",
     "Topology",
@@ -165,11 +169,13 @@ __all__ = (
     "load_public_key",
     "load_settings",
     "load_topology",
+    "owned_argv",
     "parse_trace_headers",
     "provision",
     "read_history",
     "run_actor",
     "serve_metrics",
+    "stop_like_interrupt",
     "stream_configs",
     "through_elections",
     "trace_scope",

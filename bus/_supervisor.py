@@ -137,7 +137,7 @@ class Supervisor:
         self._grace_s = grace_s
         self._backoff_s = backoff_s
         self._children = {spec.name: _Child(spec) for spec in topology.actor}
-        self._restarts_all: deque[float] = deque()
+        self._restarts_all: deque[tuple[float, str]] = deque()
 
     def pid(self, name: str) -> int | None:
         """The current process id of child `name` (None while it is down)."""
@@ -164,9 +164,20 @@ class Supervisor:
         finally:
             await self._stop_all()
         if gave_up.is_set():
-            raise GiveUp(
-                f"more than {self.topology.intensity} restarts in {self.topology.period_s}s"
-            )
+            raise GiveUp(self._keeps_dying())
+
+    def _keeps_dying(self) -> str:
+        """Who used up the intensity: each child's restarts within the period, most first."""
+        counts: dict[str, int] = {}
+        for _, name in self._restarts_all:
+            counts[name] = counts.get(name, 0) + 1
+        named = ", ".join(
+            f"{name} {count}" for name, count in sorted(counts.items(), key=lambda nc: -nc[1])
+        )
+        return (
+            f"more than {self.topology.intensity} restarts in {self.topology.period_s}s "
+            f"(keeps dying: {named})"
+        )
 
     def _start(self, child: _Child) -> asyncio.Future[int]:
         """Start `child`; return the future of its exit code, set once its output ended.
@@ -201,8 +212,8 @@ class Supervisor:
                 return
             now = time.monotonic()
             window = self._restarts_all
-            window.append(now)
-            while window and now - window[0] > self.topology.period_s:
+            window.append((now, child.spec.name))
+            while window and now - window[0][0] > self.topology.period_s:
                 window.popleft()
             if len(window) > self.topology.intensity:
                 self._on_line(

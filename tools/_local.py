@@ -13,7 +13,10 @@ to the bus resolves its settings the same way:
 3. else defaults and `PARLEY_*` variables.
 
 The URL is `NATS_URL` when set, else `.parley/nats.url`, else the default; a server that
-cannot be reached is a `ConfigError` that says what to set, never a traceback.
+cannot be reached is a `ConfigError` that says what to set, never a traceback. The URL file is
+followed only while the `parley up` that wrote it lives: it writes itself beside it
+(`.parley/up.pid`: its pid and start time, which no later process with a reused pid shares);
+a file left by one that was killed is "no local system running", never a dead or foreign URL.
 
 `parley up --cluster N` runs N embedded nodes on loopback instead (`local_cluster`), writes all
 their URLs, comma-separated, to `.parley/nats.url`, and provisions at three replicas.
@@ -30,6 +33,7 @@ provisioner creates their durables.
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -67,27 +71,85 @@ PERSON = "cli"  # `parley collab` and `parley say` act for the person at this te
 __all__ = (
     "LOCAL_BROKER",
     "LOCAL_DIR",
+    "LOCAL_OWNER_FILE",
     "LOCAL_URL_FILE",
+    "NO_LOCAL_SYSTEM",
     "connect_local",
     "console_people",
+    "forget_local_system",
     "local_cluster",
     "local_server_text",
     "local_settings",
     "local_url",
     "lock_down",
     "provision_locked",
+    "record_local_system",
     "relay_serves",
 )
 
 LOCAL_DIR: Final = Path(".parley")
 LOCAL_URL_FILE: Final = LOCAL_DIR / "nats.url"
 LOCAL_BROKER: Final = LOCAL_DIR / "broker"
+LOCAL_OWNER_FILE: Final = LOCAL_DIR / "up.pid"
+NO_LOCAL_SYSTEM: Final = "no local system running: start it with `parley up`"
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot), None when there is no such
+    process or it has ended (a zombie not yet reaped). Without /proc (not Linux), "" for any
+    process that exists."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # from field 3, after the command name
+    return None if fields[0] == "Z" else fields[19]  # a zombie has ended; field 22: start
+
+
+def record_local_system(url: str) -> None:
+    """`parley up`'s URL for the commands run here, and who wrote it."""
+    LOCAL_DIR.mkdir(parents=True, exist_ok=True)
+    LOCAL_OWNER_FILE.write_text(f"{os.getpid()} {_started(os.getpid())}\n")
+    LOCAL_URL_FILE.write_text(url + "\n")
+
+
+def forget_local_system() -> None:
+    """`parley up` is stopping: no command should find its URL any more."""
+    LOCAL_URL_FILE.unlink(missing_ok=True)
+    LOCAL_OWNER_FILE.unlink(missing_ok=True)
+
+
+def local_system_alive() -> bool:
+    """Whether the `parley up` that wrote `.parley/nats.url` still runs."""
+    try:
+        pid_text, _, started = LOCAL_OWNER_FILE.read_text().strip().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return False
+    now = _started(pid)
+    return now is not None and now == started
 
 
 def local_url(settings: Settings) -> str:
-    """NATS_URL when set, else the URL of the system `parley up` started here, else the default."""
+    """NATS_URL when set, else the URL of the system `parley up` runs here, else the default.
+
+    Raises:
+        ConfigError: `.parley/nats.url` was left by a `parley up` that is gone.
+    """
     if "nats_url" in settings.model_fields_set or not LOCAL_URL_FILE.is_file():
         return settings.nats_url
+    if not local_system_alive():
+        raise ConfigError(f"{NO_LOCAL_SYSTEM} (in this directory; or set NATS_URL)")
     return LOCAL_URL_FILE.read_text().strip() or settings.nats_url
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,27 +13,13 @@ from actors import ACTORS
 from bus import (
     Actor,
     ConfigError,
-    EmbeddedCluster,
-    EmbeddedServer,
     ExitCode,
     NatsServerError,
     ProvisionError,
-    Supervisor,
     load_settings,
-    load_topology,
     run_actor,
 )
-from bus._supervisor import GiveUp
-from schemas import Namespace
-from tools._local import (
-    LOCAL_BROKER,
-    LOCAL_DIR,
-    LOCAL_URL_FILE,
-    local_cluster,
-    local_server_text,
-    lock_down,
-    provision_locked,
-)
+from tools._up import up
 from tools.audit import add_audit_commands
 from tools.calls import add_calls_command
 from tools.chaos import add_chaos_command
@@ -96,67 +80,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_actor(actor)
 
 
-async def _up(args: argparse.Namespace) -> int:
-    topology = load_topology(args.topology)
-    env = dict(os.environ)
-    server: EmbeddedServer | EmbeddedCluster | None = None
-    locked = False
-    if "NATS_URL" not in env:
-        store = args.store or LOCAL_DIR / ("cluster" if args.cluster else "nats")
-        authorization = None
-        if not args.open_broker:
-            root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
-            topology = lock_down(topology, Namespace(str(root)))
-            authorization, locked = LOCAL_BROKER / "authorization.conf", True
-
-        def server_line(line: str) -> None:
-            if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
-                print(f"[nats] {line}", flush=True)
-
-        if args.cluster:
-            server = local_cluster(args.cluster, store, authorization)
-        else:
-            server = EmbeddedServer(store, on_log=server_line, authorization=authorization)
-
-    def child_line(name: str, line: str) -> None:
-        print(f"[{name}] {line}", flush=True)
-
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-    try:
-        if server is not None:
-            await asyncio.to_thread(server.start)
-            env["NATS_URL"] = server.url
-            env["PARLEY_MONITOR_URL"] = server.monitor_url
-            LOCAL_URL_FILE.parent.mkdir(parents=True, exist_ok=True)
-            LOCAL_URL_FILE.write_text(server.url + "\n")  # `parley collab` finds it here
-            if locked:
-                await provision_locked(server.url, [child.name for child in topology.actor])
-            print(
-                f"[nats] {local_server_text(server)} "
-                f"(store {server.store_dir}, "
-                + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")
-                + ")",
-                flush=True,
-            )
-        supervisor = Supervisor(topology, base_env=env, on_line=child_line)
-        await supervisor.run(stopping)
-    except GiveUp as exc:
-        print(f"parley up: giving up: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if server is not None:
-            LOCAL_URL_FILE.unlink(missing_ok=True)
-            await asyncio.to_thread(server.stop)
-    print("parley up: stopped", flush=True)
-    return 0
-
-
 def _cmd_up(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(_up(args))
+        return asyncio.run(up(args))
     except (ConfigError, NatsServerError, ProvisionError) as exc:
         print(f"parley up: {exc}", file=sys.stderr)
         return int(ExitCode.CONFIG)

@@ -35,7 +35,14 @@ from nats.js import JetStreamContext
 
 from actors import ACTORS
 from actors.gate import BUNDLE_KEY
-from bus import ChildSpec, EmbeddedServer, Supervisor, Topology, provision
+from bus import (
+    ChildSpec,
+    EmbeddedServer,
+    Supervisor,
+    Topology,
+    provision,
+    stop_like_interrupt,
+)
 from bus._supervisor import GiveUp
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
@@ -283,6 +290,7 @@ async def _converse(
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping servers and actors
     if args.shared:
         # tools.demo_shared builds on this module (sign_bundle): imported here, not above.
         from tools.demo_shared import run_shared_demo

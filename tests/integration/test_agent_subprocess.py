@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import select
 import signal
 import sys
 from pathlib import Path
@@ -56,4 +58,39 @@ async def test_local_agent_killed_mid_request(
         assert seen["objective"] == "after the kill" and seen["pid"] != child
         assert host.process.poll() is None
     finally:
+        host.close()
+
+
+DEAF_AGENT = "import time; time.sleep(600)"
+"""A local agent that never reads its stdin, so its host's death (stdin closed) tells it
+nothing: only a parent-death signal ends it."""
+
+
+@pytest.mark.chaos
+async def test_local_agent_dies_with_its_host_however_the_host_ends(
+    nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """The host's own child dies with the host, even SIGKILLed: a grandchild of `parley up`
+    outlives nothing."""
+    env = parley_env(nats_server.url, namespace.root)
+    brain = (
+        f'backend = "subprocess"\ncommand = {json.dumps([sys.executable, "-c", DEAF_AGENT])}\n'
+        "turn_timeout_s = 30.0"
+    )
+    host = start_agent(str(write_profile(tmp_path, "local", brain)), env)
+    child = None
+    try:
+        _, line = await host.wait_line(r'"msg":"local agent started","pid":\d+')
+        match = re.search(r'"pid":(\d+)', line)
+        assert match is not None
+        child = os.pidfd_open(int(match.group(1)))
+        await host.wait_line(READY)
+        host.kill()
+        ended, _, _ = select.select([child], [], [], 2.0)  # readable once it has exited
+        assert ended, f"the local agent {match.group(1)} outlived its host by 2 s"
+    finally:
+        if child is not None:  # first: a child left alive holds the host's output open
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(child, signal.SIGKILL)
+            os.close(child)
         host.close()

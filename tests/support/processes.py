@@ -136,8 +136,8 @@ def parley_up(topology: Path, env: dict[str, str], *extra: str, cwd: Path = REPO
 def close_up(up: ProcessOutput) -> None:
     """Stop `parley up`; if it did not exit by itself (a failed test), kill what it started.
 
-    Its actors and server run in sessions of their own, so killing `parley up` alone would
-    leave them running; their pids are in its output.
+    Its actors and server die with it (bus/_lifeline.py); their pids, in its output, are
+    killed too, so a test of that very promise leaves nothing behind when it fails.
     """
     leaked = up.process.poll() is None
     pids = [int(m.group(1)) for line in up.lines if (m := re.search(r"\(pid (\d+)\)", line))]

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from actors.router._session import EventName
-from bus import load_settings, load_topology
+from bus import ConfigError, load_settings, load_topology
 from schemas import SessionEvent
 from tests.support.processes import REPO
-from tools._local import LOCAL_URL_FILE, local_url
+from tools._local import LOCAL_OWNER_FILE, local_url, record_local_system
 from tools.collab import render
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -25,9 +25,12 @@ def test_nats_url_wins_then_the_url_parley_up_wrote_then_the_default(
     monkeypatch.delenv("NATS_URL", raising=False)
     monkeypatch.delenv("PARLEY_NATS_URL", raising=False)
     assert local_url(load_settings()) == "nats://127.0.0.1:4222"
-    LOCAL_URL_FILE.parent.mkdir(parents=True)
-    LOCAL_URL_FILE.write_text("nats://127.0.0.1:40001\n")
+    record_local_system("nats://127.0.0.1:40001")  # this process plays the running `parley up`
     assert local_url(load_settings()) == "nats://127.0.0.1:40001"
+    pid, started = LOCAL_OWNER_FILE.read_text().split()
+    LOCAL_OWNER_FILE.write_text(f"{pid} {int(started) - 1}\n")  # its pid, another process
+    with pytest.raises(ConfigError, match=r"^no local system running: start it with `parley up`"):
+        local_url(load_settings())  # the URL of a `parley up` that is gone is never followed
     monkeypatch.setenv("NATS_URL", "nats://10.0.0.7:4222")
     assert local_url(load_settings()) == "nats://10.0.0.7:4222"
 

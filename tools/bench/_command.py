@@ -50,6 +50,7 @@ from bus import (
     EmbeddedServer,
     load_settings,
     provision,
+    stop_like_interrupt,
 )
 from schemas import (
     AgentResponse,
@@ -365,6 +366,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
 
 def main(argv: list[str] | None = None) -> int:
     args = resolve(bench_parser(__doc__.splitlines()[0]).parse_args(argv))
+    stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping servers and actors
     args.result = {}
     steps = _steps(args)
     began = time.monotonic()

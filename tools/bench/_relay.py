@@ -39,7 +39,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actors.relay import DeviceKeys, save_shared_agent
-from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, provision
+from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, owned_argv, provision
 from schemas import AgentCall, Namespace, SharedAgent, encode, new_id, utc_now
 from tools._shared_deployments import shared_deployments
 from tools._shared_sessions import orchestrate
@@ -159,7 +159,7 @@ async def _relay(
         argv.append(json.dumps(settings))
         env, ready = {}, b"ready"
     child = await asyncio.create_subprocess_exec(
-        *argv,
+        *owned_argv(argv),  # dies with the benchmark, however it ends
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -7,6 +7,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+from bus import stop_like_interrupt
 from tools.chaos._agents import agents_for
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
 from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
@@ -48,6 +49,7 @@ def _cmd_shared(args: argparse.Namespace) -> int:
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
+    stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping every process started
     if args.shared:
         return _cmd_shared(args)
     options = ChaosOptions(

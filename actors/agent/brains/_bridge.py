@@ -17,19 +17,22 @@ The channel rules of seed 000, each enforced here:
 - a child that exits or closes stdout mid-request fails that request at once with
   `AGENT_UNAVAILABLE` (retryable), never a hang; the next request starts a fresh child.
 
-The child's stderr is passed through to the host's, so its logs land in the host's log.
+The child's stderr is passed through to the host's, so its logs land in the host's log. The child
+dies with the host however the host ends (a parent-death signal, bus/_lifeline.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import msgspec
 
 from actors.agent.brains._protocol import BrainError
+from bus import owned_argv
 from schemas import (
     AgentCallsRequest,
     DecodeError,
@@ -149,9 +152,15 @@ class LocalAgentBridge:
             await asyncio.gather(self._reader, return_exceptions=True)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
+        if shutil.which(self._command[0]) is None:  # the shim would only say so on stderr
+            raise _unavailable(
+                f"cannot start the local agent {self._command[0]!r}: not found or not executable"
+            )
         try:
+            # Forked by the host's loop thread, its main thread: the child dies with the host,
+            # even when the host is SIGKILLed (bus/_lifeline.py).
             process = await asyncio.create_subprocess_exec(
-                *self._command,
+                *owned_argv(self._command),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 limit=self._limit,

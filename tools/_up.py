@@ -1,0 +1,195 @@
+"""`parley up`: the local system, owned by one process.
+
+`parley up` owns what it starts. Its embedded nats-server and every actor die with it however
+it ends (bus/_lifeline.py); SIGINT, SIGTERM and SIGHUP (its terminal closed) stop it in order.
+Its store is locked from before anything is written for it (bus/_store_lock.py), so a second
+`parley up` on the same store is refused at once, naming the first. It writes the server's
+URL to `.parley/nats.url` and itself to `.parley/up.pid` (tools/_local.py), so no command
+follows the URL of a `parley up` that is gone.
+
+It supervises its server as it supervises its actors: a server that exits is started again on
+the same ports and store after a backoff, each restart said; past `SERVER_INTENSITY` restarts
+within `SERVER_PERIOD_S` it gives up, naming the server. Actors ride the outage out on their
+own reconnects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections import deque
+
+from bus import EmbeddedCluster, EmbeddedServer, NatsServerError, Supervisor, load_topology
+from bus._process import exit_text
+from bus._supervisor import GiveUp
+from schemas import Namespace
+from tools._local import (
+    LOCAL_BROKER,
+    LOCAL_DIR,
+    forget_local_system,
+    local_cluster,
+    local_server_text,
+    lock_down,
+    provision_locked,
+    record_local_system,
+)
+
+__all__ = ("SERVER_BACKOFF_S", "SERVER_INTENSITY", "SERVER_PERIOD_S", "ServerKeeper", "up")
+
+SERVER_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
+"""The pause before each successive restart of the server."""
+SERVER_INTENSITY = 5
+"""Restarts of the server allowed within `SERVER_PERIOD_S` before `parley up` gives up."""
+SERVER_PERIOD_S = 60.0
+SERVER_STABLE_S = 10.0
+"""A server that ran this long before it exited is restarted after the shortest backoff."""
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _say(line: str) -> None:
+    print(f"[nats] {line}", flush=True)
+
+
+class ServerKeeper:
+    """Restart one embedded server when it exits: same ports, same store, with backoff."""
+
+    server: EmbeddedServer
+    """Set once made, with `exited` as its `on_exit`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.gave_up: str | None = None
+        self._loop = loop
+        self._exits: asyncio.Queue[int] = asyncio.Queue()
+        self._restarts: deque[float] = deque()
+
+    def exited(self, code: int) -> None:
+        """The server's `on_exit`, called on its output thread."""
+        try:
+            self._loop.call_soon_threadsafe(self._exits.put_nowait, code)
+        except RuntimeError:  # the loop is closed: `parley up` has ended
+            pass
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Restart the server each time it exits, until `stopping`; past the intensity, say
+        why in `gave_up` and set `stopping`."""
+        attempt, started = 0, time.monotonic()
+        while not stopping.is_set():
+            code = await self._next_exit(stopping)
+            if code is None:
+                return
+            now = time.monotonic()
+            if now - started > SERVER_STABLE_S:  # it held: a new failure starts the backoff over
+                attempt = 0
+            self._restarts.append(now)
+            while self._restarts and now - self._restarts[0] > SERVER_PERIOD_S:
+                self._restarts.popleft()
+            if len(self._restarts) > SERVER_INTENSITY:
+                self.gave_up = (
+                    f"nats-server keeps dying: it exited ({exit_text(code)}) "
+                    f"{len(self._restarts)} times within {SERVER_PERIOD_S:g}s "
+                    f"(store {self.server.store_dir})"
+                )
+                stopping.set()
+                return
+            delay = SERVER_BACKOFF_S[min(attempt, len(SERVER_BACKOFF_S) - 1)]
+            attempt += 1
+            _say(f"exited ({exit_text(code)}); restarting in {delay:g}s")
+            try:
+                async with asyncio.timeout(delay):
+                    await stopping.wait()
+                return
+            except TimeoutError:
+                pass
+            try:
+                await asyncio.to_thread(self.server.start)
+            except NatsServerError as exc:  # its exit is queued; the next turn counts it
+                _say(f"restart failed: {exc}")
+                continue
+            started = time.monotonic()
+            _say(f"restarted (pid {self.server.pid}) at {self.server.url}")
+
+    async def _next_exit(self, stopping: asyncio.Event) -> int | None:
+        exit_wait = asyncio.ensure_future(self._exits.get())
+        stop_wait = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({exit_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        stop_wait.cancel()
+        if not exit_wait.done():
+            exit_wait.cancel()
+            return None
+        return None if stopping.is_set() else exit_wait.result()
+
+
+def _server_line(line: str) -> None:
+    if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
+        _say(line)
+
+
+async def up(args: argparse.Namespace) -> int:
+    """Run `parley up` until a stop signal; its exit code."""
+    topology = load_topology(args.topology)
+    env = dict(os.environ)
+    loop = asyncio.get_running_loop()
+    server: EmbeddedServer | EmbeddedCluster | None = None
+    keeper: ServerKeeper | None = None
+    locked = False
+    if "NATS_URL" not in env:
+        store = args.store or LOCAL_DIR / ("cluster" if args.cluster else "nats")
+        authorization = None if args.open_broker else LOCAL_BROKER / "authorization.conf"
+        if args.cluster:
+            server = local_cluster(args.cluster, store, authorization)
+        else:
+            keeper = ServerKeeper(loop)
+            server = keeper.server = EmbeddedServer(
+                store, on_log=_server_line, authorization=authorization, on_exit=keeper.exited
+            )
+        server.lock_store()  # before anything is written for it: a second `parley up` stops here
+        if not args.open_broker:
+            root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
+            topology = lock_down(topology, Namespace(str(root)))
+            locked = True
+
+    def child_line(name: str, line: str) -> None:
+        print(f"[{name}] {line}", flush=True)
+
+    stopping = asyncio.Event()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stopping.set)
+    keeping: asyncio.Task[None] | None = None
+    try:
+        if server is not None:
+            await asyncio.to_thread(server.start)
+            env["NATS_URL"] = server.url
+            env["PARLEY_MONITOR_URL"] = server.monitor_url
+            record_local_system(server.url)  # `parley collab` finds it, while this one lives
+            if keeper is not None:
+                keeping = asyncio.create_task(keeper.run(stopping))
+            if locked:
+                await provision_locked(server.url, [child.name for child in topology.actor])
+            _say(
+                f"{local_server_text(server)} (store {server.store_dir}, "
+                + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")
+                + ")"
+            )
+        supervisor = Supervisor(topology, base_env=env, on_line=child_line)
+        await supervisor.run(stopping)
+        if keeping is not None:
+            await keeping
+        if keeper is not None and keeper.gave_up is not None:
+            raise GiveUp(keeper.gave_up)
+    except GiveUp as exc:
+        print(f"parley up: giving up: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        stopping.set()
+        if keeping is not None:
+            await asyncio.gather(keeping, return_exceptions=True)
+        if server is not None:
+            forget_local_system()
+            await asyncio.to_thread(server.stop)
+    print("parley up: stopped", flush=True)
+    return 0
