@@ -80,6 +80,7 @@ from bus._settings import (
     load_settings,
     validated_options,
 )
+from bus._shipped import SHIPPED_ROOT, shipped
 from bus._store_lock import StoreInUseError
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
@@ -104,6 +105,7 @@ __all__ = (
     "RECONNECT_WINDOW_S",
     "SENDER",
     "SENDER_ROLE",
+    "SHIPPED_ROOT",
     "STREAM_FAMILIES",
     "TRACEPARENT",
     "TRACE_ID",
@@ -175,6 +177,7 @@ __all__ = (
     "read_history",
     "run_actor",
     "serve_metrics",
+    "shipped",
     "stop_like_interrupt",
     "stream_configs",
     "through_elections",

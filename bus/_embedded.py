@@ -73,10 +73,15 @@ class EmbeddedServer:
         on_log: Callable[[str], None] | None = None,
         authorization: Path | None = None,
         on_exit: Callable[[int], None] | None = None,
+        max_file_store: str | None = None,
     ) -> None:
         """`authorization`: an `authorization.conf` (from `parley nats-config`) to include, so
         the server runs with one nkey user per actor and their least-privilege permissions.
-        `on_exit` gets the exit code of each server process (from its output thread)."""
+        `on_exit` gets the exit code of each server process (from its output thread).
+        `max_file_store` (e.g. "1PB"): the storage the server may promise its streams, instead
+        of three quarters of the free disk; every stream reserves its `max_bytes` quota
+        against it, so a server hosting many namespaces (the test suite's shared one) runs
+        out of promises long before it runs out of disk."""
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
             self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-nats-")
@@ -85,6 +90,7 @@ class EmbeddedServer:
         self.sync_always = sync_always
         self.extra_config = extra_config
         self.authorization = authorization
+        self.max_file_store = max_file_store
         self._on_log = on_log
         self._on_exit = on_exit
         self._lock = StoreLock(store_dir)
@@ -123,7 +129,8 @@ class EmbeddedServer:
             "jetstream {\n"
             f'  store_dir: "{self.store_dir}"\n'
             f"  sync_interval: {sync}\n"
-            "}\n"
+            + (f"  max_file_store: {self.max_file_store}\n" if self.max_file_store else "")
+            + "}\n"
             + ('include "authorization.conf"\n' if self.authorization is not None else "")
             + self.extra_config
         )

@@ -69,8 +69,10 @@ from tools.provision import provision_once
 PERSON = "cli"  # `parley collab` and `parley say` act for the person at this terminal
 
 __all__ = (
+    "LOCAL_AUDIT_KEY",
     "LOCAL_BROKER",
     "LOCAL_DIR",
+    "LOCAL_KEYS",
     "LOCAL_OWNER_FILE",
     "LOCAL_URL_FILE",
     "NO_LOCAL_SYSTEM",
@@ -90,6 +92,9 @@ __all__ = (
 LOCAL_DIR: Final = Path(".parley")
 LOCAL_URL_FILE: Final = LOCAL_DIR / "nats.url"
 LOCAL_BROKER: Final = LOCAL_DIR / "broker"
+LOCAL_KEYS: Final = LOCAL_DIR / "keys"
+"""The local system's keys (tools/_local_system.py): the policy key pair, the auditor's."""
+LOCAL_AUDIT_KEY: Final = LOCAL_KEYS / "audit.pub"
 LOCAL_OWNER_FILE: Final = LOCAL_DIR / "up.pid"
 NO_LOCAL_SYSTEM: Final = "no local system running: start it with `parley up`"
 

@@ -23,7 +23,14 @@ import sys
 import time
 from collections import deque
 
-from bus import EmbeddedCluster, EmbeddedServer, NatsServerError, Supervisor, load_topology
+from bus import (
+    EmbeddedCluster,
+    EmbeddedServer,
+    NatsServerError,
+    Supervisor,
+    load_topology,
+    shipped,
+)
 from bus._process import exit_text
 from bus._supervisor import GiveUp
 from schemas import Namespace
@@ -37,6 +44,7 @@ from tools._local import (
     provision_locked,
     record_local_system,
 )
+from tools._local_system import LOCAL_KEYS, local_system_topology, publish_local_policy
 
 __all__ = ("SERVER_BACKOFF_S", "SERVER_INTENSITY", "SERVER_PERIOD_S", "ServerKeeper", "up")
 
@@ -131,7 +139,8 @@ def _server_line(line: str) -> None:
 
 async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
-    topology = load_topology(args.topology)
+    local_system = args.topology is None
+    topology = local_system_topology() if local_system else load_topology(shipped(args.topology))
     env = dict(os.environ)
     loop = asyncio.get_running_loop()
     server: EmbeddedServer | EmbeddedCluster | None = None
@@ -170,6 +179,10 @@ async def up(args: argparse.Namespace) -> int:
                 keeping = asyncio.create_task(keeper.run(stopping))
             if locked:
                 await provision_locked(server.url, [child.name for child in topology.actor])
+            if local_system:
+                namespace = Namespace(env.get("PARLEY_NAMESPACE", "parley"))
+                if await publish_local_policy(server.url, namespace, locked=locked):
+                    _say(f"published the demo policy, signed with {LOCAL_KEYS}/policy.key")
             _say(
                 f"{local_server_text(server)} (store {server.store_dir}, "
                 + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")

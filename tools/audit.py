@@ -36,7 +36,7 @@ from schemas import (
     decode_envelope,
     key_id,
 )
-from tools._local import connect_local, local_settings
+from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
 from tools._tracetree import render_trace
 from tools.natsconf import AUDIT_READER
 
@@ -185,6 +185,11 @@ async def _query(args: argparse.Namespace) -> int:
 
 
 async def _verify(args: argparse.Namespace) -> int:
+    if not args.key.exists() and args.key == LOCAL_AUDIT_KEY:
+        raise AuditToolError(
+            f"no auditor's key at {LOCAL_AUDIT_KEY} (the local system's, made by `parley up`): "
+            "name the auditor's public key with --key"
+        )
     public = load_public_key(args.key)
     off_box: list[bytes] = []
     for path in args.checkpoints or ():
@@ -305,7 +310,12 @@ def add_audit_commands(commands: Any) -> None:
 
     verify = verbs.add_parser("verify", help="re-walk the chain and the signed checkpoints")
     _common(verify)
-    verify.add_argument("--key", type=Path, required=True, help="auditor's public key (PEM)")
+    verify.add_argument(
+        "--key",
+        type=Path,
+        default=LOCAL_AUDIT_KEY,
+        help=f"auditor's public key (PEM; default: {LOCAL_AUDIT_KEY}, the local system's)",
+    )
     verify.add_argument("--stream", help="verify this stream (a copy) instead of PARLEY_AUDIT")
     verify.add_argument(
         "--checkpoints", action="append", help="auditor log file with off-box checkpoints"

@@ -38,8 +38,6 @@ from tools.storage import add_storage_command
 
 __all__ = ("main", "resolve_actor")
 
-DEFAULT_TOPOLOGY = Path("deploy/topologies/smoke.toml")
-
 
 def resolve_actor(name: str) -> type[Actor]:
     """An actor class from a registered kind (`echo`) or an import path (`pkg.mod:Class`).
@@ -117,8 +115,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_cmd_run)
 
-    up = commands.add_parser("up", help="start a topology of supervised actor processes")
-    up.add_argument("topology", nargs="?", type=Path, default=DEFAULT_TOPOLOGY)
+    up = commands.add_parser(
+        "up", help="start the local system (or a topology) as supervised actor processes"
+    )
+    up.add_argument(
+        "topology",
+        nargs="?",
+        type=Path,
+        help="a topology TOML (default: the local system: gate, router, auditor, gpt, claude, "
+        "console, with the demo policy published)",
+    )
     up.add_argument("--store", type=Path, help="embedded server's JetStream directory")
     up.add_argument(
         "--open-broker",

@@ -41,6 +41,7 @@ from bus import (
     Supervisor,
     Topology,
     provision,
+    shipped,
     stop_like_interrupt,
 )
 from bus._supervisor import GiveUp
@@ -76,7 +77,7 @@ DEMO_GOAL: Final = (
 )
 """Seed 001 §11, test prompt 2, exactly."""
 
-DEMO_POLICY: Final = Path("deploy/policy/demo.toml")
+DEMO_POLICY: Final = shipped("deploy/policy/demo.toml")
 
 _READY = '"msg":"ready"'
 _LOUD = ('"level":"warning"', '"level":"error"', '"level":"critical"', "Traceback", "exited (")

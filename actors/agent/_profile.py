@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from actors.agent._delegating import MAX_TOOL_ROUNDS
-from bus import ConfigError, describe_invalid
+from bus import ConfigError, describe_invalid, shipped
 from schemas import DEFAULT_WINDOW_ITEMS, SubjectTokenError, check_token
 
 __all__ = (
@@ -33,7 +33,7 @@ __all__ = (
     "load_profile",
 )
 
-DEFAULT_AGENTS_DIR = Path("deploy/agents")
+DEFAULT_AGENTS_DIR = shipped("deploy/agents")
 PYTHON_PLACEHOLDER = "{python}"
 
 

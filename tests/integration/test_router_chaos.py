@@ -116,6 +116,11 @@ async def one_run(
 
 @pytest.mark.chaos
 @pytest.mark.timeout(300)
+def _said(transcript: tuple[TranscriptItem, ...]) -> list[tuple[str, str, str]]:
+    """Who said what, in order: what a kill must not change (each item's time is the run's)."""
+    return [(item.role, item.name, item.text) for item in transcript]
+
+
 async def test_router_killed_at_random_points_twenty_times_gives_the_same_transcript(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
@@ -133,7 +138,7 @@ async def test_router_killed_at_random_points_twenty_times_gives_the_same_transc
             kill = KillAt(answer=rng.randrange(ROUNDS), before=rng.random() < 0.5)
             run = await one_run(nc, namespace, wire, router, kill)
             where = f"seed {seed}, run {run_number}, {kill}"
-            assert run.transcript == reference.transcript, where
+            assert _said(run.transcript) == _said(reference.transcript), where
             assert len(set(run.call_ids)) == ROUNDS, where
             assert run.turn_rounds == list(range(1, ROUNDS + 1)), where
             assert run.stop_reason == "cap_reached", where

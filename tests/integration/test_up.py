@@ -19,7 +19,7 @@ SMOKE = REPO / "deploy" / "topologies" / "smoke.toml"
 
 
 def test_smoke_topology_loads() -> None:
-    """`parley up`'s default: two echo actors and the console, on a free port (several
+    """The smallest topology: two echo actors and the console, on a free port (several
     `parley up` on one machine must not collide on a fixed one) written to .parley/."""
     topology = load_topology(SMOKE)
     assert [a.name for a in topology.actor] == ["echo-a", "echo-b", "console"]

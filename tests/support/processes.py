@@ -126,10 +126,14 @@ def start_actor(run: str, actor_id: str, env: Mapping[str, str], *extra: str) ->
 READY = r'"msg":"ready"'
 
 
-def parley_up(topology: Path, env: dict[str, str], *extra: str, cwd: Path = REPO) -> ProcessOutput:
-    """`parley up` as a real process; the local system lives in `cwd`/.parley."""
+def parley_up(
+    topology: Path | None, env: dict[str, str], *extra: str, cwd: Path = REPO
+) -> ProcessOutput:
+    """`parley up` as a real process (no topology: the local system); it lives in
+    `cwd`/.parley."""
+    named = [str(topology)] if topology is not None else []
     return ProcessOutput(
-        [sys.executable, "-m", "tools", "up", str(topology), *extra], env, name="up", cwd=cwd
+        [sys.executable, "-m", "tools", "up", *named, *extra], env, name="up", cwd=cwd
     )
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bus import shipped
+
 __all__ = (
     "DELEGATING_AGENT",
     "MIX_OBJECTIVE",
@@ -36,7 +38,7 @@ MIX_OBJECTIVE = "chaos survey"
 CALL_DEADLINE_MS = 10_000
 """Each of the delegating agent's calls: under half the person's deadline (see above)."""
 
-_DEPLOY_AGENTS = Path("deploy/agents")
+_DEPLOY_AGENTS = shipped("deploy/agents")
 
 _MIX_TURNS = f"""\
 # The chaos run's delegation mix (tools/chaos/_agents.py): fan out, chain, answer.

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from nats.aio.client import Client as NATS
 
 from actors import ACTORS
-from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision
+from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision, shipped
 from schemas import Namespace, key_id
 from tools.audit import verify_stream
 from tools.chaos._agents import agents_for, write_agents
@@ -67,7 +67,7 @@ from tools.natsconf import PROVISIONER
 
 __all__ = ("CHAOS_POLICY", "EVERY_ACTOR", "ChaosOptions", "run_chaos")
 
-CHAOS_POLICY = Path("deploy/policy/chaos.toml")
+CHAOS_POLICY = shipped("deploy/policy/chaos.toml")
 """The demo bundle with agent answer rates a run cannot reach (see the file)."""
 _AUDITOR = "auditor"
 ELECTION_S = 10.0
