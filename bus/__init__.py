@@ -56,7 +56,15 @@ from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
 from bus._process import ACTOR_READY, ChildProcess, actor_command
-from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
+from bus._provision import (
+    AGENT_BUCKETS,
+    BUCKETS,
+    STREAM_FAMILIES,
+    ProvisionError,
+    provision,
+    provision_agent,
+    stream_configs,
+)
 from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
 from bus._quotas import AccountLimits, Quotas
@@ -74,6 +82,7 @@ from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
 __all__ = (
     "ACTOR_READY",
+    "AGENT_BUCKETS",
     "BUCKETS",
     "CAUSATION_ID",
     "DEADLINE",
@@ -158,6 +167,7 @@ __all__ = (
     "load_topology",
     "parse_trace_headers",
     "provision",
+    "provision_agent",
     "read_history",
     "run_actor",
     "serve_metrics",

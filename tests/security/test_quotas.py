@@ -7,7 +7,7 @@ credentials (or, beside a collaboration of gpt and claude, mallory's: an agent o
 takes no part), and the quotas are the provisioner's settings, made small so a flood reaches them
 in a few messages:
 
-- large values on mallory's own wait keys stop at the `waits` bucket's bytes, a quarantine mark
+- large values on mallory's own wait keys stop at its own waits bucket's bytes, a quarantine mark
   larger than a delivery number is refused, and its submissions stop at its own per-sender
   bound while the gate is held up; a collaboration of the person, gpt and claude completes;
 - its garbage submissions become dead letters bounded under its own name: the gate drops its
@@ -88,8 +88,8 @@ async def test_one_agents_flood_stops_at_its_quota_while_a_collaboration_complet
         mallory = await locked.connect("mallory")
         try:
             js = locked.js(mallory, "mallory")
-            # Large values on keys its grants allow: its own waits stop at the bucket's bytes.
-            waits = await js.key_value(ns.bucket("waits"))
+            # Large values on keys its grants allow: its own waits stop at its bucket's bytes.
+            waits = await js.key_value(ns.agent_bucket("waits", "mallory"))
             value = b"w" * (mallory.max_payload - 4096)
             stored = 0
             with pytest.raises(APIError) as full:
