@@ -59,6 +59,7 @@ from bus._process import ACTOR_READY, ChildProcess, actor_command
 from bus._provision import (
     AGENT_BUCKETS,
     BUCKETS,
+    RETIRED_BUCKETS,
     STREAM_FAMILIES,
     ProvisionError,
     provision,
@@ -99,6 +100,7 @@ __all__ = (
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",
+    "RETIRED_BUCKETS",
     "SENDER",
     "SENDER_ROLE",
     "STREAM_FAMILIES",

@@ -40,13 +40,22 @@ from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from bus._quotas import Quotas
 from bus._settings import Settings
-from bus._streams import AGENT_BUCKETS, BUCKETS, STREAM_FAMILIES, STREAMS, BucketSpec, per_subject
+from bus._streams import (
+    AGENT_BUCKETS,
+    BUCKETS,
+    RETIRED_BUCKETS,
+    STREAM_FAMILIES,
+    STREAMS,
+    BucketSpec,
+    per_subject,
+)
 from schemas import DEFAULT_MAX_BYTES, Namespace
 
 __all__ = (
     "AGENT_BUCKETS",
     "BUCKETS",
     "CLUSTER_REPLICAS",
+    "RETIRED_BUCKETS",
     "STREAM_FAMILIES",
     "ProvisionError",
     "cluster_replicas",
@@ -281,6 +290,11 @@ async def provision(
         await _ensure_bucket(js, ns.bucket(spec.name), spec, sizes, replicas, exact=exact)
     for agent in agents:
         await _ensure_agent_buckets(js, ns, agent, max_msg_size, quotas, replicas, exact=exact)
+    for name in RETIRED_BUCKETS:
+        try:
+            await js.delete_stream(f"KV_{ns.bucket(name)}")
+        except NotFoundError:
+            pass
     return replicas
 
 

@@ -14,6 +14,7 @@ from bus._quotas import Quotas
 __all__ = (
     "AGENT_BUCKETS",
     "BUCKETS",
+    "RETIRED_BUCKETS",
     "STREAMS",
     "STREAM_FAMILIES",
     "BucketSpec",
@@ -91,6 +92,10 @@ AGENT_BUCKETS = (
 `max_bytes`: JetStream bounds a bucket's bytes, not how many keys one principal writes under
 its prefix, so a bucket shared by the agents would be theirs to fill for each other. The
 provisioner creates them for the agents it is given (tools/provision.py)."""
+
+RETIRED_BUCKETS = ("waits",)
+"""Buckets an earlier release made that nothing reads now (the agents' shared waits, before
+each agent had its own): `provision` deletes them, which frees their reservations."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ attacker is a raw nats-py client holding one agent's own credentials:
 - mallory, an agent that takes no part, fills every waits bucket its grants let it write, to
   the last bytes; the planner's delegation to the three specialists, real agent processes,
   still completes for the person (`parley delegate`);
-- gpt can neither open, read, write nor follow claude's waits bucket, while it uses its own.
+- gpt can neither open, read, write nor follow claude's waits bucket, while it uses its own;
+- an agent host whose bucket the provisioner never made refuses to start, naming it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from prometheus_client import CollectorRegistry
 from bus import ActorMetrics, EmbeddedServer
 from schemas import Namespace
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown, violations
-from tests.support.processes import parley_env
+from tests.support.processes import parley_env, start_actor
 from tests.support.system import finished, parley_cli, running_locked_system
 from tools.natsconf import permissions_for, write_nats_config
+from tools.provision import provision_once
 
 MIB = 1024 * 1024
 _WAITS_BYTES = 2 * MIB
@@ -158,3 +160,21 @@ async def _barrier(nc: NATS) -> None:
     tests/integration/test_least_privilege.py: one flush is no barrier)."""
     await nc.flush()
     await nc.flush()
+
+
+async def test_an_agent_host_without_its_waits_bucket_refuses_to_start(
+    with_mallory: LockedDown,
+) -> None:
+    """It may not create its bucket, and would fail each call it delegates without it: it
+    says which bucket is missing and exits as misconfigured, instead of crashing in a loop."""
+    locked, ns = with_mallory, with_mallory.ns
+    await provision_once(locked.settings_file("provisioner"), locked.server.url)  # no agents
+    env = parley_env(locked.server.url, ns.root)
+    config = ("--config", str(locked.settings_file("planner")))
+    planner = start_actor("agent", "planner", env, "--profile", "planner", *config)
+    try:
+        bucket = ns.agent_bucket("waits", "planner")
+        await planner.wait_line(rf"refusing to start.*{bucket}.*run `parley provision`")
+        assert await planner.wait_exit() == 2
+    finally:
+        planner.close()

@@ -293,6 +293,11 @@ def test_the_provisioner_makes_each_agents_own_buckets(
         for user in users:
             if user.role != PROVISIONER:
                 assert not user.publishes(f"$JS.API.STREAM.CREATE.{bucket}"), user.actor
+    # The shared waits bucket of an earlier release: the provisioner deletes it, nobody uses it.
+    retired = f"KV_{ns.bucket('waits')}"
+    assert provisioner.publishes(f"$JS.API.STREAM.DELETE.{retired}")
+    assert not any(u.publishes(f"$KV.{ns.bucket('waits')}.>") for u in users)
+    assert not provisioner.publishes(f"$JS.API.STREAM.CREATE.{retired}")
 
 
 def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[User]]) -> None:

@@ -65,7 +65,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bus import AGENT_BUCKETS, BUCKETS, STREAM_FAMILIES
+from bus import AGENT_BUCKETS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
 from tools.natsconf._grants import ADVISORY, JS_API, Grants
 
@@ -258,6 +258,8 @@ def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
     ns = g.ns
     streams = [ns.stream(family) for family in STREAM_FAMILIES]
     streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
+    for name in RETIRED_BUCKETS:  # made by an earlier release: provisioning deletes them
+        g.pub(*(f"{JS_API}.STREAM.{verb}.KV_{ns.bucket(name)}" for verb in ("INFO", "DELETE")))
     for agent in agents:
         if role_of(agent) != "agent":
             raise ValueError(f"{agent} is no agent: it has no buckets of its own")
