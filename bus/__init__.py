@@ -66,7 +66,16 @@ from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
 from bus._process import ACTOR_READY, ChildProcess, actor_command
-from bus._provision import BUCKETS, STREAM_FAMILIES, ProvisionError, provision, stream_configs
+from bus._provision import (
+    AGENT_BUCKETS,
+    BUCKETS,
+    RETIRED_BUCKETS,
+    STREAM_FAMILIES,
+    ProvisionError,
+    provision,
+    provision_agent,
+    stream_configs,
+)
 from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
 from bus._quotas import AccountLimits, Quotas
@@ -86,6 +95,7 @@ from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 
 __all__ = (
     "ACTOR_READY",
+    "AGENT_BUCKETS",
     "BUCKETS",
     "CAUSATION_ID",
     "DEADLINE",
@@ -103,6 +113,7 @@ __all__ = (
     "MSG_ID",
     "ORIGIN",
     "RECONNECT_WINDOW_S",
+    "RETIRED_BUCKETS",
     "SENDER",
     "SENDER_ROLE",
     "SHIPPED_ROOT",
@@ -174,6 +185,7 @@ __all__ = (
     "owned_argv",
     "parse_trace_headers",
     "provision",
+    "provision_agent",
     "read_history",
     "run_actor",
     "serve_metrics",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,16 +40,27 @@ from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from bus._quotas import Quotas
 from bus._settings import Settings
-from bus._streams import BUCKETS, STREAM_FAMILIES, STREAMS, BucketSpec, per_subject
+from bus._streams import (
+    AGENT_BUCKETS,
+    BUCKETS,
+    RETIRED_BUCKETS,
+    STREAM_FAMILIES,
+    STREAMS,
+    BucketSpec,
+    per_subject,
+)
 from schemas import DEFAULT_MAX_BYTES, Namespace
 
 __all__ = (
+    "AGENT_BUCKETS",
     "BUCKETS",
     "CLUSTER_REPLICAS",
+    "RETIRED_BUCKETS",
     "STREAM_FAMILIES",
     "ProvisionError",
     "cluster_replicas",
     "provision",
+    "provision_agent",
     "provision_for",
     "stream_configs",
 )
@@ -184,14 +195,13 @@ def _bucket_sizes(spec: BucketSpec, quotas: Quotas, max_msg_size: int) -> _Sizes
 
 async def _ensure_bucket(
     js: JetStreamContext,
-    ns: Namespace,
+    name: str,
     spec: BucketSpec,
     sizes: _Sizes,
     replicas: int,
     *,
     exact: bool,
 ) -> None:
-    name = ns.bucket(spec.name)
     try:
         await js.key_value(name)
     except BucketNotFoundError:
@@ -258,8 +268,10 @@ async def provision(
     max_msg_size: int = DEFAULT_MAX_BYTES,
     replicas: int | None = None,
     quotas: Quotas | None = None,
+    agents: Sequence[str] = (),
 ) -> int:
-    """Create or update every stream and bucket of namespace `ns`; return their replicas.
+    """Create or update every stream and bucket of namespace `ns`, and each of `agents`' own
+    buckets (`AGENT_BUCKETS`); return their replicas.
 
     `replicas` None: as many as the cluster `js` is connected to calls for (`cluster_replicas`
     of its server's INFO), never fewer than an existing stream has. `quotas` None: the
@@ -275,8 +287,43 @@ async def provision(
         await _ensure_stream(js, config, exact=exact)
     for spec in BUCKETS:
         sizes = _bucket_sizes(spec, quotas, max_msg_size)
-        await _ensure_bucket(js, ns, spec, sizes, replicas, exact=exact)
+        await _ensure_bucket(js, ns.bucket(spec.name), spec, sizes, replicas, exact=exact)
+    for agent in agents:
+        await _ensure_agent_buckets(js, ns, agent, max_msg_size, quotas, replicas, exact=exact)
+    for name in RETIRED_BUCKETS:
+        try:
+            await js.delete_stream(f"KV_{ns.bucket(name)}")
+        except NotFoundError:
+            pass
     return replicas
+
+
+async def _ensure_agent_buckets(
+    js: JetStreamContext,
+    ns: Namespace,
+    agent: str,
+    max_msg_size: int,
+    quotas: Quotas,
+    replicas: int,
+    *,
+    exact: bool,
+) -> None:
+    for spec in AGENT_BUCKETS:
+        sizes = _bucket_sizes(spec, quotas, max_msg_size)
+        name = ns.agent_bucket(spec.name, agent)
+        await _ensure_bucket(js, name, spec, sizes, replicas, exact=exact)
+
+
+async def provision_agent(
+    js: JetStreamContext, ns: Namespace, agent: str, settings: Settings
+) -> None:
+    """Create or update `agent`'s own buckets, as an agent that provisions does at start
+    (an open broker; under least privilege `parley provision` does it for every agent): its
+    settings' message size and quotas, the replicas its cluster calls for."""
+    replicas = cluster_replicas(js._nc._server_info)
+    await _ensure_agent_buckets(
+        js, ns, agent, settings.max_payload, settings.quotas, replicas, exact=False
+    )
 
 
 async def provision_for(js: JetStreamContext, ns: Namespace, settings: Settings) -> int:

@@ -25,7 +25,14 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-__all__ = ("DEFAULT_BUCKET_BYTES", "DEFAULT_STREAM_BYTES", "MIB", "AccountLimits", "Quotas")
+__all__ = (
+    "AGENT_BUCKET_NAMES",
+    "DEFAULT_BUCKET_BYTES",
+    "DEFAULT_STREAM_BYTES",
+    "MIB",
+    "AccountLimits",
+    "Quotas",
+)
 
 MIB: Final = 1024 * 1024
 
@@ -47,11 +54,16 @@ DEFAULT_BUCKET_BYTES: Final = {
     "policy": 32 * MIB,
     "idempotency": 128 * MIB,
     "handling": 8 * MIB,
-    "waits": 128 * MIB,
+    "waits": 16 * MIB,  # each agent's own (bus/_streams.py AGENT_BUCKETS), not all agents'
     "relay": 64 * MIB,
     "leases": 1 * MIB,
 }
-"""Bytes each bucket may hold, by name."""
+"""Bytes each bucket may hold, by name; for a bucket each agent has its own of (`waits`),
+what each agent's may hold."""
+
+AGENT_BUCKET_NAMES: Final = ("waits",)
+"""The buckets every agent has its own of (bus/_streams.py `AGENT_BUCKETS`): their quota is
+per agent."""
 
 
 class Quotas(BaseModel):
@@ -66,8 +78,9 @@ class Quotas(BaseModel):
     )
     bucket_bytes: dict[str, int] = Field(
         default_factory=lambda: dict(DEFAULT_BUCKET_BYTES),
-        description="Bytes each bucket may hold, by name (`waits`, `handling`, ...); a bucket "
-        "left out keeps its default.",
+        description="Bytes each bucket may hold, by name (`handling`, `sessions`, ...); "
+        "`waits` is what each agent's own waits bucket may hold. A bucket left out keeps its "
+        "default.",
     )
     per_sender: int = Field(
         default=10_000,
@@ -105,9 +118,12 @@ class Quotas(BaseModel):
     def bucket_max_bytes(self, name: str) -> int:
         return self.bucket_bytes.get(name, DEFAULT_BUCKET_BYTES.get(name, 64 * MIB))
 
-    def total_bytes(self) -> int:
-        """What every stream and bucket may hold together, at one replica."""
-        return sum(self.stream_bytes.values()) + sum(self.bucket_bytes.values())
+    def total_bytes(self, agents: int) -> int:
+        """What every stream and bucket may hold together, at one replica, with `agents`
+        agents (each with its own buckets of `AGENT_BUCKET_NAMES`)."""
+        shared = sum(v for k, v in self.bucket_bytes.items() if k not in AGENT_BUCKET_NAMES)
+        own = sum(self.bucket_max_bytes(name) for name in AGENT_BUCKET_NAMES)
+        return sum(self.stream_bytes.values()) + shared + agents * own
 
 
 class AccountLimits(BaseModel):

@@ -26,6 +26,7 @@ from bus._logging import configure_logging
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._provision import ProvisionError
 from bus._runtime import ActorRuntime
+from bus._settings import ConfigError
 
 __all__ = ("ExitCode", "dump_tasks", "run_actor")
 
@@ -68,7 +69,7 @@ async def _serve(actor: Actor) -> ExitCode:
     code = ExitCode.OK
     try:
         await runtime.run(stopping)
-    except* (FsyncCheckError, ConsumerBindError) as group:
+    except* (FsyncCheckError, ConsumerBindError, ConfigError) as group:  # misconfigured
         log.error("refusing to start", extra={"error": str(group.exceptions[0])})
         code = ExitCode.CONFIG
     except* (OSError, NoServersError, ProvisionError) as group:

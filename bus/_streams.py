@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 from bus._quotas import Quotas
 
-__all__ = ("BUCKETS", "STREAMS", "STREAM_FAMILIES", "BucketSpec", "StreamSpec", "per_subject")
+__all__ = (
+    "AGENT_BUCKETS",
+    "BUCKETS",
+    "RETIRED_BUCKETS",
+    "STREAMS",
+    "STREAM_FAMILIES",
+    "BucketSpec",
+    "StreamSpec",
+    "per_subject",
+)
 
 _DAY = 24 * 3600.0
 
@@ -60,13 +69,6 @@ BUCKETS = (
         direct=True,
         marks=True,
     ),
-    BucketSpec(
-        "waits",
-        1,
-        2 * _DAY,
-        "agent hosts' waits for the agents they called: requests, results, final answers",
-        direct=True,
-    ),
     # Longer than the relay's oldest acceptable frame (7 days), so no frame outlives the
     # replay window that would refuse it again.
     BucketSpec(
@@ -83,6 +85,25 @@ BUCKETS = (
         direct=True,
     ),
 )
+
+
+AGENT_BUCKETS = (
+    BucketSpec(
+        "waits",
+        1,
+        2 * _DAY,
+        "an agent host's waits for the agents it called: requests, results, final answers",
+        direct=True,
+    ),
+)
+"""Buckets every agent has one of, its own (`Namespace.agent_bucket`), each with its own
+`max_bytes`: JetStream bounds a bucket's bytes, not how many keys one principal writes under
+its prefix, so a bucket shared by the agents would be theirs to fill for each other. The
+provisioner creates them for the agents it is given (tools/provision.py)."""
+
+RETIRED_BUCKETS = ("waits",)
+"""Buckets an earlier release made that nothing reads now (the agents' shared waits, before
+each agent had its own): `provision` deletes them, which frees their reservations."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,13 @@ class Namespace:
         """KV bucket name: `sessions` -> `parley_sessions`."""
         return f"{self.root}_{check_token(name, 'bucket')}"
 
+    def agent_bucket(self, name: str, agent: str) -> str:
+        """A KV bucket of one agent's own: `waits` of `gpt` -> `parley_waits_gpt`.
+
+        Bounded on its own, so what one agent writes under its own name never fills another's
+        (a broker cannot bound how many keys one principal writes under a prefix)."""
+        return f"{self.bucket(name)}_{check_token(agent, 'agent')}"
+
     def inbox_prefix(self, actor: str) -> str:
         """A per-actor reply inbox, so an actor's permissions need not include `_INBOX.>`."""
         return f"_INBOX_{check_token(actor, 'actor')}"

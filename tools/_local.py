@@ -314,7 +314,8 @@ def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) ->
 
 
 async def provision_locked(url: str, names: Sequence[str], broker: Path = LOCAL_BROKER) -> None:
-    """Create the streams, buckets and the receivers' durables as the provisioner: the actors
+    """Create the streams, buckets and the receivers' durables as the provisioner, and each
+    agent's own buckets (its waits, which an agent may not create): the actors
     named (the relay's, one per name `lock_down` granted it), and the person at this
     terminal, whose answers to `parley delegate` the gate delivers to `parley.deliver.cli` (a
     person may not create its own durable)."""

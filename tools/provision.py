@@ -7,9 +7,11 @@ Streams and buckets get three replicas on a cluster of three or more nodes, one 
 the settings' `replicas`, and the settings' quotas (`[quotas]`, docs/quotas.md), applied to
 existing streams and buckets as an update. Receivers that may not create consumers (agents,
 the router, the CLI) get their durable here, configured from their own settings files:
-`parley provision --config P DIR/actors/*.toml`. The relay's are one per name it serves
-(actors/relay/_serving.py): the names `parley nats-config --relay-serves` granted it, read from
-that config's manifest (`DIR/actors.json`) unless `--relay-serves` names them.
+`parley provision --config P DIR/actors/*.toml`; each agent among them gets its own buckets
+(its waits, bounded on their own: docs/quotas.md), which an agent may not create either.
+The relay's durables are one per name it serves (actors/relay/_serving.py): the names
+`parley nats-config --relay-serves` granted it, read from that config's manifest
+(`DIR/actors.json`) unless `--relay-serves` names them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from nats.js.errors import APIError
 
 from actors.relay import relay_inputs
 from bus import (
+    AGENT_BUCKETS,
     BUCKETS,
     ConfigError,
     ExitCode,
@@ -67,7 +70,8 @@ async def provision_once(
 
     Each of `actors` (an actor's settings file) that may not create its own consumers gets
     its durables (`provisioned_inputs`), configured from that file as the actor would have; it binds
-    to it at start and refuses to start if it differs. `nats_url` overrides the settings'
+    to it at start and refuses to start if it differs. Each agent among them gets its own
+    buckets (`AGENT_BUCKETS`). `nats_url` overrides the settings'
     server (which otherwise come from `NATS_URL`). `relay_serves`: the relay's served names,
     else those in the manifest of the config its settings file belongs to.
 
@@ -90,6 +94,11 @@ async def provision_once(
             raise ConfigError(
                 f"actor {receiver.actor_id} is in namespace {receiver.namespace}, not {ns.root}"
             )
+    agents = list(
+        dict.fromkeys(
+            r.actor_id for r in receivers if r.actor_id and role_of(r.actor_id) == "agent"
+        )
+    )
     nc = await connect(settings, settings.actor_id or "provisioner", reconnect_forever=False)
     created = []
     try:
@@ -100,6 +109,7 @@ async def provision_once(
             max_msg_size=settings.max_payload,
             replicas=settings.replicas,
             quotas=settings.quotas,
+            agents=agents,
         )
         for path, receiver in zip(actors, receivers, strict=True):
             if receiver.create_consumers or not receiver.actor_id:
@@ -115,7 +125,10 @@ async def provision_once(
     finally:
         await nc.close()
     streams = ", ".join(c.name or "" for c in stream_configs(ns))
-    buckets = ", ".join(ns.bucket(spec.name) for spec in BUCKETS)
+    buckets = ", ".join(
+        [ns.bucket(spec.name) for spec in BUCKETS]
+        + [ns.agent_bucket(spec.name, agent) for agent in agents for spec in AGENT_BUCKETS]
+    )
     consumers = f"; consumers {', '.join(created)}" if created else ""
     return (
         f"provisioned namespace {ns.root} at {replicas} replica{'s' if replicas > 1 else ''}: "

@@ -2,8 +2,9 @@
 
 Reads stream info as the provisioner (the operator role allowed to look at every stream), with
 the credentials `parley up` wrote for the local system, or `--config` for a deployment. One
-line per stream and bucket: bytes held, messages, the `max_bytes` it may hold and how full it
-is, then the core account's use against its JetStream limit. A stream near 100% is one whose
+line per stream and bucket, each agent's own buckets (its waits) among them: bytes held,
+messages, the `max_bytes` it may hold and how full it is, then the core account's use against
+its JetStream limit. A stream near 100% is one whose
 writers will soon be refused (or, for PARLEY_EVENTS and PARLEY_DEAD, lose their oldest).
 """
 
@@ -18,9 +19,10 @@ from typing import Any
 
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
+from nats.js.api import StreamInfo
 from nats.js.errors import NotFoundError
 
-from bus import BUCKETS, STREAM_FAMILIES, ConfigError, ExitCode, jetstream
+from bus import AGENT_BUCKETS, BUCKETS, STREAM_FAMILIES, ConfigError, ExitCode, jetstream
 from schemas import Namespace
 from tools._local import connect_local, local_settings
 from tools.natsconf import PROVISIONER
@@ -43,22 +45,35 @@ class Usage:
         return None if not self.limit else 100.0 * self.bytes / self.limit
 
 
+def _usage(info: StreamInfo) -> Usage:
+    limit = info.config.max_bytes
+    held = limit if limit and limit > 0 else None
+    return Usage(info.config.name or "", info.state.bytes, info.state.messages, held)
+
+
 async def read_usage(js: JetStreamContext, ns: Namespace) -> list[Usage]:
-    """Every stream and bucket of namespace `ns` that exists, with its use and limit."""
+    """Every stream and bucket of namespace `ns` that exists, with its use and limit, then
+    every agent's own buckets, by name."""
     names = [ns.stream(family) for family in STREAM_FAMILIES]
     names += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
     found = []
     for name in names:
         try:
-            info = await js.stream_info(name)
+            found.append(_usage(await js.stream_info(name)))
         except NotFoundError:
             continue
-        limit = info.config.max_bytes
-        found.append(
-            Usage(
-                name, info.state.bytes, info.state.messages, limit if limit and limit > 0 else None
-            )
-        )
+    return found + sorted(await _agent_buckets(js, ns), key=lambda usage: usage.name)
+
+
+async def _agent_buckets(js: JetStreamContext, ns: Namespace) -> list[Usage]:
+    """Each agent's own buckets, whichever agents made them: found in the stream list (which
+    says every stream's state at once) by their names, `KV_<bucket>_<agent>`."""
+    prefixes = tuple(f"KV_{ns.bucket(spec.name)}_" for spec in AGENT_BUCKETS)
+    found: list[Usage] = []
+    offset = 0
+    while page := await js.streams_info(offset) or []:
+        found += [_usage(info) for info in page if (info.config.name or "").startswith(prefixes)]
+        offset += len(page)
     return found
 
 

@@ -35,7 +35,7 @@ from actors.agent._reply import interpret_reply
 from actors.agent._subcontext import SubContexts
 from actors.agent.brains._protocol import BrainAnswer, BrainError
 from actors.agent.brains._registry import make_brain
-from actors.delegation import ToolRound, Wait, WaitStore, answered_request
+from actors.delegation import ToolRound, Wait, answered_request, open_wait_store
 from bus import Actor, BusHandle, ConfigError, Context, Input, Settings
 from schemas import (
     AgentCall,
@@ -175,11 +175,10 @@ class AgentHost(Actor):
         kv = await bus.js.key_value(bus.namespace.bucket("registry"))
         await kv.put(profile_key(self.profile.name), encode(summary))
         if self.profile.calls_agents:
-            waits = await bus.js.key_value(bus.namespace.bucket("waits"))
             contexts = SubContexts(self.profile.workspace_root, self.profile.name)
             self._delegator = self.delegator_class(
                 self.actor_id,
-                WaitStore(waits, self.actor_id),
+                await open_wait_store(bus, self.actor_id),
                 self._timers,
                 contexts.context_for,
                 lease_s=self.settings.ack_wait_s,

@@ -21,7 +21,7 @@ from actors.delegation._requests import (
     RequestResult,
     ToolRound,
 )
-from actors.delegation._store import WaitConflict, WaitStore
+from actors.delegation._store import WaitConflict, WaitStore, open_wait_store
 from actors.delegation._wait import (
     Wait,
     aggregate_status,
@@ -51,6 +51,7 @@ __all__ = (
     "expire",
     "finish_round",
     "next_deadline",
+    "open_wait_store",
     "record_result",
     "request_envelope",
     "request_id",

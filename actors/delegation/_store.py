@@ -1,10 +1,12 @@
-"""Where a host keeps its waits: the `waits` bucket, under keys only that host may write.
+"""Where a host keeps its waits: a `waits` bucket of its own, which only that host may use.
 
-Keys are `<host>.wait.<call id>` (the `Wait`) and `<host>.req.<request envelope id>` (which
-wait a request belongs to, so an answer finds its wait from the id it names). Broker
-permissions give each agent its own `<host>.>` and nothing else (tools/natsconf/). Every
-write of a wait is a compare-and-set on the revision it was read at: two answers of one
-fan-out handled at once never overwrite each other's result.
+The bucket is the agent's own (`Namespace.agent_bucket`: `parley_waits_<host>`), bounded on
+its own (docs/quotas.md): a host that fills it stops only its own calls to other agents.
+Broker permissions give each agent its own bucket and no other (tools/natsconf/). Keys are
+`<host>.wait.<call id>` (the `Wait`) and `<host>.req.<request envelope id>` (which wait a
+request belongs to, so an answer finds its wait from the id it names). Every write of a wait
+is a compare-and-set on the revision it was read at: two answers of one fan-out handled at
+once never overwrite each other's result.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import asyncio
 from collections.abc import Sequence
 
 import msgspec
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from actors.delegation._wait import Wait
+from bus import BusHandle, ConfigError, provision_agent
 
-__all__ = ("WaitConflict", "WaitStore")
+__all__ = ("WaitConflict", "WaitStore", "open_wait_store")
 
 _decoder = msgspec.json.Decoder(Wait)
 _encoder = msgspec.json.Encoder()
@@ -89,3 +92,24 @@ class WaitStore:
         except KeyNotFoundError:
             return None
         return entry.value.decode() if entry.value else None
+
+
+async def open_wait_store(bus: BusHandle, host: str) -> WaitStore:
+    """`host`'s waits, in its own bucket: created here when the host provisions (an open
+    broker, where actors create what they use), else `parley provision` created it for this
+    agent (least privilege: an agent may not create a stream).
+
+    Raises:
+        ConfigError: the bucket does not exist and this host may not create it.
+    """
+    if bus.settings.provision:
+        await provision_agent(bus.js, bus.namespace, host, bus.settings)
+    name = bus.namespace.agent_bucket("waits", host)
+    try:
+        kv = await bus.js.key_value(name)
+    except BucketNotFoundError:
+        raise ConfigError(
+            f"bucket {name} (agent {host}'s waits) does not exist: run `parley provision` "
+            "with this agent's settings file"
+        ) from None
+    return WaitStore(kv, host)

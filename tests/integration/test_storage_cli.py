@@ -1,5 +1,6 @@
-"""`parley storage` (docs/quotas.md): each stream's and bucket's use against its quota, read
-as the provisioner under the least-privilege config, the way an operator runs it."""
+"""`parley storage` (docs/quotas.md): each stream's and bucket's use against its quota, each
+agent's own buckets among them, read as the provisioner under the least-privilege config, the
+way an operator runs it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ async def test_storage_prints_use_limit_and_percent_per_stream_and_bucket(
     names = [ns.stream(family) for family in STREAM_FAMILIES]
     names += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
     assert set(names) <= set(rows), lines
+    # Each agent's own waits bucket, at its own quota, after the shared ones (issue 30).
+    waits = [f"KV_{ns.agent_bucket('waits', agent)}" for agent in ("claude", "gpt")]
+    assert [line.split()[0] for line in lines if "_waits_" in line] == waits, lines
+    for name in waits:
+        assert rows[name][1:] == ["0", "B", "0", "16.0", "MiB", "0.0%"], lines
     # name, bytes (value, unit), messages, limit (value, unit), used
     assert rows[ns.stream("submit")][1:] == ["0", "B", "0", "256.0", "MiB", "0.0%"], lines
     held = rows[f"KV_{ns.bucket('policy')}"]

@@ -7,12 +7,13 @@ credentials (or, beside a collaboration of gpt and claude, mallory's: an agent o
 takes no part), and the quotas are the provisioner's settings, made small so a flood reaches them
 in a few messages:
 
-- large values on mallory's own wait keys stop at the `waits` bucket's bytes, a quarantine mark
+- large values on mallory's own wait keys stop at its own waits bucket's bytes, a quarantine mark
   larger than a delivery number is refused, and its submissions stop at its own per-sender
   bound while the gate is held up; a collaboration of the person, gpt and claude completes;
 - its garbage submissions become dead letters bounded under its own name: the gate drops its
   oldest, says so, and claude's older dead letter stays;
-- `parley provision` on a deployment made before quotas puts them on its streams and buckets.
+- `parley provision` on a deployment made before quotas puts them on its streams and buckets,
+  and deletes the agents' shared waits bucket, which nothing reads since each has its own.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 import nats
 import pytest
 from nats.js.api import KeyValueConfig, StreamConfig
-from nats.js.errors import APIError
+from nats.js.errors import APIError, NotFoundError
 
 from bus import BUCKETS, MSG_ID, EmbeddedServer, Input, consumer_config, stream_configs
 from schemas import Namespace, new_id
@@ -88,8 +89,8 @@ async def test_one_agents_flood_stops_at_its_quota_while_a_collaboration_complet
         mallory = await locked.connect("mallory")
         try:
             js = locked.js(mallory, "mallory")
-            # Large values on keys its grants allow: its own waits stop at the bucket's bytes.
-            waits = await js.key_value(ns.bucket("waits"))
+            # Large values on keys its grants allow: its own waits stop at its bucket's bytes.
+            waits = await js.key_value(ns.agent_bucket("waits", "mallory"))
             value = b"w" * (mallory.max_payload - 4096)
             stored = 0
             with pytest.raises(APIError) as full:
@@ -217,6 +218,8 @@ async def test_provision_puts_quotas_on_a_deployment_made_before_them(
             await js.add_stream(old)
         for spec in BUCKETS:
             await js.create_key_value(KeyValueConfig(bucket=ns.bucket(spec.name)))
+        retired = f"KV_{ns.bucket('waits')}"  # the agents' shared waits, before each had its own
+        await js.create_key_value(KeyValueConfig(bucket=ns.bucket("waits")))
 
         env = parley_env(nats_server.url, ns.root)
         code, lines = await finished(parley_cli(env, "provision"), 60)
@@ -231,5 +234,7 @@ async def test_provision_puts_quotas_on_a_deployment_made_before_them(
             bucket = (await js.stream_info(f"KV_{ns.bucket(spec.name)}")).config
             assert bucket.max_bytes and bucket.max_bytes > 0, spec.name
             assert bucket.max_msg_size and bucket.max_msg_size > 0, spec.name
+        with pytest.raises(NotFoundError):  # nothing reads it: gone, and its reservation
+            await js.stream_info(retired)
     finally:
         await client.close()

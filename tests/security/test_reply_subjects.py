@@ -23,7 +23,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from bus import BUCKETS, MSG_ID, SENDER, STREAM_FAMILIES, read_history
+from bus import AGENT_BUCKETS, BUCKETS, MSG_ID, SENDER, STREAM_FAMILIES, read_history
 from schemas import AgentCall, Namespace, encode, new_id, utc_now
 from tests.support.lockdown import LockedDown
 from tools.natsconf._permissions import (
@@ -55,12 +55,18 @@ def _protected(ns: Namespace, attacker: str) -> list[str]:
     targets += [ns.audit("demo", "claude"), ns.audit("demo", "gpt"), ns.decisions("claude")]
     targets += [ns.decisions("gpt"), ns.events("cli", "s1"), ns.dead("claude"), ns.timers("router")]
     targets += [f"$KV.{ns.bucket(spec.name)}.attack" for spec in BUCKETS]
+    targets += [f"$KV.{bucket}.attack" for bucket in _agent_buckets(ns)]
     targets.append(f"$KV.{ns.bucket('policy')}.trusted.version")
     targets.append(f"$KV.{ns.bucket('policy')}.bundle")
     targets.append(f"$KV.{ns.bucket('registry')}.heartbeat.claude")
     targets.append(f"$KV.{ns.bucket('idempotency')}.handling.claude.x")
     targets.append(f"$KV.{ns.bucket('idempotency')}.id.attack")
     return [t for t in targets if not any(_matches(g, t) for g in _grants(ns, attacker))]
+
+
+def _agent_buckets(ns: Namespace) -> list[str]:
+    """The agents' own buckets (their waits), each only its agent's to write."""
+    return [ns.agent_bucket(spec.name, a) for a in ("gpt", "claude") for spec in AGENT_BUCKETS]
 
 
 def _grants(ns: Namespace, principal: str) -> tuple[str, ...]:
@@ -116,6 +122,7 @@ async def _barrier(locked: LockedDown, nc: NATS, attacker: str) -> None:
 async def _counts(js: JetStreamContext, ns: Namespace) -> dict[str, int]:
     """Messages stored per subject, over every stream and bucket."""
     streams = [ns.stream(f) for f in STREAM_FAMILIES] + [f"KV_{ns.bucket(b.name)}" for b in BUCKETS]
+    streams += [f"KV_{bucket}" for bucket in _agent_buckets(ns)]
     counts: dict[str, int] = {}
     for stream in streams:
         info = await js.stream_info(stream, subjects_filter=">")

@@ -251,15 +251,53 @@ def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]])
             [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}.{me}", f"{ns.root}.timers.{me}"]
         )
         registry, marks = f"$KV.{ns.bucket('registry')}", f"$KV.{ns.bucket('handling')}"
-        waits = f"$KV.{ns.bucket('waits')}"
+        waits = ns.agent_bucket("waits", me)
         assert sorted(user.publishes("$KV.>")) == sorted(
             [
                 f"{registry}.heartbeat.{me}",
                 f"{registry}.profile.{me}",
                 f"{marks}.handling.{me}.>",
-                f"{waits}.{me}.>",  # its waits for the agents it called, and no one else's
+                f"$KV.{waits}.>",  # its waits for the agents it called, in its own bucket
             ]
         )
+        # Its own waits bucket, opened and read key by key; no other agent's (issue 30).
+        assert sorted(user.publishes(f"$JS.API.*.*.KV_{ns.bucket('waits')}_{me}.>")) == [
+            f"$JS.API.DIRECT.GET.KV_{waits}.$KV.{waits}.>"
+        ]
+        assert user.publishes(f"$JS.API.STREAM.INFO.KV_{waits}") == [
+            f"$JS.API.STREAM.INFO.KV_{waits}"
+        ]
+        for other in users:
+            if other.role == "agent" and other.actor != me:
+                theirs = ns.agent_bucket("waits", other.actor)
+                for family in (
+                    f"$KV.{theirs}.>",
+                    f"$JS.API.*.*.KV_{theirs}",
+                    f"$JS.API.*.*.*.KV_{theirs}.>",
+                ):
+                    assert not user.publishes(family), (me, family)
+
+
+def test_the_provisioner_makes_each_agents_own_buckets(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """Agents may not create streams, so each one's waits bucket is the provisioner's to make
+    and bound; nobody else manages any of them."""
+    ns, users = config
+    agents = [user.actor for user in users if user.role == "agent"]
+    (provisioner,) = [user for user in users if user.role == PROVISIONER]
+    for agent in agents:
+        bucket = f"KV_{ns.agent_bucket('waits', agent)}"
+        for verb in ("INFO", "CREATE", "UPDATE"):
+            assert provisioner.publishes(f"$JS.API.STREAM.{verb}.{bucket}"), (agent, verb)
+        for user in users:
+            if user.role != PROVISIONER:
+                assert not user.publishes(f"$JS.API.STREAM.CREATE.{bucket}"), user.actor
+    # The shared waits bucket of an earlier release: the provisioner deletes it, nobody uses it.
+    retired = f"KV_{ns.bucket('waits')}"
+    assert provisioner.publishes(f"$JS.API.STREAM.DELETE.{retired}")
+    assert not any(u.publishes(f"$KV.{ns.bucket('waits')}.>") for u in users)
+    assert not provisioner.publishes(f"$JS.API.STREAM.CREATE.{retired}")
 
 
 def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[User]]) -> None:
@@ -436,6 +474,9 @@ LINTS = {
         ("gate", "$JS.API.CONSUMER.DELETE.PARLEY_DELIVER.claude", "", "streams"),
         ("gpt", "parley.submit.claude", "", "as-self"),
         ("gpt", "$KV.parley_registry.heartbeat.claude", "", "as-self"),
+        ("gpt", "$KV.parley_waits_claude.>", "", "as-self"),
+        ("gpt", "$JS.API.DIRECT.GET.KV_parley_waits_claude.>", "", "as-self"),
+        ("gpt", "$JS.API.STREAM.INFO.KV_parley_waits_claude", "", "as-self"),
         ("gpt", "$JS.API.CONSUMER.MSG.NEXT.PARLEY_DELIVER.claude", "", "own-deliveries"),
         ("claude", "$JS.API.STREAM.MSG.GET.PARLEY_DELIVER", "", "own-deliveries"),
         ("gpt", "$JS.API.CONSUMER.DURABLE.CREATE.PARLEY_DELIVER.gpt", "", "own-deliveries"),

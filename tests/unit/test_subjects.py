@@ -49,8 +49,16 @@ def test_names() -> None:
     assert NS.deliver("byte-doc") == "parley.deliver.byte-doc"
     assert NS.stream("submit") == "PARLEY_SUBMIT"
     assert NS.bucket("sessions") == "parley_sessions"
+    assert NS.agent_bucket("waits", "byte-doc") == "parley_waits_byte-doc"
     assert NS.wildcard("audit") == "parley.audit.*.*"
     assert NS.inbox_prefix("gpt") == "_INBOX_gpt"
+
+
+def test_an_agents_bucket_takes_only_a_token_as_its_owner() -> None:
+    """An owner with a `.` would make a bucket name JetStream refuses, or another's."""
+    for owner in ("a.b", "*", "", "x" * 65):
+        with pytest.raises(SubjectTokenError):
+            NS.agent_bucket("waits", owner)
 
 
 @given(st.text(max_size=80))

@@ -5,8 +5,9 @@ it writes) and the permissions it writes (`permissions_for`, `settings_for`, the
 accounts).
 
 Inside: `_command` (users, keys, accounts and files), `_permissions` (what each principal
-may publish, subscribe, import and read, and why) and `_gateway` (`parley gateway-config`:
-the shared-agent gateway's users, one per relay device).
+may publish, subscribe, import and read, and why), `_grants` (the subjects each such act needs)
+and `_gateway` (`parley gateway-config`: the shared-agent gateway's users, one per relay
+device).
 """
 
 from tools.natsconf._command import (

@@ -158,13 +158,14 @@ def write_nats_config(
     if seeds_dir is not None:
         seeds_dir.mkdir(mode=0o700, exist_ok=True)
         (out / "actors").mkdir(exist_ok=True)
+    agents = [name for name in names if role_of(name) == "agent"]  # the provisioner's to make
     manifest: dict[str, dict[str, str]] = {}
     users: dict[str, dict[str, Any]] = {}
     grants: list[Permissions] = []
     for actor in names:
         seed = _seed_for(seeds_dir, actor)
         nkey = public_key(seed)
-        perms = permissions_for(actor, ns, relay_serves)
+        perms = permissions_for(actor, ns, relay_serves, agents)
         grants.append(perms)
         manifest[actor] = {"role": role_of(actor), "nkey": nkey, "account": perms.account}
         if role_of(actor) == RELAY:

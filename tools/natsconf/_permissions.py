@@ -65,8 +65,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bus import BUCKETS, STREAM_FAMILIES
+from bus import AGENT_BUCKETS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
+from tools.natsconf._grants import ADVISORY, JS_API, Grants
 
 __all__ = (
     "AUDIT_READER",
@@ -99,8 +100,6 @@ FIXED_ROLES = ("gate", "router", "auditor", "cli", CONSOLE, RELAY, PROVISIONER, 
 TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
 CORE_ACCOUNT = "PARLEY"
 IMPORTED_JS_API = "$JS.PARLEY.API"
-_JS = "$JS.API"
-_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 _STREAM_ADMIN = ("CREATE", "UPDATE", "DELETE", "PURGE")
 
 
@@ -136,15 +135,15 @@ class Permissions:
 
     def local(self, subject: str) -> str:
         """`subject` as this principal names it in its own account (the imported JS API)."""
-        if self.account != CORE_ACCOUNT and subject.startswith(f"{_JS}."):
-            return IMPORTED_JS_API + subject[len(_JS) :]
+        if self.account != CORE_ACCOUNT and subject.startswith(f"{JS_API}."):
+            return IMPORTED_JS_API + subject[len(JS_API) :]
         return subject
 
 
 def core_subject(local: str) -> str:
     """The core account's subject for a subject an account principal publishes on."""
     if local.startswith(f"{IMPORTED_JS_API}."):
-        return _JS + local[len(IMPORTED_JS_API) :]
+        return JS_API + local[len(IMPORTED_JS_API) :]
     return local
 
 
@@ -163,87 +162,13 @@ def role_of(actor: str) -> str:
     return actor if actor in FIXED_ROLES else "agent"
 
 
-class _Grants:
-    """Accumulates one actor's grants, in order and without repeats."""
-
-    def __init__(self, ns: Namespace, actor: str) -> None:
-        self.ns = ns
-        self.actor = actor
-        self.publish: list[str] = []
-        self.subscribe: list[str] = [f"{ns.inbox_prefix(actor)}.>"]
-
-    def pub(self, *subjects: str) -> None:
-        self.publish.extend(s for s in subjects if s not in self.publish)
-
-    def sub(self, *subjects: str) -> None:
-        self.subscribe.extend(s for s in subjects if s not in self.subscribe)
-
-    def bind(self, family: str) -> None:
-        """Look at, read and ack this actor's own durable (named after it) on a stream."""
-        stream, name = self.ns.stream(family), self.actor
-        self.pub(
-            f"{_JS}.CONSUMER.INFO.{stream}.{name}",
-            f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{name}",
-            f"$JS.ACK.{stream}.{name}.>",
-        )
-
-    def durable(self, family: str, filter_subject: str | None) -> None:
-        """Create (or update) and bind this actor's own durable: trusted actors only, since a
-        consumer's creator chooses where a push consumer republishes what it reads."""
-        create = f"{_JS}.CONSUMER.CREATE.{self.ns.stream(family)}.{self.actor}"
-        self.pub(create if filter_subject is None else f"{create}.{filter_subject}")
-        self.bind(family)
-
-    def move_own_exhausted(self, family: str, *, delete: bool) -> None:
-        """Dead-letter this actor's own exhausted messages of a stream it may read whole."""
-        stream = self.ns.stream(family)
-        self.pub(f"{_JS}.STREAM.MSG.GET.{stream}")
-        if delete:
-            self.pub(f"{_JS}.STREAM.MSG.DELETE.{stream}")
-        self.sub(f"{_ADVISORY}.{stream}.{self.actor}")
-
-    def read_stream(self, stream: str) -> None:
-        """Look up, get by sequence or subject, and follow (ephemeral consumers) a stream."""
-        self.pub(
-            f"{_JS}.STREAM.INFO.{stream}",
-            f"{_JS}.STREAM.MSG.GET.{stream}",
-            f"{_JS}.DIRECT.GET.{stream}",
-            f"{_JS}.DIRECT.GET.{stream}.>",
-            f"{_JS}.CONSUMER.CREATE.{stream}",
-            f"{_JS}.CONSUMER.INFO.{stream}.*",  # nats-py looks at the one it created
-            f"$JS.FC.{stream}.>",
-        )
-
-    def handling_marks(self) -> None:
-        """Mark, read and clear its own quarantine marks of redelivered inputs in hand
-        (bus/_quarantine.py), and no other actor's: in a bucket of their own, so filling its
-        marks up to the bucket's quota stops nobody's admissions."""
-        bucket = self.ns.bucket("handling")
-        marks = f"$KV.{bucket}.handling.{self.actor}.>"
-        self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", marks, f"{_JS}.DIRECT.GET.KV_{bucket}.{marks}")
-
-    def own_keys(self, name: str) -> None:
-        """Write and read, key by key, the keys of bucket `name` under its own name only."""
-        bucket = self.ns.bucket(name)
-        keys = f"$KV.{bucket}.{self.actor}.>"
-        self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", keys, f"{_JS}.DIRECT.GET.KV_{bucket}.{keys}")
-
-    def read_bucket(self, name: str) -> None:
-        self.read_stream(f"KV_{self.ns.bucket(name)}")
-
-    def write_keys(self, name: str, *keys: str) -> None:
-        """Put keys (a JetStream publish on `$KV.<bucket>.<key>`); opening needs STREAM.INFO."""
-        bucket = self.ns.bucket(name)
-        self.pub(f"{_JS}.STREAM.INFO.KV_{bucket}", *(f"$KV.{bucket}.{key}" for key in keys))
-
-
-def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
+def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     ns, me = g.ns, g.actor
     if role != CONSOLE:  # the console submits nothing as itself, only as each person
         g.pub(ns.submit(me))
     g.pub(ns.dead(me))  # its own letters, bounded on this one subject (docs/quotas.md)
     if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
-        g.pub(f"{_JS}.STREAM.INFO.{ns.stream('dead')}")
+        g.pub(f"{JS_API}.STREAM.INFO.{ns.stream('dead')}")
     g.write_keys("registry", f"heartbeat.{me}")
     g.handling_marks()
     if role in ("agent", "router", "cli"):
@@ -252,9 +177,10 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
         _relay_grants(g, serves)
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
-        # Calls to other agents (actors/delegation/): its waits, and reminders of their
-        # deadlines to itself.
-        g.own_keys("waits")
+        # Calls to other agents (actors/delegation/): its waits, in a bucket of its own, and
+        # reminders of their deadlines to itself.
+        for spec in AGENT_BUCKETS:
+            g.own_bucket(spec.name)
         g.pub(ns.timers(me))
         g.bind("timers")
     elif role == "gate":
@@ -263,8 +189,8 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pub(ns.wildcard("deliver"), ns.wildcard("decisions"), ns.wildcard("dead"))
         g.pub(ns.wildcard("events"))  # calls between agents, told to the person they work for
         deliver = ns.stream("deliver")  # it moves every receiver's exhausted deliveries
-        g.pub(f"{_JS}.STREAM.MSG.GET.{deliver}", f"{_JS}.STREAM.MSG.DELETE.{deliver}")
-        g.sub(f"{_ADVISORY}.{deliver}.*")
+        g.pub(f"{JS_API}.STREAM.MSG.GET.{deliver}", f"{JS_API}.STREAM.MSG.DELETE.{deliver}")
+        g.sub(f"{ADVISORY}.{deliver}.*")
         g.read_bucket("traces")
         g.write_keys("traces", ">")
         g.read_bucket("idempotency")  # the envelope ids it decided (actors/gate/_ids.py)
@@ -283,7 +209,7 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("registry")
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
-        g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
+        g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
         g.move_own_exhausted("events", delete=False)  # a limits stream: copy, never delete
         # Dead letters it only reads and acks: one it cannot audit is never moved again.
         g.durable("dead", ns.wildcard("dead"))
@@ -292,7 +218,7 @@ def _actor_grants(g: _Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.own_keys("leases")  # the writer's lease its replicas take from each other
 
 
-def _relay_grants(g: _Grants, serves: Sequence[str]) -> None:
+def _relay_grants(g: Grants, serves: Sequence[str]) -> None:
     """The relay hosts remote agents here and stands for remote devices (actors/relay/): for
     each name it serves, it reads that name's deliveries (a durable named after it, which the
     provisioner creates, as for any receiver) and submits as that name, and nothing else; its
@@ -304,63 +230,74 @@ def _relay_grants(g: _Grants, serves: Sequence[str]) -> None:
         stream = ns.stream("deliver")
         g.pub(
             ns.submit(name),
-            f"{_JS}.CONSUMER.INFO.{stream}.{name}",
-            f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"{JS_API}.CONSUMER.INFO.{stream}.{name}",
+            f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{name}",
             f"$JS.ACK.{stream}.{name}.>",
         )
         g.write_keys("registry", f"heartbeat.{name}", f"profile.{name}")
     bucket = ns.bucket("relay")
     g.pub(
-        f"{_JS}.STREAM.INFO.KV_{bucket}",
-        f"{_JS}.STREAM.MSG.GET.KV_{bucket}",
-        f"{_JS}.DIRECT.GET.KV_{bucket}.>",
+        f"{JS_API}.STREAM.INFO.KV_{bucket}",
+        f"{JS_API}.STREAM.MSG.GET.KV_{bucket}",
+        f"{JS_API}.DIRECT.GET.KV_{bucket}.>",
         f"$KV.{bucket}.>",
     )
 
 
-def _operator_grants(g: _Grants, role: str) -> None:
+def _operator_grants(g: Grants, role: str) -> None:
     """Operators' tools, each only what its commands do: the signer puts the bundle (the gates
     verify it before they trust it); the audit reader gets audit records by direct get, which
     creates no consumer, and follows live traffic through a read-only stream import."""
     if role == POLICY_SIGNER:
         g.write_keys("policy", "bundle")
     elif role == AUDIT_READER:
-        g.pub(f"{_JS}.DIRECT.GET.{g.ns.stream('audit')}")
+        g.pub(f"{JS_API}.DIRECT.GET.{g.ns.stream('audit')}")
 
 
-def _provisioner_grants(g: _Grants) -> None:
+def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
+    """Every stream and bucket's administration, and each agent's own buckets (`agents`: the
+    agents of the config, whose buckets it creates)."""
     ns = g.ns
     streams = [ns.stream(family) for family in STREAM_FAMILIES]
     streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
-    g.pub(f"{_JS}.INFO", f"{_JS}.STREAM.NAMES", f"{_JS}.STREAM.LIST")
+    for name in RETIRED_BUCKETS:  # made by an earlier release: provisioning deletes them
+        g.pub(*(f"{JS_API}.STREAM.{verb}.KV_{ns.bucket(name)}" for verb in ("INFO", "DELETE")))
+    for agent in agents:
+        if role_of(agent) != "agent":
+            raise ValueError(f"{agent} is no agent: it has no buckets of its own")
+        streams += [f"KV_{ns.agent_bucket(spec.name, agent)}" for spec in AGENT_BUCKETS]
+    g.pub(f"{JS_API}.INFO", f"{JS_API}.STREAM.NAMES", f"{JS_API}.STREAM.LIST")
     for stream in streams:
-        g.pub(*(f"{_JS}.STREAM.{verb}.{stream}" for verb in ("INFO", *_STREAM_ADMIN)))
+        g.pub(*(f"{JS_API}.STREAM.{verb}.{stream}" for verb in ("INFO", *_STREAM_ADMIN)))
         g.pub(
-            f"{_JS}.CONSUMER.NAMES.{stream}",
-            f"{_JS}.CONSUMER.LIST.{stream}",
-            f"{_JS}.CONSUMER.INFO.{stream}.*",
-            f"{_JS}.CONSUMER.DELETE.{stream}.*",
+            f"{JS_API}.CONSUMER.NAMES.{stream}",
+            f"{JS_API}.CONSUMER.LIST.{stream}",
+            f"{JS_API}.CONSUMER.INFO.{stream}.*",
+            f"{JS_API}.CONSUMER.DELETE.{stream}.*",
         )
     for family in ("deliver", "timers"):  # every receiver's durables
-        g.pub(f"{_JS}.CONSUMER.CREATE.{ns.stream(family)}.>")
+        g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream(family)}.>")
     g.pub(f"$KV.{ns.bucket('policy')}.>")  # publishing signed bundles is an operator's act
     g.read_stream(ns.stream("events"))  # the whole timeline is an operator's to read
 
 
-def permissions_for(actor: str, ns: Namespace, serves: Sequence[str] = ()) -> Permissions:
+def permissions_for(
+    actor: str, ns: Namespace, serves: Sequence[str] = (), agents: Sequence[str] = ()
+) -> Permissions:
     """The permissions of `actor` in namespace `ns`; `serves`: the names a relay reads the
-    deliveries of and submits as (its shared agents and the device principals)."""
+    deliveries of and submits as (its shared agents and the device principals); `agents`:
+    the agents whose own buckets the provisioner creates and looks at."""
     role = role_of(actor)
-    g = _Grants(ns, actor)
+    g = Grants(ns, actor)
     if role == PROVISIONER:
-        _provisioner_grants(g)
+        _provisioner_grants(g, agents)
     elif role in OPERATOR_ROLES:
         _operator_grants(g, role)
     else:
         _actor_grants(g, role, serves)
     deny = [] if role == "gate" else [f"{ns.root}.deliver.>"]
     if role != PROVISIONER:
-        deny += [f"{_JS}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
+        deny += [f"{JS_API}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
     # A person follows its sessions' timelines and the gate's word on what it sent, live.
     follows: tuple[str, ...] = ()
     if role == "cli":

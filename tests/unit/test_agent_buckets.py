@@ -1,0 +1,32 @@
+"""Each agent's own buckets (issue 30): the quota is per agent, and it adds up per agent."""
+
+from __future__ import annotations
+
+from bus import AGENT_BUCKETS, BUCKETS, AccountLimits, Quotas
+from bus._quotas import AGENT_BUCKET_NAMES, DEFAULT_BUCKET_BYTES, DEFAULT_STREAM_BYTES, MIB
+
+
+def test_the_agents_buckets_are_no_shared_bucket() -> None:
+    assert tuple(spec.name for spec in AGENT_BUCKETS) == AGENT_BUCKET_NAMES
+    assert not {spec.name for spec in BUCKETS} & set(AGENT_BUCKET_NAMES)
+    (waits,) = AGENT_BUCKETS
+    assert (waits.history, waits.ttl_s, waits.direct) == (1, 2 * 24 * 3600.0, True)
+
+
+def test_each_agents_waits_count_once_per_agent() -> None:
+    quotas = Quotas(bucket_bytes={"waits": 4 * MIB})
+    assert quotas.bucket_max_bytes("waits") == 4 * MIB
+    shared = sum(v for k, v in DEFAULT_BUCKET_BYTES.items() if k != "waits")
+    streams = sum(DEFAULT_STREAM_BYTES.values())
+    assert quotas.total_bytes(agents=0) == streams + shared
+    assert quotas.total_bytes(agents=10) == streams + shared + 10 * 4 * MIB
+
+
+def test_the_defaults_leave_room_for_fifty_agents_in_the_account() -> None:
+    """docs/quotas.md: the default account limits hold the default quotas with 50 agents at
+    three replicas, bytes and streams alike."""
+    limits, quotas = AccountLimits(), Quotas()
+    assert quotas.bucket_max_bytes("waits") == 16 * MIB
+    assert 3 * quotas.total_bytes(agents=50) <= limits.max_file
+    streams = len(DEFAULT_STREAM_BYTES) + len(BUCKETS) + 50 * len(AGENT_BUCKETS)
+    assert streams <= limits.max_streams

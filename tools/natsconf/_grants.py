@@ -1,0 +1,102 @@
+"""One principal's grants, accumulated by what it does with streams, consumers and buckets.
+
+`_permissions.py` says which principal does what; each method here is the subjects one such
+act needs on the broker (nats-py's JetStream API subjects, `$KV.<bucket>.<key>` for a put),
+so a grant is written once, the same for every principal that needs it.
+"""
+
+from __future__ import annotations
+
+from schemas import Namespace
+
+__all__ = ("ADVISORY", "JS_API", "Grants")
+
+JS_API = "$JS.API"
+ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+
+
+class Grants:
+    """Accumulates one actor's grants, in order and without repeats."""
+
+    def __init__(self, ns: Namespace, actor: str) -> None:
+        self.ns = ns
+        self.actor = actor
+        self.publish: list[str] = []
+        self.subscribe: list[str] = [f"{ns.inbox_prefix(actor)}.>"]
+
+    def pub(self, *subjects: str) -> None:
+        self.publish.extend(s for s in subjects if s not in self.publish)
+
+    def sub(self, *subjects: str) -> None:
+        self.subscribe.extend(s for s in subjects if s not in self.subscribe)
+
+    def bind(self, family: str) -> None:
+        """Look at, read and ack this actor's own durable (named after it) on a stream."""
+        stream, name = self.ns.stream(family), self.actor
+        self.pub(
+            f"{JS_API}.CONSUMER.INFO.{stream}.{name}",
+            f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"$JS.ACK.{stream}.{name}.>",
+        )
+
+    def durable(self, family: str, filter_subject: str | None) -> None:
+        """Create (or update) and bind this actor's own durable: trusted actors only, since a
+        consumer's creator chooses where a push consumer republishes what it reads."""
+        create = f"{JS_API}.CONSUMER.CREATE.{self.ns.stream(family)}.{self.actor}"
+        self.pub(create if filter_subject is None else f"{create}.{filter_subject}")
+        self.bind(family)
+
+    def move_own_exhausted(self, family: str, *, delete: bool) -> None:
+        """Dead-letter this actor's own exhausted messages of a stream it may read whole."""
+        stream = self.ns.stream(family)
+        self.pub(f"{JS_API}.STREAM.MSG.GET.{stream}")
+        if delete:
+            self.pub(f"{JS_API}.STREAM.MSG.DELETE.{stream}")
+        self.sub(f"{ADVISORY}.{stream}.{self.actor}")
+
+    def read_stream(self, stream: str) -> None:
+        """Look up, get by sequence or subject, and follow (ephemeral consumers) a stream."""
+        self.pub(
+            f"{JS_API}.STREAM.INFO.{stream}",
+            f"{JS_API}.STREAM.MSG.GET.{stream}",
+            f"{JS_API}.DIRECT.GET.{stream}",
+            f"{JS_API}.DIRECT.GET.{stream}.>",
+            f"{JS_API}.CONSUMER.CREATE.{stream}",
+            f"{JS_API}.CONSUMER.INFO.{stream}.*",  # nats-py looks at the one it created
+            f"$JS.FC.{stream}.>",
+        )
+
+    def handling_marks(self) -> None:
+        """Mark, read and clear its own quarantine marks of redelivered inputs in hand
+        (bus/_quarantine.py), and no other actor's: in a bucket of their own, so filling its
+        marks up to the bucket's quota stops nobody's admissions."""
+        bucket = self.ns.bucket("handling")
+        marks = f"$KV.{bucket}.handling.{self.actor}.>"
+        self.pub(
+            f"{JS_API}.STREAM.INFO.KV_{bucket}", marks, f"{JS_API}.DIRECT.GET.KV_{bucket}.{marks}"
+        )
+
+    def own_bucket(self, name: str) -> None:
+        """Open, write and read, key by key, its own bucket `name` (`Namespace.agent_bucket`),
+        and no other agent's: a bucket bounded on its own, which it can fill only for itself."""
+        bucket = self.ns.agent_bucket(name, self.actor)
+        keys = f"$KV.{bucket}.>"
+        self.pub(
+            f"{JS_API}.STREAM.INFO.KV_{bucket}", keys, f"{JS_API}.DIRECT.GET.KV_{bucket}.{keys}"
+        )
+
+    def own_keys(self, name: str) -> None:
+        """Write and read, key by key, the keys of bucket `name` under its own name only."""
+        bucket = self.ns.bucket(name)
+        keys = f"$KV.{bucket}.{self.actor}.>"
+        self.pub(
+            f"{JS_API}.STREAM.INFO.KV_{bucket}", keys, f"{JS_API}.DIRECT.GET.KV_{bucket}.{keys}"
+        )
+
+    def read_bucket(self, name: str) -> None:
+        self.read_stream(f"KV_{self.ns.bucket(name)}")
+
+    def write_keys(self, name: str, *keys: str) -> None:
+        """Put keys (a JetStream publish on `$KV.<bucket>.<key>`); opening needs STREAM.INFO."""
+        bucket = self.ns.bucket(name)
+        self.pub(f"{JS_API}.STREAM.INFO.KV_{bucket}", *(f"$KV.{bucket}.{key}" for key in keys))
