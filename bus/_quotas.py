@@ -140,7 +140,7 @@ class AccountLimits(BaseModel):
     max_memory: int = Field(
         default=256 * MIB, ge=0, description="Memory store bytes (Parley stores on file)."
     )
-    max_streams: int = Field(default=64, ge=1, description="Streams and buckets.")
+    max_streams: int = Field(default=128, ge=1, description="Streams and buckets.")
     max_consumers: int = Field(
         default=4096, ge=1, description="Consumers: durables, watches and followers."
     )
