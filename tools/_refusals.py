@@ -37,6 +37,7 @@ class Refusals:
         self._waiting: dict[str, asyncio.Future[Error]] = {}
         self._seen: set[str] = set()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def expect(self, envelope_id: str) -> asyncio.Future[Error]:
         """A future set with the error answering `envelope_id`, if one comes (register it
@@ -62,7 +63,10 @@ class Refusals:
         )
 
         async def pull() -> None:
-            while True:
+            # Not `while True`: on Python 3.11 nats-py's fetch (asyncio.wait_for inside) can
+            # turn a cancellation that meets its own timeout into TimeoutError, and a loop
+            # that goes on after a TimeoutError then never ends (a chaos run hung at its end).
+            while not self._closing:
                 try:
                     msgs = await sub.fetch(_BATCH, timeout=_FETCH_S)
                 except TimeoutError:
@@ -96,6 +100,7 @@ class Refusals:
         return envelope
 
     async def close(self) -> None:
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

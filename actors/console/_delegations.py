@@ -65,6 +65,7 @@ class DelegationInbox:
         self._js, self._ns, self._principal = js, ns, principal
         self._waiting: dict[str, Callable[[Answer], None]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def open(self) -> bool:
@@ -86,6 +87,7 @@ class DelegationInbox:
         self._task = asyncio.create_task(self._read(sub))
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -98,7 +100,10 @@ class DelegationInbox:
         self._waiting.pop(request_id, None)
 
     async def _read(self, sub: JetStreamContext.PullSubscription) -> None:
-        while True:
+        # Not `while True`: on Python 3.11 nats-py's fetch (asyncio.wait_for inside) can turn
+        # a cancellation that meets its own timeout into TimeoutError, and the loop would go
+        # on, holding `stop()` for ever.
+        while not self._stopping:
             try:
                 # One at a time: nats-py's fetch of several can hold an answer back until its
                 # timeout (docs/benchmarks.md).

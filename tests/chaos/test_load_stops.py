@@ -51,7 +51,7 @@ async def test_a_run_whose_sessions_are_refused_after_the_first_few_fails(tmp_pa
     assert re.search(
         r"^refused \(error answers to the load\) +\d+ \(RATE_LIMITED: \d+\)$", text, re.M
     )
-    assert re.search(r"^fault windows with a session started +0 of 1$", text, re.M), text
+    assert re.search(r"^fault windows with sessions at work +0 of 1$", text, re.M), text
     (stopped,) = report.load.violations()
     assert stopped in report.violations(), text  # beside "recovery took inf s": no progress
     assert "the load stopped" in text.splitlines()[-1], text

@@ -320,7 +320,7 @@ def check_history(
         if load_span is None
         else check_load(
             faults,
-            (o.started_at for o in outcomes if o.started_at is not None),
+            ((o.started_at, o.ended_at) for o in outcomes if o.started_at is not None),
             *load_span,
             refusals,
             min_window_s=recovery_bound_s or 0.0,

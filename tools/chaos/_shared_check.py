@@ -201,7 +201,7 @@ def check_shared(history: SharedHistory) -> SharedReport:
         if history.load_span is None
         else check_load(
             history.faults,
-            (o.started_at for o in outcomes if o.started_at is not None),
+            ((o.started_at, o.ended_at) for o in outcomes if o.started_at is not None),
             *history.load_span,
             history.refusals,
             min_window_s=history.min_window_s,

@@ -6,10 +6,13 @@ A run's promises (nothing lost, every session ended, ...) hold trivially of a sy
 carries no load: faults that hit an idle system prove nothing. So a verdict requires the load
 to have gone on through every fault: the run is cut at its faults (each at the moment it was
 healed) into windows, from each fault to the next and from the last one to the end of the
-load (the whole load when there was no fault), and in each window at least one session must
-have started (its first event stored). A window in which none started is a violation: the
-load stopped, or the system stopped taking it, and either way the run did not show what its
-verdict claims.
+load (the whole load when there was no fault), and in each window the load must have been
+at work: a session started in it (its first event stored), or one started earlier was still
+open in it (it ended in or after the window, or never). A window with neither is a
+violation: the load stopped, or the system stopped taking it, and either way the run did not
+show what its verdict claims. Counting sessions in flight matters after a fault that slows
+every session down (a cluster electing a new leader): each worker is then busy with one long
+session, starts none for seconds, and the load has not stopped.
 
 A window is never shorter than `min_window_s`, the time the system is allowed to move again
 after a fault (the ack wait plus 5 s, the main run's recovery bound): a fault healed while
@@ -48,7 +51,7 @@ class LoadCheck:
     windows: tuple[tuple[float, float], ...]
     """(from, to) of each fault window, Unix seconds."""
     idle: tuple[tuple[float, float], ...]
-    """The windows in which no session started."""
+    """The windows in which no session started and none was open."""
     refusals: dict[str, int] = field(default_factory=dict)
     """Error answers the load generator got back, by code."""
 
@@ -59,7 +62,7 @@ class LoadCheck:
         more = " …" if len(self.idle) > 5 else ""
         return [
             f"{len(self.idle)} of {len(self.windows)} fault window(s) with no session "
-            f"started ({spans}{more}): the load stopped"
+            f"started or open ({spans}{more}): the load stopped"
         ]
 
     def rows(self) -> list[tuple[str, str]]:
@@ -68,7 +71,7 @@ class LoadCheck:
         refused = sum(self.refusals.values())
         by_code = ", ".join(f"{code}: {n}" for code, n in sorted(self.refusals.items()))
         return [
-            ("fault windows with a session started", f"{started} of {len(self.windows)}"),
+            ("fault windows with sessions at work", f"{started} of {len(self.windows)}"),
             (
                 "refused (error answers to the load)",
                 f"{refused}" + (f" ({by_code})" if refused else ""),
@@ -82,18 +85,18 @@ class LoadCheck:
 
 def check_load(
     faults: Sequence[_Timed],
-    session_starts: Iterable[float],
+    sessions: Iterable[tuple[float, float | None]],
     load_from: float,
     load_until: float,
     refusals: Mapping[str, int] | None = None,
     *,
     min_window_s: float = 0.0,
 ) -> LoadCheck:
-    """Cut the load's span at the faults and find the windows no session started in.
+    """Cut the load's span at the faults and find the windows the load was not at work in.
 
     Args:
         faults: the run's faults; `at` is when each was healed (Unix seconds).
-        session_starts: when each session started (its first event stored).
+        sessions: when each session started (its first event stored) and ended (None: never).
         load_from: when the load generator started.
         load_until: when it stopped opening sessions (the run's duration is over).
         refusals: error answers the load generator got back, by code.
@@ -111,9 +114,11 @@ def check_load(
         kept[-1] = kept[-2] + min_window_s  # the only one: a session submitted before the
         # load's end may start once the system moved again, up to the bound
     windows = tuple(pairwise(kept))
-    starts = sorted(session_starts)
+    spans = [(began, float("inf") if ended is None else ended) for began, ended in sessions]
     idle = tuple(
-        (start, end) for start, end in windows if not any(start <= t < end for t in starts)
+        (start, end)
+        for start, end in windows
+        if not any(began < end and ended >= start for began, ended in spans)
     )
     return LoadCheck(load_from, windows, idle, dict(refusals or {}))
 
