@@ -28,10 +28,12 @@ election (a KV read timing out) put the third delivery under the mark, and an op
 of the process during that one attempt quarantined an innocent message. What another process
 settled is not known here and still counts, so the bound on a poison message's deaths holds.
 
-The bound is `GUARDED_FROM`, a constant of the code rather than a setting of a deployment:
-with it at 3 a poison message costs at most three process deaths. The quarantine is alerted
-(an error log naming the stream sequence, a `quarantined` dead letter and its audit record);
-docs/quotas.md says what an operator sees.
+The bound is the setting `poison_deaths` (`GUARDED_FROM`, 3, by default): a poison message
+costs at most that many process deaths, as long as it is below `max_deliver` (past it,
+JetStream gives up first). Each delivery after a possible death is alerted naming the message
+(`alert_possible_death`), and the quarantine itself (an error log naming the stream sequence,
+a `quarantined` dead letter and its audit record); docs/quotas.md says what an operator sees.
+An agent's marks are in its own bucket (`Settings.marks_bucket`), the others' in `handling`.
 
 The guard fails open: when the bucket cannot be read or written the message is handled
 unguarded (and the failure logged), as before this existed, and the guard rests for a minute
@@ -121,9 +123,13 @@ def handling_key(actor_id: str, stream: str, seq: int) -> str:
 class Quarantine:
     """Marks redelivered inputs while they are handled; tells which ones killed a handler."""
 
-    def __init__(self, js: JetStreamContext, ns: Namespace, actor_id: str) -> None:
+    def __init__(
+        self, js: JetStreamContext, ns: Namespace, actor_id: str, bucket: str | None = None
+    ) -> None:
+        """`bucket`: the marks' bucket (an agent's own, `Settings.marks_bucket`); by default
+        the shared `handling` bucket."""
         self._js = js
-        self._bucket = ns.bucket(BUCKET)
+        self._bucket = bucket or ns.bucket(BUCKET)
         self._actor_id = actor_id
         self._kv: KeyValue | None = None
         self._resting_until = 0.0

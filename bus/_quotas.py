@@ -55,13 +55,14 @@ DEFAULT_BUCKET_BYTES: Final = {
     "idempotency": 128 * MIB,
     "handling": 8 * MIB,
     "waits": 16 * MIB,  # each agent's own (bus/_streams.py AGENT_BUCKETS), not all agents'
+    "marks": 1 * MIB,  # each agent's own quarantine marks
     "relay": 64 * MIB,
     "leases": 1 * MIB,
 }
-"""Bytes each bucket may hold, by name; for a bucket each agent has its own of (`waits`),
-what each agent's may hold."""
+"""Bytes each bucket may hold, by name; for a bucket each agent has its own of (`waits`,
+`marks`), what each agent's may hold."""
 
-AGENT_BUCKET_NAMES: Final = ("waits",)
+AGENT_BUCKET_NAMES: Final = ("waits", "marks")
 """The buckets every agent has its own of (bus/_streams.py `AGENT_BUCKETS`): their quota is
 per agent."""
 

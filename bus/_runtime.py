@@ -117,7 +117,7 @@ class ActorRuntime:
             dead = dead_letters_for(js, self.namespace, actor_id, settings, self.metrics)
             failed = (self._intake, self._inbox, dead, self._dead_stream, self._outcomes)
             self._failures = Failures(self.actor, *failed, self._settled)
-            self._quarantine = Quarantine(js, self.namespace, actor_id)
+            self._quarantine = Quarantine(js, self.namespace, actor_id, settings.marks_bucket)
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)

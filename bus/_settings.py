@@ -98,6 +98,11 @@ class Settings(BaseSettings):
         "timeout): a request whose heartbeats stop was lost and is replaced.",
     )
     watchdog_idle_fetches: int = Field(default=3, ge=1)
+    marks_bucket: str | None = Field(
+        default=None,
+        description="The bucket of this actor's quarantine marks: an agent's own under least "
+        "privilege (`parley nats-config` sets it), else the shared `handling` bucket.",
+    )
     poison_deaths: int = Field(
         default=3,
         ge=2,

@@ -65,7 +65,7 @@ BUCKETS = (
         "handling",
         1,
         8 * _DAY,
-        "quarantine marks of redelivered inputs in hand, each actor's under its own name",
+        "quarantine marks of the actors that are not agents, each under its own name",
         direct=True,
         marks=True,
     ),
@@ -94,6 +94,16 @@ AGENT_BUCKETS = (
         2 * _DAY,
         "an agent host's waits for the agents it called: requests, results, final answers",
         direct=True,
+    ),
+    # An agent's quarantine marks: in the shared `handling` bucket, one agent filling its
+    # marks would have stopped every actor's marks, the gate's and the router's included.
+    BucketSpec(
+        "marks",
+        1,
+        8 * _DAY,
+        "an agent's quarantine marks of redelivered inputs in hand (bus/_quarantine.py)",
+        direct=True,
+        marks=True,
     ),
 )
 """Buckets every agent has one of, its own (`Namespace.agent_bucket`), each with its own

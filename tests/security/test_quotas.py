@@ -100,8 +100,9 @@ async def test_one_agents_flood_stops_at_its_quota_while_a_collaboration_complet
             assert "maximum bytes" in str(full.value).lower(), full.value
             assert stored * len(value) <= 2 * MIB
 
-            # A quarantine mark holds a delivery number, nothing larger.
-            marks = await js.key_value(ns.bucket("handling"))
+            # A quarantine mark holds a delivery number, nothing larger; in its own bucket,
+            # which it can fill for itself only (docs/quotas.md).
+            marks = await js.key_value(ns.agent_bucket("marks", "mallory"))
             with pytest.raises(APIError) as large:
                 await marks.put("handling.mallory.flood.1", b"m" * 4096)
             assert "message size" in str(large.value).lower(), large.value

@@ -9,17 +9,24 @@ from bus._quotas import AGENT_BUCKET_NAMES, DEFAULT_BUCKET_BYTES, DEFAULT_STREAM
 def test_the_agents_buckets_are_no_shared_bucket() -> None:
     assert tuple(spec.name for spec in AGENT_BUCKETS) == AGENT_BUCKET_NAMES
     assert not {spec.name for spec in BUCKETS} & set(AGENT_BUCKET_NAMES)
-    (waits,) = AGENT_BUCKETS
+    waits, marks = AGENT_BUCKETS
     assert (waits.history, waits.ttl_s, waits.direct) == (1, 2 * 24 * 3600.0, True)
+    # An agent's quarantine marks: its own, so filling them stops no other actor's guard.
+    assert (marks.history, marks.ttl_s, marks.direct, marks.marks) == (
+        1,
+        8 * 24 * 3600.0,
+        True,
+        True,
+    )
 
 
 def test_each_agents_waits_count_once_per_agent() -> None:
     quotas = Quotas(bucket_bytes={"waits": 4 * MIB})
     assert quotas.bucket_max_bytes("waits") == 4 * MIB
-    shared = sum(v for k, v in DEFAULT_BUCKET_BYTES.items() if k != "waits")
+    shared = sum(v for k, v in DEFAULT_BUCKET_BYTES.items() if k not in AGENT_BUCKET_NAMES)
     streams = sum(DEFAULT_STREAM_BYTES.values())
     assert quotas.total_bytes(agents=0) == streams + shared
-    assert quotas.total_bytes(agents=10) == streams + shared + 10 * 4 * MIB
+    assert quotas.total_bytes(agents=10) == streams + shared + 10 * (4 * MIB + 1 * MIB)
 
 
 def test_the_defaults_leave_room_for_fifty_agents_in_the_account() -> None:

@@ -250,16 +250,19 @@ def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]])
             # Its own dead letters on one subject only, bounded there (docs/quotas.md).
             [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}.{me}", f"{ns.root}.timers.{me}"]
         )
-        registry, marks = f"$KV.{ns.bucket('registry')}", f"$KV.{ns.bucket('handling')}"
-        waits = ns.agent_bucket("waits", me)
+        registry = f"$KV.{ns.bucket('registry')}"
+        waits, marks = ns.agent_bucket("waits", me), ns.agent_bucket("marks", me)
         assert sorted(user.publishes("$KV.>")) == sorted(
             [
                 f"{registry}.heartbeat.{me}",
                 f"{registry}.profile.{me}",
-                f"{marks}.handling.{me}.>",
+                # Its quarantine marks in its own bucket: in the shared one, filling them
+                # stopped every actor's marks, the gate's and the router's included.
+                f"$KV.{marks}.>",
                 f"$KV.{waits}.>",  # its waits for the agents it called, in its own bucket
             ]
         )
+        assert not user.publishes(f"$KV.{ns.bucket('handling')}.>")
         # Its own waits bucket, opened and read key by key; no other agent's (issue 30).
         assert sorted(user.publishes(f"$JS.API.*.*.KV_{ns.bucket('waits')}_{me}.>")) == [
             f"$JS.API.DIRECT.GET.KV_{waits}.$KV.{waits}.>"

@@ -170,7 +170,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
         g.pub(f"{JS_API}.STREAM.INFO.{ns.stream('dead')}")
     g.write_keys("registry", f"heartbeat.{me}")
-    g.handling_marks()
+    if role not in ("agent", "cli"):  # an agent's marks are in its own bucket; a person has none
+        g.handling_marks()
     if role in ("agent", "router", "cli"):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     elif role == RELAY:
@@ -327,6 +328,8 @@ def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
         values["move_exhausted"] = False
     if role == "gate":
         values["move_exhausted_of"] = ["deliver"]
+    if role == "agent":  # its quarantine marks, in its own bucket (AGENT_BUCKETS)
+        values["marks_bucket"] = ns.agent_bucket("marks", actor)
     if account_of(actor) != CORE_ACCOUNT:
         values["js_api_prefix"] = IMPORTED_JS_API
     return values
