@@ -7,9 +7,9 @@ and the router's handlers run concurrently). Refused then as naming no session, 
 lost, and the session would open a moment later and run every round with nobody watching.
 
 So a Stop for a session id no session has yet is kept in a bucket of its own, `early_stops`
-(`early-stop.<session id>`: the Stop and the principal the gate vouched for), and opening the
-session applies it as if it had come right after: the session opens and ends as canceled,
-with the Stop's reason, before any agent answers. Only the principal who then opens the
+(`early-stop.<session id>.<sender>`: the Stop and the principal the gate vouched for), and
+opening the session applies it as if it had come right after: the session opens and ends as
+canceled, with the Stop's reason, before any agent answers. Only the principal who then opens the
 session can have stopped it early: a kept Stop from anyone else is never applied (it would
 answer the opener with another principal's refusal).
 
@@ -28,7 +28,10 @@ from nats.js.kv import KeyValue
 
 from schemas import Control, encode
 
-__all__ = ("EarlyStop", "EarlyStops")
+__all__ = ("REASON_CHARS", "EarlyStop", "EarlyStops")
+
+REASON_CHARS = 500
+"""The longest reason a kept Stop keeps: what the canceled session's event says."""
 
 
 class EarlyStop(msgspec.Struct, frozen=True):
@@ -46,21 +49,25 @@ class EarlyStops:
         self._decoder = msgspec.json.Decoder(EarlyStop)
 
     @staticmethod
-    def _key(session_id: str) -> str:
-        return f"early-stop.{session_id}"
+    def _key(session_id: str, sender: str) -> str:
+        """One key per session and sender: a Stop someone else kept first for a session id
+        they guessed can never take the place of the opener's own."""
+        return f"early-stop.{session_id}.{sender}"
 
     async def keep(self, session_id: str, control: Control, sender: str) -> None:
-        """Keep the first Stop for `session_id` (a second one is its redelivery, or adds
-        nothing: one Stop ends a session)."""
+        """Keep `sender`'s first Stop for `session_id` (a second one is its redelivery, or
+        adds nothing: one Stop ends a session), small: its reason cut to `REASON_CHARS` and
+        no text, so a Stop of a megabyte costs the bucket what any Stop does."""
+        kept = msgspec.structs.replace(control, reason=control.reason[:REASON_CHARS], text="")
         try:
-            await self._kv.create(self._key(session_id), encode(EarlyStop(control, sender)))
+            await self._kv.create(self._key(session_id, sender), encode(EarlyStop(kept, sender)))
         except KeyWrongLastSequenceError:
             pass
 
     async def find(self, session_id: str, opener: str) -> Control | None:
         """The Stop kept for `session_id` if `opener` sent it, else None."""
         try:
-            entry = await self._kv.get(self._key(session_id))
+            entry = await self._kv.get(self._key(session_id, opener))
         except KeyNotFoundError:
             return None
         try:

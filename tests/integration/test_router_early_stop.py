@@ -31,9 +31,10 @@ from tests.support.router_wire import (
 GAVE_UP = "the command gave up waiting for the router to open the session"
 
 
-async def _kept(kv: KeyValue, session_id: str) -> None:
-    """Wait until the router has kept a Stop for `session_id` (it handled the Stop)."""
-    watcher = await kv.watch(f"early-stop.{session_id}")
+async def _kept(kv: KeyValue, session_id: str, sender: str = "*") -> None:
+    """Wait until the router has kept a Stop for `session_id` (it handled the Stop), from
+    `sender` when named."""
+    watcher = await kv.watch(f"early-stop.{session_id}.{sender}")
     try:
         async with asyncio.timeout(20):
             async for entry in watcher:
@@ -72,7 +73,7 @@ async def test_a_stop_before_the_opening_ends_the_session_when_it_opens(
         status = await kv.status()
         assert status.ttl == 24 * 3600 and (status.stream_info.config.max_bytes or 0) > 0
         sessions = await js.key_value(namespace.bucket("sessions"))
-        assert f"early-stop.{msg.session_id}" not in await _keys(sessions)
+        assert not [k for k in await _keys(sessions) if k.startswith("early-stop.")]
         await wire.start(msg)
         end = await timeline.until_end()
         assert (end.event_type, end.stop_reason) == ("session_canceled", "canceled")
@@ -119,6 +120,41 @@ async def test_a_stop_kept_from_another_principal_never_stops_the_session(
         end = await timeline.until_end()
         assert end.envelope_ids == (own.id,), "only the opener's Stop ended it"
         assert timeline.refusals == []  # nobody else's refusal reaches the opener
+        await timeline.close()
+    finally:
+        router.close()
+
+
+async def test_a_strangers_stop_kept_first_does_not_take_the_place_of_the_openers(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """Kept under one key per session, a Stop from someone who guessed the session id first
+    made the opener's own early Stop a no-op (create-only), and the session ran unwatched.
+    Kept per session and sender, the opener's own still ends it when it opens, and a
+    megabyte reason is kept cut short (the bucket is shared)."""
+    js = nc.jetstream()
+    kv = await js.key_value(namespace.bucket("early_stops"))
+    wire = RouterWire(js, namespace)
+    await wire.open()
+    router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))
+    try:
+        await router.wait_line(READY)
+        msg = collaborate("plan a hike")
+        assert msg.session_id is not None
+        foreign = structs.replace(stop(msg.session_id), reason="x" * 100_000)
+        await wire.deliver(foreign, "mallory", TraceHeaders(trace_id=foreign.id, origin="mallory"))
+        await _kept(kv, msg.session_id)
+        early: Control = structs.replace(stop(msg.session_id), reason=GAVE_UP)
+        timeline = Timeline(js, namespace, msg.session_id)
+        await timeline.open()
+        await wire.control(early)
+        await _kept(kv, msg.session_id, "cli")  # kept beside the stranger's, before opening
+        await wire.start(msg)
+        end = await timeline.until_end()
+        assert (end.event_type, end.stop_reason) == ("session_canceled", "canceled")
+        assert end.payload["reason"] == GAVE_UP
+        kept = await kv.get(f"early-stop.{msg.session_id}.mallory")
+        assert kept.value is not None and len(kept.value) < 2_000
         await timeline.close()
     finally:
         router.close()
