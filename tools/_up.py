@@ -53,6 +53,8 @@ SERVER_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 SERVER_INTENSITY = 5
 """Restarts of the server allowed within `SERVER_PERIOD_S` before `parley up` gives up."""
 SERVER_PERIOD_S = 60.0
+_NOT_STARTED = 127
+"""The exit counted for a restart that could not start the server at all."""
 SERVER_STABLE_S = 10.0
 """A server that ran this long before it exited is restarted after the shortest backoff."""
 
@@ -118,6 +120,10 @@ class ServerKeeper:
             except NatsServerError as exc:  # its exit is queued; the next turn counts it
                 _say(f"restart failed: {exc}")
                 continue
+            except Exception as exc:  # not even started (no binary, no disk): no exit comes
+                _say(f"restart failed: {exc!r}")
+                self._exits.put_nowait(_NOT_STARTED)  # counted like an exit, toward giving up
+                continue
             started = time.monotonic()
             _say(f"restarted (pid {self.server.pid}) at {self.server.url}")
 
@@ -177,6 +183,8 @@ async def up(args: argparse.Namespace) -> int:
             record_local_system(server.url)  # `parley collab` finds it, while this one lives
             if keeper is not None:
                 keeping = asyncio.create_task(keeper.run(stopping))
+                # Whatever ends the keeper ends `parley up`: never actors left without a server.
+                keeping.add_done_callback(lambda _: stopping.set())
             if locked:
                 await provision_locked(server.url, [child.name for child in topology.actor])
             if local_system:
@@ -191,7 +199,9 @@ async def up(args: argparse.Namespace) -> int:
         supervisor = Supervisor(topology, base_env=env, on_line=child_line)
         await supervisor.run(stopping)
         if keeping is not None:
-            await keeping
+            (failed,) = await asyncio.gather(keeping, return_exceptions=True)
+            if failed is not None:
+                raise GiveUp(f"the nats-server keeper failed: {failed!r}")
         if keeper is not None and keeper.gave_up is not None:
             raise GiveUp(keeper.gave_up)
     except GiveUp as exc:
