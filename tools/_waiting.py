@@ -252,7 +252,11 @@ async def stop_session(
     try:
         await nc.subscribe(ns.events(person, session_id), cb=on_message)
         await waited(nc.flush(), None, watch)
-        await waited(submit_as(nc, ns, person, stop), None, watch)
+        try:
+            await waited(submit_as(nc, ns, person, stop), None, watch)
+        except (TimeoutError, nats.errors.Error) as exc:  # not stored: never say it was
+            print(f"the stop was not stored ({exc!r}): try again", file=out)
+            return 1
         news = await waited(ended.get(), wait_s, watch)
     except TimeoutError:
         print(
