@@ -65,6 +65,6 @@ async def test_an_actor_waiting_for_its_server_stops_when_asked(
     try:
         await actor.wait_line(r'"msg":"server unreachable at start: waiting for it"')
         actor.signal(signal.SIGTERM)
-        assert await actor.wait_exit(timeout=5) == 0, actor.lines[-5:]
+        assert await actor.wait_exit(timeout=15) == 0, actor.lines[-5:]
     finally:
         actor.close()
