@@ -32,24 +32,26 @@ from schemas import (
 )
 from tests.support.processes import REPO
 
-NOW = utc_now()
-AN_HOUR_AGO = NOW - timedelta(hours=1)
 ROUTER_SUMMARY = "4 earlier turn(s): 1. alice: plan a trip | 2. planner: three days"
 
 
 def _wait() -> Wait:
     """The planner answering the router's call: an old line from the person, its own turn,
-    the coder's, the router's handoff, and the router's summary of what it dropped."""
+    the coder's, the router's handoff, and the router's summary of what it dropped. Timed
+    from now, when the test runs: the context is cut against the clock at that moment (a
+    time taken at import went stale on a busy test worker)."""
+    now = utc_now()
+    an_hour_ago = now - timedelta(hours=1)
     transcript = (
         TranscriptItem(role="router", name=HISTORY_SUMMARY, text=ROUTER_SUMMARY),
-        TranscriptItem(role="user", name="alice", text="budget is tight", created_at=AN_HOUR_AGO),
-        TranscriptItem(role="planner", name="planner", text="day one: hike", created_at=NOW),
-        TranscriptItem(role="coder", name="coder", text="day two: museum", created_at=NOW),
-        TranscriptItem(role="router", name="planner", text="finish the plan", created_at=NOW),
+        TranscriptItem(role="user", name="alice", text="budget is tight", created_at=an_hour_ago),
+        TranscriptItem(role="planner", name="planner", text="day one: hike", created_at=now),
+        TranscriptItem(role="coder", name="coder", text="day two: museum", created_at=now),
+        TranscriptItem(role="router", name="planner", text="finish the plan", created_at=now),
     )
     call = AgentCall(
         id=new_id(),
-        created_at=NOW,
+        created_at=now,
         target="planner",
         call_id=new_id(),
         goal="Plan a trip",
@@ -106,7 +108,7 @@ def test_the_summary_is_the_routers_and_the_callee_is_shown_it_and_the_workspace
     assert context.workspace is not None and "notes.md" in context.workspace
     call = SubAgentCall(
         id=new_id(),
-        created_at=NOW,
+        created_at=utc_now(),
         call_id=new_id(),
         caller="planner",
         session_id=new_id(),
