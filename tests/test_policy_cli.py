@@ -26,7 +26,9 @@ def test_keygen_sign_verify_show(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["policy", "verify", "--pub", str(keys / "policy.pub"), str(signed)]) == 0
     out = capsys.readouterr().out
     assert "valid: bundle version 1 (demo-1) for tenant demo" in out
-    profiles = "claude, cli, coder, gpt, person-alice, person-bob, planner, researcher, reviewer"
+    profiles = (
+        "claude, cli, coder, gpt, local, person-alice, person-bob, planner, researcher, reviewer"
+    )
     assert f"profiles: {profiles}, router" in out
 
     assert main(["policy", "verify", "--pub", str(other / "policy.pub"), str(signed)]) == 1

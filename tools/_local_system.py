@@ -1,18 +1,21 @@
-"""`parley up` with no topology: the real system on this machine, ready to be talked to.
+"""`parley up` with no topology, or with an example's directory: a whole system, ready to use.
 
 A newcomer's first `parley up` used to start two echo actors and the console: no gate, router,
 agents or auditor, so nothing they then typed could work, and nothing shipped ran the auditor
 that `parley audit`, `trace`, `calls` and the console's audit views read. Now it starts the
-system the README describes: the gate, the router, the auditor, the agent hosts `gpt` and
-`claude` (scripted brains unless their profiles in `deploy/agents/` name a provider) and the
-web console, locked down like any `parley up`.
+system the README describes: the gate, the router, the auditor, an agent host per agent (the
+shipped profiles in `deploy/agents/`: scripted brains unless a profile names a provider) and
+the web console, locked down like any `parley up`.
 
-What the system needs beyond its processes is made once and kept under `.parley/keys/`
+A system is a `SystemSpec`: which agents run and which policy bundle source the gate trusts.
+With no argument `parley up` runs `LOCAL_SYSTEM`, every shipped agent under the demo bundle,
+so each seed's flow (collaborate, orchestrate, delegate, sub-agent calls) can be tried at once;
+`parley up examples/<flow>` runs the `system.toml` of that directory instead, one flow with a
+bundle that grants only it.
+
+What a system needs beyond its processes is made once and kept under `.parley/keys/`
 (owner-only): the policy key pair the gate trusts and the auditor's checkpoint key. The
-shipped demo bundle (`deploy/policy/demo.toml`, tenant `demo`) is signed with that key and
-published when the policy bucket holds no bundle yet, so the demo's traffic is admitted at
-once; a bundle of a person's own, signed with `.parley/keys/policy.key` and published with
-`parley policy publish`, is kept across restarts (publishing is create-only here).
+bundle is signed with that key and published as the policy signer (tools/_system_policy.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
@@ -32,30 +34,70 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
-from nats.js.errors import KeyWrongLastSequenceError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from actors.gate import BUNDLE_KEY
-from bus import ChildSpec, Topology, connect, jetstream, load_private_key, load_settings, shipped
-from schemas import BUNDLE_PAYLOAD_TYPE, Namespace, decode_bundle, sign_payload
+from bus import ChildSpec, ConfigError, Topology, describe_invalid, load_private_key, shipped
 from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_KEYS
-from tools.natsconf import POLICY_SIGNER
 
 __all__ = (
-    "LOCAL_AGENTS",
     "LOCAL_KEYS",
-    "LOCAL_POLICY",
-    "LOCAL_TENANT",
-    "local_system_topology",
-    "publish_local_policy",
+    "LOCAL_SYSTEM",
+    "SYSTEM_FILE",
+    "SystemSpec",
+    "key_pair",
+    "load_system",
+    "system_topology",
 )
 
-LOCAL_TENANT: Final = "demo"
-"""The shipped bundle's tenant, which the gate and the auditor serve."""
-LOCAL_AGENTS: Final = ("gpt", "claude")
-LOCAL_POLICY: Final = Path("deploy/policy/demo.toml")
+SYSTEM_FILE: Final = "system.toml"
+"""The file in a directory given to `parley up` that makes it a system, not a topology."""
 
 
-def _key_pair(private: Path, public: Path | None = None) -> Ed25519PrivateKey:
+class SystemSpec(BaseModel):
+    """The agents a system runs and the bundle its gate trusts; the rest is always the same
+    (gate, router, auditor, console)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agents: tuple[str, ...] = Field(min_length=1)
+    """Agent hosts to run, each with the profile of its name in `agents_dir`."""
+    policy: Path
+    """The bundle source (TOML) signed with the system's key and published to the gate."""
+    agents_dir: Path = Path("deploy/agents")
+    """Where the agents' profiles are (the shipped ones unless the system names its own)."""
+    console: bool = True
+    """Run the web console too."""
+
+
+LOCAL_SYSTEM: Final = SystemSpec(
+    agents=("gpt", "claude", "local", "planner", "researcher", "coder", "reviewer"),
+    policy=Path("deploy/policy/demo.toml"),
+)
+"""`parley up` with no argument: every shipped agent, under the demo bundle (tenant `demo`)."""
+
+
+def load_system(directory: Path) -> SystemSpec:
+    """The system of `directory`'s `system.toml`; its relative paths are relative to it.
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or not a valid system.
+    """
+    path = directory / SYSTEM_FILE
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{directory} is not a system: it has no {SYSTEM_FILE}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"system {path} is not valid TOML: {exc}") from None
+    try:
+        spec = SystemSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_invalid(f"invalid system {path}", exc, "(system)")) from None
+    agents_dir = directory / spec.agents_dir if "agents_dir" in data else spec.agents_dir
+    return spec.model_copy(update={"policy": directory / spec.policy, "agents_dir": agents_dir})
+
+
+def key_pair(private: Path, public: Path | None = None) -> Ed25519PrivateKey:
     """The Ed25519 key at `private`, made (owner-only) the first time; its public half is
     written to `public` when asked."""
     if private.exists():
@@ -75,51 +117,34 @@ def _key_pair(private: Path, public: Path | None = None) -> Ed25519PrivateKey:
     return key
 
 
-def local_system_topology(keys: Path = LOCAL_KEYS) -> Topology:
-    """The local system's processes, with the keys they need made under `keys`."""
-    _key_pair(keys / "policy.key", keys / "policy.pub")
-    _key_pair(keys / "audit.key", keys / "audit.pub")
-    agents_dir = shipped("deploy/agents").resolve()
-    gate = {"policy_keys": [str((keys / "policy.pub").resolve())], "tenant": LOCAL_TENANT}
-    auditor = {"signing_key": str((keys / "audit.key").resolve()), "tenant": LOCAL_TENANT}
+def system_topology(spec: SystemSpec, tenant: str, keys: Path = LOCAL_KEYS) -> Topology:
+    """The processes of `spec` for the bundle's `tenant`, with the keys they need made under
+    `keys`."""
+    key_pair(keys / "policy.key", keys / "policy.pub")
+    key_pair(keys / "audit.key", keys / "audit.pub")
+    agents_dir = shipped(spec.agents_dir).resolve()
+    missing = [name for name in spec.agents if not (agents_dir / f"{name}.toml").exists()]
+    if missing:
+        raise ConfigError(f"no agent profile for {', '.join(missing)} in {agents_dir}")
+    gate = {"policy_keys": [str((keys / "policy.pub").resolve())], "tenant": tenant}
+    auditor = {"signing_key": str((keys / "audit.key").resolve()), "tenant": tenant}
     console = {
         "port": 0,
         "url_file": str(LOCAL_DIR / "console.url"),
         "audit_reader": str(LOCAL_BROKER / "actors" / "audit-cli.toml"),
-        "audit_tenant": LOCAL_TENANT,
+        "audit_tenant": tenant,
     }
     agent = {"agents_dir": str(agents_dir)}
 
     def options(values: Mapping[str, object]) -> dict[str, str]:
         return {"PARLEY_OPTIONS": json.dumps(values)}
 
-    children = (
+    children = [
         ChildSpec(name="gate", run="gate", env=options(gate)),
         ChildSpec(name="router", run="router"),
         ChildSpec(name="auditor", run="auditor", env=options(auditor)),
-        *(ChildSpec(name=name, run="agent", env=options(agent)) for name in LOCAL_AGENTS),
-        ChildSpec(name="console", run="console", env=options(console)),
-    )
-    return Topology(settings={"log_level": "info"}, actor=children)
-
-
-async def publish_local_policy(
-    url: str, namespace: Namespace, *, locked: bool, keys: Path = LOCAL_KEYS
-) -> bool:
-    """Sign the shipped demo bundle with the local key and publish it, as the policy signer,
-    unless a bundle is stored already; whether it was published."""
-    payload = msgspec.json.encode(tomllib.loads(shipped(LOCAL_POLICY).read_text()))
-    decode_bundle(payload)  # never publish what no gate could read
-    signed = sign_payload(payload, BUNDLE_PAYLOAD_TYPE, _key_pair(keys / "policy.key"))
-    config = LOCAL_BROKER / "actors" / f"{POLICY_SIGNER}.toml" if locked else None
-    settings = load_settings(config, nats_url=url, namespace=namespace.root)
-    nc = await connect(settings, POLICY_SIGNER, reconnect_forever=False)
-    try:
-        kv = await jetstream(nc, settings).key_value(namespace.bucket("policy"))
-        try:
-            await kv.update(BUNDLE_KEY, signed, last=0)  # create-only: a signer may not read
-        except KeyWrongLastSequenceError:
-            return False
-        return True
-    finally:
-        await nc.close()
+        *(ChildSpec(name=name, run="agent", env=options(agent)) for name in spec.agents),
+    ]
+    if spec.console:
+        children.append(ChildSpec(name="console", run="console", env=options(console)))
+    return Topology(settings={"log_level": "info"}, actor=tuple(children))

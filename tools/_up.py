@@ -44,7 +44,8 @@ from tools._local import (
     provision_locked,
     record_local_system,
 )
-from tools._local_system import LOCAL_KEYS, local_system_topology, publish_local_policy
+from tools._local_system import LOCAL_SYSTEM, SYSTEM_FILE, load_system, system_topology
+from tools._system_policy import BundleSource, publish_system_policy, read_bundle_source
 
 __all__ = ("SERVER_BACKOFF_S", "SERVER_INTENSITY", "SERVER_PERIOD_S", "ServerKeeper", "up")
 
@@ -59,6 +60,8 @@ SERVER_STABLE_S = 10.0
 """A server that ran this long before it exited is restarted after the shortest backoff."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+READY_HINT = "run parley commands in another terminal, from this directory; Ctrl-C stops everything"
+"""Said once every actor has said it is ready: what a person does next."""
 
 
 def _say(line: str) -> None:
@@ -145,8 +148,13 @@ def _server_line(line: str) -> None:
 
 async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
-    local_system = args.topology is None
-    topology = local_system_topology() if local_system else load_topology(shipped(args.topology))
+    bundle: BundleSource | None = None
+    if args.topology is None or (shipped(args.topology) / SYSTEM_FILE).exists():
+        spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
+        bundle = read_bundle_source(spec.policy)
+        topology = system_topology(spec, bundle.tenant)
+    else:
+        topology = load_topology(shipped(args.topology))
     env = dict(os.environ)
     loop = asyncio.get_running_loop()
     server: EmbeddedServer | EmbeddedCluster | None = None
@@ -168,8 +176,15 @@ async def up(args: argparse.Namespace) -> int:
             topology = lock_down(topology, Namespace(str(root)))
             locked = True
 
+    waiting_for = {child.name for child in topology.actor}
+
     def child_line(name: str, line: str) -> None:
         print(f"[{name}] {line}", flush=True)
+        if waiting_for and name in waiting_for and '"msg":"ready"' in line:
+            waiting_for.discard(name)
+            if not waiting_for:
+                names = ", ".join(child.name for child in topology.actor)
+                _say(f"ready: {names}; {READY_HINT}")
 
     stopping = asyncio.Event()
     for signum in STOP_SIGNALS:
@@ -187,10 +202,11 @@ async def up(args: argparse.Namespace) -> int:
                 keeping.add_done_callback(lambda _: stopping.set())
             if locked:
                 await provision_locked(server.url, [child.name for child in topology.actor])
-            if local_system:
+            if bundle is not None:
                 namespace = Namespace(env.get("PARLEY_NAMESPACE", "parley"))
-                if await publish_local_policy(server.url, namespace, locked=locked):
-                    _say(f"published the demo policy, signed with {LOCAL_KEYS}/policy.key")
+                said = await publish_system_policy(server.url, namespace, bundle, locked=locked)
+                if said:
+                    _say(said)
             _say(
                 f"{local_server_text(server)} (store {server.store_dir}, "
                 + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")

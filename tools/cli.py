@@ -122,8 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         "topology",
         nargs="?",
         type=Path,
-        help="a topology TOML (default: the local system: gate, router, auditor, gpt, claude, "
-        "console, with the demo policy published)",
+        help="a topology TOML, or a directory with a system.toml (examples/<flow>); default: "
+        "the local system (gate, router, auditor, every shipped agent, console, demo policy)",
     )
     up.add_argument("--store", type=Path, help="embedded server's JetStream directory")
     up.add_argument(

@@ -83,20 +83,20 @@ END = {"session_completed", "session_failed", "session_canceled"}
 
 
 def orchestration_policy(tmp_path: Path) -> Path:
-    """The demo bundle, plus `local` and the shared agent `byte-doc` the router may call."""
+    """The demo bundle, plus the shared agent `byte-doc` the router may call."""
     text = (REPO / "deploy/policy/demo.toml").read_text()
     text = text.replace('label = "demo-1"', 'label = "demo-1"\nshared_agents = ["byte-doc"]', 1)
+    routes = 'allowed_targets = ["gpt", "claude", "local", "planner"]'
+    assert routes in text, "the demo bundle's router routes changed: update this test"
     text = text.replace(
-        'allowed_targets = ["gpt", "claude", "planner"]',
+        routes,
         'allowed_targets = ["gpt", "claude", "planner", "local", "byte-doc"]\n'
         "allow_shared_agent_calls = true\n"
         'allowed_shared_device_ids = ["byte-doc"]',
         1,
     )
-    text += (
-        '\n[profiles.local]\nallowed_targets = ["router"]\n'
-        '\n[profiles.byte-doc]\nallowed_targets = ["router"]\n'
-    )
+    text += '\n[profiles.byte-doc]\nallowed_targets = ["router"]\n'
+
     path = tmp_path / "policy.toml"
     path.write_text(text)
     return path

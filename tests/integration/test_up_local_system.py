@@ -2,7 +2,7 @@
 
 A newcomer's `parley up` used to start two echo actors and the console, and outside the
 checkout it could not find its topology at all. Now it starts the gate, the router, the
-auditor, the scripted agents `gpt` and `claude` and the console, locked down, with the demo
+auditor, every shipped agent (scripted) and the console, locked down, with the demo
 policy signed by a key of the system's own and published, so the README's next command works
 as it is: a collaboration reaches `final`, the audit history verifies with the local key, and
 `parley audit query` finds the session without being told a tenant. A restart keeps the policy that
@@ -21,7 +21,8 @@ from tests.support.system import finished, parley_cli
 
 pytestmark = pytest.mark.chaos
 
-ACTORS = ("gate", "router", "auditor", "gpt", "claude", "console")
+AGENTS = ("gpt", "claude", "local", "planner", "researcher", "coder", "reviewer")
+ACTORS = ("gate", "router", "auditor", *AGENTS, "console")
 GOAL = "Collaborate to outline and refine a 5-step plan for a weekend hiking trip."
 
 
@@ -37,9 +38,10 @@ async def test_parley_up_with_no_argument_runs_the_system_the_readme_talks_to(
     env = _env()
     up = parley_up(None, env, cwd=tmp_path)
     try:
-        await up.wait_line(r"^\[nats\] published the demo policy", timeout=60)
-        for actor in ACTORS:
-            await up.wait_line(rf'^\[{actor}\] .*"msg":"ready"', timeout=60)
+        await up.wait_line(
+            r"^\[nats\] published deploy/policy/demo.toml as policy version 1", timeout=60
+        )
+        await up.wait_line(rf"^\[nats\] ready: {', '.join(ACTORS)};", timeout=90)
         code, said = await finished(parley_cli(env, "collab", GOAL, cwd=tmp_path), 90)
         assert code == 0, said
         assert said[-1].startswith("stopped: final"), said
@@ -55,9 +57,8 @@ async def test_parley_up_with_no_argument_runs_the_system_the_readme_talks_to(
         close_up(up)
     again = parley_up(None, env, cwd=tmp_path)
     try:
-        for actor in ACTORS:
-            await again.wait_line(rf'^\[{actor}\] .*"msg":"ready"', timeout=60)
-        assert not [line for line in again.lines if "published the demo policy" in line]
+        await again.wait_line(r"^\[nats\] ready: ", timeout=90)
+        assert not [line for line in again.lines if "published" in line]
         code, said = await finished(parley_cli(env, "say", "@gpt", "hello", cwd=tmp_path), 60)
         assert code == 0, said
         again.signal(signal.SIGINT)

@@ -137,8 +137,8 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
                 "allow_shared_agent_calls = true\n"
                 'allowed_shared_device_ids = ["gpt"]'
             ),
-            'allowed_targets = ["gpt", "claude", "planner"]': (
-                'allowed_targets = ["gpt", "claude", "planner"]\n'
+            'allowed_targets = ["gpt", "claude", "local", "planner"]': (
+                'allowed_targets = ["gpt", "claude", "local", "planner"]\n'
                 "allow_shared_agent_calls = true\n"
                 'allowed_shared_device_ids = ["gpt"]\n'
                 "max_concurrent_shared_calls = 1000"
