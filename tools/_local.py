@@ -285,15 +285,21 @@ def relay_serves(topology: Topology) -> tuple[str, ...]:
     return ()
 
 
-def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) -> Topology:
+def lock_down(
+    topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER, people: Sequence[str] = ()
+) -> Topology:
     """Write the broker config for `topology` under `broker` and return the topology with each
     child's credentials and least-privilege settings in its environment.
+
+    `people` (principals, `person-<name>`) get credentials beside everyone holding a console
+    token: the people the system's bundle names, so that a token issued after `parley up`
+    started signs in at once, with no restart.
 
     The generated settings files get the topology's shared settings too, so the durables the
     provisioner creates for receivers match what each child binds with.
     """
     names = [child.name for child in topology.actor]
-    operators = [PERSON, *console_people(), POLICY_SIGNER, AUDIT_READER]
+    operators = [PERSON, *dict.fromkeys([*console_people(), *people]), POLICY_SIGNER, AUDIT_READER]
     write_nats_config(broker, [*names, *operators], ns, relay_serves=relay_serves(topology))
     # The namespace is `ns`, already in every file (a key written twice is not TOML).
     shared = "".join(
@@ -313,13 +319,15 @@ def lock_down(topology: Topology, ns: Namespace, broker: Path = LOCAL_BROKER) ->
     return topology.model_copy(update={"actor": tuple(children)})
 
 
-async def provision_locked(url: str, names: Sequence[str], broker: Path = LOCAL_BROKER) -> None:
+async def provision_locked(
+    url: str, names: Sequence[str], broker: Path = LOCAL_BROKER, people: Sequence[str] = ()
+) -> None:
     """Create the streams, buckets and the receivers' durables as the provisioner, and each
     agent's own buckets (its waits, which an agent may not create): the actors
     named (the relay's, one per name `lock_down` granted it), and the person at this
     terminal, whose answers to `parley delegate` the gate delivers to `parley.deliver.cli` (a
     person may not create its own durable)."""
-    people = (PERSON, *console_people())
-    actors = [broker / "actors" / f"{name}.toml" for name in (*names, *people)]
+    everyone = (PERSON, *dict.fromkeys([*console_people(), *people]))
+    actors = [broker / "actors" / f"{name}.toml" for name in (*names, *everyone)]
     actors = [path for path in actors if path.is_file()]  # a token issued since lock_down
     await provision_once(broker / "actors" / f"{PROVISIONER}.toml", url, actors)

@@ -36,6 +36,8 @@ from tools.natsconf import POLICY_SIGNER
 
 __all__ = ("PUBLISHED_RECORD", "BundleSource", "publish_system_policy", "read_bundle_source")
 
+PERSON_PREFIX: Final = "person-"
+"""A profile for a person at the console (actors/console `principal_of`)."""
 PUBLISHED_RECORD: Final = LOCAL_DIR / "policy.json"
 """What `parley up` published last: {"source_sha256", "revision", "version"}."""
 
@@ -50,6 +52,8 @@ class BundleSource:
     digest: str
     tenant: str
     version: int
+    people: tuple[str, ...]
+    """The people it gives a profile (`person-<name>`): the console may act for them."""
 
 
 def read_bundle_source(path: Path) -> BundleSource:
@@ -72,7 +76,8 @@ def read_bundle_source(path: Path) -> BundleSource:
         raise ConfigError(f"policy bundle source {found} is not a valid bundle: {exc}") from None
     digest = hashlib.sha256(raw).hexdigest()
     shown = found.relative_to(SHIPPED_ROOT) if found.is_relative_to(SHIPPED_ROOT) else found
-    return BundleSource(shown, data, digest, bundle.tenant_id, bundle.version)
+    people = tuple(name for name in bundle.profiles if name.startswith(PERSON_PREFIX))
+    return BundleSource(shown, data, digest, bundle.tenant_id, bundle.version, people)
 
 
 def _read_record() -> dict[str, Any] | None:

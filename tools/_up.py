@@ -155,6 +155,7 @@ async def up(args: argparse.Namespace) -> int:
         topology = system_topology(spec, bundle.tenant)
     else:
         topology = load_topology(shipped(args.topology))
+    people = bundle.people if bundle is not None else ()
     env = dict(os.environ)
     loop = asyncio.get_running_loop()
     server: EmbeddedServer | EmbeddedCluster | None = None
@@ -173,7 +174,7 @@ async def up(args: argparse.Namespace) -> int:
         server.lock_store()  # before anything is written for it: a second `parley up` stops here
         if not args.open_broker:
             root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
-            topology = lock_down(topology, Namespace(str(root)))
+            topology = lock_down(topology, Namespace(str(root)), people=people)
             locked = True
 
     waiting_for = {child.name for child in topology.actor}
@@ -201,7 +202,8 @@ async def up(args: argparse.Namespace) -> int:
                 # Whatever ends the keeper ends `parley up`: never actors left without a server.
                 keeping.add_done_callback(lambda _: stopping.set())
             if locked:
-                await provision_locked(server.url, [child.name for child in topology.actor])
+                names = [child.name for child in topology.actor]
+                await provision_locked(server.url, names, people=people)
             if bundle is not None:
                 namespace = Namespace(env.get("PARLEY_NAMESPACE", "parley"))
                 said = await publish_system_policy(server.url, namespace, bundle, locked=locked)
