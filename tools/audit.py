@@ -37,6 +37,7 @@ from schemas import (
     key_id,
 )
 from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
+from tools._trace_keys import records_of, traces_named
 from tools._tracetree import render_trace
 from tools.natsconf import AUDIT_READER
 
@@ -232,12 +233,20 @@ async def _verify(args: argparse.Namespace) -> int:
 async def _trace(args: argparse.Namespace) -> int:
     nc, ns, js = await _open(args)
     try:
-        records = await query_records(js, ns, tenant=args.tenant, trace=args.trace_id)
+        records = await query_records(js, ns, tenant=args.tenant)
     finally:
         await nc.close()
-    for line in render_trace(args.trace_id, records, now=datetime.now(UTC)):
-        print(line)
-    return 0 if records else 1
+    traces = traces_named(records, args.key)
+    if not traces:
+        print(f"parley trace: no trace or session {args.key} in the audit history", file=sys.stderr)
+        return 1
+    now = datetime.now(UTC)
+    for index, trace in enumerate(traces):
+        if index:
+            print()
+        for line in render_trace(trace, records_of(records, [trace]), now=now):
+            print(line)
+    return 0
 
 
 def _describe(msg: Msg) -> str:
@@ -328,7 +337,11 @@ def add_audit_commands(commands: Any) -> None:
 
     trace = commands.add_parser("trace", help="draw the causal tree of a trace")
     _common(trace)
-    trace.add_argument("trace_id")
+    trace.add_argument(
+        "key",
+        metavar="TRACE_SESSION_OR_LAST",
+        help="a trace id, a session id (each of its traces), or `last`: the newest trace",
+    )
     trace.add_argument("--tenant", help="look in one tenant's records only (default: all)")
     trace.set_defaults(func=_runner(_trace))
 
