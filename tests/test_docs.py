@@ -32,7 +32,7 @@ WORDS = re.compile(r"^[a-z][a-z-]*(\|[a-z][a-z-]*)*$")
 
 
 def _markdown_files() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, *sorted(DOCS.glob("*.md")), ROOT / "examples" / "README.md"]
 
 
 def _prose(text: str) -> str:
