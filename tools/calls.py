@@ -31,6 +31,7 @@ from bus import ConfigError, HistoryError, jetstream
 from schemas import AuditRecord, Namespace
 from tools._interactions import Interaction, decisions_by_envelope, interactions, verdict
 from tools._local import connect_local, local_settings
+from tools._trace_keys import records_of, traces_named
 from tools.audit import query_records
 from tools.natsconf import AUDIT_READER
 
@@ -41,10 +42,10 @@ _SPACE: Final = re.compile(r"\s+")
 
 
 def select_records(records: Iterable[AuditRecord], key: str) -> list[AuditRecord]:
-    """The records of the trace `key` names, or of the traces of the session `key` names."""
+    """The records of the trace `key` names, of the traces of the session `key` names, or of
+    the newest trace (`last`)."""
     kept = list(records)
-    traces = {key} | {r.trace_id for r in kept if r.session_id == key and r.trace_id}
-    return [r for r in kept if r.trace_id in traces]
+    return records_of(kept, traces_named(kept, key))
 
 
 def _task(item: Interaction) -> str:
@@ -113,7 +114,11 @@ def add_calls_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     calls = commands.add_parser(
         "calls", help="list a session's (or a trace's) calls between agents, as seed 004 does"
     )
-    calls.add_argument("key", metavar="SESSION_OR_TRACE", help="a session id or a trace id")
+    calls.add_argument(
+        "key",
+        metavar="SESSION_TRACE_OR_LAST",
+        help="a session id, a trace id, or `last`: the newest trace",
+    )
     calls.add_argument("--tenant", help="one tenant's records only (default: every tenant's)")
     calls.add_argument("--config", type=Path, help="TOML settings file (NATS URL, namespace)")
     calls.add_argument("--namespace", help="subject root (default: settings, else parley)")
