@@ -88,7 +88,7 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
             task = envelope.input
             earlier = envelope.handoff_data.intermediate_results
             if earlier is not None:  # seed 003's chain: the previous agent's result
-                shown = earlier if isinstance(earlier, str) else json.dumps(earlier)
+                shown = _intermediate(earlier)
                 task = f"{task}\n\nIntermediate results: {shown}".strip()
             return BrainCall(
                 kind="delegation_request",
@@ -118,6 +118,16 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
                 transcript=messages,
                 attempt=attempt,
             )
+
+
+def _intermediate(earlier: object) -> str:
+    """Seed 003's `intermediate_results` as the next agent reads them: text as it is, a list
+    of texts one per line, anything else as JSON (a text is not quoted and escaped again)."""
+    if isinstance(earlier, str):
+        return earlier
+    if isinstance(earlier, list) and all(isinstance(item, str) for item in earlier):
+        return "\n".join(earlier)
+    return json.dumps(earlier)
 
 
 def _call_id_of(envelope: _Call) -> str:
