@@ -196,7 +196,9 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
     `attempt` is the delivery number of the call that produced it: a late answer from a paused
     ("zombie") host loses to the answer of its redelivered twin. `tools_used` names the tools
     the agent's brain called on its way to this answer (first use first, each once), so a
-    caller can treat a tool-using turn differently (seed 000's `semi_auto` review).
+    caller can treat a tool-using turn differently (seed 000's `semi_auto` review). `peers`
+    are the agents its profile lets it hand off to (empty: any participant): the router, which
+    knows the session's participants, judges a handoff against both and names what it allows.
     """
 
     sender: Name
@@ -212,6 +214,7 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
     token_usage: TokenUsage = TokenUsage()
     attempt: Annotated[int, Meta(ge=1)] = 1
     tools_used: Annotated[tuple[Name, ...], Meta(max_length=32)] = ()
+    peers: Annotated[tuple[Name, ...], Meta(max_length=64)] = ()
 
 
 # -- seed 003: delegation -------------------------------------------------------------

@@ -8,6 +8,11 @@ draft waits for approval (every draft in `manual` mode, a risky one in `semi_aut
 `y/n/e` on standard input: y sends it, n rejects it (and asks the reason, which goes back to
 the local agent), e reads the edited text to send instead.
 
+A draft held across a pause is asked again on resume (a y/n/e typed while paused is told to
+wait for it). The command prints the session id first, with the command that stops it from
+another terminal. Manual mode needs somebody at standard input: without a terminal, pipe or
+file there (`< /dev/null`) it is refused at once (exit 2), naming the modes that need nobody.
+
 At any other time a line with one key steers the run: `p` pause, `r` resume, `s` stop, `t`
 take over (the next line is the message to send). Ctrl-C stops the session (a second Ctrl-C
 leaves at once). A banner says so when a limit (maxTurns, maxDurationMs, maxFailures,
@@ -23,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TextIO
@@ -49,6 +52,7 @@ from schemas import (
     utc_now,
 )
 from tools._local import local_settings
+from tools._orchestrate_keys import END_OF_INPUT, keys_readable, no_keys_line, stdin_lines
 from tools._session_lines import banner, render_event
 from tools._waiting import (
     EXIT_LOST,
@@ -61,6 +65,7 @@ from tools._waiting import (
     on_ctrl_c,
     run_command,
     stop_control,
+    stop_line,
     submit_as,
     waited,
 )
@@ -74,37 +79,6 @@ _SLACK_S: Final = 30.0  # past the call in flight's `ends_by`, when the router j
 _END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
 
 
-@contextlib.asynccontextmanager
-async def _stdin_lines() -> AsyncIterator[asyncio.Queue[str | None]]:
-    """Standard input as a queue of lines (None at its end)."""
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    transport = None
-    try:
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
-        )
-    except (ValueError, OSError):  # a regular file: read it all now
-        for line in sys.stdin.read().splitlines():
-            lines.put_nowait(line)
-        lines.put_nowait(None)
-
-    async def pump() -> None:
-        while line := await reader.readline():
-            lines.put_nowait(line.decode(errors="replace").rstrip("\n"))
-        lines.put_nowait(None)
-
-    task = asyncio.create_task(pump()) if transport is not None else None
-    try:
-        yield lines
-    finally:
-        if task is not None:
-            task.cancel()
-        if transport is not None:
-            transport.close()
-
-
 class Run:
     """One orchestrated session followed from a terminal."""
 
@@ -116,7 +90,10 @@ class Run:
         self.session_id = msg.session_id or ""
         self.news: asyncio.Queue[SessionEvent | Decision | Error | str | None] = asyncio.Queue()
         self.max_turns = msg.orchestration.max_turns if msg.orchestration else 8
-        self.approval: str | None = None
+        self.approval: str | None = None  # the draft awaiting approval, until resolved
+        self.draft = ""
+        self.asking = False  # its question stands: the next y/n/e answers it
+        self.input_ended = False
         self.ends_by: datetime | None = None
         self.paused = False
 
@@ -152,37 +129,73 @@ class Run:
         elif isinstance(envelope, Decision) and envelope.envelope_id == self.msg.id:
             self.news.put_nowait(envelope)
 
-    async def keys(self, lines: asyncio.Queue[str | None]) -> None:
+    async def keys(self, lines: asyncio.Queue[str]) -> None:
         """The person's keys: answers to an approval, or p/r/s/t at any time."""
-        while (line := await lines.get()) is not None:
+        while (line := await lines.get()) != END_OF_INPUT:
             self.news.put_nowait(line.strip())
-        self.news.put_nowait("")  # end of input: nothing more will be typed
+        self.news.put_nowait(END_OF_INPUT)
 
-    async def on_line(self, line: str, lines: asyncio.Queue[str | None]) -> None:
+    async def on_line(self, line: str) -> None:
         key = line[:1].lower()
-        if self.approval is not None and key in ("y", "n", "e"):
-            approval, self.approval = self.approval, None
-            if key == "y":
-                await self.control("approve", approval_id=approval)
-            elif key == "n":
-                self.say("reason for the local agent:")
-                reason = await _next_text(self.news)
-                await self.control("reject", approval_id=approval, reason=reason)
-            else:
-                self.say("your edited message:")
-                text = await _next_text(self.news)
-                await self.control("approve", approval_id=approval, text=text)
+        if line == END_OF_INPUT:
+            self.input_ended = True
+            if self.approval is not None:
+                self.say(self._unanswerable())
+        elif self.approval is not None and key in ("y", "n", "e") and self.paused:
+            # The router refuses an answer while paused; the question comes back on resume.
+            self.say("paused: resume (r) first; the draft still awaits your approval")
+        elif self.approval is not None and self.asking and key in ("y", "n", "e"):
+            await self._answer(key, self.approval)
         elif key in ("p", "r", "s"):
             await self.control({"p": "pause", "r": "resume", "s": "stop"}[key])
         elif key == "t":
             self.say("your message to send:")
-            await self.control("take_over", text=await _next_text(self.news))
+            if (text := await self._next_text()) is not None:
+                await self.control("take_over", text=text)
         elif line:
             self.say(
                 "keys: y/n/e for a draft awaiting approval; p pause, r resume, s stop, t take over"
             )
 
+    async def _answer(self, key: str, approval: str) -> None:
+        """y sends the draft, n rejects it with a reason, e sends the person's edit instead.
+        The approval stays awaited until the router resolves it: a refused answer (a pause
+        that reached the router first) is asked again on resume."""
+        if key == "y":
+            self.asking = False
+            await self.control("approve", approval_id=approval)
+        elif key == "n":
+            self.say("reason for the local agent:")
+            if (reason := await self._next_text()) is not None:
+                self.asking = False
+                await self.control("reject", approval_id=approval, reason=reason)
+        else:
+            self.say("your edited message:")
+            if (text := await self._next_text()) is not None:
+                self.asking = False
+                await self.control("approve", approval_id=approval, text=text)
+
+    async def _next_text(self) -> str | None:
+        """The next line typed, or None (said) when standard input has ended before it."""
+        if not self.input_ended and (text := await _next_text(self.news)) != END_OF_INPUT:
+            return text
+        self.input_ended = True
+        self.say("standard input ended: nothing was sent")
+        if self.approval is not None:
+            self.say(self._unanswerable())
+        return None
+
+    def _unanswerable(self) -> str:
+        return (
+            f"a draft awaits your approval but standard input has ended: approve it in the "
+            f"console, or stop the session with `{stop_line(self.session_id)}`"
+        )
+
     async def follow(self, stop: asyncio.Event) -> int:
+        self.say(
+            f"session {self.session_id} (s or Ctrl-C stops it; from another terminal: "
+            f"`{stop_line(self.session_id)}`)"
+        )
         subs = [
             await self.nc.subscribe(
                 self.ns.events(self.person, self.session_id), cb=self.on_message
@@ -190,13 +203,13 @@ class Run:
             await self.nc.subscribe(self.ns.decisions(self.person), cb=self.on_message),
         ]
         try:
-            async with _stdin_lines() as lines, asyncio.TaskGroup() as tasks:
+            async with stdin_lines() as lines, asyncio.TaskGroup() as tasks:
                 keys = tasks.create_task(self.keys(lines))
                 stopper = tasks.create_task(_forward(stop, self.news))
                 try:
                     await waited(self.nc.flush(), None, self.watch)
                     await self.submit(self.msg)
-                    return await self._loop(lines)
+                    return await self._loop()
                 except ConnectionLost as lost:
                     self.say(lost_line(lost.url, self.session_id))
                     return EXIT_LOST
@@ -208,7 +221,7 @@ class Run:
                 for sub in subs:
                     await sub.unsubscribe()
 
-    async def _loop(self, lines: asyncio.Queue[str | None]) -> int:
+    async def _loop(self) -> int:
         while True:
             wait_s = self._wait_s()
             try:
@@ -223,7 +236,7 @@ class Run:
                 await self.control("stop", reason="Ctrl-C")
                 self.say("stop requested")
             elif isinstance(item, str):
-                await self.on_line(item, lines)
+                await self.on_line(item)
             elif isinstance(item, Decision):
                 if not item.allowed:
                     self.say(f"refused by the gate: {item.code}: {item.message}")
@@ -255,10 +268,18 @@ class Run:
             self.say(line)
         if event.event_type == "approval_requested":
             self.approval = str(event.payload.get("approval_id"))
-            self.say("send it? [y]es / [n]o / [e]dit")
+            self.draft = str(event.payload.get("draft", ""))
+            self._ask()
         elif event.event_type == "approval_resolved":
-            self.approval = None
+            self.approval, self.asking = None, False
+        elif event.event_type == "session_resumed" and self.approval is not None:
+            self.say(f"    still awaiting your approval: {self.draft}")
+            self._ask()  # the draft held across the pause is asked again
         return _END.get(event.event_type)
+
+    def _ask(self) -> None:
+        self.asking = True
+        self.say(self._unanswerable() if self.input_ended else "send it? [y]es / [n]o / [e]dit")
 
 
 async def _next_text(news: asyncio.Queue[SessionEvent | Decision | Error | str | None]) -> str:
@@ -327,6 +348,9 @@ def _command(args: argparse.Namespace) -> int:
         msgspec.json.decode(encode(msg), type=HumanMessage)
     except (msgspec.ValidationError, ValueError, TypeError) as exc:
         print(f"parley: invalid arguments: {exc}", file=sys.stderr)
+        return 2
+    if args.mode == "manual" and not args.detach and not keys_readable():
+        print(no_keys_line(args.mode), file=sys.stderr)
         return 2
     if args.detach and args.mode != "full_auto":
         print(

@@ -19,7 +19,6 @@ host carries the call through their answers durably (actors/agent/_delegating.py
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ import msgspec
 
 from actors.agent._delegating import Delegator, Resumed
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
-from actors.agent._prompt import BrainCall
+from actors.agent._prompt import BrainCall, intermediate_text
 from actors.agent._reply import interpret_reply
 from actors.agent._subcontext import SubContexts
 from actors.agent.brains._protocol import BrainAnswer, BrainError
@@ -88,7 +87,7 @@ def call_for(envelope: _Call, attempt: int) -> BrainCall:
             task = envelope.input
             earlier = envelope.handoff_data.intermediate_results
             if earlier is not None:  # seed 003's chain: the previous agent's result
-                shown = earlier if isinstance(earlier, str) else json.dumps(earlier)
+                shown = intermediate_text(earlier)
                 task = f"{task}\n\nIntermediate results: {shown}".strip()
             return BrainCall(
                 kind="delegation_request",
@@ -287,9 +286,10 @@ class AgentHost(Actor):
     ) -> AgentResponse | DelegationResponse | SubAgentResult:
         """The answer to `envelope` from the brain's final text, checked against the reply
         contract; its id derives from the call's, however many rounds it took."""
-        interpreted = interpret_reply(
-            answer.text, self.profile.peers, delegate=isinstance(envelope, DelegationRequest)
-        )
+        # A handoff is judged by the router against the session's participants and the
+        # profile's peers (sent with the answer), so a valid reply handing off to an agent that
+        # is no peer ends the session naming that agent, not as a broken envelope.
+        interpreted = interpret_reply(answer.text, delegate=isinstance(envelope, DelegationRequest))
         if interpreted.malformed:
             log.warning(
                 "malformed reply; answered as a plain message without handoff",
@@ -325,6 +325,7 @@ class AgentHost(Actor):
                     token_usage=answer.usage,
                     attempt=attempt,
                     tools_used=tools_used[:32],
+                    peers=self.profile.peers[:64],
                 )
             case DelegationRequest():
                 report = interpreted.report

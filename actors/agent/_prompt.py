@@ -8,6 +8,7 @@ goal, the transcript window oldest first, "Round r of m" and the closing JSON in
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,7 @@ __all__ = (
     "JSON_ONLY",
     "SHARED_RULES",
     "BrainCall",
+    "intermediate_text",
     "system_prompt",
     "user_prompt",
 )
@@ -118,3 +120,13 @@ def user_prompt(call: BrainCall, profile: AgentProfile) -> str:
     lines.append(round_line)
     lines.append(JSON_ONLY)
     return "\n".join(lines)
+
+
+def intermediate_text(earlier: object) -> str:
+    """Seed 003's `intermediate_results` as the next agent reads them: text as it is, a list
+    of texts one per line, anything else as JSON (a text is not quoted and escaped again)."""
+    if isinstance(earlier, str):
+        return earlier
+    if isinstance(earlier, list) and all(isinstance(item, str) for item in earlier):
+        return "\n".join(earlier)
+    return json.dumps(earlier)

@@ -85,6 +85,20 @@ class RequestResult(Struct, frozen=True, kw_only=True):
     def ok(self) -> bool:
         return self.status in ("success", "partial")
 
+    @property
+    def readable(self) -> str:
+        """The answer in words, for a report a person reads: a delegation response's result
+        (else its summary), its new facts and its error. `content` is that response as the
+        JSON a model is shown, which printed inside another answer reads as JSON in JSON."""
+        if self.data.get("kind") != "delegation_response":
+            return self.content  # a sub-agent's output or an error: words already
+        lines = [str(self.data.get("result") or self.data.get("summary") or "")]
+        if facts := self.data.get("new_facts"):
+            lines.append("  new facts: " + "; ".join(str(fact) for fact in facts))
+        if error := self.data.get("error"):
+            lines.append(f"  error: {error}")
+        return "\n".join(line for line in lines if line)
+
 
 class ToolRound(Struct, frozen=True, kw_only=True):
     """One earlier round of an answer: what the brain said and asked, and what came back."""

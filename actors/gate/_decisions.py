@@ -150,6 +150,10 @@ def tag(envelope: AnyEnvelope) -> str:
 
 
 def named(envelope: AnyEnvelope) -> str:
+    """The agent a refused envelope named as its target (a sub-agent call names it in its
+    arguments): the record of a refusal still says whom the call was for."""
+    if isinstance(envelope, SubAgentCall):
+        return envelope.args.agent_name
     for field in ("target", "target_employee"):
         value = getattr(envelope, field, None)
         if isinstance(value, str):

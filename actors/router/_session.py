@@ -67,7 +67,15 @@ answered, so a redelivery older than this many transitions is an answer already 
 
 Status = Literal["running", "completed", "failed", "canceled"]
 StopReason = Literal[
-    "final", "no_handoff", "cap_reached", "malformed", "canceled", "error", "answered", "stalled"
+    "final",
+    "no_handoff",
+    "cap_reached",
+    "malformed",
+    "unknown_peer",
+    "canceled",
+    "error",
+    "answered",
+    "stalled",
 ]
 Effect = AgentCall | Error | SessionEvent
 """Agent calls are submitted to the gate; session events and refusals (errors answering the

@@ -209,9 +209,12 @@ def _on_response(
         session, end = _end(session, clock, "answered", envelope_ids=ids)
     elif handoff is None:
         session, end = _end(session, clock, "no_handoff", envelope_ids=ids)
-    elif handoff.to not in session.participants:
-        warning = f"{pending.speaker} handed off to {handoff.to!r}, who is not a participant"
-        session, end = _end(session, clock, "malformed", envelope_ids=ids, warning=warning)
+    elif handoff.to not in (allowed := _peers_of(session, pending.speaker, response.peers)):
+        warning = (
+            f"{pending.speaker} handed off to {handoff.to!r}, who is not one of its peers in "
+            f"this session ({', '.join(allowed) or 'none'}): the handoff was not followed"
+        )
+        session, end = _end(session, clock, "unknown_peer", envelope_ids=ids, warning=warning)
     elif session.round >= session.max_rounds:
         session, end = _end(session, clock, "cap_reached", envelope_ids=ids)
     else:
@@ -227,6 +230,12 @@ def _on_response(
                 session, clock, handoff.to, call_id, attempts=1, limits=limits
             )
     return session, (completed, *end)
+
+
+def _peers_of(session: Session, speaker: str, peers: tuple[str, ...]) -> tuple[str, ...]:
+    """Whom `speaker` may hand off to: the other participants, narrowed to its profile's
+    `peers` when it has any."""
+    return tuple(p for p in session.participants if p != speaker and (not peers or p in peers))
 
 
 def _on_error(

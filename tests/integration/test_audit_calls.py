@@ -1,8 +1,9 @@
 """The records and views of agents calling agents (issue 15, item 5), end to end.
 
 A person (the test, as `cli`) delegates to `planner`, a real agent host whose scripted brain
-fans out at once to a delegate (`coder`), a sub-agent given filtered context (`reviewer`)
-and an agent its policy does not let it call (`stranger`), then answers from the results.
+fans out at once to a delegate (`coder`), a sub-agent given filtered context (`reviewer`),
+an agent its policy does not let it call (`stranger`) and a sub-agent it does not let it
+call (`third`), then answers from the results.
 The gate, the auditor and the agents are real processes on a real nats-server. Then
 `parley trace` and `parley calls`, run as an operator runs them, must draw that from the
 audit history, one line per call with its answer's figures; and the sub-agent's context,
@@ -59,6 +60,11 @@ allowed_tools = ["read"]
 to = "stranger"
 objective = "who are you"
 
+[[turn.calls]]
+tool = "call_sub_agent"
+to = "third"
+objective = "look again"
+
 [[turn]]
 message = "planner gathered: {results}"
 final = true
@@ -93,7 +99,7 @@ def _start_office(url: str, ns: Namespace, tmp_path: Path, signer: Signer) -> li
         'backend = "scripted"\nscript = "planner-script.toml"',
         script=PLANNER_SCRIPT,
         extra='delegates_to = ["coder", "stranger"]\n'
-        'allow_sub_agent_calls = true\nsub_agents = ["reviewer"]',
+        'allow_sub_agent_calls = true\nsub_agents = ["reviewer", "third"]',
     )
     specialists = [
         write_profile(
@@ -150,9 +156,9 @@ async def test_a_fan_out_is_recorded_and_drawn_call_by_call(
         (call,) = delivered
         assert [m.content for m in call.context.messages] == [FACTS[0]]
 
-        # Seven decisions: four calls (one refused) and three answers. Every admitted one
-        # is recorded for both ends: 13 records, all pinned by the auditor's checkpoint.
-        await auditor.wait_line(r'"count":13\b', timeout=30)
+        # Eight decisions: five calls (two refused) and three answers. Every admitted one
+        # is recorded for both ends: 14 records, all pinned by the auditor's checkpoint.
+        await auditor.wait_line(r'"count":14\b', timeout=30)
         records = await query_records(js, ns, tenant="demo")
         (root,) = {r.trace_id for r in records if r.envelope_id == request.id}
 
@@ -161,14 +167,14 @@ async def test_a_fan_out_is_recorded_and_drawn_call_by_call(
             m.data
             async for m in read_history(js, ns.stream("events"), subject=f"{ns.root}.decisions.>")
         ]
-        assert len(stored) >= 13 and len(decided) == 7
+        assert len(stored) >= 14 and len(decided) == 8
         assert not [data for data in (*stored, *decided) if MARKER.encode() in data]
 
         trace = await asyncio.to_thread(_cli, nats_server.url, ns, "trace", root)
         assert trace.returncode == 0, trace.stderr
         lines = trace.stdout.splitlines()
-        assert lines[0] == f"trace {root}: 7 decision(s), 0 session event(s)", lines
-        assert len(lines) == 5, lines  # the answers are on their calls' lines
+        assert lines[0] == f"trace {root}: 8 decision(s), 0 session event(s)", lines
+        assert len(lines) == 6, lines  # the answers are on their calls' lines
         assert re.match(
             r"└─ cli -> planner  delegation  hop 1  delivered policy v1  at \S+  "
             r"=> PARTIAL \(\d+ tokens, [\d.]+s\)  tools: read, grep$",
@@ -191,23 +197,31 @@ async def test_a_fan_out_is_recorded_and_drawn_call_by_call(
             r"policy v1  at \S+  \(allowed_targets: planner may not send to stranger ",
             children[2],
         ), children
+        assert re.match(
+            r"planner -> third  sub-agent fan-out  hop 1  rejected TARGET_NOT_ALLOWED ",
+            children[3],
+        ), children
 
         for key in (session, root):  # the person's session, or the trace itself
             calls = await asyncio.to_thread(_cli, nats_server.url, ns, "calls", key)
             assert calls.returncode == 0, calls.stderr
             lines = calls.stdout.splitlines()
-            assert len(lines) == 8, lines
+            assert len(lines) == 10, lines
             assert lines[0] == "cli calling planner with task: fan out"
-            assert set(lines[1:4]) == {
+            assert {line for line in lines[1:] if " calling " in line} == {
                 "planner calling coder with task: code for the parser",
                 "planner calling reviewer with task: check it",
                 "planner calling stranger with task: who are you",
+                "planner calling third with task: look again",  # refused, still named
             }, lines
-            assert lines.index("planner calling stranger with task: who are you") + 1 == (
-                lines.index(next(line for line in lines if line.startswith("stranger returned")))
-            )
-            returned = {line.partition(" returned: ")[0]: line for line in lines[4:]}
-            assert returned.keys() == {"coder", "reviewer", "stranger", "planner"}, lines
+            for name, task in (("stranger", "who are you"), ("third", "look again")):
+                assert lines.index(f"planner calling {name} with task: {task}") + 1 == (
+                    lines.index(next(line for line in lines if line.startswith(f"{name} returned")))
+                )
+            returned = {
+                line.partition(" returned: ")[0]: line for line in lines if " returned: " in line
+            }
+            assert returned.keys() == {"coder", "reviewer", "stranger", "third", "planner"}
             assert re.fullmatch(
                 r"coder returned: SUCCESS \(\d+ tokens, [\d.]+s\)", returned["coder"]
             )
@@ -216,6 +230,9 @@ async def test_a_fan_out_is_recorded_and_drawn_call_by_call(
             )
             assert returned["stranger"].startswith(
                 "stranger returned: REFUSED (TARGET_NOT_ALLOWED: planner may not send to stranger"
+            )
+            assert returned["third"].startswith(
+                "third returned: REFUSED (TARGET_NOT_ALLOWED: planner may not send to third"
             )
             assert re.fullmatch(r"planner returned: PARTIAL \(\d+ tokens, [\d.]+s\)", lines[-1])
         nowhere = await asyncio.to_thread(_cli, nats_server.url, ns, "calls", new_id())

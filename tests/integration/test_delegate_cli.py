@@ -107,6 +107,11 @@ def test_the_planner_fans_out_to_three_specialists(demo: Demo) -> None:
     assert report.count("[success]") == 3, report
     for asked in ("Prior art for", "An implementation sketch for", "The risks of"):
         assert f"{asked}: Assess the CSV parser" in report, report
+    # Each answer in words, not the JSON its model was shown inside the planner's answer.
+    assert '"status"' not in report and '{"' not in report, report
+    researcher = '    [success] researcher on "Prior art for: Assess the CSV parser": two mature'
+    assert any(line.startswith(researcher) for line in lines), report
+    assert "      new facts: csvkit and clevercsv both stream rows and sniff the dialect" in lines
 
 
 def test_the_planner_chains_the_researcher_into_the_coder(demo: Demo) -> None:
@@ -125,6 +130,8 @@ def test_the_planner_chains_the_researcher_into_the_coder(demo: Demo) -> None:
     assert "coder on" in report and "Write the fix: Fix the date bug" in report, report
     assert "Worked from: Dates like 03/04/21 come out as 1921." in report, report
     assert "Intermediate results:" in report and "two-digit years are read as 19xx" in report
+    # The researcher's finding in words, neither as JSON nor quoted and escaped into a list.
+    assert '\\"' not in report and '{"' not in report, report
 
 
 def test_say_prints_the_calls_between_agents_as_they_happen(demo: Demo) -> None:

@@ -62,17 +62,32 @@ async def brain() -> AsyncIterator[SubprocessBrain]:
     await subject.close()
 
 
-async def test_the_example_local_agent_answers_with_a_valid_reply() -> None:
+async def test_the_example_local_agent_drafts_until_it_has_a_reason_to_end() -> None:
+    """Its first reply is a message to send (not final); it ends after the shared agent's
+    third answer, or at once when an answer says it is done (examples/local_agent.py)."""
     example = make_brain((sys.executable, str(REPO / "examples" / "local_agent.py")))
+    goal = "review this API for security issues"
+
+    def answered(text: str) -> tuple[TranscriptItem, ...]:
+        return (TranscriptItem(role="claude", name="claude", text=text),)
+
     await example.start()
     try:
-        answer = await example.reply(call("review this API for security issues"))
+        answer = await example.reply(call(goal))
+        middle = await example.reply(call(goal, transcript=answered("Check auth."), round=3))
+        enough = await example.reply(call(goal, transcript=answered("Check CSRF."), round=4))
+        done = await example.reply(call(goal, transcript=answered("That is all."), round=2))
     finally:
         await example.close()
-    interpreted = interpret_reply(answer.text)
-    assert not interpreted.malformed and interpreted.reply.final
-    assert "review this API for security issues" in interpreted.reply.message
+    first = interpret_reply(answer.text)
+    assert not first.malformed and not first.reply.final
+    assert goal in first.reply.message
     assert answer.usage.total == answer.usage.prompt + answer.usage.completion > 0
+    asked = interpret_reply(middle.text).reply
+    assert not asked.final and "Check auth." in asked.message
+    for text, why in ((enough.text, "answered 3 times"), (done.text, "'that is all'")):
+        ended = interpret_reply(text).reply
+        assert ended.final and why in ended.message, ended
     assert example.bridge.violations == 0
 
 

@@ -467,7 +467,17 @@ async def test_a_router_sigkilled_mid_run_resumes_the_session_without_repeating_
 
 async def test_parley_orchestrate_reports_a_session_the_router_refuses(system: System) -> None:
     code, lines = await finished(
-        parley_cli(system.env, "orchestrate", "--agent", "local", "--shared", "local", "hi")
+        parley_cli(
+            system.env,
+            "orchestrate",
+            "--agent",
+            "local",
+            "--shared",
+            "local",
+            "--mode",
+            "full_auto",
+            "hi",
+        )
     )
     output = "\n".join(lines)
     assert code == 1, output

@@ -265,10 +265,12 @@ def test_d_malformed_ends_with_a_warning_and_ignores_the_handoff() -> None:
     assert end_event(result).payload["warning"] == result.session.warning
 
 
-def test_a_handoff_to_a_stranger_is_malformed() -> None:
+def test_a_handoff_to_a_stranger_ends_naming_it_and_the_peers() -> None:
     session, call = started()
     result = step(session, answer(call, "over to llama", to="llama"))
-    assert result.session is not None and result.session.stop_reason == "malformed"
+    assert result.session is not None and result.session.stop_reason == "unknown_peer"
+    warning = str(end_event(result).payload["warning"])
+    assert "'llama', who is not one of its peers in this session (" in warning, warning
 
 
 def test_e_stop_cancels_with_the_notice_and_a_late_answer_changes_nothing() -> None:

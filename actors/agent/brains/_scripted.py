@@ -115,7 +115,7 @@ class ScriptedCall(BaseModel):
             target_employee=self.to,
             objective=objective,
             input=text_input,
-            intermediate_results=[r.content for r in previous] if previous else None,
+            intermediate_results=[r.readable for r in previous] if previous else None,
             max_tokens=self.max_tokens,
             deadline_ms=self.deadline_ms,
         )
@@ -184,7 +184,7 @@ class ScriptedTurn(BaseModel):
             "task": call.task,
             "round": call.round,
             "max_rounds": call.max_rounds,
-            "results": "\n".join(f"[{r.status}] {r.content}" for r in last),
+            "results": "\n".join(f"[{r.status}] {r.readable}" for r in last),
             "transcript": " | ".join(f"[{t.name or t.role}] {t.text}" for t in call.transcript),
         }
 
