@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from actors.console._audit import AuditView
+from actors.console._audit import AuditUnreadable, AuditView, reason_of
 from actors.console._bounds import TooLarge, parse_bounded
 from actors.console._params import (
     ApproveParams,
@@ -57,7 +57,6 @@ from actors.console._params import (
 )
 from actors.console._person import ControlAction, PersonLink
 from actors.console._timeline import SessionRecord
-from bus import HistoryError
 from schemas import new_id
 
 __all__ = ("RpcError", "RpcSession", "body_too_large", "error_response")
@@ -332,7 +331,7 @@ class RpcSession:
         audit = self._audit()
         try:
             trees = await audit.traces(record.trace_ids)
-        except (HistoryError, TimeoutError, ConnectionError) as exc:
+        except AuditUnreadable as exc:
             raise _unreadable(exc) from None
         return {"sessionId": record.session_id, "traceIds": sorted(record.trace_ids), "tree": trees}
 
@@ -341,7 +340,7 @@ class RpcSession:
         principal, audit = self.link.principal, self._audit()
         try:
             records = await audit.person_records(principal)
-        except (HistoryError, TimeoutError, ConnectionError) as exc:
+        except AuditUnreadable as exc:
             raise _unreadable(exc) from None
         return {"profile": principal, "records": records}
 
@@ -351,8 +350,9 @@ class RpcSession:
 
 
 def _unreadable(exc: Exception) -> RpcError:
+    """The refusal of an audit read, saying why (never an empty reason)."""
     return RpcError.refused(
-        "INTERNAL_ERROR", f"the audit cannot be read now: {exc}", retryable=True
+        "INTERNAL_ERROR", f"the audit cannot be read now: {reason_of(exc)}", retryable=True
     )
 
 
