@@ -54,7 +54,9 @@ class ConsoleActor(Actor):
             log_config=None,
             access_log=False,
             lifespan="off",
-            ws="websockets",
+            # The sans-I/O implementation: uvicorn's legacy `websockets` one warns at every
+            # start that it is deprecated and will go.
+            ws="websockets-sansio",
             timeout_graceful_shutdown=5,
             ws_max_size=MAX_BODY_BYTES,
         )
