@@ -161,6 +161,8 @@ class PersonLink:
         session_id = str((error.details or {}).get("session_id", ""))
         log.info("refusal on a timeline", extra={"code": str(error.code)})
         if session_id in self.sessions:
+            if error.cause_id:
+                self.sessions[session_id].control_refused(error.cause_id)
             params = {
                 "sessionId": session_id,
                 "code": str(error.code),

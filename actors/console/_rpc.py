@@ -282,13 +282,7 @@ class RpcSession:
         """Only a draft the session is waiting on may be decided: any other approval id
         (decided already, or never asked) is refused here, before anything is sent."""
         record = self._running(params.sessionId)
-        if params.approvalId not in record.pending:
-            raise RpcError.refused(
-                "INVALID_REQUEST",
-                f"no draft awaits approval {params.approvalId} in session {record.session_id}",
-                sessionId=record.session_id,
-                approvalId=params.approvalId,
-            )
+        self._check_undecided(record, params.approvalId)
         if params.decision == "rejected":
             fields: dict[str, Any] = {"reason": params.reason}
         else:
@@ -297,7 +291,29 @@ class RpcSession:
         answer = await self._steer(
             record, action, "decision_sent", approval_id=params.approvalId, **fields
         )
+        record.deciding_sent(params.approvalId, params.decision, answer["envelopeId"])
         return {**answer, "approvalId": params.approvalId, "decision": params.decision}
+
+    @staticmethod
+    def _check_undecided(record: SessionRecord, approval_id: str) -> None:
+        """Refuse a decision on a draft decided already (here, or told by the router) or
+        never awaited, saying which, before anything is sent."""
+        session_id = record.session_id
+        why = None
+        if approval_id in record.decided:
+            why = f"approval {approval_id} was decided already ({record.decided[approval_id]})"
+        elif approval_id in record.deciding:
+            decision, control_id = record.deciding[approval_id]
+            why = (
+                f"approval {approval_id} was decided already: your '{decision}' was sent "
+                f"(control {control_id}) and the router is applying it"
+            )
+        elif approval_id not in record.pending:
+            why = f"no draft awaits approval {approval_id} in session {session_id}"
+        if why is not None:
+            raise RpcError.refused(
+                "INVALID_REQUEST", why, sessionId=session_id, approvalId=approval_id
+            )
 
     async def get_state(self, params: SessionParams) -> dict[str, Any]:
         return self._session(params.sessionId).state_of()
