@@ -31,6 +31,7 @@ Every method acts on the caller's own sessions only: another person's session id
 - GetTrace(sessionId): the audit's tree of the traces the caller started in their session.
 - ListAuditRecords(): the caller's own principal's audit records (actors/console/_audit.py
   says why a person sees these and no other).
+- ListAgents(): the names of the agents registered on this deployment (actors/console/_agents.py).
 - Shutdown(): ends this sign-in (its token, and the WebSocket); the sessions go on.
 """
 
@@ -43,6 +44,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from actors.console._agents import AgentDirectory, AgentsUnreadable
 from actors.console._audit import AuditUnreadable, AuditView, reason_of
 from actors.console._bounds import TooLarge, parse_bounded
 from actors.console._params import (
@@ -113,6 +115,7 @@ class RpcSession:
     on_shutdown: Callable[[], Awaitable[None]]
     user_id: str = ""
     audit: AuditView | None = None
+    agents: AgentDirectory | None = None
 
     async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
         """The answer to one HTTP body or WebSocket frame (None: nothing to answer); its size
@@ -282,7 +285,11 @@ class RpcSession:
         """Only a draft the session is waiting on may be decided: any other approval id
         (decided already, or never asked) is refused here, before anything is sent."""
         record = self._running(params.sessionId)
-        self._check_undecided(record, params.approvalId)
+        why = record.undecidable(params.approvalId)
+        if why is not None:
+            raise RpcError.refused(
+                "INVALID_REQUEST", why, sessionId=record.session_id, approvalId=params.approvalId
+            )
         if params.decision == "rejected":
             fields: dict[str, Any] = {"reason": params.reason}
         else:
@@ -293,27 +300,6 @@ class RpcSession:
         )
         record.deciding_sent(params.approvalId, params.decision, answer["envelopeId"])
         return {**answer, "approvalId": params.approvalId, "decision": params.decision}
-
-    @staticmethod
-    def _check_undecided(record: SessionRecord, approval_id: str) -> None:
-        """Refuse a decision on a draft decided already (here, or told by the router) or
-        never awaited, saying which, before anything is sent."""
-        session_id = record.session_id
-        why = None
-        if approval_id in record.decided:
-            why = f"approval {approval_id} was decided already ({record.decided[approval_id]})"
-        elif approval_id in record.deciding:
-            decision, control_id = record.deciding[approval_id]
-            why = (
-                f"approval {approval_id} was decided already: your '{decision}' was sent "
-                f"(control {control_id}) and the router is applying it"
-            )
-        elif approval_id not in record.pending:
-            why = f"no draft awaits approval {approval_id} in session {session_id}"
-        if why is not None:
-            raise RpcError.refused(
-                "INVALID_REQUEST", why, sessionId=session_id, approvalId=approval_id
-            )
 
     async def get_state(self, params: SessionParams) -> dict[str, Any]:
         return self._session(params.sessionId).state_of()
@@ -360,6 +346,15 @@ class RpcSession:
             raise _unreadable(exc) from None
         return {"profile": principal, "records": records}
 
+    async def list_agents(self, _: NoParams) -> dict[str, Any]:
+        """The agents registered on this deployment, for the start form to offer."""
+        if self.agents is None:
+            raise RpcError.refused("INTERNAL_ERROR", "the console is not connected yet")
+        try:
+            return {"agents": await self.agents.names()}
+        except AgentsUnreadable as exc:
+            raise RpcError.refused("INTERNAL_ERROR", str(exc), retryable=True) from None
+
     async def shutdown(self, _: NoParams) -> dict[str, Any]:
         await self.on_shutdown()
         return {"signedOut": True}
@@ -386,5 +381,6 @@ _METHODS: Final[dict[str, tuple[type[Params], _Handler]]] = {
     "ListSessions": (NoParams, RpcSession.list_sessions),
     "GetTrace": (SessionParams, RpcSession.get_trace),
     "ListAuditRecords": (NoParams, RpcSession.list_audit),
+    "ListAgents": (NoParams, RpcSession.list_agents),
     "Shutdown": (NoParams, RpcSession.shutdown),
 }

@@ -141,6 +141,21 @@ class SessionRecord:
         elif event.event_type in _ENDED:
             self.pending.clear()
 
+    def undecidable(self, approval_id: str) -> str | None:
+        """Why a decision on `approval_id` may not be sent now (decided already, here or as
+        the router told it, or never awaited), or None if it may."""
+        if approval_id in self.decided:
+            return f"approval {approval_id} was decided already ({self.decided[approval_id]})"
+        if approval_id in self.deciding:
+            decision, control_id = self.deciding[approval_id]
+            return (
+                f"approval {approval_id} was decided already: your '{decision}' was sent "
+                f"(control {control_id}) and the router is applying it"
+            )
+        if approval_id not in self.pending:
+            return f"no draft awaits approval {approval_id} in session {self.session_id}"
+        return None
+
     def deciding_sent(self, approval_id: str, decision: str, control_id: str) -> None:
         """The owner's decision on a draft was submitted (ApproveAction)."""
         self.deciding[approval_id] = (decision, control_id)

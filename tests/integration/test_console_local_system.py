@@ -103,6 +103,7 @@ async def _signed_in(local: LocalConsole, client: httpx.AsyncClient) -> str:
 
 
 async def test_trace_and_audit_records_read_the_audit_under_parley_up(local: LocalConsole) -> None:
+    """And the start form's agents are the local system's own, read from its registry."""
     async with httpx.AsyncClient(base_url=local.url) as client:
         sign_in = await _signed_in(local, client)
     origin = Origin(local.url.rstrip("/"))
@@ -114,6 +115,8 @@ async def test_trace_and_audit_records_read_the_audit_under_parley_up(local: Loc
             )
         )
         assert json.loads(await raw.recv())["result"] == {"person": "alice"}
+        listed = await socket.call("ListAgents", {})
+        assert listed.get("result") == {"agents": ["claude", "gpt"]}, listed
         created = await socket.call("CreateSession", {"agents": ["gpt", "claude"]})
         session_id = created["result"]["sessionId"]
         started = await socket.call("StartTask", {"sessionId": session_id, "prompt": GOAL})
