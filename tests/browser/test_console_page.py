@@ -614,15 +614,13 @@ async def test_a_send_the_gate_refused_shows_the_refusal(
         assert (await _rpc_as(client, headers, "StartTask", prompt))["state"] == "submitted"
     page = await _signed_in_page(browser, deployment, "alice")
     await page.goto(f"{deployment.url}#/session/{session_id}")
-    ending = page.locator("#ending")
-    await expect(ending).to_have_text(
+    sent = page.locator("#timeline .sent")
+    await expect(sent.locator(".label")).to_have_text(["refused by the gate"], timeout=_WAIT_MS)
+    await expect(sent).to_contain_text("TARGET_NOT_ALLOWED: router may not send to reviewer")
+    await expect(page.locator("#ending")).to_have_text(
         re.compile(r"^Failed at turn 1: the gate refused the call to the shared agent reviewer: "),
         timeout=_WAIT_MS,
     )
-    sent = page.locator("#timeline .sent")
-    await expect(sent).to_have_count(1)
-    await expect(sent.locator(".label")).to_have_text("refused by the gate")
-    await expect(sent).to_contain_text("TARGET_NOT_ALLOWED: router may not send to reviewer")
     assert "auto-sent" not in await page.locator("#timeline").inner_text()
     await page.screenshot(path=tmp_path / "01-refused-send.png")
     await page.context.close()
