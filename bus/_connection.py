@@ -159,13 +159,16 @@ async def connect(
     on_closed: Callable[[], Awaitable[None]] | None = None,
     on_lost: Callable[[], Awaitable[None]] | None = None,
     on_back: Callable[[], Awaitable[None]] | None = None,
+    on_refused: Callable[[str], None] | None = None,
 ) -> NATS:
     """Open the actor's connection and return it (already connected); `link` follows it.
 
     Without `reconnect_forever` the connection is a command's: it tries to reconnect for
     `RECONNECT_WINDOW_S` worth of attempts, then closes, and `on_closed` is awaited (also
     after a close of our own: the caller tells the two apart). `on_lost` and `on_back` are
-    awaited when the connection drops (not by our own close) and when it is back."""
+    awaited when the connection drops (not by our own close) and when it is back;
+    `on_refused` is told each permission violation the server reports (nats-py says it only
+    to this callback, while the request it refused just goes unanswered)."""
     ns = Namespace(settings.namespace)
     # A command says in its own words what a lost connection means (tools/_waiting.py): each
     # failed reconnect attempt is not a line for the person waiting on it.
@@ -177,6 +180,8 @@ async def connect(
             if metrics is not None:
                 metrics.permission_violations.labels(actor_id).inc()
             log.warning("permission violation", extra={"error": text})
+            if on_refused is not None:
+                on_refused(text)
         else:
             if metrics is not None:
                 metrics.connection_events.labels(actor_id, "error").inc()

@@ -27,7 +27,19 @@ _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys
     "asctime",
     "taskName",
 }
-_encoder = msgspec.json.Encoder()
+
+
+def _as_text(value: object) -> str:
+    """A value JSON cannot carry, as its repr: libraries pass objects as `extra` (websockets
+    passes its connection, through a weak proxy, with every line it logs), and a log line
+    must never fail for it (logging prints "--- Logging error ---" and a traceback instead)."""
+    try:
+        return repr(value)
+    except Exception:  # a dead weak proxy, a repr that raises: say what it was
+        return f"<{type(value).__name__}>"
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_as_text)
 
 
 class _JsonFormatter(logging.Formatter):

@@ -7,9 +7,10 @@ Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's o
 on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
 state, pure), `_params` (the methods' params), `_rpc` (the JSON-RPC methods and error model),
 `_delegations` (a person's seed 003 answers, read from its durable), `_audit` (a person's
-own audit records and trace trees, read as the audit reader), `_app` (HTTP, WebSocket
-and security headers), `_actor` (the process), and `static/` (the
-page, shipped as package data).
+own audit records and trace trees, read as the audit reader), `_credentials` (the settings
+of a principal it connects as), `_agents` (the registered agents' names), `_app` (HTTP,
+WebSocket and security headers), `_actor` (the process), and `static/` (the page, shipped as
+package data).
 """
 
 from actors.console._actor import ConsoleActor

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from actors.console._agents import AgentDirectory
 from actors.console._app import MAX_BODY_BYTES, console_app
 from actors.console._options import ConsoleOptions
 from actors.console._people import People
@@ -39,6 +40,7 @@ class ConsoleActor(Actor):
         return ()
 
     async def start(self, bus: BusHandle) -> None:
+        self.people.agents = AgentDirectory(bus.js, bus.namespace)
         await self.people.open_all()
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -54,7 +56,9 @@ class ConsoleActor(Actor):
             log_config=None,
             access_log=False,
             lifespan="off",
-            ws="websockets",
+            # The sans-I/O implementation: uvicorn's legacy `websockets` one warns at every
+            # start that it is deprecated and will go.
+            ws="websockets-sansio",
             timeout_graceful_shutdown=5,
             ws_max_size=MAX_BODY_BYTES,
         )

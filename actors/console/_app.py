@@ -158,7 +158,9 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
         if body is None:
             refusal = body_too_large(f"body over {MAX_BODY_BYTES} bytes")
             return JSONResponse(error_response(refusal), status_code=413)
-        answer = await RpcSession(link, sign_out, audit=people.audit).handle_body(body)
+        answer = await RpcSession(
+            link, sign_out, audit=people.audit, agents=people.agents
+        ).handle_body(body)
         if answer is None:
             return Response(status_code=204)
         return JSONResponse(answer)
@@ -239,7 +241,7 @@ async def _serve_socket(websocket: WebSocket, people: People) -> None:
         people.sign_ins.close(token)
         signed_out.set()
 
-    session = RpcSession(link, sign_out, audit=people.audit)
+    session = RpcSession(link, sign_out, audit=people.audit, agents=people.agents)
     undo = link.listen(push)
     outgoing.put_nowait({"jsonrpc": "2.0", "id": first_id, "result": {"person": person}})
 

@@ -13,7 +13,9 @@ and is the filter, deciding from the sign-in, never from the request's params:
   root, its trace id its own id). It shows every decision of those traces, whoever it was
   about (the router, the agents), because the person caused them; no other trace is read.
 
-Pure parts: `record_json` and `trace_tree`; `AuditView` does the reading.
+Pure parts: `record_json` and `trace_tree`; `AuditView` does the reading. A read that fails
+says what failed, as whom and why (`AuditUnreadable`): the broker refusing the reader says
+what it refused, a read with no answer says how long it waited.
 """
 
 from __future__ import annotations
@@ -25,17 +27,27 @@ from typing import Any, Final
 
 import msgspec
 from nats.aio.client import Client as NATS
+from nats.errors import Error as NatsError
 
 from actors.auditor import CHECKPOINT_PROFILE
-from bus import Settings, connect, jetstream, load_settings, read_history
+from actors.console._credentials import principal_settings
+from bus import HistoryError, Settings, connect, jetstream, read_history
 from schemas import AuditRecord, Namespace
 
-__all__ = ("AUDIT_READER", "AuditView", "record_json", "trace_tree")
+__all__ = (
+    "AUDIT_READER",
+    "AuditUnreadable",
+    "AuditView",
+    "reason_of",
+    "record_json",
+    "trace_tree",
+)
 
 log = logging.getLogger("parley.console.audit")
 
 AUDIT_READER: Final = "audit-cli"
 _MAX_RECORDS: Final = 500
+_READ_TIMEOUT_S: Final = 5.0
 _decoder = msgspec.json.Decoder(AuditRecord)
 
 
@@ -89,17 +101,34 @@ def trace_tree(records: Iterable[AuditRecord]) -> list[dict[str, Any]]:
     return roots
 
 
+class AuditUnreadable(Exception):
+    """A read of the audit failed; the message says what was read, as whom, and why."""
+
+
+def reason_of(exc: BaseException) -> str:
+    """What an exception says, never nothing: a `TimeoutError` (or any other) raised without
+    a message is named by its type."""
+    return str(exc).strip() or f"{type(exc).__name__} (raised without a message)"
+
+
 class AuditView:
     """A read-only connection as the audit reader, and the two reads the console makes."""
 
     def __init__(self, settings_file: Path, nats_url: str, tenant: str) -> None:
-        self.settings: Settings = load_settings(settings_file, nats_url=nats_url)
+        self.settings: Settings = principal_settings(settings_file, nats_url)
         self.ns = Namespace(self.settings.namespace)
         self.tenant = tenant
         self._nc: NATS | None = None
+        self._refused: str | None = None
+        """The last permission violation the broker reported on this connection."""
 
     async def open(self) -> None:
-        self._nc = await connect(self.settings, AUDIT_READER, reconnect_forever=True)
+        self._nc = await connect(
+            self.settings, AUDIT_READER, reconnect_forever=True, on_refused=self._on_refused
+        )
+
+    def _on_refused(self, text: str) -> None:
+        self._refused = text
 
     async def close(self) -> None:
         if self._nc is not None:
@@ -107,17 +136,34 @@ class AuditView:
             self._nc = None
 
     async def _read(self, subject: str) -> list[AuditRecord]:
-        if self._nc is None:
-            raise ConnectionError("the audit reader is not connected")
+        """The records stored under `subject`.
+
+        Raises:
+            AuditUnreadable: not connected, refused by the broker, refused by the stream, or
+                no answer within `_READ_TIMEOUT_S`; the message says which.
+        """
+        stream = self.ns.stream("audit")
+        what = f"{AUDIT_READER} reading {stream} ({subject})"
+        if self._nc is None or not self._nc.is_connected:
+            raise AuditUnreadable(f"{what}: the audit reader is not connected to the broker")
         js = jetstream(self._nc, self.settings)
         records = []
-        async for message in read_history(js, self.ns.stream("audit"), subject=subject):
-            if message.subject.endswith("." + CHECKPOINT_PROFILE):
-                continue
-            try:
-                records.append(_decoder.decode(message.data))
-            except msgspec.DecodeError:
-                continue  # `parley audit verify` reports it
+        self._refused = None
+        try:
+            history = read_history(js, stream, subject=subject, timeout=_READ_TIMEOUT_S)
+            async for message in history:
+                if message.subject.endswith("." + CHECKPOINT_PROFILE):
+                    continue
+                try:
+                    records.append(_decoder.decode(message.data))
+                except msgspec.DecodeError:
+                    continue  # `parley audit verify` reports it
+        except TimeoutError:
+            if self._refused is not None:
+                raise AuditUnreadable(f"{what}: the broker refused it: {self._refused}") from None
+            raise AuditUnreadable(f"{what}: no answer within {_READ_TIMEOUT_S:g} s") from None
+        except (HistoryError, ConnectionError, NatsError) as exc:
+            raise AuditUnreadable(f"{what}: {reason_of(exc)}") from None
         return records
 
     async def person_records(self, principal: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import logging
 
 from nats.errors import Error as NatsError
 
+from actors.console._agents import AgentDirectory
 from actors.console._audit import AuditView
 from actors.console._options import ConsoleOptions
 from actors.console._person import PersonLink, person_settings
@@ -30,6 +31,8 @@ class People:
         self.links: dict[str, PersonLink] = {}
         self._lock = asyncio.Lock()
         self.audit: AuditView | None = None
+        self.agents: AgentDirectory | None = None
+        """Set once the console's own connection is up (its `start`)."""
 
     async def open_all(self) -> None:
         """Connect everyone who has a token; one without credentials is logged, not fatal.

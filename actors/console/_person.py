@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -24,6 +23,7 @@ from typing import Any, Final, Literal
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
+from actors.console._credentials import principal_settings
 from actors.console._delegations import (
     ANSWER_MARGIN_S,
     Answer,
@@ -33,7 +33,7 @@ from actors.console._delegations import (
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import principal_of
 from actors.delegation import Delegate, request_envelope
-from bus import ConfigError, Settings, TraceHeaders, connect, jetstream, load_settings
+from bus import ConfigError, Settings, TraceHeaders, connect, jetstream
 from schemas import (
     Control,
     Decision,
@@ -79,11 +79,7 @@ def person_settings(people_dir: Path, person: str, nats_url: str) -> Settings:
             f"no credentials for {person}: {path} is missing (restart `parley up` after "
             "issuing a first token, or add the person to `parley nats-config`)"
         )
-    try:
-        values = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    return load_settings(path, **{**values, "nats_url": nats_url})
+    return principal_settings(path, nats_url)
 
 
 def _notification(method: str, params: dict[str, Any]) -> Notification:
@@ -165,6 +161,8 @@ class PersonLink:
         session_id = str((error.details or {}).get("session_id", ""))
         log.info("refusal on a timeline", extra={"code": str(error.code)})
         if session_id in self.sessions:
+            if error.cause_id:
+                self.sessions[session_id].control_refused(error.cause_id)
             params = {
                 "sessionId": session_id,
                 "code": str(error.code),

@@ -31,6 +31,7 @@ Every method acts on the caller's own sessions only: another person's session id
 - GetTrace(sessionId): the audit's tree of the traces the caller started in their session.
 - ListAuditRecords(): the caller's own principal's audit records (actors/console/_audit.py
   says why a person sees these and no other).
+- ListAgents(): the names of the agents registered on this deployment (actors/console/_agents.py).
 - Shutdown(): ends this sign-in (its token, and the WebSocket); the sessions go on.
 """
 
@@ -43,7 +44,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from actors.console._audit import AuditView
+from actors.console._agents import AgentDirectory, AgentsUnreadable
+from actors.console._audit import AuditUnreadable, AuditView, reason_of
 from actors.console._bounds import TooLarge, parse_bounded
 from actors.console._params import (
     ApproveParams,
@@ -57,7 +59,6 @@ from actors.console._params import (
 )
 from actors.console._person import ControlAction, PersonLink
 from actors.console._timeline import SessionRecord
-from bus import HistoryError
 from schemas import new_id
 
 __all__ = ("RpcError", "RpcSession", "body_too_large", "error_response")
@@ -114,6 +115,7 @@ class RpcSession:
     on_shutdown: Callable[[], Awaitable[None]]
     user_id: str = ""
     audit: AuditView | None = None
+    agents: AgentDirectory | None = None
 
     async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
         """The answer to one HTTP body or WebSocket frame (None: nothing to answer); its size
@@ -283,12 +285,10 @@ class RpcSession:
         """Only a draft the session is waiting on may be decided: any other approval id
         (decided already, or never asked) is refused here, before anything is sent."""
         record = self._running(params.sessionId)
-        if params.approvalId not in record.pending:
+        why = record.undecidable(params.approvalId)
+        if why is not None:
             raise RpcError.refused(
-                "INVALID_REQUEST",
-                f"no draft awaits approval {params.approvalId} in session {record.session_id}",
-                sessionId=record.session_id,
-                approvalId=params.approvalId,
+                "INVALID_REQUEST", why, sessionId=record.session_id, approvalId=params.approvalId
             )
         if params.decision == "rejected":
             fields: dict[str, Any] = {"reason": params.reason}
@@ -298,6 +298,7 @@ class RpcSession:
         answer = await self._steer(
             record, action, "decision_sent", approval_id=params.approvalId, **fields
         )
+        record.deciding_sent(params.approvalId, params.decision, answer["envelopeId"])
         return {**answer, "approvalId": params.approvalId, "decision": params.decision}
 
     async def get_state(self, params: SessionParams) -> dict[str, Any]:
@@ -332,7 +333,7 @@ class RpcSession:
         audit = self._audit()
         try:
             trees = await audit.traces(record.trace_ids)
-        except (HistoryError, TimeoutError, ConnectionError) as exc:
+        except AuditUnreadable as exc:
             raise _unreadable(exc) from None
         return {"sessionId": record.session_id, "traceIds": sorted(record.trace_ids), "tree": trees}
 
@@ -341,9 +342,18 @@ class RpcSession:
         principal, audit = self.link.principal, self._audit()
         try:
             records = await audit.person_records(principal)
-        except (HistoryError, TimeoutError, ConnectionError) as exc:
+        except AuditUnreadable as exc:
             raise _unreadable(exc) from None
         return {"profile": principal, "records": records}
+
+    async def list_agents(self, _: NoParams) -> dict[str, Any]:
+        """The agents registered on this deployment, for the start form to offer."""
+        if self.agents is None:
+            raise RpcError.refused("INTERNAL_ERROR", "the console is not connected yet")
+        try:
+            return {"agents": await self.agents.names()}
+        except AgentsUnreadable as exc:
+            raise RpcError.refused("INTERNAL_ERROR", str(exc), retryable=True) from None
 
     async def shutdown(self, _: NoParams) -> dict[str, Any]:
         await self.on_shutdown()
@@ -351,8 +361,9 @@ class RpcSession:
 
 
 def _unreadable(exc: Exception) -> RpcError:
+    """The refusal of an audit read, saying why (never an empty reason)."""
     return RpcError.refused(
-        "INTERNAL_ERROR", f"the audit cannot be read now: {exc}", retryable=True
+        "INTERNAL_ERROR", f"the audit cannot be read now: {reason_of(exc)}", retryable=True
     )
 
 
@@ -370,5 +381,6 @@ _METHODS: Final[dict[str, tuple[type[Params], _Handler]]] = {
     "ListSessions": (NoParams, RpcSession.list_sessions),
     "GetTrace": (SessionParams, RpcSession.get_trace),
     "ListAuditRecords": (NoParams, RpcSession.list_audit),
+    "ListAgents": (NoParams, RpcSession.list_agents),
     "Shutdown": (NoParams, RpcSession.shutdown),
 }

@@ -66,6 +66,11 @@ class SessionRecord:
     """An orchestrated session's state-machine state (`waiting_local`, `paused`, ...)."""
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Drafts awaiting the owner, by approval id: what ApproveAction may decide."""
+    deciding: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Drafts the owner decided here whose decision the router has not told yet, by approval
+    id: (decision, the control's envelope id). A second decision on one is refused at once."""
+    decided: dict[str, str] = field(default_factory=dict)
+    """Drafts the router told resolved, by approval id: the decision and who made it."""
     trace_ids: set[str] = field(default_factory=set)
     """The traces the person started in this session: the ids of the envelopes the console
     submitted for it (each a root). The trace tree shows these and no other."""
@@ -130,8 +135,37 @@ class SessionRecord:
             }
         elif event.event_type == "approval_resolved":
             self.pending.pop(approval_id, None)
+            self.deciding.pop(approval_id, None)
+            by = payload.get("resolved_by") or event.speaker or "the owner"
+            self.decided[approval_id] = f"{payload.get('decision', 'decided')} by {by}"
         elif event.event_type in _ENDED:
             self.pending.clear()
+
+    def undecidable(self, approval_id: str) -> str | None:
+        """Why a decision on `approval_id` may not be sent now (decided already, here or as
+        the router told it, or never awaited), or None if it may."""
+        if approval_id in self.decided:
+            return f"approval {approval_id} was decided already ({self.decided[approval_id]})"
+        if approval_id in self.deciding:
+            decision, control_id = self.deciding[approval_id]
+            return (
+                f"approval {approval_id} was decided already: your '{decision}' was sent "
+                f"(control {control_id}) and the router is applying it"
+            )
+        if approval_id not in self.pending:
+            return f"no draft awaits approval {approval_id} in session {self.session_id}"
+        return None
+
+    def deciding_sent(self, approval_id: str, decision: str, control_id: str) -> None:
+        """The owner's decision on a draft was submitted (ApproveAction)."""
+        self.deciding[approval_id] = (decision, control_id)
+
+    def control_refused(self, control_id: str) -> None:
+        """The router refused a control: a decision it carried no longer stands in the way
+        of another (a draft decided while paused may be decided again after Resume)."""
+        for approval_id, (_, sent) in list(self.deciding.items()):
+            if sent == control_id:
+                del self.deciding[approval_id]
 
     def settle_delegation(self, request_id: str, result: dict[str, Any]) -> None:
         """One request answered (or timed out); the session ends with its last answer:

@@ -61,7 +61,9 @@ def advance_orchestration(
     elif isinstance(envelope, AgentResponse):
         result = on_answer(session, envelope, clock, options)
     else:
-        result = on_failure(session, envelope, clock, options)
+        # The gate's refusal of the router's own call: reported by the gate, with its rule.
+        refused = reporter and "rule" in envelope.details
+        result = on_failure(session, envelope, clock, options, refused_by_gate=refused)
     session, effects = result
     if not effects:
         return Step(session=session, note=f"ignored {type(envelope).__name__}")

@@ -57,23 +57,35 @@ def on_control(
     match control.action:
         case "stop":
             why = f"stopped by {sender}" + (f": {control.reason}" if control.reason else "")
-            return end(session, clock, "stopped", "stopped", why, envelope_ids=(control.id,))
+            ids = (control.id,)
+            return end(
+                session,
+                clock,
+                "stopped",
+                "stopped",
+                why,
+                envelope_ids=ids,
+                by=sender,
+                note=control.reason,
+            )
         case "pause":
-            return _pause(session, clock, control)
+            return _pause(session, clock, control, sender)
         case "resume":
-            return _resume(session, clock, control, options)
+            return _resume(session, clock, control, options, sender)
         case "take_over":
             return _take_over(session, clock, control, options, sender)
         case "approve" | "reject":
             return _decide(session, clock, control, options, sender)
 
 
-def _pause(session: OrchestratedSession, clock: TransitionClock, control: Control) -> Result:
+def _pause(
+    session: OrchestratedSession, clock: TransitionClock, control: Control, sender: str
+) -> Result:
     if session.state == "paused":
         return session, ()
     paused = structs.replace(session, state="paused", resume_to=session.state)
     event = clock.event(
-        paused, "session_paused", envelope_ids=(control.id,), resume_to=session.state
+        paused, "session_paused", envelope_ids=(control.id,), resume_to=session.state, by=sender
     )
     return paused, (event,)
 
@@ -83,12 +95,13 @@ def _resume(
     clock: TransitionClock,
     control: Control,
     options: OrchestrationOptions,
+    sender: str,
 ) -> Result:
     if session.state != "paused" or session.resume_to is None:
         return _refuse(session, clock, control, f"cannot resume: the session is {session.state}")
     back = session.resume_to
     session = structs.replace(session, state=back, resume_to=None)
-    told = clock.event(session, "session_resumed", envelope_ids=(control.id,))
+    told = clock.event(session, "session_resumed", envelope_ids=(control.id,), by=sender)
     if back == "ready_to_send" and session.waiting_approval is None:
         session, after = take_draft(session, clock, options)
     elif back == "processing_remote":

@@ -222,8 +222,12 @@ def on_failure(
     error: Error,
     clock: TransitionClock,
     options: OrchestrationOptions,
+    *,
+    refused_by_gate: bool = False,
 ) -> Result:
     """The call in flight failed: retry it while `maxFailures` allows, else end in `error`.
+    `refused_by_gate`: the gate refused to deliver the call, so nothing reached the agent
+    (told as `refused_by: gate` with the gate's rule, for the person's timeline).
 
     An error that is not retryable (the local agent killed and judged gone, a refusal by the
     gate) ends the session at once: seed 000 sends a transport or local-agent hard failure
@@ -236,6 +240,10 @@ def on_failure(
     session = structs.replace(session, failures=failures, pending=None)
     who = "local agent" if pending.phase == "local" else "shared agent"
     failed = f"the {who} {pending.target} failed: {error.code}: {error.message}"
+    refusal: dict[str, Any] = {}
+    if refused_by_gate:
+        failed = f"the gate refused the call to the {who} {pending.target}: {error.message}"
+        refusal = {"refused_by": "gate", "rule": str(error.details.get("rule", ""))}
     told = clock.event(
         session,
         "step_completed",
@@ -248,6 +256,7 @@ def on_failure(
         retryable=error.retryable,
         failures=failures,
         success=False,
+        **refusal,
     )
     if not error.retryable or failures >= session.max_failures:
         stop_reason = f"{pending.phase}_failed"

@@ -78,8 +78,9 @@ async def _start(
     await page.goto(page.url.split("#", 1)[0] + "#/new")
     await expect(page.locator("#new-view")).to_be_visible()
     await page.check(f"input[name=mode][value={mode}]")
-    await page.fill("#agents", agents)
-    await page.fill("#first", first)
+    await _choose_agents(page, agents)
+    if mode != "delegate":  # a collaboration's order is its first speaker
+        await page.select_option("#first", first or agents.split(",")[0])
     if mode == "collaborate":
         await page.fill("#max-rounds", str(rounds))
     await page.fill("#goal-input", goal)
@@ -87,6 +88,21 @@ async def _start(
     await page.wait_for_url("**/#/session/*", timeout=_WAIT_MS)
     await expect(page.locator("#session-view")).to_be_visible()
     return page.url.rsplit("/", 1)[1]
+
+
+async def _choose_agents(page: Page, agents: str) -> None:
+    """Tick the agents named (comma-separated) among those the form lists, and only those."""
+    wanted = {name.strip() for name in agents.split(",")}
+    boxes = page.locator("#agent-choices input[name=agent]")
+    await expect(boxes).not_to_have_count(0, timeout=_WAIT_MS)
+    listed = [await box.get_attribute("value") for box in await boxes.all()]
+    assert wanted <= set(listed), (wanted, listed)
+    for box in await boxes.all():
+        if await box.get_attribute("value") not in wanted:
+            await box.set_checked(False)
+    for box in await boxes.all():
+        if await box.get_attribute("value") in wanted:
+            await box.set_checked(True)
 
 
 async def _rpc_as(
@@ -128,10 +144,10 @@ async def test_a_collaboration_reaches_final_live(
     await expect(page.locator("#timeline .turn").first).to_be_visible(timeout=_WAIT_MS)
     await page.screenshot(path=tmp_path / "01-first-turn.png")
     await expect(page.locator("#ending")).to_have_text(
-        "Stopped: final (round 4).", timeout=_WAIT_MS
+        "Finished in round 4: the answer was marked final.", timeout=_WAIT_MS
     )
     await expect(page.locator("#timeline .turn")).to_have_count(4)
-    opened = "Session opened with gpt, claude, up to 4 rounds."
+    opened = "Session opened with claude, gpt, up to 4 rounds."
     await expect(page.locator("#timeline .system")).to_have_text(opened)
     speakers = await page.locator("#timeline .turn .speaker").all_inner_texts()
     assert speakers == ["claude", "gpt", "claude", "gpt"]
@@ -159,12 +175,12 @@ async def test_stop_mid_session_and_a_page_opened_mid_session(
     await expect(first_message).to_have_text("gpt starts the slow task.")
     await expect(later.locator("#chip")).to_have_text("Collab 2/6")
     await expect(later.locator("#timeline .system")).to_have_text(
-        "Session opened with gpt, claude, up to 6 rounds."
+        "Session opened with claude, gpt, up to 6 rounds."
     )
     await later.screenshot(path=tmp_path / "02-replayed.png")
 
     await page.click("#stop")
-    notice = "Stopped: canceled (round 2). Collaboration canceled by user."
+    notice = "Collaboration canceled by user in round 2: Stop pressed in the console."
     await expect(page.locator("#ending")).to_have_text(notice, timeout=_WAIT_MS)
     await expect(later.locator("#ending")).to_have_text(notice, timeout=_WAIT_MS)  # pushed live
     await expect(page.locator("#stop")).to_be_hidden()
@@ -215,7 +231,7 @@ async def test_an_agents_markup_is_shown_as_text(
     message = page.locator("#timeline .turn .message")
     await expect(message).to_have_text(XSS_MESSAGE, timeout=_WAIT_MS)
     await expect(page.locator("#goal")).to_have_text(goal)
-    await expect(page.locator("#ending")).to_have_text("Stopped: final (round 1).")
+    await expect(page.locator("#ending")).to_have_text("gpt answered.")
     for selector in ("script", "img", "a", "b"):
         assert await page.locator(f"#timeline {selector}, #goal {selector}").count() == 0, selector
     assert await page.evaluate("window.__pwned === undefined")
@@ -232,9 +248,7 @@ async def test_a_call_between_agents_is_shown_under_its_turn(
     page shows seed 004's lines for the call, before the turn that gathered its answer."""
     page = await _signed_in_page(browser, deployment, "alice")
     await _start(page, "single", "gpt", "ask the other about the parser")
-    await expect(page.locator("#ending")).to_have_text(
-        "Stopped: final (round 1).", timeout=_WAIT_MS
-    )
+    await expect(page.locator("#ending")).to_have_text("gpt answered.", timeout=_WAIT_MS)
     timeline = page.locator("#timeline > li")
     classes = [await item.get_attribute("class") for item in await timeline.all()]
     assert classes == ["system", "call", "call", "turn"], classes
@@ -264,8 +278,8 @@ async def _start_orchestrated(page: Page, mode: str, max_turns: int) -> str:
     await expect(page.locator("#orchestrate-fields")).to_be_visible()
     await expect(page.locator("#call-fields")).to_be_hidden()
     await expect(page.locator("#goal-label")).to_have_text("Objective")
-    await page.fill("#local-agent", "claude")
-    await page.fill("#shared-agent", "gpt")
+    await page.select_option("#local-agent", "claude")
+    await page.select_option("#shared-agent", "gpt")
     await page.select_option("#orchestration-mode", mode)
     await page.fill("#max-turns", str(max_turns))
     await page.fill("#goal-input", ORCHESTRATE_OBJECTIVE)
@@ -330,7 +344,7 @@ async def test_an_orchestrated_session_where_drafts_are_approved_edited_and_reje
     await page.fill("#reject-reason", "too pushy")
     await page.click("#send-reject")
     await expect(page.locator("#timeline .decision.rejected")).to_have_text(
-        "You rejected the draft.", timeout=_WAIT_MS
+        "You rejected the draft: too pushy", timeout=_WAIT_MS
     )
     await _awaiting(page, _draft(3), not_id=rejected_id)  # the local agent drafts again
     await expect(labels).to_have_count(2)  # nothing was sent for the rejected draft
@@ -339,7 +353,11 @@ async def test_an_orchestrated_session_where_drafts_are_approved_edited_and_reje
     await page.screenshot(path=tmp_path / "05-rejected-and-redrafted.png")
 
     await page.click("#stop")
-    await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
+    await expect(page.locator("#ending")).to_have_text(
+        re.compile(r"^You stopped the session at turn \d: Stop pressed in the console\.$"),
+        timeout=_WAIT_MS,
+    )
+    await expect(page.locator("#state")).to_have_text("canceled")
     for control in ("#approval", "#pause", "#resume", "#take-over", "#stop"):
         await expect(page.locator(control)).to_be_hidden()
     await expect(page.locator("#banner")).to_be_hidden()
@@ -357,7 +375,9 @@ async def test_full_auto_to_max_turns_shows_the_limit_banner(
     await expect(banner).to_contain_text("maxTurns is 2")
     labels = page.locator("#timeline .sent .label")
     await expect(labels).to_have_text(["auto-sent", "auto-sent"])
-    await expect(page.locator("#ending")).to_contain_text("Stopped: max_turns (turn 2).")
+    await expect(page.locator("#ending")).to_have_text(
+        "Ended at turn 2: the turn limit was reached: maxTurns is 2."
+    )
     await expect(page.locator("#approval")).to_be_hidden()
     await expect(page.locator("#state")).to_have_text("completed")
     await page.screenshot(path=tmp_path / "01-turn-limit-banner.png")
@@ -373,7 +393,7 @@ async def test_pause_resume_and_take_over_an_orchestrated_session(
     await page.click("#pause")
     system = page.locator("#timeline .system")
     await expect(system.last).to_have_text(
-        "Paused: nothing is sent until you resume.", timeout=_WAIT_MS
+        "You paused the session: nothing is sent until you resume.", timeout=_WAIT_MS
     )
     await expect(page.locator("#resume")).to_be_visible()
     await expect(page.locator("#pause")).to_be_hidden()
@@ -382,7 +402,7 @@ async def test_pause_resume_and_take_over_an_orchestrated_session(
     await page.screenshot(path=tmp_path / "01-paused.png")
 
     await page.click("#resume")
-    await expect(system.last).to_have_text("Resumed.", timeout=_WAIT_MS)
+    await expect(system.last).to_have_text("You resumed the session.", timeout=_WAIT_MS)
     await expect(page.locator("#pause")).to_be_visible()
     await _awaiting(page, _draft(1))  # the draft asked for still stands
     await page.screenshot(path=tmp_path / "02-resumed.png")
@@ -401,7 +421,10 @@ async def test_pause_resume_and_take_over_an_orchestrated_session(
     await expect(page.locator("#timeline .decision.taken_over")).to_have_text("You took over.")
     await page.screenshot(path=tmp_path / "04-taken-over.png")
     await page.click("#stop")
-    await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
+    await expect(page.locator("#ending")).to_have_text(
+        re.compile(r"^You stopped the session at turn \d: Stop pressed in the console\.$"),
+        timeout=_WAIT_MS,
+    )
     await page.screenshot(path=tmp_path / "05-stopped.png")
     await page.context.close()
 
@@ -419,14 +442,14 @@ async def test_a_delegation_from_the_form_shows_each_result(
     await expect(page.locator("#first-field")).to_be_hidden()
     await expect(page.locator("#rounds-field")).to_be_hidden()
     objective = "list the parser's open questions"
-    await page.fill("#agents", "gpt, claude")
+    await _choose_agents(page, "gpt, claude")
     await page.fill("#goal-input", objective)
     await page.screenshot(path=tmp_path / "01-delegation-form.png")
     await page.click("#start")
     await page.wait_for_url("**/#/session/*", timeout=_WAIT_MS)
     await expect(page.locator("#chip")).to_have_text("Delegation")
     await expect(page.locator("#ending")).to_have_text(
-        "Delegation completed: 2 of 2 succeeded.", timeout=_WAIT_MS
+        "2 of 2 agents answered successfully.", timeout=_WAIT_MS
     )
     calls = page.locator("#timeline .call .calling")  # the gate tells each call as it goes
     await expect(calls).to_have_count(2)
@@ -442,8 +465,8 @@ async def test_a_delegation_from_the_form_shows_each_result(
     )
     await expect(page.locator("#timeline .turn.delegation .message")).to_have_text(
         [
-            f"gpt completed the delegated objective: {objective}",
             f"claude completed the delegated objective: {objective}",
+            f"gpt completed the delegated objective: {objective}",
         ]
     )
     await expect(page.locator("#state")).to_have_text("completed")
@@ -476,9 +499,7 @@ async def test_the_trace_of_a_session_and_my_audit_records(
         page = await _signed_in_page(browser, deployment, "alice")
         session.append(await _start(page, "single", "gpt", "Trace me in 1 sentence, then stop."))
         check()
-        await expect(page.locator("#ending")).to_have_text(
-            "Stopped: final (round 1).", timeout=_WAIT_MS
-        )
+        await expect(page.locator("#ending")).to_have_text("gpt answered.", timeout=_WAIT_MS)
         await asyncio.wait_for(answer_audited.wait(), 30)
         # Seen as it was published: the router's call, recorded before it, may be stored a
         # moment later (the auditor's appends are pipelined). The trace is drawn from the
@@ -542,5 +563,99 @@ async def test_a_draft_full_of_markup_is_shown_as_text(
     assert await page.evaluate("window.__pwned === undefined")
     await page.screenshot(path=tmp_path / "01-draft-markup-as-text.png")
     await page.click("#stop")
-    await expect(page.locator("#ending")).to_contain_text("Stopped: stopped", timeout=_WAIT_MS)
+    await expect(page.locator("#ending")).to_contain_text("You stopped", timeout=_WAIT_MS)
     await page.context.close()
+
+
+async def test_agents_are_chosen_from_those_registered(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """The form offers the agents registered on the deployment (gpt and claude), as boxes to
+    tick and lists to choose from: there is no box to type a name into."""
+    page = await _signed_in_page(browser, deployment, "alice")
+    await page.goto(page.url.split("#", 1)[0] + "#/new")
+    boxes = page.locator("#agent-choices input[name=agent]")
+    await expect(boxes).to_have_count(2, timeout=_WAIT_MS)
+    assert [await box.get_attribute("value") for box in await boxes.all()] == ["claude", "gpt"]
+    assert (
+        await page.locator("#new-view input[type=text], #new-view input:not([type])").count() == 0
+    )
+    await page.check("input[name=mode][value=single]")
+    await expect(page.locator("#agent-choices input:checked")).to_have_count(1)
+    await page.check("#agent-choices input[value=gpt]")  # one agent for a single call
+    await expect(page.locator("#agent-choices input:checked")).to_have_count(1)
+    await page.check("input[name=mode][value=orchestrate]")
+    for select in ("#local-agent", "#shared-agent"):
+        options = await page.locator(f"{select} option").all_inner_texts()
+        assert options == ["claude", "gpt"], (select, options)
+    await expect(page.locator("#local-agent")).to_have_value("claude")
+    await expect(page.locator("#shared-agent")).to_have_value("gpt")
+    await page.screenshot(path=tmp_path / "01-agents-to-choose.png")
+    await page.context.close()
+
+
+async def test_a_send_the_gate_refused_shows_the_refusal(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """full_auto sends claude's draft to an agent the router may not call: the gate refuses
+    it, and the page says so where the send is shown, never "auto-sent"."""
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        signed = await client.post("/signin", json={"token": deployment.tokens["alice"]})
+        headers = {"Authorization": f"Bearer {signed.json()['signInToken']}"}
+        params = {
+            "mode": "orchestrate",
+            "agents": ["claude", "reviewer"],  # the bundle lets the router call gpt and claude
+            "orchestrationMode": "full_auto",
+            "maxTurns": 2,
+        }
+        created = await _rpc_as(client, headers, "CreateSession", params)
+        session_id = created["sessionId"]
+        prompt = {"sessionId": session_id, "prompt": ORCHESTRATE_OBJECTIVE}
+        assert (await _rpc_as(client, headers, "StartTask", prompt))["state"] == "submitted"
+    page = await _signed_in_page(browser, deployment, "alice")
+    await page.goto(f"{deployment.url}#/session/{session_id}")
+    sent = page.locator("#timeline .sent")
+    await expect(sent.locator(".label")).to_have_text(["refused by the gate"], timeout=_WAIT_MS)
+    await expect(sent).to_contain_text("TARGET_NOT_ALLOWED: router may not send to reviewer")
+    await expect(page.locator("#ending")).to_have_text(
+        re.compile(r"^Failed at turn 1: the gate refused the call to the shared agent reviewer: "),
+        timeout=_WAIT_MS,
+    )
+    assert "auto-sent" not in await page.locator("#timeline").inner_text()
+    await page.screenshot(path=tmp_path / "01-refused-send.png")
+    await page.context.close()
+
+
+async def test_no_view_is_wider_than_a_420_px_screen(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """Sign-in, the start form, a session with its trace, and the audit records, each at
+    420 px wide: nothing scrolls sideways."""
+    context = await browser.new_context(viewport={"width": 420, "height": 800})
+    page = await context.new_page()
+
+    async def fits(view: str) -> None:
+        widths = await page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        await page.screenshot(path=tmp_path / f"420-{view}.png", full_page=True)
+        assert widths[0] <= widths[1], (view, widths)
+
+    await page.goto(deployment.url)
+    await expect(page.locator("#sign-in-view")).to_be_visible()
+    await fits("sign-in")
+    await page.fill("#token", deployment.tokens["alice"])
+    await page.click("#sign-in-form button[type=submit]")
+    await expect(page.locator("#who")).to_have_text("alice", timeout=_WAIT_MS)
+    await page.goto(deployment.url + "#/new")
+    await expect(page.locator("#agent-choices input")).to_have_count(2, timeout=_WAIT_MS)
+    await fits("start-form")
+    await _start(page, "collaborate", "gpt,claude", DEMO_GOAL, first="claude", rounds=2)
+    await expect(page.locator("#ending")).to_be_visible(timeout=_WAIT_MS)
+    await page.click("#show-trace")
+    await expect(page.locator("#trace")).to_be_visible(timeout=_WAIT_MS)
+    await fits("session")
+    await page.goto(deployment.url + "#/audit")
+    await expect(page.locator("#audit-records tr").first).to_be_visible(timeout=_WAIT_MS)
+    await fits("audit")
+    await context.close()

@@ -396,17 +396,21 @@ async def test_an_orchestrated_session_approved_edited_rejected_taken_over_pause
         ):
             theirs = await bob.call(method, {"sessionId": session_id, **params})
             assert theirs["error"]["data"]["code"] == "SESSION_NOT_FOUND", method
-        approved = await alice.call(
-            "ApproveAction", {"sessionId": session_id, "approvalId": first, "decision": "approved"}
-        )
+        approve_first = {"sessionId": session_id, "approvalId": first, "decision": "approved"}
+        approved = await alice.call("ApproveAction", approve_first)
         assert approved["result"]["decision"] == "approved"
+        # At once, before the router tells it resolved (a double click): refused, not sent.
+        twice = await alice.call("ApproveAction", {**approve_first, "decision": "rejected"})
+        assert twice["error"]["data"]["code"] == "INVALID_REQUEST", twice
+        assert f"approval {first} was decided already" in twice["error"]["message"], twice
         resolved = await alice.event("approval_resolved", approval_id=first)
         assert resolved["payload"]["decision"] == "approved"
         await alice.event("step_started", role="outbound", sent_by="approved")
-        again = await alice.call(
-            "ApproveAction", {"sessionId": session_id, "approvalId": first, "decision": "approved"}
+        again = await alice.call("ApproveAction", approve_first)
+        assert again["error"]["data"]["code"] == "INVALID_REQUEST"
+        assert again["error"]["message"] == (
+            f"approval {first} was decided already (approved by person-alice)"
         )
-        assert again["error"]["data"]["code"] == "INVALID_REQUEST"  # decided already
 
         second = (await alice.event("approval_requested", nth=2))["payload"]["approval_id"]
         edit = "Tuesday at ten suits us; shall we confirm?"

@@ -650,3 +650,47 @@ def test_an_approval_is_audited_with_who_when_what_and_seed_000s_fields() -> Non
     assert (record.target_device_id, record.mode, record.turn_index) == ("byte-doc", "manual", 1)
     assert record.duration_ms == 4000 and record.created_at == later
     assert record.task.startswith("edited: Send ") and "AKIAIOSFODNN7EXAMPLE" not in record.task
+
+
+def test_the_gates_refusal_of_a_send_is_told_as_a_refusal_not_an_agents_failure() -> None:
+    """full_auto sends the draft; the gate refuses the router's call to the shared agent:
+    the failure says the gate refused it, by which rule, and the ending says so too."""
+    session = session_of(answer(session_of(opened("full_auto")), "Draft one"))
+    pending = session.pending
+    assert pending is not None and pending.phase == "remote"
+    refusal = Error(
+        id=new_id(),
+        created_at=NOW,
+        code=ErrorCode.TARGET_NOT_ALLOWED,
+        message="router may not send to byte-doc (allowed: local)",
+        details={"rule": "allowed_targets"},
+        cause_id=pending.envelope_id,
+    )
+    step = advance_orchestration(
+        session,
+        refusal,
+        sender="gate",
+        now=NOW,
+        options=OPTIONS,
+        cause=pending.envelope_id,
+        reporter=True,
+    )
+    failed, ended = events(step)
+    assert failed.payload["refused_by"] == "gate"
+    assert failed.payload["rule"] == "allowed_targets"
+    assert ended.event_type == "session_failed"
+    assert ended.payload["reason"] == (
+        "the gate refused the call to the shared agent byte-doc: "
+        "router may not send to byte-doc (allowed: local)"
+    )
+
+
+def test_pause_resume_and_stop_say_who_did_it() -> None:
+    session = session_of(drafted())
+    paused = control(session, "pause")
+    assert events(paused)[0].payload["by"] == OWNER
+    resumed = control(session_of(paused), "resume")
+    assert events(resumed)[0].payload["by"] == OWNER
+    stopped = control(session_of(resumed), "stop", reason="Stop pressed")
+    [ending] = events(stopped)
+    assert (ending.payload["by"], ending.payload["note"]) == (OWNER, "Stop pressed")

@@ -238,11 +238,7 @@ function renderEvent(event) {
     case "session_canceled": {
       summary.state = { session_completed: "completed", session_failed: "failed", session_canceled: "canceled" }[event.eventType];
       summary.stopReason = p.stopReason;
-      let text = `Stopped: ${p.stopReason} (round ${p.round}).`;
-      if (p.code) text += ` ${p.code}: ${p.message || ""}`;
-      else if (p.message) text += ` ${p.message}`;
-      if (p.warning) text += ` Warning: ${p.warning}`;
-      renderEnding(text, event.eventType === "session_completed");
+      renderEnding(collabEnding(p, summary), event.eventType === "session_completed");
       break;
     }
     default:
@@ -315,9 +311,8 @@ function onModeChange() {
   show("orchestrate-fields", orchestrate);
   $("goal-label").textContent = orchestrate || delegate ? "Objective" : "Goal";
   show("rounds-field", !single && !delegate);
-  const agents = $("agents");
-  if (single && agents.value.includes(",")) agents.value = agents.value.split(",")[0].trim();
-  if (!single && !agents.value.includes(",")) agents.value = "gpt,claude";
+  if (single) keepOneAgent("");
+  renderFirstSpeaker();
 }
 
 async function start(event) {
@@ -328,15 +323,19 @@ async function start(event) {
   if (mode === "orchestrate") {
     params = {
       mode,
-      agents: [$("local-agent").value.trim(), $("shared-agent").value.trim()],
+      agents: [$("local-agent").value, $("shared-agent").value],
       orchestrationMode: $("orchestration-mode").value,
       maxTurns: Number($("max-turns").value) || 8,
     };
   } else {
-    const agents = $("agents").value.split(",").map((a) => a.trim()).filter(Boolean);
+    const agents = chosenAgents();
+    if (!agents.length) {
+      $("start-error").textContent = "Choose at least one agent.";
+      return;
+    }
     params = { mode, agents };
     if (mode !== "delegate") params.maxRounds = Number($("max-rounds").value) || 6;
-    if (mode !== "delegate" && $("first").value.trim()) params.firstSpeaker = $("first").value.trim();
+    if (mode !== "delegate" && $("first").value) params.firstSpeaker = $("first").value;
   }
   try {
     const created = await call("CreateSession", params);
@@ -374,6 +373,7 @@ function route() {
   } else {
     app.view = null;
     showContent("new-view");
+    loadAgents();
     refreshList();
   }
 }

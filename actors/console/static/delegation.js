@@ -30,7 +30,7 @@ function renderDelegations() {
   }
   if (summary.state === "completed" || summary.state === "failed") {
     const succeeded = delegations.filter((d) => d.status === "success").length;
-    renderEnding(`Delegation ${summary.state}: ${succeeded} of ${delegations.length} succeeded.`, summary.state === "completed");
+    renderEnding(`${succeeded} of ${delegations.length} agents answered successfully.`, summary.state === "completed");
   }
 }
 

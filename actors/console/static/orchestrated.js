@@ -39,10 +39,29 @@ function sentLine(p) {
   return line;
 }
 
+// The decision on a draft, with what it carried: the edit sent, or the reason for a
+// rejection (told to the local agent, and shown here so the timeline says why it redrafted).
 function decisionText(p) {
   const words = { approved: "approved the draft", edited: "edited the draft", rejected: "rejected the draft", taken_over: "took over" };
-  const text = `You ${words[p.decision] || p.decision}`;
-  return p.decision === "edited" && p.text ? `${text}: ${p.text}` : `${text}.`;
+  const text = `${whoDid(p.resolved_by)} ${words[p.decision] || p.decision}`;
+  const carried = p.decision === "edited" || p.decision === "rejected" ? String(p.text || "").trim() : "";
+  return carried ? `${text}: ${carried}` : `${text}.`;
+}
+
+// A send the gate refused never reached the shared agent: its line says so instead of how it
+// was sent (auto-sent, approved, ...), with the gate's words.
+function refusedSend(p) {
+  let line = app.view.lastSent;
+  if (!line) { // the send itself was not seen (a page opened mid-session): say it anyway
+    line = el("li", "sent", `→ ${p.speaker} `);
+    line.append(el("span", "label"));
+    $("timeline").append(line);
+  }
+  const label = line.querySelector(".label");
+  label.className = "label refused";
+  label.textContent = "refused by the gate";
+  line.append(el("span", "refusal", ` ${p.code}: ${p.message}`));
+  app.view.lastSent = null;
 }
 
 function renderOrchestrated(event) {
@@ -65,8 +84,9 @@ function renderOrchestrated(event) {
     case "step_started":
       if (p.role === "local_agent") $("waiting").textContent = `Local Agent (${p.speaker}) is drafting (turn ${p.round})…`;
       if (p.role === "outbound") {
-        if (p.sent_by === "you") timeline.append(voice(event, "You", "you", p.message));
-        timeline.append(sentLine(p));
+        if (p.sent_by === "you" && !(p.attempt > 1)) timeline.append(voice(event, "You", "you", p.message));
+        view.lastSent = sentLine(p);
+        timeline.append(view.lastSent);
         $("waiting").textContent = `Remote Agent (${p.speaker}) is answering…`;
       }
       break;
@@ -74,7 +94,10 @@ function renderOrchestrated(event) {
       $("waiting").textContent = "";
       if (p.role === "local_agent") timeline.append(voice(event, "Local Agent", "local", p.message));
       else if (p.role === "remote_agent") timeline.append(voice(event, "Remote Agent", "remote", p.message));
-      else if (p.role === "failure") timeline.append(el("li", "system", `${p.speaker} failed (${p.failures} in a row): ${p.code}: ${p.message}`));
+      else if (p.role === "failure" && p.refused_by === "gate" && p.phase === "remote") refusedSend(p);
+      else if (p.role === "failure" && p.refused_by === "gate") {
+        timeline.append(el("li", "system refused", `The gate refused the call to ${p.speaker}: ${p.code}: ${p.message}`));
+      } else if (p.role === "failure") timeline.append(el("li", "system", `${p.speaker} failed (${p.failures} in a row): ${p.code}: ${p.message}`));
       break;
     case "approval_requested":
       view.pending.set(p.approval_id, { approvalId: p.approval_id, draft: p.draft, reasons: p.reasons || [] });
@@ -86,11 +109,11 @@ function renderOrchestrated(event) {
       if ($("waiting").textContent === "waiting for your decision") $("waiting").textContent = "";
       break;
     case "session_paused":
-      timeline.append(el("li", "system", "Paused: nothing is sent until you resume."));
+      timeline.append(el("li", "system paused", pauseLine(p)));
       $("waiting").textContent = "";
       break;
     case "session_resumed":
-      timeline.append(el("li", "system", "Resumed."));
+      timeline.append(el("li", "system resumed", resumeLine(p)));
       break;
     case "session_completed":
     case "session_failed":
@@ -103,8 +126,7 @@ function renderOrchestrated(event) {
         $("banner").textContent = `${banner}: ${p.reason || ""}`;
         show("banner", true);
       }
-      renderEnding(`Stopped: ${p.stopReason} (turn ${p.round}).` + (p.reason ? ` ${p.reason}` : ""),
-        event.eventType === "session_completed");
+      renderEnding(orchestratedEnding(p), event.eventType === "session_completed");
       break;
     }
     default:
