@@ -1,5 +1,5 @@
 """The console under `parley up` with no argument, as a newcomer meets it: the local system
-(gate, router, auditor, gpt, claude, the console with the audit reader's settings file), a
+(gate, router, auditor, every shipped agent, the console with the audit reader's settings file), a
 person's token issued first, everything in a directory of its own and nothing in the shell.
 
 The console's Trace and "My audit records" must read the audit: they used to fail with "the
@@ -27,6 +27,7 @@ from websockets.typing import Origin
 
 from tests.support.processes import READY, SUPPORT_PATH, ProcessOutput, close_up, parley_up
 from tests.support.system import finished, parley_cli
+from tools._local_system import LOCAL_SYSTEM
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 
@@ -116,7 +117,8 @@ async def test_trace_and_audit_records_read_the_audit_under_parley_up(local: Loc
         )
         assert json.loads(await raw.recv())["result"] == {"person": "alice"}
         listed = await socket.call("ListAgents", {})
-        assert listed.get("result") == {"agents": ["claude", "gpt"]}, listed
+        agents = sorted(LOCAL_SYSTEM.agents)  # every shipped agent registered at start
+        assert listed.get("result") == {"agents": agents}, listed
         created = await socket.call("CreateSession", {"agents": ["gpt", "claude"]})
         session_id = created["result"]["sessionId"]
         started = await socket.call("StartTask", {"sessionId": session_id, "prompt": GOAL})

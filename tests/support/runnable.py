@@ -1,0 +1,90 @@
+"""The command blocks of the README and docs marked runnable, and how a test runs them.
+
+A block opened with ```` ```sh runnable ```` is a promise that its lines work as written, in
+order, from a checkout after `make demo`: a `.venv/bin/parley up …` line is what a person runs
+in a terminal of its own (started in the background, waited for until it says `ready:`), and
+every other line runs to completion and must exit 0. Blocks without the mark are examples
+whose values a person fills in, and are not run.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.processes import REPO
+
+RUNNABLE_FENCE = "```sh runnable"
+DOCUMENTS = ("README.md", "docs/*.md", "examples/README.md")
+
+
+@dataclass(frozen=True)
+class RunnableBlock:
+    """One runnable block: where it is and its commands, continuation lines joined."""
+
+    path: Path
+    line: int
+    commands: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+    @property
+    def up(self) -> list[str] | None:
+        """The `parley up` line's argv without its program, when the block has one."""
+        for command in self.commands:
+            argv = shlex.split(command, comments=True)
+            if argv[:2] == [".venv/bin/parley", "up"]:
+                return argv[2:]
+        return None
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """The commands run to completion (all but the `parley up` line)."""
+        return tuple(
+            c
+            for c in self.commands
+            if shlex.split(c, comments=True)[:2] != [".venv/bin/parley", "up"]
+        )
+
+
+def parse_blocks(path: Path) -> list[RunnableBlock]:
+    """Every runnable block of the Markdown file at `path`."""
+    blocks: list[RunnableBlock] = []
+    lines = path.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        if lines[index].strip() != RUNNABLE_FENCE:
+            index += 1
+            continue
+        start = index + 1
+        commands: list[str] = []
+        pending = ""
+        index += 1
+        while index < len(lines) and not lines[index].startswith("```"):
+            text = pending + lines[index]
+            if text.endswith("\\"):
+                pending = text[:-1] + " "
+            else:
+                pending = ""
+                if shlex.split(text, comments=True):
+                    commands.append(text.strip())
+            index += 1
+        blocks.append(RunnableBlock(path, start, tuple(commands)))
+        index += 1
+    return blocks
+
+
+def runnable_blocks() -> list[RunnableBlock]:
+    """The runnable blocks of every document a person reads."""
+    found: list[RunnableBlock] = []
+    for pattern in DOCUMENTS:
+        for path in sorted(REPO.glob(pattern)):
+            found.extend(parse_blocks(path))
+    return found
+
+
+READY_LINE = re.compile(r"^\[nats\] ready: ")
