@@ -21,6 +21,7 @@ const COLLAB_ENDINGS = {
   no_handoff: (p) => `Finished in round ${p.round}: no agent handed the task on.`,
   cap_reached: (p, summary) => `Ended at the round limit: ${p.round} of ${summary.maxRounds} rounds.`,
   malformed: (p) => `Ended in round ${p.round}: an agent's answer could not be read.`,
+  unknown_peer: (p) => `Ended in round ${p.round}: an agent handed the task to one that is not its peer.`,
   canceled: (p) => `${String(p.message || "Collaboration canceled by user.").replace(/\.$/, "")} in round ${p.round}` +
     (p.reason ? `: ${sentence(p.reason)}` : "."),
   error: (p) => `Failed in round ${p.round}: ${sentence(`${p.code}: ${p.message || ""}`)}`,
