@@ -25,7 +25,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
@@ -34,13 +34,19 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from bus import ChildSpec, ConfigError, Topology, describe_invalid, load_private_key, shipped
 from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_KEYS
 
 __all__ = (
-    "LOCAL_KEYS",
     "LOCAL_SYSTEM",
     "SYSTEM_FILE",
     "SystemSpec",
@@ -49,6 +55,8 @@ __all__ = (
     "system_topology",
 )
 
+AGENT_NAME: Final = r"^[a-z][a-z0-9_-]*$"
+"""An agent's name: a subject token and a file name (deploy/agents/<name>.toml)."""
 SYSTEM_FILE: Final = "system.toml"
 """The file in a directory given to `parley up` that makes it a system, not a topology."""
 
@@ -59,7 +67,7 @@ class SystemSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    agents: tuple[str, ...] = Field(min_length=1)
+    agents: tuple[Annotated[str, StringConstraints(pattern=AGENT_NAME)], ...] = Field(min_length=1)
     """Agent hosts to run, each with the profile of its name in `agents_dir`."""
     policy: Path
     """The bundle source (TOML) signed with the system's key and published to the gate."""
@@ -67,6 +75,14 @@ class SystemSpec(BaseModel):
     """Where the agents' profiles are (the shipped ones unless the system names its own)."""
     console: bool = True
     """Run the web console too."""
+
+    @field_validator("agents")
+    @classmethod
+    def _each_once(cls, agents: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({name for name in agents if agents.count(name) > 1})
+        if twice:
+            raise ValueError(f"names an agent twice: {', '.join(twice)}")
+        return agents
 
 
 LOCAL_SYSTEM: Final = SystemSpec(
@@ -86,7 +102,9 @@ def load_system(directory: Path) -> SystemSpec:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{directory} is not a system: it has no {SYSTEM_FILE}") from None
+        systems = sorted(p.parent.name for p in directory.glob(f"*/{SYSTEM_FILE}"))
+        within = f"; these in it are: {', '.join(systems)}" if systems else ""
+        raise ConfigError(f"{directory} is not a system: it has no {SYSTEM_FILE}{within}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"system {path} is not valid TOML: {exc}") from None
     try:

@@ -2,22 +2,24 @@
 
 A system (tools/_local_system.py) names a bundle source; `parley up` signs it with the system's
 own policy key and publishes it as the policy signer, whose broker grant lets it create and
-update the bundle but never read it. What `parley up` published last is written down in
-`.parley/policy.json` (the source's digest, the bucket revision and the version it signed), so
-that the next `parley up`:
+update the bundle but never read it. What `parley up` published last into a store is written
+down in that store (`parley-policy.json` beside the server's data: the source's digest, the
+bucket revision and the version it signed), so that the next `parley up` on that store:
 
-- publishes nothing when the same source is in force (a restart is not a policy change);
+- publishes nothing when the same source is in force (a restart is not a policy change), and
+  publishes it again into a bucket that holds no bundle;
 - replaces its own earlier bundle when the source changed (another example, an edited file),
   signed with a version above the last one, since a gate refuses any version it has already
   passed; the replacement is a compare-and-set on the revision it wrote, so
-- a bundle a person published themselves since (`parley policy publish`) is never overwritten:
-  the compare-and-set fails and `parley up` says which bundle stays in force.
+- a bundle published since by anyone else (`parley policy publish`) is never overwritten: the
+  compare-and-set fails, nothing is recorded, and every start says which bundle stays in
+  force and how to take the place back (`parley up --replace-policy`, an unconditional put).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,16 +32,20 @@ from nats.js.kv import KeyValue
 from actors.gate import BUNDLE_KEY
 from bus import SHIPPED_ROOT, ConfigError, connect, jetstream, load_settings, shipped
 from schemas import BUNDLE_PAYLOAD_TYPE, BundleError, Namespace, decode_bundle, sign_payload
-from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_KEYS
+from tools._local import LOCAL_BROKER, LOCAL_KEYS
 from tools._local_system import key_pair
-from tools.natsconf import POLICY_SIGNER
+from tools.natsconf import PERSON_PREFIX, POLICY_SIGNER
 
-__all__ = ("PUBLISHED_RECORD", "BundleSource", "publish_system_policy", "read_bundle_source")
+__all__ = (
+    "RECORD_NAME",
+    "BundleSource",
+    "PublishedRecord",
+    "publish_system_policy",
+    "read_bundle_source",
+)
 
-PERSON_PREFIX: Final = "person-"
-"""A profile for a person at the console (actors/console `principal_of`)."""
-PUBLISHED_RECORD: Final = LOCAL_DIR / "policy.json"
-"""What `parley up` published last: {"source_sha256", "revision", "version"}."""
+RECORD_NAME: Final = "parley-policy.json"
+"""The file in a server's store holding what `parley up` published into it last."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,42 +86,52 @@ def read_bundle_source(path: Path) -> BundleSource:
     return BundleSource(shown, data, digest, bundle.tenant_id, bundle.version, people)
 
 
-def _read_record() -> dict[str, Any] | None:
+class PublishedRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What `parley up` published last into one store."""
+
+    source_sha256: str
+    revision: int
+    version: int
+
+
+def _read_record(path: Path) -> PublishedRecord | None:
+    """The record at `path`; None when there is none or it cannot be read (then the bucket's
+    compare-and-set decides, never the record alone)."""
     try:
-        record = json.loads(PUBLISHED_RECORD.read_text())
-    except (FileNotFoundError, ValueError):
+        return msgspec.json.decode(path.read_bytes(), type=PublishedRecord)
+    except (OSError, msgspec.DecodeError):
         return None
-    return record if isinstance(record, dict) else None
 
 
-def _write_record(source: BundleSource, revision: int, version: int) -> None:
-    PUBLISHED_RECORD.parent.mkdir(parents=True, exist_ok=True)
-    record = {"source_sha256": source.digest, "revision": revision, "version": version}
-    PUBLISHED_RECORD.write_text(json.dumps(record) + "\n")
-
-
-async def _replace(kv: KeyValue, signed: bytes, last: int) -> int:
-    """Write `signed` over revision `last`, or as the first bundle when the store holds none
-    (a store made afresh beside an old record); the new revision."""
-    try:
-        return await kv.update(BUNDLE_KEY, signed, last=last)
-    except KeyWrongLastSequenceError:
-        if last == 0:
-            raise
-        return await kv.update(BUNDLE_KEY, signed, last=0)
+def _write_record(path: Path, record: PublishedRecord) -> None:
+    """Replace the record at once (a crash leaves the old one or the new one, never half)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_bytes(msgspec.json.encode(record) + b"\n")
+    os.replace(partial, path)
 
 
 async def publish_system_policy(
-    url: str, namespace: Namespace, source: BundleSource, *, locked: bool, keys: Path = LOCAL_KEYS
+    url: str,
+    namespace: Namespace,
+    source: BundleSource,
+    *,
+    locked: bool,
+    record_file: Path,
+    replace: bool = False,
+    keys: Path = LOCAL_KEYS,
 ) -> str:
-    """Make `source` the bundle in force unless a person's own is; a line saying what was done."""
-    record = _read_record()
-    if record is not None and record.get("source_sha256") == source.digest:
-        return ""  # what this source gave is in force, or a person's own bundle replaced it
-    last = int(record.get("revision", 0)) if record is not None else 0
-    version = source.version
-    if record is not None:
-        version = max(version, int(record.get("version", 0)) + 1)
+    """Make `source` the bundle in force unless another is; a line saying what was done.
+
+    `record_file` lives in the server's store, so a second store (`--store`, a wiped one) has
+    a record of its own. `replace` puts `source` in place of whatever bundle is stored.
+    """
+    record = _read_record(record_file)
+    version = source.version if record is None else max(source.version, record.version + 1)
+    if record is not None and record.source_sha256 == source.digest and not replace:
+        version, last = record.version, -1  # in force already, unless the bucket is empty
+    else:
+        last = 0 if record is None else record.revision
     payload = msgspec.json.encode({**source.data, "version": version})
     signed = sign_payload(payload, BUNDLE_PAYLOAD_TYPE, key_pair(keys / "policy.key"))
     config = LOCAL_BROKER / "actors" / f"{POLICY_SIGNER}.toml" if locked else None
@@ -124,15 +140,36 @@ async def publish_system_policy(
     try:
         kv = await jetstream(nc, settings).key_value(namespace.bucket("policy"))
         try:
-            revision = await _replace(kv, signed, last)
+            if replace:
+                revision = await kv.put(BUNDLE_KEY, signed)
+            else:
+                revision = await _write_over(kv, signed, last)
         except KeyWrongLastSequenceError:
-            _write_record(source, last, version - 1)  # stop asking: theirs stays
+            if last == -1:
+                return ""  # the bucket holds it: nothing to say at a restart
             return (
-                f"kept the policy bundle stored before (not {source.path}): one was published "
-                "with `parley policy publish`; publish again to change it"
+                f"kept the policy bundle in force, not {source.path}: the one this parley up "
+                "published last was replaced (`parley policy publish`), or its record is "
+                "lost; `parley up --replace-policy` puts it back"
             )
     finally:
         await nc.close()
-    _write_record(source, revision, version)
+    published = PublishedRecord(source_sha256=source.digest, revision=revision, version=version)
+    _write_record(record_file, published)
     signer = keys / "policy.key"
     return f"published {source.path} as policy version {version}, signed with {signer}"
+
+
+async def _write_over(kv: KeyValue, signed: bytes, last: int) -> int:
+    """Write `signed` over revision `last` (-1: only into an empty bucket, 0: likewise), or
+    into an empty bucket when `last` is gone with its store; the new revision.
+
+    Raises:
+        KeyWrongLastSequenceError: another bundle than the one at `last` is stored.
+    """
+    try:
+        return await kv.update(BUNDLE_KEY, signed, last=max(last, 0))
+    except KeyWrongLastSequenceError:
+        if last <= 0:
+            raise
+        return await kv.update(BUNDLE_KEY, signed, last=0)

@@ -44,8 +44,13 @@ from tools._local import (
     provision_locked,
     record_local_system,
 )
-from tools._local_system import LOCAL_SYSTEM, SYSTEM_FILE, load_system, system_topology
-from tools._system_policy import BundleSource, publish_system_policy, read_bundle_source
+from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
+from tools._system_policy import (
+    RECORD_NAME,
+    BundleSource,
+    publish_system_policy,
+    read_bundle_source,
+)
 
 __all__ = ("SERVER_BACKOFF_S", "SERVER_INTENSITY", "SERVER_PERIOD_S", "ServerKeeper", "up")
 
@@ -149,7 +154,7 @@ def _server_line(line: str) -> None:
 async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
     bundle: BundleSource | None = None
-    if args.topology is None or (shipped(args.topology) / SYSTEM_FILE).exists():
+    if args.topology is None or shipped(args.topology).is_dir():
         spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
         bundle = read_bundle_source(spec.policy)
         topology = system_topology(spec, bundle.tenant)
@@ -206,7 +211,14 @@ async def up(args: argparse.Namespace) -> int:
                 await provision_locked(server.url, names, people=people)
             if bundle is not None:
                 namespace = Namespace(env.get("PARLEY_NAMESPACE", "parley"))
-                said = await publish_system_policy(server.url, namespace, bundle, locked=locked)
+                said = await publish_system_policy(
+                    server.url,
+                    namespace,
+                    bundle,
+                    locked=locked,
+                    record_file=server.store_dir / RECORD_NAME,
+                    replace=args.replace_policy,
+                )
                 if said:
                     _say(said)
             _say(

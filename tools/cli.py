@@ -127,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--store", type=Path, help="embedded server's JetStream directory")
     up.add_argument(
+        "--replace-policy",
+        action="store_true",
+        help="publish the system's bundle in place of whatever bundle is stored (one published "
+        "with `parley policy publish` included)",
+    )
+    up.add_argument(
         "--open-broker",
         action="store_true",
         help="run the embedded server without users (any local process may publish anything)",

@@ -77,7 +77,7 @@ async def test_a_newcomer_walks_the_readme(tmp_path: Path) -> None:
     (block,) = parse_blocks(REPO / "README.md")  # the README's one standing-system block
     assert block.up == [], "the README's block starts the local system with no argument"
     verbs = [_verb(command) for command in block.runs]
-    for needed in ("collab", "orchestrate", "delegate", "trace", "audit", "console"):
+    for needed in ("collab", "orchestrate", "delegate", "calls", "trace", "audit", "console"):
         assert needed in verbs, f"the README no longer shows `parley {needed}`: {verbs}"
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
     env = _person_env()

@@ -4,7 +4,9 @@ A shipped example that no test runs rots: a renamed flag, a policy that no longe
 flow, an agent missing from the system. Each block runs here as a person would run it: in a
 fresh directory (standing for a checkout after `make demo`, its `.venv` the one under test),
 its `parley up` line in the background until it says `ready:`, then each other line to
-completion, which must exit 0; then Ctrl-C, after which `parley up` must exit 0 too.
+completion, which must exit 0 and print what its `# prints:` comment says (exit 0 alone
+proves little: an agent that answers "I could not ask the reviewer" exits 0 too); then
+Ctrl-C, after which `parley up` must exit 0 too.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def test_the_docs_mark_blocks_runnable() -> None:
     assert sum(block.path.parent.name == "examples" for block in BLOCKS) >= 4, BLOCKS
     for block in BLOCKS:
         assert block.commands, f"{block.name}: an empty runnable block"
+        unchecked = [c for c in block.runs if block.expected(c) is None]
+        assert not unchecked, f"{block.name}: say what these print (`# prints: …`): {unchecked}"
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.name)
@@ -78,6 +82,11 @@ async def test_a_runnable_block_runs_as_written(block: RunnableBlock, tmp_path: 
             assert "Traceback" not in said, (
                 f"{block.name}: `{command}` printed a traceback:\n{said}"
             )
+            expected = block.expected(command)
+            if expected is not None:
+                assert expected in said, (
+                    f"{block.name}: `{command}` did not print {expected!r}:\n{said}"
+                )
         if up is not None:
             up.signal(signal.SIGINT)
             assert await up.wait_exit(timeout=60) == 0, "\n".join(up.lines[-30:])

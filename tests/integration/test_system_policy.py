@@ -1,9 +1,10 @@
 """The bundle `parley up` publishes for the system it runs (tools/_system_policy.py).
 
 A person who runs one example and then another in the same directory must get the second
-example's policy, not a gate that keeps refusing its flow; a person who published a bundle of
-their own must keep it, whatever `parley up` runs next. Both are decided against the real
-policy bucket of a real server, as the policy signer would write it.
+example's policy, not a gate that keeps refusing its flow; a bundle somebody else published
+must be kept, and said to be kept at every start, until `--replace-policy`; and a store of its
+own (`--store`, a wiped one) gets the bundle whatever another store's record says. Each is
+decided against the real policy bucket of a real server, as the policy signer writes it.
 """
 
 from __future__ import annotations
@@ -12,81 +13,104 @@ import base64
 import json
 from pathlib import Path
 
-import pytest
 from nats.aio.client import Client as NATS
+from nats.js.kv import KeyValue
 
 from actors.gate import BUNDLE_KEY
 from bus import EmbeddedServer, provision
 from schemas import Namespace, decode_bundle
-from tools._system_policy import (
-    PUBLISHED_RECORD,
-    BundleSource,
-    publish_system_policy,
-    read_bundle_source,
-)
+from tools._system_policy import BundleSource, publish_system_policy, read_bundle_source
+
+COLLABORATE = read_bundle_source(Path("examples/collaborate/policy.toml"))
+DELEGATE = read_bundle_source(Path("examples/delegate/policy.toml"))
 
 
-def _version(signed: bytes) -> int:
+def _version(signed: bytes | None) -> int:
     """The version inside a signed bundle as the bucket holds it."""
-    envelope = json.loads(signed)
+    envelope = json.loads(signed or b"{}")
     return decode_bundle(base64.b64decode(envelope["payload"])).version
 
 
-async def test_up_publishes_replaces_its_own_and_keeps_a_persons_bundle(
-    nats_server: EmbeddedServer,
-    nc: NATS,
-    namespace: Namespace,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    js = nc.jetstream()
-    await provision(js, namespace)
-    kv = await js.key_value(namespace.bucket("policy"))
-    keys = tmp_path / "keys"
-    collaborate = read_bundle_source(Path("examples/collaborate/policy.toml"))
-    delegate = read_bundle_source(Path("examples/delegate/policy.toml"))
+class Up:
+    """`parley up`'s publishing step against one store's record, as each start runs it."""
 
-    async def publish(source: BundleSource) -> str:
+    def __init__(self, server: EmbeddedServer, ns: Namespace, store: Path) -> None:
+        self.server, self.ns, self.record = server, ns, store / "parley-policy.json"
+        self.keys = store.parent / "keys"
+
+    async def start(self, source: BundleSource, *, replace: bool = False) -> str:
         return await publish_system_policy(
-            nats_server.url, namespace, source, locked=False, keys=keys
+            self.server.url,
+            self.ns,
+            source,
+            locked=False,
+            record_file=self.record,
+            replace=replace,
+            keys=self.keys,
         )
 
-    said = await publish(collaborate)
-    assert said.startswith("published examples/collaborate/policy.toml as policy version 1")
-    assert _version((await kv.get(BUNDLE_KEY)).value or b"") == 1
-    assert await publish(collaborate) == ""  # a restart is not a policy change
-    assert (await kv.get(BUNDLE_KEY)).revision == 1
 
-    said = await publish(delegate)  # another example: above the version a gate has passed
-    assert "as policy version 2" in said, said
-    assert _version((await kv.get(BUNDLE_KEY)).value or b"") == 2
-    record = json.loads(PUBLISHED_RECORD.read_text())
-    assert record["version"] == 2 and record["source_sha256"] == delegate.digest
-
-    await kv.put(BUNDLE_KEY, b"a person's own bundle")  # as `parley policy publish` would
-    said = await publish(collaborate)
-    assert said.startswith("kept the policy bundle stored before"), said
-    assert (await kv.get(BUNDLE_KEY)).value == b"a person's own bundle"
-    assert await publish(collaborate) == ""  # said once, not at every start
-
-
-async def test_a_store_made_afresh_beside_an_old_record_gets_the_bundle(
-    nats_server: EmbeddedServer,
-    nc: NATS,
-    namespace: Namespace,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.chdir(tmp_path)
+async def _bucket(nc: NATS, namespace: Namespace) -> KeyValue:
     js = nc.jetstream()
     await provision(js, namespace)
-    kv = await js.key_value(namespace.bucket("policy"))
-    PUBLISHED_RECORD.parent.mkdir()
-    PUBLISHED_RECORD.write_text(json.dumps({"source_sha256": "x", "revision": 7, "version": 3}))
-    source = read_bundle_source(Path("examples/collaborate/policy.toml"))
-    said = await publish_system_policy(
-        nats_server.url, namespace, source, locked=False, keys=tmp_path / "keys"
-    )
-    assert "as policy version 4" in said, said
-    assert _version((await kv.get(BUNDLE_KEY)).value or b"") == 4
+    return await js.key_value(namespace.bucket("policy"))
+
+
+async def test_up_publishes_replaces_its_own_and_keeps_another_bundle_until_told(
+    nats_server: EmbeddedServer, nc: NATS, namespace: Namespace, tmp_path: Path
+) -> None:
+    kv = await _bucket(nc, namespace)
+    up = Up(nats_server, namespace, tmp_path / "store")
+
+    said = await up.start(COLLABORATE)
+    assert said.startswith("published examples/collaborate/policy.toml as policy version 1")
+    assert _version((await kv.get(BUNDLE_KEY)).value) == 1
+    assert await up.start(COLLABORATE) == ""  # a restart is not a policy change
+    assert (await kv.get(BUNDLE_KEY)).revision == 1
+
+    said = await up.start(DELEGATE)  # another example: above the version a gate has passed
+    assert "as policy version 2" in said, said
+    assert _version((await kv.get(BUNDLE_KEY)).value) == 2
+
+    await kv.put(BUNDLE_KEY, b"a person's own bundle")  # as `parley policy publish` would
+    for _ in range(2):  # said at every start, whichever source
+        said = await up.start(COLLABORATE)
+        assert said.startswith("kept the policy bundle in force"), said
+        assert "--replace-policy" in said, said
+    assert (await kv.get(BUNDLE_KEY)).value == b"a person's own bundle"
+
+    said = await up.start(COLLABORATE, replace=True)
+    assert "as policy version 3" in said, said
+    assert _version((await kv.get(BUNDLE_KEY)).value) == 3
+    assert await up.start(COLLABORATE) == ""
+
+
+async def test_a_store_of_its_own_gets_the_bundle_whatever_another_store_recorded(
+    nats_server: EmbeddedServer, nc: NATS, namespace: Namespace, tmp_path: Path
+) -> None:
+    """`parley up --store elsewhere` after `parley up` in the same directory: the record of
+    the first store must not make the second skip its bundle (a gate with no bundle)."""
+    first = Up(nats_server, namespace, tmp_path / "first")
+    await _bucket(nc, namespace)
+    assert "as policy version 1" in await first.start(COLLABORATE)
+    other = Namespace(f"{namespace.root}x")  # the second store's own, empty bucket
+    kv = await _bucket(nc, other)
+    second = Up(nats_server, other, tmp_path / "second")
+    said = await second.start(COLLABORATE)
+    assert "as policy version 1" in said, said
+    assert _version((await kv.get(BUNDLE_KEY)).value) == 1
+
+
+async def test_a_lost_or_unreadable_record_never_overwrites_and_never_crashes(
+    nats_server: EmbeddedServer, nc: NATS, namespace: Namespace, tmp_path: Path
+) -> None:
+    kv = await _bucket(nc, namespace)
+    up = Up(nats_server, namespace, tmp_path / "store")
+    assert "as policy version 1" in await up.start(COLLABORATE)
+    up.record.write_text('{"source_sha256": 1, "revision": "x"}')  # corrupt
+    said = await up.start(DELEGATE)
+    assert said.startswith("kept the policy bundle in force"), said
+    up.record.unlink()  # lost
+    said = await up.start(DELEGATE)
+    assert said.startswith("kept the policy bundle in force"), said
+    assert _version((await kv.get(BUNDLE_KEY)).value) == 1

@@ -3,7 +3,8 @@
 A block opened with ```` ```sh runnable ```` is a promise that its lines work as written, in
 order, from a checkout after `make demo`: a `.venv/bin/parley up …` line is what a person runs
 in a terminal of its own (started in the background, waited for until it says `ready:`), and
-every other line runs to completion and must exit 0. Blocks without the mark are examples
+every other line runs to completion and must exit 0, and print what its `# prints: TEXT`
+comment says when it has one. Blocks without the mark are examples
 whose values a person fills in, and are not run.
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from tests.support.processes import REPO
 
 RUNNABLE_FENCE = "```sh runnable"
+PRINTS = re.compile(r"#\s*prints:\s*(.+)$")
+"""A command's promise about its output, checked: `... # prints: stopped: final`."""
 DOCUMENTS = ("README.md", "docs/*.md", "examples/README.md")
 
 
@@ -40,6 +43,12 @@ class RunnableBlock:
             if argv[:2] == [".venv/bin/parley", "up"]:
                 return argv[2:]
         return None
+
+    @staticmethod
+    def expected(command: str) -> str | None:
+        """What a command's `# prints: TEXT` comment promises its output holds."""
+        found = PRINTS.search(command)
+        return found.group(1).strip() if found else None
 
     @property
     def runs(self) -> tuple[str, ...]:
