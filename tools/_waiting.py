@@ -47,6 +47,7 @@ from schemas import (
     utc_now,
 )
 from tools._local import connect_local
+from tools._trace_keys import remember_trace
 
 __all__ = (
     "EXIT_LOST",
@@ -171,6 +172,8 @@ async def submit_as(nc: NATS, ns: Namespace, person: str, envelope: HumanMessage
     (JetStream acknowledged it) when this returns."""
     headers = TraceHeaders(trace_id=envelope.id, origin=person).to_headers(envelope.id)
     await nc.jetstream().publish(ns.submit(person), encode(envelope), headers=headers)
+    if isinstance(envelope, HumanMessage):
+        remember_trace(envelope.id)  # `parley trace last`, `parley calls last`
 
 
 def stop_control(session_id: str, user_id: str, reason: str) -> Control:

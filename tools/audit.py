@@ -37,7 +37,7 @@ from schemas import (
     key_id,
 )
 from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
-from tools._trace_keys import records_of, traces_named
+from tools._trace_keys import read_for_key, records_of
 from tools._tracetree import render_trace
 from tools.natsconf import AUDIT_READER
 
@@ -233,10 +233,11 @@ async def _verify(args: argparse.Namespace) -> int:
 async def _trace(args: argparse.Namespace) -> int:
     nc, ns, js = await _open(args)
     try:
-        records = await query_records(js, ns, tenant=args.tenant)
+        records, traces = await read_for_key(
+            lambda: query_records(js, ns, tenant=args.tenant), args.key
+        )
     finally:
         await nc.close()
-    traces = traces_named(records, args.key)
     if not traces:
         print(f"parley trace: no trace or session {args.key} in the audit history", file=sys.stderr)
         return 1

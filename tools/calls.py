@@ -31,7 +31,7 @@ from bus import ConfigError, HistoryError, jetstream
 from schemas import AuditRecord, Namespace
 from tools._interactions import Interaction, decisions_by_envelope, interactions, verdict
 from tools._local import connect_local, local_settings
-from tools._trace_keys import records_of, traces_named
+from tools._trace_keys import read_for_key, records_of, traces_named
 from tools.audit import query_records
 from tools.natsconf import AUDIT_READER
 
@@ -78,18 +78,23 @@ def render_calls(items: Sequence[Interaction], *, now: datetime | None = None) -
 
 
 async def _read(args: argparse.Namespace) -> list[AuditRecord]:
-    """The tenant's audit records, read as the audit reader (like `parley trace`)."""
+    """The records of the traces `args.key` names, read as the audit reader (like `parley
+    trace`), waiting a bounded while for the auditor to record the last trace."""
     settings = local_settings(args.config, AUDIT_READER, namespace=args.namespace)
     nc = await connect_local(settings, AUDIT_READER)
     try:
         js = jetstream(nc, settings)
-        return await query_records(js, Namespace(settings.namespace), tenant=args.tenant)
+        ns = Namespace(settings.namespace)
+        records, traces = await read_for_key(
+            lambda: query_records(js, ns, tenant=args.tenant), args.key
+        )
+        return records_of(records, traces)
     finally:
         await nc.close()
 
 
 async def _calls(args: argparse.Namespace) -> int:
-    chosen = select_records(await _read(args), args.key)
+    chosen = await _read(args)
     items = interactions(decisions_by_envelope(chosen))
     if not items:
         print(f"parley calls: no agent called another in {args.key}", file=sys.stderr)

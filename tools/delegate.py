@@ -67,6 +67,7 @@ from tools._delegation_answers import (
     timeout_outcome,
 )
 from tools._local import PERSON, local_settings
+from tools._trace_keys import remember_trace
 from tools._waiting import (
     EXIT_LOST,
     ConnectionLost,
@@ -290,6 +291,8 @@ async def _submit_all(
         headers = position.to_headers(request.id)
         stores.append(js.publish(ns.submit(person), encode(request), headers=headers))
     await asyncio.gather(*stores)
+    if requests:
+        remember_trace(requests[-1].id)  # `parley trace last`, `parley calls last`
     out.flush()
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from schemas import AuditRecord
-from tools._trace_keys import LAST, records_of, traces_named
+from tools._trace_keys import LAST, LAST_TRACE_FILE, records_of, remember_trace, traces_named
 
 
 def _record(trace: str, session: str = "") -> AuditRecord:
@@ -45,3 +48,21 @@ def test_last_is_the_trace_started_most_recently_not_the_last_record() -> None:
 def test_nothing_matches_an_unknown_key_or_an_empty_history() -> None:
     assert traces_named(RECORDS, "nope") == []
     assert traces_named([], LAST) == []
+
+
+def test_last_is_the_trace_this_directory_started_once_the_audit_has_it() -> None:
+    assert traces_named(RECORDS, LAST, remembered="t1") == ["t1"]
+    assert traces_named(RECORDS, LAST, remembered="t9") == []  # not recorded yet: wait
+
+
+def test_a_trace_is_remembered_only_where_a_local_system_lives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    remember_trace("t1")
+    assert not LAST_TRACE_FILE.exists()  # no `.parley/` here: nothing written
+    (tmp_path / ".parley").mkdir()
+    remember_trace("t1")
+    remember_trace("t2")
+    assert LAST_TRACE_FILE.read_text() == "t2\n"
+    assert [p.name for p in (tmp_path / ".parley").iterdir()] == ["last-trace"]
