@@ -46,7 +46,9 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._errors import debug_traceback, report_failure
 from tools._local import connect_local
+from tools._still_waiting import announced
 
 __all__ = (
     "EXIT_LOST",
@@ -139,9 +141,15 @@ async def connect_watched(settings: Settings, person: str) -> tuple[NATS, Watch]
     return nc, watch
 
 
-async def waited(awaitable: Awaitable[T], timeout: float | None, watch: Watch | None) -> T:
+async def waited(
+    awaitable: Awaitable[T], timeout: float | None, watch: Watch | None, what: str | None = None
+) -> T:
     """`awaitable`'s result; `TimeoutError` after `timeout` seconds (None: no limit), and
-    `ConnectionLost` as soon as `watch` says the connection is gone, whatever was awaited."""
+    `ConnectionLost` as soon as `watch` says the connection is gone, whatever was awaited.
+    Given `what` it waits for, a wait of more than a few seconds says so, once
+    (tools/_still_waiting.py)."""
+    if what is not None:
+        awaitable = announced(awaitable, what, limit_s=timeout)
     if watch is None:
         return await asyncio.wait_for(awaitable, timeout)
     task = asyncio.ensure_future(awaitable)
@@ -299,14 +307,14 @@ def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> i
     try:
         return asyncio.run(command())
     except ConfigError as exc:
-        print(f"parley {name}: {exc}", file=sys.stderr)
-        return 2
+        return report_failure(name, exc, 2)
     except ConnectionLost as exc:
+        debug_traceback(exc)
         print(f"parley {name}: {lost_line(exc.url, None)}", file=sys.stderr)
         return EXIT_LOST
     except Unreachable as exc:
+        debug_traceback(exc)
         print(f"parley {name}: {exc}", file=sys.stderr)
         return EXIT_LOST
     except (OSError, nats.errors.NoServersError, nats.errors.ConnectionClosedError) as exc:
-        print(f"parley {name}: cannot reach NATS: {exc}", file=sys.stderr)
-        return EXIT_LOST
+        return report_failure(name, exc, EXIT_LOST)

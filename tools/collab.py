@@ -150,7 +150,7 @@ async def follow_session(
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:
-                    item = await waited(news.get(), wait_s, watch)
+                    item = await waited(news.get(), wait_s, watch, what=waiting_for)
                 except TimeoutError:
                     print(
                         f"no news from the session for {wait_s:.0f} s: gave up waiting for "
@@ -333,7 +333,7 @@ def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         problem = check_arguments(args, single=single)
         if problem is not None:
-            print(f"parley: {problem}", file=sys.stderr)
+            print(f"parley {args.command}: {problem}", file=sys.stderr)
             return 2
         return run_command(args.command, lambda: _run(args, single=single))
 
