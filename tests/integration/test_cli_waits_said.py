@@ -1,0 +1,54 @@
+"""A `parley` command that has waited a few seconds says what for, once (docs/cli.md).
+
+The first wait a newcomer meets: `parley collab` run before `parley up` has a router (here: a
+provisioned server and no actor at all), which used to print nothing until it gave up. And
+the wait before that, connecting to a server that accepts the connection and never answers
+(a real nats-server, SIGSTOPped).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from nats.aio.client import Client as NATS
+
+from bus import EmbeddedServer
+from schemas import Namespace
+from tests.integration.test_cli_errors import run_parley
+from tests.support.processes import parley_env
+from tools._still_waiting import NOTICE_AFTER_S
+
+
+async def test_waiting_for_the_session_to_open_is_said_once(
+    nats_server: EmbeddedServer, nc: NATS, namespace: Namespace, tmp_path: Path
+) -> None:
+    del nc  # provisions the namespace: the opening is stored, and no router reads it
+    env = parley_env(nats_server.url, namespace.root)
+    ran = await run_parley(env, tmp_path, "collab", "--timeout", "8", "plan a hike")
+    assert ran.code == 1, ran
+    notice = (
+        f"waiting for the router to open the session ({NOTICE_AFTER_S:.0f} s so far; "
+        "giving up after 8 s)"
+    )
+    assert ran.err_lines == [notice], ran.err  # once, on standard error
+    assert "no news from the session for 8 s: gave up waiting for the router" in ran.out
+
+
+async def test_connecting_to_a_server_that_does_not_answer_is_said(
+    private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    env = parley_env(private_server.url, namespace.root)
+    os.kill(private_server.pid, signal.SIGSTOP)
+    try:
+        ran = await run_parley(env, tmp_path, "collab", "plan a hike")
+    finally:
+        os.kill(private_server.pid, signal.SIGCONT)
+    assert ran.code == 3, ran
+    assert ran.err_lines[0] == (
+        f"waiting for the NATS server at {private_server.url} to answer (connecting as `cli`) "
+        f"({NOTICE_AFTER_S:.0f} s so far)"
+    ), ran.err
+    assert ran.err_lines[-1].startswith("parley collab: no NATS server answers at "), ran.err
+    assert len(ran.err_lines) == 2, ran.err
