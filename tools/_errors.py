@@ -16,6 +16,7 @@ and the subject or JetStream API call it may not use.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import traceback
 from collections.abc import Callable
@@ -129,7 +130,7 @@ def explain(
         return _missing(str(exc.filename)), EXIT_CONFIG
     if isinstance(exc, PermissionError) and exc.filename is not None:
         return f"may not open {exc.filename}: {exc.strerror}; check its owner and mode", EXIT_CONFIG
-    if isinstance(exc, OSError) and exc.filename is None:
+    if isinstance(exc, ConnectionError | socket.gaierror):  # not any OSError: epoll's too
         return f"network error ({exc.strerror or exc}): {_UP_HINT}", EXIT_UNREACHABLE
     if expected and str(exc):
         return " ".join(str(exc).split("\n")), EXIT_FAILED

@@ -40,11 +40,13 @@ async def test_connecting_to_a_server_that_does_not_answer_is_said(
     private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
 ) -> None:
     env = parley_env(private_server.url, namespace.root)
-    os.kill(private_server.pid, signal.SIGSTOP)
+    pid = private_server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
     try:
         ran = await run_parley(env, tmp_path, "collab", "plan a hike")
     finally:
-        os.kill(private_server.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
     assert ran.code == 3, ran
     assert ran.err_lines[0] == (
         f"waiting for the NATS server at {private_server.url} to answer (connecting as `cli`) "
