@@ -265,7 +265,7 @@ async def stop_session(
         except (TimeoutError, nats.errors.Error) as exc:  # not stored: never say it was
             print(f"the stop was not stored ({exc!r}): try again", file=out)
             return 1
-        news = await waited(ended.get(), wait_s, watch)
+        news = await waited(ended.get(), wait_s, watch, what=f"session {session_id} to end")
     except TimeoutError:
         print(
             f"stop requested for session {session_id}; it did not end within {wait_s:.0f} s: "
