@@ -87,7 +87,10 @@ def _invalid(exc: pydantic.ValidationError) -> str:
         f"{'.'.join(str(part) for part in item['loc']) or '(value)'}: {item['msg']}"
         for item in exc.errors()
     )
-    return f"invalid {exc.title}: {problems}; fix it in the settings file or PARLEY_* variable"
+    return (
+        f"invalid {exc.title}: {problems}; fix that value where it is set (a settings, profile "
+        "or topology file, or a PARLEY_* variable)"
+    )
 
 
 def explain(
