@@ -133,6 +133,8 @@ def explain(
         return _missing(str(exc.filename)), EXIT_CONFIG
     if isinstance(exc, PermissionError) and exc.filename is not None:
         return f"may not open {exc.filename}: {exc.strerror}; check its owner and mode", EXIT_CONFIG
+    if isinstance(exc, OSError) and exc.filename is not None and not isinstance(exc, TimeoutError):
+        return f"{exc.strerror or exc}: {exc.filename}; check the path", EXIT_CONFIG
     if isinstance(exc, ConnectionError | socket.gaierror):  # not any OSError: epoll's too
         return f"network error ({exc.strerror or exc}): {_UP_HINT}", EXIT_UNREACHABLE
     if expected and str(exc):

@@ -162,3 +162,15 @@ async def test_credentials_of_another_server_are_said_to_be_rejected(
         ".parley/broker/actors/ in this directory; `parley nats-config` under its --out), or "
         "set NATS_URL to the server they were written for"
     ], ran.err
+
+
+async def test_bench_fails_in_one_line_too(namespace: Namespace, tmp_path: Path) -> None:
+    """`parley bench` has its own parser and the same handling: an output path under a file."""
+    env = parley_env("nats://127.0.0.1:4222", namespace.root)
+    argv = ("bench", "--only", "context", "--out", "/dev/null/bench.json")
+    ran = await run_parley(env, tmp_path, *argv)
+    assert ran.code == 2, ran
+    assert "Traceback" not in ran.err
+    assert ran.err_lines == ["parley bench: File exists: /dev/null; check the path"], ran.err
+    debug = await run_parley(env, tmp_path, "--debug", *argv)
+    assert "Traceback (most recent call last)" in debug.err, debug.err
