@@ -38,6 +38,7 @@ __all__ = (
     "EXIT_FAILED",
     "debug_traceback",
     "explain",
+    "refused_so_far",
     "report_failure",
     "run_guarded",
     "wants_debug",
@@ -171,6 +172,14 @@ def report_failure(command: str, exc: BaseException, code: int | None = None) ->
         _GUARD.refusal_said = _GUARD.refusal_said or line.startswith("the broker refused")
     print(f"parley {command}: {line}", file=sys.stderr, flush=True)
     return explained if code is None else code
+
+
+def refused_so_far() -> str | None:
+    """What the broker has refused the running command so far (a wait that may never end
+    because of it says so, tools/_still_waiting.py), or None."""
+    refusals = _GUARD.refusals
+    refused = [] if refusals is None else [r for r in refusals.seen if not r.credentials_rejected]
+    return refusal_line(refused[0], len(refused) - 1) if refused else None
 
 
 def run_guarded(command: str, run: Callable[[], int], *, debug: bool = False) -> int:

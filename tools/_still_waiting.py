@@ -3,7 +3,9 @@
 A person who runs `parley collab` before `parley up` has started its router, or against a
 server that does not answer, otherwise sees nothing until the command gives up a minute
 later. `announced` prints one line on standard error once a wait has lasted
-`NOTICE_AFTER_S`: what the command waits for and, when it has a limit, when it gives up.
+`NOTICE_AFTER_S`: what the command waits for and, when it has a limit, when it gives up;
+and, when the broker has refused the command something meanwhile, that refusal, which may be
+why the wait never ends (tools/_errors.py).
 No spinner and no repeats: a wait that ends sooner prints nothing, so a fast run's output is
 unchanged.
 """
@@ -14,6 +16,8 @@ import asyncio
 import sys
 from collections.abc import Awaitable
 from typing import Final, TextIO, TypeVar
+
+from tools._errors import refused_so_far
 
 __all__ = ("NOTICE_AFTER_S", "announced", "waiting_line")
 
@@ -41,7 +45,11 @@ async def announced(
     once on `out` (standard error by default: a command's output stays its own)."""
 
     def say() -> None:
-        print(waiting_line(what, after_s, limit_s), file=out or sys.stderr, flush=True)
+        line = waiting_line(what, after_s, limit_s)
+        refused = refused_so_far()
+        if refused is not None:  # the wait may never end: say why now, not at its end
+            line = f"{line}; meanwhile {refused}"
+        print(line, file=out or sys.stderr, flush=True)
 
     notice = asyncio.get_running_loop().call_later(after_s, say)
     try:

@@ -17,6 +17,7 @@ from nats.aio.client import Client as NATS
 from bus import EmbeddedServer
 from schemas import Namespace
 from tests.integration.test_cli_errors import run_parley
+from tests.support.lockdown import LockedDown
 from tests.support.processes import parley_env
 from tools._still_waiting import NOTICE_AFTER_S
 
@@ -54,3 +55,24 @@ async def test_connecting_to_a_server_that_does_not_answer_is_said(
     ), ran.err
     assert ran.err_lines[-1].startswith("parley collab: no NATS server answers at "), ran.err
     assert len(ran.err_lines) == 2, ran.err
+
+
+async def test_a_wait_the_broker_refused_says_so_within_seconds(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """`parley collab` with an agent's settings: the broker refuses `gpt` the person's
+    timeline, so the session's news could never come; the notice says so after 3 s, not only
+    the command's last line after its whole wait."""
+    await locked_down.provision()
+    env = parley_env(locked_down.server.url, locked_down.ns.root)
+    gpt = str(locked_down.settings_file("gpt"))
+    ran = await run_parley(env, tmp_path, "collab", "--config", gpt, "--timeout", "8", "hike")
+    assert ran.code == 1, ran  # collab's own code for a wait it gave up
+    assert len(ran.err_lines) == 2, ran.err
+    notice, last = ran.err_lines
+    refused = f'the broker refused `gpt` to subscribe to "{locked_down.ns.root}.events.gpt.'
+    assert notice.startswith(
+        f"waiting for the router to open the session ({NOTICE_AFTER_S:.0f} s so far; giving up "
+        f"after 8 s); meanwhile {refused}"
+    ), notice
+    assert last.startswith(f"parley collab: {refused}"), last
