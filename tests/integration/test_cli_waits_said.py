@@ -8,15 +8,17 @@ the wait before that, connecting to a server that accepts the connection and nev
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
 
 from bus import EmbeddedServer
 from schemas import Namespace
-from tests.integration.test_cli_errors import run_parley
+from tests.integration.test_cli_errors import RUN_WITHIN_S, run_parley
 from tests.support.lockdown import LockedDown
 from tests.support.processes import parley_env
 from tools._still_waiting import NOTICE_AFTER_S
@@ -76,3 +78,38 @@ async def test_a_wait_the_broker_refused_says_so_within_seconds(
         f"after 8 s); meanwhile {refused}"
     ), notice
     assert last.startswith(f"parley collab: {refused}"), last
+
+
+async def test_ctrl_c_while_waiting_leaves_with_130_and_no_traceback(
+    private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """Ctrl-C while the command connects to a server that does not answer."""
+    pid = private_server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tools",
+        "collab",
+        "plan a hike",
+        env=parley_env(private_server.url, namespace.root),
+        cwd=tmp_path,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert child.stderr is not None
+        notice = await asyncio.wait_for(child.stderr.readline(), RUN_WITHIN_S)
+        assert notice.startswith(b"waiting for the NATS server at "), notice
+        child.send_signal(signal.SIGINT)
+        rest = await asyncio.wait_for(child.stderr.read(), RUN_WITHIN_S)
+        code = await asyncio.wait_for(child.wait(), RUN_WITHIN_S)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    assert code == 130, rest
+    assert b"Traceback" not in rest, rest
