@@ -19,6 +19,8 @@ from typing import Final
 __all__ = ("Refusal", "Refusals", "refusal_line")
 
 _CONNECTION_LOGGER: Final = "parley.bus.connection"
+_KEEP: Final = 100
+"""Refusals kept: the first is the one said; the others are counted, up to this many."""
 _VIOLATION = re.compile(r'Permissions Violation for (Publish|Subscription) to "([^"]+)"', re.I)
 _JS_API = re.compile(r"^\$JS\.(?:[A-Za-z0-9_-]+\.)?API\.([A-Za-z_]+(?:\.[A-Za-z_]+)?)", re.I)
 """A JetStream API subject (`$JS.API.…`, or an account's imported `$JS.<NAME>.API.…`): its
@@ -69,6 +71,8 @@ class Refusals(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage() not in ("permission violation", "authorization violation"):
+            return
+        if len(self.seen) >= _KEEP:  # `parley run`: an actor may be refused for days
             return
         details = record.__dict__
         self.seen.append(
