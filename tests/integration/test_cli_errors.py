@@ -174,3 +174,17 @@ async def test_bench_fails_in_one_line_too(namespace: Namespace, tmp_path: Path)
     assert ran.err_lines == ["parley bench: File exists: /dev/null; check the path"], ran.err
     debug = await run_parley(env, tmp_path, "--debug", *argv)
     assert "Traceback (most recent call last)" in debug.err, debug.err
+
+
+async def test_reading_the_audit_of_a_server_without_parley_says_so(
+    private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """It said "reading PARLEY_AUDIT from 1: 503 b''"."""
+    env = parley_env(private_server.url, namespace.root)
+    ran = await run_parley(env, tmp_path, "trace", "some-trace")
+    assert ran.code == 2, ran
+    assert ran.err_lines == [
+        f"parley trace: no stream {namespace.stream('audit')} on this server (503, no "
+        "responders): is Parley's system running here, provisioned? (`parley up` in this "
+        "directory)"
+    ], ran.err
