@@ -75,6 +75,15 @@ def wants_debug(arguments: list[str]) -> tuple[bool, list[str]]:
     return debug, rest
 
 
+def one_line(text: str) -> str:
+    """A message of several lines (a title, then one indented line per problem, as
+    bus.describe_invalid writes) as one: the title, then the problems joined by "; "."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return lines[0] if lines else ""
+    return f"{lines[0]} {'; '.join(lines[1:])}"
+
+
 def _missing(path: str) -> str:
     """Which file is missing and what makes it."""
     for marker, maker in _MAKERS:
@@ -107,7 +116,7 @@ def explain(
         more = len(refusals.seen) - 1 if refusals is not None else 0
         return refusal_line(refused, more), EXIT_CONFIG
     if isinstance(exc, ConfigError | NatsServerError | ProvisionError):
-        return " ".join(str(exc).split("\n")), EXIT_CONFIG
+        return one_line(str(exc)), EXIT_CONFIG
     if isinstance(exc, pydantic.ValidationError):
         return _invalid(exc), EXIT_CONFIG
     if isinstance(exc, msgspec.ValidationError | msgspec.DecodeError):
@@ -139,7 +148,7 @@ def explain(
     if isinstance(exc, ConnectionError | socket.gaierror):  # not any OSError: epoll's too
         return f"network error ({exc.strerror or exc}): {_UP_HINT}", EXIT_UNREACHABLE
     if expected and str(exc):
-        return " ".join(str(exc).split("\n")), EXIT_FAILED
+        return one_line(str(exc)), EXIT_FAILED
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return f"{what}; run `parley --debug {command} …` for the traceback", EXIT_FAILED
 
