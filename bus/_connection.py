@@ -174,14 +174,20 @@ async def connect(
     # failed reconnect attempt is not a line for the person waiting on it.
     quiet_or_warn = logging.WARNING if reconnect_forever else logging.DEBUG
 
+    # Who the server knows this connection as, for a refusal's log line: a command names
+    # the role and credentials it was refused as (tools/_refused.py).
+    who = {"user": settings.user or settings.actor_id or actor_id, "role": actor_id}
+
     async def on_error(exc: Exception) -> None:
         text = str(exc)
         if "permissions violation" in text.lower():
             if metrics is not None:
                 metrics.permission_violations.labels(actor_id).inc()
-            log.warning("permission violation", extra={"error": text})
+            log.warning("permission violation", extra={"error": text, **who})
             if on_refused is not None:
                 on_refused(text)
+        elif "authorization violation" in text.lower():  # credentials this server rejects
+            log.warning("authorization violation", extra={"error": text, **who})
         else:
             if metrics is not None:
                 metrics.connection_events.labels(actor_id, "error").inc()

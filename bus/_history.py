@@ -93,6 +93,11 @@ async def read_history(
                     if int(headers.get("Nats-Num-Pending", "0")) == 0:
                         return
                     break
+                if status == "503":  # no responders: nothing serves that stream here
+                    raise HistoryError(
+                        f"no stream {stream} on this server (503, no responders): is Parley's "
+                        "system running here, provisioned? (`parley up` in this directory)"
+                    )
                 if status is not None:
                     raise HistoryError(f"reading {stream} from {seq}: {status} {msg.data!r}")
                 stored = int(headers["Nats-Sequence"])

@@ -55,6 +55,8 @@ from bus import (
     load_settings,
 )
 from schemas import Namespace
+from tools._refused import Refusals, refusal_line
+from tools._still_waiting import announced
 from tools.natsconf import (
     AUDIT_READER,
     POLICY_SIGNER,
@@ -190,23 +192,32 @@ async def connect_local(
     (tools/_waiting.py watches it).
 
     Raises:
-        ConfigError: no server answered at the settings' URL.
+        ConfigError: no server answered at the settings' URL, or it rejected the credentials.
     """
+    refusals = Refusals().install()  # rejected credentials also end as "no servers"
     try:
-        return await connect(
-            settings,
-            role,
-            reconnect_forever=False,
-            on_closed=on_closed,
-            on_lost=on_lost,
-            on_back=on_back,
+        return await announced(
+            connect(
+                settings,
+                role,
+                reconnect_forever=False,
+                on_closed=on_closed,
+                on_lost=on_lost,
+                on_back=on_back,
+            ),
+            f"the NATS server at {settings.nats_url} to answer (connecting as `{role}`)",
         )
     except (NoServersError, OSError, TimeoutError) as exc:
+        rejected = refusals.first()
+        if rejected is not None and rejected.credentials_rejected:
+            raise ConfigError(refusal_line(rejected)) from None
         raise ConfigError(
             f"no NATS server answers at {settings.nats_url} ({exc.__class__.__name__}): "
             "start the local system with `parley up` in this directory, or set NATS_URL "
             "(and --config with this role's credentials for a locked-down broker)"
         ) from None
+    finally:
+        refusals.remove()
 
 
 def local_cluster(size: int, store: Path, authorization: Path | None) -> EmbeddedCluster:

@@ -46,7 +46,9 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._errors import debug_traceback, report_failure
 from tools._local import connect_local
+from tools._still_waiting import announced
 from tools._trace_keys import remember_trace
 
 __all__ = (
@@ -140,9 +142,15 @@ async def connect_watched(settings: Settings, person: str) -> tuple[NATS, Watch]
     return nc, watch
 
 
-async def waited(awaitable: Awaitable[T], timeout: float | None, watch: Watch | None) -> T:
+async def waited(
+    awaitable: Awaitable[T], timeout: float | None, watch: Watch | None, what: str | None = None
+) -> T:
     """`awaitable`'s result; `TimeoutError` after `timeout` seconds (None: no limit), and
-    `ConnectionLost` as soon as `watch` says the connection is gone, whatever was awaited."""
+    `ConnectionLost` as soon as `watch` says the connection is gone, whatever was awaited.
+    Given `what` it waits for, a wait of more than a few seconds says so, once
+    (tools/_still_waiting.py)."""
+    if what is not None:
+        awaitable = announced(awaitable, what, limit_s=timeout)
     if watch is None:
         return await asyncio.wait_for(awaitable, timeout)
     task = asyncio.ensure_future(awaitable)
@@ -260,7 +268,7 @@ async def stop_session(
         except (TimeoutError, nats.errors.Error) as exc:  # not stored: never say it was
             print(f"the stop was not stored ({exc!r}): try again", file=out)
             return 1
-        news = await waited(ended.get(), wait_s, watch)
+        news = await waited(ended.get(), wait_s, watch, what=f"session {session_id} to end")
     except TimeoutError:
         print(
             f"stop requested for session {session_id}; it did not end within {wait_s:.0f} s: "
@@ -302,14 +310,14 @@ def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> i
     try:
         return asyncio.run(command())
     except ConfigError as exc:
-        print(f"parley {name}: {exc}", file=sys.stderr)
-        return 2
+        return report_failure(name, exc, 2)
     except ConnectionLost as exc:
+        debug_traceback(exc)
         print(f"parley {name}: {lost_line(exc.url, None)}", file=sys.stderr)
         return EXIT_LOST
     except Unreachable as exc:
+        debug_traceback(exc)
         print(f"parley {name}: {exc}", file=sys.stderr)
         return EXIT_LOST
     except (OSError, nats.errors.NoServersError, nats.errors.ConnectionClosedError) as exc:
-        print(f"parley {name}: cannot reach NATS: {exc}", file=sys.stderr)
-        return EXIT_LOST
+        return report_failure(name, exc, EXIT_LOST)

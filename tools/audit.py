@@ -36,6 +36,7 @@ from schemas import (
     decode_envelope,
     key_id,
 )
+from tools._errors import report_failure
 from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
 from tools._trace_keys import read_for_key, records_of
 from tools._tracetree import render_trace
@@ -288,9 +289,10 @@ def _runner(coro: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             code: int = asyncio.run(coro(args))
-        except (AuditToolError, ConfigError, HistoryError, TimeoutError) as exc:
-            print(f"parley: {exc}", file=sys.stderr)
-            return 2
+        except (AuditToolError, ConfigError, HistoryError) as exc:
+            return report_failure(args.command, exc, 2)
+        # A timeout escapes: it is a refusal by the broker or a server that does not answer,
+        # which tools/_errors.py tells apart.
         except KeyboardInterrupt:
             return 0
         return code

@@ -19,6 +19,7 @@ from bus import (
     load_settings,
     run_actor,
 )
+from tools._errors import report_failure, run_guarded, wants_debug
 from tools._up import up
 from tools.audit import add_audit_commands
 from tools.calls import add_calls_command
@@ -73,8 +74,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             settings = settings.model_copy(update={"options": options})
         actor = actor_cls(settings)
     except ConfigError as exc:
-        print(f"parley run: {exc}", file=sys.stderr)
-        return int(ExitCode.CONFIG)
+        return report_failure("run", exc, int(ExitCode.CONFIG))
     return run_actor(actor)
 
 
@@ -82,8 +82,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(up(args))
     except (ConfigError, NatsServerError, ProvisionError) as exc:
-        print(f"parley up: {exc}", file=sys.stderr)
-        return int(ExitCode.CONFIG)
+        return report_failure("up", exc, int(ExitCode.CONFIG))
 
 
 def _cmd_schemas(args: argparse.Namespace) -> int:
@@ -99,6 +98,11 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parley", description=__doc__)
+    parser.add_argument(  # read by `wants_debug` before parsing; here for --help
+        "--debug",
+        action="store_true",
+        help="print the traceback of an error, not only its one line (also PARLEY_DEBUG=1)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run one actor in this process")
@@ -171,12 +175,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse `argv` and run the command; return its exit code."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    """Parse `argv` and run the command; return its exit code. Whatever escapes the command
+    is one line on standard error (tools/_errors.py), with its traceback under `--debug`."""
+    debug, arguments = wants_debug(list(sys.argv[1:] if argv is None else argv))
     if arguments[:1] == ["bench"]:  # its own parser owns every flag after the word
         from tools.bench import main as bench_main
 
-        return bench_main(arguments[1:])
+        return run_guarded("bench", lambda: bench_main(arguments[1:]), debug=debug)
     args = _parser().parse_args(arguments)
-    code: int = args.func(args)
-    return code
+    command = " ".join(
+        str(word) for word in (args.command, getattr(args, f"{args.command}_command", None)) if word
+    )
+    return run_guarded(command, lambda: int(args.func(args)), debug=debug)

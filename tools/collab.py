@@ -143,6 +143,9 @@ async def follow_session(
             stopper = tasks.create_task(_on_stop(stop_requested, news))
         try:
             await waited(nc.flush(), None, watch)  # the server has both subscriptions first
+            if opens and stop_requested is not None and stop_requested.is_set():
+                print("canceled before the session was opened", file=out, flush=True)
+                return SessionEnd(None, 130, ())
             if opens:
                 await waited(submit_as(nc, ns, person, msg), None, watch)
             else:
@@ -150,7 +153,7 @@ async def follow_session(
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:
-                    item = await waited(news.get(), wait_s, watch)
+                    item = await waited(news.get(), wait_s, watch, what=waiting_for)
                 except TimeoutError:
                     print(
                         f"no news from the session for {wait_s:.0f} s: gave up waiting for "
@@ -259,9 +262,11 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
     msg = human_message(args, single=single)
     if args.follow:
         msg = msgspec.structs.replace(msg, session_id=args.follow)
-    stop_requested = on_ctrl_c()
     person = settings.actor_id or SENDER  # one person, one principal (its own settings)
     nc, watch = await connect_watched(settings, person)
+    # Only now is Ctrl-C a Stop to send: while connecting it leaves at once (exit 130), as
+    # there is nothing to stop; a Stop asked for before the opening is sent opens nothing.
+    stop_requested = on_ctrl_c()
     try:
         if args.stop:
             stop = stop_control(args.stop, args.user, "stopped from the command line")
@@ -333,7 +338,7 @@ def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         problem = check_arguments(args, single=single)
         if problem is not None:
-            print(f"parley: {problem}", file=sys.stderr)
+            print(f"parley {args.command}: {problem}", file=sys.stderr)
             return 2
         return run_command(args.command, lambda: _run(args, single=single))
 

@@ -57,6 +57,7 @@ from schemas import (
     sign_payload,
     utc_now,
 )
+from tools._still_waiting import announced
 from tools.collab import follow_session
 
 __all__ = (
@@ -266,7 +267,12 @@ async def _converse(
 ) -> int:
     all_ready = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in ready.values())))
     waits: set[asyncio.Future[Any]] = {all_ready, supervised}
-    await asyncio.wait(waits, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    starting = ", ".join(ready)
+    await announced(
+        asyncio.wait(waits, timeout=60, return_when=asyncio.FIRST_COMPLETED),
+        f"the actors to start ({starting})",
+        limit_s=60,
+    )
     if not all_ready.done():
         all_ready.cancel()
         await asyncio.gather(all_ready, return_exceptions=True)

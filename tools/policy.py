@@ -40,6 +40,7 @@ from schemas import (
     utc_now,
     verify_bundle,
 )
+from tools._errors import report_failure
 from tools._local import connect_local, local_settings
 from tools.natsconf._permissions import POLICY_SIGNER
 
@@ -179,8 +180,7 @@ def _run(handler: argparse.Namespace) -> int:
     try:
         code: int = handler.policy_func(handler)
     except PolicyToolError as exc:
-        print(f"parley policy: {exc}", file=sys.stderr)
-        return 2
+        return report_failure("policy", exc, 2)
     return code
 
 

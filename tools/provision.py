@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from bus import (
     stream_configs,
 )
 from schemas import Namespace
+from tools._errors import report_failure
 from tools.natsconf import RELAY, relay_serves_of, role_of
 
 __all__ = ("add_provision_command", "provision_once", "provisioned_inputs")
@@ -143,11 +143,9 @@ def _cmd_provision(args: argparse.Namespace) -> int:
             serves = [name.strip() for name in args.relay_serves.split(",") if name.strip()]
         print(asyncio.run(provision_once(args.config, actors=args.actors, relay_serves=serves)))
     except ConfigError as exc:
-        print(f"parley provision: {exc}", file=sys.stderr)
-        return int(ExitCode.CONFIG)
+        return report_failure("provision", exc, int(ExitCode.CONFIG))
     except (ProvisionError, OSError, NatsError, TimeoutError) as exc:
-        print(f"parley provision: {exc!r}", file=sys.stderr)
-        return int(ExitCode.UNAVAILABLE)
+        return report_failure("provision", exc, int(ExitCode.UNAVAILABLE))
     return 0
 
 

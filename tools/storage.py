@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from nats.js.errors import NotFoundError
 
 from bus import AGENT_BUCKETS, BUCKETS, STREAM_FAMILIES, ConfigError, ExitCode, jetstream
 from schemas import Namespace
+from tools._errors import report_failure
 from tools._local import connect_local, local_settings
 from tools.natsconf import PROVISIONER
 
@@ -128,11 +128,9 @@ def _cmd_storage(args: argparse.Namespace) -> int:
     try:
         print(asyncio.run(_storage(args.config)))
     except ConfigError as exc:
-        print(f"parley storage: {exc}", file=sys.stderr)
-        return int(ExitCode.CONFIG)
+        return report_failure("storage", exc, int(ExitCode.CONFIG))
     except (NatsError, OSError, TimeoutError) as exc:
-        print(f"parley storage: {exc!r}", file=sys.stderr)
-        return int(ExitCode.UNAVAILABLE)
+        return report_failure("storage", exc, int(ExitCode.UNAVAILABLE))
     return 0
 
 
