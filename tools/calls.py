@@ -107,8 +107,8 @@ async def _calls(args: argparse.Namespace) -> int:
 def _command(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_calls(args))
-    except (ConfigError, HistoryError, TimeoutError) as exc:
-        print(f"parley: {exc}", file=sys.stderr)
+    except (ConfigError, HistoryError) as exc:
+        print(f"parley calls: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

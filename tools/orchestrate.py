@@ -327,9 +327,9 @@ def orchestration_message(args: argparse.Namespace) -> HumanMessage:
 async def _run(args: argparse.Namespace, msg: HumanMessage) -> int:
     settings = local_settings(args.config, SENDER)
     ns = Namespace(settings.namespace)
-    stop = on_ctrl_c()
     person = settings.actor_id or SENDER
     nc, watch = await connect_watched(settings, person)
+    stop = on_ctrl_c()  # after connecting: a Ctrl-C before it leaves at once (exit 130)
     try:
         if args.detach:
             await waited(submit_as(nc, ns, person, msg), None, watch)
