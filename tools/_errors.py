@@ -103,14 +103,20 @@ def _invalid(exc: pydantic.ValidationError) -> str:
     )
 
 
+def first_cause(exc: BaseException) -> BaseException:
+    """The first failure inside a TaskGroup's group (or `exc` itself): what to explain."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def explain(
     command: str, exc: BaseException, refusals: Refusals | None = None, *, expected: bool = False
 ) -> tuple[str, int]:
     """What `exc`, escaped from `command`, means for the person and what to do next (one
     line), and the exit code. An `expected` error (one the command raises for persons to read)
     that no rule below explains better is its own message."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a TaskGroup's failure
-        exc = exc.exceptions[0]
+    exc = first_cause(exc)
     refused = refusals.first() if refusals is not None else None
     if refused is not None and isinstance(exc, TimeoutError | nats.errors.Error):
         more = len(refusals.seen) - 1 if refusals is not None else 0
@@ -201,10 +207,10 @@ def run_guarded(command: str, run: Callable[[], int], *, debug: bool = False) ->
     except KeyboardInterrupt as exc:
         debug_traceback(exc)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `parley … | head`: the reader left; nothing to say to it
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_FAILED
     except Exception as exc:
+        if isinstance(first_cause(exc), BrokenPipeError):  # `parley … | head`: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FAILED  # nothing to say to a reader that has gone
         return report_failure(command, exc)
     finally:
         refusals.remove()

@@ -4,12 +4,15 @@ for each cause. The commands themselves run in tests/integration/test_cli_errors
 from __future__ import annotations
 
 import errno
+import subprocess
+import sys
 
 import msgspec
 import nats.errors
 import pytest
 
 from bus import ConfigError, load_settings
+from tests.support.processes import REPO
 from tools._errors import explain, wants_debug
 from tools._refused import Refusal, Refusals, refusal_line
 
@@ -84,3 +87,20 @@ def test_debug_is_asked_before_the_command(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("PARLEY_DEBUG", raising=False)
     assert wants_debug(["--debug", "collab", "x"]) == (True, ["collab", "x"])
     assert wants_debug(["collab", "--debug"])[1] == ["collab", "--debug"]  # the command's own
+
+
+def test_a_reader_that_left_inside_a_task_group_is_no_network_error() -> None:
+    """`parley collab … | head -1`: the printing task's BrokenPipeError reaches the guard
+    inside a TaskGroup's group; it is the reader leaving, not a lost server (it said "network
+    error (Broken pipe): is `parley up` running?")."""
+    program = (
+        "from tools._errors import run_guarded\n"
+        "def run():\n"
+        "    raise ExceptionGroup('a task failed', [BrokenPipeError(32, 'Broken pipe')])\n"
+        "raise SystemExit(run_guarded('collab', run))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 1, done
+    assert done.stderr == "", done.stderr
