@@ -209,7 +209,7 @@ def _on_response(
         session, end = _end(session, clock, "answered", envelope_ids=ids)
     elif handoff is None:
         session, end = _end(session, clock, "no_handoff", envelope_ids=ids)
-    elif handoff.to not in (allowed := _peers_of(session, pending.speaker, response.peers)):
+    elif handoff.to not in (allowed := _peers_of(session, response.peers)):
         warning = (
             f"{pending.speaker} handed off to {handoff.to!r}, who is not one of its peers in "
             f"this session ({', '.join(allowed) or 'none'}): the handoff was not followed"
@@ -232,10 +232,11 @@ def _on_response(
     return session, (completed, *end)
 
 
-def _peers_of(session: Session, speaker: str, peers: tuple[str, ...]) -> tuple[str, ...]:
-    """Whom `speaker` may hand off to: the other participants, narrowed to its profile's
-    `peers` when it has any."""
-    return tuple(p for p in session.participants if p != speaker and (not peers or p in peers))
+def _peers_of(session: Session, peers: tuple[str, ...]) -> tuple[str, ...]:
+    """Whom the speaker may hand off to: the session's participants, narrowed to its profile's
+    `peers` when it names any (an answer without them, from a host that does not send them,
+    is held to the participants alone, as before peers were sent)."""
+    return tuple(p for p in session.participants if not peers or p in peers)
 
 
 def _on_error(

@@ -32,19 +32,19 @@ END = {"session_completed", "session_failed", "session_canceled"}
 
 
 def shared_claude_policy(tmp_path: Path) -> Path:
-    """The demo bundle, with `claude` listed as a shared agent the router may call, and the
-    person's `local` agent."""
+    """The demo bundle (it has the person's `local` agent), with `claude` listed as a shared
+    agent the router may call."""
     text = (REPO / "deploy/policy/demo.toml").read_text()
     text = text.replace('label = "demo-1"', 'label = "demo-1"\nshared_agents = ["claude"]', 1)
+    routes = 'allowed_targets = ["gpt", "claude", "local", "planner"]'
+    assert routes in text, "the demo bundle's router routes changed: update this test"
     text = text.replace(
-        'allowed_targets = ["gpt", "claude", "planner"]',
-        'allowed_targets = ["gpt", "claude", "planner", "local"]\n'
-        "allow_shared_agent_calls = true\n"
-        'allowed_shared_device_ids = ["claude"]',
+        routes,
+        routes + '\nallow_shared_agent_calls = true\nallowed_shared_device_ids = ["claude"]',
         1,
     )
     path = tmp_path / "policy.toml"
-    path.write_text(text + '\n[profiles.local]\nallowed_targets = ["router"]\n')
+    path.write_text(text)
     return path
 
 

@@ -255,7 +255,7 @@ async def test_four_collaborations_under_a_tight_rate_all_end_with_their_own_rea
     locked = locked_down
     source = (REPO / "deploy/policy/demo.toml").read_text()
     tight, agents = re.subn(r"^rate_per_minute = 120\b", "rate_per_minute = 4", source, flags=re.M)
-    assert agents == 2, "the demo policy changed shape: gpt and claude at 120 a minute"
+    assert agents == 3, "the demo policy changed shape: gpt, claude and local at 120 a minute"
     policy = tmp_path / "tight.toml"
     policy.write_text(tight)
     async with running_locked_system(
