@@ -22,6 +22,7 @@ from tools.natsconf import DEFAULT_ACTORS, read_accounts, write_nats_config
 from tools.natsconf._permissions import (
     AUDIT_READER,
     CORE_ACCOUNT,
+    OPERATOR,
     PROVISIONER,
     TRUSTED_ROLES,
     core_subject,
@@ -187,6 +188,7 @@ def config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Namespace, l
         return Namespace("parley"), load_users(EXAMPLE)
     ns = Namespace("acme-prod")
     actors = ["gate", "router", "auditor", "cli", "person-bob", "a1", "b-2", "c_3", "audit-cli"]
+    actors.append("operator")
     write_nats_config(tmp_path, actors, ns)
     return ns, load_users(tmp_path)
 
@@ -319,9 +321,12 @@ def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[
             assert not user.publishes(f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.>"), me
             assert not user.publishes(f"$JS.ACK.{deliver}.>"), me
         if user.role != "gate":
-            # Reading or deleting by sequence or subject reaches every receiver's messages.
+            # Reading or deleting by sequence or subject reaches every receiver's messages:
+            # only the operator, who reads everything and deletes nothing, may read them.
             for api in ("STREAM.MSG.GET", "STREAM.MSG.DELETE", "DIRECT.GET", "STREAM.INFO"):
                 if user.role == PROVISIONER and api == "STREAM.INFO":
+                    continue
+                if user.role == OPERATOR and api != "STREAM.MSG.DELETE":
                     continue
                 assert not user.publishes(f"$JS.API.{api}.{deliver}.>"), (me, api)
                 assert not user.publishes(f"$JS.API.{api}.{deliver}"), (me, api)
@@ -355,7 +360,7 @@ def test_untrusted_actors_create_no_durable(config: tuple[Namespace, list[User]]
         creates = user.publishes("$JS.API.CONSUMER.CREATE.>") + user.publishes(
             "$JS.API.CONSUMER.DURABLE.CREATE.>"
         )
-        if user.role in ("agent", "cli"):
+        if user.role in ("agent", "cli", OPERATOR):
             assert not creates, user.actor
         elif user.role == "router":
             assert all(len(entry.split(".")) == 5 for entry in creates), (user.actor, creates)
@@ -422,7 +427,7 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
         # audit reader (`parley tail`) everything; nobody else anything.
         if user.role == "cli":
             assert set(user.follows) == {ns.timelines(user.actor), ns.decisions(user.actor)}
-        elif user.role == AUDIT_READER:
+        elif user.role in (AUDIT_READER, OPERATOR):
             assert user.follows == (f"{ns.root}.>",)
         else:
             assert not user.follows, user.actor
@@ -487,6 +492,8 @@ LINTS = {
         ("gate", "", "_INBOX.>", "inbox"),
         ("router", "parley.audit.t.p", "", "audit"),
         ("gpt", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS", "", "create"),
+        ("operator", "$JS.API.CONSUMER.CREATE.KV_parley_registry.x.>", "", "create"),
+        ("operator", "$JS.API.STREAM.MSG.DELETE.PARLEY_DELIVER", "", "own-deliveries"),
         ("cli", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS.cli.parley.events.*.*", "", "create"),
         ("router", "", "parley.events.cli.s1", "listen"),
         ("gpt", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.PARLEY_DELIVER.gpt", "", "listen"),

@@ -5,9 +5,9 @@ it writes) and the permissions it writes (`permissions_for`, `settings_for`, the
 accounts).
 
 Inside: `_command` (users, keys, accounts and files), `_permissions` (what each principal
-may publish, subscribe, import and read, and why), `_grants` (the subjects each such act needs)
-and `_gateway` (`parley gateway-config`: the shared-agent gateway's users, one per relay
-device).
+may publish, subscribe, import and read, and why), `_grants` (the subjects each such act needs),
+`_operator` (the read-only `operator` role of the nats CLI) and `_gateway` (`parley
+gateway-config`: the shared-agent gateway's users, one per relay device).
 """
 
 from tools.natsconf._command import (
@@ -35,6 +35,7 @@ from tools.natsconf._permissions import (
     CORE_ACCOUNT,
     FIXED_ROLES,
     IMPORTED_JS_API,
+    OPERATOR,
     OPERATOR_ROLES,
     PERSON_PREFIX,
     POLICY_SIGNER,
@@ -58,6 +59,7 @@ __all__ = (
     "FIXED_ROLES",
     "GATEWAY_ADMIN",
     "IMPORTED_JS_API",
+    "OPERATOR",
     "OPERATOR_ROLES",
     "PERSON_PREFIX",
     "POLICY_SIGNER",

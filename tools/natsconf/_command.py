@@ -67,6 +67,7 @@ DEFAULT_ACTORS = (
     "claude",
     "policy-signer",
     "audit-cli",
+    "operator",
 )
 AUTHORIZATION = "authorization.conf"
 MANIFEST = "actors.json"
