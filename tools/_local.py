@@ -303,7 +303,8 @@ def lock_down(
     names = [child.name for child in topology.actor]
     people = [*dict.fromkeys([*console_people(), *people])]
     operators = [PERSON, *people, POLICY_SIGNER, AUDIT_READER, OPERATOR]
-    write_nats_config(broker, [*names, *operators], ns, relay_serves=relay_serves(topology))
+    serves = relay_serves(topology)  # and a system user, for `nats server report`
+    write_nats_config(broker, [*names, *operators], ns, relay_serves=serves, system_user=True)
     # The namespace is `ns`, already in every file (a key written twice is not TOML).
     shared = "".join(
         f"{k} = {json.dumps(v)}\n" for k, v in topology.settings.items() if k != "namespace"

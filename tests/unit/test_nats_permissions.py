@@ -108,22 +108,47 @@ class User:
 
 
 def _imports(account: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """An account's service imports (local subject -> core subject) and stream imports."""
+    """An account's service imports (local subject -> core subject) and stream imports from
+    the core account (what it follows there)."""
     services, streams = {}, []
     for entry in account.get("imports", []):
         if "service" in entry:
             assert entry["service"]["account"] == CORE_ACCOUNT, entry
             services[entry["to"]] = entry["service"]["subject"]
-        else:
-            assert entry["stream"]["account"] == CORE_ACCOUNT, entry
+        elif entry["stream"]["account"] == CORE_ACCOUNT:
             streams.append(entry["stream"]["subject"])
     return services, streams
+
+
+def _peer_streams(account: dict[str, Any]) -> list[tuple[str, str]]:
+    """An account's stream imports from other principals' accounts: (account, subject)."""
+    return [
+        (entry["stream"]["account"], entry["stream"]["subject"])
+        for entry in account.get("imports", [])
+        if "stream" in entry and entry["stream"]["account"] != CORE_ACCOUNT
+    ]
+
+
+def _check_peer_streams(accounts: dict[str, dict[str, Any]]) -> None:
+    """A follower imports from another principal's account only what that principal itself
+    publishes (through its own service import), exported to the follower, and what the
+    follower may subscribe to (tools/natsconf/_follows.py)."""
+    for name, account in accounts.items():
+        for peer, subject in _peer_streams(account):
+            exported = {
+                e["stream"]: e["accounts"] for e in accounts[peer].get("exports", [])
+            }
+            assert name in exported.get(subject, ()), (name, peer, subject)
+            assert subject in _imports(accounts[peer])[0], (peer, subject)
+            (user,) = account["users"]
+            assert any(covers(s, subject) for s in user["permissions"]["subscribe"]["allow"])
 
 
 def load_users(directory: Path) -> list[User]:
     manifest = json.loads((directory / "actors.json").read_text())
     by_key = {entry["nkey"]: (actor, entry["role"]) for actor, entry in manifest.items()}
     accounts = read_accounts(directory / "authorization.conf")
+    _check_peer_streams(accounts)
     exports = {
         (kind, entry[kind]): set(entry["accounts"])
         for entry in accounts[CORE_ACCOUNT]["exports"]
@@ -519,3 +544,21 @@ def test_the_example_matches_the_generator(tmp_path: Path) -> None:
         assert fresh == committed, (
             f"deploy/nats/{name} is stale: run `parley nats-config --out deploy/nats --example`"
         )
+
+
+def test_who_follows_everything_sees_what_agents_and_people_publish(tmp_path: Path) -> None:
+    """nats-server passes nothing that came in through a service import on to a stream
+    export: the operator and the audit reader see an agent's or a person's own subjects
+    only because that principal's account exports them to them (tools/natsconf/_follows.py);
+    a person, who follows only its own timelines, gets nobody's."""
+    ns = Namespace("acme-prod")
+    write_nats_config(tmp_path, ["gate", "cli", "person-bob", "gpt", "operator", "audit-cli"], ns)
+    accounts = read_accounts(tmp_path / "authorization.conf")
+    for follower in ("operator", "audit-cli"):
+        seen = set(_peer_streams(accounts[f"principal-{follower}"]))
+        for who in ("cli", "person-bob", "gpt"):
+            assert (f"principal-{who}", ns.submit(who)) in seen, (follower, who)
+            assert (f"principal-{who}", ns.dead(who)) in seen, (follower, who)
+        assert ("principal-gpt", ns.timers("gpt")) in seen
+    for person in ("cli", "person-bob"):
+        assert not _peer_streams(accounts[f"principal-{person}"]), person

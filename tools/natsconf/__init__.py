@@ -6,8 +6,9 @@ accounts).
 
 Inside: `_command` (users, keys, accounts and files), `_permissions` (what each principal
 may publish, subscribe, import and read, and why), `_grants` (the subjects each such act needs),
-`_operator` (the read-only `operator` role of the nats CLI) and `_gateway` (`parley
-gateway-config`: the shared-agent gateway's users, one per relay device).
+`_operator` (the read-only `operator` role of the nats CLI), `_system` (the optional
+system-account user) and `_gateway` (`parley gateway-config`: the shared-agent gateway's
+users, one per relay device).
 """
 
 from tools.natsconf._command import (
@@ -49,6 +50,7 @@ from tools.natsconf._permissions import (
     role_of,
     settings_for,
 )
+from tools.natsconf._system import SYSTEM_ACCOUNT, SYSTEM_USER
 
 __all__ = (
     "AUDIT_READER",
@@ -65,6 +67,8 @@ __all__ = (
     "POLICY_SIGNER",
     "PROVISIONER",
     "RELAY",
+    "SYSTEM_ACCOUNT",
+    "SYSTEM_USER",
     "TRUSTED_ROLES",
     "Permissions",
     "account_of",
