@@ -135,9 +135,7 @@ def _check_peer_streams(accounts: dict[str, dict[str, Any]]) -> None:
     follower may subscribe to (tools/natsconf/_follows.py)."""
     for name, account in accounts.items():
         for peer, subject in _peer_streams(account):
-            exported = {
-                e["stream"]: e["accounts"] for e in accounts[peer].get("exports", [])
-            }
+            exported = {e["stream"]: e["accounts"] for e in accounts[peer].get("exports", [])}
             assert name in exported.get(subject, ()), (name, peer, subject)
             assert subject in _imports(accounts[peer])[0], (peer, subject)
             (user,) = account["users"]
