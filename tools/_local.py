@@ -9,7 +9,8 @@ to the bus resolves its settings the same way:
 2. else, when no URL is given and `parley up` runs here, the settings file it wrote for the
    command's role
    (`.parley/broker/actors/<role>.toml`: `cli` for `collab` and `say`, `policy-signer` for
-   `policy publish`, `audit-cli` for `audit`, `trace` and `tail`);
+   `policy publish`, `audit-cli` for `audit`, `trace` and `tail`; `operator` is the nats CLI's,
+   tools/_nats_contexts.py);
 3. else defaults and `PARLEY_*` variables.
 
 The URL is `NATS_URL` when set, else `.parley/nats.url`, else the default; a server that
@@ -59,6 +60,7 @@ from tools._refused import Refusals, refusal_line
 from tools._still_waiting import announced
 from tools.natsconf import (
     AUDIT_READER,
+    OPERATOR,
     POLICY_SIGNER,
     PROVISIONER,
     RELAY,
@@ -310,8 +312,10 @@ def lock_down(
     provisioner creates for receivers match what each child binds with.
     """
     names = [child.name for child in topology.actor]
-    operators = [PERSON, *dict.fromkeys([*console_people(), *people]), POLICY_SIGNER, AUDIT_READER]
-    write_nats_config(broker, [*names, *operators], ns, relay_serves=relay_serves(topology))
+    people = [*dict.fromkeys([*console_people(), *people])]
+    operators = [PERSON, *people, POLICY_SIGNER, AUDIT_READER, OPERATOR]
+    serves = relay_serves(topology)  # and a system user, for `nats server report`
+    write_nats_config(broker, [*names, *operators], ns, relay_serves=serves, system_user=True)
     # The namespace is `ns`, already in every file (a key written twice is not TOML).
     shared = "".join(
         f"{k} = {json.dumps(v)}\n" for k, v in topology.settings.items() if k != "namespace"

@@ -45,6 +45,7 @@ from tools._local import (
     record_local_system,
 )
 from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
+from tools._nats_contexts import LOCAL_CONTEXTS, context_hint, write_nats_contexts
 from tools._system_policy import (
     RECORD_NAME,
     BundleSource,
@@ -165,7 +166,7 @@ async def up(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     server: EmbeddedServer | EmbeddedCluster | None = None
     keeper: ServerKeeper | None = None
-    locked = False
+    locked: Namespace | None = None  # the namespace locked down, when it is
     if "NATS_URL" not in env:
         store = args.store or LOCAL_DIR / ("cluster" if args.cluster else "nats")
         authorization = None if args.open_broker else LOCAL_BROKER / "authorization.conf"
@@ -179,8 +180,8 @@ async def up(args: argparse.Namespace) -> int:
         server.lock_store()  # before anything is written for it: a second `parley up` stops here
         if not args.open_broker:
             root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
-            topology = lock_down(topology, Namespace(str(root)), people=people)
-            locked = True
+            locked = Namespace(str(root))
+            topology = lock_down(topology, locked, people=people)
 
     waiting_for = {child.name for child in topology.actor}
 
@@ -206,16 +207,17 @@ async def up(args: argparse.Namespace) -> int:
                 keeping = asyncio.create_task(keeper.run(stopping))
                 # Whatever ends the keeper ends `parley up`: never actors left without a server.
                 keeping.add_done_callback(lambda _: stopping.set())
-            if locked:
+            if locked is not None:
                 names = [child.name for child in topology.actor]
                 await provision_locked(server.url, names, people=people)
+                write_nats_contexts(LOCAL_BROKER, LOCAL_CONTEXTS, server.url, locked)
             if bundle is not None:
                 namespace = Namespace(env.get("PARLEY_NAMESPACE", "parley"))
                 said = await publish_system_policy(
                     server.url,
                     namespace,
                     bundle,
-                    locked=locked,
+                    locked=locked is not None,
                     record_file=server.store_dir / RECORD_NAME,
                     replace=args.replace_policy,
                 )
@@ -223,9 +225,11 @@ async def up(args: argparse.Namespace) -> int:
                     _say(said)
             _say(
                 f"{local_server_text(server)} (store {server.store_dir}, "
-                + (f"locked down: {LOCAL_BROKER}" if locked else "open broker")
+                + (f"locked down: {LOCAL_BROKER}" if locked is not None else "open broker")
                 + ")"
             )
+            if locked is not None:
+                _say(context_hint(LOCAL_CONTEXTS))
         supervisor = Supervisor(topology, base_env=env, on_line=child_line)
         await supervisor.run(stopping)
         if keeping is not None:

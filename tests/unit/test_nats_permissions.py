@@ -22,6 +22,7 @@ from tools.natsconf import DEFAULT_ACTORS, read_accounts, write_nats_config
 from tools.natsconf._permissions import (
     AUDIT_READER,
     CORE_ACCOUNT,
+    OPERATOR,
     PROVISIONER,
     TRUSTED_ROLES,
     core_subject,
@@ -107,22 +108,45 @@ class User:
 
 
 def _imports(account: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """An account's service imports (local subject -> core subject) and stream imports."""
+    """An account's service imports (local subject -> core subject) and stream imports from
+    the core account (what it follows there)."""
     services, streams = {}, []
     for entry in account.get("imports", []):
         if "service" in entry:
             assert entry["service"]["account"] == CORE_ACCOUNT, entry
             services[entry["to"]] = entry["service"]["subject"]
-        else:
-            assert entry["stream"]["account"] == CORE_ACCOUNT, entry
+        elif entry["stream"]["account"] == CORE_ACCOUNT:
             streams.append(entry["stream"]["subject"])
     return services, streams
+
+
+def _peer_streams(account: dict[str, Any]) -> list[tuple[str, str]]:
+    """An account's stream imports from other principals' accounts: (account, subject)."""
+    return [
+        (entry["stream"]["account"], entry["stream"]["subject"])
+        for entry in account.get("imports", [])
+        if "stream" in entry and entry["stream"]["account"] != CORE_ACCOUNT
+    ]
+
+
+def _check_peer_streams(accounts: dict[str, dict[str, Any]]) -> None:
+    """A follower imports from another principal's account only what that principal itself
+    publishes (through its own service import), exported to the follower, and what the
+    follower may subscribe to (tools/natsconf/_follows.py)."""
+    for name, account in accounts.items():
+        for peer, subject in _peer_streams(account):
+            exported = {e["stream"]: e["accounts"] for e in accounts[peer].get("exports", [])}
+            assert name in exported.get(subject, ()), (name, peer, subject)
+            assert subject in _imports(accounts[peer])[0], (peer, subject)
+            (user,) = account["users"]
+            assert any(covers(s, subject) for s in user["permissions"]["subscribe"]["allow"])
 
 
 def load_users(directory: Path) -> list[User]:
     manifest = json.loads((directory / "actors.json").read_text())
     by_key = {entry["nkey"]: (actor, entry["role"]) for actor, entry in manifest.items()}
     accounts = read_accounts(directory / "authorization.conf")
+    _check_peer_streams(accounts)
     exports = {
         (kind, entry[kind]): set(entry["accounts"])
         for entry in accounts[CORE_ACCOUNT]["exports"]
@@ -187,6 +211,7 @@ def config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Namespace, l
         return Namespace("parley"), load_users(EXAMPLE)
     ns = Namespace("acme-prod")
     actors = ["gate", "router", "auditor", "cli", "person-bob", "a1", "b-2", "c_3", "audit-cli"]
+    actors.append("operator")
     write_nats_config(tmp_path, actors, ns)
     return ns, load_users(tmp_path)
 
@@ -319,9 +344,12 @@ def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[
             assert not user.publishes(f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.>"), me
             assert not user.publishes(f"$JS.ACK.{deliver}.>"), me
         if user.role != "gate":
-            # Reading or deleting by sequence or subject reaches every receiver's messages.
+            # Reading or deleting by sequence or subject reaches every receiver's messages:
+            # only the operator, who reads everything and deletes nothing, may read them.
             for api in ("STREAM.MSG.GET", "STREAM.MSG.DELETE", "DIRECT.GET", "STREAM.INFO"):
                 if user.role == PROVISIONER and api == "STREAM.INFO":
+                    continue
+                if user.role == OPERATOR and api != "STREAM.MSG.DELETE":
                     continue
                 assert not user.publishes(f"$JS.API.{api}.{deliver}.>"), (me, api)
                 assert not user.publishes(f"$JS.API.{api}.{deliver}"), (me, api)
@@ -355,7 +383,7 @@ def test_untrusted_actors_create_no_durable(config: tuple[Namespace, list[User]]
         creates = user.publishes("$JS.API.CONSUMER.CREATE.>") + user.publishes(
             "$JS.API.CONSUMER.DURABLE.CREATE.>"
         )
-        if user.role in ("agent", "cli"):
+        if user.role in ("agent", "cli", OPERATOR):
             assert not creates, user.actor
         elif user.role == "router":
             assert all(len(entry.split(".")) == 5 for entry in creates), (user.actor, creates)
@@ -422,7 +450,7 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
         # audit reader (`parley tail`) everything; nobody else anything.
         if user.role == "cli":
             assert set(user.follows) == {ns.timelines(user.actor), ns.decisions(user.actor)}
-        elif user.role == AUDIT_READER:
+        elif user.role in (AUDIT_READER, OPERATOR):
             assert user.follows == (f"{ns.root}.>",)
         else:
             assert not user.follows, user.actor
@@ -487,6 +515,8 @@ LINTS = {
         ("gate", "", "_INBOX.>", "inbox"),
         ("router", "parley.audit.t.p", "", "audit"),
         ("gpt", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS", "", "create"),
+        ("operator", "$JS.API.CONSUMER.CREATE.KV_parley_registry.x.>", "", "create"),
+        ("operator", "$JS.API.STREAM.MSG.DELETE.PARLEY_DELIVER", "", "own-deliveries"),
         ("cli", "$JS.API.CONSUMER.CREATE.PARLEY_EVENTS.cli.parley.events.*.*", "", "create"),
         ("router", "", "parley.events.cli.s1", "listen"),
         ("gpt", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.PARLEY_DELIVER.gpt", "", "listen"),
@@ -512,3 +542,21 @@ def test_the_example_matches_the_generator(tmp_path: Path) -> None:
         assert fresh == committed, (
             f"deploy/nats/{name} is stale: run `parley nats-config --out deploy/nats --example`"
         )
+
+
+def test_who_follows_everything_sees_what_agents_and_people_publish(tmp_path: Path) -> None:
+    """nats-server passes nothing that came in through a service import on to a stream
+    export: the operator and the audit reader see an agent's or a person's own subjects
+    only because that principal's account exports them to them (tools/natsconf/_follows.py);
+    a person, who follows only its own timelines, gets nobody's."""
+    ns = Namespace("acme-prod")
+    write_nats_config(tmp_path, ["gate", "cli", "person-bob", "gpt", "operator", "audit-cli"], ns)
+    accounts = read_accounts(tmp_path / "authorization.conf")
+    for follower in ("operator", "audit-cli"):
+        seen = set(_peer_streams(accounts[f"principal-{follower}"]))
+        for who in ("cli", "person-bob", "gpt"):
+            assert (f"principal-{who}", ns.submit(who)) in seen, (follower, who)
+            assert (f"principal-{who}", ns.dead(who)) in seen, (follower, who)
+        assert ("principal-gpt", ns.timers("gpt")) in seen
+    for person in ("cli", "person-bob"):
+        assert not _peer_streams(accounts[f"principal-{person}"]), person

@@ -5,9 +5,10 @@ it writes) and the permissions it writes (`permissions_for`, `settings_for`, the
 accounts).
 
 Inside: `_command` (users, keys, accounts and files), `_permissions` (what each principal
-may publish, subscribe, import and read, and why), `_grants` (the subjects each such act needs)
-and `_gateway` (`parley gateway-config`: the shared-agent gateway's users, one per relay
-device).
+may publish, subscribe, import and read, and why), `_grants` (the subjects each such act needs),
+`_operator` (the read-only `operator` role of the nats CLI), `_system` (the optional
+system-account user) and `_gateway` (`parley gateway-config`: the shared-agent gateway's
+users, one per relay device).
 """
 
 from tools.natsconf._command import (
@@ -35,6 +36,7 @@ from tools.natsconf._permissions import (
     CORE_ACCOUNT,
     FIXED_ROLES,
     IMPORTED_JS_API,
+    OPERATOR,
     OPERATOR_ROLES,
     PERSON_PREFIX,
     POLICY_SIGNER,
@@ -48,6 +50,7 @@ from tools.natsconf._permissions import (
     role_of,
     settings_for,
 )
+from tools.natsconf._system import SYSTEM_ACCOUNT, SYSTEM_USER
 
 __all__ = (
     "AUDIT_READER",
@@ -58,11 +61,14 @@ __all__ = (
     "FIXED_ROLES",
     "GATEWAY_ADMIN",
     "IMPORTED_JS_API",
+    "OPERATOR",
     "OPERATOR_ROLES",
     "PERSON_PREFIX",
     "POLICY_SIGNER",
     "PROVISIONER",
     "RELAY",
+    "SYSTEM_ACCOUNT",
+    "SYSTEM_USER",
     "TRUSTED_ROLES",
     "Permissions",
     "account_of",

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from bus import AccountLimits
 from schemas import Namespace, SubjectTokenError, check_token
+from tools.natsconf._follows import follow_publishers
 from tools.natsconf._permissions import (
     CORE_ACCOUNT,
     PROVISIONER,
@@ -45,6 +46,7 @@ from tools.natsconf._permissions import (
     role_of,
     settings_for,
 )
+from tools.natsconf._system import SYSTEM_ACCOUNT, SYSTEM_USER, system_account
 
 __all__ = (
     "AUTHORIZATION",
@@ -67,6 +69,7 @@ DEFAULT_ACTORS = (
     "claude",
     "policy-signer",
     "audit-cli",
+    "operator",
 )
 AUTHORIZATION = "authorization.conf"
 MANIFEST = "actors.json"
@@ -140,19 +143,24 @@ def write_nats_config(
     listen: str = "127.0.0.1:4222",
     relay_serves: Sequence[str] = (),
     limits: AccountLimits | None = None,
+    system_user: bool = False,
 ) -> dict[str, dict[str, str]]:
     """Write the config files (and, unless `example`, seeds and settings) into `out`.
 
     `relay_serves`: the shared agents and device principals the relay reads and submits as.
     `limits`: the core account's JetStream limits (docs/quotas.md; the defaults when None).
+    `system_user`: also a `system` user in nats-server's system account (`_system.py`).
 
     Returns:
         The manifest: actor id -> {"role", "nkey"}.
 
     Raises:
         SubjectTokenError: an actor id is not a valid subject token.
+        ValueError: an actor is named `system`, the system user's name.
     """
     names = list(dict.fromkeys([*(check_token(a, "actor id") for a in actors), PROVISIONER]))
+    if SYSTEM_USER in names:
+        raise ValueError(f"{SYSTEM_USER!r} is the system user's name (--system-user), no actor's")
     out.mkdir(parents=True, exist_ok=True)
     seeds_dir = None if example else out / "seeds"
     if seeds_dir is not None:
@@ -184,7 +192,13 @@ def write_nats_config(
         f"# {MANIFEST} says which key is which actor. Least privilege: see tools/natsconf/.\n"
     )
     limits = AccountLimits() if limits is None else limits
-    body = json.dumps({"accounts": _accounts(names, users, grants, limits)}, indent=2)
+    config: dict[str, Any] = {"accounts": _accounts(names, users, grants, limits)}
+    if system_user:
+        nkey = public_key(_seed_for(seeds_dir, SYSTEM_USER))
+        manifest[SYSTEM_USER] = {"role": SYSTEM_USER, "nkey": nkey, "account": SYSTEM_ACCOUNT}
+        config["accounts"][SYSTEM_ACCOUNT] = system_account(nkey, ns)
+        config["system_account"] = SYSTEM_ACCOUNT
+    body = json.dumps(config, indent=2)
     (out / AUTHORIZATION).write_text(header + (_EXAMPLE_NOTE if example else "") + body + "\n")
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     (out / "nats-server.conf").write_text(_server_conf(store_dir, example, listen))
@@ -199,7 +213,8 @@ def _accounts(
 ) -> dict[str, dict[str, Any]]:
     """The core account (JetStream within `limits`, the trusted actors, its exports) and one
     account per other principal, which imports exactly its grants, each exported to it
-    alone. Only the core account has JetStream, so its limits bound everything stored."""
+    alone. Only the core account has JetStream, so its limits bound everything stored. What
+    a principal publishes in its own account reaches who follows it (`_follows.py`)."""
     core: dict[str, Any] = {"jetstream": limits.to_config(), "users": [], "exports": []}
     accounts: dict[str, dict[str, Any]] = {CORE_ACCOUNT: core}
     services: dict[str, list[str]] = {}
@@ -227,6 +242,7 @@ def _accounts(
             export["response_type"] = "stream"
         core["exports"].append(export)
     core["exports"] += [{"stream": subject, "accounts": to} for subject, to in streams.items()]
+    follow_publishers(accounts, grants)  # what agents and people publish, to who follows it
     return accounts
 
 
@@ -272,8 +288,9 @@ def _cmd_nats_config(args: argparse.Namespace) -> int:
                 max_streams=args.max_streams,
                 max_consumers=args.max_consumers,
             ),
+            system_user=args.system_user,
         )
-    except (SubjectTokenError, OSError, ValidationError) as exc:
+    except (SubjectTokenError, OSError, ValidationError, ValueError) as exc:
         print(f"parley nats-config: {exc}", file=sys.stderr)
         return 2
     for actor, entry in manifest.items():
@@ -303,6 +320,12 @@ def add_natsconf_commands(commands: Any) -> None:
     )
     cmd.add_argument(
         "--example", action="store_true", help="config files only, keys' seeds thrown away"
+    )
+    cmd.add_argument(
+        "--system-user",
+        action="store_true",
+        help="also a read-only `system` user in nats-server's system account, for "
+        "`nats server report` and `nats events` (docs/nats-cli.md)",
     )
     cmd.add_argument(
         "--relay-serves",

@@ -9,9 +9,10 @@ The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
 `person-<name>`), `console` (the web console's own process: it acts for people only as each
 person, with that person's own credentials, so its own user just beats), `relay` (the
 shared-agent relay, in an account of its own), `provisioner`,
-`policy-signer` (`parley policy publish`) and `audit-cli` (`parley audit`, `trace`, `tail`)
-are fixed ids; any other id is an agent. The JetStream subjects are the ones nats-py uses for
-what the runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
+`policy-signer` (`parley policy publish`), `audit-cli` (`parley audit`, `trace`, `tail`) and
+`operator` (a person reading everything with the nats CLI, `_operator.py`) are fixed ids;
+any other id is an agent. The JetStream subjects are the ones nats-py uses for what the
+runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
 
 - a durable pull consumer: read with `CONSUMER.MSG.NEXT`, acked on
   `$JS.ACK.<stream>.<durable>.>`, looked at with `CONSUMER.INFO`. Receivers on PARLEY_DELIVER
@@ -68,6 +69,7 @@ from dataclasses import dataclass, field
 from bus import AGENT_BUCKETS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
 from tools.natsconf._grants import ADVISORY, JS_API, Grants
+from tools.natsconf._operator import OPERATOR, operator_denies, operator_grants
 
 __all__ = (
     "AUDIT_READER",
@@ -75,6 +77,7 @@ __all__ = (
     "CORE_ACCOUNT",
     "FIXED_ROLES",
     "IMPORTED_JS_API",
+    "OPERATOR",
     "OPERATOR_ROLES",
     "PERSON_PREFIX",
     "POLICY_SIGNER",
@@ -94,7 +97,7 @@ PERSON_PREFIX = "person-"
 POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
 CONSOLE = "console"
-OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER)
+OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, OPERATOR)
 RELAY = "relay"
 FIXED_ROLES = ("gate", "router", "auditor", "cli", CONSOLE, RELAY, PROVISIONER, *OPERATOR_ROLES)
 TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
@@ -292,6 +295,8 @@ def permissions_for(
     g = Grants(ns, actor)
     if role == PROVISIONER:
         _provisioner_grants(g, agents)
+    elif role == OPERATOR:
+        operator_grants(g, agents)
     elif role in OPERATOR_ROLES:
         _operator_grants(g, role)
     else:
@@ -299,12 +304,14 @@ def permissions_for(
     deny = [] if role == "gate" else [f"{ns.root}.deliver.>"]
     if role != PROVISIONER:
         deny += [f"{JS_API}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
+    if role == OPERATOR:
+        deny += operator_denies(ns.root)
     # A person follows its sessions' timelines and the gate's word on what it sent, live.
     follows: tuple[str, ...] = ()
     if role == "cli":
         follows = (ns.timelines(actor), ns.decisions(actor))
-    elif role == AUDIT_READER:
-        follows = (f"{ns.root}.>",)  # `parley tail`: every envelope, live, read-only
+    elif role in (AUDIT_READER, OPERATOR):
+        follows = (f"{ns.root}.>",)  # `parley tail`, `nats sub`: every envelope, live, read-only
     return Permissions(
         publish_allow=tuple(g.publish),
         subscribe_allow=tuple(g.subscribe),
