@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -115,6 +116,7 @@ async def read_history_batches(
         else:
             filling.append(msg)
 
+    _parse_headers_faster(nc)
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox, cb=on_answer)
     request = {"seq": max(1, start_seq), "batch": _BATCH, "next_by_subj": subject or ">"}
@@ -147,3 +149,41 @@ def _stored(msg: Msg) -> StoredMessage:
     headers = msg.headers or {}
     own = {k: v for k, v in headers.items() if k not in DIRECT_HEADERS}
     return StoredMessage(int(headers["Nats-Sequence"]), headers["Nats-Subject"], msg.data, own)
+
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def parse_header_lines(raw: bytes) -> dict[str, str]:
+    """nats-py's header parsing (`Client._parse_header_lines`), the same result, faster.
+
+    Every stored message a direct get returns carries seven header lines, and nats-py checks
+    each name for whitespace one character at a time through a generator: over half of what
+    reading history cost per message. Here one regular expression does that check. The result
+    is the same for every input (tests/unit/test_history_headers.py compares both): lines
+    without a colon or with a non-ASCII or spaced name are skipped, names and values are
+    stripped, values decoded as UTF-8 with replacement.
+    """
+    out: dict[str, str] = {}
+    for line in raw.split(b"\r\n"):
+        name, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        try:
+            key = name.strip().decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if _WHITESPACE.search(key) is None:
+            out[key] = value.strip().decode("utf-8", "replace")
+    return out
+
+
+def _parse_headers_faster(nc: NATS) -> None:
+    """Have `nc` parse headers with `parse_header_lines` (the same result, faster).
+
+    nats-py calls `self._parse_header_lines(raw)` for every message with headers; an
+    attribute of the connection itself takes its place for this connection only. A nats-py
+    without that method is left as it is.
+    """
+    if callable(getattr(type(nc), "_parse_header_lines", None)):
+        nc._parse_header_lines = parse_header_lines  # type: ignore[method-assign]
