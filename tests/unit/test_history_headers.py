@@ -58,3 +58,14 @@ def test_awkward_header_blocks_parse_as_nats_py_parses_them() -> None:
 def test_any_bytes_parse_as_nats_py_parses_them(pieces: list[bytes]) -> None:
     raw = b"".join(pieces)
     assert parse_header_lines(raw) == Client._parse_header_lines(raw)
+
+
+_ASCII = st.binary(max_size=6).map(lambda raw: bytes(b % 128 for b in raw))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(_PIECES.filter(bytes.isascii), _ASCII), max_size=40))
+def test_any_ascii_bytes_parse_as_nats_py_parses_them(pieces: list[bytes]) -> None:
+    """Headers are nearly always ASCII, which has a path of its own."""
+    raw = b"".join(pieces)
+    assert parse_header_lines(raw) == Client._parse_header_lines(raw)
