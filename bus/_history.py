@@ -176,16 +176,16 @@ def parse_header_lines(raw: bytes) -> dict[str, str]:
                 if _WHITESPACE.search(key) is None:
                     out[key] = value.strip(_BYTES_SPACE)
         return out
-    for line in raw.split(b"\r\n"):
-        name, sep, value = line.partition(b":")
-        if not sep:
+    for raw_line in raw.split(b"\r\n"):
+        raw_name, raw_sep, raw_value = raw_line.partition(b":")
+        if not raw_sep:
             continue
         try:
-            key = name.strip().decode("ascii")
+            key = raw_name.strip().decode("ascii")
         except UnicodeDecodeError:
             continue
         if _WHITESPACE.search(key) is None:
-            out[key] = value.strip().decode("utf-8", "replace")
+            out[key] = raw_value.strip().decode("utf-8", "replace")
     return out
 
 

@@ -36,8 +36,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nats.aio.client import Client as NATS
 
-from actors.auditor._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal, sign_checkpoint
-from actors.auditor._facts import FactSource, Redactor, records_for
+from actors.auditor import (
+    CHECKPOINT_PROFILE,
+    GENESIS,
+    Checkpoint,
+    FactSource,
+    Redactor,
+    records_for,
+    seal,
+    sign_checkpoint,
+)
 from bus import MSG_ID, EmbeddedServer, Quotas, provision
 from schemas import AuditRecord, Namespace, derive_id, encode, utc_now
 from tools.bench._audit import _decision
