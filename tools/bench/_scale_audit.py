@@ -152,7 +152,8 @@ _Outcome = tuple[int, str, float, float, float]
 def _wait_for(child: subprocess.Popen[bytes], started: float) -> _Outcome:
     """Read the child to its end, then reap it with its own resource usage."""
     assert child.stdout is not None  # noqa: S101 - started with a pipe
-    output = child.stdout.read().decode(errors="replace")  # until the child closes it
+    with child.stdout as stdout:
+        output = stdout.read().decode(errors="replace")  # until the child closes it
     _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not every child's
     wall = time.perf_counter() - started
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -177,8 +178,13 @@ async def _run_verify(argv: list[str], cwd: Path) -> _Outcome:
         raise
 
 
-async def audit_verify_scale(count: int) -> dict[str, Any]:
-    """Write `count` records, verify them with the real command; figures, aims, verdicts."""
+async def audit_verify_scale(
+    count: int, *, stored_as: Callable[[int, bytes], bytes] = _as_sealed
+) -> dict[str, Any]:
+    """Write `count` records, verify them with the real command; figures, aims, verdicts.
+
+    `stored_as` as for `chain_messages` (a tampered chain must fail the row).
+    """
     key = Ed25519PrivateKey.generate()
     ns = Namespace("benchscale")
     with (
@@ -191,7 +197,7 @@ async def audit_verify_scale(count: int) -> dict[str, Any]:
             quotas = Quotas(stream_bytes={"audit": max(1024, count * 2048 // _MIB + 1) * _MIB})
             await provision(nc.jetstream(), ns, quotas=quotas)
             began = time.perf_counter()
-            await write_chain(nc, ns, count, key)
+            await write_chain(nc, ns, count, key, stored_as=stored_as)
             written_s = time.perf_counter() - began
         finally:
             await nc.close()
