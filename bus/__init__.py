@@ -57,7 +57,7 @@ from bus._headers import (
     parse_trace_headers,
     traceparent_for,
 )
-from bus._history import HistoryError, StoredMessage, read_history
+from bus._history import HistoryError, StoredMessage, read_history, read_history_batches
 from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._kv_history import leader_history, leader_revision
 from bus._last_values import LastValues
@@ -187,6 +187,7 @@ __all__ = (
     "provision",
     "provision_agent",
     "read_history",
+    "read_history_batches",
     "run_actor",
     "serve_metrics",
     "shipped",

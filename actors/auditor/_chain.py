@@ -20,7 +20,6 @@ import base64
 import binascii
 import hashlib
 import re
-from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,7 +57,11 @@ CHECKPOINT_PROFILE = "_checkpoint"
 """The subject token checkpoints use in place of a profile (profiles never start with `_`)."""
 
 _UNSEALED_TAIL = b',"hash":""}'
-_SEALED = re.compile(rb',"hash":"([0-9a-f]{64})"\}\Z')
+_SEALED = re.compile(rb',"hash":"([0-9a-f]{64})"\}')
+_SEALED_LEN = len(b',"hash":""}') + 64
+"""A sealed record ends with exactly these many bytes of hash field: only they are matched."""
+_FOREIGN_KEPT = 1000
+"""Foreign messages described in a report; the rest are counted (memory stays bounded)."""
 
 
 class ChainError(ValueError):
@@ -93,10 +96,11 @@ def seal(unsealed: bytes) -> tuple[bytes, str]:
 
 def _computed_hash(stored: bytes) -> tuple[str, str] | None:
     """(claimed hash, hash of the bytes with it blanked), or None if not sealed."""
-    match = _SEALED.search(stored)
+    cut = len(stored) - _SEALED_LEN
+    match = _SEALED.fullmatch(stored, cut) if cut >= 0 else None
     if match is None:
         return None
-    unsealed = stored[: match.start()] + _UNSEALED_TAIL
+    unsealed = stored[:cut] + _UNSEALED_TAIL
     return match.group(1).decode(), hashlib.sha256(unsealed).hexdigest()
 
 
@@ -156,7 +160,9 @@ class ChainReport:
     """Alert records: the auditor found messages it did not write (they stay in the chain)."""
     foreign: list[str] = field(default_factory=list)
     """Messages that are no part of the chain (not a sealed audit record or checkpoint), by
-    sequence and subject: someone else's writes, reported beside the chain, never in it."""
+    sequence and subject: someone else's writes, reported beside the chain, never in it.
+    The first thousand only: `foreign_total` counts them all."""
+    foreign_total: int = 0
     unvouched: list[str] = field(default_factory=list)
     """Ranges of records a restarted auditor pinned without having written them itself."""
     first_bad_seq: int | None = None
@@ -171,6 +177,10 @@ class ChainReport:
 @dataclass
 class ChainVerifier:
     """Feed it every message of the audit stream in order; then call `finish()`.
+
+    It streams: what it keeps is the head of the chain and counters, never the records, so
+    its memory does not grow with the stream (off-box checkpoints given, and descriptions of
+    the first foreign messages, are all it holds).
 
     Args:
         trusted: Public keys whose checkpoints count (by key id).
@@ -189,7 +199,9 @@ class ChainVerifier:
     _member_seq: int = 0
     _pins: dict[int, Checkpoint] = field(default_factory=dict)
     _seen_pins: set[int] = field(default_factory=set)
-    _seqs: array[int] = field(default_factory=lambda: array("q"))
+    """Off-box checkpoints found in the stream (only those: memory stays flat)."""
+    _first_unpinned_seq: int = 0
+    """Sequence of the first record after the newest checkpoint (what `strict` reports)."""
 
     def __post_init__(self) -> None:
         for raw in self.off_box:
@@ -220,21 +232,24 @@ class ChainVerifier:
         elif tokens[3] == CHECKPOINT_PROFILE:
             self._checkpoint(seq, tokens[2], data)
             self._member_seq = seq
-        elif _computed_hash(data) is None or not _claims_a_record(data):
+        elif (hashes := _computed_hash(data)) is None or not _claims_a_record(data):
             self._foreign(seq, subject, "not a sealed audit record")
         else:
-            self._record(seq, tokens[2], tokens[3], data)
+            self._record(seq, tokens[2], tokens[3], data, hashes)
             self._member_seq = seq
 
     def _foreign(self, seq: int, subject: str, why: str) -> None:
-        self.report.foreign.append(f"seq {seq} on {subject}: {why}")
+        self.report.foreign_total += 1
+        if len(self.report.foreign) < _FOREIGN_KEPT:
+            self.report.foreign.append(f"seq {seq} on {subject}: {why}")
 
-    def _record(self, seq: int, tenant: str, profile: str, data: bytes) -> None:
+    def _record(
+        self, seq: int, tenant: str, profile: str, data: bytes, hashes: tuple[str, str]
+    ) -> None:
         index = self.report.records + 1
         self.report.records = index
-        self._seqs.append(seq)
-        hashes = _computed_hash(data)
-        assert hashes is not None  # noqa: S101 - feed() sends only sealed records here
+        if index == self.report.covered + 1:
+            self._first_unpinned_seq = seq
         claimed, computed = hashes
         if claimed != computed:
             self._bad(seq, "record bytes do not match their hash (edited)")
@@ -278,7 +293,8 @@ class ChainVerifier:
             # The single writer appends a checkpoint right after the record it pins.
             self._bad(seq, f"checkpoint {checkpoint.count} does not follow the record it pins")
             return
-        self._seen_pins.add(checkpoint.count)
+        if checkpoint.count in self._pins:
+            self._seen_pins.add(checkpoint.count)
         self.report.covered = max(self.report.covered, checkpoint.count)
 
     def finish(self) -> ChainReport:
@@ -299,7 +315,7 @@ class ChainVerifier:
             report.covered = max(report.covered, count)
         if self.strict and report.covered < report.records:
             self._bad(
-                self._seqs[report.covered],
+                self._first_unpinned_seq,
                 f"records {report.covered + 1}..{report.records} are pinned by no checkpoint",
             )
         return report

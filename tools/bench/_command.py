@@ -72,6 +72,7 @@ from tools.bench._latency import latency_rows
 from tools.bench._options import ROWS, bench_parser, resolve
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
+from tools.bench._scale import print_scale, scale_rows
 from tools.bench._table import (
     print_audit,
     print_collab,
@@ -347,6 +348,10 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         result["context"] = context_row()
         print_context(result["context"])
 
+    def scale() -> None:
+        result["scale"] = uvloop.run(scale_rows(args.scale_audit_records))
+        print_scale(result["scale"])
+
     rounds = f"{args.rounds} alternating rounds"
     steps = {
         "runtime": (f"runtime: {args.backlog} envelopes a run, {rounds}", runtime),
@@ -357,6 +362,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         "relay": (f"relay: {args.relay_backlog} calls a run, {rounds}", relay),
         "publish": (f"publish: {args.publish_batches} batches a run, {rounds}", publish),
         "context": ("context: seed 004's context bloat", context),
+        "scale": (f"scale: audit verify of {args.scale_audit_records:,} records", scale),
     }
     chosen = [args.only] if args.only else list(ROWS)
     if not args.audit_backlog and "audit" in chosen:

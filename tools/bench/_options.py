@@ -16,7 +16,17 @@ from typing import Final
 
 __all__ = ("FULL", "QUICK", "ROWS", "bench_parser", "resolve")
 
-ROWS: Final = ("runtime", "gate", "collab", "audit", "latency", "relay", "publish", "context")
+ROWS: Final = (
+    "runtime",
+    "gate",
+    "collab",
+    "audit",
+    "latency",
+    "relay",
+    "publish",
+    "context",
+    "scale",
+)
 """Every row, in the order a run without `--only` takes them."""
 
 QUICK: Final[dict[str, int | str]] = {
@@ -33,6 +43,7 @@ QUICK: Final[dict[str, int | str]] = {
     "relay_calls": 60,
     "relay_turns": 4,
     "publish_batches": 100,
+    "scale_audit_records": 100_000,
 }
 """The defaults: every row, small enough to end within minutes."""
 
@@ -50,6 +61,7 @@ FULL: Final[dict[str, int | str]] = {
     "relay_calls": 200,
     "relay_turns": 8,
     "publish_batches": 300,
+    "scale_audit_records": 1_000_000,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
 
@@ -67,6 +79,7 @@ _HELP: Final = {
     "relay_calls": "one-at-a-time calls per relay run",
     "relay_turns": "turns per orchestrated session (relay)",
     "publish_batches": "batches of 64 per publish-mode run",
+    "scale_audit_records": "records `parley audit verify` walks (scale)",
 }
 
 

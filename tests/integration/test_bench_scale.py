@@ -1,0 +1,42 @@
+"""`parley bench --only scale` runs the real `parley audit verify` on a chain it wrote, and
+its verdicts can fail.
+
+A small chain (the figures' aims are the bench's to judge on a million records): the row
+must report every record verified, the child's own peak RSS, and each figure with its aim
+and verdict; and a chain with one record edited must fail both figures, however fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.bench import main
+from tools.bench._scale_audit import audit_verify_scale
+
+
+def test_the_scale_row_verifies_every_record_in_a_child_and_prints_aims(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["--only", "scale", "--scale-audit-records", "2500", "--out", str(out)]) == 0
+    audit = json.loads(out.read_text())["scale"]["audit_verify"]
+    assert audit["chain_verified"] and audit["records"] == 2500, audit
+    # The child's own peak: an interpreter with the command's libraries, never zero.
+    assert 20 < audit["peak_rss_mb"] < 1000, audit
+    assert audit["records_per_s"] > 0 and audit["verify_cpu_us_per_record"] > 0, audit
+    printed = capsys.readouterr().out
+    assert "aim >= 20,000" in printed and "aim < 200 MB" in printed, printed
+    assert printed.count("PASS") + printed.count("FAIL") == 2, printed
+
+
+async def test_a_chain_that_does_not_verify_fails_the_row() -> None:
+    def edited(index: int, sealed: bytes) -> bytes:
+        return sealed.replace(b'"fact":"decision"', b'"fact":"decisioN"') if index == 7 else sealed
+
+    audit = await audit_verify_scale(500, stored_as=edited)
+    assert not audit["chain_verified"], audit
+    assert audit["pass"] == {"records_per_s": False, "peak_rss_mb": False}, audit
+    assert "BROKEN" in audit["verify_output"] or '"ok": false' in audit["verify_output"]
