@@ -72,7 +72,7 @@ from tools.bench._latency import latency_rows
 from tools.bench._options import ROWS, bench_parser, resolve
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
-from tools.bench._scale import print_scale, scale_rows
+from tools.bench._scale import print_scale, registry_options, scale_rows
 from tools.bench._table import (
     print_audit,
     print_collab,
@@ -349,7 +349,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         print_context(result["context"])
 
     def scale() -> None:
-        result["scale"] = uvloop.run(scale_rows(args.scale_audit_records))
+        result["scale"] = uvloop.run(scale_rows(args.scale_audit_records, registry_options(args)))
         print_scale(result["scale"])
 
     rounds = f"{args.rounds} alternating rounds"
@@ -362,7 +362,11 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         "relay": (f"relay: {args.relay_backlog} calls a run, {rounds}", relay),
         "publish": (f"publish: {args.publish_batches} batches a run, {rounds}", publish),
         "context": ("context: seed 004's context bloat", context),
-        "scale": (f"scale: audit verify of {args.scale_audit_records:,} records", scale),
+        "scale": (
+            f"scale: audit verify of {args.scale_audit_records:,} records, "
+            f"{args.scale_agents:,} agents' heartbeats",
+            scale,
+        ),
     }
     chosen = [args.only] if args.only else list(ROWS)
     if not args.audit_backlog and "audit" in chosen:

@@ -29,7 +29,7 @@ ROWS: Final = (
 )
 """Every row, in the order a run without `--only` takes them."""
 
-QUICK: Final[dict[str, int | str]] = {
+QUICK: Final[dict[str, int | float | str]] = {
     "count": 200,
     "backlog": 2000,
     "rounds": 2,
@@ -44,10 +44,14 @@ QUICK: Final[dict[str, int | str]] = {
     "relay_turns": 4,
     "publish_batches": 100,
     "scale_audit_records": 100_000,
+    "scale_agents": 1000,
+    "scale_agents_window_s": 5.0,
+    "scale_agents_fsync": "always",
+    "scale_agents_aim_pct": 10.0,
 }
 """The defaults: every row, small enough to end within minutes."""
 
-FULL: Final[dict[str, int | str]] = {
+FULL: Final[dict[str, int | float | str]] = {
     "count": 500,
     "backlog": 5000,
     "rounds": 4,
@@ -62,6 +66,10 @@ FULL: Final[dict[str, int | str]] = {
     "relay_turns": 8,
     "publish_batches": 300,
     "scale_audit_records": 1_000_000,
+    "scale_agents": 10_000,
+    "scale_agents_window_s": 20.0,
+    "scale_agents_fsync": "always,lazy",
+    "scale_agents_aim_pct": 10.0,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
 
@@ -80,6 +88,10 @@ _HELP: Final = {
     "relay_turns": "turns per orchestrated session (relay)",
     "publish_batches": "batches of 64 per publish-mode run",
     "scale_audit_records": "records `parley audit verify` walks (scale)",
+    "scale_agents": "registered agents beating into the registry (scale)",
+    "scale_agents_window_s": "seconds the agents' CPU is measured over (scale)",
+    "scale_agents_fsync": "server fsync settings the agents run under (scale)",
+    "scale_agents_aim_pct": "aim for the agents' readers and server, % of one core (scale)",
 }
 
 

@@ -5,20 +5,57 @@ run whose result is wrong, fails). The row holds:
 
 - `audit_verify` (tools/bench/_scale_audit.py): `parley audit verify` over a long chain,
   records per second and the verifying process's peak resident memory.
+- `registry` (tools/bench/_scale_agents.py): many registered agents beating into the
+  registry at the real heartbeat period; the CPU of its readers and the nats-server, for
+  each fsync setting asked for.
 """
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
 from typing import Any
 
+from tools.bench._scale_agents import registry_scale
 from tools.bench._scale_audit import AIM_MAX_RSS_MB, AIM_RECORDS_PER_S, audit_verify_scale
 
-__all__ = ("print_scale", "scale_rows")
+__all__ = ("RegistryOptions", "print_scale", "registry_options", "scale_rows")
 
 
-async def scale_rows(audit_records: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RegistryOptions:
+    """The registry figure's options: agents, window, fsync settings, aim."""
+
+    agents: int
+    window_s: float
+    fsyncs: tuple[str, ...]
+    aim_pct: float
+
+
+def registry_options(args: argparse.Namespace) -> RegistryOptions:
+    """The registry figure's options from `parley bench`'s resolved arguments."""
+    fsyncs = tuple(f for f in args.scale_agents_fsync.split(",") if f)
+    unknown = set(fsyncs) - {"always", "lazy"}
+    if unknown:
+        raise SystemExit(f"--scale-agents-fsync: not always or lazy: {sorted(unknown)}")
+    return RegistryOptions(
+        args.scale_agents, args.scale_agents_window_s, fsyncs, args.scale_agents_aim_pct
+    )
+
+
+async def scale_rows(audit_records: int, registry: RegistryOptions) -> dict[str, Any]:
     """Run every figure of the row; `audit_records`: records the verify walks."""
-    return {"audit_verify": await audit_verify_scale(audit_records)}
+    result: dict[str, Any] = {"audit_verify": await audit_verify_scale(audit_records)}
+    result["registry"] = [
+        await registry_scale(
+            registry.agents,
+            registry.window_s,
+            aim_pct=registry.aim_pct,
+            sync_always=fsync == "always",
+        )
+        for fsync in registry.fsyncs
+    ]
+    return result
 
 
 def _verdict(what: str, figure: str, aim: str, passed: bool) -> None:
@@ -50,4 +87,31 @@ def print_scale(result: dict[str, Any]) -> None:
     print(
         f"  (its CPU: {audit['verify_cpu_us_per_record']:.1f} us a record, "
         f"{audit['verify_wall_s']:.1f} s wall; writing the chain took {audit['write_s']:.1f} s)"
+    )
+    for run in result["registry"]:
+        _print_registry(run)
+
+
+def _print_registry(run: dict[str, Any]) -> None:
+    fsync = "always" if run["sync_always"] else "lazy"
+    print(
+        f"\nscale: {run['agents']:,} agents registered, each beating every "
+        f"{run['heartbeat_s']:g} s (fsync {fsync}); CPU over {run['window_s']:g} s"
+    )
+    print(
+        f"  beats stored {run['beats_stored_per_s']:,.0f}/s of {run['beats_due_per_s']:,.0f}/s "
+        f"due, {run['puts_failed']:,} puts failed"
+        + (f" (last: {run['last_error']})" if run["puts_failed"] else "")
+    )
+    for name, pct in run["core_pct"].items():
+        print(
+            f"    {name:<12} {pct:5.1f}% of a core beating, {run['idle_core_pct'][name]:4.1f}% idle"
+        )
+    if not run["kept_up"]:
+        print("  the beats due were not all stored: not a measurement of these agents")
+    _verdict(
+        "readers + nats-server, % of one core",
+        f"{run['total_core_pct']:.1f}%",
+        f"< {run['aims']['total_core_pct']:g}%",
+        run["pass"]["total_core_pct"],
     )
