@@ -7,11 +7,8 @@ the gate may write), never from the envelope.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from nats.js.api import PubAck
 
 from bus._headers import TraceHeaders
 from bus._outbox import Outbox
@@ -86,17 +83,16 @@ class Context:
         *,
         hop_delta: int = 0,
         extra_headers: dict[str, str] | None = None,
-    ) -> asyncio.Future[PubAck]:
+    ) -> None:
         """Publish an effect caused by the envelope in hand (acked before the input is).
 
         The effect keeps the trace, records this envelope as its cause, sits `hop_delta` hops
         deeper, and is de-duplicated by its own id, so give it an id from `derive_id()`.
-        Returns its acknowledgement's future (`duplicate` set when JetStream already held it).
         """
         headers = self.trace.child(self.envelope_id, hop_delta).to_headers(envelope.id)
         if extra_headers:
             headers.update(extra_headers)
-        return await self.outbox.publish(subject, encode(envelope), headers)
+        await self.outbox.publish(subject, encode(envelope), headers)
 
     async def submit(self, envelope: AnyEnvelope) -> None:
         """Submit an effect to the gate on this actor's own submit subject.

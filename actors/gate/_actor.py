@@ -357,7 +357,7 @@ class GateActor(Actor):
             profile = bundle.profiles.get(ctx.sender) if bundle else None
             copy = redacted(envelope, profile.redact_pii if profile else True, self._redact_key)
             await effects.deliver(ctx, envelope, outcome, redacted=copy)
-            await effects.decide_record(ctx, copy or envelope, "allow", outcome, None, again=True)
+            await effects.decide_record(ctx, copy or envelope, "allow", outcome, None)
             return
         if isinstance(outcome, Allow):
             position = outcome.route.position

@@ -341,10 +341,8 @@ class GateEffects:
         deny: Deny | None,
         *,
         basis: str = "",
-        again: bool = False,
     ) -> None:
-        """Publish the decision about `envelope` on its sender's decisions subject; `again`:
-        an envelope admitted before, delivered again as recorded, so not counted twice."""
+        """Publish the decision about `envelope` on its sender's decisions subject."""
         decision = decision_for(
             ctx.sender,
             ctx.causation_id,
@@ -367,7 +365,7 @@ class GateEffects:
         subject = self.namespace.decisions(ctx.sender)
         events = self.namespace.stream("events")
         await ctx.outbox.publish_batched(events, subject, encode(decision), headers)
-        if self.decisions is not None and not again:
+        if self.decisions is not None:
             self.decisions.count(ctx, decision)
         await self._tell_timeline(ctx, decision, position)
 

@@ -1,11 +1,10 @@
 """What the gate tells an operator through Prometheus: its decisions, by kind and code.
 
-A decision is counted once its effects are stored and its input acked (`Outbox.when_acked`),
-so a message retried after a failed publish is counted when it finally goes through. An
-envelope delivered again as recorded after a crash (the gate finds its position already
-written) is not counted again: it was decided before. A refusal redelivered after a crash
-between storing its effects and its ack is decided, and counted, again: nothing stored tells
-the gate it was refused before.
+A decision is counted when the input it decides is acked (`Outbox.when_acked`), and an input
+is acked once: a message whose handler failed, or whose effects or ack were lost, is counted
+by the attempt that goes through, never by the ones before it. So an envelope admitted before
+a crash and delivered again as recorded after it is counted by that redelivery, once, and a
+decision whose ack the server recorded is never redelivered to be counted twice.
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ class RouterEffects:
                     await ctx.submit(effect)
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
-                    timeline = self.namespace.events(owner, effect.session_id)
-                    self._ends.count(ctx, effect, await ctx.publish(timeline, effect))
+                    await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
+                    self._ends.count(ctx, effect)
                 case Reminder():  # an orchestrated session's maxDurationMs
                     await ctx.publish(self._timers, effect.error)
                 case Error():

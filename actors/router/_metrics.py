@@ -1,17 +1,14 @@
 """What the router tells an operator through Prometheus: sessions ended, by stop reason.
 
-A session's end is counted once its ending event (`session_completed`, `session_failed`,
-`session_canceled`) is stored and the input that ended it acked (`Outbox.when_acked`), and
-only when JetStream stored that event for the first time: the event's id derives from the
-input, so an input redelivered after a crash publishes it again as a duplicate, which
-JetStream drops and says so (`PubAck.duplicate`) within the stream's duplicate window.
+A session's end is counted when the input that ended it is acked (`Outbox.when_acked`), once
+its ending event (`session_completed`, `session_failed`, `session_canceled`) is stored. An
+input is acked once, so an end is counted once: an input redelivered after a crash, whose
+event the first attempt stored but did not ack, is counted by the redelivery (which JetStream
+answers as a duplicate of the stored event), and the first attempt counted nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
-
-from nats.js.api import PubAck
 from prometheus_client import CollectorRegistry, Counter
 
 from bus import Context
@@ -30,22 +27,14 @@ class SessionEnds:
         self._counter = Counter(
             "parley_sessions_ended",
             "Sessions ended, by flow (collaboration, orchestrated) and stop reason; counted "
-            "once the ending event is stored for the first time.",
+            "once the input that ended the session is acked.",
             ["actor", "flow", "stop_reason"],
             registry=registry,
         )
 
-    def count(self, ctx: Context, event: SessionEvent, stored: asyncio.Future[PubAck]) -> None:
-        """Count `event` if it ends a session, once its input is acked and if `stored` was
-        not a duplicate of an earlier delivery's."""
+    def count(self, ctx: Context, event: SessionEvent) -> None:
+        """Count `event` if it ends a session, once its input is acked."""
         if event.event_type not in ENDING_EVENTS or event.stop_reason is None:
             return
         flow = "orchestrated" if event.payload.get("orchestrated") else "collaboration"
-        labels = self._counter.labels(self._actor_id, flow, event.stop_reason)
-
-        def acked() -> None:
-            if stored.done() and not stored.cancelled() and stored.exception() is None:
-                if not stored.result().duplicate:
-                    labels.inc()
-
-        ctx.outbox.when_acked(acked)
+        ctx.outbox.when_acked(self._counter.labels(self._actor_id, flow, event.stop_reason).inc)
