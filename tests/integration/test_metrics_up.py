@@ -2,10 +2,11 @@
 
 `parley up examples/collaborate` runs the gate, the router, the auditor and two agents as real
 processes, locked down; the test reads the file_sd targets file `parley up` writes, scrapes
-every endpoint over HTTP after a real collaboration and a `say` the gate refuses a step of,
-and parses each exposition with prometheus_client's own parser: the gate's decisions by kind
-and code, the router's sessions ended by stop reason, the auditor caught up with a fresh checkpoint.
-A router killed with SIGKILL comes back on a new port, and the file follows it.
+every endpoint over HTTP after a real collaboration, a `say` the gate refuses a step of and
+bytes that are no envelope, and parses each exposition with prometheus_client's own parser:
+the gate's decisions by kind and code, the router's sessions ended by stop reason, the dead
+letter by reason, the auditor caught up with a fresh checkpoint. A router killed with SIGKILL
+comes back on a new port, and the file follows it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.natscli import NatsCli
 from tests.support.processes import REPO, close_up, parley_env, parley_up
 from tests.support.system import finished, parley_cli
 
@@ -108,6 +110,13 @@ async def test_up_lists_each_actors_metrics_and_they_count_what_happened(tmp_pat
         assert code == 0 and said[-1].startswith("stopped: final"), said
         code, said = await finished(parley_cli(env, "say", "@nobody", "hello", cwd=tmp_path), 60)
         assert code != 0 and "TARGET_NOT_ALLOWED" in said[-1], said
+        contexts = tmp_path / ".parley" / "nats-contexts"
+        cli = await NatsCli.from_context(json.loads((contexts / "cli.json").read_text()))
+        try:  # bytes that are no envelope, submitted as the person's commands submit
+            await cli.nc.publish("parley.submit.cli", b"not an envelope")
+            await cli.nc.flush()
+        finally:
+            await cli.nc.close()
 
         ended = "parley_sessions_ended"
         router = await _until(
@@ -139,6 +148,12 @@ async def test_up_lists_each_actors_metrics_and_they_count_what_happened(tmp_pat
             targets["router"], lambda f: _value(f, ended, stop_reason="error") is not None
         )
         assert _value(router, ended, flow="collaboration", stop_reason="error") == 1
+
+        dead = "parley_dead_lettered"
+        gate = await _until(targets["gate"], lambda f: _value(f, dead, actor="gate") is not None)
+        assert gate[dead].type == "counter"
+        (bad,) = [s for s in gate[dead].samples if s.name == f"{dead}_total"]
+        assert bad.labels["reason"].startswith("decode_") and bad.value == 1, bad
 
         lag = "parley_audit_lag_messages"
         auditor = await _until(
