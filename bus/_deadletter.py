@@ -180,8 +180,9 @@ class DeadLetters:
         sender = self._sender_of(subject, actor)
         subject = self._ns.dead(actor, sender)
         drops = await self._drops_one(subject)
-        await self._js.publish(subject, payload, headers=out)
-        self._metrics.dead_lettered.labels(self._actor_id, reason).inc()
+        stored = await self._js.publish(subject, payload, headers=out)
+        if not stored.duplicate:  # the same dead letter written again after a crash: once
+            self._metrics.dead_lettered.labels(self._actor_id, reason).inc()
         if drops:
             self._metrics.dead_letters_dropped.labels(self._actor_id, sender).inc()
             log.warning(

@@ -11,7 +11,7 @@ as duplicates) or finds the work complete.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nats.js.api import PubAck
@@ -29,7 +29,7 @@ class EffectError(RuntimeError):
 class Outbox:
     """The pending publishes of one message being handled."""
 
-    __slots__ = ("_inbox", "_stall_s", "batches", "pending")
+    __slots__ = ("_acked", "_inbox", "_stall_s", "batches", "pending")
 
     def __init__(self, inbox: AckInbox, stall_s: float = 5.0) -> None:
         self._inbox = inbox
@@ -38,6 +38,21 @@ class Outbox:
         self.batches: FastBatches | None = None
         """The fast batches of the handled batch this message is in, when the runtime
         opened them (bus/_fastbatch.py)."""
+        self._acked: list[Callable[[], None]] = []
+
+    def when_acked(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once this message's effects are stored and its ack recorded.
+
+        For counting a fact (a decision, a session's end) once it happened for good: a
+        handler that fails, or whose effects or ack are lost, is retried and counts then.
+        """
+        self._acked.append(callback)
+
+    def acked(self) -> None:
+        """The runtime's word that this message is acked: run the `when_acked` callbacks."""
+        callbacks, self._acked = self._acked, []
+        for callback in callbacks:
+            callback()
 
     async def publish(
         self, subject: str, payload: bytes, headers: dict[str, str]

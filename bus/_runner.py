@@ -59,7 +59,8 @@ async def _serve(actor: Actor) -> ExitCode:
     metrics = ActorMetrics(registry, actor.actor_id)
     if settings.metrics_port is not None:
         port = serve_metrics(registry, settings.metrics_host, settings.metrics_port)
-        log.info("metrics served", extra={"port": port})
+        # `parley up` reads this line for its Prometheus targets (tools/_metrics_targets.py).
+        log.info("metrics served", extra={"port": port, "host": settings.metrics_host})
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

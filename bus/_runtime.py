@@ -343,6 +343,7 @@ class ActorRuntime:
                 continue
             published += len(job.ctx.outbox)
             acked += 1
+            job.ctx.outbox.acked()
         self._outcomes["acked"].inc(acked)
         if published:
             self._published.inc(published)

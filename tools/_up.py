@@ -45,6 +45,7 @@ from tools._local import (
     record_local_system,
 )
 from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
+from tools._metrics_targets import TARGETS_FILE, MetricsTargets
 from tools._nats_contexts import LOCAL_CONTEXTS, context_hint, write_nats_contexts
 from tools._system_policy import (
     RECORD_NAME,
@@ -163,6 +164,9 @@ async def up(args: argparse.Namespace) -> int:
         topology = load_topology(shipped(args.topology))
     people = bundle.people if bundle is not None else ()
     env = dict(os.environ)
+    # Every actor serves metrics on a free port of its own, listed in the targets file.
+    env.setdefault("PARLEY_METRICS_PORT", "0")
+    targets = MetricsTargets(LOCAL_DIR / TARGETS_FILE)
     loop = asyncio.get_running_loop()
     server: EmbeddedServer | EmbeddedCluster | None = None
     keeper: ServerKeeper | None = None
@@ -187,6 +191,7 @@ async def up(args: argparse.Namespace) -> int:
 
     def child_line(name: str, line: str) -> None:
         print(f"[{name}] {line}", flush=True)
+        targets.line(name, line)
         if waiting_for and name in waiting_for and '"msg":"ready"' in line:
             waiting_for.discard(name)
             if not waiting_for:
@@ -230,6 +235,7 @@ async def up(args: argparse.Namespace) -> int:
             )
             if locked is not None:
                 _say(context_hint(LOCAL_CONTEXTS))
+        targets.write()  # none yet: a Prometheus reading it finds no stale endpoints
         supervisor = Supervisor(topology, base_env=env, on_line=child_line)
         await supervisor.run(stopping)
         if keeping is not None:
@@ -243,6 +249,7 @@ async def up(args: argparse.Namespace) -> int:
         return 1
     finally:
         stopping.set()
+        targets.clear()
         if keeping is not None:
             await asyncio.gather(keeping, return_exceptions=True)
         if server is not None:

@@ -62,6 +62,7 @@ from actors.auditor._facts import (
     unvouched_record,
 )
 from actors.auditor._lease import LeaseLost, WriterLease, stop_when_lost
+from actors.auditor._metrics import AuditMetrics
 from bus import (
     CAUSATION_ID,
     HOP_COUNT,
@@ -155,6 +156,7 @@ class AuditorActor(Actor):
         self._keeper: asyncio.Task[None] | None = None
         self._signals_taken = False
         self._stood_down = False
+        self._metrics = AuditMetrics(self.actor_id)
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
 
     def inputs(self) -> Sequence[Input]:
@@ -171,6 +173,7 @@ class AuditorActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         """Take the writer's lease (standing by while another replica holds it), then read
         the chain's head and the facts already recorded."""
+        self._metrics.open(bus, self.inputs(), lambda: self._appender)
         lease = WriterLease(
             bus.js, self.namespace.bucket("leases"), f"{self.actor_id}.writer", self.options.lease_s
         )
@@ -241,6 +244,7 @@ class AuditorActor(Actor):
         # Renewals go on past `stopping` until `stop()` has written the final checkpoint.
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._checkpoints(stopping))
+            tasks.create_task(self._metrics.watch(stopping))
             tasks.create_task(stop_when_lost(self._keeper, stopping))
 
     async def _checkpoints(self, stopping: asyncio.Event) -> None:
@@ -303,6 +307,7 @@ class AuditorActor(Actor):
             return
         future, signed, count = sent
         future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+        future.add_done_callback(self._metrics.checkpoint_stored)
         await asyncio.wait_for(asyncio.shield(future), timeout=self.settings.ack_wait_s)
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
@@ -364,6 +369,7 @@ class AuditorActor(Actor):
             if sent is not None:
                 future, signed, count = sent
                 future.add_done_callback(functools.partial(_log_checkpoint, signed, count))
+                future.add_done_callback(self._metrics.checkpoint_stored)
 
 
 def _trace_headers(record: AuditRecord, cause: str) -> dict[str, str]:

@@ -52,6 +52,7 @@ from actors.gate._bundles import BUNDLE_KEY, BundleStore, load_public_keys
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
 from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
+from actors.gate._metrics import DecisionCounter
 from actors.gate._options import GateOptions
 from actors.gate._paid import PaidCharges
 from actors.gate._plan import Deny, Route, Submission
@@ -169,6 +170,7 @@ class GateActor(Actor):
         self._effects = GateEffects(
             ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
         )
+        self._effects.decisions = DecisionCounter(bus.metrics.registry, self.actor_id)
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -307,7 +309,7 @@ class GateActor(Actor):
             Submission(envelope, ctx.sender, ctx.causation_id, ctx.headers, now_ms)
             for envelope, ctx in batch
         ]
-        recorded = await self._recorded(store, [item for item in batch if id(item[1]) in seen])
+        recorded = await store.recorded([item for item in batch if id(item[1]) in seen])
         replayed = [recorded.get(id(ctx)) for _, ctx in batch]
         causes = await store.load(
             position_key(sub.causation_id) for sub in subs if sub.causation_id
@@ -330,22 +332,6 @@ class GateActor(Actor):
             for (envelope, ctx), verdict in zip(batch, judged, strict=True)
         ]
         return _Decided(verdicts, ledger, roots, frozenset(local), planned, now_ms, returned)
-
-    @staticmethod
-    async def _recorded(
-        store: GateStore, again: Sequence[tuple[AnyEnvelope, Context]]
-    ) -> dict[int, Position]:
-        """Positions already recorded for envelopes handed to a gate before (admitted before
-        a crash), by `id(ctx)`."""
-        if not again:
-            return {}
-        found = await store.load(position_key(env.id) for env, _ in again)
-        out: dict[int, Position] = {}
-        for env, ctx in again:
-            value = found.get(position_key(env.id))
-            if isinstance(value, Position) and value.sender == ctx.sender:
-                out[id(ctx)] = value
-        return out
 
     @staticmethod
     def _conflict(verdict: _Verdict, stale: frozenset[str]) -> Exception | None:

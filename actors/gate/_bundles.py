@@ -52,7 +52,7 @@ from schemas import (
     verify_payload,
 )
 
-__all__ = ("BUNDLE_KEY", "TRUSTED_VERSION_KEY", "BundleStore", "load_public_keys")
+__all__ = ("BUNDLE_KEY", "TRUSTED_VERSION_KEY", "BundleStore", "load_public_keys", "role_of")
 
 log = logging.getLogger("parley.actors.gate.bundles")
 
@@ -326,3 +326,18 @@ class BundleStore:
     async def _open_watch(self) -> KeyValue.KeyWatcher:
         """A watch of `bundle` from its oldest kept revision (the caller skips those seen)."""
         return await self._kv.watch(BUNDLE_KEY, include_history=True, ignore_deletes=True)
+
+
+def role_of(bundles: BundleStore, sender: str) -> str:
+    """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
+
+    The router lets the principal that opened a session, or an operator, steer it; it cannot
+    read the policy bundle, so the gate says which profiles are operators.
+    """
+    bundle = bundles.bundle
+    profile = bundle.profiles.get(sender) if bundle else None
+    if profile is None:
+        return ""
+    if profile.operator:
+        return "operator"
+    return "person" if profile.speaks_for_person else ""

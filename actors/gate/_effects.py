@@ -14,9 +14,10 @@ import logging
 
 from msgspec import Struct, structs
 
-from actors.gate._bundles import BundleStore
+from actors.gate._bundles import BundleStore, role_of
 from actors.gate._decisions import decision_for, tag
 from actors.gate._ids import Claim, IdClaims
+from actors.gate._metrics import DecisionCounter
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._records import Position, position_key
 from actors.gate._redaction import redacted
@@ -71,6 +72,8 @@ class GateEffects:
         self._ids = ids
         self._store = store
         self._redact_key = redact_key
+        self.decisions: DecisionCounter | None = None
+        """Counts each decision once stored; set by the gate when it serves metrics."""
 
     async def refuse_duplicate(self, ctx: Context, envelope: AnyEnvelope, held: Claim) -> None:
         """Refuse a message whose envelope id another submission holds: nothing is planned,
@@ -237,18 +240,8 @@ class GateEffects:
         return payload, headers
 
     def role_of(self, sender: str) -> str:
-        """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
-
-        The router lets the principal that opened a session, or an operator, steer it; it
-        cannot read the policy bundle, so the gate says which profiles are operators.
-        """
-        bundle = self._bundles.bundle
-        profile = bundle.profiles.get(sender) if bundle else None
-        if profile is None:
-            return ""
-        if profile.operator:
-            return "operator"
-        return "person" if profile.speaks_for_person else ""
+        """What the receiver may let `sender` do beyond its own (actors/gate/_bundles.py)."""
+        return role_of(self._bundles, sender)
 
     async def refuse(
         self,
@@ -372,6 +365,8 @@ class GateEffects:
         subject = self.namespace.decisions(ctx.sender)
         events = self.namespace.stream("events")
         await ctx.outbox.publish_batched(events, subject, encode(decision), headers)
+        if self.decisions is not None:
+            self.decisions.count(ctx, decision)
         await self._tell_timeline(ctx, decision, position)
 
     async def _tell_timeline(self, ctx: Context, decision: Decision, position: Position) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 from msgspec import Struct
@@ -29,8 +29,16 @@ from nats.js.api import PubAck
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from actors.gate._records import Children, Inflight, Position, RateBucket, TraceState
-from bus import AckInbox
+from actors.gate._records import (
+    Children,
+    Inflight,
+    Position,
+    RateBucket,
+    TraceState,
+    position_key,
+)
+from bus import AckInbox, Context
+from schemas import AnyEnvelope
 
 __all__ = ("GateStore",)
 
@@ -106,6 +114,19 @@ class GateStore:
         if missing:
             await asyncio.gather(*(self._read(key) for key in missing))
         return {key: self._cache[key][0] for key in wanted if key in self._cache}
+
+    async def recorded(self, again: Sequence[tuple[AnyEnvelope, Context]]) -> dict[int, Position]:
+        """Positions already recorded for envelopes handed to a gate before (admitted before
+        a crash), by `id(ctx)`."""
+        if not again:
+            return {}
+        found = await self.load(position_key(env.id) for env, _ in again)
+        out: dict[int, Position] = {}
+        for env, ctx in again:
+            value = found.get(position_key(env.id))
+            if isinstance(value, Position) and value.sender == ctx.sender:
+                out[id(ctx)] = value
+        return out
 
     def known_absent(self, keys: Iterable[str]) -> None:
         """Cache `keys` as absent (revision 0) where this process holds nothing for them.

@@ -126,7 +126,9 @@ class RouterActor(Actor):
         dead = DeadLetters(
             bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
         )
-        self._effects = RouterEffects(self.namespace, self.actor_id, self._timers, dead)
+        self._effects = RouterEffects(
+            self.namespace, self.actor_id, self._timers, dead, bus.metrics.registry
+        )
         self._sweeper = SessionSweeper(
             bus.js, kv, self._store, self._timers, self.actor_id, self.limits, bus.uptime
         )

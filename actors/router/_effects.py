@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from prometheus_client import CollectorRegistry
+
 from actors.orchestrator import Reminder
+from actors.router._metrics import SessionEnds
 from bus import Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, valid_token
 
@@ -38,11 +41,19 @@ class Emitted(Protocol):
 class RouterEffects:
     """Publishes a router's effects, as the router (`actor_id`)."""
 
-    def __init__(self, namespace: Namespace, actor_id: str, timers: str, dead: DeadLetters) -> None:
+    def __init__(
+        self,
+        namespace: Namespace,
+        actor_id: str,
+        timers: str,
+        dead: DeadLetters,
+        registry: CollectorRegistry,
+    ) -> None:
         self.namespace = namespace
         self.actor_id = actor_id
         self._timers = timers
         self._dead = dead
+        self._ends = SessionEnds(registry, actor_id)
 
     async def emit(self, step: Emitted, ctx: Context) -> None:
         """Agent calls go to the gate; events go to the timeline of the session's owner, and
@@ -68,6 +79,7 @@ class RouterEffects:
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
+                    self._ends.count(ctx, effect)
                 case Reminder():  # an orchestrated session's maxDurationMs
                     await ctx.publish(self._timers, effect.error)
                 case Error():

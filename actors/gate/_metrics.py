@@ -1,0 +1,38 @@
+"""What the gate tells an operator through Prometheus: its decisions, by kind and code.
+
+A decision is counted when the input it decides is acked (`Outbox.when_acked`), and an input
+is acked once: a message whose handler failed, or whose effects or ack were lost, is counted
+by the attempt that goes through, never by the ones before it. So an envelope admitted before
+a crash and delivered again as recorded after it is counted by that redelivery, once, and a
+decision whose ack the server recorded is never redelivered to be counted twice.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+from bus import Context
+from schemas import Decision
+
+__all__ = ("DecisionCounter",)
+
+
+class DecisionCounter:
+    """`parley_gate_decisions_total{actor, kind, decision, code}`."""
+
+    def __init__(self, registry: CollectorRegistry, actor_id: str) -> None:
+        self._actor_id = actor_id
+        self._counter = Counter(
+            "parley_gate_decisions",
+            "Envelopes the gate decided, by envelope kind, decision (allow, deny) and error "
+            "code (none when allowed); counted once the decision is stored.",
+            ["actor", "kind", "decision", "code"],
+            registry=registry,
+        )
+
+    def count(self, ctx: Context, decision: Decision) -> None:
+        """Count `decision` once the input it decides is acked."""
+        allowed = "allow" if decision.allowed else "deny"
+        code = str(decision.code) if decision.code is not None else "none"
+        labels = self._counter.labels(self._actor_id, decision.envelope_kind, allowed, code)
+        ctx.outbox.when_acked(labels.inc)
