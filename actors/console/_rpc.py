@@ -73,6 +73,8 @@ INTERNAL_ERROR: Final = -32603
 APPLICATION_ERROR: Final = -32000
 _MAX_BATCH: Final = 50
 _ENDED: Final = ("completed", "failed", "canceled", "refused")
+SUBMITTED: Final = "submitted"
+"""What StartTask did, as its reply says (the session's own state may be ahead of it)."""
 
 JsonId = str | int | None
 
@@ -211,6 +213,10 @@ class RpcSession:
         return record.summary()
 
     async def start_task(self, params: StartTaskParams) -> dict[str, Any]:
+        """Submit the session's task; the reply's state is what this call did (`submitted`).
+        The session's own state moves on as its events are folded in, which may happen while
+        the submission is awaited: the reply must not depend on that race, and the events
+        themselves are told as notifications (GetSessionState gives the current state)."""
         record = self._session(params.sessionId)
         if record.state != "created":
             raise RpcError.refused(
@@ -230,7 +236,7 @@ class RpcSession:
             "sessionId": record.session_id,
             "taskId": task_id,
             "envelopeId": message.id,
-            "state": record.state,
+            "state": SUBMITTED,
         }
 
     async def _delegate(self, record: SessionRecord, objective: str) -> dict[str, Any]:
@@ -248,7 +254,7 @@ class RpcSession:
             "taskId": record.task_id,
             "envelopeId": requests[0].id,
             "envelopeIds": [r.id for r in requests],
-            "state": record.state,
+            "state": SUBMITTED,
         }
 
     def _running(self, session_id: str) -> SessionRecord:
