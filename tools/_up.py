@@ -190,8 +190,8 @@ async def up(args: argparse.Namespace) -> int:
     waiting_for = {child.name for child in topology.actor}
 
     def child_line(name: str, line: str) -> None:
+        targets.line(name, line)  # before the line is shown: a reader of both sees them agree
         print(f"[{name}] {line}", flush=True)
-        targets.line(name, line)
         if waiting_for and name in waiting_for and '"msg":"ready"' in line:
             waiting_for.discard(name)
             if not waiting_for:

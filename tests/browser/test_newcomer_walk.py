@@ -11,52 +11,29 @@ the README as it stands.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shlex
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Page, async_playwright, expect
 
 from tests.support.processes import REPO, ProcessOutput, close_up
-from tests.support.runnable import READY_LINE, parse_blocks
+from tests.support.runnable import (
+    READY_LINE,
+    as_checkout,
+    parse_blocks,
+    person_env,
+    run_documented,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(600)]
 
 CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = 60_000
-COMMAND_TIMEOUT_S = 120.0
-
-
-def _person_env() -> dict[str, str]:
-    """A person's shell: nothing about a test server set."""
-    env = dict(os.environ)
-    for name in ("NATS_URL", "PARLEY_NAMESPACE", "PARLEY_MONITOR_URL"):
-        env.pop(name, None)
-    return env
-
-
-async def _run(command: str, cwd: Path, env: dict[str, str]) -> str:
-    """Run one README line as a person would; its output, after checking it exited 0."""
-    done = await asyncio.to_thread(
-        subprocess.run,
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-    )
-    said = done.stdout + done.stderr
-    assert done.returncode == 0, f"`{command}` exited {done.returncode}:\n{said[-3000:]}"
-    assert "Traceback" not in said, f"`{command}` printed a traceback:\n{said[-3000:]}"
-    return said
 
 
 def _verb(command: str) -> str:
@@ -79,17 +56,19 @@ async def test_a_newcomer_walks_the_readme(tmp_path: Path) -> None:
     verbs = [_verb(command) for command in block.runs]
     for needed in ("collab", "orchestrate", "delegate", "calls", "trace", "audit", "console"):
         assert needed in verbs, f"the README no longer shows `parley {needed}`: {verbs}"
-    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    env = _person_env()
+    as_checkout(tmp_path)
+    env = person_env()
 
     # `make demo` is `.venv/bin/parley demo` once `.venv` exists (the Makefile's demo target).
-    demo = await _run(".venv/bin/parley demo", tmp_path, env)
+    demo = await run_documented(".venv/bin/parley demo", tmp_path, env)
     assert "stopped: final (round 4)" in demo and "parley demo: done" in demo, demo[-2000:]
 
     up = ProcessOutput([".venv/bin/parley", "up"], env, name="up", cwd=tmp_path)
     try:
         await up.wait_line(READY_LINE.pattern, timeout=120)
-        said = {_verb(command): await _run(command, tmp_path, env) for command in block.runs}
+        said = {
+            _verb(command): await run_documented(command, tmp_path, env) for command in block.runs
+        }
         assert "stopped: final" in said["collab"], said["collab"]
         assert re.search(r"stopped: (objective_met|max_turns)", said["orchestrate"])
         assert "planner returned: SUCCESS" in said["delegate"], said["delegate"]

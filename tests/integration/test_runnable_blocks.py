@@ -11,38 +11,28 @@ Ctrl-C, after which `parley up` must exit 0 too.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shlex
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.processes import REPO, ProcessOutput, close_up
-from tests.support.runnable import READY_LINE, RunnableBlock, parse_blocks, runnable_blocks
+from tests.support.runnable import (
+    READY_LINE,
+    RunnableBlock,
+    as_checkout,
+    parse_blocks,
+    person_env,
+    run_documented,
+    runnable_blocks,
+)
 
 pytestmark = pytest.mark.chaos
 
 README = REPO / "README.md"
 BLOCKS = [block for block in runnable_blocks() if block.path != README]
 """The README's block is walked by tests/browser/test_newcomer_walk.py, browser steps after."""
-COMMAND_TIMEOUT_S = 120.0
-
-
-def _person_env() -> dict[str, str]:
-    """A person's shell: no test server or namespace set."""
-    env = dict(os.environ)
-    for name in ("NATS_URL", "PARLEY_NAMESPACE", "PARLEY_MONITOR_URL"):
-        env.pop(name, None)
-    return env
-
-
-def _checkout(directory: Path) -> None:
-    """Make `directory` look like a checkout to the block's commands: the `.venv` under test."""
-    (directory / ".venv").symlink_to(Path(sys.executable).parent.parent)
 
 
 def test_the_docs_mark_blocks_runnable() -> None:
@@ -56,8 +46,8 @@ def test_the_docs_mark_blocks_runnable() -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.name)
 async def test_a_runnable_block_runs_as_written(block: RunnableBlock, tmp_path: Path) -> None:
-    _checkout(tmp_path)
-    env = _person_env()
+    as_checkout(tmp_path)
+    env = person_env()
     up: ProcessOutput | None = None
     if block.up is not None:
         argv = [str(tmp_path / ".venv/bin/parley"), "up", *block.up]
@@ -66,27 +56,7 @@ async def test_a_runnable_block_runs_as_written(block: RunnableBlock, tmp_path: 
         if up is not None:
             await up.wait_line(READY_LINE.pattern, timeout=120)
         for command in block.runs:
-            done = await asyncio.to_thread(
-                subprocess.run,
-                ["bash", "-c", command],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=COMMAND_TIMEOUT_S,
-            )
-            said = (done.stdout + done.stderr)[-3000:]
-            assert done.returncode == 0, (
-                f"{block.name}: `{command}` exited {done.returncode}:\n{said}"
-            )
-            assert "Traceback" not in said, (
-                f"{block.name}: `{command}` printed a traceback:\n{said}"
-            )
-            expected = block.expected(command)
-            if expected is not None:
-                assert expected in said, (
-                    f"{block.name}: `{command}` did not print {expected!r}:\n{said}"
-                )
+            await run_documented(command, tmp_path, env, block.name)
         if up is not None:
             up.signal(signal.SIGINT)
             assert await up.wait_exit(timeout=60) == 0, "\n".join(up.lines[-30:])

@@ -10,8 +10,12 @@ whose values a person fills in, and are not run.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +101,39 @@ def runnable_blocks() -> list[RunnableBlock]:
 
 
 READY_LINE = re.compile(r"^\[nats\] ready: ")
+
+COMMAND_TIMEOUT_S = 120.0
+
+
+def person_env() -> dict[str, str]:
+    """A person's shell: no test server or namespace set."""
+    env = dict(os.environ)
+    for name in ("NATS_URL", "PARLEY_NAMESPACE", "PARLEY_MONITOR_URL"):
+        env.pop(name, None)
+    return env
+
+
+def as_checkout(directory: Path) -> None:
+    """Make `directory` look like a checkout after `make demo`: the `.venv` under test."""
+    (directory / ".venv").symlink_to(Path(sys.executable).parent.parent)
+
+
+async def run_documented(command: str, cwd: Path, env: dict[str, str], where: str = "") -> str:
+    """Run one documented line as a person would (bash, in `cwd`); its output, after checking
+    it exited 0 without a traceback and printed what its `# prints:` comment says."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+    )
+    said = done.stdout + done.stderr
+    shown = f"{where}: `{command}`" if where else f"`{command}`"
+    assert done.returncode == 0, f"{shown} exited {done.returncode}:\n{said[-3000:]}"
+    assert "Traceback" not in said, f"{shown} printed a traceback:\n{said[-3000:]}"
+    expected = RunnableBlock.expected(command)
+    assert expected is None or expected in said, f"{shown} did not print {expected!r}:\n{said}"
+    return said
