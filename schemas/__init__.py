@@ -85,6 +85,7 @@ from schemas._policy import (
     PolicyBundle,
     ProfilePolicy,
     decode_bundle,
+    effective_scope,
     verify_bundle,
 )
 from schemas._redact import PII_KINDS, SECRET_KINDS, Hit, find_secrets, redact
@@ -190,6 +191,7 @@ __all__ = (
     "decode_reply",
     "derive_id",
     "device_principal",
+    "effective_scope",
     "encode",
     "find_secrets",
     "heartbeat_key",

@@ -34,6 +34,7 @@ __all__ = (
     "PolicyBundle",
     "ProfilePolicy",
     "decode_bundle",
+    "effective_scope",
     "verify_bundle",
 )
 
@@ -110,6 +111,10 @@ class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     tools_allowed: tuple[str, ...] = ()
     # seed 002: capability names from the bundle's list
     capabilities: tuple[str, ...] = ()
+    """Capabilities this profile may use as tools: seed 002 §9's names (`File.Read`, ...) or
+    an MCP server's tools (`Mcp.<server>.<tool>`, or `Mcp.<server>.*` for all of them)."""
+    scopes: tuple[Capability, ...] = ()
+    """This profile's own scope of a capability it names, in place of the bundle's."""
     # gate limits that bound a ping-pong that never deepens
     rate_per_minute: Positive = 60
     trace_message_budget: Positive = 200
@@ -135,6 +140,29 @@ class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     capabilities: tuple[Capability, ...] = ()
     llm_policy: LlmPolicy = LlmPolicy()
     approval_rules: tuple[ApprovalRule, ...] = ()
+
+
+def effective_scope(bundle: PolicyBundle, profile: str, capability: str) -> Capability | None:
+    """The scope `profile` may use `capability` within, or None when it may not use it.
+
+    The profile must name the capability (or its MCP server's `Mcp.<server>.*`); its scope
+    is the profile's own entry of that name, else the bundle's, else the empty scope, which
+    allows no path, command or domain.
+    """
+    policy = bundle.profiles.get(profile)
+    if policy is None:
+        return None
+    server_wildcard = capability.rsplit(".", 1)[0] + ".*" if capability.startswith("Mcp.") else ""
+    named = capability in policy.capabilities or (
+        bool(server_wildcard) and server_wildcard in policy.capabilities
+    )
+    if not named:
+        return None
+    for scopes in (policy.scopes, bundle.capabilities):
+        for scope in scopes:
+            if scope.name in (capability, server_wildcard) and scope.name:
+                return scope
+    return Capability(name=capability)
 
 
 class _Head(Struct, frozen=True):
