@@ -1,7 +1,6 @@
 """The actors: one package per actor, each a thin shell around a pure core.
 
-`ACTORS` maps the names `parley run` accepts to their classes; later actors (gate, router,
-agent host, auditor, relay) register here as they arrive.
+`ACTORS` maps the names `parley run` accepts to their classes; every actor registers here.
 """
 
 from actors.agent import AgentHost
@@ -11,6 +10,7 @@ from actors.echo import EchoActor
 from actors.gate import GateActor
 from actors.relay import RelayActor
 from actors.router import RouterActor
+from actors.tools import ToolsActor
 from bus import Actor
 
 ACTORS: dict[str, type[Actor]] = {
@@ -21,6 +21,7 @@ ACTORS: dict[str, type[Actor]] = {
     AuditorActor.kind: AuditorActor,
     ConsoleActor.kind: ConsoleActor,
     RelayActor.kind: RelayActor,
+    ToolsActor.kind: ToolsActor,
 }
 
 __all__ = (
@@ -32,4 +33,5 @@ __all__ = (
     "GateActor",
     "RelayActor",
     "RouterActor",
+    "ToolsActor",
 )

@@ -11,6 +11,7 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
+from bus._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY, BundleStore, load_public_keys
 from bus._cluster import EmbeddedCluster
 from bus._connection import (
     RECONNECT_WINDOW_S,
@@ -43,6 +44,7 @@ from bus._elections import (
 )
 from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
 from bus._headers import (
+    BOUND_BY,
     CAUSATION_ID,
     DEADLINE,
     HOP_COUNT,
@@ -96,7 +98,9 @@ from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 __all__ = (
     "ACTOR_READY",
     "AGENT_BUCKETS",
+    "BOUND_BY",
     "BUCKETS",
+    "BUNDLE_KEY",
     "CAUSATION_ID",
     "DEADLINE",
     "DEAD_ACTOR",
@@ -120,6 +124,7 @@ __all__ = (
     "STREAM_FAMILIES",
     "TRACEPARENT",
     "TRACE_ID",
+    "TRUSTED_VERSION_KEY",
     "AccountLimits",
     "AckInbox",
     "Actor",
@@ -127,6 +132,7 @@ __all__ = (
     "ActorRuntime",
     "AppendRefused",
     "AppendTimeout",
+    "BundleStore",
     "BusHandle",
     "ChildProcess",
     "ChildSpec",
@@ -180,6 +186,7 @@ __all__ = (
     "leader_revision",
     "load_private_key",
     "load_public_key",
+    "load_public_keys",
     "load_settings",
     "load_topology",
     "owned_argv",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = (
+    "BOUND_BY",
     "CAUSATION_ID",
     "DEADLINE",
     "HOP_COUNT",
@@ -37,6 +38,10 @@ SENDER_ROLE = "Parley-Sender-Role"
 """Set by the gate on delivered envelopes whose sender's profile speaks for a person:
 `person`, or `operator` for an operator role, from the signed policy bundle. Trustworthy on a
 deliver subject only, which the gate alone may write."""
+BOUND_BY = "Parley-Bound-By"
+"""Set by the gate on a delivered tool request: the agents whose capabilities bound it, its
+sender last (actors/gate/_tool_checks.py). The tool runtime narrows the scope by each of them
+again; trustworthy on a deliver subject only, which the gate alone may write."""
 DEADLINE = "Parley-Deadline"
 """Absolute deadline of the call chain, in Unix milliseconds."""
 MSG_ID = "Nats-Msg-Id"

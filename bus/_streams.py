@@ -77,6 +77,15 @@ BUCKETS = (
         30 * _DAY,
         "the relay's sequence counters, forwarded calls and replay windows",
     ),
+    # Each step's run: a mark when it starts, its result when it ends. A step whose mark has
+    # no result was cut short by a crash, and an effect is never run a second time.
+    BucketSpec(
+        "tool_runs",
+        1,
+        8 * _DAY,
+        "the tool runtime's steps: started marks and results, each step run at most once",
+        direct=True,
+    ),
     BucketSpec(
         "leases",
         1,

@@ -102,6 +102,11 @@ __all__ = (
 )
 
 
+ToolName = Annotated[str, Meta(min_length=1, max_length=200)]
+"""A tool an answer used: an agent-calling tool (`delegate_to_agent`) or a capability
+(`File.Read`, `Mcp.<server>.<tool>`)."""
+
+
 class Handoff(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Who speaks next and what they should do (seed 001 §3)."""
 
@@ -195,8 +200,9 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
 
     `attempt` is the delivery number of the call that produced it: a late answer from a paused
     ("zombie") host loses to the answer of its redelivered twin. `tools_used` names the tools
-    the agent's brain called on its way to this answer (first use first, each once), so a
-    caller can treat a tool-using turn differently (seed 000's `semi_auto` review). `peers`
+    the agent's brain called on its way to this answer (first use first, each once; a
+    capability by its name, `File.Read`), so a caller can treat a tool-using turn differently
+    (seed 000's `semi_auto` review). `peers`
     are the agents its profile lets it hand off to (empty: any participant): the router, which
     knows the session's participants, judges a handoff against both and names what it allows.
     """
@@ -213,7 +219,7 @@ class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
     malformed: bool = False
     token_usage: TokenUsage = TokenUsage()
     attempt: Annotated[int, Meta(ge=1)] = 1
-    tools_used: Annotated[tuple[Name, ...], Meta(max_length=32)] = ()
+    tools_used: Annotated[tuple[ToolName, ...], Meta(max_length=32)] = ()
     peers: Annotated[tuple[Name, ...], Meta(max_length=64)] = ()
 
 
@@ -308,9 +314,11 @@ AnyEnvelope = (
     | Decision
 )
 
-_CALL_KINDS: frozenset[type[Envelope]] = frozenset({AgentCall, DelegationRequest, SubAgentCall})
+_CALL_KINDS: frozenset[type[Envelope]] = frozenset(
+    {AgentCall, DelegationRequest, SubAgentCall, ToolRequest}
+)
 _RETURN_KINDS: frozenset[type[Envelope]] = frozenset(
-    {AgentResponse, DelegationResponse, SubAgentResult, Error}
+    {AgentResponse, DelegationResponse, SubAgentResult, ToolResult, Error}
 )
 
 

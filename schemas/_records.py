@@ -14,7 +14,12 @@ __all__ = ("ApprovalRequest", "AuditRecord", "Decision", "ToolError", "ToolReque
 
 
 class ToolRequest(Envelope, frozen=True, kw_only=True, tag="tool_request"):
-    """An agent asks to run a tool (seed 002 §13.2)."""
+    """An agent asks to run a tool (seed 002 §13.2): a call to the tool runtime.
+
+    `tool_name` is the capability it uses (`File.Read`, `Mcp.<server>.<tool>`); `capability`,
+    when given, must name the same. A step runs at most once: a request naming a step the
+    runtime ran already gets that run's result again. `target` is the runtime's principal.
+    """
 
     tool_name: str
     arguments: dict[str, Any] = {}
@@ -22,6 +27,8 @@ class ToolRequest(Envelope, frozen=True, kw_only=True, tag="tool_request"):
     task_id: Id
     step_id: Id
     capability: str | None = None
+    target: Name = "tools"
+    user_id: str = ""
 
 
 class ToolError(Struct, frozen=True, kw_only=True):
@@ -40,6 +47,13 @@ class ToolResult(Envelope, frozen=True, kw_only=True, tag="tool_result"):
     output_text: str | None = None
     artifact_uris: tuple[str, ...] = ()
     error: ToolError | None = None
+    truncated: bool = False
+    """`output_text` was cut at the scope's `max_output_bytes`."""
+    details: dict[str, Any] = {}
+    """Facts of the run: an exit code, a byte count, a commit id, an HTTP status."""
+    provenance: dict[str, str] = {}
+    """Where the output came from (`source`, `locator`, `trust`), so a model is shown it as
+    data, never as an instruction (seed 002 §19.4)."""
 
 
 class ApprovalRequest(Envelope, frozen=True, kw_only=True, tag="approval_request"):

@@ -32,6 +32,7 @@ import msgspec
 
 from actors.delegation import (
     AgentRequest,
+    UseTool,
     Wait,
     WaitConflict,
     WaitStore,
@@ -328,6 +329,7 @@ class Delegator:
                 session_id=session,
                 depth=depth,
                 context=self._context_for(wait, request),
+                task_id=wait.call_id,
             )
             log.info(
                 "calling",
@@ -357,7 +359,11 @@ class Delegator:
         the answer tells its caller (`AgentResponse.tools_used`), so a tool-using turn can be
         reviewed."""
         names = (
-            str(request.__struct_config__.tag) for done in wait.rounds for request in done.requests
+            request.capability
+            if isinstance(request, UseTool)
+            else str(request.__struct_config__.tag)
+            for done in wait.rounds
+            for request in done.requests
         )
         return tuple(dict.fromkeys(names))
 

@@ -173,7 +173,7 @@ class AgentHost(Actor):
         )
         kv = await bus.js.key_value(bus.namespace.bucket("registry"))
         await kv.put(profile_key(self.profile.name), encode(summary))
-        if self.profile.calls_agents:
+        if self.profile.makes_requests:
             contexts = SubContexts(self.profile.workspace_root, self.profile.name)
             self._delegator = self.delegator_class(
                 self.actor_id,
@@ -193,7 +193,7 @@ class AgentHost(Actor):
     def inputs(self) -> Sequence[Input]:
         """Its deliveries, and when its brain may call agents, its deadline reminders."""
         own = Input.deliver(self.namespace, self.actor_id)
-        if not self.profile.calls_agents:
+        if not self.profile.makes_requests:
             return (own,)
         return (own, Input.timers(self.namespace, self.actor_id))
 
@@ -236,11 +236,15 @@ class AgentHost(Actor):
         """The brain's question, offering the tools the profile allows while rounds remain."""
         call = call_for(envelope, attempt)
         profile = self.profile
-        if not profile.calls_agents or len(rounds) >= profile.max_tool_rounds:
+        if not profile.makes_requests or len(rounds) >= profile.max_tool_rounds:
             return dataclasses.replace(call, rounds=rounds)
         sub_agents = profile.sub_agents if profile.allow_sub_agent_calls else ()
         return dataclasses.replace(
-            call, rounds=rounds, delegates_to=profile.delegates_to, sub_agents=sub_agents
+            call,
+            rounds=rounds,
+            delegates_to=profile.delegates_to,
+            sub_agents=sub_agents,
+            tools=profile.tools,
         )
 
     async def _ask_again(self, envelope: AnyEnvelope, wait: Wait) -> Resumed:
@@ -258,7 +262,7 @@ class AgentHost(Actor):
             log.exception("brain crashed", extra={"call_id": call.call_id})
             error = self._error(envelope, call, ErrorCode.INTERNAL_ERROR, repr(exc), False)
             return Resumed(requests=(), text="", tokens=0, answer=error)
-        if answer.requests and (call.delegates_to or call.sub_agents):
+        if answer.requests and call.offers_requests:
             return Resumed(answer.requests, answer.text, answer.usage.total, None)
         # The answer's total counts every brain call it took; prompt and completion are the
         # last call's.

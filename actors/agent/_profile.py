@@ -115,6 +115,11 @@ class AgentProfile(_Strict):
         default=(), description="Agents a handoff may name; empty means any valid name."
     )
     capabilities: tuple[str, ...] = ()
+    tools: tuple[str, ...] = Field(
+        default=(),
+        description="Tools the brain is offered, by capability (File.Read, Shell.Exec, "
+        "Mcp.<server>.<tool>); the tool runtime runs them and the gate's policy decides.",
+    )
     tools_allowed: tuple[str, ...] = ()
     allow_sub_agent_calls: bool = False
     delegates_to: tuple[str, ...] = Field(
@@ -141,6 +146,12 @@ class AgentProfile(_Strict):
     def calls_agents(self) -> bool:
         """Whether the brain is offered any tool to call other agents."""
         return bool(self.delegates_to) or (self.allow_sub_agent_calls and bool(self.sub_agents))
+
+    @property
+    def makes_requests(self) -> bool:
+        """Whether the brain may ask for anything mid-answer: other agents, or tools run by
+        the tool runtime (the capabilities it names; the gate's policy decides)."""
+        return self.calls_agents or bool(self.tools)
 
     max_output_tokens: int = Field(default=1024, ge=1)
     max_context_tokens: int = Field(default=4000, ge=1)

@@ -64,9 +64,16 @@ class BrainCall:
     """Agents the brain may delegate to (seed 003's tool offered when any)."""
     sub_agents: tuple[str, ...] = ()
     """Agents the brain may call as sub-agents (seed 004's tool offered when any)."""
+    tools: tuple[str, ...] = ()
+    """Tools the brain may have the tool runtime run, by capability (seed 002 §9)."""
     background: str = ""
     """What a sub-agent's caller chose to show of its session beyond the messages (seed 004's
     conversation summary and workspace view), as the callee's model is to read it."""
+
+    @property
+    def offers_requests(self) -> bool:
+        """Whether the brain may answer this call with requests (agents or tools)."""
+        return bool(self.delegates_to or self.sub_agents or self.tools)
 
 
 def system_prompt(profile: AgentProfile) -> str:

@@ -20,6 +20,7 @@ from actors.delegation._requests import (
     Delegate,
     RequestResult,
     ToolRound,
+    UseTool,
 )
 from actors.delegation._store import WaitConflict, WaitStore, open_wait_store
 from actors.delegation._wait import (
@@ -41,6 +42,7 @@ __all__ = (
     "Delegate",
     "RequestResult",
     "ToolRound",
+    "UseTool",
     "Wait",
     "WaitConflict",
     "WaitStore",

@@ -1,7 +1,9 @@
-"""What a brain may ask for in the middle of an answer: calls to other agents, and their results.
+"""What a brain may ask for in the middle of an answer: calls to other agents and tools, and
+their results.
 
 A brain answers a call either with its final text or with requests: delegations (seed 003's
-`delegate_to_agent`) and sub-agent calls (seed 004's `call_sub_agent`). Several requests in
+`delegate_to_agent`), sub-agent calls (seed 004's `call_sub_agent`) and tool runs (seed 002's
+tool requests). Several requests in
 one answer are a parallel fan-out. The host sends them through the gate, waits for every
 answer (or its deadline) durably, and asks the brain again with the rounds so far: each
 round holds the requests the brain made and one result per request, in the same order. A
@@ -27,6 +29,7 @@ __all__ = (
     "Delegate",
     "RequestResult",
     "ToolRound",
+    "UseTool",
 )
 
 DELEGATE_TOOL = "delegate_to_agent"
@@ -64,7 +67,18 @@ class CallSubAgent(Struct, frozen=True, kw_only=True, tag="call_sub_agent"):
     deadline_ms: Annotated[int, Meta(ge=1)] = 300_000
 
 
-AgentRequest = Delegate | CallSubAgent
+class UseTool(Struct, frozen=True, kw_only=True, tag="use_tool"):
+    """A tool the brain asks to run (seed 002 §13.2), by its capability's name (`File.Read`,
+    `Mcp.<server>.<tool>`), with the id the brain gave this request. It goes to the tool
+    runtime as a `tool_request`; the gate checks the capability and its scope first."""
+
+    request_id: str
+    capability: Annotated[str, Meta(min_length=1, max_length=200)]
+    arguments: dict[str, Any] = {}
+    deadline_ms: Annotated[int, Meta(ge=1)] = 120_000
+
+
+AgentRequest = Delegate | CallSubAgent | UseTool
 
 
 class RequestResult(Struct, frozen=True, kw_only=True):

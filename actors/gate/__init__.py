@@ -8,9 +8,10 @@ and tests call directly: `plan()` (an envelope's place in its trace, or its refu
 Inside: `_actor` (the process: reads, commits, rounds), `_batch` (a batch planned and
 decided in order, pure), `_plan` (with `_checks` and `_routes`) and `_decide` (the rules,
 pure), `_records` (the KV records), `_store` (their cache and compare-and-set commits),
-`_ids` (each envelope id decided once), `_rate_leases`, `_bundles` (verifying and keeping
-signed bundles), `_effects` (deliveries, refusals, decisions), `_refusals` and `_decisions`
-(what those say, pure), `_redaction`.
+`_ids` (each envelope id decided once), `_rate_leases`, `_roles` (what a sender's profile
+lets it do, told to receivers), `_effects` (deliveries, refusals, decisions), `_refusals` and
+`_decisions` (what those say, pure), `_redaction`, `_tool_checks` (a tool request's capability
+and scope). The bundle in force is bus's `BundleStore`.
 """
 
 from actors.gate._actor import ALLOWED_TOOLS, BUNDLE_KEY, GateActor

@@ -7,7 +7,7 @@ all its replicas, and for each envelope:
 1. takes the sender from the subject, and the envelope's position (trace, origin, call chain,
    hop count) from its cause's record, never from the sender's headers (actors/gate/_plan.py;
    a root's claimed hop count only ever raises its own, for chains across deployments);
-2. decides against the signed policy bundle in force (actors/gate/_bundles.py) and the counters in
+2. decides against the signed policy bundle in force (bus/_bundles.py) and the counters in
    the traces bucket;
 3. commits the counters it spent and the new envelope's position with compare-and-set, for
    the whole fetched batch in one pipelined round (actors/gate/_store.py), except rate tokens
@@ -48,7 +48,6 @@ from typing import ClassVar
 from msgspec import Struct
 
 from actors.gate._batch import Judged, counters_needed, decide_batch, new_traces, plan_batch
-from actors.gate._bundles import BUNDLE_KEY, BundleStore, load_public_keys
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
 from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
@@ -62,8 +61,10 @@ from actors.gate._redaction import redacted, redaction_key
 from actors.gate._refusals import error_position
 from actors.gate._store import GateStore
 from bus import (
+    BUNDLE_KEY,
     AckInbox,
     Actor,
+    BundleStore,
     BusHandle,
     ConfigError,
     Context,
@@ -72,6 +73,7 @@ from bus import (
     Outbox,
     Rejection,
     Settings,
+    load_public_keys,
     through_elections,
     validated_options,
 )

@@ -176,7 +176,8 @@ def narrow_tools(
     sub: Submission, bundle: PolicyBundle, target: str, caller: Level
 ) -> tuple[str, ...] | Deny:
     target_profile = bundle.profiles.get(target)
-    own = target_profile.tools_allowed if target_profile else ()
+    # Seed 004's tool names and seed 002's capabilities: a caller's allowed_tools narrows both.
+    own = target_profile.tools_allowed + target_profile.capabilities if target_profile else ()
     allowed = own if caller.tools is None else tuple(t for t in own if t in caller.tools)
     envelope = sub.envelope
     if isinstance(envelope, SubAgentCall) and envelope.args.allowed_tools is not None:
@@ -267,12 +268,16 @@ def call_checks(
         return tools
     nested = envelope.args.allow_nested_calls if isinstance(envelope, SubAgentCall) else True
     answer_call_id, answer_session_id = call_names(envelope)
+    # An agent's callee works within the agent's own powers; a trace starter's works for a
+    # person, within its own profile alone.
+    bound_by = () if profile.start_traces else (*caller.bound_by, sub.sender)
     return Level(
         holder=target,
         call_id=envelope.id,
         answer_call_id=answer_call_id,
         answer_session_id=answer_session_id,
         tools=tools,
+        bound_by=bound_by,
         nested_ok=nested and caller.nested_ok,
         deadline_ms=deadline,
     )

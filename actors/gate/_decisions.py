@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from actors.gate._bundles import BundleStore
 from actors.gate._plan import Deny
 from actors.gate._records import Position
 from actors.gate._routes import session_of
+from bus import BundleStore
 from schemas import (
     AnyEnvelope,
     Decision,

@@ -14,7 +14,6 @@ import logging
 
 from msgspec import Struct, structs
 
-from actors.gate._bundles import BundleStore, role_of
 from actors.gate._decisions import decision_for, tag
 from actors.gate._ids import Claim, IdClaims
 from actors.gate._metrics import DecisionCounter
@@ -22,9 +21,10 @@ from actors.gate._plan import Deny, Route, Submission
 from actors.gate._records import Position, position_key
 from actors.gate._redaction import redacted
 from actors.gate._refusals import error_for, in_call, sender_position, waiting_on
+from actors.gate._roles import ALLOWED_TOOLS, role_of, told_to_receiver
 from actors.gate._store import GateStore
 from actors.gate._timeline import call_event
-from bus import SENDER, SENDER_ROLE, Context, Outbox, Rejection, TraceHeaders, wire_size
+from bus import SENDER, BundleStore, Context, Outbox, Rejection, TraceHeaders, wire_size
 from schemas import (
     AnyEnvelope,
     Decision,
@@ -41,8 +41,6 @@ from schemas import (
 
 __all__ = ("ALLOWED_TOOLS", "GateEffects")
 
-ALLOWED_TOOLS = "Parley-Allowed-Tools"
-"""Set on delivered calls: the tools the callee may use, narrowed along the chain."""
 log = logging.getLogger("parley.actors.gate")
 
 _RETURN_KINDS = return_kinds()
@@ -230,17 +228,12 @@ class GateEffects:
             origin=position.origin,
             deadline_ms=level.deadline_ms,
         ).to_headers(derive_id(envelope.id, "deliver"))
-        headers[SENDER] = position.sender
-        role = self.role_of(position.sender)
-        if role:
-            headers[SENDER_ROLE] = role
-        if level.tools is not None and level.call_id == envelope.id:
-            headers[ALLOWED_TOOLS] = ",".join(level.tools)
+        headers.update(told_to_receiver(self._bundles, envelope, position))
         payload = encode(redacted) if redacted is not None else ctx.payload or encode(envelope)
         return payload, headers
 
     def role_of(self, sender: str) -> str:
-        """What the receiver may let `sender` do beyond its own (actors/gate/_bundles.py)."""
+        """What the receiver may let `sender` do beyond its own (bus/_bundles.py)."""
         return role_of(self._bundles, sender)
 
     async def refuse(

@@ -34,6 +34,7 @@ from actors.gate._routes import (
     objective_of,
     user_id_of,
 )
+from actors.gate._tool_checks import check_tool_request
 from schemas import (
     PROTOCOL_VERSION,
     AgentResponse,
@@ -120,15 +121,9 @@ def plan(
     if forged is not None:
         return forged
     if isinstance(envelope, ToolRequest):
-        tools = levels[-1].tools
-        allowed_tools = profile.tools_allowed if tools is None else tools
-        if envelope.tool_name not in allowed_tools:
-            return Deny(
-                ErrorCode.TOOL_NOT_ALLOWED,
-                "tools_allowed",
-                f"Employee {sub.sender} not authorized to use tool {envelope.tool_name} "
-                f"(allowed here: {list(allowed_tools)})",
-            )
+        refused = check_tool_request(sub, envelope, bundle, profile, levels[-1])
+        if refused is not None:
+            return refused
     if role == "return":
         claimed_target = getattr(envelope, "target", None)
         if isinstance(envelope, AgentResponse) and claimed_target not in (None, target):

@@ -82,6 +82,10 @@ class Level(Struct, frozen=True, kw_only=True):
     tools: tuple[str, ...] | None = None
     """Tools `holder` may use here: its profile's, narrowed along the chain (None: no call
     narrowed them yet)."""
+    bound_by: tuple[str, ...] = ()
+    """The agents above `holder` on the chain whose capabilities bound its own: a tool it
+    uses must be granted to each of them too, within the intersection of their scopes. Empty
+    when a trace starter (a person, the router) called it: it works for a person then."""
     nested_ok: bool = True
     """Whether `holder` may make sub-agent calls from here (seed 004 `allow_nested_calls`)."""
     deadline_ms: int | None = None

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
+
 from actors.gate._records import Level, Position
 from bus import HOP_COUNT
 from schemas import (
@@ -24,6 +26,7 @@ from schemas import (
     SubAgentCall,
     SubAgentResult,
     ToolRequest,
+    ToolResult,
     call_kinds,
     return_kinds,
 )
@@ -117,7 +120,7 @@ def named_target(envelope: AnyEnvelope) -> str | None:
         case SubAgentCall():
             return envelope.args.agent_name
         case ToolRequest():
-            return "router"  # tool requests and their approvals belong to the session owner
+            return envelope.target
         case _:
             return None
 
@@ -130,6 +133,9 @@ def objective_of(envelope: AnyEnvelope) -> str:
             return envelope.args.task
         case AgentCall():
             return envelope.goal
+        case ToolRequest():
+            # The same tool with the same arguments, twice at once, is one request repeated.
+            return envelope.tool_name + " " + msgspec.json.encode(envelope.arguments).decode()
         case _:
             return ""
 
@@ -144,6 +150,8 @@ def call_names(envelope: AnyEnvelope) -> CallNames:
             return envelope.request_id, envelope.child_session_id or ""
         case SubAgentCall():
             return envelope.call_id, ""
+        case ToolRequest():
+            return envelope.step_id, envelope.session_id
         case _:
             return "", ""
 
@@ -158,6 +166,8 @@ def answer_names(envelope: AnyEnvelope) -> CallNames | None:
             return envelope.request_id, envelope.child_session_id or ""
         case SubAgentResult():
             return envelope.call_id, ""
+        case ToolResult():
+            return envelope.step_id, envelope.session_id
         case _:
             return None
 

@@ -2,6 +2,8 @@
 §3.2, §9, §13). Built-in capabilities are File, Shell, Network, Git and Workspace tools; MCP
 servers' tools are capabilities of their own."""
 
+from actors.tools._actor import ToolsActor
+from actors.tools._admission import admit_request, narrow_scope
 from actors.tools._arguments import (
     ARGUMENTS,
     FileDelete,
@@ -45,7 +47,10 @@ __all__ = (
     "ShellExec",
     "ToolInvocation",
     "ToolOutcome",
+    "ToolsActor",
     "WorkspaceUpload",
+    "admit_request",
     "arguments_schema",
     "decode_arguments",
+    "narrow_scope",
 )

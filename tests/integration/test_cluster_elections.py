@@ -23,8 +23,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from actors.gate._bundles import BundleStore, load_public_keys
-from bus import MSG_ID, EmbeddedCluster, provision, through_elections
+from bus import MSG_ID, BundleStore, EmbeddedCluster, load_public_keys, provision, through_elections
 from schemas import HumanMessage, Namespace, encode, key_id, new_id, utc_now
 from tests.support.audit import AuditorKeys, decision
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate, submit

@@ -14,8 +14,14 @@ from pathlib import Path
 import nats
 import pytest
 
-from actors.gate._bundles import BundleStore, load_public_keys
-from bus import EmbeddedCluster, leader_history, leader_revision, provision
+from bus import (
+    BundleStore,
+    EmbeddedCluster,
+    leader_history,
+    leader_revision,
+    load_public_keys,
+    provision,
+)
 from schemas import Namespace
 from tests.support.gate import Signer, make_bundle, publish_bundle
 

@@ -20,13 +20,14 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from actors.gate._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY
 from actors.gate._redaction import redaction_key
 from bus import (
+    BUNDLE_KEY,
     CAUSATION_ID,
     HOP_COUNT,
     ORIGIN,
     TRACE_ID,
+    TRUSTED_VERSION_KEY,
     ConfigError,
     EmbeddedServer,
     Settings,

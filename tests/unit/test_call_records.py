@@ -11,10 +11,10 @@ import msgspec
 from nats.js.kv import KeyValue
 
 from actors.auditor._facts import FactSource, Redactor, records_for
-from actors.gate._bundles import BundleStore
 from actors.gate._decisions import decision_for
 from actors.gate._plan import Deny
 from actors.gate._records import Level, Position
+from bus import BundleStore
 from schemas import (
     AnyEnvelope,
     ContextFilter,

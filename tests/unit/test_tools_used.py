@@ -64,6 +64,9 @@ def test_tools_used_is_optional_on_the_wire_and_bounded() -> None:
     too_many["tools_used"] = [f"tool-{n}" for n in range(33)]
     with pytest.raises(DecodeError):
         decode_envelope(msgspec.json.encode(too_many))
-    too_many["tools_used"] = ["Not A Name"]
+    too_many["tools_used"] = ["x" * 201]  # a name, never a payload
     with pytest.raises(DecodeError):
         decode_envelope(msgspec.json.encode(too_many))
+    capability = decode_envelope(encode(_response(tools_used=("File.Read", "Mcp.notes.add"))))
+    assert isinstance(capability, AgentResponse)
+    assert capability.tools_used == ("File.Read", "Mcp.notes.add")

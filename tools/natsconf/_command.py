@@ -64,6 +64,7 @@ DEFAULT_ACTORS = (
     "gate",
     "router",
     "auditor",
+    "tools",
     "cli",
     "gpt",
     "claude",

@@ -83,6 +83,7 @@ __all__ = (
     "POLICY_SIGNER",
     "PROVISIONER",
     "RELAY",
+    "TOOLS",
     "TRUSTED_ROLES",
     "Permissions",
     "account_of",
@@ -97,10 +98,24 @@ PERSON_PREFIX = "person-"
 POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
 CONSOLE = "console"
+TOOLS = "tools"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, OPERATOR)
 RELAY = "relay"
-FIXED_ROLES = ("gate", "router", "auditor", "cli", CONSOLE, RELAY, PROVISIONER, *OPERATOR_ROLES)
-TRUSTED_ROLES = ("gate", "router", "auditor", PROVISIONER)
+FIXED_ROLES = (
+    "gate",
+    "router",
+    "auditor",
+    "cli",
+    CONSOLE,
+    RELAY,
+    TOOLS,
+    PROVISIONER,
+    *OPERATOR_ROLES,
+)
+TRUSTED_ROLES = ("gate", "router", "auditor", TOOLS, PROVISIONER)
+"""The tool runtime is trusted like the gate: it acts on the host for every agent, and what it
+runs never holds its credentials (actors/tools/: a command sees only the environment its
+settings name)."""
 CORE_ACCOUNT = "PARLEY"
 IMPORTED_JS_API = "$JS.PARLEY.API"
 _STREAM_ADMIN = ("CREATE", "UPDATE", "DELETE", "PURGE")
@@ -175,7 +190,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     g.write_keys("registry", f"heartbeat.{me}")
     if role not in ("agent", "cli"):  # an agent's marks are in its own bucket; a person has none
         g.handling_marks()
-    if role in ("agent", "router", "cli"):
+    if role in ("agent", "router", "cli", TOOLS):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     elif role == RELAY:
         _relay_grants(g, serves)
@@ -211,6 +226,12 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pub(ns.timers(me))  # reminders about its calls, to itself only
         g.bind("timers")
         g.read_bucket("registry")
+    elif role == TOOLS:
+        # It verifies the bundle itself (reading the floor, never raising it) and keeps each
+        # step's run, so a redelivered request is answered from it.
+        g.read_bucket("policy")
+        g.read_bucket("tool_runs")
+        g.write_keys("tool_runs", "run.>")
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
@@ -330,7 +351,7 @@ def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
     """
     role = role_of(actor)
     values: dict[str, object] = {"actor_id": actor, "namespace": ns.root, "provision": False}
-    if role in ("agent", "router", "cli", RELAY):
+    if role in ("agent", "router", "cli", RELAY, TOOLS):
         values["create_consumers"] = False
         values["move_exhausted"] = False
     if role == "gate":

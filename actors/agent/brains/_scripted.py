@@ -20,6 +20,11 @@ goal = "plan"
 step = 0                            # rounds of calls made so far
 calls = [{ to = "coder", objective = "code for {task}" }, { to = "reviewer" }]  # in parallel
 
+[[turn]]                            # have the tool runtime run a tool (the profile's capabilities)
+goal = "read"
+step = 0
+calls = [{ tool = "use_tool", to = "File.Read", arguments = { path = "notes.txt" } }]
+
 [[turn]]
 goal = "plan"
 step = 1
@@ -54,6 +59,7 @@ from actors.delegation import (
     AgentRequest,
     CallSubAgent,
     Delegate,
+    UseTool,
 )
 from bus import ConfigError, describe_invalid
 from schemas import ContextFilter, ErrorCode, SubAgentArgs
@@ -78,8 +84,11 @@ class ScriptedCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tool: Literal["delegate_to_agent", "call_sub_agent"] = "delegate_to_agent"
+    tool: Literal["delegate_to_agent", "call_sub_agent", "use_tool"] = "delegate_to_agent"
     to: str
+    """The agent called, or with `tool = "use_tool"` the capability used (`File.Read`)."""
+    arguments: dict[str, Any] = {}
+    """A tool's arguments; string values are templates like `objective`."""
     objective: str = "{task}"
     input: str = ""
     chain: bool = False
@@ -95,6 +104,17 @@ class ScriptedCall(BaseModel):
     def request(self, index: int, call: BrainCall, fields: dict[str, Any]) -> AgentRequest:
         objective = self.objective.format_map(fields)
         text_input = self.input.format_map(fields)
+        if self.tool == "use_tool":
+            arguments = {
+                key: value.format_map(fields) if isinstance(value, str) else value
+                for key, value in self.arguments.items()
+            }
+            return UseTool(
+                request_id=f"call-{index}",
+                capability=self.to,
+                arguments=arguments,
+                deadline_ms=self.deadline_ms,
+            )
         if self.tool == SUB_AGENT_TOOL:
             context = None
             if self.context is not None:
@@ -261,7 +281,7 @@ class ScriptedBrain:
                 turn.error, f"scripted failure in round {call.round}", retryable=turn.retryable
             )
         prompt = estimate_tokens(self._system, user_prompt(call, self._profile))
-        if turn.calls and (call.delegates_to or call.sub_agents):
+        if turn.calls and call.offers_requests:
             fields = turn.fields_for(call, self._profile.name)
             requests = tuple(c.request(i, call, fields) for i, c in enumerate(turn.calls))
             said = turn.message.format_map(fields)

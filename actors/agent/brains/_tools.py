@@ -26,6 +26,12 @@ import msgspec
 from msgspec import Meta
 
 from actors.agent._prompt import BrainCall
+from actors.agent.brains._capability_tools import (
+    capability_named,
+    capability_specs,
+    provider_name,
+)
+from actors.agent.brains._toolspec import ToolSpec
 from actors.delegation import (
     DELEGATE_TOOL,
     SUB_AGENT_TOOL,
@@ -34,6 +40,7 @@ from actors.delegation import (
     Delegate,
     RequestResult,
     ToolRound,
+    UseTool,
 )
 from schemas import ContextFilter, SubAgentArgs
 
@@ -49,16 +56,6 @@ __all__ = (
     "tool_arguments",
     "tool_conversation",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """One tool as a model is told of it: each provider wraps these three in its own shape."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    """The JSON Schema of the tool's arguments."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,12 +219,14 @@ def _sub_agent_spec(agents: tuple[str, ...]) -> ToolSpec:
 
 
 def offered_tools(call: BrainCall) -> tuple[ToolSpec, ...]:
-    """The tools this call offers: each only when its list of agents is non-empty."""
+    """The tools this call offers: each only when its list of agents is non-empty, then one
+    per capability the tool runtime runs for this agent (brains/_capability_tools.py)."""
     tools = []
     if call.delegates_to:
         tools.append(_delegate_spec(call.delegates_to))
     if call.sub_agents:
         tools.append(_sub_agent_spec(call.sub_agents))
+    tools.extend(capability_specs(call.tools))
     return tuple(tools)
 
 
@@ -280,6 +279,9 @@ def parse_tool_call(tool_call: ToolCall, call: BrainCall) -> AgentRequest:
             of the tool's fields, or a target that is not one of the call's offered agents.
     """
     arguments = _arguments_object(tool_call)
+    capability = capability_named(tool_call.name, call.tools)
+    if capability is not None:
+        return UseTool(request_id=tool_call.id, capability=capability, arguments=arguments)
     try:
         if tool_call.name == DELEGATE_TOOL and call.delegates_to:
             given = msgspec.convert(arguments, _DelegateArguments)
@@ -359,6 +361,8 @@ def tool_arguments(request: AgentRequest) -> tuple[str, dict[str, Any]]:
     Only the tool's own fields: what the host adds (a chain's intermediate results, facts)
     never came from the model, so it is not put in the model's mouth.
     """
+    if isinstance(request, UseTool):
+        return provider_name(request.capability), dict(request.arguments)
     if isinstance(request, Delegate):
         return DELEGATE_TOOL, {
             "target_employee": request.target_employee,

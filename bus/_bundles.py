@@ -1,4 +1,7 @@
-"""The policy bundle the gate enforces: loaded from KV, verified, hot-reloaded, never rolled back.
+"""The policy bundle in force: loaded from KV, verified, hot-reloaded, never rolled back.
+
+The gate enforces it, and the tool runtime verifies it again for itself (a reader that
+honours the floor without raising it: `keeps_floor=False`).
 
 The signer writes a DSSE-signed bundle under the key `bundle` of the policy bucket
 (`parley policy publish`); the bucket keeps that key's history. The gate verifies every value
@@ -38,7 +41,9 @@ from nats.errors import Error as NatsError
 from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from bus import leader_history, load_public_key, through_elections
+from bus._elections import through_elections
+from bus._keys import load_public_key
+from bus._kv_history import leader_history
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
     BundleError,
@@ -52,7 +57,7 @@ from schemas import (
     verify_payload,
 )
 
-__all__ = ("BUNDLE_KEY", "TRUSTED_VERSION_KEY", "BundleStore", "load_public_keys", "role_of")
+__all__ = ("BUNDLE_KEY", "TRUSTED_VERSION_KEY", "BundleStore", "load_public_keys")
 
 log = logging.getLogger("parley.actors.gate.bundles")
 
@@ -102,8 +107,18 @@ class _Floor:
 class BundleStore:
     """The bundle in force, for one gate process."""
 
-    def __init__(self, kv: KeyValue, trusted: dict[str, Ed25519PublicKey], tenant: str) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        trusted: dict[str, Ed25519PublicKey],
+        tenant: str,
+        *,
+        keeps_floor: bool = True,
+    ) -> None:
+        """`keeps_floor`: raise the stored floor when a newer bundle is trusted (the gates);
+        False for a reader that only honours it (the tool runtime, which may not write it)."""
         self._kv = kv
+        self._keeps_floor = keeps_floor
         self._trusted = trusted
         self._tenant = tenant
         self.bundle: PolicyBundle | None = None
@@ -183,6 +198,8 @@ class BundleStore:
         A floor that cannot be written is logged, not fatal: the bundle in force still holds
         in memory and the bundle history still proves it.
         """
+        if not self._keeps_floor:
+            return
         for _ in range(10):
             floor = await self._floor()
             if floor.version >= version and not floor.newest_foreign:
@@ -326,18 +343,3 @@ class BundleStore:
     async def _open_watch(self) -> KeyValue.KeyWatcher:
         """A watch of `bundle` from its oldest kept revision (the caller skips those seen)."""
         return await self._kv.watch(BUNDLE_KEY, include_history=True, ignore_deletes=True)
-
-
-def role_of(bundles: BundleStore, sender: str) -> str:
-    """What the receiver may let `sender` do beyond its own: `operator`, `person` or ''.
-
-    The router lets the principal that opened a session, or an operator, steer it; it cannot
-    read the policy bundle, so the gate says which profiles are operators.
-    """
-    bundle = bundles.bundle
-    profile = bundle.profiles.get(sender) if bundle else None
-    if profile is None:
-        return ""
-    if profile.operator:
-        return "operator"
-    return "person" if profile.speaks_for_person else ""

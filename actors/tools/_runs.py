@@ -1,0 +1,107 @@
+"""Each step runs at most once: the tool runtime's record of the steps it started and ended.
+
+Before running a step the runtime creates its mark (create-only, so of two replicas handed
+the same request only one runs it); after running, it stores the result over the mark, and
+only then publishes the result and acknowledges the request. A redelivered request therefore
+finds one of three things:
+
+- nothing: the step never started (the runtime died before the mark), so it runs now;
+- a result: the step ended, so the same result is published again (its envelope id is the
+  same, so JetStream drops a second copy that did arrive);
+- a mark without a result: the runtime died while the step ran. A step that only reads
+  (File.Read, Git.Status, Git.Diff, an HTTP GET or HEAD) runs again; any other ends `failed`
+  (`TOOL_EXECUTION_FAILED`, "interrupted"), because whether its effect happened is unknown
+  and running it twice could apply it twice. The caller decides what to do next.
+
+Keys are `run.<digest>`, the digest of the step's identity: who asked (the gate's word), in
+which session and task, for which step. A step id is the caller's choice, so it names a step
+only within its caller's own work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+__all__ = ("Run", "RunStore", "StepState", "run_key")
+
+
+class Run(msgspec.Struct, frozen=True, kw_only=True):
+    """One step's record: when it started (and on which delivery), and its result if ended."""
+
+    started_ms: int
+    attempt: int
+    result: bytes | None = None
+    """The encoded `tool_result` envelope, once the step ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepState:
+    """What a request found of its step: `new` (now marked as started by this handler),
+    `running` (marked by an earlier delivery, never ended) or `done` (with its result)."""
+
+    state: Literal["new", "running", "done"]
+    revision: int
+    run: Run
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Run)
+
+
+def run_key(sender: str, session_id: str, task_id: str, step_id: str) -> str:
+    """The key of one step: a digest, since every part of it is a caller's choice."""
+    identity = "\x1f".join((sender, session_id, task_id, step_id))
+    return "run." + hashlib.sha256(identity.encode()).hexdigest()[:48]
+
+
+class RunStore:
+    """The runtime's steps, in the `tool_runs` bucket (written by the runtime alone)."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    async def begin(self, key: str, started_ms: int, attempt: int) -> StepState:
+        """Mark the step as started, or say what an earlier delivery left of it."""
+        fresh = Run(started_ms=started_ms, attempt=attempt)
+        for _ in range(3):
+            try:
+                revision = await self._kv.create(key, _encoder.encode(fresh))
+                return StepState("new", revision, fresh)
+            except KeyWrongLastSequenceError:
+                pass
+            try:
+                entry = await self._kv.get(key)
+            except KeyNotFoundError:
+                continue  # expired between the two calls: mark it again
+            if entry.value is None or entry.revision is None:
+                continue
+            run = _decoder.decode(entry.value)
+            state: Literal["running", "done"] = "done" if run.result is not None else "running"
+            return StepState(state, entry.revision, run)
+        raise RuntimeError(f"tool run {key} could be neither created nor read")
+
+    async def take_over(self, key: str, found: StepState, attempt: int) -> StepState:
+        """Mark a step left running by a dead handler as this delivery's (a read-only step
+        that runs again). Compare-and-set: of two deliveries only one takes it.
+
+        Raises:
+            KeyWrongLastSequenceError: another delivery took it, or ended it, first.
+        """
+        mine = msgspec.structs.replace(found.run, attempt=attempt)
+        revision = await self._kv.update(key, _encoder.encode(mine), last=found.revision)
+        return StepState("new", revision, mine)
+
+    async def finish(self, key: str, begun: StepState, result: bytes) -> None:
+        """Store the step's result over its mark (compare-and-set on the mark's revision).
+
+        Raises:
+            KeyWrongLastSequenceError: someone else ended or took the step first.
+        """
+        ended = msgspec.structs.replace(begun.run, result=result)
+        await self._kv.update(key, _encoder.encode(ended), last=begun.revision)
