@@ -26,6 +26,7 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
+from actors.tools._http import check_url, execute_http
 
 __all__ = (
     "ARGUMENTS",
@@ -47,5 +48,7 @@ __all__ = (
     "ToolOutcome",
     "WorkspaceUpload",
     "arguments_schema",
+    "check_url",
     "decode_arguments",
+    "execute_http",
 )
