@@ -26,11 +26,20 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
+from actors.tools._git import (
+    GIT_EXECUTORS,
+    execute_git_commit,
+    execute_git_diff,
+    execute_git_push,
+    execute_git_status,
+    push_url_allowed,
+)
 from actors.tools._http import check_url, execute_http
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "GIT_EXECUTORS",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -50,5 +59,10 @@ __all__ = (
     "arguments_schema",
     "check_url",
     "decode_arguments",
+    "execute_git_commit",
+    "execute_git_diff",
+    "execute_git_push",
+    "execute_git_status",
     "execute_http",
+    "push_url_allowed",
 )
