@@ -66,6 +66,7 @@ async def test_commit_of_given_paths_commits_only_those_as_the_agent(
     (workspace.project / "a.txt").write_text("new line\n")
     (workspace.project / "b.txt").write_text("b changed\n")
     (workspace.project / "c.txt").write_text("a new file\n")
+    git(workspace.project, "add", "b.txt")  # staged before: still not part of this commit
     outcome = await execute_git_commit(
         invocation(
             workspace, "Git.Commit", {"message": "Change a and add c", "paths": ["a.txt", "c.txt"]}
@@ -87,7 +88,7 @@ async def test_commit_of_given_paths_commits_only_those_as_the_agent(
         "a.txt",
         "c.txt",
     ]
-    assert git(workspace.project, "status", "--porcelain").splitlines() == [" M b.txt"]
+    assert git(workspace.project, "status", "--porcelain").splitlines() == ["M  b.txt"]
 
 
 async def test_commit_with_nothing_to_commit_fails(workspace: Workspace) -> None:

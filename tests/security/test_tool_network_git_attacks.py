@@ -26,6 +26,7 @@ from actors.tools import (
     execute_git_status,
     execute_http,
 )
+from actors.tools._git_run import open_repository, run_git
 from schemas import Capability, ErrorCode
 from tests.support.git_repos import Workspace, git, invocation, make_workspace
 from tests.support.http_origin import origin
@@ -187,3 +188,47 @@ async def test_a_git_dir_pointing_outside_the_repository_is_refused(
     )
     assert outcome.status == "failed"
     assert "no .git directory of its own" in (outcome.error_message or "")
+
+
+async def test_the_transport_stays_refused_even_past_the_url_check(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """A repository's own `protocol.ext.allow=always` beats `-c protocol.allow=never`;
+    `GIT_ALLOW_PROTOCOL` does not yield to it. Run as the executor runs git, with no check
+    of the URL before it."""
+    marker = tmp_path / "ext-transport"
+    git(workspace.project, "config", "protocol.ext.allow", "always")
+    git(workspace.project, "remote", "add", "sneaky", f"ext::sh -c touch% {marker}")
+    repository = open_repository(workspace.root, "project")
+    run = await run_git(repository, "push", "sneaky", "main:main", limit=4096)
+    assert run.exit_code != 0
+    assert "transport 'ext' not allowed" in run.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "listed_as"),
+    [
+        ("include.path", "../../included.config", "include.path"),
+        (
+            "url.https://evil.example/.insteadOf",
+            "https://allowed.example/",
+            "url.https://evil.example/.insteadof",
+        ),
+        (
+            "url.https://evil.example/.pushInsteadOf",
+            "https://allowed.example/",
+            "url.https://evil.example/.pushinsteadof",
+        ),
+        ("credential.helper", "!touch /nonexistent/marker", "credential.helper"),
+        ("http.proxy", "http://127.0.0.1:9", "http.proxy"),
+        ("remote.origin.vcs", "evil", "remote.origin.vcs"),
+    ],
+)
+async def test_a_repository_whose_config_redirects_or_runs_programs_is_refused(
+    workspace: Workspace, key: str, value: str, listed_as: str
+) -> None:
+    git(workspace.project, "config", key, value)
+    outcome = await execute_git_status(invocation(workspace, "Git.Status", {}))
+    assert outcome.status == "failed"
+    assert outcome.details["refused_config"] == [listed_as]
