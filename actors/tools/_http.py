@@ -17,6 +17,7 @@ where the request goes, with no credentials but the ones the request carries.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from dataclasses import dataclass
 from typing import Final
@@ -50,6 +51,8 @@ _SET_BY_US: Final = frozenset(
 same address, and the framing headers could smuggle a second request."""
 _CREDENTIAL_HEADERS: Final = frozenset({"authorization", "cookie", "proxy-authorization"})
 """Headers never carried to another origin by a redirect."""
+_HEADER_NAME: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_HEADER_VALUE: Final = re.compile(r"^[\t\x20-\x7e]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +257,13 @@ async def execute_http(invocation: ToolInvocation) -> ToolOutcome:
         request = msgspec.convert(invocation.arguments, HttpRequest)
     except msgspec.ValidationError as exc:
         return _failed(ErrorCode.INVALID_REQUEST, f"Network.Http arguments: {exc}")
+    for name, value in request.headers.items():
+        if not _HEADER_NAME.match(name) or not _HEADER_VALUE.match(value):
+            return _failed(
+                ErrorCode.INVALID_REQUEST,
+                f"Network.Http header {name!r}: a name must be a token and a value printable "
+                "ASCII on one line",
+            )
     try:
         async with asyncio.timeout(invocation.timeout_s):
             return await _run(invocation, request)

@@ -14,7 +14,7 @@ import pytest
 
 from actors.tools import ScopeDenied, ToolInvocation, execute_http
 from schemas import Capability, ErrorCode
-from tests.support.http_origin import origin
+from tests.support.http_origin import origin, tls_origin
 
 
 def _invocation(
@@ -133,3 +133,55 @@ async def test_arguments_that_do_not_fit_are_a_failed_run() -> None:
     outcome = await execute_http(bad)
     assert outcome.status == "failed"
     assert outcome.error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_https_to_the_checked_address_asks_for_the_name_and_verifies_it(
+    tmp_path: Path,
+) -> None:
+    """Pinned to 127.0.0.1, the TLS handshake still names `localhost` (SNI), and the
+    self-signed certificate is refused: verification is on, against the name."""
+    with tls_origin(tmp_path) as server:
+        outcome = await execute_http(
+            _invocation(f"https://localhost:{server.port}/", "localhost", "127.0.0.1", "::1")
+        )
+        assert server.handshakes.wait(timeout=10)
+    assert outcome.status == "failed"
+    assert "CERTIFICATE_VERIFY_FAILED" in (outcome.error_message or "")
+    assert server.server_names == ["localhost"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Bad": "one\r\nInjected: two"}, {"Bad Name": "1"}, {"X-Euro": "€"}],
+)
+async def test_headers_that_could_split_a_request_are_a_failed_run(
+    headers: dict[str, str],
+) -> None:
+    invocation = _invocation("http://127.0.0.1/", "127.0.0.1")
+    bad = ToolInvocation(
+        capability=invocation.capability,
+        arguments={"url": "http://127.0.0.1/", "headers": headers},
+        scope=invocation.scope,
+        workspace=invocation.workspace,
+        session_id=invocation.session_id,
+        step_id=invocation.step_id,
+    )
+    outcome = await execute_http(bad)
+    assert outcome.status == "failed"
+    assert outcome.error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_a_host_header_of_the_caller_is_replaced_by_the_urls() -> None:
+    with origin() as server:
+        invocation = _invocation(server.url("/host"), "127.0.0.1")
+        outcome = await execute_http(
+            ToolInvocation(
+                capability=invocation.capability,
+                arguments={"url": server.url("/host"), "headers": {"HOST": "other.example"}},
+                scope=invocation.scope,
+                workspace=invocation.workspace,
+                session_id=invocation.session_id,
+                step_id=invocation.step_id,
+            )
+        )
+    assert outcome.output_text == f"127.0.0.1:{server.port}"
