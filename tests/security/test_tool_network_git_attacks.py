@@ -68,6 +68,8 @@ async def test_an_allowed_name_that_resolves_to_loopback_is_refused() -> None:
 
 
 async def test_an_ip_literal_not_listed_is_refused() -> None:
+    """Two defences hold here: the literal is not listed, and loopback is not either; the
+    request reaches the server only with both gone (the next test isolates the first)."""
     with origin() as server:
         with pytest.raises(ScopeDenied):
             await execute_http(_http(server.url("/hello"), "localhost"))
