@@ -28,10 +28,20 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
+from actors.tools._git import (
+    GIT_EXECUTORS,
+    execute_git_commit,
+    execute_git_diff,
+    execute_git_push,
+    execute_git_status,
+    push_url_allowed,
+)
+from actors.tools._http import check_url, execute_http
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "GIT_EXECUTORS",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -51,6 +61,13 @@ __all__ = (
     "WorkspaceUpload",
     "admit_request",
     "arguments_schema",
+    "check_url",
     "decode_arguments",
+    "execute_git_commit",
+    "execute_git_diff",
+    "execute_git_push",
+    "execute_git_status",
+    "execute_http",
     "narrow_scope",
+    "push_url_allowed",
 )

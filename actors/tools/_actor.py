@@ -36,6 +36,8 @@ from actors.tools._admission import admit_request, narrow_scope
 from actors.tools._arguments import InvalidArguments
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
+from actors.tools._git import GIT_EXECUTORS
+from actors.tools._http import execute_http
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
 from bus import (
@@ -73,6 +75,8 @@ BUILT_IN_EXECUTORS: dict[str, Executor] = {
     "File.Read": execute_file_read,
     "File.Write": execute_file_write,
     "File.Delete": execute_file_delete,
+    "Network.Http": execute_http,
+    **GIT_EXECUTORS,
 }
 """The executor of each capability this runtime runs itself."""
 

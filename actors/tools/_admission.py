@@ -13,7 +13,8 @@ from typing import Any
 
 from msgspec import Struct
 
-from actors.tools._arguments import ARGUMENTS, decode_arguments
+from actors.tools._arguments import ARGUMENTS, HttpRequest, decode_arguments
+from actors.tools._http import check_url
 from schemas import Capability
 
 __all__ = ("admit_request", "narrow_scope")
@@ -36,7 +37,10 @@ def admit_request(
     """
     if capability not in ARGUMENTS:
         return None
-    return decode_arguments(capability, arguments)
+    decoded = decode_arguments(capability, arguments)
+    if isinstance(decoded, HttpRequest):
+        check_url(scope, decoded.url)  # its addresses and redirects: the executor's, at run time
+    return decoded
 
 
 def narrow_scope(outer: Capability, inner: Capability) -> Capability:
