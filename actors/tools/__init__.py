@@ -18,6 +18,7 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
+from actors.tools._commands import check_command
 from actors.tools._contract import (
     BUILT_IN_CAPABILITIES,
     Executor,
@@ -26,6 +27,8 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
+from actors.tools._paths import check_path
+from actors.tools._scopes import check_request, check_size, narrow_scope
 
 __all__ = (
     "ARGUMENTS",
@@ -47,5 +50,10 @@ __all__ = (
     "ToolOutcome",
     "WorkspaceUpload",
     "arguments_schema",
+    "check_command",
+    "check_path",
+    "check_request",
+    "check_size",
     "decode_arguments",
+    "narrow_scope",
 )
