@@ -150,7 +150,7 @@ def test_a_blocked_entry_that_is_a_symlink_blocks_its_target_too(workspace: Path
 SHELL = Capability(
     name="Shell.Exec",
     allowed_paths=(".",),
-    allowed_commands=("git", "python", "env", "find", "ls"),
+    allowed_commands=("git", "python", "env", "find", "ls", "sh", "bash", "build.sh"),
     blocked_commands=("rm",),
 )
 
@@ -162,6 +162,11 @@ SHELL = Capability(
         (["rm", "-rf", "."], "blocked_commands"),
         (["sh", "-c", "cat ../outside/secret"], "allowed_commands"),
         (["bash", "-c", "cat ../outside/secret"], "allowed_commands"),
+        (["bash", "-xc", "cat ../outside/secret"], "allowed_commands"),
+        # a string that is also an allowed name: only the rule against -c refuses it
+        (["sh", "-c", "ls"], "allowed_commands"),
+        (["env", "PATH=.", "ls"], "allowed_commands"),  # runs a `ls` the agent wrote
+        (["env", "LD_PRELOAD=./evil.so", "ls"], "allowed_commands"),
         (["env", "cat", "../outside/secret"], "allowed_commands"),
         (["env", "rm", "-rf", "."], "blocked_commands"),
         (["env", "sh", "-c", "id"], "allowed_commands"),
@@ -178,6 +183,26 @@ def test_commands_outside_the_scope_are_refused(
     workspace: Path, argv: list[str], rule: str
 ) -> None:
     runtime_refuses(rule, "Shell.Exec", {"argv": argv}, workspace, SHELL)
+
+
+def test_program_names_a_shell_or_a_search_could_misread_are_refused_even_when_listed(
+    workspace: Path,
+) -> None:
+    """A relative path runs a file the agent may have written; a metacharacter or `..` in a
+    program's name means the entry is not what it seems, whatever the allowlist says."""
+    (workspace / "run.sh").write_text("cat ../outside/secret\n")
+    misread = ("./run.sh", "ls;cat", "$(id)", "/usr/bin/../../tmp/x", "-rf", "a b")
+    scope = Capability(name="Shell.Exec", allowed_paths=(".",), allowed_commands=misread)
+    for program in misread:
+        runtime_refuses("allowed_commands", "Shell.Exec", {"argv": [program]}, workspace, scope)
+
+
+def test_a_shell_runs_only_a_script_that_is_itself_allowed(workspace: Path) -> None:
+    (workspace / "build.sh").write_text("echo built\n")
+    (workspace / "other.sh").write_text("cat ../outside/secret\n")
+    check_request("Shell.Exec", {"argv": ["bash", "build.sh"]}, SHELL, workspace, resolve=True)
+    for argv in (["bash", "other.sh"], ["bash"], ["sh", "-s"], ["bash", "-o", "posix"]):
+        runtime_refuses("allowed_commands", "Shell.Exec", {"argv": argv}, workspace, SHELL)
 
 
 def test_metacharacters_inside_arguments_are_harmless_data(workspace: Path) -> None:
