@@ -35,7 +35,7 @@ from typing import Final
 
 from actors.tools._contract import ScopeDenied
 from actors.tools._git_argv import check_git_argv
-from actors.tools._wrappers import NEVER, SHELLS, WRAPPERS, shell_script
+from actors.tools._wrappers import APPENDING, NEVER, SHELLS, WRAPPERS, shell_script
 from schemas import Capability
 
 __all__ = ("check_command",)
@@ -74,9 +74,21 @@ def _check_program(scope: Capability, argv: tuple[str, ...], depth: int) -> None
         _check_listed(scope, script, what="script")
     elif name in WRAPPERS:
         for inner in WRAPPERS[name](args):
+            if name in APPENDING and _chooses_programs(inner[0]):
+                raise ScopeDenied(
+                    "allowed_commands",
+                    f"{program!r} gives {inner[0]!r} arguments this check cannot see, and "
+                    f"{inner[0]!r} runs the programs its arguments name",
+                )
             _check_program(scope, inner, depth + 1)
     elif name == "git":
         check_git_argv(args)
+
+
+def _chooses_programs(program: str) -> bool:
+    """A program whose arguments name another program to run."""
+    name = posixpath.basename(program)
+    return name in SHELLS or name in WRAPPERS or name in NEVER or name == "git"
 
 
 def _check_name(program: str) -> None:

@@ -24,7 +24,7 @@ from typing import Final
 
 from actors.tools._contract import ScopeDenied
 
-__all__ = ("NEVER", "SHELLS", "WRAPPERS", "shell_script")
+__all__ = ("APPENDING", "NEVER", "SHELLS", "WRAPPERS", "shell_script")
 
 Argv = tuple[str, ...]
 
@@ -248,6 +248,12 @@ WRAPPERS: Final[dict[str, Callable[[Argv], list[Argv]]]] = {
     ),
 }
 """Wrappers followed when allowed: each gives the argvs of the programs it would run."""
+
+APPENDING: Final = frozenset({"xargs", "find"})
+"""Wrappers that give the program they run more arguments than the command line shows:
+xargs appends its input's words, `find -exec` the file names it finds. The program they
+run is checked on what is seen, so it may not be one whose arguments choose a program
+(a wrapper, a shell, git): `xargs env` with `rm -rf .` on its input runs `rm`."""
 
 _SHELL_LONG_FLAGS: Final = _set("--norc", "--noprofile", "--posix", "--restricted", "--login")
 _SHELL_LONG_FLAGS_MORE: Final = _set("--noediting", "--verbose", "--version", "--help")

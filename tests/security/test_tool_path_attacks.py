@@ -150,7 +150,7 @@ def test_a_blocked_entry_that_is_a_symlink_blocks_its_target_too(workspace: Path
 SHELL = Capability(
     name="Shell.Exec",
     allowed_paths=(".",),
-    allowed_commands=("git", "python", "env", "find", "ls", "sh", "bash", "build.sh"),
+    allowed_commands=("git", "python", "env", "find", "ls", "sh", "bash", "build.sh", "xargs"),
     blocked_commands=("rm",),
 )
 
@@ -175,6 +175,10 @@ SHELL = Capability(
         (["ls;cat", "../outside/secret"], "allowed_commands"),
         (["$(cat ../outside/secret)"], "allowed_commands"),
         (["ls|sh"], "allowed_commands"),
+        # the program xargs or find runs gets arguments the check cannot see
+        (["xargs", "env"], "allowed_commands"),
+        (["xargs", "git"], "allowed_commands"),
+        (["find", ".", "-exec", "env", "ls", "{}", ";"], "allowed_commands"),
         (["../outside/tool"], "allowed_commands"),
         (["/bin/sh"], "allowed_commands"),
     ],
