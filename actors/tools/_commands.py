@@ -10,8 +10,9 @@ just bytes. What matters is which programs it runs, and each of them must be all
    (blocked `rm` refuses `rm` and `/bin/rm`; blocked `/bin/rm` refuses `rm` too, which the
    runner's search path may find as `/bin/rm`). Blocking by basename can only refuse more.
 3. A program is allowed only when `allowed_commands` holds exactly its name: an entry that
-   is a bare name (`git`) allows the bare name, which the shell runner finds on its own fixed
-   search path (never the workspace); an absolute entry (`/usr/bin/git`) allows that path.
+   is a bare name (`git`) allows the bare name, which the shell runner finds on its search
+   path (which must never include the workspace); an absolute entry (`/usr/bin/git`) allows
+   that path.
    A bare entry does not allow an absolute path by basename, since `/workspace/bin/git`
    has the basename `git` and is whatever the agent wrote there. An empty list allows
    nothing.
