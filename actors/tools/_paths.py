@@ -25,62 +25,77 @@ resolved, since resolving it can only block more.
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import stat
 from collections.abc import Iterable, Sequence
-from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
-from typing import TypeVar
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Final, TypeVar
 
 from actors.tools._contract import ScopeDenied
 from schemas import Capability
 
-__all__ = ("check_path", "lexical_path", "within")
+__all__ = ("Parts", "check_path", "lexical_path", "names_another_system", "normal_parts", "within")
 
 PathT = TypeVar("PathT", bound=PurePath)
+Parts = tuple[str, ...]
+"""An absolute, normalised path as its components below the root: matching compares these
+(strings, not pathlib objects, since the gate checks every tool request)."""
+
+_OTHER_SYSTEM: Final = re.compile(r"^([A-Za-z]:|\\\\)")
+"""A drive (`C:`) or a UNC share (`\\\\server`): another operating system's path."""
 
 
-def lexical_path(base: PathT, path: str) -> PathT:
+def normal_parts(base: str, path: str) -> Parts:
     """`path` joined to the absolute `base` (unless absolute itself), `.` and `..` applied.
 
     `..` above the root stays at the root, as the kernel does. This is what the gate can know
     without the disk; the runtime's real answer (`os.path.realpath`) may differ when a
     component is a symlink, which is why it checks both.
     """
-    joined = base / path
     parts: list[str] = []
-    for part in joined.parts[1:]:  # [0] is the root ('/' or '//'); PurePath drops '.' parts
+    for part in posixpath.join(base, path).split("/"):
         if part == "..":
             if parts:
                 parts.pop()
-        else:
+        elif part and part != ".":
             parts.append(part)
-    return type(base)("/", *parts)
+    return tuple(parts)
 
 
-def within(path: PurePath, prefix: PurePath) -> bool:
-    """`path` is `prefix` or beneath it, by whole components (both normalised absolute)."""
-    return path.parts[: len(prefix.parts)] == prefix.parts
+def lexical_path(base: PathT, path: str) -> PathT:
+    """`normal_parts` as a path of `base`'s type."""
+    return type(base)(_shown(normal_parts(str(base), path)))
 
 
-def _entries(entries: Iterable[str], base: PathT) -> list[PathT]:
-    """A scope's path entries as absolute normalised paths under `base`.
+def within(path: Parts, prefix: Parts) -> bool:
+    """`path` is `prefix` or beneath it, by whole components."""
+    return path[: len(prefix)] == prefix
 
-    An entry with a drive or UNC share (`C:\\Users\\...`, as seed 002's example bundle shows
-    beside the POSIX one) names another operating system's paths and is left out: on POSIX
-    it could only ever be a strange file name in the workspace.
-    """
+
+def names_another_system(entry: str) -> bool:
+    """An entry with a drive or UNC share (`C:\\Users\\...`, as seed 002's example bundle
+    shows beside the POSIX one) names another operating system's paths: on POSIX it could
+    only ever be a strange file name in the workspace, so it is left out."""
+    return bool(_OTHER_SYSTEM.match(entry))
+
+
+def _shown(parts: Parts) -> str:
+    return "/" + "/".join(parts)
+
+
+def _entries(entries: Iterable[str], base: str) -> list[Parts]:
+    """A scope's path entries as normalised absolute paths under `base` (but another
+    system's, and any holding a NUL byte, which no file's name can)."""
     return [
-        lexical_path(base, entry)
+        normal_parts(base, entry)
         for entry in entries
-        if "\x00" not in entry and not PureWindowsPath(entry).drive
+        if "\x00" not in entry and not names_another_system(entry)
     ]
 
 
 def _match(
-    path: PurePath,
-    shown: str,
-    allowed: Sequence[PurePath],
-    blocked: Iterable[PurePath],
-    write: bool,
+    path: Parts, shown: str, allowed: Sequence[Parts], blocked: Iterable[Parts], write: bool
 ) -> None:
     """Refuse `path` unless an allowed prefix holds it and no blocked prefix does.
 
@@ -89,10 +104,11 @@ def _match(
     """
     for prefix in blocked:
         if within(path, prefix):
-            raise ScopeDenied("blocked_paths", f"path {shown} is blocked by {prefix}")
+            raise ScopeDenied("blocked_paths", f"path {shown} is blocked by {_shown(prefix)}")
         if write and within(prefix, path):
             raise ScopeDenied(
-                "blocked_paths", f"path {shown} holds the blocked path {prefix}: not writable"
+                "blocked_paths",
+                f"path {shown} holds the blocked path {_shown(prefix)}: not writable",
             )
     if not any(within(path, prefix) for prefix in allowed):
         why = "allowed_paths is empty (allows nothing)" if not allowed else "outside allowed_paths"
@@ -127,38 +143,41 @@ def check_path(
         raise TypeError(f"the workspace must be an absolute POSIX path, not {workspace!r}")
     if "\x00" in path:
         raise ScopeDenied("allowed_paths", f"path {path!r} holds a NUL byte")
-    lexical = lexical_path(workspace, path)
-    shown = repr(path) if str(lexical) == path else f"{path!r} ({lexical})"
-    blocked = _entries(scope.blocked_paths, workspace)
-    _match(lexical, shown, _entries(scope.allowed_paths, workspace), blocked, write)
+    base = str(workspace)
+    lexical = normal_parts(base, path)
+    shown = repr(path) if _shown(lexical) == path else f"{path!r} ({_shown(lexical)})"
+    blocked = _entries(scope.blocked_paths, base)
+    _match(lexical, shown, _entries(scope.allowed_paths, base), blocked, write)
     if not resolve:
-        return lexical
+        return type(workspace)(_shown(lexical))
     if not isinstance(workspace, Path):
         raise TypeError("resolve=True needs the real workspace as a pathlib.Path")
-    return type(workspace)(_check_real(scope, path, workspace, write))
+    return type(workspace)(_check_real(scope, path, base, blocked, write))
 
 
-def _check_real(scope: Capability, path: str, workspace: Path, write: bool) -> Path:
+def _check_real(
+    scope: Capability, path: str, workspace: str, blocked: list[Parts], write: bool
+) -> str:
     """The runtime's second look: the real path, matched, and not a hard-linked file."""
     # realpath (not strict) resolves every existing component, symlinks and then `..`, as the
     # kernel will; the components that do not exist yet (a file to create) follow literally.
-    real = Path(os.path.realpath(workspace / path))
-    if real.is_symlink():  # still a link after resolution: a loop, or one too deep
+    real = os.path.realpath(posixpath.join(workspace, path))
+    if os.path.islink(real):  # still a link after resolution: a loop, or one too deep
         raise ScopeDenied("allowed_paths", f"path {path!r} is a symlink loop")
-    real_workspace = Path(os.path.realpath(workspace))
-    blocked = _entries(scope.blocked_paths, workspace)
+    real_workspace = os.path.realpath(workspace)
     real_blocked = {
         *blocked,
         *_entries(scope.blocked_paths, real_workspace),
-        *(Path(os.path.realpath(prefix)) for prefix in blocked),
+        *(normal_parts("/", os.path.realpath(_shown(prefix))) for prefix in blocked),
     }
+    allowed = _entries(scope.allowed_paths, real_workspace)
     shown = f"{path!r} (resolves to {real})"
-    _match(real, shown, _entries(scope.allowed_paths, real_workspace), real_blocked, write)
+    _match(normal_parts("/", real), shown, allowed, real_blocked, write)
     _refuse_hard_links(real, path)
     return real
 
 
-def _refuse_hard_links(real: Path, path: str) -> None:
+def _refuse_hard_links(real: str, path: str) -> None:
     """Refuse a file that has another name: it may be a hard link to a file out of scope.
 
     A hard link is the same file under a second name; nothing about the name in scope says

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, TypeVar
 
 from msgspec import Struct
@@ -34,7 +34,7 @@ from actors.tools._arguments import (
 )
 from actors.tools._commands import check_command
 from actors.tools._contract import ScopeDenied
-from actors.tools._paths import check_path, lexical_path, within
+from actors.tools._paths import check_path, names_another_system, normal_parts, within
 from schemas import Capability
 
 __all__ = ("check_request", "check_size", "narrow_scope")
@@ -197,9 +197,6 @@ def _domains_in_both(outer: tuple[str, ...], inner: tuple[str, ...]) -> tuple[st
     return _unique(tuple(domain for domain in inner if domain.lower() in outer_names))
 
 
-_ROOT = PurePosixPath("/")
-
-
 def _relative_parts(entry: str) -> tuple[str, ...]:
     """A relative entry's components with `.` and `..` applied; `..` left only in front."""
     parts: list[str] = []
@@ -222,13 +219,13 @@ def _paths_within_both(outer: tuple[str, ...], inner: tuple[str, ...]) -> tuple[
     kept: list[str] = []
     for first in outer:
         for second in inner:
-            if PureWindowsPath(first).drive or PureWindowsPath(second).drive:
+            if names_another_system(first) or names_another_system(second):
                 continue
             absolute = (first.startswith("/"), second.startswith("/"))
             if absolute == (True, True):
-                a, b = lexical_path(_ROOT, first), lexical_path(_ROOT, second)
+                a, b = normal_parts("/", first), normal_parts("/", second)
                 if within(a, b) or within(b, a):
-                    kept.append(str(a if within(a, b) else b))
+                    kept.append("/" + "/".join(a if within(a, b) else b))
             elif absolute == (False, False):
                 x, y = _relative_parts(first), _relative_parts(second)
                 if _relative_within(x, y) or _relative_within(y, x):

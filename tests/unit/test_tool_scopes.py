@@ -87,6 +87,14 @@ def test_blocked_wins_over_allowed_and_a_write_may_not_hold_a_blocked_path() -> 
 def test_windows_entries_allow_nothing_on_posix() -> None:
     rules = scope(allowed_paths=("C:\\Users\\demo",))
     denied("allowed_paths", check_path, rules, "C:\\Users\\demo", WORKSPACE, resolve=False)
+    unc = scope(allowed_paths=("\\\\server\\share",))
+    denied("allowed_paths", check_path, unc, "\\\\server\\share", WORKSPACE, resolve=False)
+
+
+def test_a_double_slash_entry_is_a_posix_path_not_a_share() -> None:
+    rules = scope(allowed_paths=("//data",), blocked_paths=("//data/private",))
+    assert check_path(rules, "/data/x", WORKSPACE, resolve=False) == PurePosixPath("/data/x")
+    denied("blocked_paths", check_path, rules, "/data/private/y", WORKSPACE, resolve=False)
 
 
 def test_a_relative_or_non_posix_workspace_and_resolving_a_virtual_one_are_errors() -> None:
