@@ -3,7 +3,7 @@
 servers' tools are capabilities of their own."""
 
 from actors.tools._actor import ToolsActor
-from actors.tools._admission import admit_request, narrow_scope
+from actors.tools._admission import admit_request
 from actors.tools._arguments import (
     ARGUMENTS,
     FileDelete,
@@ -20,6 +20,7 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
+from actors.tools._commands import check_command
 from actors.tools._contract import (
     BUILT_IN_CAPABILITIES,
     Executor,
@@ -37,6 +38,8 @@ from actors.tools._git import (
     push_url_allowed,
 )
 from actors.tools._http import check_url, execute_http
+from actors.tools._paths import check_path
+from actors.tools._scopes import check_request, check_size, narrow_scope
 
 __all__ = (
     "ARGUMENTS",
@@ -61,6 +64,10 @@ __all__ = (
     "WorkspaceUpload",
     "admit_request",
     "arguments_schema",
+    "check_command",
+    "check_path",
+    "check_request",
+    "check_size",
     "check_url",
     "decode_arguments",
     "execute_git_commit",

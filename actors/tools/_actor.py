@@ -32,7 +32,7 @@ from typing import ClassVar, Literal
 import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
 
-from actors.tools._admission import admit_request, narrow_scope
+from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
@@ -40,6 +40,7 @@ from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
+from actors.tools._scopes import narrow_scope
 from bus import (
     BOUND_BY,
     Actor,

@@ -13,11 +13,12 @@ from typing import Any
 
 from msgspec import Struct
 
-from actors.tools._arguments import ARGUMENTS, HttpRequest, decode_arguments
+from actors.tools._arguments import ARGUMENTS, HttpRequest
 from actors.tools._http import check_url
+from actors.tools._scopes import check_request
 from schemas import Capability
 
-__all__ = ("admit_request", "narrow_scope")
+__all__ = ("admit_request",)
 
 
 def admit_request(
@@ -37,12 +38,7 @@ def admit_request(
     """
     if capability not in ARGUMENTS:
         return None
-    decoded = decode_arguments(capability, arguments)
+    decoded = check_request(capability, arguments, scope, workspace, resolve=resolve)
     if isinstance(decoded, HttpRequest):
         check_url(scope, decoded.url)  # its addresses and redirects: the executor's, at run time
     return decoded
-
-
-def narrow_scope(outer: Capability, inner: Capability) -> Capability:
-    """The scope of `inner` within `outer` (replaced by the scope library's intersection)."""
-    return inner if outer == inner else Capability(name=inner.name)
