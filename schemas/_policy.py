@@ -70,9 +70,13 @@ class LlmPolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
 
 class ApprovalRule(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Seed 002's approval rule: a capability's scope names it (`approval_rule_id`)."""
+
     approval_rule_id: str
     title: str
     description: str = ""
+    timeout_s: Annotated[int, Meta(ge=1, le=86_400)] = 300
+    """How long a held request waits for its owner's decision; then it is denied."""
 
 
 class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

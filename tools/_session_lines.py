@@ -28,6 +28,13 @@ def render(event: SessionEvent, max_rounds: int) -> str | None:
             return head
         case "tool_requested" | "tool_completed" if payload.get("call_id"):
             return call_line(event)
+        case "approval_requested":
+            approval_id = str(payload.get("approval_id", ""))
+            return (
+                f"{payload.get('title', '')} (risk {payload.get('risk_level', '?')}): "
+                f"{payload.get('action_summary', '')}\n"
+                + decision_lines(approval_id, event.session_id)
+            )
         case "session_completed" | "session_failed" | "session_canceled":
             lines = [f"stopped: {event.stop_reason} (round {event.round})"]
             if payload.get("code"):
@@ -38,6 +45,12 @@ def render(event: SessionEvent, max_rounds: int) -> str | None:
                 lines.append(f"    warning: {payload['warning']}")
             return "\n".join(lines)
     return None
+
+
+def decision_lines(approval_id: str, session_id: str) -> str:
+    """The two commands that decide a held tool request (tools/approvals.py)."""
+    tail = f"{approval_id} --session {session_id}"
+    return f"  approve: parley approvals approve {tail}\n  reject:  parley approvals reject {tail}"
 
 
 def call_line(event: SessionEvent) -> str | None:

@@ -21,6 +21,7 @@ from bus import (
 )
 from tools._errors import report_failure, run_guarded, wants_debug
 from tools._up import up
+from tools.approvals import add_approvals_command
 from tools.audit import add_audit_commands
 from tools.calls import add_calls_command
 from tools.chaos import add_chaos_command
@@ -156,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_policy_commands(commands)
     add_collab_commands(commands)
+    add_approvals_command(commands)
     add_orchestrate_command(commands)
     add_delegate_command(commands)
     add_demo_command(commands)

@@ -41,7 +41,7 @@ from bus import (
 )
 from schemas import Namespace
 from tools._errors import report_failure
-from tools.natsconf import RELAY, relay_serves_of, role_of
+from tools.natsconf import RELAY, TOOLS, relay_serves_of, role_of
 
 __all__ = ("add_provision_command", "provision_once", "provisioned_inputs")
 
@@ -50,12 +50,13 @@ def provisioned_inputs(
     ns: Namespace, actor_id: str, relay_serves: Sequence[str] = ()
 ) -> list[Input]:
     """The durables an actor that may not create its own reads: its deliveries, for the
-    router and the agents their reminders (actors/router/_actor.py, actors/agent/_delegating.py),
+    router, the agents and the tool runtime their reminders (actors/router/_actor.py,
+    actors/agent/_delegating.py, actors/tools/_actor.py),
     and for the relay the deliveries of each name it serves (`relay_serves`)."""
     if role_of(actor_id) == RELAY:
         return list(relay_inputs(ns, relay_serves))
     inputs = [Input.deliver(ns, actor_id)]
-    if role_of(actor_id) in ("router", "agent"):
+    if role_of(actor_id) in ("router", "agent", TOOLS):
         inputs.append(Input.timers(ns, actor_id))
     return inputs
 

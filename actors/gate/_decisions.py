@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from actors.gate._plan import Deny
 from actors.gate._records import Position
-from actors.gate._routes import session_of
+from actors.gate._routes import objective_of, session_of
 from bus import BundleStore
 from schemas import (
     AnyEnvelope,
@@ -28,6 +28,8 @@ from schemas import (
     ErrorCode,
     SubAgentCall,
     SubAgentResult,
+    ToolRequest,
+    ToolResult,
     derive_id,
     utc_now,
 )
@@ -128,6 +130,13 @@ def _answer_figures(envelope: AnyEnvelope) -> _Figures:
                 duration_ms=envelope.duration_seconds * 1000,
                 tools_used=envelope.tool_calls,
             )
+        case ToolResult():
+            error = envelope.error
+            return _Figures(
+                outcome=envelope.status,
+                reason=f"{error.code}: {error.message}" if error else "",
+                tools_used=(envelope.tool_name,),
+            )
         case Error():
             late = envelope.code == ErrorCode.DEADLINE_EXCEEDED
             return _Figures(
@@ -142,6 +151,8 @@ def objective(envelope: AnyEnvelope) -> str:
     """What a call asks for (a sub-agent call's is its `task`); its context is never copied."""
     if isinstance(envelope, SubAgentCall):
         return envelope.args.task
+    if isinstance(envelope, ToolRequest):
+        return objective_of(envelope)  # the tool and its arguments
     return text_field(envelope, "objective")
 
 
@@ -167,7 +178,7 @@ def text_field(envelope: AnyEnvelope, name: str) -> str:
 
 
 def preview(envelope: AnyEnvelope) -> str:
-    for field in ("text", "input", "output", "result", "message"):
+    for field in ("text", "input", "output", "result", "message", "output_text"):
         value = getattr(envelope, field, None)
         if isinstance(value, str) and value:
             return value[:200]

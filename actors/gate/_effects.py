@@ -24,6 +24,7 @@ from actors.gate._refusals import error_for, in_call, sender_position, waiting_o
 from actors.gate._roles import ALLOWED_TOOLS, role_of, told_to_receiver
 from actors.gate._store import GateStore
 from actors.gate._timeline import call_event
+from actors.gate._tool_checks import held_for_approval
 from bus import SENDER, BundleStore, Context, Outbox, Rejection, TraceHeaders, wire_size
 from schemas import (
     AnyEnvelope,
@@ -360,12 +361,18 @@ class GateEffects:
         await ctx.outbox.publish_batched(events, subject, encode(decision), headers)
         if self.decisions is not None:
             self.decisions.count(ctx, decision)
-        await self._tell_timeline(ctx, decision, position)
+        await self._tell_timeline(ctx, envelope, decision, position)
 
-    async def _tell_timeline(self, ctx: Context, decision: Decision, position: Position) -> None:
+    async def _tell_timeline(
+        self, ctx: Context, envelope: AnyEnvelope, decision: Decision, position: Position
+    ) -> None:
         """Tell the person a trace works for of a call made (or answered) in it, on the
         timeline of the session its root was sent in (actors/gate/_timeline.py)."""
-        event = call_event(decision, position.session_id)
+        bundle = self._bundles.bundle
+        held = (
+            held_for_approval(bundle, envelope, position) if bundle and decision.allowed else None
+        )
+        event = call_event(decision, position.session_id, held)
         if (
             event is None
             or self.role_of(decision.origin) != "person"

@@ -20,32 +20,66 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from schemas import TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
+from schemas import TOLD_FROM_DECISION, Capability, Decision, SessionEvent, derive_id
 
 __all__ = ("CALL_TOOLS", "call_event")
 
-CALL_TOOLS: Final = {"delegation_request": "delegate_to_agent", "sub_agent_call": "call_sub_agent"}
-"""The envelope kinds of a call, and the tool a brain used to make it (seed 003, seed 004)."""
+CALL_TOOLS: Final = {
+    "delegation_request": "delegate_to_agent",
+    "sub_agent_call": "call_sub_agent",
+    "tool_request": "",
+}
+"""The envelope kinds of a call, and the tool a brain used to make it (seed 003, seed 004; a
+tool request's tool is its capability, the first word of its objective)."""
 _REASON_MAX: Final = 300
 _ANSWER_TOOLS: Final = {
     "delegation_response": "delegate_to_agent",
     "sub_agent_result": "call_sub_agent",
+    "tool_result": "",
 }
+_RISK: Final = {"Shell.Exec": "high", "Git.Push": "high", "File.Delete": "high"}
+"""Seed 002 §13.4's risk level of an action awaiting approval: high for what can destroy or
+publish, medium for any other change, low for a read."""
+_READS: Final = frozenset({"File.Read", "Git.Status", "Git.Diff"})
 
 
-def call_event(decision: Decision, session_id: str) -> SessionEvent | None:
+def _risk(capability: str) -> Literal["low", "medium", "high"]:
+    if capability in _RISK:
+        return "high"
+    return "low" if capability in _READS else "medium"
+
+
+def call_event(
+    decision: Decision, session_id: str, held: Capability | None = None
+) -> SessionEvent | None:
     """The timeline event for `decision`, or None when it decided no call and no answer to
-    one (or the trace has no session to tell it in)."""
+    one (or the trace has no session to tell it in). `held`: the scope that holds an admitted
+    tool request for its owner's approval, told as `approval_requested` (seed 002 §13.4)."""
     if not session_id:
         return None
     kind = decision.envelope_kind
     refused = not decision.allowed
     payload: dict[str, Any]
-    event_type: Literal["tool_requested", "tool_completed"]
-    if kind in CALL_TOOLS:
+    event_type: Literal["tool_requested", "tool_completed", "approval_requested"]
+    if held is not None and not refused:
+        capability = decision.objective.split(" ", 1)[0]
+        event_type = "approval_requested"
+        payload = {
+            "approval_id": decision.envelope_id,
+            "title": f"{decision.sender} asks to use {capability}",
+            "action_summary": decision.objective[:300],
+            "risk_level": _risk(capability),
+            "details": {
+                "capability": capability,
+                "agent": decision.sender,
+                "approval_rule_id": held.approval_rule_id or capability,
+            },
+        }
+        speaker = decision.sender
+    elif kind in CALL_TOOLS:
         event_type = "tool_requested"
         payload = {
-            "tool": CALL_TOOLS[kind],
+            "tool": CALL_TOOLS[kind] or decision.objective.split(" ", 1)[0],
             "call_id": decision.envelope_id,
             "caller": decision.sender,
             "target": decision.target,
@@ -56,7 +90,7 @@ def call_event(decision: Decision, session_id: str) -> SessionEvent | None:
     elif kind in _ANSWER_TOOLS:
         event_type = "tool_completed"
         payload = {
-            "tool": _ANSWER_TOOLS[kind],
+            "tool": _ANSWER_TOOLS[kind] or next(iter(decision.tools_used), "tool"),
             "call_id": decision.causation_id,
             "agent": decision.sender,
             "status": "refused" if refused else decision.outcome or "unknown",

@@ -14,12 +14,20 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from actors.gate._records import Level
+from actors.gate._records import Level, Position
 from actors.gate._routes import Deny, Submission
 from actors.tools import InvalidArguments, ScopeDenied, admit_request, narrow_scope
-from schemas import Capability, ErrorCode, PolicyBundle, ProfilePolicy, ToolRequest, effective_scope
+from schemas import (
+    AnyEnvelope,
+    Capability,
+    ErrorCode,
+    PolicyBundle,
+    ProfilePolicy,
+    ToolRequest,
+    effective_scope,
+)
 
-__all__ = ("VIRTUAL_WORKSPACE", "chain_scope", "check_tool_request")
+__all__ = ("VIRTUAL_WORKSPACE", "chain_scope", "check_tool_request", "held_for_approval")
 
 VIRTUAL_WORKSPACE = PurePosixPath("/workspace")
 """Where the gate places relative paths to judge them: the session's workspace, whatever the
@@ -79,15 +87,19 @@ def check_tool_request(
         return Deny(ErrorCode.INVALID_REQUEST, "arguments", str(exc))
     except ScopeDenied as exc:
         return Deny(exc.code, exc.rule, str(exc))
-    if scope.requires_approval:
-        rule = scope.approval_rule_id or capability
-        return Deny(
-            ErrorCode.APPROVAL_REQUIRED,
-            "requires_approval",
-            f"{capability} requires approval (rule {rule}), and this deployment holds no "
-            "approvals yet",
-        )
     return None
+
+
+def held_for_approval(
+    bundle: PolicyBundle, envelope: AnyEnvelope, position: Position
+) -> Capability | None:
+    """The scope that holds an admitted tool request for its session owner's approval, or
+    None: the runtime holds it, the gate tells the owner (actors/gate/_timeline.py)."""
+    if not isinstance(envelope, ToolRequest) or not position.levels:
+        return None
+    holders = position.levels[-1].bound_by or (position.sender,)
+    scope = chain_scope(bundle, holders, envelope.tool_name)
+    return scope if isinstance(scope, Capability) and scope.requires_approval else None
 
 
 def _named(capability: str, names: tuple[str, ...]) -> bool:

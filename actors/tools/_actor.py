@@ -1,17 +1,15 @@
 """The tool runtime (`parley run tools`): runs the tool requests the gate delivers to it.
 
 For each `tool_request` (seed 002 §13.2) it answers one `tool_result` (§13.3) through the gate,
-which routes it back to the agent that asked:
+which routes it back to the agent that asked. The step itself, its scope, run and result, is
+actors/tools/_steps.py's; this module keeps each step's promises across deliveries:
 
-1. The scope is its own finding, never the gate's word: the runtime verifies the signed
-   bundle itself (a read-only `BundleStore`), takes the sender's effective scope of the
-   capability, and narrows it by every agent the gate says bound the request
-   (`Parley-Bound-By`, on a subject only the gate writes).
-2. The arguments are checked against that scope on the real file system (symlinks resolved,
-   hard links refused), in the session's own workspace directory.
-3. The step runs at most once (actors/tools/_runs.py): marked before it runs, its result
-   stored before it is published, a redelivery answered from the store.
-4. The capability's executor runs it, contained, under the step's time limit.
+- at most once (actors/tools/_runs.py): a step is marked before it runs and its result stored
+  before it is published; a redelivery is answered from the store, and a step a crash cut
+  short is run again only if it changes nothing (else it ends `failed`, "interrupted");
+- approvals (actors/tools/_approvals.py): a request whose scope requires one is held in its
+  step's record, the owner's `control` (approve or reject) decides it, and a reminder on the
+  runtime's own timers subject denies it when it expires.
 
 A request outside its scope ends `denied` with the code and the rule; a run that fails ends
 `failed`; an executor's own bug ends `failed` with `INTERNAL_ERROR`, never a dead runtime.
@@ -20,29 +18,26 @@ A request outside its scope ends `denied` with the code and the rule; a run that
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import re
 import time
-from collections.abc import Mapping, Sequence
-from functools import reduce
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
 
-from actors.tools._admission import admit_request
-from actors.tools._arguments import InvalidArguments
-from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
+from actors.tools._approvals import Approval, request_digest
+from actors.tools._contract import Executor, ScopeDenied
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
-from actors.tools._scopes import narrow_scope
+from actors.tools._steps import Asked, Held, StepRunner, failed
 from bus import (
-    BOUND_BY,
+    MSG_ID,
+    ORIGIN,
     Actor,
     BundleStore,
     BusHandle,
@@ -56,16 +51,14 @@ from bus import (
 )
 from schemas import (
     AnyEnvelope,
-    Capability,
+    Control,
     Error,
     ErrorCode,
-    ToolError,
     ToolRequest,
     ToolResult,
     decode_envelope,
-    effective_scope,
+    derive_id,
     encode,
-    utc_now,
 )
 
 __all__ = ("BUILT_IN_EXECUTORS", "READ_ONLY", "ToolsActor")
@@ -84,20 +77,13 @@ BUILT_IN_EXECUTORS: dict[str, Executor] = {
 READ_ONLY = frozenset({"File.Read", "Git.Status", "Git.Diff"})
 """Capabilities whose step may run again after a crash cut it short: they change nothing."""
 
-_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_decode_result = msgspec.json.Decoder(ToolResult)
 
 
 def _is_read_only(request: ToolRequest) -> bool:
     if request.tool_name == "Network.Http":
         return str(request.arguments.get("method", "GET")) in ("GET", "HEAD")
     return request.tool_name in READ_ONLY
-
-
-def workspace_name(session_id: str) -> str:
-    """A session's directory name: its id when that is a safe name, else a digest of it."""
-    if _SAFE_NAME.fullmatch(session_id):
-        return session_id
-    return "s" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
 
 
 class ToolsActor(Actor):
@@ -116,9 +102,11 @@ class ToolsActor(Actor):
         self.executors: dict[str, Executor] = dict(BUILT_IN_EXECUTORS)
         self.bundles: BundleStore | None = None
         self._runs: RunStore | None = None
+        self._steps: StepRunner | None = None
 
     def inputs(self) -> Sequence[Input]:
-        return (Input.deliver(self.namespace, self.actor_id),)
+        ns = self.namespace
+        return (Input.deliver(ns, self.actor_id), Input.timers(ns, self.actor_id))
 
     async def start(self, bus: BusHandle) -> None:
         ns = self.namespace
@@ -132,170 +120,218 @@ class ToolsActor(Actor):
         )
         self._runs = RunStore(runs)
         self._workspaces.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._steps = StepRunner(self.options, self.bundles, self.executors, self._workspaces)
 
     async def background(self, stopping: asyncio.Event) -> None:
         if self.bundles is not None:
             await self.bundles.watch(stopping)
 
-    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
-        if isinstance(envelope, Error):  # the gate refused a result of ours: say why
-            log.error(
-                "a tool result was refused",
-                extra={"code": str(envelope.code), "error": envelope.message},
-            )
-            return
-        if not isinstance(envelope, ToolRequest):
-            log.info("not a tool request: ignored", extra={"kind": envelope.__struct_config__.tag})
-            return
-        runs = self._runs
-        if runs is None:
+    def _started(self) -> tuple[RunStore, StepRunner]:
+        if self._runs is None or self._steps is None:
             raise RuntimeError("the tool runtime handled a message before it started")
-        key = run_key(ctx.sender, envelope.session_id, envelope.task_id, envelope.step_id)
+        return self._runs, self._steps
+
+    async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        if ctx.stream == self.namespace.stream("timers"):
+            if isinstance(envelope, ToolRequest):
+                await self._on_reminder(envelope, ctx)
+            return
+        match envelope:
+            case ToolRequest():
+                await self._on_request(Asked(envelope, ctx.sender, dict(ctx.headers)), ctx)
+            case Control(action="approve" | "reject"):
+                await self._on_decision(envelope, ctx)
+            case Error():  # the gate refused a result of ours: say why
+                log.error(
+                    "a tool result was refused",
+                    extra={"code": str(envelope.code), "error": envelope.message},
+                )
+            case _:
+                log.info("ignored", extra={"kind": envelope.__struct_config__.tag})
+
+    async def _on_request(self, asked: Asked, ctx: Context) -> None:
+        runs, steps = self._started()
+        request = asked.request
+        key = run_key(asked.sender, request.session_id, request.task_id, request.step_id)
         begun = await runs.begin(key, _now_ms(), ctx.attempt)
         if begun.state == "done" and begun.run.result is not None:
-            await ctx.submit(self._again(decode_envelope(begun.run.result), ctx))
+            await steps.answer(ctx, asked, _decode_result.decode(begun.run.result))
             return
-        if begun.state == "running":
-            if not _is_read_only(envelope):
-                result = self._result(
-                    envelope,
-                    ctx,
-                    _failed(
-                        "TOOL_EXECUTION_FAILED",
-                        f"interrupted: the tool runtime stopped while step {envelope.step_id} "
-                        "ran; whether its effect happened is unknown, so it is not run again",
-                    ),
-                )
-                await self._finish(ctx, key, begun, result)
+        if begun.run.approval is not None:
+            if begun.run.held:
+                await self._remind(ctx, begun.run.approval)  # the same reminder: dropped if sent
+                return
+            if not _is_read_only(request):  # approved, and cut short while it ran
+                await self._interrupted(ctx, asked, key, begun)
+                return
+        elif begun.state == "running":
+            if not _is_read_only(request):
+                await self._interrupted(ctx, asked, key, begun)
                 return
             try:
                 begun = await runs.take_over(key, begun, ctx.attempt)
             except KeyWrongLastSequenceError:
                 ctx.defer(1.0)  # another delivery took it: its result will be there
                 return
-        result = self._result(envelope, ctx, await self._run(envelope, ctx))
-        await self._finish(ctx, key, begun, result)
+        outcome = await steps.run(asked, approved=begun.run.approval is not None)
+        if isinstance(outcome, Held):
+            await self._hold(ctx, asked, key, begun, outcome)
+            return
+        await self._finish(ctx, asked, key, begun, steps.result(request, outcome))
 
-    async def _finish(self, ctx: Context, key: str, begun: StepState, result: ToolResult) -> None:
+    async def _interrupted(self, ctx: Context, asked: Asked, key: str, begun: StepState) -> None:
+        step = asked.request.step_id
+        outcome = failed(
+            "TOOL_EXECUTION_FAILED",
+            f"interrupted: the tool runtime stopped while step {step} ran; whether its effect "
+            "happened is unknown, so it is not run again",
+        )
+        await self._finish(ctx, asked, key, begun, StepRunner.result(asked.request, outcome))
+
+    async def _finish(
+        self, ctx: Context, asked: Asked, key: str, begun: StepState, result: ToolResult
+    ) -> None:
         """Store the step's result, then publish it; a step someone else ended first is
         answered with theirs."""
-        runs = self._runs
-        assert runs is not None  # noqa: S101 - started
+        runs, steps = self._started()
         try:
             await runs.finish(key, begun, encode(result))
         except KeyWrongLastSequenceError:
-            found = await runs.begin(key, _now_ms(), ctx.attempt)
-            if found.run.result is None:
+            found = await runs.read(key)
+            if found is None or found.run.result is None:
                 raise
-            await ctx.submit(self._again(decode_envelope(found.run.result), ctx))
-            return
-        await ctx.submit(result)
+            result = _decode_result.decode(found.run.result)
+        await steps.answer(ctx, asked, result)
 
-    async def _run(self, request: ToolRequest, ctx: Context) -> ToolOutcome | ScopeDenied:
-        bundle = self.bundles.bundle if self.bundles else None
-        if bundle is None:
-            return ScopeDenied(
-                "no_bundle",
-                "the tool runtime trusts no policy bundle: "
-                f"{self.bundles.problem if self.bundles else 'not started'}",
-                ErrorCode.POLICY_BUNDLE_INVALID,
-            )
-        capability = request.tool_name
-        holders = tuple(h for h in ctx.headers.get(BOUND_BY, "").split(",") if h) or (ctx.sender,)
-        if holders[-1] != ctx.sender:
-            holders = (*holders, ctx.sender)
-        scopes = [effective_scope(bundle, holder, capability) for holder in holders]
-        if any(scope is None for scope in scopes):
-            lacking = [h for h, s in zip(holders, scopes, strict=True) if s is None]
-            return ScopeDenied(
-                "capabilities", f"{', '.join(lacking)} may not use {capability} (policy bundle)"
-            )
-        scope = reduce(narrow_scope, [s for s in scopes if s is not None])
-        executor = self.executors.get(capability)
-        if executor is None:
-            return _failed("TOOL_NOT_FOUND", f"this tool runtime does not run {capability}")
-        workspace = self._workspaces / workspace_name(request.session_id)
-        workspace.mkdir(exist_ok=True, mode=0o700)
+    # -- approvals ---------------------------------------------------------------------
+
+    async def _hold(
+        self, ctx: Context, asked: Asked, key: str, begun: StepState, held: Held
+    ) -> None:
+        """Keep the request for its owner's decision, durably, and remind ourselves of its
+        expiry; nothing runs and nothing is answered yet."""
+        runs, steps = self._started()
+        owner = asked.headers.get(ORIGIN, "")
+        timeout_s = steps.approval_timeout_s(held.scope)
+        approval = Approval(
+            approval_id=asked.request.id,
+            owner=owner,
+            digest=request_digest(encode(asked.request)),
+            request=encode(asked.request),
+            headers={k: v for k, v in asked.headers.items() if k.startswith("Parley-")},
+            sender=asked.sender,
+            expires_ms=_now_ms() + timeout_s * 1000,
+        )
         try:
-            admit_request(capability, request.arguments, scope, workspace, resolve=True)
-            if scope.requires_approval:
-                return ScopeDenied(
-                    "requires_approval",
-                    f"{capability} requires approval (rule {scope.approval_rule_id or capability})",
-                    ErrorCode.APPROVAL_REQUIRED,
-                )
-            invocation = self._invocation(request, scope, workspace)
-            return await asyncio.wait_for(executor(invocation), self.options.timeout_s + 5)
-        except ScopeDenied as denied:
-            return denied
-        except InvalidArguments as exc:
-            return ScopeDenied("arguments", str(exc), ErrorCode.INVALID_REQUEST)
-        except TimeoutError:
-            return _failed("TOOL_EXECUTION_FAILED", f"timed out after {self.options.timeout_s} s")
-        except Exception as exc:
-            log.exception("executor failed", extra={"capability": capability})
-            return _failed("INTERNAL_ERROR", f"{capability} failed inside the runtime: {exc!r}")
-
-    def _invocation(
-        self, request: ToolRequest, scope: Capability, workspace: Path
-    ) -> ToolInvocation:
-        return ToolInvocation(
-            capability=request.tool_name,
-            arguments=request.arguments,
-            scope=scope,
-            workspace=workspace,
-            session_id=request.session_id,
-            step_id=request.step_id,
-            environment=dict(self.options.environment),
-            timeout_s=self.options.timeout_s,
+            await runs.hold(key, begun, approval)
+        except KeyWrongLastSequenceError:
+            ctx.defer(1.0)  # another delivery of it got there first: see what it did
+            return
+        log.info(
+            "held for approval",
+            extra={"approval_id": approval.approval_id, "owner": owner, "timeout_s": timeout_s},
         )
+        await self._remind(ctx, approval)
 
-    def _result(
-        self, request: ToolRequest, ctx: Context, outcome: ToolOutcome | ScopeDenied
-    ) -> ToolResult:
-        status: Literal["succeeded", "failed", "denied"]
-        error: ToolError | None
-        if isinstance(outcome, ScopeDenied):
-            status, error = "denied", ToolError(code=str(outcome.code), message=str(outcome))
-            details: Mapping[str, object] = {"rule": outcome.rule}
-            output, truncated, provenance = None, False, {}
+    async def _remind(self, ctx: Context, approval: Approval) -> None:
+        reminder = derive_id(approval.approval_id, "approval-expiry")
+        headers = dict(approval.headers) | {MSG_ID: reminder}
+        await ctx.outbox.publish(self.namespace.timers(self.actor_id), approval.request, headers)
+
+    async def _on_decision(self, control: Control, ctx: Context) -> None:
+        """A person's approve or reject: applied only by the request's owner, once."""
+        runs, _ = self._started()
+        approval_id = control.approval_id or ""
+        found = await runs.find_approval(approval_id) if approval_id else None
+        if found is None:
+            log.warning("a decision names no held request", extra={"approval_id": approval_id})
+            return
+        key, state = found
+        approval = state.run.approval
+        if approval is None or not approval.pending:
+            log.info("a decision on a request decided already", extra={"approval_id": approval_id})
+            return
+        if ctx.sender != approval.owner:
+            log.warning(
+                "a decision from someone who does not own the request was ignored",
+                extra={"approval_id": approval_id, "sender": ctx.sender, "owner": approval.owner},
+            )
+            return
+        decision = "approved" if control.action == "approve" else "rejected"
+        await self._decide(ctx, key, state, approval, decision, ctx.sender, control.reason)
+
+    async def _on_reminder(self, request: ToolRequest, ctx: Context) -> None:
+        """A held request's expiry: deny it if still undecided, else nothing."""
+        runs, _ = self._started()
+        found = await runs.find_approval(request.id)
+        if found is None:
+            return
+        key, state = found
+        approval = state.run.approval
+        if approval is None:
+            return
+        if not approval.pending:
+            if state.run.result is None:  # decided, then the runtime died before answering
+                await self._complete(ctx, key, state, approval, recovering=True)
+            return
+        left_ms = approval.expires_ms - _now_ms()
+        if left_ms > 0:
+            ctx.defer(left_ms / 1000)
+            return
+        await self._decide(ctx, key, state, approval, "expired", "", "")
+
+    async def _decide(
+        self,
+        ctx: Context,
+        key: str,
+        state: StepState,
+        approval: Approval,
+        decision: str,
+        by: str,
+        reason: str,
+    ) -> None:
+        """Record the decision (compare-and-set: one decision wins), then complete the step."""
+        runs, _ = self._started()
+        decided = msgspec.structs.replace(
+            approval, decision=decision, decided_by=by, reason=reason[:500]
+        )
+        try:
+            state = await runs.update(
+                key, state, msgspec.structs.replace(state.run, approval=decided)
+            )
+        except KeyWrongLastSequenceError:
+            log.info("decided meanwhile", extra={"approval_id": approval.approval_id})
+            return
+        await self._complete(ctx, key, state, decided, recovering=False)
+
+    async def _complete(
+        self, ctx: Context, key: str, state: StepState, approval: Approval, *, recovering: bool
+    ) -> None:
+        """Run the decided request (approved) or deny it, and answer. `recovering`: the
+        runtime died after the decision and before the answer, so an approved step that
+        changes something may have run: it is not run again."""
+        _, steps = self._started()
+        decision, by, reason = approval.decision, approval.decided_by, approval.reason
+        request = decode_envelope(approval.request)
+        if not isinstance(request, ToolRequest):
+            raise TypeError(f"a held request is a {type(request).__name__}")
+        asked = Asked(request, approval.sender, approval.headers)
+        extra = {"approval": decision, "decided_by": by, "reason": reason}
+        if decision == "approved" and recovering and not _is_read_only(request):
+            await self._interrupted(ctx, asked, key, state)
+            return
+        if decision == "approved":
+            outcome = await steps.run(asked, approved=True)
+            if isinstance(outcome, Held):  # cannot happen: approved runs are never held
+                raise RuntimeError("an approved request was held again")
         else:
-            status = outcome.status
-            error = (
-                ToolError(code=outcome.error_code or "", message=outcome.error_message or "")
-                if outcome.status == "failed"
-                else None
+            why = f"rejected by {by}" if decision == "rejected" else "not decided in time"
+            outcome = ScopeDenied(
+                "requires_approval",
+                f"{request.tool_name} was {decision}: {why}{': ' + reason if reason else ''}",
+                ErrorCode.APPROVAL_DENIED,
             )
-            details, output, truncated = outcome.details, outcome.output_text, outcome.truncated
-            source = outcome.provenance
-            provenance = (
-                {"source": source.source, "locator": source.locator, "trust": source.trust}
-                if source
-                else {}
-            )
-        return ToolResult(
-            id=ctx.derive_id("tool_result"),
-            created_at=utc_now(),
-            tool_name=request.tool_name,
-            session_id=request.session_id,
-            task_id=request.task_id,
-            step_id=request.step_id,
-            status=status,
-            output_text=output,
-            error=error,
-            truncated=truncated,
-            details=dict(details),
-            provenance=provenance,
-        )
-
-    @staticmethod
-    def _again(stored: AnyEnvelope, ctx: Context) -> AnyEnvelope:
-        """A stored result, as the answer to the request in hand (its own derived id)."""
-        return msgspec.structs.replace(stored, id=ctx.derive_id("tool_result"))
-
-
-def _failed(code: str, message: str) -> ToolOutcome:
-    return ToolOutcome(status="failed", error_code=code, error_message=message)
+        await self._finish(ctx, asked, key, state, steps.result(request, outcome, extra))
 
 
 def _now_ms() -> int:

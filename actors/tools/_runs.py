@@ -28,6 +28,8 @@ import msgspec
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from actors.tools._approvals import Approval, approval_index_key
+
 __all__ = ("Run", "RunStore", "StepState", "run_key")
 
 
@@ -38,6 +40,13 @@ class Run(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int
     result: bytes | None = None
     """The encoded `tool_result` envelope, once the step ended."""
+    approval: Approval | None = None
+    """The request held for its owner's approval (actors/tools/_approvals.py)."""
+
+    @property
+    def held(self) -> bool:
+        """Waiting for a decision: neither run nor ended."""
+        return self.result is None and self.approval is not None and self.approval.pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,45 @@ class RunStore:
         mine = msgspec.structs.replace(found.run, attempt=attempt)
         revision = await self._kv.update(key, _encoder.encode(mine), last=found.revision)
         return StepState("new", revision, mine)
+
+    async def update(self, key: str, found: StepState, run: Run) -> StepState:
+        """Write `run` over the record as `found` read it (compare-and-set).
+
+        Raises:
+            KeyWrongLastSequenceError: it changed since.
+        """
+        revision = await self._kv.update(key, _encoder.encode(run), last=found.revision)
+        return StepState(found.state, revision, run)
+
+    async def hold(self, key: str, found: StepState, approval: Approval) -> StepState:
+        """Store the request held for approval in its step's record, and the index that
+        leads from its approval id to the step."""
+        held = await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
+        await self._kv.put(approval_index_key(approval.approval_id), key.encode())
+        return held
+
+    async def find_approval(self, approval_id: str) -> tuple[str, StepState] | None:
+        """The step an approval id names and its record, or None."""
+        try:
+            entry = await self._kv.get(approval_index_key(approval_id))
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        key = entry.value.decode()
+        found = await self.read(key)
+        return None if found is None else (key, found)
+
+    async def read(self, key: str) -> StepState | None:
+        try:
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:
+            return None
+        if entry.value is None or entry.revision is None:
+            return None
+        run = _decoder.decode(entry.value)
+        state: Literal["running", "done"] = "done" if run.result is not None else "running"
+        return StepState(state, entry.revision, run)
 
     async def finish(self, key: str, begun: StepState, result: bytes) -> None:
         """Store the step's result over its mark (compare-and-set on the mark's revision).

@@ -231,7 +231,9 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         # step's run, so a redelivered request is answered from it.
         g.read_bucket("policy")
         g.read_bucket("tool_runs")
-        g.write_keys("tool_runs", "run.>")
+        g.write_keys("tool_runs", "run.>", "approval.>")
+        g.pub(ns.timers(me))  # reminders of held requests' expiry, to itself only
+        g.bind("timers")
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")

@@ -1,0 +1,63 @@
+"""Approvals: a tool request whose scope requires one waits for its session owner's word.
+
+The gate admits the request and tells the owner (the person whose trace it is) on their
+session's timeline, as an `approval_requested` event whose `approval_id` is the request's own
+envelope id (actors/gate/_timeline.py). The runtime holds the request instead of running it:
+
+- it stores the request (bytes, delivery headers, digest), its owner (the trace's origin, on
+  a delivery only the gate writes) and when it expires, in the step's record of the
+  `tool_runs` bucket, with an index `approval.<id>` -> the step; then it arms a reminder on
+  its own timers subject and acknowledges the request. Nothing of the wait lives in memory.
+- a `control` (approve or reject, naming the approval id) that the gate delivers from a
+  person is applied only if that person is the owner (the gate's `Parley-Sender`): an agent
+  cannot send a control at all (the gate refuses it), and another person's is ignored and
+  logged. A decision applies to the request it names and no other: the id is that request's,
+  and what runs is the stored request, never anything the decision carries.
+- approved, the stored request runs; rejected, or not decided before it expires (the approval
+  rule's `timeout_s`, 300 s by default), it ends `denied` with `APPROVAL_DENIED`. Either way
+  its result is stored, then answered to the agent, as for any step.
+
+Deciding is a compare-and-set on the record: two decisions, or a decision and the expiry,
+cannot both win; the one that lost sees the record decided and does nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+import msgspec
+
+__all__ = ("Approval", "approval_index_key", "request_digest")
+
+
+class Approval(msgspec.Struct, frozen=True, kw_only=True):
+    """A held tool request, in its step's record, until decided."""
+
+    approval_id: str
+    owner: str
+    """The principal who may decide: the person the trace works for."""
+    digest: str
+    """SHA-256 of the request as delivered: what was shown for approval is what runs."""
+    request: bytes
+    headers: dict[str, str]
+    """The request's delivery headers: its trace, and who bound it."""
+    sender: str
+    """The agent that asked (the gate's word at delivery)."""
+    expires_ms: int
+    decision: Literal["", "approved", "rejected", "expired"] = ""
+    decided_by: str = ""
+    reason: str = ""
+
+    @property
+    def pending(self) -> bool:
+        return not self.decision
+
+
+def request_digest(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+def approval_index_key(approval_id: str) -> str:
+    """The key that leads from an approval id (a person's claim) to its step's record."""
+    return "approval." + hashlib.sha256(approval_id.encode()).hexdigest()[:48]

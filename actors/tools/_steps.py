@@ -1,0 +1,216 @@
+"""One step of the tool runtime, from its request to its result: the scope, the run, the
+answer. Independent of which message is in hand (the request itself, the decision that
+approved it, or the reminder that expired it), so a held request runs exactly as a fresh one.
+
+The scope is the runtime's own finding, never the gate's word: its own verified bundle, the
+sender's effective scope of the capability, narrowed by every agent the gate says bound the
+request (`Parley-Bound-By`, on a delivery only the gate writes). The arguments are checked
+against it again on the real file system, in the session's own workspace directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+from typing import Literal
+
+from actors.tools._admission import admit_request
+from actors.tools._arguments import InvalidArguments
+from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
+from actors.tools._options import ToolsOptions
+from actors.tools._scopes import narrow_scope
+from bus import BOUND_BY, BundleStore, Context, parse_trace_headers
+from schemas import (
+    Capability,
+    ErrorCode,
+    ToolError,
+    ToolRequest,
+    ToolResult,
+    derive_id,
+    effective_scope,
+    encode,
+    utc_now,
+)
+
+__all__ = ("Asked", "Held", "StepRunner", "failed", "workspace_name")
+
+log = logging.getLogger("parley.actors.tools")
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def workspace_name(session_id: str) -> str:
+    """A session's directory name: its id when that is a safe name, else a digest of it."""
+    if _SAFE_NAME.fullmatch(session_id):
+        return session_id
+    return "s" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+def failed(code: str, message: str) -> ToolOutcome:
+    return ToolOutcome(status="failed", error_code=code, error_message=message)
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A tool request as delivered: the envelope, who sent it (the gate's word) and the
+    delivery's headers (its trace, and who bound it)."""
+
+    request: ToolRequest
+    sender: str
+    headers: Mapping[str, str]
+
+    @property
+    def holders(self) -> tuple[str, ...]:
+        """The agents whose capabilities bound the request, its sender last."""
+        named = tuple(h for h in self.headers.get(BOUND_BY, "").split(",") if h)
+        return named if named and named[-1] == self.sender else (*named, self.sender)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The request's scope requires its owner's approval first."""
+
+    scope: Capability
+
+
+class StepRunner:
+    """Scopes, runs and answers steps for the tool runtime."""
+
+    def __init__(
+        self,
+        options: ToolsOptions,
+        bundles: BundleStore,
+        executors: Mapping[str, Executor],
+        workspaces: Path,
+    ) -> None:
+        self._options = options
+        self._bundles = bundles
+        self._executors = executors
+        self._workspaces = workspaces
+
+    def scope_of(self, asked: Asked) -> Capability | ScopeDenied:
+        """The scope this runtime finds for the request, or why there is none."""
+        bundle = self._bundles.bundle
+        if bundle is None:
+            return ScopeDenied(
+                "no_bundle",
+                f"the tool runtime trusts no policy bundle: {self._bundles.problem}",
+                ErrorCode.POLICY_BUNDLE_INVALID,
+            )
+        capability = asked.request.tool_name
+        scopes = [effective_scope(bundle, holder, capability) for holder in asked.holders]
+        lacking = [h for h, s in zip(asked.holders, scopes, strict=True) if s is None]
+        if lacking:
+            return ScopeDenied(
+                "capabilities", f"{', '.join(lacking)} may not use {capability} (policy bundle)"
+            )
+        return reduce(narrow_scope, [s for s in scopes if s is not None])
+
+    def approval_timeout_s(self, scope: Capability) -> int:
+        """How long a held request waits for its owner: its approval rule's `timeout_s`."""
+        bundle = self._bundles.bundle
+        rule_id = scope.approval_rule_id or scope.name
+        rules = bundle.approval_rules if bundle else ()
+        return next((r.timeout_s for r in rules if r.approval_rule_id == rule_id), 300)
+
+    async def run(
+        self, asked: Asked, *, approved: bool = False
+    ) -> ToolOutcome | ScopeDenied | Held:
+        """Check the request against its scope and run it, unless it must be approved first
+        (`approved`: its owner did)."""
+        request = asked.request
+        scope = self.scope_of(asked)
+        if isinstance(scope, ScopeDenied):
+            return scope
+        capability = request.tool_name
+        executor = self._executors.get(capability)
+        if executor is None:
+            return failed("TOOL_NOT_FOUND", f"this tool runtime does not run {capability}")
+        workspace = self._workspaces / workspace_name(request.session_id)
+        workspace.mkdir(exist_ok=True, mode=0o700)
+        try:
+            admit_request(capability, request.arguments, scope, workspace, resolve=True)
+            if scope.requires_approval and not approved:
+                return Held(scope)
+            invocation = ToolInvocation(
+                capability=capability,
+                arguments=request.arguments,
+                scope=scope,
+                workspace=workspace,
+                session_id=request.session_id,
+                step_id=request.step_id,
+                environment=dict(self._options.environment),
+                timeout_s=self._options.timeout_s,
+            )
+            return await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
+        except ScopeDenied as denied:
+            return denied
+        except InvalidArguments as exc:
+            return ScopeDenied("arguments", str(exc), ErrorCode.INVALID_REQUEST)
+        except TimeoutError:
+            limit = self._options.timeout_s
+            return failed("TOOL_EXECUTION_FAILED", f"timed out after {limit} s")
+        except Exception as exc:
+            log.exception("executor failed", extra={"capability": capability})
+            return failed("INTERNAL_ERROR", f"{capability} failed inside the runtime: {exc!r}")
+
+    @staticmethod
+    def result(
+        request: ToolRequest,
+        outcome: ToolOutcome | ScopeDenied,
+        extra: Mapping[str, object] | None = None,
+    ) -> ToolResult:
+        """The step's `tool_result` (seed 002 §13.3); its id derives from the request's."""
+        status: Literal["succeeded", "failed", "denied"]
+        error: ToolError | None
+        if isinstance(outcome, ScopeDenied):
+            status, error = "denied", ToolError(code=str(outcome.code), message=str(outcome))
+            details: dict[str, object] = {"rule": outcome.rule}
+            output, truncated, provenance = None, False, {}
+        else:
+            status = outcome.status
+            error = (
+                ToolError(code=outcome.error_code or "", message=outcome.error_message or "")
+                if outcome.status == "failed"
+                else None
+            )
+            details, output, truncated = (
+                dict(outcome.details),
+                outcome.output_text,
+                outcome.truncated,
+            )
+            source = outcome.provenance
+            provenance = (
+                {"source": source.source, "locator": source.locator, "trust": source.trust}
+                if source
+                else {}
+            )
+        return ToolResult(
+            id=derive_id(request.id, "tool_result"),
+            created_at=utc_now(),
+            tool_name=request.tool_name,
+            session_id=request.session_id,
+            task_id=request.task_id,
+            step_id=request.step_id,
+            status=status,
+            output_text=output,
+            error=error,
+            truncated=truncated,
+            details={**details, **(extra or {})},
+            provenance=provenance,
+        )
+
+    @staticmethod
+    async def answer(ctx: Context, asked: Asked, result: ToolResult) -> None:
+        """Submit `result` as the answer to the request, whatever message is in hand: in the
+        request's trace, caused by it, one hop back up."""
+        request_id = asked.request.id
+        trace = parse_trace_headers(asked.headers, request_id, root_origin=asked.sender)
+        headers = trace.child(request_id, -1).to_headers(result.id)
+        await ctx.outbox.publish(ctx.submit_subject, encode(result), headers)
