@@ -26,10 +26,14 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
+from actors.tools._mcp import McpHub
+from actors.tools._mcp_scope import PATH_ARGUMENT_NAMES
+from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText, mcp_capability
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "PATH_ARGUMENT_NAMES",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -40,12 +44,17 @@ __all__ = (
     "GitStatus",
     "HttpRequest",
     "InvalidArguments",
+    "McpHub",
+    "McpServerSettings",
+    "McpTool",
     "Provenance",
     "ScopeDenied",
     "ShellExec",
     "ToolInvocation",
     "ToolOutcome",
+    "UntrustedText",
     "WorkspaceUpload",
     "arguments_schema",
     "decode_arguments",
+    "mcp_capability",
 )
