@@ -8,11 +8,12 @@ is a string or a list of strings. The schema comes from the server and is untrus
 can only add arguments to check: a path-named argument is checked whatever the schema says.
 
 A path is resolved against the session's workspace (symlinks and `..` followed, as far as
-they exist), then compared component by component with each scope path resolved the same
-way. The server is then sent the resolved absolute path it was checked as: a relative path
-would otherwise be read from the server's own working directory, not the one checked.
-Checks apply only where the bundle names paths: a scope with neither `allowed_paths` nor
-`blocked_paths` leaves arguments as they are.
+they exist), as every relative path of a tool request is, and the server is sent that
+absolute path: a relative one would be read from the server's own working directory, not
+the one checked. Where the scope names paths, the resolved path is compared component by
+component with each of `allowed_paths` (it must lie within one, when there are any) and
+`blocked_paths` (within none), resolved the same way. A scope that names no paths checks
+none: an MCP tool's reach is its server's, and only the bundle can narrow it.
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ def scoped_arguments(
         ScopeDenied: a path argument outside `allowed_paths` or inside `blocked_paths`, or
             a path argument that is not a string (or list of strings).
     """
-    if not scope.allowed_paths and not scope.blocked_paths:
-        return dict(arguments)
+    names_paths = bool(scope.allowed_paths or scope.blocked_paths)
     allowed = [_resolve(workspace, root) for root in scope.allowed_paths]
     blocked = [_resolve(workspace, root) for root in scope.blocked_paths]
     sent = dict(arguments)
@@ -69,7 +69,7 @@ def scoped_arguments(
             sent[name] = str(_checked(name, value, workspace, allowed, blocked))
         elif isinstance(value, list) and all(isinstance(item, str) for item in value):
             sent[name] = [str(_checked(name, item, workspace, allowed, blocked)) for item in value]
-        else:
+        elif names_paths:
             raise ScopeDenied(
                 "allowed_paths",
                 f"argument {name!r} is a path argument but not a string or list of strings",
