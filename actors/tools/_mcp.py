@@ -170,9 +170,12 @@ class McpHub:
                     async with asyncio.timeout(PING_TIMEOUT_S):
                         await link.session.send_ping()
                 except TimeoutError:
-                    pass
+                    pass  # busy, not dead: the call is bounded by its own timeout
+                except MCPError as exc:
+                    if exc.code == mcp_types.CONNECTION_CLOSED:
+                        link.mark_dead()
                 except Exception:
-                    link.mark_dead()
+                    link.mark_dead()  # the transport itself failed
             if not link.alive:
                 log.info("MCP server %r is down: starting it", link.settings.name)
                 await link.start()
@@ -224,7 +227,8 @@ def _failed(message: str, provenance: Provenance) -> ToolOutcome:
 def _died(capability: str, reason: str, provenance: Provenance) -> ToolOutcome:
     return _failed(
         f"{capability}: the server's connection ended during the call ({reason}); the call is "
-        "not retried (the tool may have acted) and the server is started again on the next call",
+        "not retried (the tool may have acted); the server is started (or reached) again on the "
+        "next call",
         provenance,
     )
 

@@ -61,13 +61,16 @@ class McpLink:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
-        self._closed = True
+        self.ended = asyncio.Event()
+        """Set when this connection ends (its server died, its transport failed, or it was
+        stopped): a call in flight waits on it beside its answer."""
+        self.ended.set()
         self.lock = asyncio.Lock()
         """Held while (re)starting, so concurrent calls start one server, not several."""
 
     @property
     def alive(self) -> bool:
-        return self.session is not None and not self._closed
+        return self.session is not None and not self.ended.is_set()
 
     async def start(self) -> None:
         """Start (or reach) the server and list its tools, within its startup bound.
@@ -77,10 +80,12 @@ class McpLink:
         """
         await self.stop()
         self._stopping = False
-        self._closed = False
+        self.ended = asyncio.Event()
         self._wake = asyncio.Event()
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(ready), name=f"mcp-{self.settings.name}")
+        self._task = asyncio.create_task(
+            self._run(ready, self.ended), name=f"mcp-{self.settings.name}"
+        )
         self.starts += 1
         try:
             async with asyncio.timeout(self.settings.startup_timeout_s):
@@ -101,7 +106,7 @@ class McpLink:
         """Close the session and the transport (a stdio server's process is ended)."""
         task, self._task = self._task, None
         self.session = None
-        self._closed = True
+        self.ended.set()
         if task is None:
             return
         self._stopping = True
@@ -113,9 +118,10 @@ class McpLink:
 
     def mark_dead(self) -> None:
         """The connection failed under a call: the next call starts the server again."""
-        self._closed = True
+        self.ended.set()
+        self._wake.set()
 
-    async def _run(self, ready: asyncio.Future[None]) -> None:
+    async def _run(self, ready: asyncio.Future[None], ended: asyncio.Event) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
@@ -123,7 +129,7 @@ class McpLink:
                     SessionMessage | Exception
                 ](0)
                 group = await stack.enter_async_context(anyio.create_task_group())
-                group.start_soon(self._forward, read, forwarded_send)
+                group.start_soon(self._forward, read, forwarded_send, ended)
                 session = await stack.enter_async_context(
                     ClientSession(
                         forwarded, write, message_handler=self._on_message, client_info=CLIENT_INFO
@@ -133,12 +139,11 @@ class McpLink:
                 await self._list(session)
                 self.session = session
                 ready.set_result(None)
-                while not self._stopping and not self._closed:
+                while not self._stopping and not ended.is_set():
                     await self._wake.wait()
                     self._wake.clear()
-                    if not self._stopping and not self._closed:
+                    if not self._stopping and not ended.is_set():
                         await self._relist(session)
-                self.session = None
                 group.cancel_scope.cancel()
         except Exception as exc:
             if not ready.done():
@@ -146,8 +151,9 @@ class McpLink:
             elif not self._stopping:
                 log.warning("MCP server %r ended: %s", self.settings.name, _describe(exc))
         finally:
-            self.session = None
-            self._closed = True
+            if self.ended is ended:
+                self.session = None
+            ended.set()
             if not ready.done():
                 ready.set_exception(McpUnavailable("the connection ended before it was ready"))
 
@@ -176,6 +182,7 @@ class McpLink:
         self,
         source: ReadStream[SessionMessage | Exception],
         sink: anyio.abc.ObjectSendStream[SessionMessage | Exception],
+        ended: asyncio.Event,
     ) -> None:
         """Pass the server's messages on; when they end, the server is gone."""
         async with sink:
@@ -184,7 +191,7 @@ class McpLink:
                     await sink.send(message)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass
-        self._closed = True
+        ended.set()
         self._wake.set()
 
     async def _on_message(self, message: IncomingMessage) -> None:

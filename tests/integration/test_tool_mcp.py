@@ -148,15 +148,30 @@ async def test_killed_stdio_server_restarted_on_next_call(record: Path, workspac
         assert process_gone(pid), pid
 
 
-async def test_unreachable_http_server_fails_the_call(record: Path, workspace: Path) -> None:
-    with http_server(record) as url:
-        hub = McpHub([McpServerSettings(name="notes", url=url, startup_timeout_s=30)])
-        await hub.__aenter__()
-    try:
-        gone = await hub.call(invocation("Mcp.notes.add", {"a": 1, "b": 1}, workspace=workspace))
+async def test_killed_http_server_reached_again_once_back(record: Path, workspace: Path) -> None:
+    async with contextlib.AsyncExitStack() as closing, Announcements() as announced:
+        with http_server(record, announced.path) as url:
+            settings = McpServerSettings(name="notes", url=url, startup_timeout_s=30)
+            hub = await closing.enter_async_context(McpHub([settings]))
+            hang = invocation("Mcp.notes.hang", workspace=workspace)
+            in_flight = asyncio.create_task(hub.call(hang))
+            await announced.wait_for("hang")
+        # Leaving the block killed the server in the middle of the call.
+        died = await asyncio.wait_for(in_flight, 20)
+        assert (died.status, died.error_code) == ("failed", "TOOL_EXECUTION_FAILED")
+        assert died.error_message is not None
+        assert "not retried" in died.error_message
+
+        add = invocation("Mcp.notes.add", {"a": 3, "b": 4}, workspace=workspace)
+        gone = await hub.call(add)
         assert (gone.status, gone.error_code) == ("failed", "TOOL_EXECUTION_FAILED")
-    finally:
-        await hub.aclose()
+        assert gone.error_message is not None
+        assert "did not start" in gone.error_message
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with http_server(record, port=port):
+            back = await hub.call(add)
+            assert (back.status, back.output_text) == ("succeeded", "7")
+            assert hub.starts("notes") == 3
 
 
 async def test_timeout_and_output_cut(hub: McpHub, workspace: Path) -> None:

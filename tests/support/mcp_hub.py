@@ -34,10 +34,12 @@ def stdio_settings(name: str, record: Path, announce: str | None = None) -> McpS
 
 
 @contextlib.contextmanager
-def http_server(record: Path) -> Iterator[str]:
-    """The test server over streamable HTTP on a free loopback port; yields its URL."""
+def http_server(record: Path, announce: str | None = None, port: int = 0) -> Iterator[str]:
+    """The test server over streamable HTTP on a loopback port (a free one for 0); yields its
+    URL. It is killed on the way out."""
+    told = ("--announce", announce) if announce else ()
     server = ProcessOutput(
-        [sys.executable, "-m", SERVER_MODULE, "--http", "0", "--record", str(record)],
+        [sys.executable, "-m", SERVER_MODULE, "--http", str(port), "--record", str(record), *told],
         env=os.environ,
         name="mcp-http",
     )
