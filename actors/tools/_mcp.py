@@ -59,6 +59,8 @@ class McpHub:
             raise ValueError(f"MCP servers named more than once: {', '.join(duplicates)}")
         self._listed = asyncio.Condition()
         self._links = {server.name: McpLink(server, self._listed) for server in servers}
+        self._closed = False
+        """Once closed, a call fails rather than start a server no one will stop."""
 
     async def __aenter__(self) -> Self:
         """Start every server; one that does not come up is logged and retried on its first
@@ -80,6 +82,7 @@ class McpHub:
         await self.aclose()
 
     async def aclose(self) -> None:
+        self._closed = True
         await asyncio.gather(*(link.stop() for link in self._links.values()))
 
     def capabilities(self) -> dict[str, McpTool]:
@@ -109,6 +112,8 @@ class McpHub:
             ScopeDenied: a path argument outside the scope, or a scope of another capability;
                 the server was not called.
         """
+        if self._closed:
+            return _failed("the MCP hub is closed", Provenance(source=invocation.capability))
         named = split_mcp_capability(invocation.capability)
         link = self._links.get(named[0]) if named else None
         if named is None or link is None:

@@ -143,6 +143,12 @@ async def test_killed_stdio_server_restarted_on_next_call(record: Path, workspac
         third_pid = int(
             (await hub.call(invocation("Mcp.notes.pid", workspace=workspace))).output_text
         )
+    closed = await hub.call(invocation("Mcp.notes.add", {"a": 1, "b": 1}, workspace=workspace))
+    assert (closed.status, closed.error_code, hub.starts("notes")) == (
+        "failed",
+        "TOOL_EXECUTION_FAILED",
+        3,
+    )
     assert [call["tool"] for call in recorded(record)].count("hang") == 1
     for pid in (first_pid, second_pid, third_pid):
         assert process_gone(pid), pid
