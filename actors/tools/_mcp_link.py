@@ -62,8 +62,9 @@ class McpLink:
         self._wake = asyncio.Event()
         self._stopping = False
         self.ended = asyncio.Event()
-        """Set when this connection ends (its server died, its transport failed, or it was
-        stopped): a call in flight waits on it beside its answer."""
+        """Set when this connection ends (its server's output ended, a call found it closed,
+        or it was stopped); each start makes a new one, so an old connection's end never
+        marks its successor."""
         self.ended.set()
         self.lock = asyncio.Lock()
         """Held while (re)starting, so concurrent calls start one server, not several."""
