@@ -38,6 +38,9 @@ from actors.tools._git import (
     push_url_allowed,
 )
 from actors.tools._http import check_url, execute_http
+from actors.tools._mcp import McpHub
+from actors.tools._mcp_scope import PATH_ARGUMENT_NAMES
+from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText, mcp_capability
 from actors.tools._paths import check_path
 from actors.tools._scopes import check_request, check_size, narrow_scope
 
@@ -45,6 +48,7 @@ __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
     "GIT_EXECUTORS",
+    "PATH_ARGUMENT_NAMES",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -55,12 +59,16 @@ __all__ = (
     "GitStatus",
     "HttpRequest",
     "InvalidArguments",
+    "McpHub",
+    "McpServerSettings",
+    "McpTool",
     "Provenance",
     "ScopeDenied",
     "ShellExec",
     "ToolInvocation",
     "ToolOutcome",
     "ToolsActor",
+    "UntrustedText",
     "WorkspaceUpload",
     "admit_request",
     "arguments_schema",
@@ -75,6 +83,7 @@ __all__ = (
     "execute_git_push",
     "execute_git_status",
     "execute_http",
+    "mcp_capability",
     "narrow_scope",
     "push_url_allowed",
 )

@@ -32,6 +32,7 @@ from actors.tools._contract import Executor, ScopeDenied
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
+from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
 from actors.tools._steps import Asked, Held, StepRunner, failed
@@ -103,6 +104,7 @@ class ToolsActor(Actor):
         self.bundles: BundleStore | None = None
         self._runs: RunStore | None = None
         self._steps: StepRunner | None = None
+        self._mcp = McpHub(self.options.mcp_servers) if self.options.mcp_servers else None
 
     def inputs(self) -> Sequence[Input]:
         ns = self.namespace
@@ -120,7 +122,16 @@ class ToolsActor(Actor):
         )
         self._runs = RunStore(runs)
         self._workspaces.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._steps = StepRunner(self.options, self.bundles, self.executors, self._workspaces)
+        if self._mcp is not None:
+            await self._mcp.__aenter__()  # starts or reaches each server, lists its tools
+            log.info("mcp tools listed", extra={"capabilities": sorted(self._mcp.capabilities())})
+        self._steps = StepRunner(
+            self.options, self.bundles, self.executors, self._workspaces, self._mcp
+        )
+
+    async def stop(self) -> None:
+        if self._mcp is not None:
+            await self._mcp.aclose()  # no server process outlives the runtime
 
     async def background(self, stopping: asyncio.Event) -> None:
         if self.bundles is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from actors.tools._mcp_settings import McpServerSettings
+
 __all__ = ("ToolsOptions",)
 
 
@@ -23,6 +25,8 @@ class ToolsOptions(BaseModel):
     """The longest one step may run (a command's own `timeout_s` may only shorten it)."""
     environment: dict[str, str] = {}
     """The only environment variables a command sees (besides a fixed PATH, HOME and LANG)."""
+    mcp_servers: list[McpServerSettings] = []
+    """MCP servers whose tools are capabilities `Mcp.<server>.<tool>` (docs/tools.md)."""
 
     @field_validator("policy_keys", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from typing import Literal
 from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
+from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from bus import BOUND_BY, BundleStore, Context, parse_trace_headers
@@ -88,11 +89,19 @@ class StepRunner:
         bundles: BundleStore,
         executors: Mapping[str, Executor],
         workspaces: Path,
+        mcp: McpHub | None = None,
     ) -> None:
         self._options = options
         self._bundles = bundles
         self._executors = executors
         self._workspaces = workspaces
+        self._mcp = mcp
+
+    def _executor(self, capability: str) -> Executor | None:
+        """The built-in executor, or the MCP hub for a tool one of its servers lists."""
+        if capability.startswith("Mcp.") and self._mcp is not None:
+            return self._mcp.call  # it says TOOL_NOT_FOUND for a tool no server lists
+        return self._executors.get(capability)
 
     def scope_of(self, asked: Asked) -> Capability | ScopeDenied:
         """The scope this runtime finds for the request, or why there is none."""
@@ -129,7 +138,7 @@ class StepRunner:
         if isinstance(scope, ScopeDenied):
             return scope
         capability = request.tool_name
-        executor = self._executors.get(capability)
+        executor = self._executor(capability)
         if executor is None:
             return failed("TOOL_NOT_FOUND", f"this tool runtime does not run {capability}")
         workspace = self._workspaces / workspace_name(request.session_id)

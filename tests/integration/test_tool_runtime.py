@@ -121,3 +121,87 @@ async def test_an_agent_writes_and_reads_a_file_and_is_refused_outside_its_scope
     finally:
         for process in processes:
             process.close()
+
+
+MCP_SCRIPT = """
+[[turn]]
+step = 0
+calls = [
+  { tool = "use_tool", to = "Mcp.notes.add", arguments = { a = 2, b = 40 } },
+  { tool = "use_tool", to = "Mcp.notes.exfiltrate" },
+]
+
+[[turn]]
+step = 1
+message = "got: {results}"
+final = true
+"""
+
+
+async def test_an_mcp_servers_tools_are_capabilities_through_the_gate(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """An MCP server written with the SDK, run by the runtime over stdio: the bundle grants
+    one of its tools by name; the other, whose description tells a model to ignore its
+    policy, is refused by the gate before the server sees a call."""
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    bundle = json.loads(json.dumps(BUNDLE))
+    bundle["profiles"]["gpt"]["capabilities"] = ["Mcp.notes.add"]
+    signed, public = sign_bundle(json.dumps(bundle).encode(), tmp_path / "keys")
+    admin = await locked.connect("provisioner")
+    await (await admin.jetstream().key_value(ns.bucket("policy"))).put("bundle", signed)
+    await admin.close()
+    agents = tmp_path / "agents"
+    (agents / "scripts").mkdir(parents=True)
+    (agents / "scripts" / "gpt.toml").write_text(MCP_SCRIPT)
+    (agents / "gpt.toml").write_text(
+        'name = "gpt"\nmodel = "scripted"\ntools = ["Mcp.notes.add", "Mcp.notes.exfiltrate"]\n'
+        '[brain]\nbackend = "scripted"\nscript = "scripts/gpt.toml"\n'
+    )
+    record = tmp_path / "calls.jsonl"
+    server = {
+        "name": "notes",
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_tools_server", "--record", str(record)],
+        "cwd": str(Path(__file__).resolve().parents[2]),
+    }
+    env = parley_env(locked.server.url, ns.root)
+    keys = {"policy_keys": [str(public)], "tenant": "demo"}
+    tools_options = {**keys, "workspaces": str(tmp_path / "ws"), "mcp_servers": [server]}
+
+    def config(actor: str) -> tuple[str, str]:
+        return "--config", str(locked.settings_file(actor))
+
+    def options(values: object) -> dict[str, str]:
+        return {**env, "PARLEY_OPTIONS": json.dumps(values)}
+
+    processes = [
+        start_actor("gate", "gate", options(keys), *config("gate")),
+        start_actor("router", "router", env, *config("router")),
+        start_actor("tools", "tools", options(tools_options), *config("tools")),
+        start_actor(
+            "agent", "gpt", options({"agents_dir": str(agents)}), "--profile", "gpt", *config("gpt")
+        ),
+    ]
+    try:
+        for process in processes:
+            await process.wait_line(READY)
+        argv = [sys.executable, "-m", "tools", "say", *config("cli"), "@gpt", "add"]
+        cli = ProcessOutput(argv, env)
+        try:
+            code = await cli.wait_exit(60)
+        finally:
+            cli.close()
+        said = "\n".join(cli.lines)
+        assert code == 0, said
+        assert "data from Mcp.notes.add" in said and "42" in said, said
+        assert "TOOL_NOT_ALLOWED" in said and "Mcp.notes.exfiltrate" in said, said
+        called = [json.loads(line)["tool"] for line in record.read_text().splitlines()]
+        assert called == ["add"]
+        for process in processes:
+            process.signal(signal.SIGTERM)
+            assert await process.wait_exit() == 0
+    finally:
+        for process in processes:
+            process.close()
