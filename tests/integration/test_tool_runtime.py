@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from tests.support.lockdown import LockedDown
-from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
+from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
 from tools.demo import sign_bundle
 
 BUNDLE = {
@@ -164,7 +164,7 @@ async def test_an_mcp_servers_tools_are_capabilities_through_the_gate(
         "name": "notes",
         "command": sys.executable,
         "args": ["-m", "tests.support.mcp_tools_server", "--record", str(record)],
-        "cwd": str(Path(__file__).resolve().parents[2]),
+        "cwd": str(REPO),
     }
     env = parley_env(locked.server.url, ns.root)
     keys = {"policy_keys": [str(public)], "tenant": "demo"}
