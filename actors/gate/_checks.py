@@ -24,6 +24,7 @@ from schemas import (
     PolicyBundle,
     ProfilePolicy,
     SubAgentCall,
+    ToolRequest,
     call_kinds,
     return_kinds,
 )
@@ -139,6 +140,10 @@ def hop_limit(
     sub: Submission, profile: ProfilePolicy, hop: int, shared: bool
 ) -> tuple[ErrorCode, str, int, str] | None:
     envelope = sub.envelope
+    if isinstance(envelope, ToolRequest):
+        # A leaf: the tool runtime calls no one, so a tool adds no hop a loop could repeat.
+        # An agent deep in a chain may still use the tools its chain grants it.
+        return None
     if isinstance(envelope, DelegationRequest):
         limit = min(profile.max_depth, envelope.constraints.max_depth)
         depth = hop - 1  # the delegating agent's own depth, as seed 003 counts it
