@@ -154,7 +154,14 @@ def test_the_runtime_cannot_answer_a_step_it_was_not_asked() -> None:
     turn = _in_session(sim, "a")
     asked = _request("File.Read", path="notes")
     assert isinstance(sim.submit("a", asked, cause=turn), Allow)
-    other = ToolResult(id=new_id(), created_at=utc_now(), tool_name="File.Read",
-                       session_id="s-1", task_id="t-1", step_id="another", status="succeeded")  # fmt: skip
+    other = ToolResult(
+        id=new_id(),
+        created_at=utc_now(),
+        tool_name="File.Read",
+        session_id="s-1",
+        task_id="t-1",
+        step_id="another",
+        status="succeeded",
+    )
     _denied(sim.submit("tools", other, cause=asked.id, as_is=True),
             ErrorCode.FORGED_HEADER, "answer_names_another_call")  # fmt: skip
