@@ -59,7 +59,7 @@ from schemas import (
 
 __all__ = ("BUNDLE_KEY", "TRUSTED_VERSION_KEY", "BundleStore", "load_public_keys")
 
-log = logging.getLogger("parley.actors.gate.bundles")
+log = logging.getLogger("parley.bus.bundles")
 
 BUNDLE_KEY = "bundle"
 TRUSTED_VERSION_KEY = "trusted.version"

@@ -4,8 +4,8 @@ A newcomer's first `parley up` used to start two echo actors and the console: no
 agents or auditor, so nothing they then typed could work, and nothing shipped ran the auditor
 that `parley audit`, `trace`, `calls` and the console's audit views read. Now it starts the
 system the README describes: the gate, the router, the auditor, an agent host per agent (the
-shipped profiles in `deploy/agents/`: scripted brains unless a profile names a provider) and
-the web console, locked down like any `parley up`.
+shipped profiles in `deploy/agents/`: scripted brains unless a profile names a provider), the
+tool runtime and the web console, locked down like any `parley up`.
 
 A system is a `SystemSpec`: which agents run and which policy bundle source the gate trusts.
 With no argument `parley up` runs `LOCAL_SYSTEM`, every shipped agent under the demo bundle,
@@ -75,6 +75,9 @@ class SystemSpec(BaseModel):
     """Where the agents' profiles are (the shipped ones unless the system names its own)."""
     console: bool = True
     """Run the web console too."""
+    tools: bool = True
+    """Run the tool runtime (`parley run tools`), whose workspaces are `.parley/workspaces/`:
+    agents whose profiles offer tools use them through it, as the bundle grants."""
 
     @field_validator("agents")
     @classmethod
@@ -153,6 +156,7 @@ def system_topology(spec: SystemSpec, tenant: str, keys: Path = LOCAL_KEYS) -> T
         "audit_tenant": tenant,
     }
     agent = {"agents_dir": str(agents_dir)}
+    runtime = {**gate, "workspaces": str((LOCAL_DIR / "workspaces").resolve())}
 
     def options(values: Mapping[str, object]) -> dict[str, str]:
         return {"PARLEY_OPTIONS": json.dumps(values)}
@@ -163,6 +167,8 @@ def system_topology(spec: SystemSpec, tenant: str, keys: Path = LOCAL_KEYS) -> T
         ChildSpec(name="auditor", run="auditor", env=options(auditor)),
         *(ChildSpec(name=name, run="agent", env=options(agent)) for name in spec.agents),
     ]
+    if spec.tools:
+        children.append(ChildSpec(name="tools", run="tools", env=options(runtime)))
     if spec.console:
         children.append(ChildSpec(name="console", run="console", env=options(console)))
     return Topology(settings={"log_level": "info"}, actor=tuple(children))
