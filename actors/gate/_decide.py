@@ -18,20 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from msgspec import Struct, structs
+from msgspec import Struct
 
 from actors.gate._plan import Deny, Route
 from actors.gate._records import (
+    CallAnswer,
     Children,
     Inflight,
-    OpenCall,
+    LiveCall,
     RateBucket,
     TraceState,
+    answer_key,
     fanout_key,
     inflight_key,
     rate_key,
     trace_key,
 )
+from actors.gate._trace_calls import ANSWER_GRACE_MS, Closing, closing_of, trace_calls
 from schemas import (
     AgentResponse,
     AnyEnvelope,
@@ -56,11 +59,6 @@ __all__ = (
 
 S = TypeVar("S", bound=Struct)
 
-ANSWER_GRACE_MS = 3_600_000
-"""How long past its deadline an unanswered call stays in its trace's record, still open to
-its one answer. Its deadline only ends its counting towards objectives in progress: a model may
-answer after the deadline, and that answer must still reach its caller."""
-
 
 @dataclass(frozen=True, slots=True)
 class Allow:
@@ -71,14 +69,17 @@ class Allow:
 
     def unborn_keys(self) -> tuple[str, ...]:
         """Records this admission makes certain do not exist yet: the count of the envelope's
-        children (written when its first child is admitted, after its delivery) and, for a
-        root whose trace record is left implied, its trace. The gate caches them as absent,
-        so its first child or answer is decided without reading them
-        (actors/gate/_store.py, `known_absent`)."""
-        fanout = fanout_key(self.envelope.id)
-        return (
-            (fanout, trace_key(self.route.position.trace_id)) if self.route.is_root else (fanout,)
-        )
+        children (written when its first child is admitted, after its delivery), for a call
+        the record of its answer, and, for a root whose trace record is left implied, its
+        trace. The gate caches them as absent, so its first child or answer is decided
+        without reading them (actors/gate/_store.py, `known_absent`)."""
+        own = self.envelope.id
+        keys = [fanout_key(own)]
+        if self.route.role == "call":
+            keys.append(answer_key(own))
+        if self.route.is_root:
+            keys.append(trace_key(self.route.position.trace_id))
+        return tuple(keys)
 
 
 class Ledger:
@@ -115,6 +116,8 @@ def required_keys(route: Route) -> tuple[str, ...]:
             keys.append(fanout_key(sub.causation_id))
     elif route.role == "return":
         keys.append(inflight_key(route.target))
+        if answers_call(route) and route.answered is not None:
+            keys.append(answer_key(route.answered.call_id))
     return tuple(keys)
 
 
@@ -159,14 +162,26 @@ def decide(
         route.position.user_id, counted=not route.is_root
     )
     own = sub.envelope.id
-    open_calls = {k: v for k, v in trace.open_calls.items() if v.expires_ms + ANSWER_GRACE_MS > now}
+    in_trace = trace_calls(trace, now)
     answered = route.answered.call_id if route.answered is not None else ""
     is_answer = answers_call(route)
-    closing = open_calls.get(answered) if is_answer else None
+    answer_k = answer_key(answered) if is_answer else ""
     # This very answer closed its call before (a crash or a server restart kept it from
-    # being delivered or acked): it is decided again, charged nothing twice.
-    repeat = closing is not None and closing.answered_by == own
-    trace_paid = trace_k in paid or repeat
+    # being delivered or acked): it is decided again, charged nothing twice
+    # (actors/gate/_trace_calls.py).
+    closing = (
+        closing_of(
+            in_trace,
+            ledger.get(answer_k, CallAnswer),
+            answered,
+            own,
+            route.answered.deadline_ms if route.answered is not None else None,
+            now,
+        )
+        if is_answer
+        else Closing(admit=True, charge_trace=True)
+    )
+    trace_paid = trace_k in paid or not closing.charge_trace
     budget = profile.trace_message_budget
     if not trace_paid and trace.count + 1 > budget:
         return Deny(
@@ -186,14 +201,7 @@ def decide(
     # A fan-out counts the cause's calls still at work: one answered, or past its deadline,
     # makes room, so a chain of steps under one call is never taken for a fan-out.
     siblings = (
-        tuple(
-            child
-            for child in fanout.ids
-            if child != own
-            and (call := open_calls.get(child)) is not None
-            and call.in_progress
-            and call.expires_ms > now
-        )
+        tuple(child for child in fanout.ids if child != own and in_trace.in_progress(child, now))
         if fanout
         else ()
     )
@@ -242,18 +250,14 @@ def decide(
                 limit=profile.max_concurrent_shared_calls,
                 value=len(shared_calls) + 1,
             )
-        if any(
-            call.in_progress and call.objective == route.objective and call.expires_ms > now
-            for k, call in open_calls.items()
-            if k != own
-        ):
+        if in_trace.objective_in_progress(route.objective, now, but=own):
             return Deny(
                 ErrorCode.CYCLE_DETECTED,
                 "objective_in_progress",
                 f"Cycle detected: {sub.sender} -> {route.target} with same objective already "
                 "in progress.",
             )
-    if is_answer and not trace_paid and (closing is None or not closing.in_progress):
+    if not closing.admit:
         # Its call was answered already, by another answer (or is long past its deadline).
         return Deny(
             ErrorCode.DUPLICATE_ENVELOPE,
@@ -278,7 +282,7 @@ def decide(
     if route.role == "call":
         level = route.position.levels[-1]
         expires = level.deadline_ms or now + profile.deadline_ms
-        open_calls[own] = OpenCall(objective=route.objective, expires_ms=expires)
+        in_trace.live[own] = LiveCall(objective=route.objective, expires_ms=expires)
         calls = {**_live(inflight.calls, now), own: expires}
         shared_calls = _live(inflight.shared, now)
         if route.shared:
@@ -287,8 +291,9 @@ def decide(
         if fanout_k:
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
     elif is_answer:
-        if closing is not None and closing.in_progress:
-            open_calls[answered] = structs.replace(closing, answered_by=own)
+        in_trace.live.pop(answered, None)
+        if closing.create_record:
+            ledger.put(answer_k, CallAnswer(answer_id=own))
         if not trace_paid:
             tokens += _tokens_spent(sub.envelope)
         if answered in inflight.calls or answered in inflight.shared:
@@ -305,7 +310,8 @@ def decide(
             count=trace.count + (0 if trace_paid else 1),
             user_id=trace.user_id,
             tokens=tokens,
-            open_calls=open_calls,
+            live=in_trace.live,
+            open_calls=in_trace.answered_before,
         ),
     )
     return Allow(route=route, envelope=sub.envelope)

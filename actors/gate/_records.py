@@ -7,8 +7,8 @@ recipient, one `Level` per agent currently inside a call. A later envelope names
 a sender cannot shorten its chain, restart its hop count or change trace by editing headers.
 
 Counters (per trace, per (profile, target) rate bucket, per profile calls in flight, per
-parent fan-out) are updated with compare-and-set on their KV revision, so two gate replicas
-never both spend the last unit of a limit.
+parent fan-out, per call the answer that closed it) are updated with compare-and-set on their
+KV revision, so two gate replicas never both spend the last unit of a limit.
 
 Keys are built here and nowhere else. Ids chosen by senders may hold characters a KV key may
 not, so such an id is replaced by its hash.
@@ -23,14 +23,17 @@ from typing import Final
 from msgspec import Struct
 
 __all__ = (
+    "CallAnswer",
     "Children",
     "Inflight",
     "Lease",
     "Level",
+    "LiveCall",
     "OpenCall",
     "Position",
     "RateBucket",
     "TraceState",
+    "answer_key",
     "fanout_key",
     "id_key",
     "inflight_key",
@@ -59,6 +62,11 @@ def id_key(envelope_id: str) -> str:
 
 def trace_key(trace_id: str) -> str:
     return f"trace.{_token(trace_id)}"
+
+
+def answer_key(call_id: str) -> str:
+    """The record of which answer closed call `call_id` (`CallAnswer`)."""
+    return f"answer.{_token(call_id)}"
 
 
 def rate_key(profile: str, target: str) -> str:
@@ -134,15 +142,34 @@ class Position(Struct, frozen=True, kw_only=True):
         return tuple(level.holder for level in self.levels)
 
 
-class OpenCall(Struct, frozen=True, kw_only=True):
-    """A call of a trace (seed 003's in-progress objectives), open until answered.
+class LiveCall(Struct, frozen=True, kw_only=True):
+    """A call of a trace not answered yet (seed 003's in-progress objectives)."""
 
-    `answered_by` names the answer that closed it, written in the same commit as that
-    answer's charge: the gate's own durable record of which answer a call admitted. A
+    objective: str
+    expires_ms: int
+    """When it stops counting as in progress; it stays open to its one answer for
+    `ANSWER_GRACE_MS` more (actors/gate/_decide.py)."""
+
+
+class CallAnswer(Struct, frozen=True, kw_only=True):
+    """Which answer closed a call, created in the same commit as that answer's charge.
+
+    The gate's own durable record of the answer a call admitted, one small record per
+    answered call, so its trace's record never grows with the calls answered in it. A
     redelivery of that answer is recognised by it however JetStream numbers the delivery
     (a server that restarts loses a consumer's delivery counts, so a message decided before
-    may come back as a first delivery), and any other answer is refused as a second one.
+    may come back as a first delivery), and any other answer is refused as a second one:
+    the record is created compare-and-set on revision 0, so of two answers racing on two
+    replicas only one creates it.
     """
+
+    answer_id: str
+
+
+class OpenCall(Struct, frozen=True, kw_only=True):
+    """A call as gates before flat decisions kept it in `TraceState.open_calls`, open or
+    answered (`answered_by`). Still read, so a trace recorded by such a gate goes on where
+    it was; never written for a new call (actors/gate/_trace_calls.py)."""
 
     objective: str
     expires_ms: int
@@ -154,12 +181,24 @@ class OpenCall(Struct, frozen=True, kw_only=True):
 
 
 class TraceState(Struct, frozen=True, kw_only=True):
-    """Per trace: envelopes admitted (the budget), its user, tokens spent, open calls."""
+    """Per trace: envelopes admitted (the budget), its user, tokens spent, calls awaiting
+    their answer.
+
+    Its size follows the calls awaiting an answer, never the trace's length: an answered
+    call leaves `live` and its answer is kept in its own `CallAnswer` record. It is read
+    and rewritten at every hop of its trace, so a record that grew with the trace would
+    make every hop slower (and would pass the server's largest message at about 13,500
+    envelopes: 155 bytes an answered call, a call and its answer).
+    """
 
     count: int = 0
     user_id: str = ""
     tokens: int = 0
+    live: dict[str, LiveCall] = {}
     open_calls: dict[str, OpenCall] = {}
+    """Written by gates before flat decisions: calls open or answered, by id. Read and
+    carried over (only answered ones, until they pass their grace) so a trace those gates
+    recorded goes on; nothing new is added to it."""
 
 
 class Lease(Struct, frozen=True, kw_only=True):

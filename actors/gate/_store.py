@@ -30,6 +30,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from actors.gate._records import (
+    CallAnswer,
     Children,
     Inflight,
     Position,
@@ -52,6 +53,7 @@ _DECODERS: dict[str, msgspec.json.Decoder[Struct]] = {
     "rate": msgspec.json.Decoder(RateBucket),
     "inflight": msgspec.json.Decoder(Inflight),
     "fanout": msgspec.json.Decoder(Children),
+    "answer": msgspec.json.Decoder(CallAnswer),
 }
 _encoder = msgspec.json.Encoder()
 

@@ -48,6 +48,8 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_agents_window_s": 5.0,
     "scale_agents_fsync": "always",
     "scale_agents_aim_pct": 10.0,
+    "scale_decisions_trace": 10_000,
+    "scale_decisions_pairs": 2000,
 }
 """The defaults: every row, small enough to end within minutes."""
 
@@ -70,6 +72,8 @@ FULL: Final[dict[str, int | float | str]] = {
     "scale_agents_window_s": 20.0,
     "scale_agents_fsync": "always,lazy",
     "scale_agents_aim_pct": 10.0,
+    "scale_decisions_trace": 10_000,
+    "scale_decisions_pairs": 5000,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
 
@@ -92,6 +96,8 @@ _HELP: Final = {
     "scale_agents_window_s": "seconds the agents' CPU is measured over (scale)",
     "scale_agents_fsync": "server fsync settings the agents run under (scale)",
     "scale_agents_aim_pct": "aim for the agents' readers and server, % of one core (scale)",
+    "scale_decisions_trace": "envelopes in the long trace decisions are timed on (scale)",
+    "scale_decisions_pairs": "calls and answers decided at each trace size (scale)",
 }
 
 

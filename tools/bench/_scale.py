@@ -8,6 +8,9 @@ run whose result is wrong, fails). The row holds:
 - `registry` (tools/bench/_scale_agents.py): many registered agents beating into the
   registry at the real heartbeat period; the CPU of its readers and the nats-server, for
   each fsync setting asked for.
+- `decisions` (tools/bench/_scale_decisions.py): a gate decision's p50 and p99 in a trace of
+  10 envelopes and in a long one, their ratio, and the bytes of the records it reads and
+  writes at both sizes.
 """
 
 from __future__ import annotations
@@ -18,8 +21,19 @@ from typing import Any
 
 from tools.bench._scale_agents import registry_scale
 from tools.bench._scale_audit import AIM_MAX_RSS_MB, AIM_RECORDS_PER_S, audit_verify_scale
+from tools.bench._scale_decisions import decision_scale, print_decisions
 
-__all__ = ("RegistryOptions", "print_scale", "registry_options", "scale_rows")
+__all__ = (
+    "DecisionOptions",
+    "RegistryOptions",
+    "decision_options",
+    "print_scale",
+    "registry_options",
+    "scale_rows",
+)
+
+SHORT_TRACE = 10
+"""Envelopes in the short trace a decision's cost is compared with."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +57,31 @@ def registry_options(args: argparse.Namespace) -> RegistryOptions:
     )
 
 
-async def scale_rows(audit_records: int, registry: RegistryOptions) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DecisionOptions:
+    """The decisions figure's options: the long trace's envelopes, calls and answers timed."""
+
+    trace: int
+    pairs: int
+
+
+def decision_options(args: argparse.Namespace) -> DecisionOptions:
+    """The decisions figure's options from `parley bench`'s resolved arguments."""
+    if args.scale_decisions_trace <= SHORT_TRACE or args.scale_decisions_pairs < 1:
+        raise SystemExit(
+            f"--scale-decisions-trace must pass {SHORT_TRACE}, --scale-decisions-pairs 0"
+        )
+    return DecisionOptions(args.scale_decisions_trace, args.scale_decisions_pairs)
+
+
+async def scale_rows(
+    audit_records: int, registry: RegistryOptions, decisions: DecisionOptions
+) -> dict[str, Any]:
     """Run every figure of the row; `audit_records`: records the verify walks."""
-    result: dict[str, Any] = {"audit_verify": await audit_verify_scale(audit_records)}
+    result: dict[str, Any] = {
+        "decisions": decision_scale(SHORT_TRACE, decisions.trace, decisions.pairs),
+        "audit_verify": await audit_verify_scale(audit_records),
+    }
     result["registry"] = [
         await registry_scale(
             registry.agents,
@@ -64,6 +100,7 @@ def _verdict(what: str, figure: str, aim: str, passed: bool) -> None:
 
 def print_scale(result: dict[str, Any]) -> None:
     """Print each figure of the row with its aim and verdict."""
+    print_decisions(result["decisions"], _verdict)
     audit = result["audit_verify"]
     print(
         f"\nscale: `parley audit verify --strict` over {audit['records']:,} records "
