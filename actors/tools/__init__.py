@@ -18,6 +18,7 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
+from actors.tools._confinement import ShellLimits
 from actors.tools._contract import (
     BUILT_IN_CAPABILITIES,
     Executor,
@@ -26,10 +27,17 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
+from actors.tools._shell import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    ShellRun,
+    execute_shell,
+    run_contained,
+)
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "DEFAULT_MAX_OUTPUT_BYTES",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -43,9 +51,13 @@ __all__ = (
     "Provenance",
     "ScopeDenied",
     "ShellExec",
+    "ShellLimits",
+    "ShellRun",
     "ToolInvocation",
     "ToolOutcome",
     "WorkspaceUpload",
     "arguments_schema",
     "decode_arguments",
+    "execute_shell",
+    "run_contained",
 )
