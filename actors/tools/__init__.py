@@ -29,6 +29,7 @@ from actors.tools._contract import (
 )
 from actors.tools._shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
+    SHELL_PATH,
     ShellRun,
     execute_shell,
     run_contained,
@@ -38,6 +39,7 @@ __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
     "DEFAULT_MAX_OUTPUT_BYTES",
+    "SHELL_PATH",
     "Executor",
     "FileDelete",
     "FileRead",

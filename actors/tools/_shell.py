@@ -19,7 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,25 +130,29 @@ async def run_contained(
             prefix = bubblewrap_argv(workspace=workspace, cwd=cwd, network=network, sandbox_uid=uid)
             command = prefix + command
         try:
-            transport, run = await loop.subprocess_exec(
-                lambda: _Run(max_output_bytes),
-                *command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=_child_environment(environment, workspace),
-                start_new_session=True,
-                preexec_fn=child_setup(
-                    limits,
-                    uid=uid,
-                    switch_user=unusable is not None,
-                    isolate_network=as_root and unusable is not None and not network,
-                ),
+            (transport, run), cancelled = await _started(
+                loop.subprocess_exec(
+                    lambda: _Run(max_output_bytes),
+                    *command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=cwd,
+                    env=_child_environment(environment, workspace),
+                    start_new_session=True,
+                    preexec_fn=child_setup(
+                        limits,
+                        uid=uid,
+                        switch_user=unusable is not None,
+                        isolate_network=as_root and unusable is not None and not network,
+                    ),
+                )
             )
         except subprocess.SubprocessError as exc:  # the child's setup failed before exec
             raise OSError(f"the contained child could not be set up: {exc}") from exc
         try:
+            if cancelled:
+                raise asyncio.CancelledError
             timed_out = await _supervise(transport, run, stdin, timeout_s, uid)
         finally:
             if not run.exited.is_set():  # cancelled: nothing of the run may stay
@@ -175,6 +179,26 @@ async def run_contained(
         if unusable is None
         else ("sandbox-user" if as_root else "limits-only"),
     )
+
+
+async def _started(
+    starting: Awaitable[tuple[asyncio.SubprocessTransport, _Run]],
+) -> tuple[tuple[asyncio.SubprocessTransport, _Run], bool]:
+    """The started program, and whether the step was cancelled while it started.
+
+    A start is never interrupted: asyncio would kill the program alone and then wait for
+    its pipes, which a process it already started holds open (a cancelled step then hung
+    until that process ended). The caller kills the whole run instead.
+    """
+    start = asyncio.ensure_future(starting)
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(start), cancelled
+        except asyncio.CancelledError:
+            if start.cancelled():
+                raise
+            cancelled = True
 
 
 class _Run(asyncio.SubprocessProtocol):

@@ -1,0 +1,99 @@
+"""Running Shell.Exec commands contained, for tests: both ways a command can be contained here,
+and what is left of a run afterwards, read from /proc.
+
+Every test of containment runs once under bubblewrap (skipped, with the reason, only where
+bubblewrap cannot run) and once without it, so the fallback that a machine without
+bubblewrap gets is tested on every machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.tools import ShellLimits, ShellRun, run_contained
+from actors.tools._confinement import SANDBOX_UIDS, processes_of
+from actors.tools._sandbox import bubblewrap_unusable
+
+__all__ = (
+    "MODES",
+    "as_root",
+    "live_sandbox_processes",
+    "read_fifo",
+    "run",
+)
+
+MODES = (
+    pytest.param(
+        True,
+        id="bubblewrap",
+        marks=pytest.mark.skipif(
+            bubblewrap_unusable() is not None,
+            reason=f"bubblewrap cannot run here: {bubblewrap_unusable()}",
+        ),
+    ),
+    pytest.param(False, id="fallback"),
+)
+"""Parametrize a test's `bubblewrap` argument with these."""
+
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="a sandbox user needs a runtime running as root"
+)
+
+
+async def run(
+    argv: Sequence[str], workspace: Path, *, bubblewrap: bool, **overrides: Any
+) -> ShellRun:
+    """`run_contained` in the workspace with small limits and a short timeout by default."""
+    options: dict[str, Any] = {
+        "cwd": workspace,
+        "workspace": workspace,
+        "environment": {},
+        "timeout_s": 20.0,
+        "max_output_bytes": 64 * 1024,
+        "limits": ShellLimits(cpu_seconds=10, processes=32),
+        "bubblewrap": bubblewrap,
+    }
+    options.update(overrides)
+    return await run_contained(argv, **options)
+
+
+def live_sandbox_processes(uid: int | None = None) -> list[int]:
+    """The live processes of one sandbox uid, or of any when None."""
+    if uid is not None:
+        return processes_of(uid)
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        try:
+            owner = os.stat(f"/proc/{name}").st_uid if name.isdigit() else -1
+        except FileNotFoundError:
+            continue
+        if owner in SANDBOX_UIDS:
+            found += [pid for pid in processes_of(owner) if pid == int(name)]
+    return found
+
+
+async def read_fifo(path: Path, timeout: float = 15.0) -> str:
+    """The first thing a command writes into the FIFO at `path`, waited for with a bound.
+
+    Opened without blocking and read when the loop says it is readable, so a command that
+    never writes leaves no thread blocked in `open`.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        loop = asyncio.get_running_loop()
+        readable = asyncio.Event()
+        loop.add_reader(fd, readable.set)
+        try:
+            async with asyncio.timeout(timeout):
+                await readable.wait()
+        finally:
+            loop.remove_reader(fd)
+        return os.read(fd, 4096).decode()
+    finally:
+        os.close(fd)
