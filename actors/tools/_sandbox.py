@@ -116,7 +116,7 @@ def bubblewrap_argv(
     for name in _ETC_FILES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # S108: a fresh tmpfs at the sandbox's own /tmp, not the host's shared directory.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108
     argv += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
     argv.append("--")
     if sandbox_uid is not None:
