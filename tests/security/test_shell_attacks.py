@@ -33,7 +33,15 @@ from actors.tools import (
 )
 from actors.tools._confinement import SANDBOX_UIDS, sweep_user
 from schemas import Capability, ErrorCode
-from tests.support.contained import MODES, as_root, live_sandbox_processes, read_fifo, run
+from tests.support.contained import (
+    MODES,
+    alive,
+    as_root,
+    live_sandbox_processes,
+    processes_naming,
+    read_fifo,
+    run,
+)
 
 pytestmark = pytest.mark.parametrize("bubblewrap", MODES)
 
@@ -51,15 +59,6 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
             continue
         if uid in SANDBOX_UIDS:
             sweep_user(uid)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a live process here (a zombie is not: it runs nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
 
 
 @as_root
@@ -83,6 +82,7 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(
     assert result.timed_out
     uid = int((workspace / "uid").read_text())
     assert live_sandbox_processes(uid) == []
+    assert processes_naming(workspace) == []
     after = await run(["echo", "still fine"], workspace, bubblewrap=bubblewrap, timeout_s=10.0)
     assert (after.exit_code, after.output) == (0, b"still fine\n")
     assert after.duration_s < 5.0
@@ -130,10 +130,11 @@ async def test_a_run_past_its_timeout_loses_every_process_it_started(
     assert result.limit_hit is not None and result.limit_hit.startswith("timeout_s")
     if os.geteuid() == 0:
         assert live_sandbox_processes(uid) == []
+    assert processes_naming(workspace) == []
     if not bubblewrap:  # outside the sandbox's PID namespace its pids are real ones
-        assert not _alive(grandchild), "the grandchild that ignored SIGTERM survived"
+        assert not alive(grandchild), "the grandchild that ignored SIGTERM survived"
         if os.geteuid() == 0:
-            assert not _alive(escapee), "the setsid escapee survived"
+            assert not alive(escapee), "the setsid escapee survived"
 
 
 async def test_a_cancelled_run_leaves_no_process(workspace: Path, bubblewrap: bool) -> None:
@@ -149,8 +150,9 @@ async def test_a_cancelled_run_leaves_no_process(workspace: Path, bubblewrap: bo
         await running
     if os.geteuid() == 0:
         assert live_sandbox_processes(uid) == []
+    assert processes_naming(workspace) == []
     if not bubblewrap:
-        assert not _alive(main) and not _alive(grandchild)
+        assert not alive(main) and not alive(grandchild)
 
 
 async def test_a_run_cancelled_while_it_starts_leaves_no_process(
@@ -169,6 +171,7 @@ async def test_a_run_cancelled_while_it_starts_leaves_no_process(
             with pytest.raises(asyncio.CancelledError):
                 await running
         assert live_sandbox_processes() == []
+        assert processes_naming(workspace) == []
 
 
 async def test_a_file_past_the_size_limit_stops_at_it_and_fails_the_run(

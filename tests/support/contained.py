@@ -22,8 +22,10 @@ from actors.tools._sandbox import bubblewrap_unusable
 
 __all__ = (
     "MODES",
+    "alive",
     "as_root",
     "live_sandbox_processes",
+    "processes_naming",
     "read_fifo",
     "run",
 )
@@ -76,6 +78,32 @@ def live_sandbox_processes(uid: int | None = None) -> list[int]:
         if owner in SANDBOX_UIDS:
             found += [pid for pid in processes_of(owner) if pid == int(name)]
     return found
+
+
+def processes_naming(workspace: Path) -> list[str]:
+    """The live processes whose command line names the workspace (bubblewrap's does, and
+    runs as root, so no sandbox uid finds it), as their command lines."""
+    found: list[str] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or not alive(int(name)):
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                words = cmdline.read().decode(errors="replace").split("\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if str(workspace) in words:
+            found.append(" ".join(words))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process here (a zombie is not: it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 async def read_fifo(path: Path, timeout: float = 15.0) -> str:
