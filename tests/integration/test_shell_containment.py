@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,19 +77,25 @@ async def test_secrets_of_the_machine_stay_unreadable(workspace: Path, bubblewra
     assert b"root:" not in result.output
 
 
+@pytest.fixture
+def world_writable() -> Iterator[Path]:
+    """A directory outside the workspace anyone may write to and reach (in the system's
+    temporary directory, not under the tests' own, which only root may enter)."""
+    path = Path(tempfile.mkdtemp(prefix="parley-outside-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path)
+
+
 @pytest.mark.parametrize("bubblewrap", MODES[:1])
 async def test_under_bubblewrap_only_the_workspace_is_writable(
-    workspace: Path, tmp_path: Path, bubblewrap: bool
+    workspace: Path, world_writable: Path, bubblewrap: bool
 ) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir(mode=0o777)
-    outside.chmod(0o777)
-    script = f"touch {outside}/f; touch /usr/f; touch /etc/f; touch /tmp/f && touch in-ws"
+    script = f"touch {world_writable}/f; touch /usr/f; touch /etc/f; touch /tmp/f && touch in-ws"
     result = await run(["sh", "-c", script], workspace, bubblewrap=bubblewrap)
     assert result.exit_code == 0, result.output
-    assert _existing(outside / "f", Path("/usr/f"), Path("/etc/f"), workspace / "in-ws") == [
-        workspace / "in-ws"
-    ]
+    planted = [world_writable / "f", Path("/usr/f"), Path("/etc/f"), workspace / "in-ws"]
+    assert _existing(*planted) == [workspace / "in-ws"]
 
 
 def _owners(root: Path) -> set[int]:
