@@ -18,12 +18,15 @@ survives unless bubblewrap's PID namespace holds it (see docs/tools.md).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import random
 import resource
+import shutil
 import signal
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,7 +38,9 @@ __all__ = (
     "ShellLimits",
     "child_setup",
     "lease_sandbox_user",
+    "network_isolation_unusable",
     "processes_of",
+    "sandbox_user_unusable",
     "sweep_user",
 )
 
@@ -101,8 +106,8 @@ def child_setup(
     )
 
     def setup() -> None:
-        if isolate_network and _libc.unshare(_CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
+        if isolate_network:
+            _unshare_network()
         if switch_user and uid is not None:
             os.setgroups([])
             os.setregid(uid, uid)
@@ -113,6 +118,53 @@ def child_setup(
             resource.setrlimit(which, values)
 
     return setup
+
+
+@functools.cache
+def sandbox_user_unusable() -> str | None:
+    """Why commands cannot run as a sandbox user here, or None when they can (checked once).
+
+    The runtime must be root, and the sandbox uids must exist in its user namespace (a
+    rootless container maps only a few thousand uids).
+    """
+    if os.geteuid() != 0:
+        return "the runtime does not run as root"
+    with open("/proc/self/uid_map") as uid_map:
+        for line in uid_map:
+            inside, _, count = (int(word) for word in line.split())
+            if inside <= SANDBOX_UIDS.start and SANDBOX_UIDS.stop <= inside + count:
+                return None
+    reason = f"uids {SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1} are not mapped here"
+    log.warning("Shell.Exec commands run as the runtime's own user: %s", reason)
+    return reason
+
+
+@functools.cache
+def network_isolation_unusable() -> str | None:
+    """Why a command without bubblewrap cannot get a network namespace of its own here, or
+    None when it can: tried once (a container may withhold the privilege it needs)."""
+    if os.geteuid() != 0:
+        return "the runtime does not run as root"
+    true = shutil.which("true", path="/usr/bin:/bin")
+    if true is None:
+        return "true is not installed"
+    try:
+        subprocess.run(  # noqa: S603 - a fixed argv, no shell
+            [true],
+            preexec_fn=_unshare_network,
+            check=True,
+            timeout=10,
+            env={},
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("Shell.Exec commands without bubblewrap keep the network: %s", exc)
+        return f"unshare(CLONE_NEWNET) fails: {exc}"
+    return None
+
+
+def _unshare_network() -> None:
+    if _libc.unshare(_CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
 
 
 _leases: dict[Path, tuple[int, int]] = {}

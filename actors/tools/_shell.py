@@ -30,6 +30,8 @@ from actors.tools._confinement import (
     ShellLimits,
     child_setup,
     lease_sandbox_user,
+    network_isolation_unusable,
+    sandbox_user_unusable,
     sweep_user,
 )
 from actors.tools._contract import Provenance, ScopeDenied, ToolInvocation, ToolOutcome
@@ -120,11 +122,11 @@ async def run_contained(
         raise RuntimeError(f"bubblewrap cannot be used: {unusable}")
     if bubblewrap is False:
         unusable = "not asked for"
-    as_root = os.geteuid() == 0
+    own_user = sandbox_user_unusable() is None
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     with ExitStack() as stack:
-        uid = stack.enter_context(lease_sandbox_user(workspace)) if as_root else None
+        uid = stack.enter_context(lease_sandbox_user(workspace)) if own_user else None
         command = list(argv)
         if unusable is None:
             prefix = bubblewrap_argv(workspace=workspace, cwd=cwd, network=network, sandbox_uid=uid)
@@ -144,7 +146,9 @@ async def run_contained(
                         limits,
                         uid=uid,
                         switch_user=unusable is not None,
-                        isolate_network=as_root and unusable is not None and not network,
+                        isolate_network=unusable is not None
+                        and not network
+                        and network_isolation_unusable() is None,
                     ),
                 )
             )
@@ -177,7 +181,7 @@ async def run_contained(
         duration_s=time.monotonic() - started,
         containment="bubblewrap"
         if unusable is None
-        else ("sandbox-user" if as_root else "limits-only"),
+        else ("sandbox-user" if own_user else "limits-only"),
     )
 
 

@@ -26,9 +26,10 @@ from actors.tools import (
     ToolInvocation,
     execute_shell,
 )
+from actors.tools._confinement import network_isolation_unusable
 from actors.tools._sandbox import _probe
 from schemas import Capability, ErrorCode
-from tests.support.contained import MODES, as_root, run
+from tests.support.contained import MODES, OWN_USER, needs_sandbox_user, run
 
 
 @pytest.fixture
@@ -49,11 +50,11 @@ async def test_stdin_one_output_stream_and_the_exit_code(workspace: Path, bubble
     assert result.output == b"given on stdin\nto-stderr\nto-stdout\n"
     assert (result.exit_code, result.signal, result.timed_out) == (3, None, False)
     assert not result.truncated
-    fallback = "sandbox-user" if os.geteuid() == 0 else "limits-only"
+    fallback = "sandbox-user" if OWN_USER else "limits-only"
     assert result.containment == ("bubblewrap" if bubblewrap else fallback)
 
 
-@as_root
+@needs_sandbox_user
 @pytest.mark.parametrize("bubblewrap", MODES)
 async def test_the_workspace_is_the_commands_to_write_and_the_runtimes_after(
     workspace: Path, bubblewrap: bool
@@ -111,8 +112,8 @@ def _existing(*paths: Path) -> list[Path]:
 async def test_the_network_only_when_granted(
     workspace: Path, bubblewrap: bool, network: bool
 ) -> None:
-    if not bubblewrap and os.geteuid() != 0:
-        pytest.skip("without bubblewrap only a runtime running as root can take the network")
+    if not bubblewrap and not network and network_isolation_unusable() is not None:
+        pytest.skip(f"without bubblewrap the network stays: {network_isolation_unusable()}")
     heard = asyncio.Event()
 
     async def listen(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -35,8 +35,9 @@ from actors.tools._confinement import SANDBOX_UIDS, sweep_user
 from schemas import Capability, ErrorCode
 from tests.support.contained import (
     MODES,
+    OWN_USER,
     alive,
-    as_root,
+    needs_sandbox_user,
     live_sandbox_processes,
     processes_naming,
     read_fifo,
@@ -61,7 +62,7 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
             sweep_user(uid)
 
 
-@as_root
+@needs_sandbox_user
 async def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(
     workspace: Path, bubblewrap: bool
 ) -> None:
@@ -128,12 +129,12 @@ async def test_a_run_past_its_timeout_loses_every_process_it_started(
     result = await running
     assert result.timed_out
     assert result.limit_hit is not None and result.limit_hit.startswith("timeout_s")
-    if os.geteuid() == 0:
+    if OWN_USER:
         assert live_sandbox_processes(uid) == []
     assert processes_naming(workspace) == []
     if not bubblewrap:  # outside the sandbox's PID namespace its pids are real ones
         assert not alive(grandchild), "the grandchild that ignored SIGTERM survived"
-        if os.geteuid() == 0:
+        if OWN_USER:
             assert not alive(escapee), "the setsid escapee survived"
 
 
@@ -148,7 +149,7 @@ async def test_a_cancelled_run_leaves_no_process(workspace: Path, bubblewrap: bo
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
-    if os.geteuid() == 0:
+    if OWN_USER:
         assert live_sandbox_processes(uid) == []
     assert processes_naming(workspace) == []
     if not bubblewrap:

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 
 from actors.tools import ShellLimits, ShellRun, run_contained
-from actors.tools._confinement import SANDBOX_UIDS, processes_of
+from actors.tools._confinement import SANDBOX_UIDS, processes_of, sandbox_user_unusable
 from actors.tools._sandbox import bubblewrap_unusable
 
 __all__ = (
     "MODES",
+    "OWN_USER",
     "alive",
-    "as_root",
+    "needs_sandbox_user",
     "live_sandbox_processes",
     "processes_naming",
     "read_fifo",
@@ -43,8 +44,11 @@ MODES = (
 )
 """Parametrize a test's `bubblewrap` argument with these."""
 
-as_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="a sandbox user needs a runtime running as root"
+OWN_USER = sandbox_user_unusable() is None
+"""Whether commands run as a sandbox user of their own here (the runtime is root)."""
+
+needs_sandbox_user = pytest.mark.skipif(
+    not OWN_USER, reason=f"no sandbox user: {sandbox_user_unusable()}"
 )
 
 
