@@ -117,6 +117,11 @@ def bubblewrap_argv(
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # S108: a fresh tmpfs at the sandbox's own /tmp, not the host's shared directory.
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108
+    for above in reversed(workspace.parents[:-1]):  # "/" is the sandbox's own root
+        if str(above) != "/tmp":  # noqa: S108 - the sandbox's own, made just above
+            # Passable by the sandbox user, so HOME and absolute paths reach the workspace
+            # (bubblewrap would make them root's alone): names only, nothing of their content.
+            argv += ["--perms", "0755", "--dir", str(above)]
     argv += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
     argv.append("--")
     if sandbox_uid is not None:

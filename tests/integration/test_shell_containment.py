@@ -99,6 +99,16 @@ async def test_under_bubblewrap_only_the_workspace_is_writable(
     assert _existing(*planted) == [workspace / "in-ws"]
 
 
+@pytest.mark.parametrize("bubblewrap", MODES[:1])
+async def test_under_bubblewrap_home_reaches_the_workspace(
+    workspace: Path, bubblewrap: bool
+) -> None:
+    # The tests' workspaces lie under a directory only root may enter.
+    result = await run(["sh", "-c", 'touch "$HOME/by-home"'], workspace, bubblewrap=bubblewrap)
+    assert result.exit_code == 0, result.output
+    assert _existing(workspace / "by-home") == [workspace / "by-home"]
+
+
 def _owners(root: Path) -> set[int]:
     return {path.lstat().st_uid for path in [root, *root.rglob("*")]}
 
