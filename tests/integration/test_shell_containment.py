@@ -71,6 +71,24 @@ async def test_the_workspace_is_the_commands_to_write_and_the_runtimes_after(
     assert _owners(workspace) == {os.getuid()}
 
 
+@needs_sandbox_user
+@pytest.mark.parametrize("bubblewrap", MODES)
+async def test_runs_at_once_in_one_workspace_share_its_user(
+    workspace: Path, bubblewrap: bool
+) -> None:
+    # Each writes its uid into a FIFO the other reads: both run at the same time, or neither
+    # ends before its timeout.
+    os.mkfifo(workspace / "one")
+    os.mkfifo(workspace / "two")
+    first, second = await asyncio.gather(
+        run(["sh", "-c", "id -u > one; cat two; touch first"], workspace, bubblewrap=bubblewrap),
+        run(["sh", "-c", "cat one; id -u > two; touch second"], workspace, bubblewrap=bubblewrap),
+    )
+    assert (first.exit_code, second.exit_code) == (0, 0), (first.output, second.output)
+    assert first.output == second.output, "the second run took the workspace from the first"
+    assert _owners(workspace) == {os.getuid()}
+
+
 @pytest.mark.parametrize("bubblewrap", MODES)
 async def test_secrets_of_the_machine_stay_unreadable(workspace: Path, bubblewrap: bool) -> None:
     result = await run(["cat", "/etc/shadow"], workspace, bubblewrap=bubblewrap)
