@@ -35,6 +35,7 @@ from typing import Final
 
 __all__ = (
     "SANDBOX_UIDS",
+    "SandboxUser",
     "ShellLimits",
     "child_setup",
     "lease_sandbox_user",
@@ -171,9 +172,22 @@ _leases: dict[Path, tuple[int, int]] = {}
 """Workspace -> (leased uid, runs using it) in this process."""
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxUser:
+    """The uid a run's processes have, leased with its workspace."""
+
+    uid: int
+    workspace: Path
+
+    def alone(self) -> bool:
+        """Whether no other run uses the uid now: only then may one run's end kill every
+        process of the uid (a run beside it in the workspace would lose its own)."""
+        return _leases.get(self.workspace, (0, 0))[1] == 1
+
+
 @contextmanager
-def lease_sandbox_user(workspace: Path) -> Iterator[int]:
-    """A sandbox uid for a run in `workspace`, with the workspace handed to it meanwhile.
+def lease_sandbox_user(workspace: Path) -> Iterator[SandboxUser]:
+    """A sandbox user for a run in `workspace`, with the workspace handed to it meanwhile.
 
     Runs in the same workspace at once share the uid (each must be able to write there);
     when the last one ends, every process of the uid is killed and the workspace is the
@@ -185,7 +199,7 @@ def lease_sandbox_user(workspace: Path) -> Iterator[int]:
         _hand_over(workspace, uid)
     _leases[workspace] = (uid, users + 1)
     try:
-        yield uid
+        yield SandboxUser(uid, workspace)
     finally:
         uid, users = _leases.pop(workspace)
         if users > 1:

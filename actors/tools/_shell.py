@@ -27,6 +27,7 @@ from typing import Final
 
 from actors.tools._arguments import ShellExec, decode_arguments
 from actors.tools._confinement import (
+    SandboxUser,
     ShellLimits,
     child_setup,
     lease_sandbox_user,
@@ -58,7 +59,7 @@ DEFAULT_LIMITS: Final = ShellLimits()
 _DRAIN_GRACE_S: Final = 2.0
 """How long the output is still read once every process of the run is gone or killed."""
 
-_LIMIT_SIGNALS: Final = {
+_LIMIT_SIGNALS: Final[dict[int, str]] = {
     signal.SIGXCPU: "cpu_seconds (CPU time limit)",
     signal.SIGXFSZ: "file_size_bytes (file size limit)",
 }
@@ -88,7 +89,7 @@ class ShellRun:
         """The limit that ended the run, if one did (the timeout, or a limit's signal)."""
         if self.timed_out:
             return "timeout_s (wall-clock timeout)"
-        return _LIMIT_SIGNALS.get(signal.Signals(self.signal)) if self.signal else None
+        return _LIMIT_SIGNALS.get(self.signal) if self.signal else None
 
 
 async def run_contained(
@@ -126,7 +127,8 @@ async def run_contained(
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     with ExitStack() as stack:
-        uid = stack.enter_context(lease_sandbox_user(workspace)) if own_user else None
+        user = stack.enter_context(lease_sandbox_user(workspace)) if own_user else None
+        uid = user.uid if user else None
         command = list(argv)
         if unusable is None:
             prefix = bubblewrap_argv(workspace=workspace, cwd=cwd, network=network, sandbox_uid=uid)
@@ -157,10 +159,10 @@ async def run_contained(
         try:
             if cancelled:
                 raise asyncio.CancelledError
-            timed_out = await _supervise(transport, run, stdin, timeout_s, uid)
+            timed_out = await _supervise(transport, run, stdin, timeout_s, user)
         finally:
             if not run.exited.is_set():  # cancelled: nothing of the run may stay
-                _kill_run(transport.get_pid(), uid)
+                _kill_run(transport.get_pid(), user)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(_DRAIN_GRACE_S):
                         await run.exited.wait()
@@ -238,7 +240,7 @@ async def _supervise(
     run: _Run,
     stdin: bytes,
     timeout_s: float,
-    uid: int | None,
+    user: SandboxUser | None,
 ) -> bool:
     """Feed stdin and wait for the program; True when its time ran out.
 
@@ -257,7 +259,7 @@ async def _supervise(
             await run.exited.wait()
     except TimeoutError:
         timed_out = True
-    _kill_run(transport.get_pid(), uid)
+    _kill_run(transport.get_pid(), user)
     await run.exited.wait()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(_DRAIN_GRACE_S):
@@ -265,19 +267,20 @@ async def _supervise(
     return timed_out
 
 
-def _kill_run(group: int, uid: int | None) -> None:
+def _kill_run(group: int, user: SandboxUser | None) -> None:
     """SIGKILL the run's process group, then every process of its sandbox user.
 
     The group's id stays reserved while any member lives, so the signal reaches no other
     program; the sweep reaches what left the group (only a sandbox user makes that
-    possible to know).
+    possible to know). While another run shares the user, the sweep waits for the last
+    run's end (`lease_sandbox_user`).
     """
     try:
         os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    if uid is not None:
-        sweep_user(uid)
+    if user is not None and user.alone():
+        sweep_user(user.uid)
 
 
 def _checked_start(program: str, workspace: Path, cwd: Path) -> tuple[Path, Path]:
@@ -287,12 +290,12 @@ def _checked_start(program: str, workspace: Path, cwd: Path) -> tuple[Path, Path
     Checked before anything starts: the sandbox sees the same /usr, so the answer is the
     same inside it, and a missing program is a failure to start rather than an exit code.
     """
-    found = (cwd / program).is_file() if "/" in program else shutil.which(program, path=SHELL_PATH)
-    if not found:
-        raise FileNotFoundError(f"{program!r} is not a program on {SHELL_PATH} or in the cwd")
     workspace, cwd = workspace.resolve(), cwd.resolve()
     if not cwd.is_relative_to(workspace):
         raise ValueError(f"cwd {cwd} is outside the workspace {workspace}")
+    found = (cwd / program).is_file() if "/" in program else shutil.which(program, path=SHELL_PATH)
+    if not found:
+        raise FileNotFoundError(f"{program!r} is not a program on {SHELL_PATH} or in the cwd")
     return workspace, cwd
 
 
@@ -340,7 +343,7 @@ async def execute_shell(
         return _failed(f"{arguments.argv[0]!r} could not be started: {exc}", provenance)
     details = {
         "exit_code": run.exit_code,
-        "signal": signal.Signals(run.signal).name if run.signal else None,
+        "signal": _signal_name(run.signal) if run.signal else None,
         "output_bytes": len(run.output) + run.dropped_bytes,
         "dropped_bytes": run.dropped_bytes,
         "duration_ms": round(run.duration_s * 1000),
@@ -367,6 +370,13 @@ async def execute_shell(
         details=details,
         provenance=provenance,
     )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name of its own
+        return f"signal {number}"
 
 
 def _failed(message: str, provenance: Provenance) -> ToolOutcome:
