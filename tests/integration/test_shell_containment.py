@@ -76,16 +76,29 @@ async def test_the_workspace_is_the_commands_to_write_and_the_runtimes_after(
 async def test_runs_at_once_in_one_workspace_share_its_user(
     workspace: Path, bubblewrap: bool
 ) -> None:
-    # Each writes its uid into a FIFO the other reads: both run at the same time, or neither
-    # ends before its timeout.
-    os.mkfifo(workspace / "one")
-    os.mkfifo(workspace / "two")
-    first, second = await asyncio.gather(
-        run(["sh", "-c", "id -u > one; cat two; touch first"], workspace, bubblewrap=bubblewrap),
-        run(["sh", "-c", "cat one; id -u > two; touch second"], workspace, bubblewrap=bubblewrap),
-    )
-    assert (first.exit_code, second.exit_code) == (0, 0), (first.output, second.output)
-    assert first.output == second.output, "the second run took the workspace from the first"
+    # Each writes its uid into a FIFO the other reads, so both run at the same time (or
+    # neither ends before its timeout); the first then waits until the second has ended.
+    for fifo in ("one", "two", "release"):
+        os.mkfifo(workspace / fifo)
+    release = os.open(workspace / "release", os.O_RDWR | os.O_NONBLOCK)  # never blocks
+    try:
+        first = asyncio.create_task(
+            run(
+                ["sh", "-c", "id -u > one; cat two; head -n 1 release; touch first"],
+                workspace,
+                bubblewrap=bubblewrap,
+            )
+        )
+        second = await run(
+            ["sh", "-c", "cat one; id -u > two; touch second"], workspace, bubblewrap=bubblewrap
+        )
+        os.write(release, b"go\n")
+        ended = await first
+    finally:
+        os.close(release)
+    assert second.exit_code == 0, second.output
+    assert ended.exit_code == 0, "the second run's end killed the first's processes"
+    assert ended.output == second.output + b"go\n", "the second run took the workspace"
     assert _owners(workspace) == {os.getuid()}
 
 
