@@ -31,15 +31,14 @@ from actors.tools import (
     ToolInvocation,
     execute_shell,
 )
-from actors.tools._confinement import SANDBOX_UIDS, sweep_user
+from actors.tools._confinement import SANDBOX_UIDS, processes_of, sweep_user
 from schemas import Capability, ErrorCode
 from tests.support.contained import (
     MODES,
     OWN_USER,
     alive,
-    live_sandbox_processes,
     needs_sandbox_user,
-    processes_naming,
+    processes_in,
     read_fifo,
     run,
 )
@@ -53,11 +52,7 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "ws"
     path.mkdir()
     yield path.resolve()
-    for pid in live_sandbox_processes():
-        try:
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except FileNotFoundError:
-            continue
+    for _, uid, _ in processes_in(path.resolve()):
         if uid in SANDBOX_UIDS:
             sweep_user(uid)
 
@@ -82,8 +77,8 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing(
     assert b"Cannot fork" in result.output, result.output[-500:]
     assert result.timed_out
     uid = int((workspace / "uid").read_text())
-    assert live_sandbox_processes(uid) == []
-    assert processes_naming(workspace) == []
+    assert processes_of(uid) == []
+    assert processes_in(workspace) == []
     after = await run(["echo", "still fine"], workspace, bubblewrap=bubblewrap, timeout_s=10.0)
     assert (after.exit_code, after.output) == (0, b"still fine\n")
     assert after.duration_s < 5.0
@@ -130,8 +125,8 @@ async def test_a_run_past_its_timeout_loses_every_process_it_started(
     assert result.timed_out
     assert result.limit_hit is not None and result.limit_hit.startswith("timeout_s")
     if OWN_USER:
-        assert live_sandbox_processes(uid) == []
-    assert processes_naming(workspace) == []
+        assert processes_of(uid) == []
+    assert processes_in(workspace) == []
     if not bubblewrap:  # outside the sandbox's PID namespace its pids are real ones
         assert not alive(grandchild), "the grandchild that ignored SIGTERM survived"
         if OWN_USER:
@@ -150,8 +145,8 @@ async def test_a_cancelled_run_leaves_no_process(workspace: Path, bubblewrap: bo
     with pytest.raises(asyncio.CancelledError):
         await running
     if OWN_USER:
-        assert live_sandbox_processes(uid) == []
-    assert processes_naming(workspace) == []
+        assert processes_of(uid) == []
+    assert processes_in(workspace) == []
     if not bubblewrap:
         assert not alive(main) and not alive(grandchild)
 
@@ -171,8 +166,7 @@ async def test_a_run_cancelled_while_it_starts_leaves_no_process(
         async with asyncio.timeout(10):
             with pytest.raises(asyncio.CancelledError):
                 await running
-        assert live_sandbox_processes() == []
-        assert processes_naming(workspace) == []
+        assert processes_in(workspace) == []
 
 
 async def test_a_file_past_the_size_limit_stops_at_it_and_fails_the_run(

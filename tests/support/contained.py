@@ -17,16 +17,15 @@ from typing import Any
 import pytest
 
 from actors.tools import ShellLimits, ShellRun, run_contained
-from actors.tools._confinement import SANDBOX_UIDS, processes_of, sandbox_user_unusable
+from actors.tools._confinement import sandbox_user_unusable
 from actors.tools._sandbox import bubblewrap_unusable
 
 __all__ = (
     "MODES",
     "OWN_USER",
     "alive",
-    "live_sandbox_processes",
     "needs_sandbox_user",
-    "processes_naming",
+    "processes_in",
     "read_fifo",
     "run",
 )
@@ -69,35 +68,26 @@ async def run(
     return await run_contained(argv, **options)
 
 
-def live_sandbox_processes(uid: int | None = None) -> list[int]:
-    """The live processes of one sandbox uid, or of any when None."""
-    if uid is not None:
-        return processes_of(uid)
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        try:
-            owner = os.stat(f"/proc/{name}").st_uid if name.isdigit() else -1
-        except FileNotFoundError:
-            continue
-        if owner in SANDBOX_UIDS:
-            found += [pid for pid in processes_of(owner) if pid == int(name)]
-    return found
+def processes_in(workspace: Path) -> list[tuple[int, int, str]]:
+    """The live processes working in the workspace or naming it on their command line
+    (bubblewrap does, and runs as root, so no sandbox uid finds it): (pid, uid, command).
 
-
-def processes_naming(workspace: Path) -> list[str]:
-    """The live processes whose command line names the workspace (bubblewrap's does, and
-    runs as root, so no sandbox uid finds it), as their command lines."""
-    found: list[str] = []
+    Found by the workspace, never by a uid range, so runs of tests beside this one (another
+    worker's) are neither seen nor touched.
+    """
+    found: list[tuple[int, int, str]] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or not alive(int(name)):
             continue
         try:
+            owner = os.stat(f"/proc/{name}").st_uid
+            cwd = Path(os.readlink(f"/proc/{name}/cwd"))
             with open(f"/proc/{name}/cmdline", "rb") as cmdline:
                 words = cmdline.read().decode(errors="replace").split("\0")
-        except (FileNotFoundError, ProcessLookupError):
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        if str(workspace) in words:
-            found.append(" ".join(words))
+        if cwd.is_relative_to(workspace) or str(workspace) in words:
+            found.append((int(name), owner, " ".join(words)))
     return found
 
 
