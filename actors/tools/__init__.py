@@ -19,6 +19,7 @@ from actors.tools._arguments import (
     decode_arguments,
 )
 from actors.tools._confinement import ShellLimits
+from actors.tools._contained import SHELL_PATH, ShellRun, run_contained
 from actors.tools._contract import (
     BUILT_IN_CAPABILITIES,
     Executor,
@@ -27,13 +28,7 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
-from actors.tools._shell import (
-    DEFAULT_MAX_OUTPUT_BYTES,
-    SHELL_PATH,
-    ShellRun,
-    execute_shell,
-    run_contained,
-)
+from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 
 __all__ = (
     "ARGUMENTS",
