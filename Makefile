@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt bench schemas demo demo-shared clean chromium
+.PHONY: test lint fmt bench schemas demo demo-shared clean chromium bubblewrap
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,11 @@ $(STAMP): pyproject.toml
 chromium:
 	command -v chromium || (apt-get update && apt-get install -y chromium)
 
-test: $(STAMP) chromium
+# Shell.Exec runs commands under Debian's bubblewrap where it can (docs/tools.md).
+bubblewrap:
+	command -v bwrap || (apt-get update && apt-get install -y bubblewrap)
+
+test: $(STAMP) chromium bubblewrap
 	$(PY) -m pytest -n 2 --dist loadfile --durations=25
 
 lint: $(STAMP)

@@ -21,6 +21,8 @@ from actors.tools._arguments import (
     decode_arguments,
 )
 from actors.tools._commands import check_command
+from actors.tools._confinement import ShellLimits
+from actors.tools._contained import SHELL_PATH, ShellRun, run_contained
 from actors.tools._contract import (
     BUILT_IN_CAPABILITIES,
     Executor,
@@ -43,12 +45,15 @@ from actors.tools._mcp_scope import PATH_ARGUMENT_NAMES
 from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText, mcp_capability
 from actors.tools._paths import check_path
 from actors.tools._scopes import check_request, check_size, narrow_scope
+from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "DEFAULT_MAX_OUTPUT_BYTES",
     "GIT_EXECUTORS",
     "PATH_ARGUMENT_NAMES",
+    "SHELL_PATH",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -65,6 +70,8 @@ __all__ = (
     "Provenance",
     "ScopeDenied",
     "ShellExec",
+    "ShellLimits",
+    "ShellRun",
     "ToolInvocation",
     "ToolOutcome",
     "ToolsActor",
@@ -83,7 +90,9 @@ __all__ = (
     "execute_git_push",
     "execute_git_status",
     "execute_http",
+    "execute_shell",
     "mcp_capability",
     "narrow_scope",
     "push_url_allowed",
+    "run_contained",
 )

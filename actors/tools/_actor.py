@@ -35,6 +35,7 @@ from actors.tools._http import execute_http
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
+from actors.tools._shell import execute_shell
 from actors.tools._steps import Asked, Held, StepRunner, failed
 from bus import (
     MSG_ID,
@@ -71,6 +72,7 @@ BUILT_IN_EXECUTORS: dict[str, Executor] = {
     "File.Write": execute_file_write,
     "File.Delete": execute_file_delete,
     "Network.Http": execute_http,
+    "Shell.Exec": execute_shell,
     **GIT_EXECUTORS,
 }
 """The executor of each capability this runtime runs itself."""

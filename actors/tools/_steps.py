@@ -157,6 +157,14 @@ class StepRunner:
                 environment=dict(self._options.environment),
                 timeout_s=self._options.timeout_s,
             )
+            log.info(
+                "step started",
+                extra={
+                    "capability": capability,
+                    "step_id": request.step_id,
+                    "session": request.session_id,
+                },
+            )
             return await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
         except ScopeDenied as denied:
             return denied
