@@ -20,6 +20,15 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
+from actors.tools._artifact_uris import SCHEME, ArtifactUri, BadArtifactUri, session_key
+from actors.tools._artifacts import (
+    ArtifactCorrupt,
+    ArtifactNotFound,
+    ArtifactStore,
+    ArtifactStoreError,
+    artifacts_bucket,
+)
+from actors.tools._checkpoints import CHANGING, patch_preview, workspace_patch
 from actors.tools._contract import (
     BUILT_IN_CAPABILITIES,
     Executor,
@@ -37,11 +46,22 @@ from actors.tools._git import (
     push_url_allowed,
 )
 from actors.tools._http import check_url, execute_http
+from actors.tools._steps import StepRecords
+from actors.tools._upload import DEFAULT_MAX_UPLOAD_BYTES, execute_workspace_upload
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "CHANGING",
+    "DEFAULT_MAX_UPLOAD_BYTES",
     "GIT_EXECUTORS",
+    "SCHEME",
+    "ArtifactCorrupt",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "ArtifactStoreError",
+    "ArtifactUri",
+    "BadArtifactUri",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -55,12 +75,14 @@ __all__ = (
     "Provenance",
     "ScopeDenied",
     "ShellExec",
+    "StepRecords",
     "ToolInvocation",
     "ToolOutcome",
     "ToolsActor",
     "WorkspaceUpload",
     "admit_request",
     "arguments_schema",
+    "artifacts_bucket",
     "check_url",
     "decode_arguments",
     "execute_git_commit",
@@ -68,6 +90,10 @@ __all__ = (
     "execute_git_push",
     "execute_git_status",
     "execute_http",
+    "execute_workspace_upload",
     "narrow_scope",
+    "patch_preview",
     "push_url_allowed",
+    "session_key",
+    "workspace_patch",
 )

@@ -34,12 +34,15 @@ from nats.js.errors import KeyWrongLastSequenceError
 
 from actors.tools._admission import admit_request, narrow_scope
 from actors.tools._arguments import InvalidArguments
+from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
+from actors.tools._steps import StepRecords
+from actors.tools._upload import execute_workspace_upload
 from bus import (
     BOUND_BY,
     Actor,
@@ -77,6 +80,7 @@ BUILT_IN_EXECUTORS: dict[str, Executor] = {
     "File.Delete": execute_file_delete,
     "Network.Http": execute_http,
     **GIT_EXECUTORS,
+    "Workspace.Upload": execute_workspace_upload,
 }
 """The executor of each capability this runtime runs itself."""
 
@@ -115,6 +119,8 @@ class ToolsActor(Actor):
         self.executors: dict[str, Executor] = dict(BUILT_IN_EXECUTORS)
         self.bundles: BundleStore | None = None
         self._runs: RunStore | None = None
+        self._artifacts: ArtifactStore | None = None
+        self._steps = StepRecords(None, settings.max_payload)
 
     def inputs(self) -> Sequence[Input]:
         return (Input.deliver(self.namespace, self.actor_id),)
@@ -130,6 +136,13 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
+        artifacts = ArtifactStore(bus.js, ns, self.options.tenant)
+        try:
+            await artifacts.check()
+        except ArtifactStoreError as exc:
+            raise ConfigError(str(exc)) from None
+        self._artifacts = artifacts
+        self._steps = StepRecords(artifacts, self.settings.max_payload)
         self._workspaces.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -224,7 +237,9 @@ class ToolsActor(Actor):
                     ErrorCode.APPROVAL_REQUIRED,
                 )
             invocation = self._invocation(request, scope, workspace)
-            return await asyncio.wait_for(executor(invocation), self.options.timeout_s + 5)
+            await self._steps.before(invocation)
+            outcome = await asyncio.wait_for(executor(invocation), self.options.timeout_s + 5)
+            return await self._steps.after(invocation, outcome)
         except ScopeDenied as denied:
             return denied
         except InvalidArguments as exc:
@@ -247,6 +262,7 @@ class ToolsActor(Actor):
             step_id=request.step_id,
             environment=dict(self.options.environment),
             timeout_s=self.options.timeout_s,
+            artifacts=self._artifacts,
         )
 
     def _result(
@@ -254,10 +270,11 @@ class ToolsActor(Actor):
     ) -> ToolResult:
         status: Literal["succeeded", "failed", "denied"]
         error: ToolError | None
+        uris: tuple[str, ...]
         if isinstance(outcome, ScopeDenied):
             status, error = "denied", ToolError(code=str(outcome.code), message=str(outcome))
             details: Mapping[str, object] = {"rule": outcome.rule}
-            output, truncated, provenance = None, False, {}
+            output, truncated, provenance, uris = None, False, {}, ()
         else:
             status = outcome.status
             error = (
@@ -266,6 +283,7 @@ class ToolsActor(Actor):
                 else None
             )
             details, output, truncated = outcome.details, outcome.output_text, outcome.truncated
+            uris = outcome.artifact_uris
             source = outcome.provenance
             provenance = (
                 {"source": source.source, "locator": source.locator, "trust": source.trust}
@@ -281,6 +299,7 @@ class ToolsActor(Actor):
             step_id=request.step_id,
             status=status,
             output_text=output,
+            artifact_uris=uris,
             error=error,
             truncated=truncated,
             details=dict(details),
