@@ -211,20 +211,20 @@ class ArtifactStore:
         return data
 
     async def list(self, session_id: str) -> list[ArtifactUri]:
-        """The artifacts stored for a session, oldest first."""
-        prefix = f"{self.tenant}/{session_key(session_id)}/"
+        """The artifacts stored for a session, oldest first: of this store's tenant, or of
+        every tenant when it is "" (a reader's)."""
+        session = session_key(session_id)
         found = []
         async for message in read_history(self._js, self.stream, subject=f"$O.{self.bucket}.M.>"):
             meta = _decode_meta(message.data)
-            if meta is None or meta.info.deleted or not meta.info.name.startswith(prefix):
+            if meta is None or meta.info.deleted:
+                continue
+            tenant, _, rest = meta.info.name.partition("/")
+            if rest.partition("/")[0] != session or (self.tenant and tenant != self.tenant):
                 continue
             try:
                 uri = ArtifactUri(
-                    self.tenant,
-                    session_key(session_id),
-                    meta.sha256,
-                    meta.info.size or 0,
-                    meta.info.description or "",
+                    tenant, session, meta.sha256, meta.info.size or 0, meta.info.description or ""
                 )
             except BadArtifactUri:
                 continue
