@@ -136,7 +136,7 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
-        artifacts = ArtifactStore(bus.js, ns, self.options.tenant)
+        artifacts = ArtifactStore(bus.js, ns, self.options.tenant, self.settings.max_payload)
         try:
             await artifacts.check()
         except ArtifactStoreError as exc:

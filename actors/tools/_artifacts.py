@@ -42,11 +42,10 @@ __all__ = (
     "ArtifactStore",
     "ArtifactStoreError",
     "artifacts_bucket",
-    "one_chunk",
 )
 
 CHUNK_BYTES = 128 * 1024
-"""Bytes per stored chunk (nats-py's default), well under any message size limit."""
+"""Bytes per stored chunk (nats-py's default), unless the message size limit is smaller."""
 
 
 class ArtifactStoreError(RuntimeError):
@@ -66,12 +65,6 @@ def artifacts_bucket(ns: Namespace) -> str:
     return ns.bucket(ARTIFACTS)
 
 
-async def one_chunk(data: bytes) -> AsyncIterator[bytes]:
-    """`data` as the chunks `put` takes."""
-    for start in range(0, len(data), CHUNK_BYTES):
-        yield data[start : start + CHUNK_BYTES]
-
-
 @dataclass(frozen=True, slots=True)
 class _Meta:
     info: ObjectInfo
@@ -81,9 +74,13 @@ class _Meta:
 class ArtifactStore:
     """One tenant's artifacts in its namespace's object store, on one JetStream context."""
 
-    def __init__(self, js: JetStreamContext, ns: Namespace, tenant: str) -> None:
+    def __init__(
+        self, js: JetStreamContext, ns: Namespace, tenant: str, max_payload: int = CHUNK_BYTES
+    ) -> None:
         self._js = js
         self.tenant = tenant
+        self.chunk_bytes = min(CHUNK_BYTES, max_payload)
+        """Bytes per chunk a write publishes: no chunk over the streams' message limit."""
         self.bucket = artifacts_bucket(ns)
         self.stream = f"OBJ_{self.bucket}"
 
@@ -108,8 +105,12 @@ class ArtifactStore:
     async def put_bytes(self, session_id: str, data: bytes, *, name: str, step_id: str) -> str:
         """Store `data` for the session; return its URI."""
         uri = self.uri(session_id, data, name)
-        await self.put(uri, one_chunk(data), step_id=step_id)
+        await self.put(uri, self._slices(data), step_id=step_id)
         return str(uri)
+
+    async def _slices(self, data: bytes) -> AsyncIterator[bytes]:
+        for start in range(0, len(data), self.chunk_bytes):
+            yield data[start : start + self.chunk_bytes]
 
     async def put(self, uri: ArtifactUri, chunks: AsyncIterable[bytes], *, step_id: str) -> None:
         """Store the bytes `chunks` yield under `uri`, which must name them (digest and size).
@@ -160,7 +161,7 @@ class ArtifactStore:
             digest="SHA-256=" + base64.urlsafe_b64encode(bytes.fromhex(uri.sha256)).decode(),
             description=uri.name,
             headers={"Parley-Step": [step_id]} if step_id else None,
-            options=ObjectMetaOptions(max_chunk_size=CHUNK_BYTES),
+            options=ObjectMetaOptions(max_chunk_size=self.chunk_bytes),
         )
         await self._js.publish(
             self._meta_subject(uri.key),

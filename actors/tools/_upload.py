@@ -69,12 +69,12 @@ def _digest(fd: int, path: Path, limit: int) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-async def _chunks(fd: int, size: int) -> AsyncIterator[bytes]:
+async def _chunks(fd: int, size: int, chunk_bytes: int) -> AsyncIterator[bytes]:
     """The file's first `size` bytes, read a chunk at a time off the event loop (the store
     checks them against the digest)."""
     offset = 0
     while offset < size:
-        chunk = await asyncio.to_thread(os.pread, fd, min(CHUNK_BYTES, size - offset), offset)
+        chunk = await asyncio.to_thread(os.pread, fd, min(chunk_bytes, size - offset), offset)
         if not chunk:
             return
         offset += len(chunk)
@@ -101,7 +101,7 @@ async def execute_workspace_upload(invocation: ToolInvocation) -> ToolOutcome:
     try:
         sha256, size = await asyncio.to_thread(_digest, fd, path, limit)
         uri = ArtifactUri(store.tenant, session_key(invocation.session_id), sha256, size, path.name)
-        await store.put(uri, _chunks(fd, size), step_id=invocation.step_id)
+        await store.put(uri, _chunks(fd, size, store.chunk_bytes), step_id=invocation.step_id)
     except ArtifactCorrupt as exc:
         return _failed(str(exc))
     except ArtifactStoreError as exc:
