@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qs, quote, urlsplit
 
-__all__ = ("SCHEME", "ArtifactUri", "BadArtifactUri", "session_key")
+__all__ = ("SCHEME", "ArtifactUri", "BadArtifactUri", "label", "session_key")
 
 SCHEME: Final = "parley-artifact"
 
@@ -39,6 +39,12 @@ def session_key(session_id: str) -> str:
     if _SAFE.fullmatch(session_id):
         return session_id
     return "s" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+def label(text: str) -> str:
+    """`text` as an artifact's name may be: printable, at most 255 characters (a file's name
+    may hold anything but `/` and NUL)."""
+    return "".join(c if c.isprintable() else "?" for c in text)[:_MAX_NAME]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,10 @@ global config and never the workspace's own: nothing a step wrote can make git r
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import secrets
 import stat
 import subprocess
 import zlib
@@ -101,7 +103,7 @@ def _write_blob(repository: Path, data: bytes) -> str:
     target = repository / "objects" / blob[:2] / blob[2:]
     if not target.exists():
         target.parent.mkdir(exist_ok=True)
-        staging = target.with_name(f".{blob[2:]}.tmp")
+        staging = target.with_name(f".{blob[2:]}.{secrets.token_hex(6)}.tmp")
         staging.write_bytes(zlib.compress(raw, 1))
         os.replace(staging, target)
     return blob
@@ -152,10 +154,18 @@ def _entries(repository: Path, workspace: Path) -> bytes:
 def snapshot(workspace: Path, step: str) -> Checkpoint | None:
     """Snapshot the workspace; the checkpoint it made, or None when nothing changed since the
     last one. The first snapshot of a session is its base (a checkpoint without parent).
-    Blocking: run it in a thread."""
+    Snapshots of one session are taken one at a time (a lock file beside its repository,
+    which runtimes sharing the workspaces directory share too). Blocking: run it in a
+    thread."""
     repository = shadow_repository(workspace)
+    repository.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with (repository.parent / f"{repository.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _snapshot(repository, workspace, step)
+
+
+def _snapshot(repository: Path, workspace: Path, step: str) -> Checkpoint | None:
     if not (repository / "HEAD").exists():
-        repository.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         subprocess.run(  # noqa: S603 - a fixed argv
             ["git", "init", "--quiet", "--bare", str(repository)],  # noqa: S607
             env=_GIT_ENV,

@@ -24,6 +24,7 @@ import logging
 
 import msgspec
 
+from actors.tools._artifact_uris import label
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._checkpoints import CHANGING, shadow_repository, snapshot, step_diff
 from actors.tools._contract import ToolInvocation, ToolOutcome
@@ -103,7 +104,7 @@ class StepRecords:
         text = outcome.output_text
         if len(text) * 6 + 2 <= self._budget or len(msgspec.json.encode(text)) <= self._budget:
             return outcome  # a character is at most six bytes of JSON ("\\u001f")
-        data = text.encode()
+        data = text.encode(errors="replace")
         budget = self._budget - 512  # the line that names the artifact
         head = inline_prefix(text, budget)
         if self._store is None:
@@ -112,7 +113,7 @@ class StepRecords:
             uri = await self._store.put_bytes(
                 invocation.session_id,
                 data,
-                name=f"{invocation.capability}.output.txt",
+                name=label(f"{invocation.capability}.output.txt"),
                 step_id=invocation.step_id,
             )
         except ArtifactStoreError as exc:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from actors.tools._arguments import WorkspaceUpload, decode_arguments
-from actors.tools._artifact_uris import ArtifactUri, session_key
+from actors.tools._artifact_uris import ArtifactUri, label, session_key
 from actors.tools._artifacts import CHUNK_BYTES, ArtifactCorrupt, ArtifactStoreError
 from actors.tools._contract import Provenance, ScopeDenied, ToolInvocation, ToolOutcome
 
@@ -100,7 +100,8 @@ async def execute_workspace_upload(invocation: ToolInvocation) -> ToolOutcome:
         return _failed(f"{arguments.path} cannot be read: {exc.strerror or exc}")
     try:
         sha256, size = await asyncio.to_thread(_digest, fd, path, limit)
-        uri = ArtifactUri(store.tenant, session_key(invocation.session_id), sha256, size, path.name)
+        session = session_key(invocation.session_id)
+        uri = ArtifactUri(store.tenant, session, sha256, size, label(path.name))
         await store.put(uri, _chunks(fd, size, store.chunk_bytes), step_id=invocation.step_id)
     except ArtifactCorrupt as exc:
         return _failed(str(exc))

@@ -181,3 +181,13 @@ async def test_an_output_too_large_for_a_message_is_stored_whole_with_its_start_
     assert (await store.get(ArtifactUri.parse(text))).decode() == output
     small = ToolOutcome(status="succeeded", output_text="short")
     assert await StepRecords(store, max_payload).after(invocation, small) == small
+
+
+async def test_a_file_name_no_uri_may_hold_is_stored_under_a_printable_label(
+    store: ArtifactStore, workspace: Path
+) -> None:
+    (workspace / "a\nb.txt").write_text("named oddly\n")
+    outcome = await execute_workspace_upload(_upload(store, workspace, "a\nb.txt"))
+    assert outcome.status == "succeeded", outcome.error_message
+    (text,) = outcome.artifact_uris
+    assert ArtifactUri.parse(text).name == "a?b.txt"

@@ -7,6 +7,7 @@ checkpoint's diff is stored in the namespace's object store on a real nats-serve
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -114,3 +115,18 @@ async def test_a_snapshot_never_follows_a_link_out_of_the_workspace(
     assert f"+{secret}" in preview and "b/sym" in preview and "b/linkdir" in preview
     assert "b/hard" not in preview
     assert "checkpoint" in outcome.details
+
+
+async def test_steps_of_one_session_at_once_each_get_their_checkpoint(
+    steps: StepRecords, workspaces: Path
+) -> None:
+    """Replicas and concurrent deliveries may end steps of one session together: snapshots are
+    taken one at a time, so none fails and the preview has every change."""
+    invocations = [
+        _invocation(workspaces, "File.Write", f"c{n}", path=f"f{n}.txt", content=f"{n}\n")
+        for n in range(8)
+    ]
+    outcomes = await asyncio.gather(*(_step(steps, i) for i in invocations))
+    assert [o.details.get("checkpoint_error") for o in outcomes] == [None] * 8
+    preview = patch_preview(workspaces, "session-a")
+    assert all(f"+++ b/f{n}.txt" in preview for n in range(8))
