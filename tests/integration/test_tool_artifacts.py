@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from actors.tools import (
     ArtifactCorrupt,
     ArtifactStore,
+    ArtifactStoreError,
     ArtifactUri,
     BadArtifactUri,
     ScopeDenied,
@@ -27,6 +28,7 @@ from actors.tools import (
     ToolOutcome,
     execute_workspace_upload,
 )
+from bus import Quotas, provision
 from schemas import Capability, Namespace
 
 
@@ -191,3 +193,34 @@ async def test_a_file_name_no_uri_may_hold_is_stored_under_a_printable_label(
     assert outcome.status == "succeeded", outcome.error_message
     (text,) = outcome.artifact_uris
     assert ArtifactUri.parse(text).name == "a?b.txt"
+
+
+async def test_a_full_store_refuses_an_artifact_and_keeps_none_of_its_chunks(
+    nc: NATS, workspace: Path
+) -> None:
+    """The store is bounded: past its quota a write is refused, the chunks it published are
+    deleted again, and a step's too large output is cut to what fits a message instead."""
+    ns = Namespace(f"t{os.urandom(6).hex()}")
+    await provision(nc.jetstream(), ns, quotas=Quotas(bucket_bytes={"artifacts": 1024 * 1024}))
+    store = ArtifactStore(nc.jetstream(), ns, "demo")
+    stream = f"OBJ_{ns.bucket('artifacts')}"
+    with pytest.raises(ArtifactStoreError):
+        await store.put_bytes("session-a", os.urandom(1536 * 1024), name="big", step_id="1")
+    assert (await nc.jetstream().stream_info(stream)).state.messages == 0
+
+    invocation = ToolInvocation(
+        capability="File.Read",
+        arguments={"path": "x"},
+        scope=Capability(name="File.Read"),
+        workspace=workspace,
+        session_id="session-a",
+        step_id="2",
+    )
+    output = "z" * (1536 * 1024)
+    result = await StepRecords(store, 1024 * 1024).after(
+        invocation, ToolOutcome(status="succeeded", output_text=output)
+    )
+    assert result.truncated and result.artifact_uris == ()
+    assert "output_artifact_error" in result.details
+    assert output.startswith(result.output_text) and len(result.output_text) <= 256 * 1024
+    assert (await nc.jetstream().stream_info(stream)).state.messages == 0

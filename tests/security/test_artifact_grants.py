@@ -5,19 +5,22 @@ Under the least-privilege config the tool runtime stores an artifact and the ope
 (`gpt`) and a person (`cli`), each with its own credentials only, try to read the stored
 metadata and chunks and to write a chunk and a metadata record of their own; `artifacts-cli`
 tries to write and delete. Every attempt is refused by the broker and the store is as it was.
+The runtime's own grants suffice to delete the chunks of a write its quota refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine
 from typing import Any
 
+import pytest
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from prometheus_client import CollectorRegistry
 
-from actors.tools import ArtifactStore, ArtifactUri
+from actors.tools import ArtifactStore, ArtifactStoreError, ArtifactUri
 from bus import ActorMetrics
 from tests.support.lockdown import LockedDown, violations
 from tools.natsconf import ARTIFACT_READER, IMPORTED_JS_API, TOOLS
@@ -29,6 +32,7 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
     locked_down: LockedDown,
 ) -> None:
     locked, ns = locked_down, locked_down.ns
+    locked.tune("provisioner", quotas="{ bucket_bytes = { artifacts = 1048576 } }")
     await locked.provision()
     tools = await locked.connect(TOOLS)
     reader = await locked.connect(ARTIFACT_READER)
@@ -47,6 +51,10 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
         assert await readable.get(uri) == b"secret build log\n"
         assert await readable.list("s1") == [uri]
         before = (await tools.jetstream().stream_info(stream)).state.messages
+        # Past its quota a write is refused and its chunks deleted, with the runtime's grants.
+        with pytest.raises(ArtifactStoreError):
+            await written.put_bytes("s1", os.urandom(1536 * 1024), name="big", step_id="2")
+        assert (await tools.jetstream().stream_info(stream)).state.messages == before
 
         for name, nc in attackers.items():
             js = nc.jetstream(prefix=IMPORTED_JS_API, timeout=1)
