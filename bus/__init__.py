@@ -70,6 +70,7 @@ from bus._outbox import EffectError, Outbox
 from bus._process import ACTOR_READY, ChildProcess, actor_command
 from bus._provision import (
     AGENT_BUCKETS,
+    ARTIFACTS,
     BUCKETS,
     RETIRED_BUCKETS,
     STREAM_FAMILIES,
@@ -98,6 +99,7 @@ from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 __all__ = (
     "ACTOR_READY",
     "AGENT_BUCKETS",
+    "ARTIFACTS",
     "BOUND_BY",
     "BUCKETS",
     "BUNDLE_KEY",

@@ -32,6 +32,7 @@ from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
     KeyValueConfig,
+    ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -42,6 +43,7 @@ from bus._quotas import Quotas
 from bus._settings import Settings
 from bus._streams import (
     AGENT_BUCKETS,
+    ARTIFACTS,
     BUCKETS,
     RETIRED_BUCKETS,
     STREAM_FAMILIES,
@@ -53,6 +55,7 @@ from schemas import DEFAULT_MAX_BYTES, Namespace
 
 __all__ = (
     "AGENT_BUCKETS",
+    "ARTIFACTS",
     "BUCKETS",
     "CLUSTER_REPLICAS",
     "RETIRED_BUCKETS",
@@ -261,6 +264,41 @@ async def _ensure_existing(
         raise ProvisionError(f"cannot update bucket {name}: {exc}") from exc
 
 
+async def _ensure_object_store(
+    js: JetStreamContext, name: str, quotas: Quotas, max_msg_size: int, replicas: int, exact: bool
+) -> None:
+    """The artifacts' object store (nats-py's layout: `OBJ_<name>`, chunks and metadata under
+    `$O.<name>.`), with the quotas' bytes, refusing new objects when full, and no chunk larger
+    than a message."""
+    stream = f"OBJ_{name}"
+    max_bytes = quotas.bucket_max_bytes(ARTIFACTS)
+    try:
+        config = (await js.stream_info(stream)).config
+    except NotFoundError:
+        store = ObjectStoreConfig(
+            bucket=name,
+            description="files the tool runtime stored for sessions (docs/tools.md)",
+            max_bytes=max_bytes,
+            storage=StorageType.FILE,
+            replicas=replicas,
+        )
+        try:
+            await _placed(f"object store {name}", lambda: js.create_object_store(name, store))
+        except APIError as exc:
+            if exc.err_code != 10058:
+                raise ProvisionError(f"cannot create object store {name}: {exc}") from exc
+        config = (await js.stream_info(stream)).config
+    current = config.num_replicas or 1
+    replicas = replicas if exact else max(replicas, current)
+    if (config.max_bytes, config.max_msg_size, current) == (max_bytes, max_msg_size, replicas):
+        return
+    config.max_bytes, config.max_msg_size, config.num_replicas = max_bytes, max_msg_size, replicas
+    try:
+        await js.update_stream(config)
+    except APIError as exc:
+        raise ProvisionError(f"cannot update object store {name}: {exc}") from exc
+
+
 async def provision(
     js: JetStreamContext,
     ns: Namespace,
@@ -288,6 +326,7 @@ async def provision(
     for spec in BUCKETS:
         sizes = _bucket_sizes(spec, quotas, max_msg_size)
         await _ensure_bucket(js, ns.bucket(spec.name), spec, sizes, replicas, exact=exact)
+    await _ensure_object_store(js, ns.bucket(ARTIFACTS), quotas, max_msg_size, replicas, exact)
     for agent in agents:
         await _ensure_agent_buckets(js, ns, agent, max_msg_size, quotas, replicas, exact=exact)
     for name in RETIRED_BUCKETS:

@@ -58,6 +58,7 @@ DEFAULT_BUCKET_BYTES: Final = {
     "marks": 1 * MIB,  # each agent's own quarantine marks
     "relay": 64 * MIB,
     "leases": 1 * MIB,
+    "artifacts": 256 * MIB,  # the namespace's object store (bus/_streams.py ARTIFACTS)
 }
 """Bytes each bucket may hold, by name; for a bucket each agent has its own of (`waits`,
 `marks`), what each agent's may hold."""

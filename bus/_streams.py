@@ -13,6 +13,7 @@ from bus._quotas import Quotas
 
 __all__ = (
     "AGENT_BUCKETS",
+    "ARTIFACTS",
     "BUCKETS",
     "RETIRED_BUCKETS",
     "STREAMS",
@@ -94,6 +95,13 @@ BUCKETS = (
         direct=True,
     ),
 )
+
+
+ARTIFACTS = "artifacts"
+"""The namespace's NATS Object Store bucket (`OBJ_<root>_artifacts`): files the tool runtime
+stores for sessions (uploads, outputs too large for a message, checkpoint diffs). One per
+namespace, which serves one tenant (its policy bucket holds that tenant's bundle), so it is the
+tenant's; bounded by the quotas' `bucket_bytes.artifacts`, refusing new objects when full."""
 
 
 AGENT_BUCKETS = (

@@ -59,6 +59,7 @@ from schemas import Namespace
 from tools._refused import Refusals, refusal_line
 from tools._still_waiting import announced
 from tools.natsconf import (
+    ARTIFACT_READER,
     AUDIT_READER,
     OPERATOR,
     POLICY_SIGNER,
@@ -313,7 +314,7 @@ def lock_down(
     """
     names = [child.name for child in topology.actor]
     people = [*dict.fromkeys([*console_people(), *people])]
-    operators = [PERSON, *people, POLICY_SIGNER, AUDIT_READER, OPERATOR]
+    operators = [PERSON, *people, POLICY_SIGNER, AUDIT_READER, ARTIFACT_READER, OPERATOR]
     serves = relay_serves(topology)  # and a system user, for `nats server report`
     write_nats_config(broker, [*names, *operators], ns, relay_serves=serves, system_user=True)
     # The namespace is `ns`, already in every file (a key written twice is not TOML).

@@ -22,6 +22,7 @@ from bus import (
 from tools._errors import report_failure, run_guarded, wants_debug
 from tools._up import up
 from tools.approvals import add_approvals_command
+from tools.artifacts import add_artifacts_commands
 from tools.audit import add_audit_commands
 from tools.calls import add_calls_command
 from tools.chaos import add_chaos_command
@@ -166,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     add_gateway_command(commands)
     add_provision_command(commands)
     add_audit_commands(commands)
+    add_artifacts_commands(commands)
     add_calls_command(commands)
     add_console_command(commands)
     add_device_commands(commands)

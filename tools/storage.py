@@ -21,7 +21,15 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamInfo
 from nats.js.errors import NotFoundError
 
-from bus import AGENT_BUCKETS, BUCKETS, STREAM_FAMILIES, ConfigError, ExitCode, jetstream
+from bus import (
+    AGENT_BUCKETS,
+    ARTIFACTS,
+    BUCKETS,
+    STREAM_FAMILIES,
+    ConfigError,
+    ExitCode,
+    jetstream,
+)
 from schemas import Namespace
 from tools._errors import report_failure
 from tools._local import connect_local, local_settings
@@ -56,6 +64,7 @@ async def read_usage(js: JetStreamContext, ns: Namespace) -> list[Usage]:
     every agent's own buckets, by name."""
     names = [ns.stream(family) for family in STREAM_FAMILIES]
     names += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
+    names.append(f"OBJ_{ns.bucket(ARTIFACTS)}")  # the artifacts' object store
     found = []
     for name in names:
         try:

@@ -20,6 +20,15 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
+from actors.tools._artifact_uris import SCHEME, ArtifactUri, BadArtifactUri, session_key
+from actors.tools._artifacts import (
+    ArtifactCorrupt,
+    ArtifactNotFound,
+    ArtifactStore,
+    ArtifactStoreError,
+    artifacts_bucket,
+)
+from actors.tools._checkpoints import CHANGING, patch_preview, workspace_patch
 from actors.tools._commands import check_command
 from actors.tools._confinement import ShellLimits
 from actors.tools._contained import SHELL_PATH, ShellRun, run_contained
@@ -46,14 +55,25 @@ from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText
 from actors.tools._paths import check_path
 from actors.tools._scopes import check_request, check_size, narrow_scope
 from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
+from actors.tools._step_records import StepRecords
+from actors.tools._upload import DEFAULT_MAX_UPLOAD_BYTES, execute_workspace_upload
 
 __all__ = (
     "ARGUMENTS",
     "BUILT_IN_CAPABILITIES",
+    "CHANGING",
     "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_MAX_UPLOAD_BYTES",
     "GIT_EXECUTORS",
     "PATH_ARGUMENT_NAMES",
+    "SCHEME",
     "SHELL_PATH",
+    "ArtifactCorrupt",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "ArtifactStoreError",
+    "ArtifactUri",
+    "BadArtifactUri",
     "Executor",
     "FileDelete",
     "FileRead",
@@ -72,6 +92,7 @@ __all__ = (
     "ShellExec",
     "ShellLimits",
     "ShellRun",
+    "StepRecords",
     "ToolInvocation",
     "ToolOutcome",
     "ToolsActor",
@@ -79,6 +100,7 @@ __all__ = (
     "WorkspaceUpload",
     "admit_request",
     "arguments_schema",
+    "artifacts_bucket",
     "check_command",
     "check_path",
     "check_request",
@@ -91,8 +113,12 @@ __all__ = (
     "execute_git_status",
     "execute_http",
     "execute_shell",
+    "execute_workspace_upload",
     "mcp_capability",
     "narrow_scope",
+    "patch_preview",
     "push_url_allowed",
     "run_contained",
+    "session_key",
+    "workspace_patch",
 )

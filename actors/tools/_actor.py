@@ -28,6 +28,7 @@ import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
 
 from actors.tools._approvals import Approval, request_digest
+from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor, ScopeDenied
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
@@ -36,7 +37,9 @@ from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
 from actors.tools._shell import execute_shell
+from actors.tools._step_records import StepRecords
 from actors.tools._steps import Asked, Held, StepRunner, failed
+from actors.tools._upload import execute_workspace_upload
 from bus import (
     MSG_ID,
     ORIGIN,
@@ -73,6 +76,7 @@ BUILT_IN_EXECUTORS: dict[str, Executor] = {
     "File.Delete": execute_file_delete,
     "Network.Http": execute_http,
     "Shell.Exec": execute_shell,
+    "Workspace.Upload": execute_workspace_upload,
     **GIT_EXECUTORS,
 }
 """The executor of each capability this runtime runs itself."""
@@ -123,12 +127,24 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
+        artifacts = ArtifactStore(bus.js, ns, self.options.tenant, self.settings.max_payload)
+        try:
+            await artifacts.check()
+        except ArtifactStoreError as exc:
+            raise ConfigError(str(exc)) from None
+        records = StepRecords(artifacts, self.settings.max_payload)
         self._workspaces.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self._mcp is not None:
             await self._mcp.__aenter__()  # starts or reaches each server, lists its tools
             log.info("mcp tools listed", extra={"capabilities": sorted(self._mcp.capabilities())})
         self._steps = StepRunner(
-            self.options, self.bundles, self.executors, self._workspaces, self._mcp
+            self.options,
+            self.bundles,
+            self.executors,
+            self._workspaces,
+            self._mcp,
+            records,
+            artifacts,
         )
 
     async def stop(self) -> None:

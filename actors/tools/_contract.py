@@ -19,9 +19,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from schemas import Capability, ErrorCode
+
+if TYPE_CHECKING:
+    from actors.tools._artifacts import ArtifactStore
 
 __all__ = (
     "BUILT_IN_CAPABILITIES",
@@ -66,6 +69,8 @@ class ToolInvocation:
     """The only environment variables a command may see (the profile names them)."""
     timeout_s: float = 30.0
     """Wall-clock limit of the run; past it the executor stops the work and fails."""
+    artifacts: ArtifactStore | None = None
+    """The tenant's artifact store, where Workspace.Upload puts a file (None: not open)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,9 @@ class ToolOutcome:
     details: dict[str, Any] = field(default_factory=dict)
     """Facts of the run a caller may want: an exit code, a byte count, a commit id."""
     provenance: Provenance | None = None
+    artifact_uris: tuple[str, ...] = ()
+    """Artifacts the run stored (actors/tools/_artifact_uris.py): an uploaded file, an output
+    too large for a message, a checkpoint's diff."""
 
 
 class ScopeDenied(Exception):

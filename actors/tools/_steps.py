@@ -1,6 +1,7 @@
-"""One step of the tool runtime, from its request to its result: the scope, the run, the
-answer. Independent of which message is in hand (the request itself, the decision that
-approved it, or the reminder that expired it), so a held request runs exactly as a fresh one.
+"""One step of the tool runtime, from its request to its result: the scope, the run (with its
+checkpoint and large output, actors/tools/_step_records.py), the answer. Independent of which
+message is in hand (the request itself, the decision that approved it, or the reminder that
+expired it), so a held request runs exactly as a fresh one.
 
 The scope is the runtime's own finding, never the gate's word: its own verified bundle, the
 sender's effective scope of the capability, narrowed by every agent the gate says bound the
@@ -22,10 +23,12 @@ from typing import Literal
 
 from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
+from actors.tools._artifacts import ArtifactStore
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
+from actors.tools._step_records import StepRecords
 from bus import BOUND_BY, BundleStore, Context, parse_trace_headers
 from schemas import (
     Capability,
@@ -90,7 +93,13 @@ class StepRunner:
         executors: Mapping[str, Executor],
         workspaces: Path,
         mcp: McpHub | None = None,
+        records: StepRecords | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
+        """`records`: checkpoints and large outputs around each run (none: neither);
+        `artifacts`: the store Workspace.Upload writes to."""
+        self._records = records or StepRecords(None, 1 << 20)
+        self._artifacts = artifacts
         self._options = options
         self._bundles = bundles
         self._executors = executors
@@ -156,6 +165,7 @@ class StepRunner:
                 step_id=request.step_id,
                 environment=dict(self._options.environment),
                 timeout_s=self._options.timeout_s,
+                artifacts=self._artifacts,
             )
             log.info(
                 "step started",
@@ -165,7 +175,9 @@ class StepRunner:
                     "session": request.session_id,
                 },
             )
-            return await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
+            await self._records.before(invocation)
+            outcome = await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
+            return await self._records.after(invocation, outcome)
         except ScopeDenied as denied:
             return denied
         except InvalidArguments as exc:
@@ -190,6 +202,7 @@ class StepRunner:
             status, error = "denied", ToolError(code=str(outcome.code), message=str(outcome))
             details: dict[str, object] = {"rule": outcome.rule}
             output, truncated, provenance = None, False, {}
+            uris: tuple[str, ...] = ()
         else:
             status = outcome.status
             error = (
@@ -202,6 +215,7 @@ class StepRunner:
                 outcome.output_text,
                 outcome.truncated,
             )
+            uris = outcome.artifact_uris
             source = outcome.provenance
             provenance = (
                 {"source": source.source, "locator": source.locator, "trust": source.trust}
@@ -217,6 +231,7 @@ class StepRunner:
             step_id=request.step_id,
             status=status,
             output_text=output,
+            artifact_uris=uris,
             error=error,
             truncated=truncated,
             details={**details, **(extra or {})},

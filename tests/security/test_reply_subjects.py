@@ -23,10 +23,11 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from bus import AGENT_BUCKETS, BUCKETS, MSG_ID, SENDER, STREAM_FAMILIES, read_history
+from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, MSG_ID, SENDER, STREAM_FAMILIES, read_history
 from schemas import AgentCall, Namespace, encode, new_id, utc_now
 from tests.support.lockdown import LockedDown
 from tools.natsconf._permissions import (
+    ARTIFACT_READER,
     IMPORTED_JS_API,
     OPERATOR_ROLES,
     POLICY_SIGNER,
@@ -61,6 +62,8 @@ def _protected(ns: Namespace, attacker: str) -> list[str]:
     targets.append(f"$KV.{ns.bucket('registry')}.heartbeat.claude")
     targets.append(f"$KV.{ns.bucket('idempotency')}.handling.claude.x")
     targets.append(f"$KV.{ns.bucket('idempotency')}.id.attack")
+    artifacts = ns.bucket(ARTIFACTS)  # the tool runtime's to write alone
+    targets += [f"$O.{artifacts}.C.attack", f"$O.{artifacts}.M.YXR0YWNr"]
     return [t for t in targets if not any(_matches(g, t) for g in _grants(ns, attacker))]
 
 
@@ -115,6 +118,8 @@ async def _barrier(locked: LockedDown, nc: NATS, attacker: str) -> None:
         await js.consumer_info(ns.stream("deliver"), attacker)
     elif attacker == POLICY_SIGNER:
         await js.stream_info(f"KV_{ns.bucket('policy')}")
+    elif attacker == ARTIFACT_READER:  # the one stream it may read
+        assert [m async for m in read_history(js, f"OBJ_{ns.bucket(ARTIFACTS)}")] == []
     else:
         assert [m async for m in read_history(js, ns.stream("audit"))] == []
 
@@ -123,6 +128,7 @@ async def _counts(js: JetStreamContext, ns: Namespace) -> dict[str, int]:
     """Messages stored per subject, over every stream and bucket."""
     streams = [ns.stream(f) for f in STREAM_FAMILIES] + [f"KV_{ns.bucket(b.name)}" for b in BUCKETS]
     streams += [f"KV_{bucket}" for bucket in _agent_buckets(ns)]
+    streams.append(f"OBJ_{ns.bucket(ARTIFACTS)}")
     counts: dict[str, int] = {}
     for stream in streams:
         info = await js.stream_info(stream, subjects_filter=">")

@@ -31,6 +31,7 @@ from tools.natsconf._gateway import (
     write_gateway_config,
 )
 from tools.natsconf._permissions import (
+    ARTIFACT_READER,
     AUDIT_READER,
     CONSOLE,
     CORE_ACCOUNT,
@@ -54,6 +55,7 @@ from tools.natsconf._permissions import (
 from tools.natsconf._system import SYSTEM_ACCOUNT, SYSTEM_USER
 
 __all__ = (
+    "ARTIFACT_READER",
     "AUDIT_READER",
     "AUTHORIZATION",
     "CONSOLE",

@@ -70,6 +70,7 @@ DEFAULT_ACTORS = (
     "claude",
     "policy-signer",
     "audit-cli",
+    "artifacts-cli",
     "operator",
 )
 AUTHORIZATION = "authorization.conf"

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bus import AGENT_BUCKETS, BUCKETS, STREAM_FAMILIES
+from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, STREAM_FAMILIES
 from tools.natsconf._grants import JS_API, Grants
 
 __all__ = ("OPERATOR", "operator_denies", "operator_grants", "operator_streams")
@@ -40,10 +40,12 @@ OPERATOR = "operator"
 
 
 def operator_streams(g: Grants, agents: Sequence[str]) -> list[str]:
-    """Every stream and bucket of the namespace, and each agent's own buckets."""
+    """Every stream and bucket of the namespace (the artifacts' object store too), and each
+    agent's own buckets."""
     ns = g.ns
     streams = [ns.stream(family) for family in STREAM_FAMILIES]
     streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
+    streams.append(f"OBJ_{ns.bucket(ARTIFACTS)}")
     for agent in agents:
         streams += [f"KV_{ns.agent_bucket(spec.name, agent)}" for spec in AGENT_BUCKETS]
     return streams

@@ -9,9 +9,10 @@ The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
 `person-<name>`), `console` (the web console's own process: it acts for people only as each
 person, with that person's own credentials, so its own user just beats), `relay` (the
 shared-agent relay, in an account of its own), `provisioner`,
-`policy-signer` (`parley policy publish`), `audit-cli` (`parley audit`, `trace`, `tail`) and
-`operator` (a person reading everything with the nats CLI, `_operator.py`) are fixed ids;
-any other id is an agent. The JetStream subjects are the ones nats-py uses for what the
+`policy-signer` (`parley policy publish`), `audit-cli` (`parley audit`, `trace`, `tail`),
+`artifacts-cli` (`parley artifacts`: the tool runtime's stored files, read-only) and
+`operator` (a person reading everything with the nats CLI, `_operator.py`) are fixed ids; any
+other id is an agent. The JetStream subjects are the ones nats-py uses for what the
 runtime does (bus/_consumer.py, bus/_deadletter.py, bus/_heartbeat.py, bus/_provision.py):
 
 - a durable pull consumer: read with `CONSUMER.MSG.NEXT`, acked on
@@ -66,12 +67,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bus import AGENT_BUCKETS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
+from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
 from tools.natsconf._grants import ADVISORY, JS_API, Grants
 from tools.natsconf._operator import OPERATOR, operator_denies, operator_grants
 
 __all__ = (
+    "ARTIFACT_READER",
     "AUDIT_READER",
     "CONSOLE",
     "CORE_ACCOUNT",
@@ -97,9 +99,10 @@ PROVISIONER = "provisioner"
 PERSON_PREFIX = "person-"
 POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
+ARTIFACT_READER = "artifacts-cli"
 CONSOLE = "console"
 TOOLS = "tools"
-OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, OPERATOR)
+OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, ARTIFACT_READER, OPERATOR)
 RELAY = "relay"
 FIXED_ROLES = (
     "gate",
@@ -234,6 +237,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.write_keys("tool_runs", "run.>", "approval.>")
         g.pub(ns.timers(me))  # reminders of held requests' expiry, to itself only
         g.bind("timers")
+        _artifact_grants(g, write=True)
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
@@ -279,6 +283,25 @@ def _operator_grants(g: Grants, role: str) -> None:
         g.write_keys("policy", "bundle")
     elif role == AUDIT_READER:
         g.pub(f"{JS_API}.DIRECT.GET.{g.ns.stream('audit')}")
+    elif role == ARTIFACT_READER:
+        _artifact_grants(g, write=False)
+
+
+def _artifact_grants(g: Grants, *, write: bool) -> None:
+    """The artifacts' object store (actors/tools/_artifacts.py): read by direct gets (its
+    metadata by subject, its chunks in batches), which creates no consumer; written by the tool
+    runtime alone, which deletes the chunks of a write that failed, message by message. Nobody
+    gets its purge: that is stream administration, the provisioner's."""
+    bucket = g.ns.bucket(ARTIFACTS)
+    stream = f"OBJ_{bucket}"
+    g.pub(f"{JS_API}.DIRECT.GET.{stream}", f"{JS_API}.DIRECT.GET.{stream}.>")
+    if write:
+        g.pub(
+            f"{JS_API}.STREAM.INFO.{stream}",
+            f"$O.{bucket}.C.>",
+            f"$O.{bucket}.M.>",
+            f"{JS_API}.STREAM.MSG.DELETE.{stream}",
+        )
 
 
 def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
@@ -287,6 +310,7 @@ def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
     ns = g.ns
     streams = [ns.stream(family) for family in STREAM_FAMILIES]
     streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
+    streams.append(f"OBJ_{ns.bucket(ARTIFACTS)}")
     for name in RETIRED_BUCKETS:  # made by an earlier release: provisioning deletes them
         g.pub(*(f"{JS_API}.STREAM.{verb}.KV_{ns.bucket(name)}" for verb in ("INFO", "DELETE")))
     for agent in agents:

@@ -1,0 +1,244 @@
+"""The artifact store: files the tool runtime keeps for a session, in a NATS Object Store.
+
+The bucket is the namespace's object store (bus/_streams.py `ARTIFACTS`, `OBJ_<root>_artifacts`,
+made by provisioning, bounded by the quotas' `bucket_bytes.artifacts` and refusing new objects
+when full). Objects are laid out as nats-py's and the nats CLI's object store lays them out
+(chunks on `$O.<bucket>.C.<nuid>`, metadata rolled up on `$O.<bucket>.M.<base64 key>`), so
+`nats object get` reads them too; they are keyed `<tenant>/<session>/<sha256>` and named by
+artifact URIs (actors/tools/_artifact_uris.py).
+
+Written and read here with plain publishes and direct gets rather than nats-py's `put` and
+`get`: its `put` purges the stream to clean up after a failure or an overwrite (a stream
+administration no actor is granted: it could empty the bucket), and its `get` reads through an
+ordered push consumer, which a reader in an account of its own cannot receive and whose
+creation is in effect a grant to write (tools/natsconf/_operator.py). Here a failed write
+deletes the chunks it published, message by message, and a read is direct gets only.
+
+Every read checks what it got against the URI: the chunks' count, the bytes' size and SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from nats.js import JetStreamContext
+from nats.js.api import ObjectInfo, ObjectMetaOptions
+from nats.js.errors import NotFoundError
+
+from actors.tools._artifact_uris import ArtifactUri, BadArtifactUri, session_key
+from bus import ARTIFACTS, read_history
+from schemas import Namespace
+
+__all__ = (
+    "CHUNK_BYTES",
+    "ArtifactCorrupt",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "ArtifactStoreError",
+    "artifacts_bucket",
+)
+
+CHUNK_BYTES = 128 * 1024
+"""Bytes per stored chunk (nats-py's default), unless the message size limit is smaller."""
+
+
+class ArtifactStoreError(RuntimeError):
+    """The store refused or failed a write (full, unreachable), or a read went wrong."""
+
+
+class ArtifactNotFound(ArtifactStoreError):
+    """No artifact is stored under that URI's key."""
+
+
+class ArtifactCorrupt(ArtifactStoreError):
+    """What is stored is not what the URI names: another size, digest or chunk count."""
+
+
+def artifacts_bucket(ns: Namespace) -> str:
+    """The namespace's object store bucket (its stream is `OBJ_<bucket>`)."""
+    return ns.bucket(ARTIFACTS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    info: ObjectInfo
+    sha256: str
+
+
+class ArtifactStore:
+    """One tenant's artifacts in its namespace's object store, on one JetStream context."""
+
+    def __init__(
+        self, js: JetStreamContext, ns: Namespace, tenant: str, max_payload: int = CHUNK_BYTES
+    ) -> None:
+        self._js = js
+        self.tenant = tenant
+        self.chunk_bytes = min(CHUNK_BYTES, max_payload)
+        """Bytes per chunk a write publishes: no chunk over the streams' message limit."""
+        self.bucket = artifacts_bucket(ns)
+        self.stream = f"OBJ_{self.bucket}"
+
+    async def check(self) -> None:
+        """That the bucket exists (provisioning makes it).
+
+        Raises:
+            ArtifactStoreError: it does not.
+        """
+        try:
+            await self._js.stream_info(self.stream)
+        except NotFoundError:
+            raise ArtifactStoreError(
+                f"no artifact store {self.bucket}: run `parley provision`"
+            ) from None
+
+    def uri(self, session_id: str, data: bytes, name: str = "") -> ArtifactUri:
+        """The URI `data` is stored under for `session_id`."""
+        digest = hashlib.sha256(data).hexdigest()
+        return ArtifactUri(self.tenant, session_key(session_id), digest, len(data), name)
+
+    async def put_bytes(self, session_id: str, data: bytes, *, name: str, step_id: str) -> str:
+        """Store `data` for the session; return its URI."""
+        uri = self.uri(session_id, data, name)
+        await self.put(uri, self._slices(data), step_id=step_id)
+        return str(uri)
+
+    async def _slices(self, data: bytes) -> AsyncIterator[bytes]:
+        for start in range(0, len(data), self.chunk_bytes):
+            yield data[start : start + self.chunk_bytes]
+
+    async def put(self, uri: ArtifactUri, chunks: AsyncIterable[bytes], *, step_id: str) -> None:
+        """Store the bytes `chunks` yield under `uri`, which must name them (digest and size).
+
+        Content already stored under the key is kept, not written again.
+
+        Raises:
+            ArtifactCorrupt: the chunks were not what `uri` names (a file that changed while it
+                was stored); nothing is left stored.
+            ArtifactStoreError: the store refused a chunk (full) or is unreachable.
+        """
+        found = await self._meta(uri)
+        if found is not None and found.sha256 == uri.sha256 and found.info.size == uri.size:
+            return
+        nuid = secrets.token_hex(11)
+        subject = f"$O.{self.bucket}.C.{nuid}"
+        stored: list[int] = []
+        digest, size = hashlib.sha256(), 0
+        try:
+            async for chunk in chunks:
+                digest.update(chunk)
+                size += len(chunk)
+                stored.append((await self._js.publish(subject, chunk)).seq)
+            if digest.hexdigest() != uri.sha256 or size != uri.size:
+                raise ArtifactCorrupt(
+                    f"{uri.name or uri.key} changed while it was stored "
+                    f"({size} bytes, sha256 {digest.hexdigest()}): not stored"
+                )
+            await self._publish_meta(uri, nuid, len(stored), step_id)
+        except ArtifactCorrupt:
+            await self._forget(stored)
+            raise
+        except Exception as exc:
+            await self._forget(stored)
+            raise ArtifactStoreError(f"the artifact store refused {uri.key}: {exc!r}") from exc
+        winner = await self._meta(uri)  # another replica stored the same key at the same time
+        if winner is not None and winner.info.nuid != nuid:
+            await self._forget(stored)
+
+    async def _publish_meta(self, uri: ArtifactUri, nuid: str, chunks: int, step_id: str) -> None:
+        info = ObjectInfo(
+            name=uri.key,
+            bucket=self.bucket,
+            nuid=nuid,
+            size=uri.size,
+            chunks=chunks,
+            mtime=datetime.now(UTC).isoformat(),
+            digest="SHA-256=" + base64.urlsafe_b64encode(bytes.fromhex(uri.sha256)).decode(),
+            description=uri.name,
+            headers={"Parley-Step": [step_id]} if step_id else None,
+            options=ObjectMetaOptions(max_chunk_size=self.chunk_bytes),
+        )
+        await self._js.publish(
+            self._meta_subject(uri.key),
+            json.dumps(info.as_dict()).encode(),
+            headers={"Nats-Rollup": "sub"},
+        )
+
+    async def _forget(self, sequences: list[int]) -> None:
+        """Delete chunks a failed write left (best effort: each is one message)."""
+        for seq in sequences:
+            try:
+                await self._js.delete_msg(self.stream, seq)
+            except Exception:  # noqa: S112 - a chunk left behind costs bytes, never correctness
+                continue
+
+    def _meta_subject(self, key: str) -> str:
+        encoded = base64.urlsafe_b64encode(key.encode()).decode()
+        return f"$O.{self.bucket}.M.{encoded}"
+
+    async def _meta(self, uri: ArtifactUri) -> _Meta | None:
+        try:
+            message = await self._js.get_msg(
+                self.stream, subject=self._meta_subject(uri.key), direct=True
+            )
+        except NotFoundError:
+            return None
+        return _decode_meta(message.data or b"")
+
+    async def get(self, uri: ArtifactUri) -> bytes:
+        """The bytes `uri` names, checked against it.
+
+        Raises:
+            ArtifactNotFound: nothing stored under its key.
+            ArtifactCorrupt: what is stored is not what it names.
+        """
+        found = await self._meta(uri)
+        if found is None or found.info.deleted:
+            raise ArtifactNotFound(f"no artifact {uri.key} in {self.bucket}")
+        if found.sha256 != uri.sha256 or found.info.size != uri.size:
+            raise ArtifactCorrupt(f"{uri.key} is stored with another digest or size")
+        subject = f"$O.{self.bucket}.C.{found.info.nuid}"
+        chunks = [m.data async for m in read_history(self._js, self.stream, subject=subject)]
+        data = b"".join(chunks)
+        if len(chunks) != (found.info.chunks or 0) or len(data) != uri.size:
+            raise ArtifactCorrupt(f"{uri.key}: {len(chunks)} chunks of {len(data)} bytes stored")
+        if hashlib.sha256(data).hexdigest() != uri.sha256:
+            raise ArtifactCorrupt(f"{uri.key}: the stored bytes' SHA-256 is not the URI's")
+        return data
+
+    async def list(self, session_id: str) -> list[ArtifactUri]:
+        """The artifacts stored for a session, oldest first: of this store's tenant, or of
+        every tenant when it is "" (a reader's)."""
+        session = session_key(session_id)
+        found = []
+        async for message in read_history(self._js, self.stream, subject=f"$O.{self.bucket}.M.>"):
+            meta = _decode_meta(message.data)
+            if meta is None or meta.info.deleted:
+                continue
+            tenant, _, rest = meta.info.name.partition("/")
+            if rest.partition("/")[0] != session or (self.tenant and tenant != self.tenant):
+                continue
+            try:
+                uri = ArtifactUri(
+                    tenant, session, meta.sha256, meta.info.size or 0, meta.info.description or ""
+                )
+            except BadArtifactUri:
+                continue
+            found.append(uri)
+        return found
+
+
+def _decode_meta(data: bytes) -> _Meta | None:
+    """An object's metadata and its SHA-256 in hex; None for what is not one."""
+    try:
+        info = ObjectInfo.from_response(json.loads(data))
+        digest = (info.digest or "").removeprefix("SHA-256=")
+        sha256 = base64.urlsafe_b64decode(digest).hex()
+    except (ValueError, TypeError, KeyError):
+        return None
+    return _Meta(info, sha256)

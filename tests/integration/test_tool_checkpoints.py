@@ -1,0 +1,132 @@
+"""Checkpoints after each step that changed a session's workspace, and its patch preview.
+
+Steps run through the real executors (File.Write, File.Delete) and, for a command-like change,
+a change made outside any executor followed by a Git.Commit step's checkpoint; each
+checkpoint's diff is stored in the namespace's object store on a real nats-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from actors.tools import (
+    ArtifactStore,
+    ArtifactUri,
+    StepRecords,
+    ToolInvocation,
+    ToolOutcome,
+    patch_preview,
+)
+from actors.tools._checkpoints import shadow_repository
+from actors.tools._files import execute_file_delete, execute_file_write
+from schemas import Capability, Namespace
+
+
+@pytest.fixture
+def workspaces(tmp_path: Path) -> Path:
+    root = tmp_path / "workspaces"
+    (root / "session-a").mkdir(parents=True)
+    (root / "session-a" / "kept.txt").write_text("already here\n")
+    return root
+
+
+@pytest.fixture
+def steps(nc: NATS, namespace: Namespace) -> StepRecords:
+    return StepRecords(ArtifactStore(nc.jetstream(), namespace, "demo"), 1024 * 1024)
+
+
+def _invocation(workspaces: Path, capability: str, step: str, **arguments: str) -> ToolInvocation:
+    return ToolInvocation(
+        capability=capability,
+        arguments=arguments,
+        scope=Capability(name=capability),
+        workspace=workspaces / "session-a",
+        session_id="session-a",
+        step_id=step,
+    )
+
+
+async def _step(steps: StepRecords, invocation: ToolInvocation) -> ToolOutcome:
+    executors = {"File.Write": execute_file_write, "File.Delete": execute_file_delete}
+    await steps.before(invocation)
+    executor = executors.get(invocation.capability)
+    outcome = await executor(invocation) if executor else ToolOutcome(status="succeeded")
+    return await steps.after(invocation, outcome)
+
+
+async def test_each_changing_step_has_a_checkpoint_with_its_diff_and_the_preview_sums_them(
+    steps: StepRecords, workspaces: Path, nc: NATS, namespace: Namespace
+) -> None:
+    store = ArtifactStore(nc.jetstream(), namespace, "demo")
+    wrote = await _step(
+        steps, _invocation(workspaces, "File.Write", "s1", path="a.txt", content="one\ntwo\n")
+    )
+    diff_uri = wrote.details["checkpoint_diff"]
+    assert diff_uri in wrote.artifact_uris
+    first = (await store.get(ArtifactUri.parse(diff_uri))).decode()
+    assert "+++ b/a.txt" in first and "+two" in first and "kept.txt" not in first
+
+    deleted = await _step(steps, _invocation(workspaces, "File.Delete", "s2", path="kept.txt"))
+    second = (await store.get(ArtifactUri.parse(deleted.details["checkpoint_diff"]))).decode()
+    assert "deleted file mode" in second and "-already here" in second and "a.txt" not in second
+
+    # A command's change (made here by hand, as a command would), checkpointed after its step;
+    # a repository inside the workspace is recorded as its files, not as a submodule link.
+    project = workspaces / "session-a" / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n\tfsmonitor = /bin/false\n")
+    (project / "src.py").write_text("print('hi')\n")
+    committed = await _step(steps, _invocation(workspaces, "Git.Commit", "s3"))
+    third = (await store.get(ArtifactUri.parse(committed.details["checkpoint_diff"]))).decode()
+    assert "+++ b/project/src.py" in third and ".git/" not in third
+
+    read = await _step(
+        steps, _invocation(workspaces, "File.Write", "s4", path="a.txt", content="one\ntwo\n")
+    )
+    assert "checkpoint" not in read.details  # nothing changed: no checkpoint
+    preview = patch_preview(workspaces, "session-a")
+    assert "+++ b/a.txt" in preview and "-already here" in preview
+    assert "+++ b/project/src.py" in preview
+    assert patch_preview(workspaces, "session-b") == ""
+    assert shadow_repository(workspaces / "session-a").parent == workspaces / ".checkpoints"
+
+
+async def test_a_snapshot_never_follows_a_link_out_of_the_workspace(
+    steps: StepRecords, workspaces: Path, tmp_path: Path
+) -> None:
+    """A symlink is recorded as its target's name and a hard link is left out: neither copies
+    a file from outside into the diff a person (or a store reader) is shown."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET\n")
+    await steps.before(_invocation(workspaces, "Shell.Exec", "s0"))
+    (workspaces / "session-a" / "sym").symlink_to(secret)
+    (workspaces / "session-a" / "linkdir").symlink_to(tmp_path)
+    os.link(secret, workspaces / "session-a" / "hard")
+    outcome = await steps.after(
+        _invocation(workspaces, "Shell.Exec", "s1"), ToolOutcome(status="succeeded")
+    )
+    preview = patch_preview(workspaces, "session-a")
+    assert "TOP SECRET" not in preview
+    assert f"+{secret}" in preview and "b/sym" in preview and "b/linkdir" in preview
+    assert "b/hard" not in preview
+    assert "checkpoint" in outcome.details
+
+
+async def test_steps_of_one_session_at_once_each_get_their_checkpoint(
+    steps: StepRecords, workspaces: Path
+) -> None:
+    """Replicas and concurrent deliveries may end steps of one session together: snapshots are
+    taken one at a time, so none fails and the preview has every change."""
+    invocations = [
+        _invocation(workspaces, "File.Write", f"c{n}", path=f"f{n}.txt", content=f"{n}\n")
+        for n in range(8)
+    ]
+    outcomes = await asyncio.gather(*(_step(steps, i) for i in invocations))
+    assert [o.details.get("checkpoint_error") for o in outcomes] == [None] * 8
+    preview = patch_preview(workspaces, "session-a")
+    assert all(f"+++ b/f{n}.txt" in preview for n in range(8))
