@@ -36,7 +36,7 @@ from nats.js.errors import NotFoundError
 
 from schemas import Namespace, ToolRequest, ToolResult, decode_envelope, derive_id, encode, utc_now
 
-__all__ = ("AGENT", "REFERENCES", "STEP", "raw_subject", "run_reference")
+__all__ = ("AGENT", "REFERENCES", "STEP", "guarded_step", "raw_subject", "run_reference")
 
 AGENT = "bench"
 """The agent whose requests every path answers (its delivery subject is the answer's)."""
@@ -114,9 +114,10 @@ async def _gate_stores(
     )
 
 
-async def _guarded_step(js: JetStreamContext, ns: Namespace, msg: Msg, workspaces: Path) -> None:
-    request = _request_of(msg.data)
-    await _gate_stores(js, ns, request.id, ns.deliver("tools"), msg.data, request.step_id)
+async def guarded_step(js: JetStreamContext, ns: Namespace, data: bytes, workspaces: Path) -> None:
+    """One request's stores, read and answer on the guarded path, in Parley's order."""
+    request = _request_of(data)
+    await _gate_stores(js, ns, request.id, ns.deliver("tools"), data, request.step_id)
     runs = ns.bucket("tool_runs")
     run = f"$KV.{runs}.run." + hashlib.sha256(request.step_id.encode()).hexdigest()[:48]
     mark = await js.publish(run, b"started", headers=_CREATE_ONLY)
@@ -139,7 +140,7 @@ async def _guarded(url: str, ns: Namespace, workspaces: Path) -> None:
         except TimeoutError:
             continue
         for msg in messages:
-            await _guarded_step(js, ns, msg, workspaces)
+            await guarded_step(js, ns, msg.data, workspaces)
             await msg.ack()
 
 

@@ -1,9 +1,8 @@
 """The benchmark's tools row: a 4 KiB File.Read through the gate and the tool runtime, against
 raw nats-py doing the same read, one call at a time (issue 31's aim: p50 within 2x).
 
-Three paths on one embedded nats-server (`sync_interval: always`, as `parley up` runs it),
-each answering the same `tool_request` (File.Read of a 4 KiB file in the session's workspace)
-with a `tool_result` carrying its text:
+Three paths on one embedded nats-server, each answering the same `tool_request` (File.Read of
+a 4 KiB file in the session's workspace) with a `tool_result` carrying its text:
 
 - `parley`: an agent-side client publishes the request on its submit subject (a stored,
   acknowledged JetStream publish); the gate (a real process, with a signed bundle granting
@@ -11,7 +10,7 @@ with a `tool_result` carrying its text:
   the tool runtime (`parley run tools`, a real process) marks the step as started (create-only),
   checks the scope again on the real file system, reads the file, stores the result over the
   mark, then submits the result, which the gate checks against the open call and delivers to
-  the agent. Every store is fsynced, and each step runs at most once.
+  the agent. Every store is acknowledged once stored, and each step runs at most once.
 - `raw` and `guarded` (tools/bench/_rawtools.py): core request/reply to a responder process
   that reads the file (nothing stored, nothing checked), and the same stores as Parley's path
   in its order, done with nats-py alone in one process.
@@ -21,6 +20,10 @@ step (no stored result is replayed). Each round runs every path's calls in turn,
 alternating from round to round so machine noise hits all alike. The verdict compares
 Parley's p50 with the raw path's; `parley / guarded` says what Parley adds over the floor its
 guarantees set.
+
+The row runs twice: on a server that fsyncs every write (`sync_interval: always`, as `parley
+up` runs it, and the setting the aim is judged on) and on one that leaves writes to the
+kernel (`lazy`), which shows how much of each path's time is the disk's.
 """
 
 from __future__ import annotations
@@ -239,8 +242,9 @@ async def _calls(call: Call, count: int) -> list[float]:
     return [await call() for _ in range(count)]
 
 
-async def tools_rows(calls: int, rounds: int) -> dict[str, list[float]]:
-    """Every path's call durations (seconds), `calls` a round, `rounds` alternating rounds."""
+async def tools_rows(calls: int, rounds: int, fsync: bool = True) -> dict[str, list[float]]:
+    """Every path's call durations (seconds), `calls` a round, `rounds` alternating rounds,
+    on a server that fsyncs every write (`fsync`) or leaves it to the kernel."""
     roots = {path: f"benchtools{path}" for path in PATHS}
     samples: dict[str, list[float]] = {path: [] for path in PATHS}
     with tempfile.TemporaryDirectory(prefix="parley-bench-tools-") as directory:
@@ -248,7 +252,7 @@ async def tools_rows(calls: int, rounds: int) -> dict[str, list[float]]:
         workspaces = scratch / "workspaces"
         (workspaces / _SESSION / _FILE).parent.mkdir(parents=True, mode=0o700)
         (workspaces / _SESSION / _FILE).write_bytes(b"x" * (FILE_BYTES - 1) + b"\n")
-        server = EmbeddedServer(scratch / "nats")  # sync_interval: always, as `parley up`
+        server = EmbeddedServer(scratch / "nats", sync_always=fsync)
         await asyncio.to_thread(server.start)
         nc = await nats.connect(server.url)
         try:
@@ -303,8 +307,8 @@ def summarise_tools(samples: dict[str, list[float]]) -> dict[str, Any]:
     }
 
 
-def print_tools(summary: dict[str, Any]) -> None:
-    print(f"\ntools: one {FILE_BYTES}-byte File.Read at a time, round trip (fsync always)")
+def print_tools(summary: dict[str, Any], fsync: str) -> None:
+    print(f"\ntools: one {FILE_BYTES}-byte File.Read at a time, round trip (fsync {fsync})")
     print(f"{'path':<10}{'calls':>8}{'p50 µs':>12}{'p99 µs':>12}")
     for path in PATHS:
         row = summary[path]
@@ -324,7 +328,11 @@ def tools_step(args: argparse.Namespace, result: dict[str, Any]) -> tuple[str, C
     """The row as `parley bench` runs it: what it measures with these options, and the run."""
 
     def run() -> None:
-        result["tools"] = summarise_tools(uvloop.run(tools_rows(args.tool_calls, args.rounds)))
-        print_tools(result["tools"])
+        result["tools"] = {}
+        for fsync in ("always", "lazy"):
+            samples = uvloop.run(tools_rows(args.tool_calls, args.rounds, fsync == "always"))
+            result["tools"][fsync] = summarise_tools(samples)
+            print_tools(result["tools"][fsync], fsync)
 
-    return f"tools: {args.tool_calls} File.Read calls a path a round, {args.rounds} rounds", run
+    what = f"tools: {args.tool_calls} File.Read calls a path a round, {args.rounds} rounds"
+    return what, run
