@@ -95,7 +95,7 @@ async def test_the_guarded_reference_makes_the_stores_of_parleys_path(
     entry = await runs.get(run)
     assert entry.revision == 2 and b"four kib stand-in" in (entry.value or b"")
     delivered = await js.get_last_msg(namespace.stream("deliver"), namespace.deliver(AGENT))
-    answer = decode_envelope(delivered.data)
+    answer = decode_envelope(delivered.data or b"")
     assert isinstance(answer, ToolResult) and answer.output_text == "four kib stand-in"
     assert (await js.get_last_msg(namespace.stream("deliver"), namespace.deliver("tools"))).data
     assert (await js.get_last_msg(namespace.stream("events"), namespace.decisions("bench"))).data
