@@ -44,6 +44,7 @@ def test_the_tools_row_reads_through_every_path_and_prints_a_verdict(
         for path in PATHS:
             assert row[path]["calls"] == 3, (fsync, path, row)
             assert 0 < row[path]["p50_us"] <= row[path]["p99_us"], (fsync, path, row)
+            assert row[path]["cpu_ms"] >= row[path]["server_cpu_ms"] >= 0, (fsync, path, row)
         assert row["p50_parley_to_raw"] > 0 and row["p50_parley_to_guarded"] > 0, row
         assert row["pass"] == (row["p50_parley_to_raw"] <= AIM_RATIO), row
     printed = capsys.readouterr().out

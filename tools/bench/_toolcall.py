@@ -17,7 +17,9 @@ a 4 KiB file in the session's workspace) with a `tool_result` carrying its text:
 
 Calls are sequential (one in flight), each to a fresh step id, so every Parley call runs its
 step (no stored result is replayed). Each round runs every path's calls in turn, the order
-alternating from round to round so machine noise hits all alike. The verdict compares
+alternating from round to round so machine noise hits all alike. Each path's row also gives
+the CPU every process of the run (the server, the gate, the runtime, the responders; not the
+client) spent while its calls were in flight, per call (tools/bench/_cpu.py). The verdict compares
 Parley's p50 with the raw path's; `parley / guarded` says what Parley adds over the floor its
 guarantees set.
 
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,7 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools.bench._cpu import CpuSample, Descendants
 from tools.bench._kit import percentile_us
 from tools.bench._rawtools import AGENT, STEP, raw_subject
 from tools.demo import sign_bundle
@@ -238,15 +242,32 @@ async def _parley(
             stopping.set()
 
 
-async def _calls(call: Call, count: int) -> list[float]:
-    return [await call() for _ in range(count)]
+@dataclass
+class _Measured:
+    """Call durations (seconds), and the CPU every process of the run spent during them."""
+
+    durations: list[float] = field(default_factory=list)
+    cpu: CpuSample = field(default_factory=CpuSample)
+
+    def cpu_ms(self) -> dict[str, float]:
+        """CPU per call of every process (the server's share apart), in milliseconds."""
+        calls = max(len(self.durations), 1)
+        total = self.cpu.server_s + self.cpu.others_s
+        return {"cpu_ms": total * 1000 / calls, "server_cpu_ms": self.cpu.server_s * 1000 / calls}
 
 
-async def tools_rows(calls: int, rounds: int, fsync: bool = True) -> dict[str, list[float]]:
-    """Every path's call durations (seconds), `calls` a round, `rounds` alternating rounds,
-    on a server that fsyncs every write (`fsync`) or leaves it to the kernel."""
+async def _calls(call: Call, count: int, measured: _Measured, processes: Descendants) -> None:
+    for _ in range(count):
+        before = processes.cpu()
+        measured.durations.append(await call())
+        measured.cpu += processes.cpu() - before
+
+
+async def tools_rows(calls: int, rounds: int, fsync: bool = True) -> dict[str, _Measured]:
+    """Every path's calls, `calls` a round, `rounds` alternating rounds, on a server that
+    fsyncs every write (`fsync`) or leaves it to the kernel."""
     roots = {path: f"benchtools{path}" for path in PATHS}
-    samples: dict[str, list[float]] = {path: [] for path in PATHS}
+    measured = {path: _Measured() for path in PATHS}
     with tempfile.TemporaryDirectory(prefix="parley-bench-tools-") as directory:
         scratch = Path(directory)
         workspaces = scratch / "workspaces"
@@ -272,25 +293,30 @@ async def tools_rows(calls: int, rounds: int, fsync: bool = True) -> dict[str, l
                     "guarded": _stored_call(nc, ns["guarded"], answers, traced=False),
                     "parley": _stored_call(nc, ns["parley"], answers, traced=True),
                 }
+                processes = Descendants()
                 for call in paths.values():
-                    await _calls(call, _WARM_UP_CALLS)
+                    await _calls(call, _WARM_UP_CALLS, _Measured(), processes)
                 for turn in range(rounds):
                     for path in PATHS if turn % 2 == 0 else PATHS[::-1]:
-                        samples[path] += await _calls(paths[path], calls)
+                        await _calls(paths[path], calls, measured[path], processes)
         finally:
             await nc.close()
             await asyncio.to_thread(server.stop)
-    return samples
+    return measured
 
 
-def summarise_tools(samples: dict[str, list[float]]) -> dict[str, Any]:
-    """Each path's p50/p99 (µs), Parley's ratios to the references, and the verdict against
-    the aim (FAIL when a path has no samples: nothing measured passes nothing)."""
+def summarise_tools(
+    samples: dict[str, list[float]], cpu: dict[str, dict[str, float]] | None = None
+) -> dict[str, Any]:
+    """Each path's p50/p99 (µs) and CPU per call (ms), Parley's ratios to the references,
+    and the verdict against the aim (FAIL when a path has no samples: nothing measured
+    passes nothing)."""
     rows = {
         path: {
             "calls": len(samples.get(path, [])),
             "p50_us": percentile_us(samples[path], 0.5) if samples.get(path) else 0.0,
             "p99_us": percentile_us(samples[path], 0.99) if samples.get(path) else 0.0,
+            **(cpu or {}).get(path, {"cpu_ms": 0.0, "server_cpu_ms": 0.0}),
         }
         for path in PATHS
     }
@@ -309,10 +335,11 @@ def summarise_tools(samples: dict[str, list[float]]) -> dict[str, Any]:
 
 def print_tools(summary: dict[str, Any], fsync: str) -> None:
     print(f"\ntools: one {FILE_BYTES}-byte File.Read at a time, round trip (fsync {fsync})")
-    print(f"{'path':<10}{'calls':>8}{'p50 µs':>12}{'p99 µs':>12}")
+    print(f"{'path':<10}{'calls':>8}{'p50 µs':>12}{'p99 µs':>12}{'CPU ms (server)':>20}")
     for path in PATHS:
         row = summary[path]
-        print(f"{path:<10}{row['calls']:>8}{row['p50_us']:>12.0f}{row['p99_us']:>12.0f}")
+        cpu = f"{row['cpu_ms']:.2f} ({row['server_cpu_ms']:.2f})"
+        print(f"{path:<10}{row['calls']:>8}{row['p50_us']:>12.0f}{row['p99_us']:>12.0f}{cpu:>20}")
     verdict = "PASS" if summary["pass"] else "FAIL"
     print(
         f"parley / raw p50 {summary['p50_parley_to_raw']:.1f}x "
@@ -330,8 +357,11 @@ def tools_step(args: argparse.Namespace, result: dict[str, Any]) -> tuple[str, C
     def run() -> None:
         result["tools"] = {}
         for fsync in ("always", "lazy"):
-            samples = uvloop.run(tools_rows(args.tool_calls, args.rounds, fsync == "always"))
-            result["tools"][fsync] = summarise_tools(samples)
+            measured = uvloop.run(tools_rows(args.tool_calls, args.rounds, fsync == "always"))
+            result["tools"][fsync] = summarise_tools(
+                {path: m.durations for path, m in measured.items()},
+                {path: m.cpu_ms() for path, m in measured.items()},
+            )
             print_tools(result["tools"][fsync], fsync)
 
     what = f"tools: {args.tool_calls} File.Read calls a path a round, {args.rounds} rounds"
