@@ -106,3 +106,12 @@ async def test_the_guarded_reference_makes_the_stores_of_parleys_path(
     with pytest.raises(APIError) as refused:  # the run mark is create-only, as the runtime's
         await guarded_step(js, namespace, encode(again), tmp_path)
     assert refused.value.err_code == WRONG_LAST_SEQUENCE
+
+
+def test_the_help_names_the_tools_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """`parley bench --help` prints (every option's help is a format string to argparse)."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "`tools`: a 4 KiB File.Read through the gate" in printed, printed

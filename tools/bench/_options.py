@@ -98,7 +98,7 @@ _HELP: Final = {
     "scale_agents": "registered agents beating into the registry (scale)",
     "scale_agents_window_s": "seconds the agents' CPU is measured over (scale)",
     "scale_agents_fsync": "server fsync settings the agents run under (scale)",
-    "scale_agents_aim_pct": "aim for the agents' readers and server, % of one core (scale)",
+    "scale_agents_aim_pct": "aim for the agents' readers and server, %% of one core (scale)",
     "scale_decisions_trace": "envelopes in the long trace decisions are timed on (scale)",
     "scale_decisions_pairs": "calls and answers decided at each trace size (scale)",
     "tool_calls": "sequential 4 KiB File.Read calls per path and round (tools)",
