@@ -16,8 +16,9 @@ work matches Parley's; neither checks a scope, a bundle or a path.
   (compare-and-set on the mark's revision) and submits the result; as the gate does for the
   result, reads and claims its id, then stores its trace record, position, delivery to the
   agent and decision together; then acks the request. The client sees the delivery on its
-  subject. Fourteen stores in eight rounds (the client's publish the first), after two reads,
-  without Parley's two extra process hops (the delivery to the runtime and the result's
+  subject. Fourteen stores in eight rounds (the client's publish the first), after two reads;
+  Parley's gate also stores its in-flight counts and an answer record, in rounds counted here.
+  It runs without Parley's two extra process hops (the delivery to the runtime and the result's
   submission are each pulled by another process in Parley) and without its checks: the
   floor those durable, at-most-once steps set for any client.
 """
