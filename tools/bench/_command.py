@@ -83,6 +83,7 @@ from tools.bench._table import (
     print_relay,
     print_runtime,
 )
+from tools.bench._toolcall import tools_step
 
 __all__ = ("main",)
 
@@ -370,6 +371,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
             f"{args.scale_decisions_trace:,}",
             scale,
         ),
+        "tools": tools_step(args, result),
     }
     chosen = [args.only] if args.only else list(ROWS)
     if not args.audit_backlog and "audit" in chosen:

@@ -26,6 +26,7 @@ ROWS: Final = (
     "publish",
     "context",
     "scale",
+    "tools",
 )
 """Every row, in the order a run without `--only` takes them."""
 
@@ -50,6 +51,7 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_agents_aim_pct": 10.0,
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 2000,
+    "tool_calls": 200,
 }
 """The defaults: every row, small enough to end within minutes."""
 
@@ -74,6 +76,7 @@ FULL: Final[dict[str, int | float | str]] = {
     "scale_agents_aim_pct": 10.0,
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 5000,
+    "tool_calls": 1000,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
 
@@ -95,9 +98,10 @@ _HELP: Final = {
     "scale_agents": "registered agents beating into the registry (scale)",
     "scale_agents_window_s": "seconds the agents' CPU is measured over (scale)",
     "scale_agents_fsync": "server fsync settings the agents run under (scale)",
-    "scale_agents_aim_pct": "aim for the agents' readers and server, % of one core (scale)",
+    "scale_agents_aim_pct": "aim for the agents' readers and server, %% of one core (scale)",
     "scale_decisions_trace": "envelopes in the long trace decisions are timed on (scale)",
     "scale_decisions_pairs": "calls and answers decided at each trace size (scale)",
+    "tool_calls": "sequential 4 KiB File.Read calls per path and round (tools)",
 }
 
 
@@ -116,7 +120,12 @@ def bench_parser(description: str) -> argparse.ArgumentParser:
         help="the long sweeps of docs/benchmarks.md instead of the quick defaults (hours)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/bench.json"))
-    parser.add_argument("--only", choices=ROWS, help="run only this row (default: all)")
+    parser.add_argument(
+        "--only",
+        choices=ROWS,
+        help="run only this row (default: all); `tools`: a 4 KiB File.Read through the gate "
+        "and the tool runtime against raw nats-py request/reply",
+    )
     return parser
 
 
