@@ -51,6 +51,15 @@ from schemas._delegation import (
     SubAgentResult,
 )
 from schemas._errors import ErrorCode
+from schemas._llm import (
+    GuardrailOutcome,
+    LlmError,
+    LlmRequest,
+    LlmResponse,
+    LlmToolCall,
+    LlmUsage,
+    SourceProvenance,
+)
 from schemas._records import (
     ApprovalRequest,
     AuditRecord,
@@ -80,13 +89,20 @@ __all__ = (
     "Envelope",
     "Error",
     "FilteredContext",
+    "GuardrailOutcome",
     "Handoff",
     "HandoffData",
     "HumanMessage",
+    "LlmError",
+    "LlmRequest",
+    "LlmResponse",
+    "LlmToolCall",
+    "LlmUsage",
     "Orchestration",
     "Reference",
     "Reply",
     "SessionEvent",
+    "SourceProvenance",
     "SourceRef",
     "SubAgentArgs",
     "SubAgentCall",
@@ -309,16 +325,18 @@ AnyEnvelope = (
     | Error
     | ToolRequest
     | ToolResult
+    | LlmRequest
+    | LlmResponse
     | ApprovalRequest
     | AuditRecord
     | Decision
 )
 
 _CALL_KINDS: frozenset[type[Envelope]] = frozenset(
-    {AgentCall, DelegationRequest, SubAgentCall, ToolRequest}
+    {AgentCall, DelegationRequest, SubAgentCall, ToolRequest, LlmRequest}
 )
 _RETURN_KINDS: frozenset[type[Envelope]] = frozenset(
-    {AgentResponse, DelegationResponse, SubAgentResult, ToolResult, Error}
+    {AgentResponse, DelegationResponse, SubAgentResult, ToolResult, LlmResponse, Error}
 )
 
 

@@ -21,6 +21,7 @@ from schemas import (
     DelegationRequest,
     ErrorCode,
     HumanMessage,
+    LlmRequest,
     PolicyBundle,
     ProfilePolicy,
     SubAgentCall,
@@ -161,6 +162,8 @@ def hop_limit(
                 f"Recursive sub-agent calls detected: depth {hop} exceeds the limit of {limit}",
             )
         return None
+    if isinstance(envelope, LlmRequest):
+        return None  # a model call is a leaf: it opens no hop anyone could go on from
     limit = profile.max_hop_count
     if hop > limit:
         return (

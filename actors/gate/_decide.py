@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from msgspec import Struct, structs
 
+from actors.gate._llm_checks import charge_tokens
 from actors.gate._plan import Deny, Route
 from actors.gate._records import (
     Children,
@@ -39,6 +40,7 @@ from schemas import (
     DelegationResponse,
     Error,
     ErrorCode,
+    LlmResponse,
     PolicyBundle,
     SubAgentResult,
 )
@@ -290,7 +292,7 @@ def decide(
         if closing is not None and closing.in_progress:
             open_calls[answered] = structs.replace(closing, answered_by=own)
         if not trace_paid:
-            tokens += _tokens_spent(sub.envelope)
+            tokens += charge_tokens(open_calls, route, _tokens_spent(sub.envelope))
         if answered in inflight.calls or answered in inflight.shared:
             ledger.put(
                 inflight_k,
@@ -341,5 +343,7 @@ def _tokens_spent(envelope: AnyEnvelope) -> int:
             return envelope.token_usage.total
         case SubAgentResult():
             return envelope.tokens_used
+        case LlmResponse():
+            return envelope.usage.total_tokens  # as the provider reported it
         case _:
             return 0

@@ -147,6 +147,9 @@ class OpenCall(Struct, frozen=True, kw_only=True):
     objective: str
     expires_ms: int
     answered_by: str = ""
+    measured_tokens: int = 0
+    """Tokens the model answers made under this call reported (`llm_response` usage), already
+    charged to the trace: the call's own answer is charged only what it reports beyond them."""
 
     @property
     def in_progress(self) -> bool:

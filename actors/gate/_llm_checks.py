@@ -1,0 +1,52 @@
+"""The gate's checks of a model call (seed 002 §10 `llmPolicy`, §17): the model allowlist and
+the prompt's size, before the LLM gateway sees it. Pure.
+
+The rules themselves are the gateway's (actors/llm/_policy.py), applied here first so a
+refused call costs no delivery, and again by the gateway on the bundle it verified itself.
+The session's tokens are `decide()`'s: an `llm_response` charges its trace with the usage
+the provider reported (`charge_tokens`).
+"""
+
+from __future__ import annotations
+
+from msgspec import structs
+
+from actors.gate._records import OpenCall
+from actors.gate._routes import Deny, Route, Submission
+from actors.llm import check_llm_policy
+from schemas import LlmRequest, LlmResponse, PolicyBundle
+
+__all__ = ("charge_tokens", "check_llm_request")
+
+
+def check_llm_request(sub: Submission, envelope: LlmRequest, bundle: PolicyBundle) -> Deny | None:
+    """Whether the sender may send this model call (`sub`'s envelope) to a provider."""
+    refused = check_llm_policy(bundle, sub.sender, envelope)
+    if refused is None:
+        return None
+    return Deny(
+        refused.code, refused.rule, refused.message, limit=refused.limit, value=refused.value
+    )
+
+
+def charge_tokens(open_calls: dict[str, OpenCall], route: Route, reported: int) -> int:
+    """What an admitted answer adds to its trace's tokens, noting a model answer's usage on
+    the call its model call was made for (edits `open_calls`).
+
+    A model answer is charged what the provider reported. An agent's own answer reports the
+    tokens its brain spent, the model answers' among them: it is charged only what it
+    reports beyond those already charged, so a call through the gateway is never charged
+    twice, and an agent that under-reports is still charged what its model calls used.
+    """
+    if isinstance(route.sub.envelope, LlmResponse):
+        parent = route.position.levels[-1].call_id
+        call = open_calls.get(parent)
+        if call is not None:
+            open_calls[parent] = structs.replace(
+                call, measured_tokens=call.measured_tokens + reported
+            )
+        return reported
+    answered = route.answered.call_id if route.answered is not None else ""
+    closing = open_calls.get(answered)
+    measured = closing.measured_tokens if closing is not None else 0
+    return max(0, reported - measured)
