@@ -53,6 +53,7 @@ from schemas._delegation import (
 from schemas._errors import ErrorCode
 from schemas._llm import (
     GuardrailOutcome,
+    LlmContext,
     LlmError,
     LlmRequest,
     LlmResponse,
@@ -93,6 +94,7 @@ __all__ = (
     "Handoff",
     "HandoffData",
     "HumanMessage",
+    "LlmContext",
     "LlmError",
     "LlmRequest",
     "LlmResponse",

@@ -23,6 +23,7 @@ from schemas._base import Envelope, Id, Name, NonNegative
 
 __all__ = (
     "GuardrailOutcome",
+    "LlmContext",
     "LlmError",
     "LlmRequest",
     "LlmResponse",

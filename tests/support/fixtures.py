@@ -6,6 +6,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas import (
+    GuardrailOutcome,
+    LlmContext,
+    LlmRequest,
+    LlmResponse,
+    LlmUsage,
+    SourceProvenance,
     AgentCall,
     AgentResponse,
     ApprovalRequest,
@@ -161,6 +167,32 @@ def example_envelopes() -> list[Any]:
             step_id="st1",
             status="failed",
             error=ToolError(code="TOOL_EXECUTION_FAILED", message="exit 1"),
+            created_at=T0,
+        ),
+        LlmRequest(
+            id="e12a",
+            request_id="r1",
+            session_id="s1",
+            task_id="t1",
+            step_id="st2",
+            model="gpt-4o-mini",
+            messages=({"role": "user", "content": "Refactor the HTTP client."},),
+            context_metadata=LlmContext(
+                source_provenance=(SourceProvenance(source_type="local_file", path="client.py"),)
+            ),
+            created_at=T0,
+        ),
+        LlmResponse(
+            id="e12b",
+            request_id="r1",
+            session_id="s1",
+            model="gpt-4o-mini",
+            status="succeeded",
+            text="Done.",
+            usage=LlmUsage(prompt_tokens=12, completion_tokens=3, total_tokens=15),
+            guardrails=(
+                GuardrailOutcome(rule_id="redact_secrets", stage="request", action="redacted"),
+            ),
             created_at=T0,
         ),
         ApprovalRequest(
