@@ -8,7 +8,9 @@ so "never called" and "never saw the secret" are read from what it recorded.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +31,8 @@ from schemas import (
 )
 from tests.support.agents import start_agent, write_profile
 from tests.support.delegation import person_request, submit_as_person
-from tests.support.gate import Signer, make_bundle, publish_bundle, start_gate
-from tests.support.llm_server import WireServer, openai_completion
+from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
+from tests.support.llm_server import Canned, WireServer, openai_completion
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 FINAL = json.dumps({"message": "The parser is written.", "final": True})
@@ -44,6 +46,13 @@ class System:
     ns: Namespace
     server: WireServer
     processes: list[ProcessOutput]
+    llm_env: dict[str, str]
+
+    def restart_gateway(self) -> ProcessOutput:
+        """Start the gateway again (after it was killed), with the same settings."""
+        gateway = start_actor("llm", "llm", self.llm_env)
+        self.processes.append(gateway)
+        return gateway
 
     async def delegate(self, objective: str, text: str = "") -> DelegationResponse | Error:
         """Delegate to the planner as the person: its answer, or the error it got."""
@@ -108,7 +117,7 @@ async def _system(
     for process in processes:
         await process.wait_line(READY)
     await processes[0].wait_line("policy bundle in force")
-    return System(nc, ns, server, processes)
+    return System(nc, ns, server, processes, llm_env)
 
 
 @pytest.fixture
@@ -251,3 +260,40 @@ async def test_a_bundle_deny_rule_stops_the_request_with_its_rule_id(
     assert answer.code == "LLM_GUARDRAIL_BLOCKED"
     assert "no_payroll" in answer.message
     assert system.server.requests == []
+
+
+async def test_the_gateway_killed_mid_call_asks_again_and_answers_once(
+    nc: NATS,
+    nats_server: EmbeddedServer,
+    namespace: Namespace,
+    tmp_path: Path,
+    closing: list[System],
+) -> None:
+    """SIGKILLed while the provider has the request and no answer is stored: the redelivered
+    request finds nothing stored and asks the provider again; one answer reaches the agent,
+    and the gate admits exactly one llm_response."""
+    system = await _system(
+        nc, nats_server, namespace, tmp_path, LlmPolicy(allowed_models=("model-x",))
+    )
+    closing.append(system)
+    decisions = await Decisions(nc.jetstream(), namespace).open()
+    system.server.queue(Canned(hang=True), openai_completion(FINAL, completion_tokens=9))
+    delegation = asyncio.ensure_future(system.delegate("Write the parser"))
+    await asyncio.wait_for(system.server.received.wait(), 30)
+    gateway = system.processes[1]
+    assert gateway.kill() == -signal.SIGKILL
+    await system.restart_gateway().wait_line(READY)
+    answer = await asyncio.wait_for(delegation, 60)
+    assert isinstance(answer, DelegationResponse), answer
+    assert answer.status == "success", answer
+    assert len(system.server.requests) == 2  # asked again: nothing had been answered
+    assert system.server.requests[0].body == system.server.requests[1].body
+    seen: list[tuple[str, bool]] = []
+    while True:
+        try:
+            decision = await decisions.next(timeout=2)
+        except TimeoutError:
+            break
+        if decision.envelope_kind == "llm_response":
+            seen.append((decision.rule, decision.allowed))
+    assert seen == [("allow", True)], seen
