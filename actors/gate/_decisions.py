@@ -26,6 +26,7 @@ from schemas import (
     DelegationResponse,
     Error,
     ErrorCode,
+    LlmResponse,
     SubAgentCall,
     SubAgentResult,
     derive_id,
@@ -127,6 +128,14 @@ def _answer_figures(envelope: AnyEnvelope) -> _Figures:
                 tokens=envelope.tokens_used,
                 duration_ms=envelope.duration_seconds * 1000,
                 tools_used=envelope.tool_calls,
+            )
+        case LlmResponse():
+            error = envelope.error
+            return _Figures(
+                outcome="success" if envelope.status == "succeeded" else envelope.status,
+                reason=f"{error.code}: {error.message}" if error else "",
+                tokens=envelope.usage.total_tokens,
+                duration_ms=envelope.latency_ms,
             )
         case Error():
             late = envelope.code == ErrorCode.DEADLINE_EXCEEDED

@@ -16,6 +16,7 @@ from msgspec import Struct, structs
 
 from actors.gate._decisions import decision_for, tag
 from actors.gate._ids import Claim, IdClaims
+from actors.gate._llm_timeline import llm_event
 from actors.gate._metrics import DecisionCounter
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._records import Position, position_key
@@ -360,12 +361,17 @@ class GateEffects:
         await ctx.outbox.publish_batched(events, subject, encode(decision), headers)
         if self.decisions is not None:
             self.decisions.count(ctx, decision)
-        await self._tell_timeline(ctx, decision, position)
+        await self._tell_timeline(ctx, decision, position, envelope)
 
-    async def _tell_timeline(self, ctx: Context, decision: Decision, position: Position) -> None:
+    async def _tell_timeline(
+        self, ctx: Context, decision: Decision, position: Position, envelope: AnyEnvelope
+    ) -> None:
         """Tell the person a trace works for of a call made (or answered) in it, on the
-        timeline of the session its root was sent in (actors/gate/_timeline.py)."""
-        event = call_event(decision, position.session_id)
+        timeline of the session its root was sent in (actors/gate/_timeline.py; a model
+        call's, actors/gate/_llm_timeline.py)."""
+        event = call_event(decision, position.session_id) or llm_event(
+            decision, envelope, position.session_id
+        )
         if (
             event is None
             or self.role_of(decision.origin) != "person"

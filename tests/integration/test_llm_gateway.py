@@ -27,6 +27,7 @@ from schemas import (
     Guardrails,
     LlmPolicy,
     Namespace,
+    SessionEvent,
     decode_envelope,
 )
 from tests.support.agents import start_agent, write_profile
@@ -54,14 +55,16 @@ class System:
         self.processes.append(gateway)
         return gateway
 
-    async def delegate(self, objective: str, text: str = "") -> DelegationResponse | Error:
+    async def delegate(
+        self, objective: str, text: str = "", session_id: str | None = None
+    ) -> DelegationResponse | Error:
         """Delegate to the planner as the person: its answer, or the error it got."""
         js = self.nc.jetstream()
         ns = self.ns
         inbox = await js.pull_subscribe(
             ns.deliver("cli"), durable="cli", stream=ns.stream("deliver")
         )
-        request = person_request(objective, text=text)
+        request = person_request(objective, text=text, session_id=session_id)
         await submit_as_person(js, ns, request)
         while True:
             (msg,) = await inbox.fetch(1, timeout=60)
@@ -152,6 +155,46 @@ async def test_an_agent_without_a_key_answers_through_the_gateway(
     assert request.body["model"] == "model-x"
     profile = (tmp_path / "agents" / "planner.toml").read_text()
     assert "key" not in profile
+
+
+async def test_the_person_sees_each_model_call_on_their_timeline_without_its_contents(
+    nc: NATS,
+    nats_server: EmbeddedServer,
+    namespace: Namespace,
+    tmp_path: Path,
+    closing: list[System],
+) -> None:
+    """llm_request_started and llm_request_completed, with the model, tokens in and out,
+    latency and the guardrails' decisions by rule id; never the prompt or the answer."""
+    system = await _system(
+        nc, nats_server, namespace, tmp_path, LlmPolicy(allowed_models=("model-x",))
+    )
+    closing.append(system)
+    system.server.queue(openai_completion(FINAL, prompt_tokens=40, completion_tokens=9))
+    answer = await system.delegate("Deploy it", text=f"with {SECRET}", session_id="sess-llm")
+    assert isinstance(answer, DelegationResponse), answer
+    js = nc.jetstream()
+    timeline = await js.pull_subscribe(
+        namespace.events("cli", "sess-llm"), durable="timeline", stream=namespace.stream("events")
+    )
+    events: list[SessionEvent] = []
+    while len(events) < 2:
+        for msg in await timeline.fetch(1, timeout=20):
+            event = decode_envelope(msg.data)
+            if isinstance(event, SessionEvent) and event.event_type.startswith("llm_"):
+                events.append(event)
+    started, completed = events
+    assert started.event_type == "llm_request_started"
+    assert (started.speaker, started.payload["model"]) == ("planner", "model-x")
+    assert completed.event_type == "llm_request_completed"
+    assert completed.payload["status"] == "succeeded"
+    assert (completed.payload["tokens_in"], completed.payload["tokens_out"]) == (40, 9)
+    assert completed.payload["latency_ms"] >= 0
+    assert {"rule_id": "redact_secrets", "stage": "request", "action": "redacted", "count": 1} in (
+        completed.payload["guardrails"]
+    )
+    told = json.dumps([e.payload for e in events])
+    assert "Deploy it" not in told and "parser is written" not in told
 
 
 async def test_a_model_outside_the_allowlist_is_refused_before_the_provider(
