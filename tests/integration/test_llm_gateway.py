@@ -33,7 +33,7 @@ from schemas import (
 from tests.support.agents import start_agent, write_profile
 from tests.support.delegation import person_request, submit_as_person
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate
-from tests.support.llm_server import Canned, WireServer, openai_completion
+from tests.support.llm_server import Canned, WireServer, openai_completion, openai_tool_calls
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 FINAL = json.dumps({"message": "The parser is written.", "final": True})
@@ -85,6 +85,7 @@ async def _system(
     planner_policy: dict[str, Any] | None = None,
     guardrails: Guardrails | None = None,
     model: str = "model-x",
+    with_coder: bool = False,
 ) -> System:
     js = nc.jetstream()
     server = WireServer(checks="openai")
@@ -93,7 +94,8 @@ async def _system(
     bundle = make_bundle(
         1,
         cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("planner",)},
-        planner={"allowed_targets": ("llm", "cli"), **(planner_policy or {})},
+        planner={"allowed_targets": ("llm", "cli", "coder"), **(planner_policy or {})},
+        coder={"allowed_targets": ("planner",)},
         llm={},
     )
     bundle = msgspec.structs.replace(
@@ -101,8 +103,9 @@ async def _system(
     )
     await publish_bundle(js, ns, signer.sign(bundle))
     env = parley_env(nats_server.url, ns.root, ack_wait_s="5")
+    delegates = '\ndelegates_to = ["coder"]' if with_coder else ""
     planner = write_profile(
-        tmp_path / "agents", "planner", 'backend = "gateway"', extra=f'model = "{model}"'
+        tmp_path / "agents", "planner", 'backend = "gateway"', extra=f'model = "{model}"{delegates}'
     )
     options = {
         "policy_keys": [str(signer.pub_path)],
@@ -117,6 +120,14 @@ async def _system(
         start_actor("llm", "llm", llm_env),
         start_agent(str(planner), env),
     ]
+    if with_coder:
+        coder = write_profile(
+            tmp_path / "agents",
+            "coder",
+            'backend = "scripted"\nscript = "coder-script.toml"',
+            script='[[turn]]\nmessage = "coder did {goal}"\n',
+        )
+        processes.append(start_agent(str(coder), env))
     for process in processes:
         await process.wait_line(READY)
     await processes[0].wait_line("policy bundle in force")
@@ -340,3 +351,29 @@ async def test_the_gateway_killed_mid_call_asks_again_and_answers_once(
         if decision.envelope_kind == "llm_response":
             seen.append((decision.rule, decision.allowed))
     assert seen == [("allow", True)], seen
+
+
+async def test_a_trace_over_max_session_tokens_is_stopped_by_what_the_provider_reported(
+    nc: NATS,
+    nats_server: EmbeddedServer,
+    namespace: Namespace,
+    tmp_path: Path,
+    closing: list[System],
+) -> None:
+    """The first model call reports 120 tokens of a trace's 100: the coder still answers the
+    call it made, but the planner's next model call is refused before the provider."""
+    policy = LlmPolicy(allowed_models=("model-x",), max_session_tokens=100)
+    system = await _system(nc, nats_server, namespace, tmp_path, policy, with_coder=True)
+    closing.append(system)
+    arguments = json.dumps({"target_employee": "coder", "objective": "Write it"})
+    system.server.queue(
+        openai_tool_calls(
+            ("call_1", "delegate_to_agent", arguments), prompt_tokens=90, completion_tokens=30
+        ),
+        openai_completion(FINAL),
+    )
+    answer = await system.delegate("Write the parser")
+    assert isinstance(answer, Error), answer
+    assert answer.code == "LLM_BUDGET_EXCEEDED"
+    assert "has spent 120 of its 100 tokens" in answer.message
+    assert len(system.server.requests) == 1
