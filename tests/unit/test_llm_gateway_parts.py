@@ -185,4 +185,5 @@ def test_a_model_answer_is_charged_once_however_its_agent_reports_it() -> None:
         reply = response("a", tokens=reported)
         assert isinstance(sim.submit("a", reply, cause=first.id), Allow)
         trace = sim.ledger.get(trace_key(sim.position(first.id).trace_id), TraceState)
-        assert trace is not None and trace.tokens == spent, (reported, trace.tokens)
+        assert trace is not None
+        assert trace.tokens == spent, (reported, trace.tokens)
