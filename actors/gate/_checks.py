@@ -283,4 +283,7 @@ def call_checks(
         bound_by=bound_by,
         nested_ok=nested and caller.nested_ok,
         deadline_ms=deadline,
+        token_budget=(
+            envelope.constraints.max_tokens if isinstance(envelope, DelegationRequest) else None
+        ),
     )

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from msgspec import Struct, structs
 
-from actors.gate._llm_checks import charge_tokens
+from actors.gate._llm_checks import charge_tokens, spent_call_budget
 from actors.gate._plan import Deny, Route
 from actors.gate._records import (
     Children,
@@ -200,6 +200,9 @@ def decide(
         else ()
     )
     if route.role == "call":
+        over = spent_call_budget(open_calls, route)
+        if over is not None:
+            return over
         session_limit = bundle.llm_policy.max_session_tokens
         if session_limit is not None and tokens >= session_limit:
             return Deny(

@@ -14,9 +14,9 @@ from msgspec import structs
 from actors.gate._records import OpenCall
 from actors.gate._routes import Deny, Route, Submission
 from actors.llm import check_llm_policy
-from schemas import LlmRequest, LlmResponse, PolicyBundle
+from schemas import ErrorCode, LlmRequest, LlmResponse, PolicyBundle
 
-__all__ = ("charge_tokens", "check_llm_request")
+__all__ = ("charge_tokens", "check_llm_request", "spent_call_budget")
 
 
 def check_llm_request(sub: Submission, envelope: LlmRequest, bundle: PolicyBundle) -> Deny | None:
@@ -50,3 +50,27 @@ def charge_tokens(open_calls: dict[str, OpenCall], route: Route, reported: int) 
     closing = open_calls.get(answered)
     measured = closing.measured_tokens if closing is not None else 0
     return max(0, reported - measured)
+
+
+def spent_call_budget(open_calls: dict[str, OpenCall], route: Route) -> Deny | None:
+    """A model call refused because the call its agent works on (a delegation with
+    `max_tokens`, seed 003) has spent its tokens: what its model calls reported so far.
+
+    Only the agent's own model calls count against its call's budget; the calls it makes to
+    other agents are bounded by their own.
+    """
+    if not isinstance(route.sub.envelope, LlmRequest) or len(route.position.levels) < 2:
+        return None
+    working = route.position.levels[-2]  # the agent's own level; the last is the new call's
+    budget = working.token_budget
+    call = open_calls.get(working.call_id)
+    if budget is None or call is None or call.measured_tokens < budget:
+        return None
+    return Deny(
+        ErrorCode.BUDGET_EXCEEDED,
+        "max_tokens",
+        f"call {working.call_id[:80]} has spent {call.measured_tokens} of its {budget} "
+        "tokens (its model calls, as the provider reported them)",
+        limit=budget,
+        value=call.measured_tokens,
+    )

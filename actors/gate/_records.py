@@ -98,6 +98,10 @@ class Level(Struct, frozen=True, kw_only=True):
     answer_session_id: str = ""
     """The session an answer to that call must name: the call's `session_id` (agent_call) or
     `child_session_id` (delegation_request), "" when it named none."""
+    token_budget: int | None = None
+    """The tokens the call that put `holder` here may spend (a delegation's `max_tokens`):
+    its model calls are refused once their reported usage reached it
+    (actors/gate/_llm_checks.py)."""
 
 
 class Position(Struct, frozen=True, kw_only=True):

@@ -8,6 +8,7 @@ from typing import Any
 from msgspec import structs
 
 from actors.gate._decide import Allow
+from actors.gate._plan import Deny
 from actors.gate._records import TraceState, trace_key
 from actors.llm import (
     UNTRUSTED_OPEN,
@@ -29,7 +30,7 @@ from schemas import (
     new_id,
     utc_now,
 )
-from tests.support.gatesim import GateSim, bundle, call, human, response
+from tests.support.gatesim import GateSim, bundle, call, delegation, human, response
 
 SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -187,3 +188,36 @@ def test_a_model_answer_is_charged_once_however_its_agent_reports_it() -> None:
         trace = sim.ledger.get(trace_key(sim.position(first.id).trace_id), TraceState)
         assert trace is not None
         assert trace.tokens == spent, (reported, trace.tokens)
+
+
+def test_a_delegations_model_calls_stop_when_their_usage_reached_its_max_tokens() -> None:
+    """Seed 003's budget, charged with what was used: asked for at most 50 tokens, the
+    planner's first model call reports 170, and its next one is refused with that reason."""
+    sim = GateSim(
+        structs.replace(
+            bundle(
+                cli={"start_traces": True, "speaks_for_person": True, "allowed_targets": ("p",)},
+                p={"allowed_targets": ("cli", "llm")},
+                llm={},
+            ),
+            llm_policy=LlmPolicy(allowed_models=("m1",)),
+        )
+    )
+    asked = delegation("cli", "p", max_tokens=50, user_id="")
+    assert isinstance(sim.submit("cli", asked), Allow)
+    first = _request()
+    assert isinstance(sim.submit("p", first, cause=asked.id), Allow)
+    spent = LlmResponse(
+        id=new_id(),
+        created_at=utc_now(),
+        request_id=first.request_id,
+        session_id=first.session_id,
+        model="m1",
+        status="succeeded",
+        usage=LlmUsage(prompt_tokens=120, completion_tokens=50, total_tokens=170),
+    )
+    assert isinstance(sim.submit("llm", spent, cause=first.id), Allow)
+    refused = sim.submit("p", _request(), cause=asked.id)
+    assert isinstance(refused, Deny), refused
+    assert (refused.code, refused.rule) == (ErrorCode.BUDGET_EXCEEDED, "max_tokens")
+    assert "has spent 170 of its 50 tokens" in refused.message
