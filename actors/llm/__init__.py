@@ -11,7 +11,7 @@ and answers), `_answers` (each request answered at most once).
 """
 
 from actors.llm._actor import LlmActor
-from actors.llm._guardrails import UNTRUSTED_OPEN, Guarded, guard
+from actors.llm._guardrails import UNTRUSTED_OPEN, Guarded, guard, ungranted_tools
 from actors.llm._options import LlmOptions, ProviderSettings
 from actors.llm._policy import (
     CHARS_PER_TOKEN,
@@ -21,7 +21,7 @@ from actors.llm._policy import (
     model_allowed,
     output_cap,
 )
-from actors.llm._wire import RETRYABLE_STATUS, provider_message
+from actors.llm._wire import RETRYABLE_STATUS, provider_message, provider_tool_name
 
 __all__ = (
     "CHARS_PER_TOKEN",
@@ -38,4 +38,6 @@ __all__ = (
     "model_allowed",
     "output_cap",
     "provider_message",
+    "provider_tool_name",
+    "ungranted_tools",
 )

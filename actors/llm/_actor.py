@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from actors.llm._answers import AnswerStore, answer_key
-from actors.llm._guardrails import guard
+from actors.llm._guardrails import guard, ungranted_tools
 from actors.llm._options import LlmOptions
 from actors.llm._policy import check_llm_policy, output_cap
 from actors.llm._provider import ProviderClient, ProviderFailure
@@ -256,6 +256,7 @@ class LlmActor(Actor):
                 request, ctx, provider, refused, outcomes, started, usage=read.usage
             )
         read = read_answer(api, guarded.value)
+        outcomes += ungranted_tools(bundle.profiles.get(ctx.sender), read.tool_calls)
         latency = int((time.monotonic() - started) * 1000)
         self._completed(request, ctx, provider, "succeeded", read.usage, outcomes, latency)
         return LlmResponse(

@@ -6,6 +6,7 @@ statuses, so both read a provider the same way.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from schemas import LlmToolCall, LlmUsage
@@ -16,6 +17,7 @@ __all__ = (
     "Answer",
     "path_for",
     "provider_message",
+    "provider_tool_name",
     "read_answer",
     "request_body",
 )
@@ -28,8 +30,16 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 RESERVED_OPTIONS = frozenset({"model", "messages", "max_tokens", "max_completion_tokens", "stream"})
 """Body fields the gateway sets itself: a request's `options` may not name them."""
 
+_UNSAFE_IN_TOOL_NAMES = re.compile(r"[^A-Za-z0-9_-]")
+
 DEFAULT_ANTHROPIC_MAX_TOKENS = 1024
 """Anthropic requires `max_tokens`: used when neither the request nor the bundle sets one."""
+
+
+def provider_tool_name(capability: str) -> str:
+    """The name a capability's tool has in a provider's tool list: providers allow only
+    `[A-Za-z0-9_-]`, so `File.Read` is `File_Read`."""
+    return _UNSAFE_IN_TOOL_NAMES.sub("_", capability)[:64]
 
 
 def path_for(api: Api) -> str:

@@ -17,6 +17,7 @@ from actors.llm import (
     guard,
     model_allowed,
     output_cap,
+    ungranted_tools,
 )
 from schemas import (
     ErrorCode,
@@ -26,7 +27,9 @@ from schemas import (
     LlmPolicy,
     LlmRequest,
     LlmResponse,
+    LlmToolCall,
     LlmUsage,
+    ProfilePolicy,
     new_id,
     utc_now,
 )
@@ -221,3 +224,17 @@ def test_a_delegations_model_calls_stop_when_their_usage_reached_its_max_tokens(
     assert isinstance(refused, Deny), refused
     assert (refused.code, refused.rule) == (ErrorCode.BUDGET_EXCEEDED, "max_tokens")
     assert "has spent 170 of its 50 tokens" in refused.message
+
+
+def test_a_tool_call_the_profile_is_not_granted_is_flagged() -> None:
+    profile = ProfilePolicy(capabilities=("File.Read",))
+    calls = (
+        LlmToolCall(id="1", name="File_Read"),
+        LlmToolCall(id="2", name="delegate_to_agent"),  # the gate judges agent calls itself
+        LlmToolCall(id="3", name="Shell_Exec"),
+        LlmToolCall(id="4", name="Git_Push"),
+    )
+    assert ungranted_tools(profile, calls) == [
+        GuardrailOutcome(rule_id="tool_not_granted", stage="response", action="flagged", count=2)
+    ]
+    assert ungranted_tools(profile, calls[:2]) == []
