@@ -139,6 +139,8 @@ class LlmActor(Actor):
             raise RuntimeError("the LLM gateway handled a message before it started")
         key = answer_key(ctx.sender, envelope.request_id)
         stored = await answers.find(key)
+        if stored is not None:
+            log.info("answered again from the store", extra={"request_id": envelope.request_id})
         if stored is None:
             answer = await self._answer(envelope, ctx)
             stored = await answers.keep(key, encode(answer))
