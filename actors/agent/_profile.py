@@ -105,7 +105,13 @@ class GatewayBrainConfig(_Strict):
     api: Literal["openai", "anthropic"] = "openai"
     """The wire format the brain speaks; the gateway's provider for the model must speak it."""
     target: str = "llm"
+    """The gateway's actor id: the target of every model call."""
     timeout_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("target")
+    @classmethod
+    def _target_token(cls, value: str) -> str:
+        return check_token(value, "gateway target")
 
 
 BrainConfig = Annotated[

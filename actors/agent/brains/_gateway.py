@@ -24,6 +24,7 @@ from actors.agent._profile import (
 from actors.agent.brains._anthropic import AnthropicBrain
 from actors.agent.brains._openai import OpenAIBrain
 from actors.agent.brains._protocol import Brain, BrainError
+from bus import ConfigError
 from schemas import ErrorCode, LlmRequest, LlmResponse, utc_now
 
 __all__ = ("gateway_brain",)
@@ -102,6 +103,8 @@ class _GatewayAnthropic(_ViaGateway, AnthropicBrain):
 
 def gateway_brain(profile: AgentProfile, config: GatewayBrainConfig) -> Brain:
     """The brain of a `backend = "gateway"` profile, speaking `config.api`'s wire format."""
+    if not profile.model:
+        raise ConfigError(f"agent profile {profile.name!r}: a gateway brain needs `model`")
     brain: _GatewayOpenAI | _GatewayAnthropic
     if config.api == "anthropic":
         brain = _GatewayAnthropic(
