@@ -8,6 +8,7 @@ from actors.auditor import AuditorActor
 from actors.console import ConsoleActor
 from actors.echo import EchoActor
 from actors.gate import GateActor
+from actors.llm import LlmActor
 from actors.relay import RelayActor
 from actors.router import RouterActor
 from actors.tools import ToolsActor
@@ -22,6 +23,7 @@ ACTORS: dict[str, type[Actor]] = {
     ConsoleActor.kind: ConsoleActor,
     RelayActor.kind: RelayActor,
     ToolsActor.kind: ToolsActor,
+    LlmActor.kind: LlmActor,
 }
 
 __all__ = (
@@ -31,6 +33,7 @@ __all__ = (
     "ConsoleActor",
     "EchoActor",
     "GateActor",
+    "LlmActor",
     "RelayActor",
     "RouterActor",
     "ToolsActor",

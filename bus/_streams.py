@@ -87,6 +87,15 @@ BUCKETS = (
         "the tool runtime's steps: started marks and results, each step run at most once",
         direct=True,
     ),
+    # Each model call's answer, stored before it is published: a redelivered request is
+    # answered from it, never twice, and a provider is called again only when none is stored.
+    BucketSpec(
+        "llm_runs",
+        1,
+        8 * _DAY,
+        "the LLM gateway's answers, one per request id",
+        direct=True,
+    ),
     BucketSpec(
         "leases",
         1,

@@ -51,6 +51,16 @@ from schemas._delegation import (
     SubAgentResult,
 )
 from schemas._errors import ErrorCode
+from schemas._llm import (
+    GuardrailOutcome,
+    LlmContext,
+    LlmError,
+    LlmRequest,
+    LlmResponse,
+    LlmToolCall,
+    LlmUsage,
+    SourceProvenance,
+)
 from schemas._records import (
     ApprovalRequest,
     AuditRecord,
@@ -80,13 +90,21 @@ __all__ = (
     "Envelope",
     "Error",
     "FilteredContext",
+    "GuardrailOutcome",
     "Handoff",
     "HandoffData",
     "HumanMessage",
+    "LlmContext",
+    "LlmError",
+    "LlmRequest",
+    "LlmResponse",
+    "LlmToolCall",
+    "LlmUsage",
     "Orchestration",
     "Reference",
     "Reply",
     "SessionEvent",
+    "SourceProvenance",
     "SourceRef",
     "SubAgentArgs",
     "SubAgentCall",
@@ -309,16 +327,18 @@ AnyEnvelope = (
     | Error
     | ToolRequest
     | ToolResult
+    | LlmRequest
+    | LlmResponse
     | ApprovalRequest
     | AuditRecord
     | Decision
 )
 
 _CALL_KINDS: frozenset[type[Envelope]] = frozenset(
-    {AgentCall, DelegationRequest, SubAgentCall, ToolRequest}
+    {AgentCall, DelegationRequest, SubAgentCall, ToolRequest, LlmRequest}
 )
 _RETURN_KINDS: frozenset[type[Envelope]] = frozenset(
-    {AgentResponse, DelegationResponse, SubAgentResult, ToolResult, Error}
+    {AgentResponse, DelegationResponse, SubAgentResult, ToolResult, LlmResponse, Error}
 )
 
 

@@ -14,7 +14,7 @@ refused, since a control an old gate cannot read must not be silently ignored.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -30,6 +30,8 @@ __all__ = (
     "ApprovalRule",
     "BundleError",
     "Capability",
+    "GuardrailRule",
+    "Guardrails",
     "LlmPolicy",
     "PolicyBundle",
     "ProfilePolicy",
@@ -67,6 +69,27 @@ class LlmPolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     max_input_tokens: Positive | None = None
     max_output_tokens: Positive | None = None
     max_session_tokens: Positive | None = None
+
+
+class GuardrailRule(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One rule of the LLM gateway (seed 002 §17 prompt and response guardrails): text that
+    matches `pattern` (a regular expression, case-insensitive) on the `stage` side denies
+    the call, or is redacted. Its `rule_id` names it in every decision it takes."""
+
+    rule_id: Annotated[str, Meta(min_length=1, max_length=64)]
+    stage: Literal["request", "response"]
+    pattern: Annotated[str, Meta(min_length=1, max_length=500)]
+    action: Literal["deny", "redact"] = "deny"
+
+
+class Guardrails(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The LLM gateway's guardrails: secrets (and, if asked, personal data) redacted on both
+    sides, text from tools marked as untrusted data, and the bundle's own rules."""
+
+    redact_secrets: bool = True
+    redact_pii: bool = False
+    mark_tool_output: bool = True
+    rules: tuple[GuardrailRule, ...] = ()
 
 
 class ApprovalRule(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -119,6 +142,10 @@ class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     an MCP server's tools (`Mcp.<server>.<tool>`, or `Mcp.<server>.*` for all of them)."""
     scopes: tuple[Capability, ...] = ()
     """This profile's own scope of a capability it names, in place of the bundle's."""
+    # seed 002: the models this profile may call through the LLM gateway
+    allowed_models: tuple[str, ...] | None = None
+    """None: any model of the bundle's `llm_policy.allowed_models`; else only these, and only
+    those the bundle's list also names (both apply)."""
     # gate limits that bound a ping-pong that never deepens
     rate_per_minute: Positive = 60
     trace_message_budget: Positive = 200
@@ -143,6 +170,7 @@ class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     `allowedSharedDeviceIds` does, as well as shared agents by name."""
     capabilities: tuple[Capability, ...] = ()
     llm_policy: LlmPolicy = LlmPolicy()
+    guardrails: Guardrails = Guardrails()
     approval_rules: tuple[ApprovalRule, ...] = ()
 
 

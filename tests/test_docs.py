@@ -196,4 +196,4 @@ def test_every_whole_profile_in_the_agent_docs_is_a_valid_profile() -> None:
     blocks = re.findall(r"^```toml\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     whole = [block for block in blocks if "\n[brain]\n" in block]
     backends = {AgentProfile.model_validate(tomllib.loads(block)).brain.backend for block in whole}
-    assert backends == {"openai", "anthropic"}
+    assert backends == {"openai", "anthropic", "gateway"}

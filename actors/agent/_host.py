@@ -28,6 +28,7 @@ from typing import ClassVar
 import msgspec
 
 from actors.agent._delegating import Delegator, Resumed
+from actors.agent._model_calls import ModelCalls, enter_turn
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
 from actors.agent._prompt import BrainCall, intermediate_text
 from actors.agent._reply import interpret_reply
@@ -154,6 +155,7 @@ class AgentHost(Actor):
         self.brain = make_brain(self.profile)
         self._timers = self.namespace.timers(self.actor_id)
         self._delegator: Delegator | None = None
+        self.model_calls = ModelCalls()  # the gateway brain's, awaiting their answers
 
     async def start(self, bus: BusHandle) -> None:
         """Start the brain, then say who we are in the registry (the router reads it)."""
@@ -198,6 +200,9 @@ class AgentHost(Actor):
         return (own, Input.timers(self.namespace, self.actor_id))
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
+        if self.model_calls.settle(envelope):
+            return
+        enter_turn(ctx, envelope, self.model_calls)
         delegator = self._delegator
         if delegator is not None:
             if ctx.subject == self._timers:

@@ -27,6 +27,7 @@ __all__ = (
     "AgentProfile",
     "AnthropicBrainConfig",
     "BrainConfig",
+    "GatewayBrainConfig",
     "OpenAIBrainConfig",
     "ScriptedBrainConfig",
     "SubprocessBrainConfig",
@@ -96,8 +97,29 @@ class AnthropicBrainConfig(_HttpBrainConfig):
     anthropic_version: str = "2023-06-01"
 
 
+class GatewayBrainConfig(_Strict):
+    """The model calls go as envelopes through the gate to the LLM gateway (`parley run llm`),
+    which holds the provider keys: the profile names a model, never a key."""
+
+    backend: Literal["gateway"]
+    api: Literal["openai", "anthropic"] = "openai"
+    """The wire format the brain speaks; the gateway's provider for the model must speak it."""
+    target: str = "llm"
+    """The gateway's actor id: the target of every model call."""
+    timeout_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("target")
+    @classmethod
+    def _target_token(cls, value: str) -> str:
+        return check_token(value, "gateway target")
+
+
 BrainConfig = Annotated[
-    ScriptedBrainConfig | SubprocessBrainConfig | OpenAIBrainConfig | AnthropicBrainConfig,
+    ScriptedBrainConfig
+    | SubprocessBrainConfig
+    | OpenAIBrainConfig
+    | AnthropicBrainConfig
+    | GatewayBrainConfig,
     Field(discriminator="backend"),
 ]
 

@@ -21,6 +21,7 @@ from schemas import (
     DelegationRequest,
     ErrorCode,
     HumanMessage,
+    LlmRequest,
     PolicyBundle,
     ProfilePolicy,
     SubAgentCall,
@@ -166,6 +167,8 @@ def hop_limit(
                 f"Recursive sub-agent calls detected: depth {hop} exceeds the limit of {limit}",
             )
         return None
+    if isinstance(envelope, LlmRequest):
+        return None  # a model call is a leaf: it opens no hop anyone could go on from
     limit = profile.max_hop_count
     if hop > limit:
         return (
@@ -285,4 +288,7 @@ def call_checks(
         bound_by=bound_by,
         nested_ok=nested and caller.nested_ok,
         deadline_ms=deadline,
+        token_budget=(
+            envelope.constraints.max_tokens if isinstance(envelope, DelegationRequest) else None
+        ),
     )

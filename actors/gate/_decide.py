@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from msgspec import Struct
 
+from actors.gate._llm_checks import charge_tokens, spent_call_budget
 from actors.gate._plan import Deny, Route
 from actors.gate._records import (
     CallAnswer,
@@ -42,6 +43,7 @@ from schemas import (
     DelegationResponse,
     Error,
     ErrorCode,
+    LlmResponse,
     PolicyBundle,
     SubAgentResult,
 )
@@ -206,6 +208,9 @@ def decide(
         else ()
     )
     if route.role == "call":
+        over = spent_call_budget(in_trace.live, route)
+        if over is not None:
+            return over
         session_limit = bundle.llm_policy.max_session_tokens
         if session_limit is not None and tokens >= session_limit:
             return Deny(
@@ -291,11 +296,11 @@ def decide(
         if fanout_k:
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
     elif is_answer:
+        if not trace_paid:  # before its call leaves `live`: what its model calls measured
+            tokens += charge_tokens(in_trace.live, route, _tokens_spent(sub.envelope))
         in_trace.live.pop(answered, None)
         if closing.create_record:
             ledger.put(answer_k, CallAnswer(answer_id=own))
-        if not trace_paid:
-            tokens += _tokens_spent(sub.envelope)
         if answered in inflight.calls or answered in inflight.shared:
             ledger.put(
                 inflight_k,
@@ -347,5 +352,7 @@ def _tokens_spent(envelope: AnyEnvelope) -> int:
             return envelope.token_usage.total
         case SubAgentResult():
             return envelope.tokens_used
+        case LlmResponse():
+            return envelope.usage.total_tokens  # as the provider reported it
         case _:
             return 0

@@ -26,6 +26,7 @@ from schemas import (
     DelegationResponse,
     Error,
     ErrorCode,
+    LlmResponse,
     SubAgentCall,
     SubAgentResult,
     ToolRequest,
@@ -131,11 +132,19 @@ def _answer_figures(envelope: AnyEnvelope) -> _Figures:
                 tools_used=envelope.tool_calls,
             )
         case ToolResult():
-            error = envelope.error
+            failure = envelope.error
             return _Figures(
                 outcome=envelope.status,
-                reason=f"{error.code}: {error.message}" if error else "",
+                reason=f"{failure.code}: {failure.message}" if failure else "",
                 tools_used=(envelope.tool_name,),
+            )
+        case LlmResponse():
+            error = envelope.error
+            return _Figures(
+                outcome="success" if envelope.status == "succeeded" else envelope.status,
+                reason=f"{error.code}: {error.message}" if error else "",
+                tokens=envelope.usage.total_tokens,
+                duration_ms=envelope.latency_ms,
             )
         case Error():
             late = envelope.code == ErrorCode.DEADLINE_EXCEEDED

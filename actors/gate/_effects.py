@@ -16,6 +16,7 @@ from msgspec import Struct, structs
 
 from actors.gate._decisions import decision_for, tag
 from actors.gate._ids import Claim, IdClaims
+from actors.gate._llm_timeline import llm_event
 from actors.gate._metrics import DecisionCounter
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._records import Position, position_key
@@ -367,12 +368,15 @@ class GateEffects:
         self, ctx: Context, envelope: AnyEnvelope, decision: Decision, position: Position
     ) -> None:
         """Tell the person a trace works for of a call made (or answered) in it, on the
-        timeline of the session its root was sent in (actors/gate/_timeline.py)."""
+        timeline of the session its root was sent in (actors/gate/_timeline.py; a model
+        call's, actors/gate/_llm_timeline.py)."""
         bundle = self._bundles.bundle
         held = (
             held_for_approval(bundle, envelope, position) if bundle and decision.allowed else None
         )
-        event = call_event(decision, position.session_id, held)
+        event = call_event(decision, position.session_id, held) or llm_event(
+            decision, envelope, position.session_id
+        )
         if (
             event is None
             or self.role_of(decision.origin) != "person"

@@ -23,6 +23,7 @@ from actors.gate._checks import (
     check_claims,
     check_speaks_for_person,
 )
+from actors.gate._llm_checks import check_llm_request
 from actors.gate._records import Level, Position
 from actors.gate._routes import (
     Deny,
@@ -39,6 +40,7 @@ from schemas import (
     PROTOCOL_VERSION,
     AgentResponse,
     ErrorCode,
+    LlmRequest,
     PolicyBundle,
     ToolRequest,
     call_kinds,
@@ -122,6 +124,10 @@ def plan(
         return forged
     if isinstance(envelope, ToolRequest):
         refused = check_tool_request(sub, envelope, bundle, profile, levels[-1])
+        if refused is not None:
+            return refused
+    if isinstance(envelope, LlmRequest):
+        refused = check_llm_request(sub, envelope, bundle)
         if refused is not None:
             return refused
     if role == "return":

@@ -106,6 +106,10 @@ class Level(Struct, frozen=True, kw_only=True):
     answer_session_id: str = ""
     """The session an answer to that call must name: the call's `session_id` (agent_call) or
     `child_session_id` (delegation_request), "" when it named none."""
+    token_budget: int | None = None
+    """The tokens the call that put `holder` here may spend (a delegation's `max_tokens`):
+    its model calls are refused once their reported usage reached it
+    (actors/gate/_llm_checks.py)."""
 
 
 class Position(Struct, frozen=True, kw_only=True):
@@ -149,6 +153,9 @@ class LiveCall(Struct, frozen=True, kw_only=True):
     expires_ms: int
     """When it stops counting as in progress; it stays open to its one answer for
     `ANSWER_GRACE_MS` more (actors/gate/_decide.py)."""
+    measured_tokens: int = 0
+    """Tokens the model answers made under this call reported (`llm_response` usage), already
+    charged to the trace: the call's own answer is charged only what it reports beyond them."""
 
 
 class CallAnswer(Struct, frozen=True, kw_only=True):
@@ -174,6 +181,9 @@ class OpenCall(Struct, frozen=True, kw_only=True):
     objective: str
     expires_ms: int
     answered_by: str = ""
+    measured_tokens: int = 0
+    """Tokens the model answers made under this call reported (`llm_response` usage), already
+    charged to the trace: the call's own answer is charged only what it reports beyond them."""
 
     @property
     def in_progress(self) -> bool:

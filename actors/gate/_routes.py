@@ -22,6 +22,8 @@ from schemas import (
     DelegationResponse,
     ErrorCode,
     HumanMessage,
+    LlmRequest,
+    LlmResponse,
     ProfilePolicy,
     SubAgentCall,
     SubAgentResult,
@@ -119,7 +121,7 @@ def named_target(envelope: AnyEnvelope) -> str | None:
             return envelope.target_employee
         case SubAgentCall():
             return envelope.args.agent_name
-        case ToolRequest():
+        case ToolRequest() | LlmRequest():
             return envelope.target
         case _:
             return None
@@ -136,6 +138,8 @@ def objective_of(envelope: AnyEnvelope) -> str:
         case ToolRequest():
             # The same tool with the same arguments, twice at once, is one request repeated.
             return envelope.tool_name + " " + msgspec.json.encode(envelope.arguments).decode()
+        case LlmRequest():
+            return envelope.request_id  # one model call is never another's cycle
         case _:
             return ""
 
@@ -152,6 +156,8 @@ def call_names(envelope: AnyEnvelope) -> CallNames:
             return envelope.call_id, ""
         case ToolRequest():
             return envelope.step_id, envelope.session_id
+        case LlmRequest():
+            return envelope.request_id, envelope.session_id
         case _:
             return "", ""
 
@@ -168,6 +174,8 @@ def answer_names(envelope: AnyEnvelope) -> CallNames | None:
             return envelope.call_id, ""
         case ToolResult():
             return envelope.step_id, envelope.session_id
+        case LlmResponse():
+            return envelope.request_id, envelope.session_id
         case _:
             return None
 

@@ -333,7 +333,7 @@ def test_receivers_read_only_their_own_deliveries(config: tuple[Namespace, list[
     deliver = ns.stream("deliver")
     for user in users:
         me = user.actor
-        if user.role in ("agent", "router", "cli", "tools"):
+        if user.role in ("agent", "router", "cli", "tools", "llm"):
             assert user.publishes(f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.>") == [
                 f"$JS.API.CONSUMER.MSG.NEXT.{deliver}.{me}"
             ]

@@ -65,6 +65,7 @@ DEFAULT_ACTORS = (
     "router",
     "auditor",
     "tools",
+    "llm",
     "cli",
     "gpt",
     "claude",

@@ -79,6 +79,7 @@ __all__ = (
     "CORE_ACCOUNT",
     "FIXED_ROLES",
     "IMPORTED_JS_API",
+    "LLM",
     "OPERATOR",
     "OPERATOR_ROLES",
     "PERSON_PREFIX",
@@ -102,6 +103,7 @@ AUDIT_READER = "audit-cli"
 ARTIFACT_READER = "artifacts-cli"
 CONSOLE = "console"
 TOOLS = "tools"
+LLM = "llm"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, ARTIFACT_READER, OPERATOR)
 RELAY = "relay"
 FIXED_ROLES = (
@@ -112,13 +114,15 @@ FIXED_ROLES = (
     CONSOLE,
     RELAY,
     TOOLS,
+    LLM,
     PROVISIONER,
     *OPERATOR_ROLES,
 )
-TRUSTED_ROLES = ("gate", "router", "auditor", TOOLS, PROVISIONER)
+TRUSTED_ROLES = ("gate", "router", "auditor", TOOLS, LLM, PROVISIONER)
 """The tool runtime is trusted like the gate: it acts on the host for every agent, and what it
 runs never holds its credentials (actors/tools/: a command sees only the environment its
-settings name)."""
+settings name). The LLM gateway likewise serves every agent and holds the provider keys,
+which no agent's credentials reach (actors/llm/)."""
 CORE_ACCOUNT = "PARLEY"
 IMPORTED_JS_API = "$JS.PARLEY.API"
 _STREAM_ADMIN = ("CREATE", "UPDATE", "DELETE", "PURGE")
@@ -193,7 +197,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     g.write_keys("registry", f"heartbeat.{me}")
     if role not in ("agent", "cli"):  # an agent's marks are in its own bucket; a person has none
         g.handling_marks()
-    if role in ("agent", "router", "cli", TOOLS):
+    if role in ("agent", "router", "cli", TOOLS, LLM):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     elif role == RELAY:
         _relay_grants(g, serves)
@@ -238,6 +242,12 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pub(ns.timers(me))  # reminders of held requests' expiry, to itself only
         g.bind("timers")
         _artifact_grants(g, write=True)
+    elif role == LLM:
+        # Like the tool runtime: it verifies the bundle itself, and keeps each request's
+        # answer, so a redelivered request is answered from it and never twice.
+        g.read_bucket("policy")
+        g.read_bucket("llm_runs")
+        g.write_keys("llm_runs", "run.>")
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
@@ -377,7 +387,7 @@ def settings_for(actor: str, ns: Namespace) -> dict[str, object]:
     """
     role = role_of(actor)
     values: dict[str, object] = {"actor_id": actor, "namespace": ns.root, "provision": False}
-    if role in ("agent", "router", "cli", RELAY, TOOLS):
+    if role in ("agent", "router", "cli", RELAY, TOOLS, LLM):
         values["create_consumers"] = False
         values["move_exhausted"] = False
     if role == "gate":

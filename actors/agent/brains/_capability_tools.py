@@ -10,10 +10,10 @@ takes, so it is offered with an open object schema; the runtime checks them.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 from actors.agent.brains._toolspec import ToolSpec
+from actors.llm import provider_tool_name
 from actors.tools import ARGUMENTS, arguments_schema
 
 __all__ = ("capability_named", "capability_specs", "provider_name")
@@ -30,12 +30,12 @@ _DESCRIPTIONS: Final = {
     "Git.Push": "Push a branch of a git repository to its remote.",
     "Workspace.Upload": "Store a workspace file as an artifact of the session.",
 }
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def provider_name(capability: str) -> str:
-    """The name a capability's tool has in a provider's tool list."""
-    return _UNSAFE.sub("_", capability)[:64]
+    """The name a capability's tool has in a provider's tool list (the gateway flags a tool
+    call by the same name: actors/llm/_wire.py)."""
+    return provider_tool_name(capability)
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:

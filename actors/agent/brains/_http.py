@@ -31,11 +31,10 @@ from actors.agent._profile import AgentProfile, AnthropicBrainConfig, OpenAIBrai
 from actors.agent._prompt import system_prompt
 from actors.agent.brains._protocol import BrainError
 from actors.agent.brains._tools import ParsedToolCalls
+from actors.llm import RETRYABLE_STATUS, provider_message
 from schemas import ErrorCode
 
 __all__ = ("HttpBrain",)
-
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
 _Config = TypeVar("_Config", bound=OpenAIBrainConfig | AnthropicBrainConfig)
 
@@ -116,8 +115,8 @@ class HttpBrain(ABC, Generic[_Config]):
         except ValueError:
             body = None
         if response.status_code >= 400:
-            detail = _provider_message(body) or response.text[:200]
-            retryable = response.status_code in _RETRYABLE_STATUS
+            detail = provider_message(body) or response.text[:200]
+            retryable = response.status_code in RETRYABLE_STATUS
             code = ErrorCode.AGENT_UNAVAILABLE if retryable else ErrorCode.INTERNAL_ERROR
             raise BrainError(
                 code,
@@ -152,13 +151,3 @@ class HttpBrain(ABC, Generic[_Config]):
             f"told what was wrong: {parsed.summary()[:300]}",
             retryable=False,
         )
-
-
-def _provider_message(body: Any) -> str:
-    """The error both providers put in an error body: `{"error": {"type", "message"}}`."""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            kind = error.get("type") or error.get("code") or "error"
-            return f"{kind}: {error.get('message', '')}".strip()
-    return ""

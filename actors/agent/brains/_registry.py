@@ -7,11 +7,13 @@ from typing import assert_never
 from actors.agent._profile import (
     AgentProfile,
     AnthropicBrainConfig,
+    GatewayBrainConfig,
     OpenAIBrainConfig,
     ScriptedBrainConfig,
     SubprocessBrainConfig,
 )
 from actors.agent.brains._anthropic import AnthropicBrain
+from actors.agent.brains._gateway import gateway_brain
 from actors.agent.brains._openai import OpenAIBrain
 from actors.agent.brains._protocol import Brain
 from actors.agent.brains._scripted import ScriptedBrain
@@ -31,4 +33,6 @@ def make_brain(profile: AgentProfile) -> Brain:
         return OpenAIBrain(profile, config)
     if isinstance(config, AnthropicBrainConfig):
         return AnthropicBrain(profile, config)
+    if isinstance(config, GatewayBrainConfig):
+        return gateway_brain(profile, config)
     assert_never(config)

@@ -1,0 +1,75 @@
+"""The gate's checks of a model call (seed 002 §10 `llmPolicy`, §17): the model allowlist and
+the prompt's size, before the LLM gateway sees it. Pure.
+
+The rules themselves are the gateway's (actors/llm/_policy.py), applied here first so a
+refused call costs no delivery, and again by the gateway on the bundle it verified itself.
+The session's tokens are `decide()`'s: an `llm_response` charges its trace with the usage
+the provider reported (`charge_tokens`).
+"""
+
+from __future__ import annotations
+
+from msgspec import structs
+
+from actors.gate._records import LiveCall
+from actors.gate._routes import Deny, Route, Submission
+from actors.llm import check_llm_policy
+from schemas import ErrorCode, LlmRequest, LlmResponse, PolicyBundle
+
+__all__ = ("charge_tokens", "check_llm_request", "spent_call_budget")
+
+
+def check_llm_request(sub: Submission, envelope: LlmRequest, bundle: PolicyBundle) -> Deny | None:
+    """Whether the sender may send this model call (`sub`'s envelope) to a provider."""
+    refused = check_llm_policy(bundle, sub.sender, envelope)
+    if refused is None:
+        return None
+    return Deny(
+        refused.code, refused.rule, refused.message, limit=refused.limit, value=refused.value
+    )
+
+
+def charge_tokens(live: dict[str, LiveCall], route: Route, reported: int) -> int:
+    """What an admitted answer adds to its trace's tokens, noting a model answer's usage on
+    the call its model call was made for (edits `live`, the trace's calls awaiting an answer;
+    an answer is charged before its call leaves it).
+
+    A model answer is charged what the provider reported. An agent's own answer reports the
+    tokens its brain spent, the model answers' among them: it is charged only what it
+    reports beyond those already charged, so a call through the gateway is never charged
+    twice, and an agent that under-reports is still charged what its model calls used.
+    """
+    if isinstance(route.sub.envelope, LlmResponse):
+        parent = route.position.levels[-1].call_id
+        call = live.get(parent)
+        if call is not None:
+            live[parent] = structs.replace(call, measured_tokens=call.measured_tokens + reported)
+        return reported
+    answered = route.answered.call_id if route.answered is not None else ""
+    closing = live.get(answered)
+    measured = closing.measured_tokens if closing is not None else 0
+    return max(0, reported - measured)
+
+
+def spent_call_budget(live: dict[str, LiveCall], route: Route) -> Deny | None:
+    """A model call refused because the call its agent works on (a delegation with
+    `max_tokens`, seed 003) has spent its tokens: what its model calls reported so far.
+
+    Only the agent's own model calls count against its call's budget; the calls it makes to
+    other agents are bounded by their own.
+    """
+    if not isinstance(route.sub.envelope, LlmRequest) or len(route.position.levels) < 2:
+        return None
+    working = route.position.levels[-2]  # the agent's own level; the last is the new call's
+    budget = working.token_budget
+    call = live.get(working.call_id)
+    if budget is None or call is None or call.measured_tokens < budget:
+        return None
+    return Deny(
+        ErrorCode.BUDGET_EXCEEDED,
+        "max_tokens",
+        f"call {working.call_id[:80]} has spent {call.measured_tokens} of its {budget} "
+        "tokens (its model calls, as the provider reported them)",
+        limit=budget,
+        value=call.measured_tokens,
+    )

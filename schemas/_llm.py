@@ -1,0 +1,122 @@
+"""Seed 002's model calls: `llm_request` (§12.2), a call to the LLM gateway, and its answer.
+
+A brain never holds a provider key: it sends the gateway the conversation in the wire format
+of one provider API (`api`: OpenAI's chat completions or Anthropic's Messages), and the
+gateway forwards it to the provider that serves `model`, with its own key, after the gate and
+its own guardrails let it. `options` carries the rest of that API's request body (a response
+format, tools, a system prompt); the fields the gateway owns (the model, the token limit,
+streaming, the messages) cannot be set there.
+
+The answer carries what the provider reported: the text, the tool calls, the usage as counted
+by the provider (never estimated by the caller), the finish reason, and the provider's JSON
+body with the gateway's response guardrails applied, so a brain reads its own wire format as
+if it had asked the provider itself.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+from schemas._base import Envelope, Id, Name, NonNegative
+
+__all__ = (
+    "GuardrailOutcome",
+    "LlmContext",
+    "LlmError",
+    "LlmRequest",
+    "LlmResponse",
+    "LlmToolCall",
+    "LlmUsage",
+    "SourceProvenance",
+)
+
+ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
+
+
+class SourceProvenance(Struct, frozen=True, kw_only=True):
+    """Where part of a prompt came from (seed 002 §12.2 `sourceProvenance`)."""
+
+    source_type: str
+    path: str = ""
+    trust_level: str = "untrusted"
+
+
+class LlmContext(Struct, frozen=True, kw_only=True):
+    """Seed 002 §12.2 `contextMetadata`."""
+
+    source_provenance: tuple[SourceProvenance, ...] = ()
+    redaction_applied: bool = False
+
+
+class LlmRequest(Envelope, frozen=True, kw_only=True, tag="llm_request"):
+    """A brain asks a model (seed 002 §12.2): a call to the LLM gateway (`target`).
+
+    `request_id` names the call (its answer names it too); `messages` are in the wire format
+    of `api`. `max_output_tokens` is what the caller wants at most; the gateway passes the
+    smaller of it and the bundle's `max_output_tokens` to the provider.
+    """
+
+    request_id: Id
+    session_id: Id
+    task_id: Id
+    step_id: Id
+    model: ModelName
+    api: Literal["openai", "anthropic"] = "openai"
+    messages: Annotated[tuple[dict[str, Any], ...], Meta(min_length=1, max_length=1000)]
+    options: dict[str, Any] = {}
+    context_metadata: LlmContext = LlmContext()
+    stream: bool = False
+    max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
+    target: Name = "llm"
+    user_id: str = ""
+
+
+class LlmUsage(Struct, frozen=True, kw_only=True):
+    """Tokens as the provider reported them."""
+
+    prompt_tokens: NonNegative = 0
+    completion_tokens: NonNegative = 0
+    total_tokens: NonNegative = 0
+
+
+class LlmToolCall(Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: str = ""
+    """The arguments as the model wrote them (JSON text)."""
+
+
+class LlmError(Struct, frozen=True, kw_only=True):
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class GuardrailOutcome(Struct, frozen=True, kw_only=True):
+    """One guardrail decision: which rule, on which side, and what it did."""
+
+    rule_id: str
+    stage: Literal["request", "response"]
+    action: Literal["redacted", "denied", "marked", "flagged"]
+    count: NonNegative = 1
+
+
+class LlmResponse(Envelope, frozen=True, kw_only=True, tag="llm_response"):
+    """The gateway's answer to one `llm_request`: exactly one per request id."""
+
+    request_id: Id
+    session_id: Id
+    model: str
+    provider: str = ""
+    status: Literal["succeeded", "failed", "denied"]
+    text: str = ""
+    tool_calls: tuple[LlmToolCall, ...] = ()
+    usage: LlmUsage = LlmUsage()
+    finish_reason: str = ""
+    body: dict[str, Any] = {}
+    """The provider's answer in its own wire format, with the response guardrails applied."""
+    error: LlmError | None = None
+    guardrails: tuple[GuardrailOutcome, ...] = ()
+    latency_ms: NonNegative = 0

@@ -1,0 +1,118 @@
+"""The gateway's provider client against the local wire-format server: retries with backoff
+for 429 and 5xx inside the deadline, typed failures, and the key in the provider's own header.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from actors.llm import ProviderSettings
+from actors.llm._provider import ProviderClient, ProviderFailure
+from schemas import ErrorCode
+from tests.support.llm_server import (
+    Canned,
+    WireServer,
+    anthropic_message,
+    openai_completion,
+    openai_error,
+)
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[WireServer]:
+    wire = WireServer()
+    await wire.start()
+    yield wire
+    await wire.close()
+
+
+def _client(server: WireServer, *, retries: int = 2, backoff_s: float = 0.05) -> ProviderClient:
+    settings = ProviderSettings(api="openai", base_url=f"{server.url}/v1", api_key="k-1")
+    return ProviderClient("local", settings, retries, backoff_s)
+
+
+async def test_a_429_and_a_503_are_tried_again_then_answered(server: WireServer) -> None:
+    server.queue(
+        openai_error(429, "slow down", "rate_limit_exceeded"),
+        openai_error(503, "overloaded", "server_error"),
+        openai_completion("fine"),
+    )
+    client = _client(server)
+    try:
+        body = await client.complete(BODY, time.monotonic() + 10)
+    finally:
+        await client.close()
+    assert body["choices"][0]["message"]["content"] == "fine"
+    assert len(server.requests) == 3
+    assert {r.headers["authorization"] for r in server.requests} == {"Bearer k-1"}
+    assert {r.path for r in server.requests} == {"/v1/chat/completions"}
+
+
+async def test_retries_stop_at_their_count_with_the_last_failure_typed(server: WireServer) -> None:
+    server.queue(*(openai_error(500, "boom", "server_error") for _ in range(3)))
+    client = _client(server, retries=2)
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            await client.complete(BODY, time.monotonic() + 10)
+    finally:
+        await client.close()
+    assert (failed.value.code, failed.value.retryable) == (ErrorCode.AGENT_UNAVAILABLE, True)
+    assert "HTTP 500: server_error: boom" in str(failed.value)
+    assert len(server.requests) == 3
+
+
+async def test_a_rate_limit_past_the_deadline_is_not_waited_out(server: WireServer) -> None:
+    server.queue(openai_error(429, "slow down", "rate_limit_exceeded"), openai_completion("late"))
+    client = _client(server, backoff_s=30)
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            await client.complete(BODY, time.monotonic() + 2)
+    finally:
+        await client.close()
+    assert failed.value.code == ErrorCode.RATE_LIMITED
+    assert len(server.requests) == 1
+
+
+async def test_a_refused_request_is_never_tried_again(server: WireServer) -> None:
+    server.queue(openai_error(400, "bad model", "invalid_request_error"), openai_completion("x"))
+    client = _client(server)
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            await client.complete(BODY, time.monotonic() + 10)
+    finally:
+        await client.close()
+    assert (failed.value.code, failed.value.retryable) == (ErrorCode.INVALID_REQUEST, False)
+    assert len(server.requests) == 1
+
+
+async def test_a_provider_that_never_answers_is_cut_at_the_deadline(server: WireServer) -> None:
+    server.queue(Canned(hang=True))
+    client = _client(server)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            await client.complete(BODY, started + 0.5)
+    finally:
+        await client.close()
+    assert failed.value.code == ErrorCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 5
+
+
+async def test_anthropic_gets_its_key_and_version_in_its_own_headers(server: WireServer) -> None:
+    server.queue(anthropic_message("hello"))
+    settings = ProviderSettings(api="anthropic", base_url=server.url, api_key="ak-2")
+    client = ProviderClient("claude", settings, 0, 0.05)
+    try:
+        body = await client.complete({**BODY, "max_tokens": 10}, time.monotonic() + 10)
+    finally:
+        await client.close()
+    assert body["content"][0]["text"] == "hello"
+    (request,) = server.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == "ak-2" and "authorization" not in request.headers
+    assert request.headers["anthropic-version"] == "2023-06-01"

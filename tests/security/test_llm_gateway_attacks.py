@@ -1,0 +1,63 @@
+"""An agent holding only its own credentials, against the LLM gateway (actors/llm/).
+
+Under the least-privilege config of `parley nats-config` on a real nats-server, gpt (an agent)
+tries to hand the gateway a model call of its own making without the gate (publishing on the
+gateway's deliver subject, core or JetStream), to read or plant answers in the gateway's
+`llm_runs` bucket, and to read the gateway's deliveries. Each is refused by the server, and
+counted as a permission violation on gpt's connection; the gateway's own user reaches its
+bucket. The provider keys are in the gateway's own settings alone: no envelope carries them
+(tests/integration/test_llm_gateway.py checks what the agent's profile and the provider see).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import ConsumerConfig
+from prometheus_client import CollectorRegistry
+
+from bus import ActorMetrics
+from tests.support.lockdown import LockedDown, violations
+
+_REFUSED = (TimeoutError, NatsTimeoutError)
+
+
+async def test_an_agent_cannot_bypass_the_gate_to_the_gateway_or_touch_its_answers(
+    locked_down: LockedDown,
+) -> None:
+    locked, ns = locked_down, locked_down.ns
+    await locked.provision()
+    registry = CollectorRegistry()
+    gpt = await locked.connect("gpt", ActorMetrics(registry, "gpt"))
+    llm = await locked.connect("llm")
+    bucket = ns.bucket("llm_runs")
+    try:
+        answers = await locked.js(llm, "llm").key_value(bucket)
+        await answers.put("run.kept", b"the gateway's own answer")
+
+        js = gpt.jetstream(prefix=locked.settings("gpt").js_api_prefix, timeout=1)
+        stream = f"KV_{bucket}"
+        deliver = ns.stream("deliver")
+        refused: list[Coroutine[Any, Any, object]] = [
+            js.publish(ns.deliver("llm"), b"{}"),  # a model call the gate never saw
+            js.key_value(bucket),
+            js.publish(f"$KV.{bucket}.run.kept", b"forged"),
+            js.get_msg(stream, subject=f"$KV.{bucket}.run.kept", direct=True),
+            js.get_msg(stream, 1),
+            js.add_consumer(deliver, ConsumerConfig(filter_subject=ns.deliver("llm"))),
+        ]
+        outcomes = await asyncio.gather(*refused, return_exceptions=True)
+        assert all(isinstance(outcome, _REFUSED) for outcome in outcomes), outcomes
+        await gpt.publish(ns.deliver("llm"), b"{}")  # core NATS, no answer expected
+        await gpt.flush()
+        await gpt.flush()
+        assert violations(registry, "gpt") == len(refused) + 1
+
+        kept = await answers.get("run.kept")
+        assert kept.value == b"the gateway's own answer" and kept.revision == 1
+    finally:
+        for nc in (gpt, llm):
+            await nc.close()
