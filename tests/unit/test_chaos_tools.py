@@ -156,6 +156,12 @@ def test_the_same_result_again_is_no_conflict() -> None:
         ),
         (
             None,
+            EFFECTS,
+            {WRITE: 1},
+            "1 tool step(s) answered succeeded and never logged started",
+        ),
+        (
+            None,
             {(ASK, "File.Write"): 1},
             STARTS,
             "1 tool step(s) answered succeeded without their effect",
@@ -184,6 +190,7 @@ def test_the_same_result_again_is_no_conflict() -> None:
         "conflicting",
         "applied-twice",
         "run-again",
+        "never-started",
         "effect-missing",
         "failed-otherwise",
         "denied",

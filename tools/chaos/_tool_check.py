@@ -23,6 +23,9 @@ A broken promise, each one a violation:
   was answered, or two deliveries ended it differently);
 - applied twice: a step whose line is in its workspace more than once;
 - run again: a step the runtime started more than once (none of the mix's may be);
+- never started: a step answered `succeeded` that the log never says started (the runtime
+  answered without running it, or its log is not there: either way "run again" would be
+  judged on nothing);
 - succeeded without its effect: a step answered `succeeded` whose line is missing;
 - ended otherwise: denied, or failed for a reason other than the interruption (the mix's
   steps are all in scope and far inside their timeout: such an end is a fault of its own);
@@ -127,6 +130,7 @@ class ToolsCheck:
     conflicting: tuple[str, ...] = ()
     applied_twice: tuple[str, ...] = ()
     run_again: tuple[str, ...] = ()
+    never_started: tuple[str, ...] = ()
     missing_effect: tuple[str, ...] = ()
     ended_otherwise: tuple[str, ...] = ()
     refused: int = 0
@@ -139,6 +143,7 @@ class ToolsCheck:
             (self.conflicting, "tool step(s) answered with different results"),
             (self.applied_twice, "tool step(s) whose effect was applied more than once"),
             (self.run_again, "tool step(s) that change something started more than once"),
+            (self.never_started, "tool step(s) answered succeeded and never logged started"),
             (self.missing_effect, "tool step(s) answered succeeded without their effect"),
             (self.ended_otherwise, "tool step(s) denied or failed other than interrupted"),
             (self.stray_effects, "tool effect(s) of no admitted step"),
@@ -162,6 +167,7 @@ class ToolsCheck:
             ("  conflicting results", str(len(self.conflicting))),
             ("  effect applied twice", str(len(self.applied_twice))),
             ("  run more than once", str(len(self.run_again))),
+            ("  succeeded, never started", str(len(self.never_started))),
             ("  succeeded, effect missing", str(len(self.missing_effect))),
             ("  ended otherwise", str(len(self.ended_otherwise))),
             ("  stray effects", str(len(self.stray_effects))),
@@ -191,6 +197,9 @@ def check_tools(
     def applied(step: ToolStep) -> int:
         return effects.get((step.call_id, step.capability), 0)
 
+    def started(step: ToolStep) -> int:
+        return (starts or {}).get(step.step_id, 0)
+
     answered = [step for step in steps if step.answered]
     interrupted = [step for step in answered if step.interrupted]
     return ToolsCheck(
@@ -201,7 +210,8 @@ def check_tools(
         unanswered=ids(step for step in steps if not step.answered),
         conflicting=ids(step for step in steps if len(set(step.results)) > 1),
         applied_twice=ids(step for step in steps if applied(step) > 1),
-        run_again=ids(step for step in steps if (starts or {}).get(step.step_id, 0) > 1),
+        run_again=ids(step for step in steps if started(step) > 1),
+        never_started=ids(s for s in answered if s.outcome == "succeeded" and not started(s)),
         missing_effect=ids(s for s in answered if s.outcome == "succeeded" and not applied(s)),
         ended_otherwise=ids(s for s in answered if s.outcome != "succeeded" and not s.interrupted),
         refused=refused,
