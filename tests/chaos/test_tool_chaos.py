@@ -17,13 +17,18 @@ refusal in the server's log).
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
 from tools.chaos import ChaosOptions, run_chaos
+from tools.chaos._agents import PERL
 from tools.chaos._schedule import PlannedFault
 
-pytestmark = pytest.mark.chaos
+pytestmark = [
+    pytest.mark.chaos,
+    pytest.mark.skipif(not Path(PERL).is_file(), reason=f"the mix's command needs {PERL}"),
+]
 
 
 async def test_killing_the_tool_runtime_mid_command_applies_no_step_twice() -> None:

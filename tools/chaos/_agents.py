@@ -41,6 +41,7 @@ __all__ = (
     "COMMANDS_LOG",
     "DELEGATING_AGENT",
     "MIX_OBJECTIVE",
+    "PERL",
     "SPECIALIST",
     "TOOLS_OBJECTIVE",
     "TOOL_AGENT",
