@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 from actors.tools._confinement import (
     SandboxUser,
@@ -233,8 +233,9 @@ async def _supervise(
     the rest of the output is read (bounded: a process that escaped the kill and holds the
     pipe open is not waited for).
     """
-    stdin_pipe = transport.get_pipe_transport(0)
-    assert isinstance(stdin_pipe, asyncio.WriteTransport)  # noqa: S101 - stdin=PIPE
+    # stdin=PIPE, so a writable pipe; not an asyncio.WriteTransport under uvloop, which the
+    # actors run on: an isinstance check would fail every command there.
+    stdin_pipe = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
     if stdin:
         stdin_pipe.write(stdin)  # a program that exits unread breaks the pipe: no error
     stdin_pipe.close()

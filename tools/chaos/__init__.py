@@ -5,11 +5,13 @@ Public face: `run_chaos` with its `ChaosOptions`, `add_chaos_command`, and `EVER
 
 Inside: `_command` (the run), `_cli` (its command line), `_schedule` (which fault when),
 `_faults` (injecting them), `_procs` (the actor processes), `_load` (the sessions it submits),
-`_delegations` (the delegations it makes, with `--delegations`), `_agents` (the agent profiles
-that mix needs), `_lockdown` (the least-privilege broker it runs under), `_records` (reading
-the stored history back) and `_checker` (what must hold of that history). With `--shared`:
-`_shared_command` (the run), `_shared_faults` (its schedule and faults), `_shared_records`
-(both deployments' history) and `_shared_check` (issue 16's rule).
+`_delegations` (the delegations it makes, with `--delegations`), `_tools` (the tool steps it
+has an agent run, with `--tools`), `_agents` (the agent profiles those mixes need),
+`_topology` (the processes it starts), `_lockdown` (the least-privilege broker it runs
+under), `_records` (reading the stored history back), `_facts` (what that history is made
+of), `_checker` (what must hold of it) and `_tool_check` (what must hold of the tool steps).
+With `--shared`: `_shared_command` (the run), `_shared_faults` (its schedule and faults),
+`_shared_records` (both deployments' history) and `_shared_check` (issue 16's rule).
 """
 
 from tools.chaos._cli import add_chaos_command

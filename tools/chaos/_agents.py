@@ -13,18 +13,39 @@ and three turns ahead of its demo script, matched only by the mix's objective:
 
 The calls' deadlines are shorter than half the person's, so even two rounds that both time
 out (an agent down for the whole round) leave gpt time to answer within the person's bound.
+
+With the tool mix (`--tools N`, tools/chaos/_tools.py) the folder also holds `toolsmith`, an
+agent made for the run (no demo profile is like it): offered File.Write and Shell.Exec, it
+answers each of the person's delegations in three turns:
+
+- step 0: File.Write appends a line naming the delegation to `writes.log`;
+- step 1: Shell.Exec runs perl (a program under /usr/bin, the one the bundle allows), which
+  appends such a line to `commands.log` and lingers `COMMAND_S`, so a runtime SIGKILLed
+  during the run is most likely killed mid-command, after its effect;
+- step 2: the answer, from what came back (a step cut short comes back `failed`).
+
+The delegation's input is its own envelope id (the tool worker sets it): the brain writes it
+as `{task}`, so each line names the call its step served, and the checker counts the lines
+per step (tools/chaos/_tool_check.py).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from bus import shipped
 
 __all__ = (
+    "COMMANDS_LOG",
     "DELEGATING_AGENT",
     "MIX_OBJECTIVE",
+    "PERL",
     "SPECIALIST",
+    "TOOLS_OBJECTIVE",
+    "TOOL_AGENT",
+    "WRITES_LOG",
     "agents_for",
     "write_agents",
 )
@@ -37,6 +58,23 @@ MIX_OBJECTIVE = "chaos survey"
 """The objective the load delegates; the delegating agent's mix turns match only it."""
 CALL_DEADLINE_MS = 10_000
 """Each of the delegating agent's calls: under half the person's deadline (see above)."""
+
+TOOL_AGENT = "toolsmith"
+"""The tool mix's agent: it uses the tool runtime for each delegation it answers."""
+TOOLS_OBJECTIVE = "chaos tools"
+"""The objective of the tool mix's delegations; the toolsmith's turns match only it."""
+WRITES_LOG = "writes.log"
+COMMANDS_LOG = "commands.log"
+"""The workspace files the File.Write and Shell.Exec steps append their line to."""
+PERL = "/usr/bin/perl"
+"""The program the command step runs: the only one the bundle's scope allows
+(deploy/policy/chaos.toml). A command is an argv, never a shell line: perl appends and lingers
+in one process, which a shell could do only from a string (`sh -c`, refused)."""
+COMMAND_S = 2.0
+"""How long the command step lingers after its line: most of a step's time, so a kill of
+the runtime most likely lands mid-command."""
+TOOL_DEADLINE_MS = 12_000
+"""Each tool step's wait: under half the person's deadline, as the delegation mix's calls."""
 
 _DEPLOY_AGENTS = shipped("deploy/agents")
 
@@ -69,34 +107,84 @@ final = true
 """
 
 
-def agents_for(agents: tuple[str, ...], delegations: int) -> tuple[str, ...]:
-    """The agents a run starts: the collaboration's, plus the specialist when the mix is on."""
-    if delegations <= 0 or SPECIALIST in agents:
-        return agents
-    return (*agents, SPECIALIST)
+def agents_for(agents: tuple[str, ...], delegations: int, tools: int = 0) -> tuple[str, ...]:
+    """The agents a run starts: the collaboration's, plus the specialist when the delegation
+    mix is on and the toolsmith when the tool mix is."""
+    if delegations > 0 and SPECIALIST not in agents:
+        agents = (*agents, SPECIALIST)
+    if tools > 0 and TOOL_AGENT not in agents:
+        agents = (*agents, TOOL_AGENT)
+    return agents
 
 
-def write_agents(folder: Path, agents: tuple[str, ...]) -> Path:
+def write_agents(folder: Path, agents: tuple[str, ...], *, delegating: bool = True) -> Path:
     """Write the run's agent folder: each agent's demo profile and script, the delegating
-    agent's with the mix's delegates and turns. Returns the folder.
+    agent's with the mix's delegates and turns (`delegating`), and the toolsmith's own.
+    Returns the folder.
 
     Raises:
-        ValueError: the mix needs claude and the delegating agent among `agents`.
+        ValueError: the delegation mix needs claude and the delegating agent among `agents`.
     """
     missing = {DELEGATING_AGENT, "claude", SPECIALIST} - set(agents)
-    if missing:
+    if delegating and missing:
         raise ValueError(f"the delegation mix needs the agents {sorted(missing)}")
     scripts = folder / "scripts"
     scripts.mkdir(parents=True, exist_ok=True)
     for agent in agents:
+        if agent == TOOL_AGENT:
+            (folder / f"{agent}.toml").write_text(_TOOL_PROFILE)
+            (scripts / f"{agent}.toml").write_text(_tool_turns())
+            continue
         profile = (_DEPLOY_AGENTS / f"{agent}.toml").read_text()
         script = (_DEPLOY_AGENTS / "scripts" / f"{agent}.toml").read_text()
-        if agent == DELEGATING_AGENT:
+        if agent == DELEGATING_AGENT and delegating:
             profile = _with_delegates(profile, ("claude", SPECIALIST))
             script = _MIX_TURNS + script
         (folder / f"{agent}.toml").write_text(profile)
         (scripts / f"{agent}.toml").write_text(script)
     return folder
+
+
+_TOOL_PROFILE = f"""\
+# The chaos run's tool mix (tools/chaos/_agents.py): a write and a command per delegation.
+name = "{TOOL_AGENT}"
+description = "Runs the chaos tool mix's steps through the tool runtime."
+model = "scripted"
+capabilities = ["delegate_target"]
+tools = ["File.Write", "Shell.Exec"]
+
+[brain]
+backend = "scripted"
+script = "scripts/{TOOL_AGENT}.toml"
+"""
+
+_COMMAND = (
+    'my $line = <STDIN>; open(my $log, ">>", "' + COMMANDS_LOG + '") or die "$!"; '
+    'print $log $line; close($log) or die "$!"; '
+    f"select(undef, undef, undef, {COMMAND_S})"
+)
+"""Append stdin's line to the log, then linger (no braces: arguments are templates)."""
+
+
+def _tool_turns() -> str:
+    """The toolsmith's script. Its strings are JSON's, which TOML reads alike."""
+    write = {"path": WRITES_LOG, "content": "{task} File.Write\n", "append": True}
+    command = {"argv": [PERL, "-e", _COMMAND], "stdin": "{task} Shell.Exec\n"}
+
+    def call(capability: str, arguments: Mapping[str, object]) -> str:
+        pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in arguments.items())
+        return (
+            f'calls = [{{ tool = "use_tool", to = "{capability}", '
+            f"deadline_ms = {TOOL_DEADLINE_MS}, arguments = {{ {pairs} }} }}]"
+        )
+
+    head = f'[[turn]]\nkind = "delegation_request"\ngoal = "{TOOLS_OBJECTIVE}"\n'
+    return (
+        "# The chaos run's tool mix (tools/chaos/_agents.py): a write, a command, the answer.\n"
+        f"{head}step = 0\n{call('File.Write', write)}\n\n"
+        f"{head}step = 1\n{call('Shell.Exec', command)}\n\n"
+        f'{head}step = 2\nmessage = "{TOOL_AGENT} ran: {{results}}"\nfinal = true\n'
+    )
 
 
 def _with_delegates(profile: str, delegates: tuple[str, ...]) -> str:

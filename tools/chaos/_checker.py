@@ -29,6 +29,10 @@ What it computes, and why each is a broken promise:
   actor doing what it must not; either way the run did not show what it claims to.
 - the load held: a session started in every fault window, and the refusals the load got back
   (tools/chaos/_verdicts.py). A run whose load stopped proves nothing about later faults.
+- the tool mix (`--tools N`): every tool step ended with one result and none was applied
+  twice (tools/chaos/_tool_check.py).
+
+The facts themselves are plain records (tools/chaos/_facts.py).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tools.chaos._facts import Applied, DelegationOutcome, Fault, Published, SessionOutcome
+from tools.chaos._tool_check import ToolsCheck
 from tools.chaos._verdicts import LoadCheck, check_load, recoveries, verdict_table
 
 __all__ = (
@@ -49,94 +55,6 @@ __all__ = (
     "check_history",
     "format_report",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Published:
-    """A message JetStream acknowledged: its envelope id, stream sequence and receiver."""
-
-    envelope_id: str
-    stream_seq: int
-    receiver: str
-    kind: str = ""
-    at: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """A handler's effect of one delivery: which input, at which attempt, giving which effect.
-
-    `purpose` tells apart the legitimately different effects of one input (a session event's
-    type, an effect envelope's kind); two effects with one purpose and different ids are a
-    duplicate. `attempt` is 0 when the history does not say.
-    """
-
-    handler: str
-    envelope_id: str
-    effect_id: str
-    purpose: str
-    attempt: int = 0
-    at: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionOutcome:
-    """One session: whether it ended, and how (`completed`/`failed`), with the stated reason."""
-
-    session_id: str
-    ended: str | None = None
-    reason: str | None = None
-    started_at: float | None = None
-    """When the session opened (its first event), Unix seconds."""
-    ended_at: float | None = None
-    """When its end event was stored, Unix seconds."""
-    ends_by: float | None = None
-    """The latest its last step promised to end by (deadline plus the sweep's margin)."""
-
-    @property
-    def took_s(self) -> float | None:
-        """Seconds from opening to end, if it ended."""
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return self.ended_at - self.started_at
-
-    @property
-    def late(self) -> bool:
-        """Ended after its bound, or not at all although its bound has passed."""
-        return self.ends_by is not None and (self.ended_at or float("inf")) > self.ends_by + 5
-
-
-@dataclass(frozen=True, slots=True)
-class DelegationOutcome:
-    """One delegation a person made: to whom, whether an answer came back, and by when."""
-
-    request_id: str
-    target: str
-    asked_at: float
-    answer: str | None = None
-    """How it was answered: the answer's kind (`delegation_response`, `error`), or `refused`
-    when the gate refused the request itself (its error is the answer); None: never."""
-    answered_at: float | None = None
-    ends_by: float | None = None
-    """The latest the answer was due (the request's deadline plus a margin)."""
-
-    @property
-    def late(self) -> bool:
-        """Answered after its bound."""
-        return (
-            self.ends_by is not None
-            and self.answered_at is not None
-            and self.answered_at > self.ends_by
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """A fault the scheduler injected: what, to whom, when (seconds on the run's clock)."""
-
-    action: str
-    target: str
-    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +94,8 @@ class ChaosReport:
     a repeat JetStream's window let through, caught by the gate's own record of ids."""
     load: LoadCheck | None = None
     """Whether sessions started in every fault window; None when the run's span is unknown."""
+    tools: ToolsCheck | None = None
+    """The tool mix's verdict (tools/chaos/_tool_check.py); None when the run had none."""
 
     @property
     def worst_recovery_s(self) -> float | None:
@@ -218,6 +138,8 @@ class ChaosReport:
             found.append(f"{refused} permission violation(s): {_by_actor(self)}")
         if self.load is not None:
             found += self.load.violations()
+        if self.tools is not None:
+            found += self.tools.violations()
         return found
 
 
@@ -242,6 +164,7 @@ def check_history(
     repeats_refused: int = 0,
     load_span: tuple[float, float] | None = None,
     refusals: Mapping[str, int] | None = None,
+    tools: ToolsCheck | None = None,
 ) -> ChaosReport:
     """Judge one run's history.
 
@@ -262,6 +185,7 @@ def check_history(
         load_span: when the load started and stopped opening sessions (Unix seconds): each
             fault window in it must see a session start.
         refusals: the error answers the load generator got back, by code.
+        tools: the tool mix's verdict, judged apart (`check_tools`).
     """
     published = list(published)
     applied = list(applied)
@@ -325,6 +249,7 @@ def check_history(
             refusals,
             min_window_s=recovery_bound_s or 0.0,
         ),
+        tools=tools,
     )
 
 
@@ -375,6 +300,7 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
             "no auditor" if report.audit_records is None else str(report.audit_records),
         ),
         *_delegation_rows(report),
+        *(report.tools.rows() if report.tools is not None else ()),
         ("repeated ids refused", str(report.repeats_refused)),
         ("audit chain gaps", str(len(report.audit_gaps))),
         ("permission violations", _refusals(report)),

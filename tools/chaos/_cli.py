@@ -8,12 +8,11 @@ import tempfile
 from pathlib import Path
 
 from bus import stop_like_interrupt
-from tools.chaos._agents import agents_for
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
 from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
 from tools.chaos._shared_command import SharedChaosOptions, run_shared_chaos
 from tools.chaos._shared_faults import plan_shared_faults
-from tools.demo import demo_topology
+from tools.chaos._topology import run_topology
 
 __all__ = ("add_chaos_command",)
 
@@ -27,6 +26,7 @@ def _cmd_shared(args: argparse.Namespace) -> int:
             ("--kill-router-every", args.kill_router_every),
             ("--no-server-faults", args.no_server_faults),
             ("--open-broker", args.open_broker),
+            ("--tools", args.tools),
         )
         if given
     ]
@@ -64,12 +64,13 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         kill_router_every_s=args.kill_router_every,
         delegations=args.delegations,
         cluster=args.cluster or 0,
+        tools=args.tools,
     )
     if args.plan:
         with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
             # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
-            agents = agents_for(options.agents, options.delegations)
-            topology = demo_topology(Path(scratch) / "policy.pub", "demo", agents=agents)
+            work = Path(scratch)
+            topology = run_topology(options.agents, options.delegations, options.tools, work, work)
         names = [spec.name for spec in topology.actor]
         servers = cluster_targets(args.cluster) if args.cluster else (SERVER,)
         plan = plan_faults(args.seed, args.duration, names, servers=servers)
@@ -97,6 +98,14 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default=0,
         metavar="N",
         help="also N workers delegating to gpt, which fans out to claude and a reviewer",
+    )
+    chaos.add_argument(
+        "--tools",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N workers having a tool-using agent append lines through the tool runtime "
+        "(which the run starts, and may kill)",
     )
     chaos.add_argument("--ack-wait", type=float, default=2.0, help="actors' ack wait (s)")
     chaos.add_argument(

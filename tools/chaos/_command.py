@@ -7,12 +7,14 @@ provisioner, signs and publishes the demo policy as an operator would, and start
 actors (gate, router, auditor, the scripted agents) as separate processes it controls, each
 with its own settings file. N workers each run collaboration sessions back to back as the
 CLI (tools/chaos/_load.py), and with `--delegations M` M more delegate to gpt as the person
-(tools/chaos/_delegations.py), gpt fanning out to claude and a third agent, while the
-schedule (tools/chaos/_schedule.py, drawn from `--seed`) kills, pauses and restarts chosen
-actors and the nats-server itself. After the run it waits for the sessions and delegations
-in flight, reads the history back from JetStream (tools/chaos/_records.py), verifies the
-audit chain, stops everything, counts the refusals the server logged, prints the checker's
-table and the seed, and exits 1 on any violation.
+(tools/chaos/_delegations.py), gpt fanning out to claude and a third agent, and with
+`--tools K` K more have a tool-using agent append lines through the tool runtime, which the
+run then starts too (tools/chaos/_tools.py), while the schedule (tools/chaos/_schedule.py,
+drawn from `--seed`) kills, pauses and restarts chosen actors and the nats-server itself.
+After the run it waits for the sessions, delegations and tool steps in flight, reads the
+history back from JetStream (tools/chaos/_records.py), verifies the audit chain, stops
+everything, counts the refusals the server logged (and the tool steps' effects in their
+workspaces), prints the checker's table and the seed, and exits 1 on any violation.
 
 With `--cluster N` the broker is N nodes on loopback (streams at three replicas from three),
 and the schedule kills and pauses nodes, one at a time, and on purpose whichever leads
@@ -27,7 +29,6 @@ streams it led elect new leaders only once their election timeout passes).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -43,9 +44,9 @@ from nats.aio.client import Client as NATS
 
 from actors import ACTORS
 from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision, shipped
-from schemas import Namespace, key_id
+from schemas import Decision, Namespace, key_id
 from tools.audit import verify_stream
-from tools.chaos._agents import agents_for, write_agents
+from tools.chaos._agents import TOOL_AGENT
 from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
 from tools.chaos._delegations import DEADLINE_MS, MARGIN_S, delegation_worker, follow_answers
 from tools.chaos._faults import EVERY_ACTOR, Faults
@@ -62,7 +63,10 @@ from tools.chaos._schedule import (
     plan_faults,
     router_kills,
 )
-from tools.demo import demo_topology, publish_policy
+from tools.chaos._tool_check import check_tools, tool_steps_from
+from tools.chaos._tools import ToolSteps, count_effects, count_starts, tool_request
+from tools.chaos._topology import TOOL_RUNTIME, run_topology
+from tools.demo import publish_policy
 from tools.natsconf import PROVISIONER
 
 __all__ = ("CHAOS_POLICY", "EVERY_ACTOR", "ChaosOptions", "run_chaos")
@@ -99,6 +103,9 @@ class ChaosOptions:
     0 runs the collaboration load alone, with the demo's agents as deployed."""
     cluster: int = 0
     """Nodes of the broker's cluster; 0 runs a single server."""
+    tools: int = 0
+    """Workers having the toolsmith run tool steps as the person, with the tool runtime
+    started among the actors (tools/chaos/_tools.py); 0 runs neither."""
 
 
 @dataclass
@@ -110,6 +117,8 @@ class _Readings:
     audit_records: int | None
     audit_gaps: list[str]
     load: Load
+    tool_decisions: list[Decision]
+    """The gate's decisions, for the tool mix's verdict (empty without the mix)."""
 
 
 async def _quiet(exc: Exception) -> None:
@@ -129,21 +138,6 @@ async def _connect(url: str, broker: LockedBroker | None, actor: str) -> NATS:
     return await nats.connect(url.split(","), **options)
 
 
-def _with_agents_dir(topology: Topology, folder: Path) -> Topology:
-    """`topology` with its agents reading their profiles from `folder` (the run's own)."""
-    options = json.dumps({"agents_dir": str(folder.resolve())})
-    return topology.model_copy(
-        update={
-            "actor": tuple(
-                spec.model_copy(update={"env": {**spec.env, "PARLEY_OPTIONS": options}})
-                if spec.run == "agent"
-                else spec
-                for spec in topology.actor
-            )
-        }
-    )
-
-
 def _actor_ids(topology: Topology) -> list[str]:
     """Every user the run needs: the topology's actors and the CLI the load submits as."""
     return [*(spec.name for spec in topology.actor), CLI]
@@ -157,10 +151,7 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
         keys = work / "keys"
         keys.mkdir(parents=True, exist_ok=True)
         # publish_policy writes the public key at this path once the server is up.
-        agents = agents_for(options.agents, options.delegations)
-        topology = demo_topology(keys / "policy.pub", tenant="demo", agents=agents)
-        if options.delegations > 0:
-            topology = _with_agents_dir(topology, write_agents(work / "agents", agents))
+        topology = run_topology(options.agents, options.delegations, options.tools, keys, work)
         broker = (
             LockedBroker(work / "nats-config", _actor_ids(topology), ns)
             if options.locked_down
@@ -177,7 +168,7 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
             await asyncio.to_thread(server.stop)  # its log is read to the end: every refusal
         if readings is None:
             return code, check_history([], [])
-        report = _check(readings, options, broker)
+        report = _check(readings, options, broker, work)
         print(format_report(report, seed=options.seed), file=out, flush=True)
         return (1 if report.violations() else 0), report
 
@@ -254,8 +245,8 @@ async def _run(
         plan = merged(plan, router_kills(options.kill_router_every_s, options.duration_s))
     print(
         f"parley chaos: seed {options.seed}, {options.duration_s:.0f} s, {options.sessions} "
-        f"concurrent sessions, {options.delegations} delegating, ack wait {options.ack_wait_s} s, "
-        f"{len(plan)} faults",
+        f"concurrent sessions, {options.delegations} delegating, {options.tools} using tools, "
+        f"ack wait {options.ack_wait_s} s, {len(plan)} faults",
         file=out,
         flush=True,
     )
@@ -266,8 +257,11 @@ async def _run(
         load = Load()
         await follow_events(watcher.jetstream(), ns, load)
         await follow_refusals(nc, ns, load, locked_down=broker is not None)
-        if options.delegations > 0:
+        if options.delegations > 0 or options.tools > 0:
             await follow_answers(watcher.jetstream(), ns, load)
+        steps = ToolSteps()
+        if options.tools > 0:
+            await steps.follow(watcher.jetstream(), ns)
         faults = Faults(children, server, out, ns.stream("submit"), keeper)
         started = time.monotonic()
         stop_at = started + options.duration_s
@@ -285,7 +279,14 @@ async def _run(
                 tasks.create_task(delegation_worker(js, ns, load, stop_at, give_up_at))
                 for _ in range(options.delegations)
             ]
+            running += [
+                tasks.create_task(
+                    delegation_worker(js, ns, load, stop_at, give_up_at, tool_request)
+                )
+                for _ in range(options.tools)
+            ]
             await asyncio.gather(*running)
+            await steps.settle(min(give_up_at, time.monotonic() + session_timeout_s))
             keeping.cancel()  # the load is done: exits from here on are the run's own stop
         print(keeper.summary(), file=out, flush=True)
     finally:
@@ -315,7 +316,10 @@ async def _run(
             await print_consumers(admin, ns, out)
         finally:
             await admin.close()
-    return 0, _Readings(history, faults.healed, records, gaps, load)
+    tool_decisions = [r.envelope for r in decisions if isinstance(r.envelope, Decision)]
+    return 0, _Readings(
+        history, faults.healed, records, gaps, load, tool_decisions if options.tools else []
+    )
 
 
 async def _provision(
@@ -339,8 +343,15 @@ async def _provision(
         await admin.close()
 
 
-def _check(readings: _Readings, options: ChaosOptions, broker: LockedBroker | None) -> ChaosReport:
+def _check(
+    readings: _Readings, options: ChaosOptions, broker: LockedBroker | None, work: Path
+) -> ChaosReport:
     history = readings.history
+    tools = None
+    if options.tools > 0:  # counted once every process is stopped: no line is still coming
+        steps, refused = tool_steps_from(readings.tool_decisions, TOOL_AGENT)
+        starts = count_starts(work / f"{TOOL_RUNTIME}.log")
+        tools = check_tools(steps, count_effects(work / "workspaces"), starts, refused)
     return check_history(
         history.published,
         history.applied,
@@ -356,6 +367,7 @@ def _check(readings: _Readings, options: ChaosOptions, broker: LockedBroker | No
         repeats_refused=history.repeats_refused,
         load_span=readings.load.span,
         refusals=readings.load.refusals.counts,
+        tools=tools,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -35,7 +36,8 @@ MARGIN_S = 5.0
 ANSWER_KINDS = frozenset({"delegation_response", "error"})
 
 
-def _request() -> Delegate:
+def _request(envelope_id: str) -> Delegate:
+    del envelope_id  # the mix's delegations are all alike
     return Delegate(
         request_id="chaos",
         target_employee=DELEGATING_AGENT,
@@ -46,13 +48,20 @@ def _request() -> Delegate:
 
 
 async def delegation_worker(
-    js: JetStreamContext, ns: Namespace, load: Load, stop_at: float, give_up_at: float
+    js: JetStreamContext,
+    ns: Namespace,
+    load: Load,
+    stop_at: float,
+    give_up_at: float,
+    request: Callable[[str], Delegate] = _request,
 ) -> None:
-    """Delegate one request after another until `stop_at`."""
+    """Delegate one request after another until `stop_at`: `request` makes each one from
+    its envelope id (the tool mix's name their own, tools/chaos/_tools.py)."""
     while time.monotonic() < stop_at:
+        envelope_id = new_id()
         envelope = request_envelope(
-            _request(),
-            envelope_id=new_id(),
+            request(envelope_id),
+            envelope_id=envelope_id,
             sender=CLI,
             user_id="chaos",
             session_id=new_id(),

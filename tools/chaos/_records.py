@@ -66,8 +66,8 @@ _CALL_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in call_kinds())
     "human_message"  # a person's message to an agent asks for an answer as a call does
 }
 _ANSWERS = frozenset({"delegation_response", "error"})
-_FANNED = frozenset({"delegation_request", "sub_agent_call"})
-"""The kinds an agent sends several of for one call: a fan-out, a chain's rounds."""
+_FANNED = frozenset({"delegation_request", "sub_agent_call", "tool_request"})
+"""The kinds an agent sends several of for one call: a fan-out, a chain's rounds, its tools."""
 _ROUNDS = 9
 _REQUESTS_PER_ROUND = 16
 """How many of an agent host's request ids `_request_slots` tells apart: the host's rounds
