@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 from actors.tools._confinement import (
     SandboxUser,
@@ -234,9 +234,11 @@ async def _supervise(
     pipe open is not waited for).
     """
     stdin_pipe = transport.get_pipe_transport(0)
-    assert isinstance(stdin_pipe, asyncio.WriteTransport)  # noqa: S101 - stdin=PIPE
+    assert stdin_pipe is not None  # noqa: S101 - stdin=PIPE
     if stdin:
-        stdin_pipe.write(stdin)  # a program that exits unread breaks the pipe: no error
+        # uvloop's pipe transport (every actor's loop) writes like asyncio's WriteTransport
+        # but is not one: an isinstance check refused every command the runtime ran.
+        cast(asyncio.WriteTransport, stdin_pipe).write(stdin)  # unread: no error
     stdin_pipe.close()
     timed_out = False
     try:
