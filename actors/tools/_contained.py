@@ -126,7 +126,6 @@ async def run_contained(
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
-                    cwd=cwd,
                     env=_child_environment(environment, workspace),
                     start_new_session=True,
                     preexec_fn=child_setup(
@@ -136,6 +135,7 @@ async def run_contained(
                         isolate_network=unusable is not None
                         and not network
                         and network_isolation_unusable() is None,
+                        cwd=cwd,
                     ),
                 )
             )

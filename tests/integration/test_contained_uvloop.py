@@ -5,10 +5,9 @@ uvloop's pipe transports write like asyncio's but are not `asyncio.WriteTranspor
 check on the stdin pipe once turned every Shell.Exec the real runtime ran into an
 INTERNAL_ERROR while every test under the default loop passed.
 
-Only the bubblewrap mode, which `make test` installs: without it, uvloop changes to the
-command's directory after the switch to the sandbox user (the default loop does it before),
-so a workspace under a directory only root may enter, as pytest's `tmp_path` is, cannot be
-entered; that is another matter than this test's.
+Without bubblewrap, uvloop enters the command's directory only after `preexec_fn` has
+switched to the sandbox user, who may not pass through the directories above the workspace
+(pytest's `tmp_path` is under one only root may enter): the child enters it before the switch.
 """
 
 from __future__ import annotations
@@ -22,8 +21,10 @@ from actors.tools import ShellRun
 from tests.support.contained import MODES, run
 
 
-@pytest.mark.parametrize("bubblewrap", MODES[:1])
-def test_a_command_reads_its_stdin_and_exits_under_uvloop(tmp_path: Path, bubblewrap: bool) -> None:
+@pytest.mark.parametrize("bubblewrap", MODES)
+def test_a_command_starts_in_its_workspace_and_reads_its_stdin_under_uvloop(
+    tmp_path: Path, bubblewrap: bool
+) -> None:
     async def contained() -> ShellRun:
         return await run(["cat"], tmp_path, bubblewrap=bubblewrap, stdin=b"from stdin\n")
 
