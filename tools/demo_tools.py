@@ -131,6 +131,11 @@ async def run_tools_demo(out: TextIO, *, keep: Path | None = None) -> int:
     returns or raises (Ctrl-C included): the supervisor stops the actors, the server stops."""
     with tempfile.TemporaryDirectory(prefix="parley-demo-tools-") as scratch:
         work = (keep or Path(scratch)).resolve()
+        # Without bubblewrap a command runs as a sandbox user at the workspace's real path,
+        # and git resolves it: the user must pass through (never list) the dirs above it.
+        if keep is None:
+            work.chmod(0o711)
+        (work / "workspaces").mkdir(parents=True, exist_ok=True, mode=0o711)
         ns = Namespace("parley")
         signed, public = await asyncio.to_thread(sign_policy, TOOLS_POLICY, work / "keys")
         broker = work / "broker"
