@@ -80,12 +80,7 @@ def tools_topology(work: Path, public_key: Path) -> Topology:
     keys = {"policy_keys": [str(public_key)], "tenant": TENANT}
     audit_key = work / "keys" / "audit.key"
     key_pair(audit_key)
-    # git reads /etc/gitconfig, which the sandbox does not show: told not to, it runs there.
-    runtime = {
-        **keys,
-        "workspaces": str(work / "workspaces"),
-        "environment": {"GIT_CONFIG_NOSYSTEM": "1"},
-    }
+    runtime = {**keys, "workspaces": str(work / "workspaces")}
 
     def options(values: object) -> dict[str, str]:
         return {"PARLEY_OPTIONS": json.dumps(values)}
