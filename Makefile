@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt bench schemas demo demo-shared clean chromium bubblewrap
+.PHONY: test lint fmt bench schemas demo demo-shared demo-tools clean chromium bubblewrap
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ demo: $(STAMP)
 # Seed 000: two deployments and a gateway on this machine, a shared agent over the relay.
 demo-shared: $(STAMP)
 	$(VENV)/bin/parley demo --shared
+
+# A coding agent fixes a repository with tools, its commands contained (docs/tools.md).
+demo-tools: $(STAMP) bubblewrap
+	$(VENV)/bin/parley demo --tools
 
 bench: $(STAMP)
 	$(VENV)/bin/parley bench

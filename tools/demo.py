@@ -298,6 +298,11 @@ async def _converse(
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping servers and actors
+    if args.tools:
+        # tools.demo_tools builds on this module (sign_policy): imported here, not above.
+        from tools.demo_tools import run_tools_demo
+
+        return asyncio.run(run_tools_demo(sys.stdout, keep=args.keep))
     if args.shared:
         # tools.demo_shared builds on this module (sign_bundle): imported here, not above.
         from tools.demo_shared import run_shared_demo
@@ -314,5 +319,11 @@ def add_demo_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         action="store_true",
         help="seed 000 instead: two deployments and a gateway, an orchestrated session with "
         "a shared agent over the relay, and what the gateway stored",
+    )
+    demo.add_argument(
+        "--tools",
+        action="store_true",
+        help="a coding agent fixes a repository with tools (files, commands, git) under a "
+        "bundle that grants only those, its commands approved as you, then its patch and audit",
     )
     demo.set_defaults(func=_cmd_demo)

@@ -87,9 +87,13 @@ def child_setup(
     uid: int | None,
     switch_user: bool,
     isolate_network: bool,
+    cwd: Path | None = None,
 ) -> Callable[[], None]:
     """What the forked child does before exec (`preexec_fn`), in this order.
 
+    `cwd` is entered first, while the child is still the runtime's user: uvloop (every
+    actor's loop) changes directory only after `preexec_fn`, as the sandbox user, who may
+    not pass through the directories above the workspace.
     `isolate_network` (root only) gives the command a network namespace of its own with
     nothing but a down loopback; `switch_user` drops to `uid` (the sandbox's leased user;
     under bubblewrap the switch happens inside the sandbox instead, after its mounts).
@@ -109,6 +113,8 @@ def child_setup(
     )
 
     def setup() -> None:
+        if cwd is not None:
+            os.chdir(cwd)
         if isolate_network:
             _unshare_network()
         if switch_user and uid is not None:

@@ -126,7 +126,6 @@ async def run_contained(
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
-                    cwd=cwd,
                     env=_child_environment(environment, workspace),
                     start_new_session=True,
                     preexec_fn=child_setup(
@@ -136,6 +135,7 @@ async def run_contained(
                         isolate_network=unusable is not None
                         and not network
                         and network_isolation_unusable() is None,
+                        cwd=cwd,
                     ),
                 )
             )
@@ -237,7 +237,7 @@ async def _supervise(
     # actors run on: an isinstance check would fail every command there.
     stdin_pipe = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
     if stdin:
-        stdin_pipe.write(stdin)  # a program that exits unread breaks the pipe: no error
+        stdin_pipe.write(stdin)  # unread: no error
     stdin_pipe.close()
     timed_out = False
     try:

@@ -113,6 +113,9 @@ def bubblewrap_argv(
             argv += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             argv += ["--ro-bind", str(path), str(path)]
+    # Passable by the sandbox user: bubblewrap would make /etc root's alone, and every file
+    # bound into it unreadable (git stops at /etc/gitconfig refused instead of absent).
+    argv += ["--perms", "0755", "--dir", "/etc"]
     for name in _ETC_FILES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # S108: a fresh tmpfs at the sandbox's own /tmp, not the host's shared directory.

@@ -1,20 +1,17 @@
-"""A contained command run on uvloop, the event loop every actor process runs on.
+"""A contained command runs under uvloop, the event loop every actor (the tool runtime too)
+runs on, not only under the default loop the other containment tests use.
 
-uvloop's pipe transports are no `asyncio.WriteTransport` subclasses: a runner that checked
-the stdin pipe's type failed every Shell.Exec inside the tool runtime (`INTERNAL_ERROR`),
-while the containment tests, on asyncio's own loop, all passed. Found by the chaos tool mix
-(tools/chaos/_tools.py).
+uvloop's pipe transports write like asyncio's but are not `asyncio.WriteTransport`s: a type
+check on the stdin pipe once turned every Shell.Exec the real runtime ran into an
+INTERNAL_ERROR while every test under the default loop passed.
 
-The workspace is in a directory every user may pass through: uvloop enters the command's
-directory after the child took its sandbox user (asyncio enters it before), so under the
-tests' own temporary directory, which only root may enter, the fallback could not start.
+Without bubblewrap, uvloop enters the command's directory only after `preexec_fn` has
+switched to the sandbox user, who may not pass through the directories above the workspace
+(pytest's `tmp_path` is under one only root may enter): the child enters it before the switch.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,20 +21,13 @@ from actors.tools import ShellRun
 from tests.support.contained import MODES, run
 
 
-@pytest.fixture
-def workspace() -> Iterator[Path]:
-    outer = Path(tempfile.mkdtemp(prefix="parley-uvloop-"))
-    outer.chmod(0o711)
-    path = outer / "ws"
-    path.mkdir(mode=0o700)
-    yield path
-    shutil.rmtree(outer)
-
-
 @pytest.mark.parametrize("bubblewrap", MODES)
-def test_a_command_gets_its_stdin_on_uvloop(workspace: Path, bubblewrap: bool) -> None:
-    async def main() -> ShellRun:
-        return await run(["cat"], workspace, bubblewrap=bubblewrap, stdin=b"one line\n")
+def test_a_command_starts_in_its_workspace_and_reads_its_stdin_under_uvloop(
+    tmp_path: Path, bubblewrap: bool
+) -> None:
+    async def contained() -> ShellRun:
+        return await run(["cat"], tmp_path, bubblewrap=bubblewrap, stdin=b"from stdin\n")
 
-    done = uvloop.run(main())
-    assert (done.exit_code, done.output) == (0, b"one line\n"), done
+    result = uvloop.run(contained())
+    assert result.exit_code == 0, result
+    assert result.output == b"from stdin\n"
