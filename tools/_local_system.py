@@ -75,9 +75,10 @@ class SystemSpec(BaseModel):
     """Where the agents' profiles are (the shipped ones unless the system names its own)."""
     console: bool = True
     """Run the web console too."""
-    tools: bool = True
+    tools: bool = False
     """Run the tool runtime (`parley run tools`), whose workspaces are `.parley/workspaces/`:
-    agents whose profiles offer tools use them through it, as the bundle grants."""
+    agents whose profiles offer tools use them through it, as the bundle grants. The local
+    system runs it; an example's system only when its flow uses tools."""
 
     @field_validator("agents")
     @classmethod
@@ -91,6 +92,7 @@ class SystemSpec(BaseModel):
 LOCAL_SYSTEM: Final = SystemSpec(
     agents=("gpt", "claude", "local", "planner", "researcher", "coder", "reviewer"),
     policy=Path("deploy/policy/demo.toml"),
+    tools=True,
 )
 """`parley up` with no argument: every shipped agent, under the demo bundle (tenant `demo`)."""
 

@@ -25,6 +25,7 @@ def test_the_scale_row_beats_for_every_agent_and_prints_the_cpu_with_its_aim(
     out = tmp_path / "bench.json"
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
     argv += ["--scale-agents", str(_AGENTS), "--scale-agents-window-s", "2"]
+    argv += ["--scale-decisions-trace", "200", "--scale-decisions-pairs", "50"]
     assert main(argv) == 0
     (run,) = json.loads(out.read_text())["scale"]["registry"]
     assert run["sync_always"] and run["agents"] == _AGENTS, run
@@ -38,7 +39,8 @@ def test_the_scale_row_beats_for_every_agent_and_prints_the_cpu_with_its_aim(
     assert run["pass"] == {"total_core_pct": True}, run  # 60 beats/s: far under the aim
     printed = capsys.readouterr().out
     assert f"{_AGENTS:,} agents registered" in printed and "aim < 10%" in printed, printed
-    assert printed.count("PASS") + printed.count("FAIL") == 3, printed
+    # Audit verify's two, the agents' CPU, and the decisions' four ratios (tested on their own).
+    assert printed.count("PASS") + printed.count("FAIL") == 7, printed
 
 
 def test_an_aim_below_what_is_measured_fails_the_figure(
@@ -47,6 +49,7 @@ def test_an_aim_below_what_is_measured_fails_the_figure(
     out = tmp_path / "bench.json"
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
     argv += ["--scale-agents", str(_AGENTS), "--scale-agents-window-s", "2"]
+    argv += ["--scale-decisions-trace", "200", "--scale-decisions-pairs", "50"]
     assert main([*argv, "--scale-agents-aim-pct", "0.0"]) == 0
     (run,) = json.loads(out.read_text())["scale"]["registry"]
     # Measured as ever (every beat stored, CPU spent), judged against an aim below it.

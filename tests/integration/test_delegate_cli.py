@@ -180,7 +180,7 @@ def test_a_refused_target_in_a_fan_out_is_printed_and_fails_the_command(demo: De
     assert lines[refused] == "gpt returned: FAILED (refused by the gate)"
     assert lines[refused + 1] == (
         "    TARGET_NOT_ALLOWED: cli may not send to gpt "
-        "(allowed: router, planner, researcher, coder, reviewer)"
+        "(allowed: router, planner, researcher, coder, reviewer, tools)"
     )
     assert lines[-1] == "fan-out: partial (1 of 2 succeeded)"
 

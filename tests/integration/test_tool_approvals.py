@@ -2,8 +2,9 @@
 
 The agent's File.Write and File.Delete require approval (seed 002 §13.4). `parley say` prints
 the held request with the two commands that decide it; another person's decision is ignored,
-the owner's `parley approvals approve` runs the write, `reject` denies the next one, and a
-delete nobody decides is denied when its rule's timeout passes. Nothing is written that was
+the owner's `parley approvals approve` runs the write, that approval replayed while the next
+write waits decides nothing, `reject` denies the next one, and a delete nobody decides is
+denied when its rule's timeout passes. Nothing is written that was
 not approved.
 """
 
@@ -162,8 +163,14 @@ async def test_held_writes_wait_for_their_owner_and_nothing_else(
         assert await say.wait_exit(60) == 0, "\n".join(say.lines)
         (written,) = workspaces.glob("*/alpha.txt")
         assert written.read_text() == "written for alpha"
-        # Rejected: denied, nothing written.
+        # A decision replayed: alpha's approval, sent again naming beta's session, decides
+        # nothing (alpha's is decided, and an approval names one request only).
+        alpha_id = approval_id
         say, approval_id, session = await held("beta")
+        replay = cli("approvals", "approve", alpha_id, "--session", session, "--wait", "3")
+        assert await replay.wait_exit(60) == 1, "\n".join(replay.lines)
+        assert not list(workspaces.glob("*/beta.txt"))
+        # Rejected: denied, nothing written.
         reject = cli("approvals", "reject", approval_id, "--session", session, "--reason", "no")
         assert await reject.wait_exit(60) == 0, "\n".join(reject.lines)
         assert await say.wait_exit(60) == 0

@@ -132,8 +132,8 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
                 '[profiles.gpt]\nallowed_targets = ["router", "claude"]'
             ),
             'label = "demo-1"': 'label = "demo-1"\nshared_agents = ["gpt"]',
-            '[profiles.person-alice]\nallowed_targets = ["router"]': (
-                '[profiles.person-alice]\nallowed_targets = ["router", "gpt", "claude"]\n'
+            '[profiles.person-alice]\nallowed_targets = ["router", "tools"]': (
+                '[profiles.person-alice]\nallowed_targets = ["router", "tools", "gpt", "claude"]\n'
                 "allow_shared_agent_calls = true\n"
                 'allowed_shared_device_ids = ["gpt"]'
             ),
