@@ -20,6 +20,7 @@ __all__ = (
     "ORIGIN",
     "SENDER",
     "SENDER_ROLE",
+    "SESSION",
     "TRACEPARENT",
     "TRACE_ID",
     "HeaderError",
@@ -42,6 +43,10 @@ BOUND_BY = "Parley-Bound-By"
 """Set by the gate on a delivered tool request: the agents whose capabilities bound it, its
 sender last (actors/gate/_tool_checks.py). The tool runtime narrows the scope by each of them
 again; trustworthy on a deliver subject only, which the gate alone may write."""
+SESSION = "Parley-Session"
+"""Set by the gate on a delivered tool request: the session its trace works in (its root's,
+else the trace itself), from the gate's own records. The tool runtime's workspace is that
+session's, never one a request names; trustworthy on a deliver subject only."""
 DEADLINE = "Parley-Deadline"
 """Absolute deadline of the call chain, in Unix milliseconds."""
 MSG_ID = "Nats-Msg-Id"

@@ -79,8 +79,8 @@ async def _decide(args: argparse.Namespace) -> int:
                 item = await waited(news.get(), args.wait, watch, what="the tool's result")
             except TimeoutError:
                 print(
-                    f"the decision is stored; step {args.approval_id} has not ended within "
-                    f"{args.wait:.0f} s (decided already, or not yours to decide)"
+                    f"the gate admitted the decision; step {args.approval_id} has not ended "
+                    f"within {args.wait:.0f} s (decided already, expired, or not yours to decide)"
                 )
                 return 1
             if isinstance(item, Decision):

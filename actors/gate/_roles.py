@@ -1,11 +1,12 @@
 """What the gate tells a receiver about a sender and a call, in headers of the delivery,
 which only the gate may write: the sender's role from the bundle in force, the tools a callee
-may use, and the agents whose capabilities bound a tool request."""
+may use, and for a tool request the agents whose capabilities bound it and the session whose
+workspace it works in."""
 
 from __future__ import annotations
 
 from actors.gate._records import Position
-from bus import BOUND_BY, SENDER, SENDER_ROLE, BundleStore
+from bus import BOUND_BY, SENDER, SENDER_ROLE, SESSION, BundleStore
 from schemas import AnyEnvelope, ToolRequest
 
 __all__ = ("ALLOWED_TOOLS", "role_of", "told_to_receiver")
@@ -27,6 +28,7 @@ def told_to_receiver(
         headers[ALLOWED_TOOLS] = ",".join(level.tools)
     if isinstance(envelope, ToolRequest):
         headers[BOUND_BY] = ",".join(level.bound_by or (position.sender,))
+        headers[SESSION] = position.session_id or position.trace_id
     return headers
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from schemas import TOLD_FROM_DECISION, Capability, Decision, SessionEvent, derive_id
+from actors.gate._tool_checks import HeldView
+from schemas import TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
 
 __all__ = ("CALL_TOOLS", "call_event")
 
@@ -38,8 +39,9 @@ _ANSWER_TOOLS: Final = {
     "tool_result": "",
 }
 _RISK: Final = {"Shell.Exec": "high", "Git.Push": "high", "File.Delete": "high"}
-"""Seed 002 §13.4's risk level of an action awaiting approval: high for what can destroy or
-publish, medium for any other change, low for a read."""
+"""Seed 002 §13.4's risk level of an action awaiting approval: high for a command, a push or
+a delete; low for a read; medium for any other change (a write, a commit, an upload, an HTTP
+request, an MCP tool, whose effect the runtime cannot know)."""
 _READS: Final = frozenset({"File.Read", "Git.Status", "Git.Diff"})
 
 
@@ -50,7 +52,7 @@ def _risk(capability: str) -> Literal["low", "medium", "high"]:
 
 
 def call_event(
-    decision: Decision, session_id: str, held: Capability | None = None
+    decision: Decision, session_id: str, held: HeldView | None = None
 ) -> SessionEvent | None:
     """The timeline event for `decision`, or None when it decided no call and no answer to
     one (or the trace has no session to tell it in). `held`: the scope that holds an admitted
@@ -67,12 +69,13 @@ def call_event(
         payload = {
             "approval_id": decision.envelope_id,
             "title": f"{decision.sender} asks to use {capability}",
-            "action_summary": decision.objective[:300],
+            "action_summary": held.summary,
             "risk_level": _risk(capability),
             "details": {
                 "capability": capability,
                 "agent": decision.sender,
-                "approval_rule_id": held.approval_rule_id or capability,
+                "approval_rule_id": held.scope.approval_rule_id or capability,
+                "digest": held.digest,
             },
         }
         speaker = decision.sender

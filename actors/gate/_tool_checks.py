@@ -12,6 +12,10 @@ said.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from actors.gate._records import Level, Position
@@ -25,9 +29,17 @@ from schemas import (
     ProfilePolicy,
     ToolRequest,
     effective_scope,
+    encode,
 )
 
-__all__ = ("VIRTUAL_WORKSPACE", "chain_scope", "check_tool_request", "held_for_approval")
+__all__ = (
+    "VIRTUAL_WORKSPACE",
+    "HeldView",
+    "approval_summary",
+    "chain_scope",
+    "check_tool_request",
+    "held_for_approval",
+)
 
 VIRTUAL_WORKSPACE = PurePosixPath("/workspace")
 """Where the gate places relative paths to judge them: the session's workspace, whatever the
@@ -87,19 +99,62 @@ def check_tool_request(
         return Deny(ErrorCode.INVALID_REQUEST, "arguments", str(exc))
     except ScopeDenied as exc:
         return Deny(exc.code, exc.rule, str(exc))
+    except (ValueError, TypeError, OSError) as exc:  # a check's own failure on odd input
+        # refuses this one request: raised, it would fail the gate's whole batch.
+        return Deny(ErrorCode.INVALID_REQUEST, "arguments", f"{capability} arguments: {exc!r}")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldView:
+    """What the owner of a held tool request is shown: the scope that holds it, what it does
+    (the decisive arguments first, any cut marked) and its digest."""
+
+    scope: Capability
+    summary: str
+    digest: str
 
 
 def held_for_approval(
     bundle: PolicyBundle, envelope: AnyEnvelope, position: Position
-) -> Capability | None:
-    """The scope that holds an admitted tool request for its session owner's approval, or
-    None: the runtime holds it, the gate tells the owner (actors/gate/_timeline.py)."""
+) -> HeldView | None:
+    """How an admitted tool request held for its session owner's approval is shown, or None
+    when none holds it: the runtime holds it, the gate tells the owner
+    (actors/gate/_timeline.py)."""
     if not isinstance(envelope, ToolRequest) or not position.levels:
         return None
     holders = position.levels[-1].bound_by or (position.sender,)
     scope = chain_scope(bundle, holders, envelope.tool_name)
-    return scope if isinstance(scope, Capability) and scope.requires_approval else None
+    if not isinstance(scope, Capability) or not scope.requires_approval:
+        return None
+    digest = hashlib.sha256(encode(envelope)).hexdigest()
+    return HeldView(scope, approval_summary(envelope), digest)
+
+
+_SUMMARY_MAX = 400
+_DECISIVE = ("argv", "path", "method", "url", "repo", "remote", "branch", "cwd", "paths")
+"""Arguments that say what a step does, shown first whatever order the agent wrote them in."""
+
+
+def approval_summary(request: ToolRequest) -> str:
+    """The request in one line for the person deciding it: the tool, then its decisive
+    arguments, then the rest (long texts by their size), cut at a bound that is said."""
+    arguments = request.arguments
+    parts = [request.tool_name]
+    for name in (*_DECISIVE, *sorted(set(arguments) - set(_DECISIVE))):
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        if name == "argv" and isinstance(value, list):
+            parts.append(shlex.join(str(word) for word in value))
+        elif isinstance(value, str) and len(value) > 80:
+            parts.append(f"{name}=<{len(value)} characters>")
+        else:
+            parts.append(f"{name}={json.dumps(value, ensure_ascii=False)}")
+    line = " ".join(parts)
+    if len(line) <= _SUMMARY_MAX:
+        return line
+    return f"{line[:_SUMMARY_MAX]}… (cut: {len(line)} characters in all; see its digest)"
 
 
 def _named(capability: str, names: tuple[str, ...]) -> bool:

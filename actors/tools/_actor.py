@@ -85,6 +85,7 @@ READ_ONLY = frozenset({"File.Read", "Git.Status", "Git.Diff"})
 """Capabilities whose step may run again after a crash cut it short: they change nothing."""
 
 _decode_result = msgspec.json.Decoder(ToolResult)
+_SETTLE_MARGIN_MS = 30_000
 
 
 def _is_read_only(request: ToolRequest) -> bool:
@@ -181,19 +182,28 @@ class ToolsActor(Actor):
     async def _on_request(self, asked: Asked, ctx: Context) -> None:
         runs, steps = self._started()
         request = asked.request
-        key = run_key(asked.sender, request.session_id, request.task_id, request.step_id)
+        key = run_key(asked.sender, asked.session, request.task_id, request.step_id)
         begun = await runs.begin(key, _now_ms(), ctx.attempt)
         if begun.state == "done" and begun.run.result is not None:
-            await steps.answer(ctx, asked, _decode_result.decode(begun.run.result))
+            stored = _decode_result.decode(begun.run.result)
+            # The same step asked again, maybe in a new envelope: the stored result, as the
+            # answer to this one (its id derives from this request's).
+            again = msgspec.structs.replace(stored, id=derive_id(request.id, "tool_result"))
+            await steps.answer(ctx, asked, again)
             return
-        if begun.run.approval is not None:
+        approval = begun.run.approval
+        if approval is not None:
             if begun.run.held:
-                await self._remind(ctx, begun.run.approval)  # the same reminder: dropped if sent
+                await self._remind(ctx, approval)  # the same reminder: dropped if sent
                 return
-            if not _is_read_only(request):  # approved, and cut short while it ran
-                await self._interrupted(ctx, asked, key, begun)
+            # Decided, no result yet: the decision's own handler may still be running it.
+            wait_ms = self._decision_settles_ms(approval)
+            if wait_ms > 0:
+                ctx.defer(wait_ms / 1000)
                 return
-        elif begun.state == "running":
+            await self._complete(ctx, key, begun, approval, recovering=True)
+            return
+        if begun.state == "running":
             if not _is_read_only(request):
                 await self._interrupted(ctx, asked, key, begun)
                 return
@@ -202,7 +212,7 @@ class ToolsActor(Actor):
             except KeyWrongLastSequenceError:
                 ctx.defer(1.0)  # another delivery took it: its result will be there
                 return
-        outcome = await steps.run(asked, approved=begun.run.approval is not None)
+        outcome = await steps.run(asked)
         if isinstance(outcome, Held):
             await self._hold(ctx, asked, key, begun, outcome)
             return
@@ -286,8 +296,18 @@ class ToolsActor(Actor):
                 extra={"approval_id": approval_id, "sender": ctx.sender, "owner": approval.owner},
             )
             return
+        if _now_ms() >= approval.expires_ms:  # too late: the expiry's reminder was late too
+            await self._decide(ctx, key, state, approval, "expired", "", "")
+            return
         decision = "approved" if control.action == "approve" else "rejected"
         await self._decide(ctx, key, state, approval, decision, ctx.sender, control.reason)
+
+    def _decision_settles_ms(self, approval: Approval) -> int:
+        """How much longer a decided request may still be running in its decision's handler
+        (the longest a step runs, and a margin): until then a redelivery or the reminder
+        leaves it alone, after that the handler is taken for dead."""
+        settled_at = approval.decided_ms + int(self.options.timeout_s * 1000) + _SETTLE_MARGIN_MS
+        return max(0, settled_at - _now_ms())
 
     async def _on_reminder(self, request: ToolRequest, ctx: Context) -> None:
         """A held request's expiry: deny it if still undecided, else nothing."""
@@ -300,7 +320,11 @@ class ToolsActor(Actor):
         if approval is None:
             return
         if not approval.pending:
-            if state.run.result is None:  # decided, then the runtime died before answering
+            if state.run.result is None:  # decided, and not answered (yet?)
+                wait_ms = self._decision_settles_ms(approval)
+                if wait_ms > 0:  # its decision's handler may still be running it
+                    ctx.defer(wait_ms / 1000)
+                    return
                 await self._complete(ctx, key, state, approval, recovering=True)
             return
         left_ms = approval.expires_ms - _now_ms()
@@ -322,7 +346,7 @@ class ToolsActor(Actor):
         """Record the decision (compare-and-set: one decision wins), then complete the step."""
         runs, _ = self._started()
         decided = msgspec.structs.replace(
-            approval, decision=decision, decided_by=by, reason=reason[:500]
+            approval, decision=decision, decided_by=by, reason=reason[:500], decided_ms=_now_ms()
         )
         try:
             state = await runs.update(

@@ -48,6 +48,9 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True):
     decision: Literal["", "approved", "rejected", "expired"] = ""
     decided_by: str = ""
     reason: str = ""
+    decided_ms: int = 0
+    """When it was decided: the step may be running in its decision's handler until the
+    longest a step runs has passed since."""
 
     @property
     def pending(self) -> bool:

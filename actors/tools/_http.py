@@ -96,7 +96,11 @@ def _deny(message: str) -> ScopeDenied:
 def _target(scope: Capability, url: str) -> _Target:
     if not url.isascii() or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
         raise _deny("the URL holds whitespace, control or non-ASCII characters")
-    parts: SplitResult = urlsplit(url)
+    try:
+        parts: SplitResult = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as exc:  # "http://[::1": a malformed bracketed host
+        raise _deny(f"the URL cannot be parsed: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         raise _deny(f"only http and https URLs are allowed, not {scheme or 'no scheme'!r}")
@@ -106,9 +110,9 @@ def _target(scope: Capability, url: str) -> _Target:
         port = parts.port or _DEFAULT_PORTS[scheme]
     except ValueError:
         raise _deny("the URL's port is not a number from 0 to 65535") from None
-    host = normalize_host(parts.hostname or "")
+    host = normalize_host(hostname or "")
     if host is None:
-        raise _deny(f"{parts.hostname or ''!r} is neither a DNS name nor an IP address")
+        raise _deny(f"{hostname or ''!r} is neither a DNS name nor an IP address")
     if not host_allowed(scope, host):
         kind = "the address" if ip_literal(host) is not None else "the host"
         raise _deny(f"{kind} {host!r} is not in allowed_domains")

@@ -21,8 +21,10 @@ class ToolsOptions(BaseModel):
     """The tenant whose bundles this runtime accepts."""
     workspaces: str = ".parley/workspaces"
     """Where each session's workspace directory is made (`<workspaces>/<session>`)."""
-    timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    """The longest one step may run (a command's own `timeout_s` may only shorten it)."""
+    timeout_s: float = Field(default=60.0, gt=0, le=540)
+    """The longest one step may run (a command's own `timeout_s` may only shorten it); below
+    the ten minutes the bus vouches for a message in hand, so a running step is never
+    redelivered to another handler."""
     environment: dict[str, str] = {}
     """The only environment variables a command sees (besides a fixed PATH, HOME and LANG)."""
     mcp_servers: list[McpServerSettings] = []

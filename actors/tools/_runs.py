@@ -118,9 +118,10 @@ class RunStore:
     async def hold(self, key: str, found: StepState, approval: Approval) -> StepState:
         """Store the request held for approval in its step's record, and the index that
         leads from its approval id to the step."""
-        held = await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
+        # The index first: one left without its record leads nowhere and harms nothing, while a
+        # record left without its index could be decided by nobody.
         await self._kv.put(approval_index_key(approval.approval_id), key.encode())
-        return held
+        return await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
 
     async def find_approval(self, approval_id: str) -> tuple[str, StepState] | None:
         """The step an approval id names and its record, or None."""

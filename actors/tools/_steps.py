@@ -29,7 +29,7 @@ from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from actors.tools._step_records import StepRecords
-from bus import BOUND_BY, BundleStore, Context, parse_trace_headers
+from bus import BOUND_BY, SESSION, BundleStore, Context, parse_trace_headers
 from schemas import (
     Capability,
     ErrorCode,
@@ -53,7 +53,7 @@ def workspace_name(session_id: str) -> str:
     """A session's directory name: its id when that is a safe name, else a digest of it."""
     if _SAFE_NAME.fullmatch(session_id):
         return session_id
-    return "s" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+    return "~" + hashlib.sha256(session_id.encode()).hexdigest()[:40]  # "~": no safe id's
 
 
 def failed(code: str, message: str) -> ToolOutcome:
@@ -68,6 +68,12 @@ class Asked:
     request: ToolRequest
     sender: str
     headers: Mapping[str, str]
+
+    @property
+    def session(self) -> str:
+        """The session whose workspace the request works in: the gate's word (its trace's
+        session), never the `session_id` the agent wrote, which could name anyone's."""
+        return self.headers.get(SESSION, "")
 
     @property
     def holders(self) -> tuple[str, ...]:
@@ -150,7 +156,11 @@ class StepRunner:
         executor = self._executor(capability)
         if executor is None:
             return failed("TOOL_NOT_FOUND", f"this tool runtime does not run {capability}")
-        workspace = self._workspaces / workspace_name(request.session_id)
+        if not asked.session:
+            return ScopeDenied(
+                "session", "the delivery names no session (only the gate delivers tool requests)"
+            )
+        workspace = self._workspaces / workspace_name(asked.session)
         workspace.mkdir(exist_ok=True, mode=0o700)
         try:
             admit_request(capability, request.arguments, scope, workspace, resolve=True)
@@ -161,7 +171,7 @@ class StepRunner:
                 arguments=request.arguments,
                 scope=scope,
                 workspace=workspace,
-                session_id=request.session_id,
+                session_id=asked.session,
                 step_id=request.step_id,
                 environment=dict(self._options.environment),
                 timeout_s=self._options.timeout_s,
@@ -172,7 +182,7 @@ class StepRunner:
                 extra={
                     "capability": capability,
                     "step_id": request.step_id,
-                    "session": request.session_id,
+                    "session": asked.session,
                 },
             )
             await self._records.before(invocation)

@@ -7,10 +7,15 @@ the same again (tests/security/test_tool_path_attacks.py, test_tool_approvals.py
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+
+import msgspec
 
 from actors.gate._decide import Allow
 from actors.gate._plan import Deny
+from actors.gate._roles import told_to_receiver
+from actors.gate._tool_checks import approval_summary
+from bus import SESSION, BundleStore
 from schemas import Capability, Control, ErrorCode, ToolRequest, ToolResult, new_id, utc_now
 from tests.support.gatesim import GateSim, bundle, call, delegation, human, sub_agent
 
@@ -165,3 +170,31 @@ def test_the_runtime_cannot_answer_a_step_it_was_not_asked() -> None:
     )
     _denied(sim.submit("tools", other, cause=asked.id, as_is=True),
             ErrorCode.FORGED_HEADER, "answer_names_another_call")  # fmt: skip
+
+
+def test_the_runtime_is_told_the_traces_session_not_the_one_a_request_names() -> None:
+    """An agent working in one person's session names another's in its request: the gate
+    tells the runtime its trace's session, whose workspace alone it works in."""
+    sim = _sim(a={**AGENT, "scopes": (READS, WRITES)})
+    root = msgspec.structs.replace(human(), session_id="s-mine")  # a person's session
+    assert isinstance(sim.submit("cli", root), Allow)
+    turn = call("a")
+    assert isinstance(sim.submit("router", turn, cause=root.id), Allow)
+    request = _request("File.Write", path="src/x", content="")
+    request = msgspec.structs.replace(request, session_id="s-someone-elses")
+    admitted = sim.submit("a", request, cause=turn.id)
+    assert isinstance(admitted, Allow)
+    bundles = BundleStore(cast(Any, None), {}, "t")
+    told = told_to_receiver(bundles, request, admitted.route.position)
+    assert told[SESSION] == "s-mine"
+
+
+def test_a_held_requests_summary_shows_what_it_does_first_and_says_a_cut() -> None:
+    padded = _request("Shell.Exec", stdin="x" * 5000, cwd="././" * 200, argv=["rm", "-rf", "src"])
+    summary = approval_summary(padded)
+    assert summary.startswith("Shell.Exec rm -rf src"), summary
+    assert "stdin=<5000 characters>" in summary and "cwd=<800 characters>" in summary
+    long = approval_summary(_request("Shell.Exec", argv=["echo", *["word"] * 200]))
+    assert "(cut: 1015 characters in all" in long and len(long) < 500, long
+    write = _request("File.Write", content="y" * 900, path="src/app.py")
+    assert approval_summary(write).startswith('File.Write path="src/app.py"')
