@@ -18,6 +18,7 @@ from pathlib import Path
 
 from actors.tools._arguments import FileDelete, FileRead, FileWrite, decode_arguments
 from actors.tools._contract import Provenance, ScopeDenied, ToolInvocation, ToolOutcome
+from actors.tools._paths import check_path
 
 __all__ = (
     "DEFAULT_MAX_READ_BYTES",
@@ -30,9 +31,11 @@ DEFAULT_MAX_READ_BYTES = 256 * 1024
 """What File.Read returns at most when the scope sets no `max_output_bytes`."""
 
 
-def _target(invocation: ToolInvocation, path: str) -> Path:
-    given = Path(path)
-    return given if given.is_absolute() else invocation.workspace / given
+def _target(invocation: ToolInvocation, path: str, *, write: bool = False) -> Path:
+    """The real path the executor acts on: checked against the scope again at this moment,
+    with every symlink resolved (the runtime checked it before; a command of the session may
+    have changed the tree since), then opened without following a last symlink."""
+    return check_path(invocation.scope, path, invocation.workspace, resolve=True, write=write)
 
 
 def _locator(invocation: ToolInvocation, path: Path) -> str:
@@ -124,7 +127,7 @@ def _write(path: Path, content: bytes, append: bool) -> int:
 async def execute_file_write(invocation: ToolInvocation) -> ToolOutcome:
     arguments = decode_arguments("File.Write", invocation.arguments)
     assert isinstance(arguments, FileWrite)  # noqa: S101 - decode_arguments' contract
-    path = _target(invocation, arguments.path)
+    path = _target(invocation, arguments.path, write=True)
     content = arguments.content.encode()
     limit = invocation.scope.max_file_size_bytes
     existing = path.stat().st_size if arguments.append and path.exists() else 0
@@ -151,7 +154,11 @@ async def execute_file_write(invocation: ToolInvocation) -> ToolOutcome:
 async def execute_file_delete(invocation: ToolInvocation) -> ToolOutcome:
     arguments = decode_arguments("File.Delete", invocation.arguments)
     assert isinstance(arguments, FileDelete)  # noqa: S101 - decode_arguments' contract
-    path = _target(invocation, arguments.path)
+    checked = _target(invocation, arguments.path, write=True)
+    # A symlink is deleted itself, never the file it names: act on the named entry in its
+    # real directory (which the check above resolved inside the scope with it).
+    named = invocation.workspace / arguments.path
+    path = await asyncio.to_thread(_entry_itself, named, checked)
     try:
         if path.is_dir() and not path.is_symlink():
             return _failed(f"{path} is a directory: File.Delete removes files")
@@ -167,6 +174,13 @@ async def execute_file_delete(invocation: ToolInvocation) -> ToolOutcome:
             source="File.Delete", locator=_locator(invocation, path), trust="workspace"
         ),
     )
+
+
+def _entry_itself(named: Path, checked: Path) -> Path:
+    """The entry to delete: a symlink in its real directory, else the checked real path."""
+    if named.is_symlink():
+        return Path(os.path.realpath(named.parent)) / named.name
+    return checked
 
 
 def _failed(message: str) -> ToolOutcome:

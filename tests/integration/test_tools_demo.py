@@ -19,7 +19,7 @@ from tests.support.system import finished, parley_cli
 from tools.demo_tools import AGENT, FIX_SUBJECT
 
 _APPROVED = re.compile(r"^  \(the demo, as you: parley approvals approve \S+ --session \S+\)$")
-_TESTS = 'Shell.Exec {"argv":["python3","-B","-m","unittest","-v"],"cwd":"stats"}'
+_TESTS = 'Shell.Exec python3 -B -m unittest -v cwd="stats"'
 
 
 def _processes_of(run: Path) -> list[str]:
