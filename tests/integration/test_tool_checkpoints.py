@@ -44,7 +44,7 @@ def _invocation(workspaces: Path, capability: str, step: str, **arguments: str) 
     return ToolInvocation(
         capability=capability,
         arguments=arguments,
-        scope=Capability(name=capability),
+        scope=Capability(name=capability, allowed_paths=(".",)),
         workspace=workspaces / "session-a",
         session_id="session-a",
         step_id=step,
