@@ -147,7 +147,7 @@ async def run_contained(
             timed_out = await _supervise(transport, run, stdin, timeout_s, user)
         finally:
             if not run.exited.is_set():  # cancelled: nothing of the run may stay
-                _kill_run(transport.get_pid(), user)
+                await _kill_and_reap(transport.get_pid(), user)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(_DRAIN_GRACE_S):
                         await run.exited.wait()
@@ -245,12 +245,48 @@ async def _supervise(
             await run.exited.wait()
     except TimeoutError:
         timed_out = True
-    _kill_run(transport.get_pid(), user)
+    await _kill_and_reap(transport.get_pid(), user)
     await run.exited.wait()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(_DRAIN_GRACE_S):
             await run.closed.wait()
     return timed_out
+
+
+async def _kill_and_reap(group: int, user: SandboxUser | None) -> None:
+    """Kill the run, then wait (bounded) until the program's own children are gone too.
+
+    Under bubblewrap the program's child is bubblewrap's inner process, outside the run's
+    group and killed only once the outer one is (`--die-with-parent`): a run that returned at
+    once could leave it alive for a moment after its step ended. Each is awaited on a pidfd,
+    an event, collected before the kill.
+    """
+    children = _children_of(group)
+    _kill_run(group, user)
+    loop = asyncio.get_running_loop()
+    for pid in children:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # gone already
+            continue
+        gone = asyncio.Event()
+        loop.add_reader(fd, gone.set)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_DRAIN_GRACE_S):
+                    await gone.wait()
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+
+
+def _children_of(pid: int) -> list[int]:
+    """The direct children of `pid`, from /proc (none when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listed:
+            return [int(word) for word in listed.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _kill_run(group: int, user: SandboxUser | None) -> None:
