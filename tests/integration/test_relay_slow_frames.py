@@ -10,6 +10,7 @@ its frame marked after doing the (same, de-duplicated) effect acks it without a 
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -92,6 +93,7 @@ async def _one_call_with_a_slow_replica(
     await slow.wait_line(r"slow over a frame", timeout=30)
     replica = system.start_relay(bob)  # beside the slow one, while it holds the frame
     await replica.wait_line(GATEWAY_READY)
+    slow.signal(signal.SIGUSR1)  # the replica is ready: now the slow one takes its time
     await slow.wait_line(r"done with the slow frame", timeout=30)
 
     (msg,) = await inbox.fetch(1, timeout=30)

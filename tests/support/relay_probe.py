@@ -4,9 +4,11 @@ Run as a real process (`parley run support.relay_probe:HoldingRelay`). With
 `PARLEY_RELAY_HOLD=out` it holds each call it sent to the gateway, before acking the delivery
 it came from; with `PARLEY_RELAY_HOLD=in` it holds each call it submitted into its deployment,
 before marking the replay window and acking the gateway: exactly the windows between an
-effect and its input's ack. With `PARLEY_RELAY_HOLD=slow` it takes `PARLEY_RELAY_SLOW_S`
-seconds over each call it submitted (a relay slower than the gateway's ack wait), then goes
-on. A test subclass, so no production path carries a hook for it.
+effect and its input's ack. With `PARLEY_RELAY_HOLD=slow` it holds each call it submitted
+until the test sends it SIGUSR1 (once the test has seen whatever must be ready beside it, such
+as a replica: a fixed hold raced a replica slow to start), then takes `PARLEY_RELAY_SLOW_S`
+seconds more (a relay slower than the gateway's ack wait) and goes on. A test subclass, so no
+production path carries a hook for it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -44,7 +47,10 @@ class HoldingRelay(RelayActor):
     async def _submit_call(self, body: FrameBody, shares: Sequence[ShareRecord]) -> None:
         await super()._submit_call(body, shares)
         if os.environ.get("PARLEY_RELAY_HOLD") == "slow":
+            released = asyncio.Event()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, released.set)
             log.warning("slow over a frame", extra={"seq": body.seq})
+            await released.wait()
             await asyncio.sleep(float(os.environ["PARLEY_RELAY_SLOW_S"]))  # the slowness itself
             log.warning("done with the slow frame", extra={"seq": body.seq})
         if os.environ.get("PARLEY_RELAY_HOLD") == "in":
