@@ -11,9 +11,10 @@ holds no identity of its own.
 
 A person may not read the events stream by sequence, so this server knows a session from
 the moment its connection opened: every session opened through it, and any other of the
-person's own sessions that moves after it started. Another person's session is never
-visible: the broker does not export their timelines to this principal, and the router
-refuses a Stop from anyone but the session's opener (on the refused person's own timeline).
+person's own sessions that moves after it started (the newest `KEPT` of them). Another
+person's session is never visible: the broker does not export their timelines to this
+principal, and the router refuses a Stop from anyone but the session's opener (on the refused
+person's own timeline).
 
 Each waiting call waits at most its `wait_s`, then says the session id and that the session
 runs on, so the assistant can poll `session_status`: unlike a terminal, which stops a session
@@ -52,7 +53,7 @@ from schemas import (
 from tools._refused import Refusals, refusal_line
 from tools._waiting import Unreachable, stop_control, submit_as
 
-__all__ = ("ENDED", "McpPerson", "PersonError")
+__all__ = ("ENDED", "KEPT", "McpPerson", "PersonError")
 
 log = logging.getLogger("parley.mcp")
 
@@ -60,6 +61,15 @@ ENDED: Final = frozenset({"completed", "failed", "canceled", "refused"})
 """A session's states past which nothing more happens (SessionRecord.state)."""
 _SUBMIT_S: Final = 10.0
 """How long a submission may take to be stored before the call says it was not."""
+KEPT: Final = 1000
+"""Sessions (and envelopes sent, and refusals) remembered: a long-lived server forgets the
+oldest first."""
+
+
+def _keep_newest(found: dict[str, Any]) -> None:
+    """Forget the oldest entries of `found` past `KEPT` (dicts keep insertion order)."""
+    for key in list(found)[: max(len(found) - KEPT, 0)]:
+        del found[key]
 
 
 class PersonError(Exception):
@@ -134,6 +144,7 @@ class McpPerson:
             if record is None:
                 record = SessionRecord(envelope.session_id, envelope.created_at)
                 self.sessions[envelope.session_id] = record
+                _keep_newest(self.sessions)
             record.apply(envelope)
         elif isinstance(envelope, Decision) and not envelope.allowed:
             self.refusals[envelope.envelope_id] = (
@@ -144,6 +155,7 @@ class McpPerson:
                 self.sessions[session_id].refuse(envelope)
         elif isinstance(envelope, Error) and envelope.cause_id:
             self.refusals[envelope.cause_id] = f"refused: {envelope.code}: {envelope.message}"
+        _keep_newest(self.refusals)
         async with self._news:
             self._news.notify_all()
 
@@ -171,6 +183,7 @@ class McpPerson:
         returns."""
         nc = self._connection()
         self._sent[envelope.id] = session_id
+        _keep_newest(self._sent)
         try:
             await asyncio.wait_for(submit_as(nc, self.ns, self.principal, envelope), _SUBMIT_S)
         except Exception as exc:
@@ -183,6 +196,7 @@ class McpPerson:
         record.mode, record.participants = message.mode, message.participants
         record.max_rounds, record.state = message.max_rounds, "submitted"
         self.sessions[message.session_id] = record
+        _keep_newest(self.sessions)
         await self._submit(message, message.session_id)
         return record
 
@@ -230,6 +244,7 @@ class McpPerson:
         record.participants, record.state = targets, "submitted"
         record.delegation_limits = (max_tokens, deadline_ms)
         self.sessions[record.session_id] = record
+        _keep_newest(self.sessions)
         requests = [self._request(record, t, objective, text) for t in targets]
         for request in requests:
             record.delegations[request.id] = {
@@ -240,6 +255,7 @@ class McpPerson:
             settle = self._settler(record, request.id, request.target_employee, deadline_ms)
             inbox.wait_for(request.id, settle)
             self._sent[request.id] = record.session_id
+        _keep_newest(self._sent)
         js = jetstream(self._connection(), self.settings)
         stores = []
         for request in requests:  # sent together: a first answer may not beat the last
@@ -290,7 +306,9 @@ class McpPerson:
                 return
             result = {"requestId": request_id, **delegation_result(target, answer, deadline_ms)}
             record.settle_delegation(request_id, result)
-            asyncio.get_running_loop().create_task(self._tell())
+            told = asyncio.get_running_loop().create_task(self._tell())
+            self._timers.add(told)
+            told.add_done_callback(self._timers.discard)
 
         return settle
 

@@ -6,12 +6,13 @@ and every failure is an MCP tool error of one line (`isError`), never a tracebac
 by the gate or the router in their own words, a wait that cannot start, an argument out of
 bounds. A session that ran and failed is not an error of the call: its result says how it
 ended. The SDK's own argument errors (a number given as text) are pydantic's several lines;
-`one_line_errors` joins them into one.
+`one_line_errors` joins them into one, without the SDK's "Error executing tool NAME: ".
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Annotated, Any, Final
 
 import msgspec
@@ -42,6 +43,7 @@ _WAIT_S: Final = 50.0
 """A waiting call's default: below the minute many assistants give a tool call."""
 _DEFAULTS: Final = DelegationConstraints()
 _SHOWN_EVENTS: Final = 20
+_SDK_PREFIX: Final = re.compile(r"^Error executing tool [\w.-]+: ")
 
 Wait = Annotated[
     float,
@@ -264,5 +266,6 @@ async def one_line_errors(
 
 
 def _joined(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines()]
+    """One line, without the SDK's `Error executing tool NAME: ` (the caller knows which)."""
+    lines = [line.strip() for line in _SDK_PREFIX.sub("", text).splitlines()]
     return "; ".join(line for line in lines if line and not line.startswith("For further"))
