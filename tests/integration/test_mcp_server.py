@@ -175,6 +175,14 @@ async def test_an_assistant_says_collaborates_delegates_and_follows_status(local
         [answer] = asked["delegations"]
         assert (asked["state"], answer["status"]) == ("completed", "success"), asked
         assert answer["result"].startswith('researcher on "the CSV parser"'), answer
+        # A wait that ends first says the session runs on, and under which id.
+        left = await _call(session, "say", agent="gpt", text=SUMMARY, wait_s=0)
+        assert left["state"] in ("submitted", "running"), left
+        assert left["session_id"] in left["note"], left
+        stopped = await session.call_tool("stop_session", {"session_id": left["session_id"]})
+        assert not stopped.is_error, stopped
+        ended = getattr(stopped.content[0], "text", "")
+        assert re.fullmatch(rf"session {left['session_id']} ended: \w+ \(\w+\)", ended), ended
         refused = await _error(session, "say", agent="gpt", text="hi", wait_s=601)
         assert refused == "wait_s must be within 0..600, got 601", refused
         typed = await _error(session, "say", agent="gpt", text="hi", wait_s="soon")
