@@ -61,6 +61,8 @@ ENDED: Final = frozenset({"completed", "failed", "canceled", "refused"})
 """A session's states past which nothing more happens (SessionRecord.state)."""
 _SUBMIT_S: Final = 10.0
 """How long a submission may take to be stored before the call says it was not."""
+_CONNECT_S: Final = 10.0
+"""How long the first connection may take before the command says no server answers."""
 KEPT: Final = 1000
 """Sessions (and envelopes sent, and refusals) remembered: a long-lived server forgets the
 oldest first."""
@@ -105,7 +107,10 @@ class McpPerson:
         """
         refusals = Refusals().install()  # rejected credentials also end as "no servers"
         try:
-            nc = await connect(self.settings, self.principal, reconnect_forever=True)
+            # Reconnecting for ever retries the first connection for ever too: bounded here.
+            nc = await asyncio.wait_for(
+                connect(self.settings, self.principal, reconnect_forever=True), _CONNECT_S
+            )
         except (NoServersError, OSError, TimeoutError) as exc:
             rejected = refusals.first()
             if rejected is not None and rejected.credentials_rejected:
