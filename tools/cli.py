@@ -31,6 +31,7 @@ from tools.console import add_console_command
 from tools.delegate import add_delegate_command
 from tools.demo import add_demo_command
 from tools.device import add_device_commands
+from tools.mcp import add_mcp_command
 from tools.natsconf import add_gateway_command, add_natsconf_commands
 from tools.orchestrate import add_orchestrate_command
 from tools.policy import add_policy_commands
@@ -161,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     add_approvals_command(commands)
     add_orchestrate_command(commands)
     add_delegate_command(commands)
+    add_mcp_command(commands)
     add_demo_command(commands)
     add_chaos_command(commands)
     add_natsconf_commands(commands)

@@ -1,7 +1,9 @@
 """The console: a web page and a JSON-RPC 2.0 control API (seed 002 §11) for people.
 
 Public face: `ConsoleActor` (`parley run console`), `TokenStore` and `principal_of` (what
-`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`.
+`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`; and, for another
+client of a person's own principal (`parley mcp`), `SessionRecord`, `DelegationInbox`,
+`delegation_result` and `ANSWER_MARGIN_S`.
 
 Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's own principal
 on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
@@ -15,7 +17,9 @@ package data).
 
 from actors.console._actor import ConsoleActor
 from actors.console._app import CONTENT_SECURITY_POLICY
+from actors.console._delegations import ANSWER_MARGIN_S, DelegationInbox, delegation_result
 from actors.console._options import ConsoleOptions
+from actors.console._timeline import SessionRecord
 from actors.console._tokens import (
     DEFAULT_TOKENS_FILE,
     TokenStore,
@@ -24,11 +28,15 @@ from actors.console._tokens import (
 )
 
 __all__ = (
+    "ANSWER_MARGIN_S",
     "CONTENT_SECURITY_POLICY",
     "DEFAULT_TOKENS_FILE",
     "ConsoleActor",
     "ConsoleOptions",
+    "DelegationInbox",
+    "SessionRecord",
     "TokenStore",
     "TokenStoreError",
+    "delegation_result",
     "principal_of",
 )
