@@ -25,8 +25,14 @@ Only deliveries that may have died count toward `GUARDED_FROM`: a delivery this 
 settled without acking (its handler raised and it was nacked, or the handler deferred it) is
 no death, so it is subtracted (`Settled`). Otherwise two clean failures during a cluster
 election (a KV read timing out) put the third delivery under the mark, and an operator's kill
-of the process during that one attempt quarantined an innocent message. What another process
-settled is not known here and still counts, so the bound on a poison message's deaths holds.
+of the process during that one attempt quarantined an innocent message. A process that stops
+cleanly hands its record to the next process of its actor (`hand_over`, `recall`): each entry
+is written under the message's own mark key as `settled:<count>`, read when that message first
+comes back to a process that has no record of it. Without that, every reminder a router had
+deferred (nacked with a delay, again and again) came back to the next `parley up` as a
+possible death, with an error line each. What a process that died settled is not known and
+still counts, so the bound on a poison message's deaths holds: a record only ever says how many
+earlier deliveries did settle, which no death can make untrue.
 
 The bound is the setting `poison_deaths` (`GUARDED_FROM`, 3, by default): a poison message
 costs at most that many process deaths, as long as it is below `max_deliver` (past it,
@@ -42,10 +48,13 @@ so a missing bucket or grant does not cost every redelivery a timeout.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
@@ -64,6 +73,11 @@ GUARDED_FROM = 3
 """The first delivery handled alone under a mark by default (see the module docstring): a
 poison message costs at most this many process deaths (setting `poison_deaths`)."""
 _REST_S = 60.0
+_SETTLED = b"settled:"
+"""How a handed-over record's value starts, apart from a mark's delivery number."""
+HANDED_OVER = 1024
+"""The most recent entries a process that stops cleanly hands over (one small write each)."""
+_HAND_OVER_S = 5.0
 
 
 class Settled:
@@ -83,6 +97,21 @@ class Settled:
         self._counts[key] = self._counts.pop(key, 0) + 1
         if len(self._counts) > self._limit:
             self._counts.popitem(last=False)
+
+    def absorb(self, stream: str, seq: int, count: int) -> None:
+        """What an earlier process of this actor settled of `seq`: a count of deliveries since
+        the message was first sent, so the larger of it and this process's own is true."""
+        key = (stream, seq)
+        self._counts[key] = max(self._counts.pop(key, 0), count)
+        if len(self._counts) > self._limit:
+            self._counts.popitem(last=False)
+
+    def knows(self, stream: str, seq: int) -> bool:
+        return (stream, seq) in self._counts
+
+    def recent(self, most: int) -> list[tuple[str, int, int]]:
+        """Up to `most` entries, (stream, seq, count), the most recently settled last."""
+        return [(stream, seq, n) for (stream, seq), n in list(self._counts.items())[-most:]]
 
     def unexplained(self, stream: str, seq: int, attempt: int) -> int:
         """How many deliveries of `seq` before `attempt` this process did not see settle:
@@ -151,7 +180,7 @@ class Quarantine:
                 entry = await kv.get(key)
             except KeyNotFoundError:
                 entry = None
-            if entry is not None and entry.value:
+            if entry is not None and entry.value and not entry.value.startswith(_SETTLED):
                 died = int(entry.value)
                 if died < attempt:
                     return died
@@ -172,3 +201,53 @@ class Quarantine:
             await kv.delete(handling_key(self._actor_id, stream, seq))
         except Exception as exc:  # a stale mark quarantines only a redelivery of this seq
             log.warning("could not clear a handling mark", extra={"error": repr(exc), "seq": seq})
+
+    async def hand_over(self, settled: Settled) -> None:
+        """On a clean stop: write what this process settled for the next process of its actor
+        to read, each under its message's mark key (bounded in time; lost, it only costs the
+        alerts this exists to spare)."""
+        entries = [entry for entry in settled.recent(HANDED_OVER) if entry[2] > 0]
+        if not entries or time.monotonic() < self._resting_until:
+            return
+        try:
+            kv = await self._open()
+            async with asyncio.timeout(_HAND_OVER_S):
+                await asyncio.gather(
+                    *(
+                        kv.put(handling_key(self._actor_id, stream, seq), _SETTLED + b"%d" % n)
+                        for stream, seq, n in entries
+                    )
+                )
+        except Exception as exc:
+            log.warning("could not hand over the settled deliveries", extra={"error": repr(exc)})
+            return
+        log.info("handed over the settled deliveries", extra={"entries": len(entries)})
+
+    async def recall(self, settled: Settled, stream: str, messages: Sequence[Msg]) -> None:
+        """Before judging a batch: read the handed-over record of each redelivered message
+        this process has no record of (once per message: after it, this process has one)."""
+        unknown = [
+            msg.metadata.sequence.stream
+            for msg in messages
+            if msg.metadata.num_delivered > 1
+            and not settled.knows(stream, msg.metadata.sequence.stream)
+        ]
+        if not unknown or time.monotonic() < self._resting_until:
+            return
+        try:
+            kv = await self._open()
+            counts = await asyncio.gather(*(self._settled_count(kv, stream, s) for s in unknown))
+        except Exception as exc:  # fail open: counted as possible deaths, as before
+            self._resting_until = time.monotonic() + _REST_S
+            log.warning("could not read settled deliveries", extra={"error": repr(exc)})
+            return
+        for seq, count in zip(unknown, counts, strict=True):
+            settled.absorb(stream, seq, count)
+
+    async def _settled_count(self, kv: KeyValue, stream: str, seq: int) -> int:
+        try:
+            entry = await kv.get(handling_key(self._actor_id, stream, seq))
+        except KeyNotFoundError:
+            return 0
+        value = entry.value or b""
+        return int(value[len(_SETTLED) :]) if value.startswith(_SETTLED) else 0

@@ -117,7 +117,8 @@ class ActorRuntime:
             dead = dead_letters_for(js, self.namespace, actor_id, settings, self.metrics)
             failed = (self._intake, self._inbox, dead, self._dead_stream, self._outcomes)
             self._failures = Failures(self.actor, *failed, self._settled)
-            self._quarantine = Quarantine(js, self.namespace, actor_id, settings.marks_bucket)
+            quarantine = Quarantine(js, self.namespace, actor_id, settings.marks_bucket)
+            self._quarantine = quarantine
             handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
@@ -150,6 +151,7 @@ class ActorRuntime:
                         "ready", extra={"inputs": [s.filter_subject for s in self.actor.inputs()]}
                     )
                 all_ready.cancel()
+            await quarantine.hand_over(self._settled)  # stopped cleanly: for the next one
 
     async def _watch_exhausted(self, nc: NATS, dead: DeadLetters, specs: list[Input]) -> None:
         """Watch for messages that exhausted their deliveries: this actor's own, unless it
@@ -232,6 +234,8 @@ class ActorRuntime:
             raise RuntimeError("message processed before the runtime connected")
         jobs: list[Job] = []
         again: list[Job] = []
+        if self._quarantine is not None:
+            await self._quarantine.recall(self._settled, spec.stream, messages)
         for msg in messages:
             try:
                 job = self._intake.prepare(spec, msg, inbox)

@@ -22,12 +22,14 @@ for BLOCK seconds (CPU starvation: no heartbeat goes out, so JetStream redeliver
 is still in hand) and works WORK seconds more before finishing.
 
 `ReminderProbe` also reads its reminders (`parley.timers.<id>`): `remind:N` defers itself
-(0.1 s) until its N-th delivery, then submits the effect.
+(0.1 s, logging "deferred a reminder" with the attempt) until its N-th delivery, then submits
+the effect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -97,6 +99,9 @@ class ReminderProbe(ProbeActor):
             await super().handle(envelope, ctx)
             return
         if ctx.attempt < int(envelope.text.removeprefix("remind:")):
+            logging.getLogger("parley.test.probe").info(
+                "deferred a reminder", extra={"attempt": ctx.attempt}
+            )
             ctx.defer(0.1)
             return
         await ctx.submit(self._response(ctx, "effect", envelope.text))

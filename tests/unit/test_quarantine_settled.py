@@ -27,3 +27,21 @@ def test_the_record_is_bounded_and_forgets_the_oldest_first() -> None:
         settled.add("S", seq)
     assert settled.guarded("S", 1, GUARDED_FROM), "forgotten: counted as possible deaths again"
     assert not settled.guarded("S", 3, GUARDED_FROM), "one settle of three: one death"
+
+
+def test_a_handed_over_count_is_absolute_so_the_larger_is_kept() -> None:
+    settled = Settled()
+    settled.add("S", 7)
+    settled.absorb("S", 7, 3)  # an earlier process settled three deliveries
+    assert not settled.guarded("S", 7, GUARDED_FROM + 3)
+    settled.absorb("S", 7, 1)  # an older record says less: still three
+    assert settled.unexplained("S", 7, 5) == 1
+    settled.absorb("S", 8, 0)
+    assert settled.knows("S", 8) and not settled.knows("S", 9)
+
+
+def test_the_most_recent_entries_are_handed_over() -> None:
+    settled = Settled()
+    for seq in (1, 2, 3, 2):
+        settled.add("S", seq)
+    assert settled.recent(2) == [("S", 3, 1), ("S", 2, 2)]
