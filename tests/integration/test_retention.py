@@ -22,6 +22,7 @@ from actors.router._store import SessionStore
 from bus import EmbeddedServer, Retention, provision
 from schemas import Namespace, key_id, new_id
 from tests.support.audit import AuditorKeys, decision, publish_fact, start_auditor
+from tests.support.lockdown import LockedDown
 from tests.support.processes import READY
 from tools.audit import read_off_box, verify_stream
 
@@ -86,6 +87,29 @@ async def test_an_ended_session_expires_whole_and_an_open_one_never(
     assert await store.load("s-ended", fresh=True) is None, "an older revision came back"
     # Created before the other one ended, so older than its retention by now: still there.
     assert await store.load("s-open", fresh=True) is not None
+
+
+async def test_the_router_expires_an_ended_session_with_only_its_own_grants(
+    locked_down: LockedDown,
+) -> None:
+    await locked_down.provision()
+    nc = await locked_down.connect("router")
+    try:
+        kv = await locked_down.js(nc, "router").key_value(locked_down.ns.bucket("sessions"))
+        store = SessionStore(kv, Session, "session", ended_ttl_s=1)
+        trace = new_id()
+        assert await store.create_linked(_session("s-1"), trace)
+        stored = await store.load("s-1", fresh=True)
+        assert stored is not None
+        done = msgspec.structs.replace(stored.session, status="canceled", stop_reason="canceled")
+        await store.update(done, stored.revision, trace_id=trace)
+
+        async def gone() -> bool:
+            return not await _has(kv, "session.s-1") and not await _has(kv, f"trace.{trace}")
+
+        await _within("the ended session expires", gone)
+    finally:
+        await nc.close()
 
 
 async def test_traces_and_waits_age_as_set_and_a_trace_in_use_keeps_its_record(
