@@ -21,9 +21,11 @@ from actors.router._session import Session
 from actors.router._store import SessionStore
 from bus import EmbeddedServer, Retention, provision
 from schemas import Namespace, key_id, new_id
+from tests.integration.test_router import alternating, router_running, run_session
 from tests.support.audit import AuditorKeys, decision, publish_fact, start_auditor
 from tests.support.lockdown import LockedDown
 from tests.support.processes import READY
+from tests.support.router_wire import collaborate
 from tools.audit import read_off_box, verify_stream
 
 _BOUND_S = 20.0
@@ -87,6 +89,26 @@ async def test_an_ended_session_expires_whole_and_an_open_one_never(
     assert await store.load("s-ended", fresh=True) is None, "an older revision came back"
     # Created before the other one ended, so older than its retention by now: still there.
     assert await store.load("s-open", fresh=True) is not None
+
+
+async def test_a_session_the_router_ended_expires_with_its_trace_link(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    kv = await nc.jetstream().key_value(namespace.bucket("sessions"))
+    request = collaborate("Say it once, then stop.")
+    retention = '{"ended_sessions_s": 1}'
+    async with router_running(
+        nc, nats_server, namespace, alternating(final_at=2), retention=retention
+    ) as (wire, _, _):
+        timeline = await run_session(nc, namespace, wire, request)
+        assert timeline.events[-1].stop_reason == "final"
+
+        async def gone() -> bool:
+            return not await _has(kv, f"session.{request.session_id}") and not await _has(
+                kv, f"trace.{request.id}"
+            )
+
+        await _within("the ended session and its trace's link expire", gone)
 
 
 async def test_the_router_expires_an_ended_session_with_only_its_own_grants(
