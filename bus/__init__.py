@@ -84,6 +84,7 @@ from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
 from bus._quotas import AccountLimits, Quotas
 from bus._rejection import Rejection
+from bus._retention import Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
 from bus._settings import (
@@ -167,6 +168,7 @@ __all__ = (
     "Quarantine",
     "Quotas",
     "Rejection",
+    "Retention",
     "Settings",
     "StoreInUseError",
     "StoredMessage",

@@ -40,6 +40,7 @@ from nats.js.api import (
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from bus._quotas import Quotas
+from bus._retention import Retention
 from bus._settings import Settings
 from bus._streams import (
     AGENT_BUCKETS,
@@ -86,10 +87,13 @@ def stream_configs(
     max_msg_size: int = DEFAULT_MAX_BYTES,
     replicas: int = 1,
     quotas: Quotas | None = None,
+    retention: Retention | None = None,
 ) -> list[StreamConfig]:
-    """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`, with `quotas`
-    (the defaults when None)."""
+    """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`, with `quotas` and
+    `retention` (the defaults when None)."""
     quotas = Quotas() if quotas is None else quotas
+    retention = Retention() if retention is None else retention
+    ages = {spec.family: retention.stream_max_age(spec.family, spec.max_age) for spec in STREAMS}
     return [
         StreamConfig(
             name=ns.stream(spec.family),
@@ -97,8 +101,9 @@ def stream_configs(
             subjects=[ns.wildcard(family) for family in spec.subject_families or (spec.family,)],
             retention=RetentionPolicy.WORK_QUEUE if spec.work_queue else RetentionPolicy.LIMITS,
             discard=DiscardPolicy.NEW if spec.discard_new else DiscardPolicy.OLD,
-            max_age=spec.max_age,
-            duplicate_window=spec.duplicate_window,
+            max_age=ages[spec.family],
+            # JetStream refuses a duplicate window longer than the stream keeps a message.
+            duplicate_window=min(spec.duplicate_window, ages[spec.family] or spec.duplicate_window),
             max_msg_size=max_msg_size,
             max_bytes=quotas.stream_max_bytes(spec.family),
             max_msgs_per_subject=per_subject(spec, quotas),
@@ -185,15 +190,20 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
 
 @dataclass(frozen=True, slots=True)
 class _Sizes:
-    """A bucket's quotas: what it may hold and its largest value."""
+    """A bucket's quotas and retention: what it may hold, its largest value, how long a
+    value is kept after its last write."""
 
     max_bytes: int
     max_value_size: int
+    ttl_s: float | None
 
 
-def _bucket_sizes(spec: BucketSpec, quotas: Quotas, max_msg_size: int) -> _Sizes:
+def _bucket_sizes(
+    spec: BucketSpec, quotas: Quotas, max_msg_size: int, retention: Retention
+) -> _Sizes:
     value = quotas.mark_value_bytes if spec.marks else max_msg_size
-    return _Sizes(quotas.bucket_max_bytes(spec.name), value)
+    ttl = retention.bucket_ttl(spec.name, spec.ttl_s)
+    return _Sizes(quotas.bucket_max_bytes(spec.name), value, ttl)
 
 
 async def _ensure_bucket(
@@ -216,7 +226,7 @@ async def _ensure_bucket(
         bucket=name,
         description=spec.description,
         history=spec.history,
-        ttl=spec.ttl_s,
+        ttl=sizes.ttl_s,
         max_bytes=sizes.max_bytes,
         max_value_size=sizes.max_value_size,
         storage=StorageType.FILE,
@@ -241,19 +251,24 @@ async def _ensure_existing(
 ) -> None:
     """Give a bucket made by an older release what its spec asks for now: a TTL that grew
     (the gate's id claims must outlive its positions), direct gets where it is read key by
-    key (the quarantine's marks), its quotas, and the replicas of its cluster."""
+    key (the quarantine's marks), its quotas, its retention, per-message TTLs (an ended
+    session's), and the replicas of its cluster."""
     config = (await js.stream_info(f"KV_{name}")).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
     if (
-        (config.max_age or None) == spec.ttl_s
+        (config.max_age or None) == sizes.ttl_s
+        and config.allow_msg_ttl
         and (config.allow_direct or not spec.direct)
         and config.max_bytes == sizes.max_bytes
         and config.max_msg_size == sizes.max_value_size
         and current == replicas
     ):
         return
-    config.max_age = spec.ttl_s
+    config.max_age = sizes.ttl_s
+    if sizes.ttl_s and (config.duplicate_window or 0) > sizes.ttl_s:
+        config.duplicate_window = sizes.ttl_s  # never longer than a value is kept
+    config.allow_msg_ttl = True
     config.allow_direct = bool(config.allow_direct or spec.direct)
     config.max_bytes = sizes.max_bytes
     config.max_msg_size = sizes.max_value_size
@@ -307,28 +322,34 @@ async def provision(
     replicas: int | None = None,
     quotas: Quotas | None = None,
     agents: Sequence[str] = (),
+    retention: Retention | None = None,
 ) -> int:
     """Create or update every stream and bucket of namespace `ns`, and each of `agents`' own
     buckets (`AGENT_BUCKETS`); return their replicas.
 
     `replicas` None: as many as the cluster `js` is connected to calls for (`cluster_replicas`
-    of its server's INFO), never fewer than an existing stream has. `quotas` None: the
-    defaults.
+    of its server's INFO), never fewer than an existing stream has. `quotas` and `retention`
+    None: the defaults.
     """
     quotas = Quotas() if quotas is None else quotas
+    retention = Retention() if retention is None else retention
     exact = replicas is not None
     if replicas is None:
         # nats-py keeps the server's INFO (cluster name, connect_urls) only privately.
         replicas = cluster_replicas(js._nc._server_info)
-    configs = stream_configs(ns, max_msg_size=max_msg_size, replicas=replicas, quotas=quotas)
+    configs = stream_configs(
+        ns, max_msg_size=max_msg_size, replicas=replicas, quotas=quotas, retention=retention
+    )
     for config in configs:
         await _ensure_stream(js, config, exact=exact)
     for spec in BUCKETS:
-        sizes = _bucket_sizes(spec, quotas, max_msg_size)
+        sizes = _bucket_sizes(spec, quotas, max_msg_size, retention)
         await _ensure_bucket(js, ns.bucket(spec.name), spec, sizes, replicas, exact=exact)
     await _ensure_object_store(js, ns.bucket(ARTIFACTS), quotas, max_msg_size, replicas, exact)
     for agent in agents:
-        await _ensure_agent_buckets(js, ns, agent, max_msg_size, quotas, replicas, exact=exact)
+        await _ensure_agent_buckets(
+            js, ns, agent, max_msg_size, quotas, replicas, exact=exact, retention=retention
+        )
     for name in RETIRED_BUCKETS:
         try:
             await js.delete_stream(f"KV_{ns.bucket(name)}")
@@ -346,9 +367,10 @@ async def _ensure_agent_buckets(
     replicas: int,
     *,
     exact: bool,
+    retention: Retention,
 ) -> None:
     for spec in AGENT_BUCKETS:
-        sizes = _bucket_sizes(spec, quotas, max_msg_size)
+        sizes = _bucket_sizes(spec, quotas, max_msg_size, retention)
         name = ns.agent_bucket(spec.name, agent)
         await _ensure_bucket(js, name, spec, sizes, replicas, exact=exact)
 
@@ -358,14 +380,18 @@ async def provision_agent(
 ) -> None:
     """Create or update `agent`'s own buckets, as an agent that provisions does at start
     (an open broker; under least privilege `parley provision` does it for every agent): its
-    settings' message size and quotas, the replicas its cluster calls for."""
+    settings' message size, quotas and retention, the replicas its cluster calls for."""
     replicas = cluster_replicas(js._nc._server_info)
     await _ensure_agent_buckets(
-        js, ns, agent, settings.max_payload, settings.quotas, replicas, exact=False
-    )
+        js, ns, agent, settings.max_payload, settings.quotas, replicas,
+        exact=False, retention=settings.retention,
+    )  # fmt: skip
 
 
 async def provision_for(js: JetStreamContext, ns: Namespace, settings: Settings) -> int:
-    """`provision` as an actor does at start: its settings' message size and quotas, the
-    replicas its cluster calls for."""
-    return await provision(js, ns, max_msg_size=settings.max_payload, quotas=settings.quotas)
+    """`provision` as an actor does at start: its settings' message size, quotas and
+    retention, the replicas its cluster calls for."""
+    return await provision(
+        js, ns, max_msg_size=settings.max_payload, quotas=settings.quotas,
+        retention=settings.retention,
+    )  # fmt: skip

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from bus._quotas import Quotas
+from bus._retention import Retention
 from schemas import DEFAULT_MAX_BYTES, check_token
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -126,6 +127,11 @@ class Settings(BaseSettings):
         default_factory=Quotas,
         description="What every stream and bucket may hold, per stream, bucket and sender "
         "(`[quotas]`; docs/quotas.md); `parley provision` applies them.",
+    )
+    retention: Retention = Field(
+        default_factory=Retention,
+        description="How long ended sessions, traces, waits and the audit history are kept "
+        "(`[retention]`; docs/settings.md); `parley provision` applies it.",
     )
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"

@@ -100,9 +100,12 @@ async def verify_stream(
 
     The history is read a batch at a time (the next one already requested while this one is
     checked), and the verifier keeps only the chain's head and counters: memory stays flat
-    however long the stream (docs/audit.md, "Verifying at scale").
+    however long the stream (docs/audit.md, "Verifying at scale"). A stream with an age limit
+    (`retention.audit_s`) may have lost its oldest records: the walk then begins at the first
+    one kept (docs/audit.md, "Retention").
     """
-    verifier = ChainVerifier(trusted=trusted, off_box=off_box, strict=strict)
+    retained = bool((await js.stream_info(stream)).config.max_age)
+    verifier = ChainVerifier(trusted=trusted, off_box=off_box, strict=strict, retained=retained)
     feed = verifier.feed
     async for batch in read_history_batches(js, stream):
         for message in batch:
@@ -234,6 +237,8 @@ async def _verify(args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     if report.ok:
         print(f"audit chain intact: {summary}")
+        if report.expired:
+            print(f"  note: records 1..{report.expired} aged out (the stream's retention)")
         for note in report.unvouched:
             print(f"  note: {note}")
     else:

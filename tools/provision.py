@@ -111,6 +111,7 @@ async def provision_once(
             replicas=settings.replicas,
             quotas=settings.quotas,
             agents=agents,
+            retention=settings.retention,
         )
         for path, receiver in zip(actors, receivers, strict=True):
             if receiver.create_consumers or not receiver.actor_id:

@@ -12,6 +12,13 @@ after an edit and recompute every hash. A checkpoint, signed with the auditor's 
 pins (count, last sequence, head hash) every N records or T seconds; copies of it in the
 auditor's log live off the box, so even a truncated stream or a stream rebuilt wholesale
 disagrees with a signature its rewriter cannot make.
+
+A history with a retention (`retention.audit_s`, bus/_retention.py) loses its oldest records
+to age. Its walk begins at the first message kept: a checkpoint there is verified and taken as
+the head; a record there is taken on its own word (its index and `prev_hash`) and chained
+forward, and the first signed checkpoint after it pins that whole stretch, so an edit in it
+still breaks the walk. Only where the stream really has an age limit: a history kept for ever
+that starts past its first record was truncated.
 """
 
 from __future__ import annotations
@@ -168,6 +175,8 @@ class ChainReport:
     first_bad_seq: int | None = None
     problem: str = ""
     last_seq: int = 0
+    expired: int = 0
+    """Records before the first one kept, dropped by the stream's age limit (`retained`)."""
 
     @property
     def ok(self) -> bool:
@@ -188,11 +197,14 @@ class ChainVerifier:
             agree with the stream and be present in it.
         strict: Every record must be pinned by a checkpoint (after the auditor wrote its
             final one); otherwise an unpinned tail is reported in `covered` only.
+        retained: The stream drops records past an age (module docstring): the walk may
+            begin mid-chain, and off-box checkpoints older than its start are expired.
     """
 
     trusted: dict[str, Ed25519PublicKey]
     off_box: Iterable[bytes] = ()
     strict: bool = False
+    retained: bool = False
     report: ChainReport = field(default_factory=ChainReport)
     _head: str = GENESIS
     _head_seq: int = 0
@@ -261,6 +273,11 @@ class ChainVerifier:
         if not isinstance(record, AuditRecord) or record.hash != claimed:
             self._bad(seq, "not an audit record, or a second hash field")
             return
+        if self._starts_mid_chain(record.chain_index, index):
+            # The records before it aged out: it stands in for them (module docstring).
+            self.report.expired = record.chain_index - 1
+            self._head, index = record.prev_hash, record.chain_index
+            self.report.records = index
         if record.prev_hash != self._head:
             self._bad(seq, "prev_hash does not match the previous record (deleted/moved)")
         if record.chain_index != index:
@@ -276,6 +293,11 @@ class ChainVerifier:
         if pin is not None and (pin.head_hash != claimed or pin.last_seq != seq):
             self._bad(seq, f"off-box checkpoint {index} disagrees with the stored record")
 
+    def _starts_mid_chain(self, claimed: int, expected: int) -> bool:
+        """Whether the first message of the walk, claiming chain position `claimed` where
+        `expected` was due, begins a history whose older records aged out."""
+        return self.retained and self._member_seq == 0 and claimed > expected
+
     def _checkpoint(self, seq: int, tenant: str, data: bytes) -> None:
         self.report.checkpoints += 1
         try:
@@ -285,6 +307,11 @@ class ChainVerifier:
             return
         if checkpoint.tenant != tenant:
             self._bad(seq, "checkpoint sits on another tenant's subject")
+        if self._starts_mid_chain(checkpoint.count, self.report.records):
+            # Signed by the auditor: the head it pins is where the kept chain begins.
+            self.report.expired = self.report.records = checkpoint.count
+            self._head, self._head_seq = checkpoint.head_hash, checkpoint.last_seq
+            self._member_seq = checkpoint.last_seq
         expected = (self.report.records, self._head_seq, self._head)
         if (checkpoint.count, checkpoint.last_seq, checkpoint.head_hash) != expected:
             self._bad(seq, f"checkpoint {checkpoint.count} disagrees with the chain before it")
@@ -309,6 +336,8 @@ class ChainVerifier:
                     f"the stream holds {report.records}",
                 )
                 break
+            if count <= report.expired:
+                continue  # its records aged out with it
             if count not in self._seen_pins:
                 self._bad(pin.last_seq, f"signed checkpoint {count} is missing from the stream")
                 break

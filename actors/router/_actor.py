@@ -111,13 +111,14 @@ class RouterActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
-        self._store = SessionStore(kv, Session, "session")
+        ended_ttl_s = bus.settings.retention.ended_session_ttl_s
+        self._store = SessionStore(kv, Session, "session", ended_ttl_s=ended_ttl_s)
         self._early = EarlyStops(await bus.js.key_value(bus.namespace.bucket("early_stops")))
         registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
         self._watcher = CallWatcher(registry, bus.uptime, self.limits)
         self._orchestrated = OrchestratedSessions(
-            SessionStore(kv, OrchestratedSession, "orch"),
+            SessionStore(kv, OrchestratedSession, "orch", ended_ttl_s=ended_ttl_s),
             self._store,
             self.limits.orchestration,
             self._watcher,
@@ -265,7 +266,7 @@ class RouterActor(Actor):
                 continue
             assert step.session is not None  # noqa: S101 - a changed step always has a state
             try:
-                await self.store.update(step.session, stored.revision)
+                await self.store.update(step.session, stored.revision, trace_id=ctx.trace_id)
             except Conflict:
                 fresh = True
                 continue
@@ -372,7 +373,9 @@ class RouterActor(Actor):
                 )
                 if step.changed and step.session is not None:
                     try:
-                        await self.store.update(step.session, stored.revision)
+                        await self.store.update(
+                            step.session, stored.revision, trace_id=ctx.trace_id
+                        )
                     except Conflict:
                         continue
                 if step.note:

@@ -149,7 +149,7 @@ class OrchestratedSessions:
                 continue
             assert step.session is not None  # noqa: S101 - a changed step always has a state
             try:
-                await self._store.update(step.session, stored.revision)
+                await self._store.update(step.session, stored.revision, trace_id=ctx.trace_id)
             except Conflict:
                 fresh = True
                 continue

@@ -9,6 +9,12 @@ envelope (which names only the call it answers) finds its session.
 
 States read from this process's cache may be stale when other replicas run; callers that act
 on a cached state's *absence* of something (ignoring an input) re-read it first.
+
+Retention (bus/_retention.py): a session's write once it has ended carries a per-message TTL
+(the settings' `retention.ended_sessions_s`) and rolls up the key's older revisions, so the
+key vanishes whole that long after the end, never reverting to an older, open revision; so
+does its trace's link. Every write of an open session has no TTL: an open session never
+expires, and a session written again (an input recorded after its end) gets a fresh TTL.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections import OrderedDict
 from typing import Final, Generic, Protocol, TypeVar
 
 import msgspec
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from schemas import encode
@@ -26,11 +32,18 @@ from schemas import encode
 __all__ = ("Conflict", "SessionStore", "Stored")
 
 _CACHE_SIZE: Final = 4096
+_EXPECTED_LAST_SUBJECT_SEQ: Final = "Nats-Expected-Last-Subject-Sequence"
+_ROLLUP: Final = {"Nats-Rollup": "sub"}
+"""Replaces every older revision of the key: an ended session's TTL then removes it whole."""
+_WRONG_LAST_SEQUENCE: Final = (10071, 10164)
 
 
 class _Stored(Protocol):
     @property
     def session_id(self) -> str: ...
+
+    @property
+    def open(self) -> bool: ...
 
 
 S = TypeVar("S", bound=_Stored)
@@ -50,8 +63,9 @@ class Stored(msgspec.Struct, Generic[S], frozen=True):
 class SessionStore(Generic[S]):
     """Reads and compare-and-set writes of sessions, with a small cache of what we wrote."""
 
-    def __init__(self, kv: KeyValue, kind: type[S], prefix: str) -> None:
+    def __init__(self, kv: KeyValue, kind: type[S], prefix: str, *, ended_ttl_s: int) -> None:
         self._kv = kv
+        self._ended_ttl_s = ended_ttl_s
         self._decoder = msgspec.json.Decoder(kind)
         self._prefix = prefix
         self._cache: OrderedDict[str, Stored[S]] = OrderedDict()
@@ -85,16 +99,44 @@ class SessionStore(Generic[S]):
             raise Conflict(session.session_id) from None
         self._remember(Stored(session, int(revision), False))
 
-    async def update(self, session: S, revision: int) -> None:
-        """Replace the session read at `revision`; `Conflict` if it changed since."""
+    async def update(self, session: S, revision: int, *, trace_id: str = "") -> None:
+        """Replace the session read at `revision`; `Conflict` if it changed since.
+
+        An ended session is written to expire (module docstring), and so is the link from
+        `trace_id` when it names this session: an input of another trace (a person's Stop)
+        never touches a link it does not own.
+        """
+        key, value = self._key(session.session_id), encode(session)
         try:
-            new = await self._kv.update(
-                self._key(session.session_id), encode(session), last=revision
-            )
+            if session.open:
+                new = await self._kv.update(key, value, last=revision)
+            else:
+                new = await self._expiring(key, value, revision)
         except KeyWrongLastSequenceError:
             self._cache.pop(session.session_id, None)
             raise Conflict(session.session_id) from None
         self._remember(Stored(session, int(new), False))
+        if not session.open and trace_id and trace_id.isascii():
+            if await self.session_of_trace(trace_id) == session.session_id:
+                await self._expiring(f"trace.{trace_id}", session.session_id.encode(), None)
+
+    async def _expiring(self, key: str, value: bytes, revision: int | None) -> int:
+        """Write `key` with the ended sessions' TTL, rolling up its older revisions; with
+        compare-and-set on `revision` unless None. nats-py's KV offers no rollup, so this is
+        its own publish on the key's subject (the bucket's `_pre`, which honours a JetStream
+        domain or API prefix as the bucket's other writes do)."""
+        headers = dict(_ROLLUP)
+        if revision is not None:
+            headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(revision)
+        try:
+            ack = await self._kv._js.publish(
+                f"{self._kv._pre}{key}", value, headers=headers, msg_ttl=self._ended_ttl_s
+            )
+        except APIError as exc:
+            if exc.err_code in _WRONG_LAST_SEQUENCE:
+                raise KeyWrongLastSequenceError(description=exc.description) from None
+            raise
+        return ack.seq
 
     async def link_trace(self, trace_id: str, session_id: str) -> None:
         """Record that `trace_id` belongs to `session_id` (idempotent)."""

@@ -22,16 +22,21 @@ def test_the_scale_row_verifies_every_record_in_a_child_and_prints_aims(
 ) -> None:
     out = tmp_path / "bench.json"
     argv = ["--only", "scale", "--scale-audit-records", "2500", "--out", str(out)]
-    assert main([*argv, "--scale-agents", "50", "--scale-agents-window-s", "1"]) == 0
-    audit = json.loads(out.read_text())["scale"]["audit_verify"]
+    argv += ["--scale-agents", "50", "--scale-agents-window-s", "1"]
+    assert main([*argv, "--scale-sessions", "4", "--scale-sessions-few", "1"]) == 0
+    scale = json.loads(out.read_text())["scale"]
+    audit = scale["audit_verify"]
     assert audit["chain_verified"] and audit["records"] == 2500, audit
     # The child's own peak: an interpreter with the command's libraries, never zero.
     assert 20 < audit["peak_rss_mb"] < 1000, audit
     assert audit["records_per_s"] > 0 and audit["verify_cpu_us_per_record"] > 0, audit
     printed = capsys.readouterr().out
     assert "aim >= 20,000" in printed and "aim < 200 MB" in printed, printed
-    # The audit's two, the registry's and the four of the decisions' figure.
-    assert printed.count("PASS") + printed.count("FAIL") == 7, printed
+    # The audit's two, the registry's, the four of the decisions' figure and the sessions'.
+    assert printed.count("PASS") + printed.count("FAIL") == 8, printed
+    sessions = scale["sessions"]  # every thinking session ended at its cap, its memory printed
+    assert sessions["all_completed"] and sessions["many"]["completed"] == 4, sessions
+    assert "KB resident per session" in printed, printed
 
 
 async def test_a_chain_that_does_not_verify_fails_the_row() -> None:

@@ -24,7 +24,7 @@ from bus import TraceHeaders
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode, new_id, utc_now
 from tools.bench._system import demo_system
 
-__all__ = ("CollabRow", "collab_rows")
+__all__ = ("CollabRow", "collab_rows", "submit_sessions")
 
 _HOPS_PER_ROUND = 4
 _END = frozenset({"session_completed", "session_failed", "session_canceled"})
@@ -84,8 +84,23 @@ async def _wave(
     nc: NATS, ns: Namespace, waiter: _Waiter, count: int, rounds: int, start: int
 ) -> list[float]:
     """Submit `count` sessions at once; wait for all of them; return each one's duration."""
-    js = nc.jetstream()
     messages = [_session(start + i, rounds) for i in range(count)]
+    await submit_sessions(nc, ns, waiter, messages, timeout_s=120 + count * rounds)
+    wrong = {r for r in waiter.reasons.values() if r != "cap_reached"}
+    if wrong:
+        raise RuntimeError(f"benchmark sessions ended with {sorted(map(str, wrong))}")
+    return list(waiter.took.values())
+
+
+async def submit_sessions(
+    nc: NATS, ns: Namespace, waiter: _Waiter, messages: list[HumanMessage], timeout_s: float
+) -> None:
+    """Submit `messages` at once, as `parley collab` does; wait until every session ended.
+
+    Raises:
+        TimeoutError: some had not ended within `timeout_s`.
+    """
+    js = nc.jetstream()
     waiter.expect([m.session_id or "" for m in messages])
     waiter.reasons.clear()
     acks = []
@@ -93,11 +108,7 @@ async def _wave(
         headers = TraceHeaders(trace_id=msg.id, origin="cli").to_headers(msg.id)
         acks.append(await js.publish_async(ns.submit("cli"), encode(msg), headers=headers))
     await asyncio.gather(*acks)
-    await asyncio.wait_for(waiter.all_done.wait(), timeout=120 + count * rounds)
-    wrong = {r for r in waiter.reasons.values() if r != "cap_reached"}
-    if wrong:
-        raise RuntimeError(f"benchmark sessions ended with {sorted(map(str, wrong))}")
-    return list(waiter.took.values())
+    await asyncio.wait_for(waiter.all_done.wait(), timeout=timeout_s)
 
 
 async def collab_rows(levels: list[int], rounds: int, min_rounds: int) -> list[CollabRow]:

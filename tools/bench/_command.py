@@ -72,7 +72,7 @@ from tools.bench._latency import latency_rows
 from tools.bench._options import ROWS, bench_parser, resolve
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
-from tools.bench._scale import decision_options, print_scale, registry_options, scale_rows
+from tools.bench._scale import print_scale, scale_from
 from tools.bench._table import (
     print_audit,
     print_collab,
@@ -350,9 +350,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         print_context(result["context"])
 
     def scale() -> None:
-        result["scale"] = uvloop.run(
-            scale_rows(args.scale_audit_records, registry_options(args), decision_options(args))
-        )
+        result["scale"] = uvloop.run(scale_from(args))
         print_scale(result["scale"])
 
     rounds = f"{args.rounds} alternating rounds"
@@ -368,7 +366,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         "scale": (
             f"scale: audit verify of {args.scale_audit_records:,} records, "
             f"{args.scale_agents:,} agents' heartbeats, decisions in a trace of "
-            f"{args.scale_decisions_trace:,}",
+            f"{args.scale_decisions_trace:,}, {args.scale_sessions:,} thinking sessions",
             scale,
         ),
         "tools": tools_step(args, result),

@@ -51,6 +51,8 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_agents_aim_pct": 10.0,
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 2000,
+    "scale_sessions": 1000,
+    "scale_sessions_few": 10,
     "tool_calls": 200,
 }
 """The defaults: every row, small enough to end within minutes."""
@@ -76,6 +78,8 @@ FULL: Final[dict[str, int | float | str]] = {
     "scale_agents_aim_pct": 10.0,
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 5000,
+    "scale_sessions": 1000,
+    "scale_sessions_few": 10,
     "tool_calls": 1000,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
@@ -101,6 +105,8 @@ _HELP: Final = {
     "scale_agents_aim_pct": "aim for the agents' readers and server, %% of one core (scale)",
     "scale_decisions_trace": "envelopes in the long trace decisions are timed on (scale)",
     "scale_decisions_pairs": "calls and answers decided at each trace size (scale)",
+    "scale_sessions": "collaborations at once whose agents think 1-3 s (scale; 0: skip)",
+    "scale_sessions_few": "collaborations at once the many are compared with (scale)",
     "tool_calls": "sequential 4 KiB File.Read calls per path and round (tools)",
 }
 

@@ -11,6 +11,9 @@ run whose result is wrong, fails). The row holds:
 - `decisions` (tools/bench/_scale_decisions.py): a gate decision's p50 and p99 in a trace of
   10 envelopes and in a long one, their ratio, and the bytes of the records it reads and
   writes at both sizes.
+- `sessions` (tools/bench/_scale_sessions.py): a thousand collaborations at once whose agents
+  think 1-3 s, all of which must complete, Parley's added time per turn against a few at
+  once, and the resident memory per session of the router, the gate and the agent hosts.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from tools.bench._scale_agents import registry_scale
 from tools.bench._scale_audit import AIM_MAX_RSS_MB, AIM_RECORDS_PER_S, audit_verify_scale
 from tools.bench._scale_decisions import decision_scale, print_decisions
+from tools.bench._scale_sessions import print_sessions, sessions_scale
 
 __all__ = (
     "DecisionOptions",
@@ -29,6 +33,7 @@ __all__ = (
     "decision_options",
     "print_scale",
     "registry_options",
+    "scale_from",
     "scale_rows",
 )
 
@@ -75,9 +80,13 @@ def decision_options(args: argparse.Namespace) -> DecisionOptions:
 
 
 async def scale_rows(
-    audit_records: int, registry: RegistryOptions, decisions: DecisionOptions
+    audit_records: int,
+    registry: RegistryOptions,
+    decisions: DecisionOptions,
+    sessions: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
-    """Run every figure of the row; `audit_records`: records the verify walks."""
+    """Run every figure of the row; `audit_records`: records the verify walks; `sessions`:
+    the few and the many thinking collaborations at once (many 0: not run)."""
     result: dict[str, Any] = {
         "decisions": decision_scale(SHORT_TRACE, decisions.trace, decisions.pairs),
         "audit_verify": await audit_verify_scale(audit_records),
@@ -91,7 +100,20 @@ async def scale_rows(
         )
         for fsync in registry.fsyncs
     ]
+    few, many = sessions
+    if many > 0:
+        result["sessions"] = await sessions_scale(few, many)
     return result
+
+
+async def scale_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole row with `parley bench`'s resolved arguments."""
+    return await scale_rows(
+        args.scale_audit_records,
+        registry_options(args),
+        decision_options(args),
+        (args.scale_sessions_few, args.scale_sessions),
+    )
 
 
 def _verdict(what: str, figure: str, aim: str, passed: bool) -> None:
@@ -127,6 +149,8 @@ def print_scale(result: dict[str, Any]) -> None:
     )
     for run in result["registry"]:
         _print_registry(run)
+    if "sessions" in result:
+        print_sessions(result["sessions"], _verdict)
 
 
 def _print_registry(run: dict[str, Any]) -> None:

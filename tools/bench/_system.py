@@ -12,7 +12,7 @@ import asyncio
 import os
 import tempfile
 import tomllib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,10 @@ _WAITED_FOR = ("gate", "router", "gpt", "claude")
 class RunningSystem:
     """What a row measures with: the server's URL and a client connection to it."""
 
-    def __init__(self, server: EmbeddedServer, nc: NATS) -> None:
+    def __init__(self, server: EmbeddedServer, nc: NATS, supervisor: Supervisor) -> None:
         self.server = server
         self.nc = nc
+        self.supervisor = supervisor
 
 
 def _bench_bundle() -> dict[str, Any]:
@@ -48,10 +49,13 @@ def _bench_bundle() -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def demo_system(ns: Namespace) -> AsyncIterator[RunningSystem]:
+async def demo_system(
+    ns: Namespace, child_env: Mapping[str, Mapping[str, str]] | None = None
+) -> AsyncIterator[RunningSystem]:
     """The system up and every process ready (`"msg":"ready"` in its log); stopped on exit.
 
-    A child's errors are printed as they happen, so a row that stalls says why.
+    A child's errors are printed as they happen, so a row that stalls says why. `child_env`
+    adds environment variables to the children it names (an agent's profile, its settings).
     """
     with tempfile.TemporaryDirectory(prefix="parley-bench-system-") as scratch:
         server = EmbeddedServer(Path(scratch) / "nats")
@@ -75,12 +79,18 @@ async def demo_system(ns: Namespace) -> AsyncIterator[RunningSystem]:
             await (await js.key_value(ns.bucket("policy"))).put(BUNDLE_KEY, signed)
             env = {**os.environ, "NATS_URL": server.url, "PARLEY_MONITOR_URL": server.monitor_url}
             env["PARLEY_NAMESPACE"] = ns.root
-            supervisor = Supervisor(demo_topology(public, "demo"), base_env=env, on_line=on_line)
+            topology = demo_topology(public, "demo")
+            children = tuple(
+                c.model_copy(update={"env": {**c.env, **(child_env or {}).get(c.name, {})}})
+                for c in topology.actor
+            )
+            topology = topology.model_copy(update={"actor": children})
+            supervisor = Supervisor(topology, base_env=env, on_line=on_line)
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(supervisor.run(stopping))
                 try:
                     await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready.values())), 60)
-                    yield RunningSystem(server, nc)
+                    yield RunningSystem(server, nc, supervisor)
                 finally:
                     stopping.set()
         finally:

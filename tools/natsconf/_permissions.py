@@ -287,12 +287,13 @@ def _relay_grants(g: Grants, serves: Sequence[str]) -> None:
 
 def _operator_grants(g: Grants, role: str) -> None:
     """Operators' tools, each only what its commands do: the signer puts the bundle (the gates
-    verify it before they trust it); the audit reader gets audit records by direct get, which
-    creates no consumer, and follows live traffic through a read-only stream import."""
+    verify it before they trust it); the audit reader gets audit records by direct get (no
+    consumer) and the stream's info, and follows live traffic through a read-only import."""
     if role == POLICY_SIGNER:
         g.write_keys("policy", "bundle")
-    elif role == AUDIT_READER:
-        g.pub(f"{JS_API}.DIRECT.GET.{g.ns.stream('audit')}")
+    elif role == AUDIT_READER:  # its info too: `audit verify` reads its retention
+        audit = g.ns.stream("audit")
+        g.pub(f"{JS_API}.DIRECT.GET.{audit}", f"{JS_API}.STREAM.INFO.{audit}")
     elif role == ARTIFACT_READER:
         _artifact_grants(g, write=False)
 

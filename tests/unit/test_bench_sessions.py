@@ -1,0 +1,47 @@
+"""The thousand-sessions figure's pure parts: the agents' think times it takes out, the
+script that makes them think, and a verdict that fails."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from actors.agent.brains._scripted import Script
+from tools.bench._scale_sessions import AIM_RATIO, ROUNDS, _script, judged, think_s
+
+
+def _wave(sessions: int, completed: int, added_ms: float, rss_kb: int) -> dict[str, Any]:
+    peaks = dict.fromkeys(("gate", "router", "gpt", "claude"), rss_kb)
+    return {
+        "sessions": sessions,
+        "completed": completed,
+        "added_ms_per_turn_p50": added_ms,
+        "added_ms_per_turn_p99": added_ms,
+        "peak_rss_kb": peaks,
+    }
+
+
+def test_every_turn_thinks_between_one_and_three_seconds_as_the_script_says() -> None:
+    for agent in ("gpt", "claude"):
+        script = Script.model_validate(tomllib.loads(_script(agent)))
+        delays = {(turn.goal, turn.round): turn.delay_s for turn in script.turn}
+        assert len(delays) == 5 * ROUNDS
+        for (goal, round_), delay in delays.items():
+            assert round_ is not None and delay == think_s(int(goal[5]), round_)
+            assert 1.0 <= delay <= 3.0
+        assert {turn.handoff.to for turn in script.turn if turn.handoff} == (
+            {"claude"} if agent == "gpt" else {"gpt"}
+        )
+
+
+def test_the_verdict_passes_within_the_aim_and_fails_past_it() -> None:
+    within = judged(_wave(10, 10, 100.0, 80_000), _wave(1000, 1000, 100.0 * AIM_RATIO, 179_000))
+    assert within["pass"]["added_ratio"] and within["all_completed"]
+    assert within["rss_kb_per_session"]["router"] == 99_000 / 990
+    past = judged(_wave(10, 10, 100.0, 80_000), _wave(1000, 1000, 201.0 * AIM_RATIO, 80_000))
+    assert not past["pass"]["added_ratio"]
+
+
+def test_a_session_that_did_not_complete_fails_the_figure_whatever_its_times() -> None:
+    run = judged(_wave(10, 10, 100.0, 80_000), _wave(1000, 999, 50.0, 80_000))
+    assert not run["all_completed"] and not run["pass"]["added_ratio"]
