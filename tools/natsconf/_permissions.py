@@ -7,7 +7,8 @@ consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `
 
 The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
 `person-<name>`), `console` (the web console's own process: it acts for people only as each
-person, with that person's own credentials, so its own user just beats), `relay` (the
+person, with that person's own credentials, so its own user just beats), `a2a` (the A2A edge:
+likewise for its clients, and it reads the policy bundle), `relay` (the
 shared-agent relay, in an account of its own), `provisioner`,
 `policy-signer` (`parley policy publish`), `audit-cli` (`parley audit`, `trace`, `tail`),
 `artifacts-cli` (`parley artifacts`: the tool runtime's stored files, read-only) and
@@ -73,6 +74,7 @@ from tools.natsconf._grants import ADVISORY, JS_API, Grants
 from tools.natsconf._operator import OPERATOR, operator_denies, operator_grants
 
 __all__ = (
+    "A2A",
     "ARTIFACT_READER",
     "AUDIT_READER",
     "CONSOLE",
@@ -102,6 +104,7 @@ POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
 ARTIFACT_READER = "artifacts-cli"
 CONSOLE = "console"
+A2A = "a2a"
 TOOLS = "tools"
 LLM = "llm"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, ARTIFACT_READER, OPERATOR)
@@ -112,6 +115,7 @@ FIXED_ROLES = (
     "auditor",
     "cli",
     CONSOLE,
+    A2A,
     RELAY,
     TOOLS,
     LLM,
@@ -189,7 +193,7 @@ def role_of(actor: str) -> str:
 
 def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     ns, me = g.ns, g.actor
-    if role != CONSOLE:  # the console submits nothing as itself, only as each person
+    if role not in (CONSOLE, A2A):  # they submit nothing as themselves, only as each person
         g.pub(ns.submit(me))
     g.pub(ns.dead(me))  # its own letters, bounded on this one subject (docs/quotas.md)
     if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
@@ -224,6 +228,13 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("policy")
         g.write_keys("policy", "trusted", "trusted.>")  # bundles are the signer's to write
         g.read_bucket("registry")
+    elif role == A2A:
+        # The A2A edge reads the signed bundle by a stored message's get (which agents are
+        # exposed; it verifies the bundle itself), never through a consumer (_operator.py
+        # says why creating one is a grant to write); it acts for each client only with
+        # that client's own credentials.
+        stream = f"KV_{ns.bucket('policy')}"
+        g.pub(f"{JS_API}.STREAM.INFO.{stream}", f"{JS_API}.STREAM.MSG.GET.{stream}")
     elif role == "router":
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
