@@ -14,8 +14,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from actors.console._person import PersonLink, person_settings
-from actors.console._tokens import TokenStore, TokenStoreError
+from actors.console import PersonLink, TokenStore, TokenStoreError, person_settings
 
 __all__ = ("Clients",)
 

@@ -24,8 +24,7 @@ from a2a.types import Role, Task, TaskState, TaskStatus
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
 
 from actors.a2a._clients import Clients
-from actors.console._person import Notification, PersonLink
-from actors.console._timeline import SessionRecord
+from actors.console import Notification, PersonLink, SessionRecord
 
 __all__ = ("SESSION_KEY", "SessionExecutor")
 

@@ -1,12 +1,12 @@
 """Which agents the signed bundle exposes to A2A clients (`a2a_exposed` in their profile).
 
 The edge faces the network, so it reads the bundle with the least the broker can grant: the
-value of the policy bucket's `bundle` key by a stored message's get, every `refresh_s`. It creates no
-consumer (a watch is one, and a consumer's creator chooses where the server pushes what it
-reads: tools/natsconf/_operator.py says why that is a grant to write). Each value is verified
-as the gate verifies it (signature by a trusted key, tenant, expiry) and is never older than
-the version already in force here: a rolled-back bundle exposes nothing new. Without a valid
-bundle nothing is exposed.
+value of the policy bucket's `bundle` key by a stored message's get, every `refresh_s`. It
+creates no consumer (a watch is one, and a consumer's creator chooses where the server
+pushes what it reads: tools/natsconf/_operator.py says why that is a grant to write). Each
+value is verified as the gate verifies it (signature by a trusted key, tenant, expiry) and is
+never older than the version already in force here: a rolled-back bundle exposes nothing
+new. Without a valid bundle nothing is exposed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The console: a web page and a JSON-RPC 2.0 control API (seed 002 §11) for people.
 
 Public face: `ConsoleActor` (`parley run console`), `TokenStore` and `principal_of` (what
-`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`.
+`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`, and a person's
+link to the bus (`PersonLink`, `person_settings`, `SessionRecord`, `Notification`), which the
+A2A edge uses to act for its clients as the console acts for people.
 
 Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's own principal
 on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
@@ -16,6 +18,8 @@ package data).
 from actors.console._actor import ConsoleActor
 from actors.console._app import CONTENT_SECURITY_POLICY
 from actors.console._options import ConsoleOptions
+from actors.console._person import Notification, PersonLink, person_settings
+from actors.console._timeline import SessionRecord
 from actors.console._tokens import (
     DEFAULT_TOKENS_FILE,
     TokenStore,
@@ -28,7 +32,11 @@ __all__ = (
     "DEFAULT_TOKENS_FILE",
     "ConsoleActor",
     "ConsoleOptions",
+    "Notification",
+    "PersonLink",
+    "SessionRecord",
     "TokenStore",
     "TokenStoreError",
+    "person_settings",
     "principal_of",
 )

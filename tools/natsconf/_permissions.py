@@ -70,8 +70,10 @@ from dataclasses import dataclass, field
 
 from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
+from tools.natsconf._edge import A2A, a2a_grants
 from tools.natsconf._grants import ADVISORY, JS_API, Grants
 from tools.natsconf._operator import OPERATOR, operator_denies, operator_grants
+from tools.natsconf._relay import relay_grants
 
 __all__ = (
     "A2A",
@@ -104,7 +106,6 @@ POLICY_SIGNER = "policy-signer"
 AUDIT_READER = "audit-cli"
 ARTIFACT_READER = "artifacts-cli"
 CONSOLE = "console"
-A2A = "a2a"
 TOOLS = "tools"
 LLM = "llm"
 OPERATOR_ROLES = (POLICY_SIGNER, AUDIT_READER, ARTIFACT_READER, OPERATOR)
@@ -204,7 +205,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     if role in ("agent", "router", "cli", TOOLS, LLM):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     elif role == RELAY:
-        _relay_grants(g, serves)
+        relay_grants(g, serves)
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
         # Calls to other agents (actors/delegation/): its waits, in a bucket of its own, and
@@ -229,12 +230,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.write_keys("policy", "trusted", "trusted.>")  # bundles are the signer's to write
         g.read_bucket("registry")
     elif role == A2A:
-        # The A2A edge reads the signed bundle by a stored message's get (which agents are
-        # exposed; it verifies the bundle itself), never through a consumer (_operator.py
-        # says why creating one is a grant to write); it acts for each client only with
-        # that client's own credentials.
-        stream = f"KV_{ns.bucket('policy')}"
-        g.pub(f"{JS_API}.STREAM.INFO.{stream}", f"{JS_API}.STREAM.MSG.GET.{stream}")
+        a2a_grants(g)
     elif role == "router":
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
@@ -268,32 +264,6 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pub(ns.wildcard("audit"))
         g.read_stream(ns.stream("audit"))
         g.own_keys("leases")  # the writer's lease its replicas take from each other
-
-
-def _relay_grants(g: Grants, serves: Sequence[str]) -> None:
-    """The relay hosts remote agents here and stands for remote devices (actors/relay/): for
-    each name it serves, it reads that name's deliveries (a durable named after it, which the
-    provisioner creates, as for any receiver) and submits as that name, and nothing else; its
-    state is the relay bucket, which nobody else writes. It beats and writes the registry
-    profile in the name of each shared agent it hosts (actors/relay/_presence.py)."""
-    ns = g.ns
-    for name in serves:
-        check_token(name, "relay-served name")
-        stream = ns.stream("deliver")
-        g.pub(
-            ns.submit(name),
-            f"{JS_API}.CONSUMER.INFO.{stream}.{name}",
-            f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{name}",
-            f"$JS.ACK.{stream}.{name}.>",
-        )
-        g.write_keys("registry", f"heartbeat.{name}", f"profile.{name}")
-    bucket = ns.bucket("relay")
-    g.pub(
-        f"{JS_API}.STREAM.INFO.KV_{bucket}",
-        f"{JS_API}.STREAM.MSG.GET.KV_{bucket}",
-        f"{JS_API}.DIRECT.GET.KV_{bucket}.>",
-        f"$KV.{bucket}.>",
-    )
 
 
 def _operator_grants(g: Grants, role: str) -> None:
