@@ -11,11 +11,14 @@ card, and one client cannot read another's task.
 from __future__ import annotations
 
 import asyncio
+import tomllib
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from a2a.client import A2AClientError, Client, ClientConfig, create_client
 from a2a.helpers import get_message_text
@@ -36,7 +39,9 @@ from a2a.utils.errors import TaskNotFoundError
 from actors.a2a import SESSION_KEY
 from schemas import Namespace
 from tests.support.a2a import A2aDeployment, a2a_deployment
+from tests.support.processes import REPO
 from tools.audit import query_records
+from tools.demo import sign_bundle
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -203,3 +208,27 @@ async def test_only_exposed_agents_have_cards(deployment: A2aDeployment) -> None
             f"{deployment.url}/agents/claude/", json={"jsonrpc": "2.0"}, headers=token
         )
         assert call.status_code == 404
+
+
+async def test_a_bundle_no_trusted_key_signed_exposes_nothing(
+    deployment: A2aDeployment, tmp_path: Path
+) -> None:
+    """The edge verifies the bundle itself: one signed by an unknown key, exposing claude,
+    is refused and the bundle in force stays (last in the module: it publishes a bundle)."""
+    source = tomllib.loads((REPO / "deploy/policy/demo.toml").read_text())
+    source["version"] += 1
+    source["profiles"]["claude"]["a2a_exposed"] = True
+    signed, _ = sign_bundle(msgspec.json.encode(source), tmp_path / "untrusted")
+    admin = await deployment.locked.connect("provisioner")
+    try:
+        policy = await admin.jetstream().key_value(deployment.ns.bucket("policy"))
+        await policy.put("bundle", signed)
+    finally:
+        await admin.close()
+    edge = deployment.system.processes["a2a"]
+    await edge.wait_line(r'"msg":"policy bundle refused"', timeout=30)
+    async with httpx.AsyncClient(timeout=30) as http:
+        hidden = await http.get(f"{deployment.url}/agents/claude/.well-known/agent-card.json")
+        assert hidden.status_code == 404
+        shown = await http.get(f"{deployment.url}/agents/gpt/.well-known/agent-card.json")
+        assert shown.status_code == 200
