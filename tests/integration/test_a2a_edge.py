@@ -178,6 +178,19 @@ async def test_the_0_3_method_names_are_served(deployment: A2aDeployment) -> Non
     assert result["artifacts"][0]["parts"][0]["text"] == "gpt summarised: summarise the year"
 
 
+async def test_a_task_the_gate_refuses_is_rejected(deployment: A2aDeployment) -> None:
+    """carol's client is authenticated, but the bundle gives her principal no profile: the
+    gate refuses her message, and the task says so with the gate's code."""
+    client, http = await _client(deployment, deployment.tokens["carol"])
+    try:
+        task = _last_task(await _responses(client, _request("summarise the refusal")))
+    finally:
+        await client.close()
+        await http.aclose()
+    assert task.status.state == TaskState.TASK_STATE_REJECTED, task
+    assert "refused by the gate" in get_message_text(task.status.message)
+
+
 async def test_a_bad_token_is_refused(deployment: A2aDeployment) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
     async with httpx.AsyncClient(timeout=30) as http:

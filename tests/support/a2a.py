@@ -1,8 +1,9 @@
 """A whole deployment for the A2A edge's tests: a locked-down server, the gate, the router,
 the scripted gpt and claude, the auditor and `parley run a2a`, all real processes.
 
-Two A2A clients, alice and bob, have bearer tokens and broker credentials of their own
-(`person-alice`, `person-bob`, whose profiles the demo bundle has). The bundle exposes gpt
+Three A2A clients have bearer tokens and broker credentials of their own: alice and bob
+(`person-alice`, `person-bob`, whose profiles the demo bundle has) and carol, whom the bundle
+names nowhere, so the gate refuses whatever she sends. The bundle exposes gpt
 (`a2a_exposed = true`) and not claude. gpt's script adds two goals to the demo's: `summarise`
 (one final answer) and `slow` (an answer that takes long, so a cancel lands mid-task).
 """
@@ -27,7 +28,7 @@ from tools.natsconf import write_nats_config
 
 __all__ = ("CLIENTS", "A2aDeployment", "a2a_deployment")
 
-CLIENTS = ("alice", "bob")
+CLIENTS = ("alice", "bob", "carol")
 _EXTRA_TURNS = """
 [[turn]]
 goal = "summarise"
