@@ -11,6 +11,7 @@ card, and one client cannot read another's task.
 from __future__ import annotations
 
 import asyncio
+import json
 import tomllib
 import uuid
 from collections.abc import AsyncIterator
@@ -155,20 +156,19 @@ async def test_message_stream_delivers_the_task_events(deployment: A2aDeployment
     assert artifacts[0].artifact.parts[0].text == "gpt summarised: summarise the week"
 
 
-async def test_the_0_3_method_names_are_served(deployment: A2aDeployment) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "role": "user",
-                "messageId": uuid.uuid4().hex,
-                "parts": [{"kind": "text", "text": "summarise the year"}],
-            }
-        },
+def _v0_3_call(method: str, request_id: int, text: str) -> dict[str, Any]:
+    """A JSON-RPC call by A2A 0.3's method name and message shape."""
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
     }
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"message": message}}
+
+
+async def test_the_0_3_method_names_are_served(deployment: A2aDeployment) -> None:
+    body = _v0_3_call("message/send", 7, "summarise the year")
     headers = {"Authorization": f"Bearer {deployment.tokens['alice']}"}
     async with httpx.AsyncClient(timeout=120) as http:
         answer = await http.post(f"{deployment.url}/agents/gpt/", json=body, headers=headers)
@@ -176,6 +176,21 @@ async def test_the_0_3_method_names_are_served(deployment: A2aDeployment) -> Non
     result = answer.json()["result"]
     assert result["status"]["state"] == "completed", result
     assert result["artifacts"][0]["parts"][0]["text"] == "gpt summarised: summarise the year"
+    # message/stream: the same task as Server-Sent Events, the last one its completion.
+    body = _v0_3_call("message/stream", 8, "summarise the decade")
+    async with (
+        httpx.AsyncClient(timeout=120) as http,
+        http.stream("POST", f"{deployment.url}/agents/gpt/", json=body, headers=headers) as sse,
+    ):
+        assert sse.headers["content-type"].startswith("text/event-stream")
+        events = [
+            json.loads(line[len("data:") :])
+            async for line in sse.aiter_lines()
+            if line.startswith("data:")
+        ]
+    states = [e["result"]["status"]["state"] for e in events if "status" in e["result"]]
+    assert states[-1] == "completed", events
+    assert "working" in states, events
 
 
 async def test_a_task_the_gate_refuses_is_rejected(deployment: A2aDeployment) -> None:
