@@ -3,6 +3,7 @@
 `ACTORS` maps the names `parley run` accepts to their classes; every actor registers here.
 """
 
+from actors.a2a import A2aActor
 from actors.agent import AgentHost
 from actors.auditor import AuditorActor
 from actors.console import ConsoleActor
@@ -24,10 +25,12 @@ ACTORS: dict[str, type[Actor]] = {
     RelayActor.kind: RelayActor,
     ToolsActor.kind: ToolsActor,
     LlmActor.kind: LlmActor,
+    A2aActor.kind: A2aActor,
 }
 
 __all__ = (
     "ACTORS",
+    "A2aActor",
     "AgentHost",
     "AuditorActor",
     "ConsoleActor",

@@ -149,6 +149,10 @@ class ProfilePolicy(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     # gate limits that bound a ping-pong that never deepens
     rate_per_minute: Positive = 60
     trace_message_budget: Positive = 200
+    # A2A (actors/a2a/): the edge serves an Agent Card and A2A's methods for this agent
+    a2a_exposed: bool = False
+    """An agent A2A clients may find and call through `parley run a2a` (its Agent Card and
+    methods). Off by default: an agent is reachable from outside only where the signer says."""
 
 
 class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -21,6 +21,7 @@ from bus import (
 )
 from tools._errors import report_failure, run_guarded, wants_debug
 from tools._up import up
+from tools.a2a import add_a2a_command
 from tools.approvals import add_approvals_command
 from tools.artifacts import add_artifacts_commands
 from tools.audit import add_audit_commands
@@ -172,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     add_artifacts_commands(commands)
     add_calls_command(commands)
     add_console_command(commands)
+    add_a2a_command(commands)
     add_device_commands(commands)
     add_share_commands(commands)
     add_storage_command(commands)

@@ -24,6 +24,7 @@ from schemas import DEFAULT_WINDOW_ITEMS, SubjectTokenError, check_token
 __all__ = (
     "DEFAULT_AGENTS_DIR",
     "PYTHON_PLACEHOLDER",
+    "A2aBrainConfig",
     "AgentProfile",
     "AnthropicBrainConfig",
     "BrainConfig",
@@ -114,12 +115,25 @@ class GatewayBrainConfig(_Strict):
         return check_token(value, "gateway target")
 
 
+class A2aBrainConfig(_Strict):
+    """A remote A2A agent (protocol 1.0, `a2a-sdk`'s client) answers for this profile: each
+    call this agent gets through the gate is one A2A task there (actors/agent/brains/_a2a.py)."""
+
+    backend: Literal["a2a"]
+    url: str
+    """The remote agent's base URL; its Agent Card is at `<url>/.well-known/agent-card.json`."""
+    token_env: str | None = None
+    """The environment variable holding a bearer token for the remote agent, if it wants one."""
+    timeout_s: float = Field(default=120.0, gt=0)
+
+
 BrainConfig = Annotated[
     ScriptedBrainConfig
     | SubprocessBrainConfig
     | OpenAIBrainConfig
     | AnthropicBrainConfig
-    | GatewayBrainConfig,
+    | GatewayBrainConfig
+    | A2aBrainConfig,
     Field(discriminator="backend"),
 ]
 

@@ -1,9 +1,11 @@
 """The console: a web page and a JSON-RPC 2.0 control API (seed 002 §11) for people.
 
 Public face: `ConsoleActor` (`parley run console`), `TokenStore` and `principal_of` (what
-`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`; and, for another
+`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`; for another
 client of a person's own principal (`parley mcp`), `SessionRecord`, `DelegationInbox`,
-`delegation_result` and `ANSWER_MARGIN_S`.
+`delegation_result` and `ANSWER_MARGIN_S`; and a person's link to the bus (`PersonLink`,
+`person_settings`, `Notification`), which the A2A edge uses to act for its clients as the
+console acts for people.
 
 Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's own principal
 on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
@@ -19,6 +21,7 @@ from actors.console._actor import ConsoleActor
 from actors.console._app import CONTENT_SECURITY_POLICY
 from actors.console._delegations import ANSWER_MARGIN_S, DelegationInbox, delegation_result
 from actors.console._options import ConsoleOptions
+from actors.console._person import Notification, PersonLink, person_settings
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import (
     DEFAULT_TOKENS_FILE,
@@ -34,9 +37,12 @@ __all__ = (
     "ConsoleActor",
     "ConsoleOptions",
     "DelegationInbox",
+    "Notification",
+    "PersonLink",
     "SessionRecord",
     "TokenStore",
     "TokenStoreError",
     "delegation_result",
+    "person_settings",
     "principal_of",
 )

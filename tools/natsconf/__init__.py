@@ -31,6 +31,7 @@ from tools.natsconf._gateway import (
     write_gateway_config,
 )
 from tools.natsconf._permissions import (
+    A2A,
     ARTIFACT_READER,
     AUDIT_READER,
     CONSOLE,
@@ -56,6 +57,7 @@ from tools.natsconf._permissions import (
 from tools.natsconf._system import SYSTEM_ACCOUNT, SYSTEM_USER
 
 __all__ = (
+    "A2A",
     "ARTIFACT_READER",
     "AUDIT_READER",
     "AUTHORIZATION",

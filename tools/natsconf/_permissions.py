@@ -7,7 +7,8 @@ consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `
 
 The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
 `person-<name>`), `console` (the web console's own process: it acts for people only as each
-person, with that person's own credentials, so its own user just beats), `relay` (the
+person, with that person's own credentials, so its own user just beats), `a2a` (the A2A edge:
+likewise for its clients, and it reads the policy bundle), `relay` (the
 shared-agent relay, in an account of its own), `provisioner`,
 `policy-signer` (`parley policy publish`), `audit-cli` (`parley audit`, `trace`, `tail`),
 `artifacts-cli` (`parley artifacts`: the tool runtime's stored files, read-only) and
@@ -69,10 +70,13 @@ from dataclasses import dataclass, field
 
 from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
+from tools.natsconf._edge import A2A, a2a_grants
 from tools.natsconf._grants import ADVISORY, JS_API, Grants
 from tools.natsconf._operator import OPERATOR, operator_denies, operator_grants
+from tools.natsconf._relay import relay_grants
 
 __all__ = (
+    "A2A",
     "ARTIFACT_READER",
     "AUDIT_READER",
     "CONSOLE",
@@ -112,6 +116,7 @@ FIXED_ROLES = (
     "auditor",
     "cli",
     CONSOLE,
+    A2A,
     RELAY,
     TOOLS,
     LLM,
@@ -189,7 +194,7 @@ def role_of(actor: str) -> str:
 
 def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     ns, me = g.ns, g.actor
-    if role != CONSOLE:  # the console submits nothing as itself, only as each person
+    if role not in (CONSOLE, A2A):  # they submit nothing as themselves, only as each person
         g.pub(ns.submit(me))
     g.pub(ns.dead(me))  # its own letters, bounded on this one subject (docs/quotas.md)
     if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
@@ -200,7 +205,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     if role in ("agent", "router", "cli", TOOLS, LLM):
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     elif role == RELAY:
-        _relay_grants(g, serves)
+        relay_grants(g, serves)
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
         # Calls to other agents (actors/delegation/): its waits, in a bucket of its own, and
@@ -224,6 +229,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("policy")
         g.write_keys("policy", "trusted", "trusted.>")  # bundles are the signer's to write
         g.read_bucket("registry")
+    elif role == A2A:
+        a2a_grants(g)
     elif role == "router":
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
@@ -257,32 +264,6 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pub(ns.wildcard("audit"))
         g.read_stream(ns.stream("audit"))
         g.own_keys("leases")  # the writer's lease its replicas take from each other
-
-
-def _relay_grants(g: Grants, serves: Sequence[str]) -> None:
-    """The relay hosts remote agents here and stands for remote devices (actors/relay/): for
-    each name it serves, it reads that name's deliveries (a durable named after it, which the
-    provisioner creates, as for any receiver) and submits as that name, and nothing else; its
-    state is the relay bucket, which nobody else writes. It beats and writes the registry
-    profile in the name of each shared agent it hosts (actors/relay/_presence.py)."""
-    ns = g.ns
-    for name in serves:
-        check_token(name, "relay-served name")
-        stream = ns.stream("deliver")
-        g.pub(
-            ns.submit(name),
-            f"{JS_API}.CONSUMER.INFO.{stream}.{name}",
-            f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{name}",
-            f"$JS.ACK.{stream}.{name}.>",
-        )
-        g.write_keys("registry", f"heartbeat.{name}", f"profile.{name}")
-    bucket = ns.bucket("relay")
-    g.pub(
-        f"{JS_API}.STREAM.INFO.KV_{bucket}",
-        f"{JS_API}.STREAM.MSG.GET.KV_{bucket}",
-        f"{JS_API}.DIRECT.GET.KV_{bucket}.>",
-        f"$KV.{bucket}.>",
-    )
 
 
 def _operator_grants(g: Grants, role: str) -> None:

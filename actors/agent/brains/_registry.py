@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from actors.agent._profile import (
+    A2aBrainConfig,
     AgentProfile,
     AnthropicBrainConfig,
     GatewayBrainConfig,
@@ -12,6 +13,7 @@ from actors.agent._profile import (
     ScriptedBrainConfig,
     SubprocessBrainConfig,
 )
+from actors.agent.brains._a2a import A2aBrain
 from actors.agent.brains._anthropic import AnthropicBrain
 from actors.agent.brains._gateway import gateway_brain
 from actors.agent.brains._openai import OpenAIBrain
@@ -35,4 +37,6 @@ def make_brain(profile: AgentProfile) -> Brain:
         return AnthropicBrain(profile, config)
     if isinstance(config, GatewayBrainConfig):
         return gateway_brain(profile, config)
+    if isinstance(config, A2aBrainConfig):
+        return A2aBrain(profile, config)
     assert_never(config)
