@@ -1,21 +1,24 @@
 """The console: a web page and a JSON-RPC 2.0 control API (seed 002 §11) for people.
 
 Public face: `ConsoleActor` (`parley run console`), `TokenStore` and `principal_of` (what
-`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`.
+`parley console token` uses), `ConsoleOptions`, `CONTENT_SECURITY_POLICY`, and `TaskView` (a
+task session's state, which `parley task` folds as the console does).
 
 Inside: `_tokens` (hashed sign-in tokens), `_options`, `_person` (one person's own principal
 on the bus), `_people` (every person's link and sign-ins), `_timeline` (a session's events and
-state, pure), `_params` (the methods' params), `_rpc` (the JSON-RPC methods and error model),
-`_delegations` (a person's seed 003 answers, read from its durable), `_audit` (a person's
-own audit records and trace trees, read as the audit reader), `_credentials` (the settings
-of a principal it connects as), `_agents` (the registered agents' names), `_app` (HTTP,
-WebSocket and security headers), `_actor` (the process), and `static/` (the page, shipped as
-package data).
+state, pure), `_task` (a task session's seed 002 §7 state and steps, pure), `_task_rpc` (its
+tool approvals and patch preview), `_params` (the methods' params), `_rpc` (the JSON-RPC
+methods) and `_rpc_errors` (its error model), `_delegations` (a person's seed 003 answers,
+read from its durable), `_audit` (a person's own audit records and trace trees, read as the
+audit reader), `_credentials` (the settings of a principal it connects as), `_agents` (the
+registered agents' names), `_app` (HTTP, WebSocket and security headers), `_actor` (the
+process), and `static/` (the page, shipped as package data).
 """
 
 from actors.console._actor import ConsoleActor
 from actors.console._app import CONTENT_SECURITY_POLICY
 from actors.console._options import ConsoleOptions
+from actors.console._task import TaskView
 from actors.console._tokens import (
     DEFAULT_TOKENS_FILE,
     TokenStore,
@@ -28,6 +31,7 @@ __all__ = (
     "DEFAULT_TOKENS_FILE",
     "ConsoleActor",
     "ConsoleOptions",
+    "TaskView",
     "TokenStore",
     "TokenStoreError",
     "principal_of",

@@ -97,7 +97,7 @@ async def _start(alice: _Socket, goal: str) -> str:
 
 
 def _refused_as_unknown(answer: dict[str, Any]) -> bool:
-    return answer.get("error", {}).get("data", {}).get("code") == "SESSION_NOT_FOUND"
+    return bool(answer.get("error", {}).get("data", {}).get("code") == "SESSION_NOT_FOUND")
 
 
 async def test_a_task_waits_for_its_owner_survives_sigkill_and_writes_once(

@@ -25,7 +25,7 @@ def _event(n: int, event_type: str, **payload: Any) -> SessionEvent:
 def test_the_state_follows_what_the_task_waits_for() -> None:
     view = TaskView()
     seen = []
-    for event_type, payload in [
+    steps: list[tuple[str, dict[str, Any]]] = [
         ("session_created", {}),
         ("session_started", {}),
         ("llm_request_started", {"request_id": "m1", "status": "requested"}),
@@ -38,7 +38,8 @@ def test_the_state_follows_what_the_task_waits_for() -> None:
         ("session_resumed", {}),
         ("session_completed", {}),
         ("tool_requested", {"call_id": "late", "tool": "File.Read", "status": "requested"}),
-    ]:
+    ]
+    for event_type, payload in steps:
         view.apply(event_type, payload)
         seen.append(view.state)
     assert seen == [
