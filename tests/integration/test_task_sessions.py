@@ -4,7 +4,8 @@ alice starts a task for `gpt`, whose File.Write waits for her approval. While it
 router, the agent host, the tool runtime and the gate are SIGKILLed and restarted: the task
 resumes from what they stored, asks the same step again under the same id, and the write runs
 once, when alice approves. bob, another person, can neither read, cancel, resume, preview nor
-approve her task. A second task is cancelled while it waits. `parley task` does the same
+approve her task, nor list or show what waits for her (`parley approvals list|show`). A
+second task is cancelled while it waits. `parley task` does the same
 from a terminal, with y/n answered on standard input.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from nats.errors import NoRespondersError
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
@@ -162,10 +164,47 @@ async def test_a_task_waits_for_its_owner_survives_sigkill_and_writes_once(
         }
 
 
+async def _approvals(deployment: TaskDeployment, who: str, *argv: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tools", "approvals", *argv, *deployment.config(who)),
+        env=deployment.system.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def _only_alice_lists(deployment: TaskDeployment, approval_id: str, session_id: str) -> None:
+    """`parley approvals list|show` shows alice her held request, and bob nothing of it."""
+    code, out = await _approvals(deployment, "person-alice", "list")
+    assert code == 0 and approval_id in out and "beta.txt" in out, out
+    code, out = await _approvals(deployment, "person-alice", "show", approval_id)
+    assert code == 0 and f"session: {session_id}" in out and "risk medium" in out, out
+    code, out = await _approvals(deployment, "person-bob", "list")
+    assert (code, approval_id in out) == (0, False), out
+    code, out = await _approvals(deployment, "person-bob", "show", approval_id)
+    assert code == 1, out
+    # bob asking the broker for alice's list himself: refused, nothing comes back.
+    locked = deployment.locked
+    nc = await locked.connect("person-bob")
+    try:
+        runs = locked.ns.bucket("tool_runs")
+        api = locked.settings("person-bob").js_api_prefix
+        with pytest.raises((TimeoutError, NoRespondersError)):
+            await nc.request(
+                f"{api}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.person-alice", b"", timeout=2
+            )
+    finally:
+        await nc.close()
+
+
 async def test_a_waiting_task_is_cancelled_by_its_owner_only(deployment: TaskDeployment) -> None:
     async with _signed_in(deployment, "alice") as alice, _signed_in(deployment, "bob") as bob:
         session_id = await _start(alice, "beta")
-        await alice.event(session_id, "approval_requested")
+        asked = await alice.event(session_id, "approval_requested")
+        await _only_alice_lists(deployment, asked["payload"]["approval_id"], session_id)
         assert _refused_as_unknown(await bob.call("CancelTask", sessionId=session_id))
         cancel = await alice.call("CancelTask", sessionId=session_id, reason="changed my mind")
         assert cancel["result"]["state"] == "cancel_requested"
