@@ -10,6 +10,7 @@ task's request she rejects with a reason: the step is DENIED and nothing is writ
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -82,6 +83,10 @@ async def test_a_task_is_approved_and_rejected_in_the_page(
     await expect(step).to_contain_text("File.Write")
     await expect(step).to_contain_text("SUCCEEDED")
     await expect(page.locator("#patch")).to_contain_text("+written for delta", timeout=_WAIT_MS)
+    returned = page.locator("#timeline .call .returned")
+    await expect(returned).to_have_text("tools returned: SUCCEEDED")
+    await expect(returned).not_to_have_class(re.compile("failed"))
+    await expect(page.locator("#timeline .turn .chip")).to_have_text("Task")
     await page.screenshot(path=tmp_path / "task-completed.png")
 
     await _start_task(page, "epsilon")

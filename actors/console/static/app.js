@@ -185,8 +185,9 @@ function callLine(eventType, p) {
   if (typeof p.tokens === "number") figures.push(`${p.tokens} tokens`);
   if (typeof p.duration_ms === "number") figures.push(seconds(p.duration_ms));
   let detail = figures.join(", ");
-  if (status !== "SUCCESS" && p.reason) detail = detail ? `${detail}; ${p.reason}` : p.reason;
-  const returned = el("div", status === "SUCCESS" ? "returned" : "returned failed",
+  const ok = status === "SUCCESS" || status === "SUCCEEDED"; // an agent's answer, a tool's result
+  if (!ok && p.reason) detail = detail ? `${detail}; ${p.reason}` : p.reason;
+  const returned = el("div", ok ? "returned" : "returned failed",
     `${p.agent} returned: ${status}` + (detail ? ` (${detail})` : ""));
   line.append(returned);
   if (Array.isArray(p.tools_used) && p.tools_used.length) line.append(el("div", "tools", `Tools used: ${p.tools_used.join(", ")}`));
@@ -225,7 +226,8 @@ function renderEvent(event) {
       const avatar = el("div", "avatar", (p.speaker || "?").slice(0, 1));
       const bubble = el("div", "bubble");
       const head = el("div", "head");
-      head.append(el("span", "speaker", p.speaker), el("span", "chip", summary.mode === "single" ? "Single call" : `Collab ${p.round}/${summary.maxRounds}`));
+      const chip = { single: "Single call", task: "Task" }[summary.mode] || `Collab ${p.round}/${summary.maxRounds}`;
+      head.append(el("span", "speaker", p.speaker), el("span", "chip", chip));
       bubble.append(head, el("div", "message", p.message));
       if (p.handoff && p.handoff.to) bubble.append(el("div", "handoff", `→ ${p.handoff.to}: ${p.handoff.task}`));
       turn.append(avatar, bubble);
