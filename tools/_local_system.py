@@ -159,6 +159,8 @@ def system_topology(spec: SystemSpec, tenant: str, keys: Path = LOCAL_KEYS) -> T
     }
     agent = {"agents_dir": str(agents_dir)}
     runtime = {**gate, "workspaces": str((LOCAL_DIR / "workspaces").resolve())}
+    if spec.tools:  # GetPatchPreview reads a task's checkpoints where the runtime keeps them
+        console["workspaces"] = runtime["workspaces"]
 
     def options(values: Mapping[str, object]) -> dict[str, str]:
         return {"PARLEY_OPTIONS": json.dumps(values)}

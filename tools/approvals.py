@@ -1,4 +1,10 @@
-"""`parley approvals approve|reject ID`: a person decides a tool request held for them.
+"""`parley approvals list|show|approve|reject`: a person's tool requests held for them.
+
+`list` prints the requests waiting for the person's decision, `show ID` one of them in full
+(its title, what it does, its risk, the agent, the session and task, its digest and when it
+expires), both read as the person from the list the tool runtime keeps for them
+(actors/tools/_pending.py: a key the broker lets that person alone read). The list says what
+waits; the runtime's own record decides, so a request decided a moment ago may still show.
 
 A tool request whose scope requires approval is held by the tool runtime, and the gate tells
 the person the trace works for on their session's timeline (`approval_requested`, which
@@ -7,8 +13,9 @@ submits the person's decision: a `control` (approve or reject) naming the approv
 tool runtime, which applies it only if it comes from that same person (docs/tools.md,
 "Approvals"). Then it follows the session's timeline until the step ends, and prints how.
 
-Exit codes: 0 the decision was applied and the step ended, 1 the gate refused the decision or
-nothing came of it in time, 2 invalid arguments or configuration, 3 NATS cannot be reached.
+Exit codes: 0 the decision was applied and the step ended (`list`, `show`: read), 1 the gate
+refused the decision or nothing came of it in time (`show`: no such request waits), 2 invalid
+arguments or configuration, 3 NATS cannot be reached.
 """
 
 from __future__ import annotations
@@ -16,11 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
+from actors.tools import PendingApproval, decode_pending
 from schemas import (
     Control,
     Decision,
@@ -32,13 +42,15 @@ from schemas import (
     utc_now,
 )
 from tools._local import local_settings
-from tools._waiting import connect_watched, run_command, submit_as, waited
+from tools._session_lines import decision_lines
+from tools._waiting import Watch, connect_watched, run_command, submit_as, waited
 
 __all__ = ("add_approvals_command",)
 
 PERSON: Final = "cli"
 _WAIT_S: Final = 30.0
 """How long to follow the session for the step's end after the decision is stored."""
+_READ_S: Final = 10.0
 
 
 async def _decide(args: argparse.Namespace) -> int:
@@ -98,11 +110,74 @@ async def _decide(args: argparse.Namespace) -> int:
         await watch.close(nc)
 
 
+async def pending_of(
+    nc: NATS, api_prefix: str, ns: Namespace, person: str, watch: Watch
+) -> list[PendingApproval]:
+    """The person's list, by a direct get of its one key (no stream info, no consumer)."""
+    runs = ns.bucket("tool_runs")
+    subject = f"{api_prefix}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.{person}"
+    answer = await waited(nc.request(subject, b"", timeout=_READ_S), None, watch)
+    headers = answer.headers or {}
+    if headers.get("Status") == "404" or headers.get("KV-Operation") in ("DEL", "PURGE"):
+        return []
+    if headers.get("Status"):
+        raise ConnectionError(f"the list could not be read: {headers.get('Description')}")
+    return decode_pending(answer.data)
+
+
+def _line(item: PendingApproval) -> str:
+    return f"{item.approval_id}  {item.title} (risk {item.risk_level}): {item.action_summary}"
+
+
+async def _read(args: argparse.Namespace) -> int:
+    settings = local_settings(args.config, PERSON)
+    ns = Namespace(settings.namespace)
+    person = settings.actor_id or PERSON
+    nc, watch = await connect_watched(settings, person)
+    try:
+        items = await pending_of(nc, settings.js_api_prefix, ns, person, watch)
+    finally:
+        await watch.close(nc)
+    now_ms = int(utc_now().timestamp() * 1000)
+    items = [item for item in items if item.expires_ms > now_ms]
+    if args.decision == "list":
+        for item in items:
+            print(_line(item))
+        print(f"{len(items)} awaiting your approval")
+        return 0
+    found = [item for item in items if item.approval_id == args.approval_id]
+    if not found:
+        print(f"no tool request awaits your approval as {args.approval_id}")
+        return 1
+    item = found[0]
+    expires = datetime.fromtimestamp(item.expires_ms / 1000, UTC)
+    print(_line(item))
+    for name, value in (
+        ("agent", item.agent),
+        ("capability", item.capability),
+        ("session", item.session_id),
+        ("task", item.task_id),
+        ("digest", item.digest),
+        ("expires", f"{expires:%Y-%m-%d %H:%M:%S} UTC"),
+    ):
+        print(f"  {name}: {value}")
+    print(decision_lines(item.approval_id, item.session_id))
+    return 0
+
+
 def add_approvals_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     approvals = commands.add_parser(
-        "approvals", help="approve or reject a tool request held for you"
+        "approvals", help="list, show, approve or reject the tool requests held for you"
     )
     verbs = approvals.add_subparsers(dest="decision", required=True)
+    for verb, what in (("list", "the requests awaiting you"), ("show", "one of them in full")):
+        reader = verbs.add_parser(verb, help=f"print {what}")
+        if verb == "show":
+            reader.add_argument("approval_id", help="its approval id")
+        reader.add_argument("--config", type=Path, default=None, help="settings file")
+        reader.set_defaults(
+            func=lambda args: run_command("approvals", lambda: _read(args)), command="approvals"
+        )
     for verb in ("approve", "reject"):
         parser = verbs.add_parser(verb, help=f"{verb} a held tool request")
         parser.add_argument("approval_id", help="the approval id `parley say` printed")

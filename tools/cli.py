@@ -40,6 +40,7 @@ from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
 from tools.share import add_share_commands
 from tools.storage import add_storage_command
+from tools.task import add_task_command
 
 __all__ = ("main", "resolve_actor")
 
@@ -162,6 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     add_collab_commands(commands)
     add_approvals_command(commands)
     add_orchestrate_command(commands)
+    add_task_command(commands)
     add_delegate_command(commands)
     add_mcp_command(commands)
     add_demo_command(commands)

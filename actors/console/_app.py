@@ -159,7 +159,7 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
             refusal = body_too_large(f"body over {MAX_BODY_BYTES} bytes")
             return JSONResponse(error_response(refusal), status_code=413)
         answer = await RpcSession(
-            link, sign_out, audit=people.audit, agents=people.agents
+            link, sign_out, audit=people.audit, agents=people.agents, workspaces=people.workspaces
         ).handle_body(body)
         if answer is None:
             return Response(status_code=204)
@@ -241,7 +241,9 @@ async def _serve_socket(websocket: WebSocket, people: People) -> None:
         people.sign_ins.close(token)
         signed_out.set()
 
-    session = RpcSession(link, sign_out, audit=people.audit, agents=people.agents)
+    session = RpcSession(
+        link, sign_out, audit=people.audit, agents=people.agents, workspaces=people.workspaces
+    )
     undo = link.listen(push)
     outgoing.put_nowait({"jsonrpc": "2.0", "id": first_id, "result": {"person": person}})
 

@@ -36,6 +36,9 @@ class ConsoleOptions(BaseModel):
     max_sign_ins_per_person: int = Field(default=MAX_SIGN_INS_PER_PERSON, ge=1, le=10_000)
     """Sign-ins (12-hour tokens held in memory) one person may hold at once; one more revokes
     their oldest. Raise it for a person who works from more browsers or scripts than this."""
+    workspaces: Path | None = None
+    """The tool runtime's `workspaces` directory (`parley up`: `.parley/workspaces`), where
+    GetPatchPreview reads a task's checkpoints; None: the method says it is not offered."""
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and
     account settings, as `parley nats-config` writes them) is found."""

@@ -44,10 +44,11 @@ class CreateSessionParams(_SeedContext):
     """`agents`: one for `single`, the participants for `collaborate`, for `orchestrate`
     exactly two: the person's local agent (it drafts) and the shared agent it talks to, and
     for `delegate` the agents each sent the objective (seed 003; several at once is its
-    parallel mode). The orchestration fields are seed 000's limits under its own names;
+    parallel mode), one for `task` (seed 002 §7: the agent works on the prompt with its
+    tools). The orchestration fields are seed 000's limits under its own names;
     `maxTokens` and `deadlineMs` are seed 003's constraints of each delegation."""
 
-    mode: Literal["collaborate", "single", "orchestrate", "delegate"] = "collaborate"
+    mode: Literal["collaborate", "single", "orchestrate", "delegate", "task"] = "collaborate"
     agents: list[str] = Field(min_length=1, max_length=8)
     firstSpeaker: str | None = None
     maxRounds: int = Field(default=6, ge=1, le=100)
@@ -61,8 +62,8 @@ class CreateSessionParams(_SeedContext):
 
     @model_validator(mode="after")
     def _agents_fit_the_mode(self) -> CreateSessionParams:
-        if self.mode == "single" and len(self.agents) != 1:
-            raise ValueError("a single call names one agent")
+        if self.mode in ("single", "task") and len(self.agents) != 1:
+            raise ValueError(f"a {self.mode} names one agent")
         if self.mode == "delegate" and len(set(self.agents)) != len(self.agents):
             raise ValueError("a delegation names each agent once")
         if self.mode == "orchestrate":

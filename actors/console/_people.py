@@ -32,6 +32,7 @@ class People:
         self._lock = asyncio.Lock()
         self.audit: AuditView | None = None
         self.agents: AgentDirectory | None = None
+        self.workspaces = options.workspaces
         """Set once the console's own connection is up (its `start`)."""
 
     async def open_all(self) -> None:

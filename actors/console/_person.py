@@ -61,6 +61,7 @@ Notification = dict[str, Any]
 ControlAction = Literal["pause", "resume", "stop", "take_over", "approve", "reject"]
 _MESSAGE_MODES: Final[dict[str, Literal["single", "collaborate", "orchestrate"]]] = {
     "single": "single",
+    "task": "single",  # one agent on the objective, with the tools its bundle grants
     "collaborate": "collaborate",
     "orchestrate": "orchestrate",
 }
@@ -143,8 +144,7 @@ class PersonLink:
             if record is None:
                 record = SessionRecord(envelope.session_id, envelope.created_at)
                 self.sessions[envelope.session_id] = record
-            params = record.apply(envelope)
-            if params is not None:
+            for params in record.apply_all(envelope):
                 self._notify(_notification("SessionEvent", params))
         elif isinstance(envelope, Decision) and not envelope.allowed:
             session_id = self._sent.get(envelope.envelope_id)
@@ -221,15 +221,19 @@ class PersonLink:
         reason: str = "",
         text: str = "",
         approval_id: str | None = None,
+        target: Literal["router", "tools"] = "router",
     ) -> Control:
         """Steer the session at the router: stop (CancelTask; seed 001's Stop), pause,
         resume, take over, approve or reject (seed 000's controls). The router checks the
-        control against the session (its owner, its state, the approval pending)."""
+        control against the session (its owner, its state, the approval pending); a decision
+        on a held tool request goes to the tool runtime (`target="tools"`), which applies it
+        only from the request's owner (docs/tools.md, "Approvals")."""
         control = Control(
             id=new_id(),
             created_at=utc_now(),
             action=action,
             session_id=record.session_id,
+            target=target,
             approval_id=approval_id,
             reason=reason,
             user_id=record.user_id,

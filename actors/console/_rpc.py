@@ -9,7 +9,7 @@ notifications (requests without an `id`, which get no answer) follow the specifi
 Every method acts on the caller's own sessions only: another person's session id is
 `SESSION_NOT_FOUND`, exactly like an id that never existed, so ids leak nothing.
 
-- CreateSession(mode `collaborate`|`single`|`orchestrate`, agents, firstSpeaker?, maxRounds?;
+- CreateSession(mode `collaborate`|`single`|`orchestrate`|`task`, agents, firstSpeaker?, maxRounds?;
   for `orchestrate` agents are [local, shared] and orchestrationMode, maxTurns, maxDurationMs,
   maxFailures, maxTokensBudget are seed 000's): a session reserved for the caller, state
   `created`; nothing is sent yet.
@@ -23,7 +23,9 @@ Every method acts on the caller's own sessions only: another person's session id
   Resume and Take over, as `control` envelopes; the router decides whether they apply now
   (a refusal comes as a `SessionError` notification).
 - ApproveAction(sessionId, approvalId, decision `approved`|`edited`|`rejected`, text?,
-  reason?): the owner's decision on a draft awaiting approval.
+  reason?): the owner's decision on a draft awaiting approval, or in a `task` session on a
+  tool request the tool runtime holds (actors/console/_task_rpc.py).
+- GetPatchPreview(sessionId): everything a task changed in its workspace, as a diff.
 - GetSessionState(sessionId): the session and all its events.
 - ResumeSession(sessionId, afterEventId?): the session and its events after that one; live
   notifications follow on the WebSocket.
@@ -32,7 +34,12 @@ Every method acts on the caller's own sessions only: another person's session id
 - ListAuditRecords(): the caller's own principal's audit records (actors/console/_audit.py
   says why a person sees these and no other).
 - ListAgents(): the names of the agents registered on this deployment (actors/console/_agents.py).
-- Shutdown(): ends this sign-in (its token, and the WebSocket); the sessions go on.
+- Shutdown(): ends this sign-in (its token, and the WebSocket); the sessions go on. It is
+  all a person may shut down: the console, the agents and the bus are the operator's, and a
+  person's running tasks are theirs to cancel one by one (CancelTask).
+
+A `task` session (seed 002 §7) is one agent on the prompt with the tools its bundle grants;
+its summary carries `taskState`, `steps` and `awaitingApproval` (actors/console/_task.py).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -58,55 +66,35 @@ from actors.console._params import (
     TakeOverParams,
 )
 from actors.console._person import ControlAction, PersonLink
+from actors.console._rpc_errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RpcError,
+    body_too_large,
+    error_response,
+)
+from actors.console._task_rpc import decide_tool, patch_preview_of
 from actors.console._timeline import SessionRecord
 from schemas import new_id
 
-__all__ = ("RpcError", "RpcSession", "body_too_large", "error_response")
+__all__ = (
+    "INVALID_REQUEST",
+    "PARSE_ERROR",
+    "RpcError",
+    "RpcSession",
+    "body_too_large",
+    "error_response",
+)
 
 log = logging.getLogger("parley.console.rpc")
 
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-APPLICATION_ERROR: Final = -32000
 _MAX_BATCH: Final = 50
 _ENDED: Final = ("completed", "failed", "canceled", "refused")
 SUBMITTED: Final = "submitted"
 """What StartTask did, as its reply says (the session's own state may be ahead of it)."""
-
-JsonId = str | int | None
-
-
-class RpcError(Exception):
-    """A JSON-RPC error: its code, message and optional `data` (seed 002's error shape)."""
-
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    @classmethod
-    def refused(
-        cls, code: str, message: str, *, retryable: bool = False, **details: Any
-    ) -> RpcError:
-        """Seed 002's error shape under JSON-RPC's application error code."""
-        shape = {"code": code, "message": message, "retryable": retryable, "details": details}
-        return cls(APPLICATION_ERROR, message, shape)
-
-
-def body_too_large(message: str) -> RpcError:
-    """JSON-RPC's invalid request, with seed 002's error shape as its data."""
-    text = f"Invalid Request: {message}"
-    shape = {"code": "INVALID_REQUEST", "message": text, "retryable": False, "details": {}}
-    return RpcError(INVALID_REQUEST, text, shape)
-
-
-def error_response(error: RpcError, request_id: JsonId = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.data is not None:
-        body["data"] = error.data
-    return {"jsonrpc": "2.0", "id": request_id, "error": body}
 
 
 @dataclass
@@ -118,6 +106,8 @@ class RpcSession:
     user_id: str = ""
     audit: AuditView | None = None
     agents: AgentDirectory | None = None
+    workspaces: Path | None = None
+    """The tool runtime's workspaces directory, for GetPatchPreview (None: not offered)."""
 
     async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
         """The answer to one HTTP body or WebSocket frame (None: nothing to answer); its size
@@ -291,6 +281,8 @@ class RpcSession:
         """Only a draft the session is waiting on may be decided: any other approval id
         (decided already, or never asked) is refused here, before anything is sent."""
         record = self._running(params.sessionId)
+        if record.mode == "task":  # a tool request held by the tool runtime
+            return await decide_tool(self.link, record, params)
         why = record.undecidable(params.approvalId)
         if why is not None:
             raise RpcError.refused(
@@ -306,6 +298,9 @@ class RpcSession:
         )
         record.deciding_sent(params.approvalId, params.decision, answer["envelopeId"])
         return {**answer, "approvalId": params.approvalId, "decision": params.decision}
+
+    async def get_patch_preview(self, params: SessionParams) -> dict[str, Any]:
+        return await patch_preview_of(self.workspaces, self._session(params.sessionId))
 
     async def get_state(self, params: SessionParams) -> dict[str, Any]:
         return self._session(params.sessionId).state_of()
@@ -383,6 +378,7 @@ _METHODS: Final[dict[str, tuple[type[Params], _Handler]]] = {
     "TakeOverTask": (TakeOverParams, RpcSession.take_over),
     "ApproveAction": (ApproveParams, RpcSession.approve),
     "GetSessionState": (SessionParams, RpcSession.get_state),
+    "GetPatchPreview": (SessionParams, RpcSession.get_patch_preview),
     "ResumeSession": (ResumeParams, RpcSession.resume),
     "ListSessions": (NoParams, RpcSession.list_sessions),
     "GetTrace": (SessionParams, RpcSession.get_trace),

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from schemas import Decision, SessionEvent
+from actors.console._task import TaskView
+from schemas import Decision, SessionEvent, derive_id
 
 __all__ = ("SessionRecord", "event_params")
 
@@ -80,7 +81,29 @@ class SessionRecord:
     """A `delegate` session's requests by id: target, status (`pending` until answered or
     timed out), and the result seed 003 shows."""
     events: list[dict[str, Any]] = field(default_factory=list)
+    task: TaskView = field(default_factory=TaskView)
+    """A `task` session's state (seed 002 §7) and steps (actors/console/_task.py)."""
     _seen: set[str] = field(default_factory=set)
+
+    def apply_all(self, event: SessionEvent) -> list[dict[str, Any]]:
+        """Fold one event in, with the events it implies for a task (an approval resolved
+        when its held step ends); the notification params of each, none if seen already."""
+        params = self.apply(event)
+        if params is None:
+            return []
+        told = [params]
+        for event_type, payload in self.task.apply(event.event_type, dict(event.payload)):
+            implied = SessionEvent(
+                id=derive_id(event.id, event_type),
+                created_at=event.created_at,
+                session_id=event.session_id,
+                task_id=event.task_id,
+                event_type=event_type,  # type: ignore[arg-type]  # one of seed 002 §18's
+                payload=payload,
+            )
+            if (more := self.apply(implied)) is not None:
+                told.append(more)
+        return told
 
     def apply(self, event: SessionEvent) -> dict[str, Any] | None:
         """Fold one event in; its notification params, or None if it was seen already."""
@@ -108,7 +131,8 @@ class SessionRecord:
         objective: the console calls the session's kind `orchestrate`."""
         orchestrated = bool(payload.get("orchestrated"))
         self.goal = str(payload.get("objective" if orchestrated else "goal", self.goal))
-        self.mode = "orchestrate" if orchestrated else str(payload.get("mode", self.mode))
+        if self.mode != "task":  # the router runs a task as a single call
+            self.mode = "orchestrate" if orchestrated else str(payload.get("mode", self.mode))
         self.participants = tuple(str(p) for p in payload.get("participants", ()))
         self.max_rounds = int(payload.get("max_rounds", self.max_rounds) or 0)
         if orchestrated:
@@ -189,8 +213,11 @@ class SessionRecord:
             self.state = "refused"
 
     def summary(self) -> dict[str, Any]:
-        """The session without its events: a line of the sessions list."""
+        """The session without its events: a line of the sessions list; a `task` session's
+        also has its seed 002 §7 state (`taskState`), its steps and the approvals awaited."""
+        task = self.task.summary() if self.mode == "task" else {}
         return {
+            **task,
             "sessionId": self.session_id,
             "taskId": self.task_id,
             "goal": self.goal,

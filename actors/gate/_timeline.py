@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from actors.gate._tool_checks import HeldView
+from actors.tools import approval_risk
 from schemas import TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
 
 __all__ = ("CALL_TOOLS", "call_event")
@@ -38,17 +39,6 @@ _ANSWER_TOOLS: Final = {
     "sub_agent_result": "call_sub_agent",
     "tool_result": "",
 }
-_RISK: Final = {"Shell.Exec": "high", "Git.Push": "high", "File.Delete": "high"}
-"""Seed 002 §13.4's risk level of an action awaiting approval: high for a command, a push or
-a delete; low for a read; medium for any other change (a write, a commit, an upload, an HTTP
-request, an MCP tool, whose effect the runtime cannot know)."""
-_READS: Final = frozenset({"File.Read", "Git.Status", "Git.Diff"})
-
-
-def _risk(capability: str) -> Literal["low", "medium", "high"]:
-    if capability in _RISK:
-        return "high"
-    return "low" if capability in _READS else "medium"
 
 
 def call_event(
@@ -70,7 +60,7 @@ def call_event(
             "approval_id": decision.envelope_id,
             "title": f"{decision.sender} asks to use {capability}",
             "action_summary": held.summary,
-            "risk_level": _risk(capability),
+            "risk_level": approval_risk(capability),
             "details": {
                 "capability": capability,
                 "agent": decision.sender,

@@ -13,14 +13,18 @@ said.
 from __future__ import annotations
 
 import hashlib
-import json
-import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from actors.gate._records import Level, Position
 from actors.gate._routes import Deny, Submission
-from actors.tools import InvalidArguments, ScopeDenied, admit_request, narrow_scope
+from actors.tools import (
+    InvalidArguments,
+    ScopeDenied,
+    admit_request,
+    approval_summary,
+    narrow_scope,
+)
 from schemas import (
     AnyEnvelope,
     Capability,
@@ -131,30 +135,7 @@ def held_for_approval(
     return HeldView(scope, approval_summary(envelope), digest)
 
 
-_SUMMARY_MAX = 400
-_DECISIVE = ("argv", "path", "method", "url", "repo", "remote", "branch", "cwd", "paths")
 """Arguments that say what a step does, shown first whatever order the agent wrote them in."""
-
-
-def approval_summary(request: ToolRequest) -> str:
-    """The request in one line for the person deciding it: the tool, then its decisive
-    arguments, then the rest (long texts by their size), cut at a bound that is said."""
-    arguments = request.arguments
-    parts = [request.tool_name]
-    for name in (*_DECISIVE, *sorted(set(arguments) - set(_DECISIVE))):
-        if name not in arguments:
-            continue
-        value = arguments[name]
-        if name == "argv" and isinstance(value, list):
-            parts.append(shlex.join(str(word) for word in value))
-        elif isinstance(value, str) and len(value) > 80:
-            parts.append(f"{name}=<{len(value)} characters>")
-        else:
-            parts.append(f"{name}={json.dumps(value, ensure_ascii=False)}")
-    line = " ".join(parts)
-    if len(line) <= _SUMMARY_MAX:
-        return line
-    return f"{line[:_SUMMARY_MAX]}… (cut: {len(line)} characters in all; see its digest)"
 
 
 def _named(capability: str, names: tuple[str, ...]) -> bool:

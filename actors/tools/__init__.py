@@ -4,6 +4,7 @@ servers' tools are capabilities of their own."""
 
 from actors.tools._actor import ToolsActor
 from actors.tools._admission import admit_request
+from actors.tools._approvals import approval_risk, approval_summary
 from actors.tools._arguments import (
     ARGUMENTS,
     FileDelete,
@@ -53,6 +54,7 @@ from actors.tools._mcp import McpHub
 from actors.tools._mcp_scope import PATH_ARGUMENT_NAMES
 from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText, mcp_capability
 from actors.tools._paths import check_path
+from actors.tools._pending import PendingApproval, decode_pending, pending_key
 from actors.tools._scopes import check_request, check_size, narrow_scope
 from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 from actors.tools._step_records import StepRecords
@@ -87,6 +89,7 @@ __all__ = (
     "McpHub",
     "McpServerSettings",
     "McpTool",
+    "PendingApproval",
     "Provenance",
     "ScopeDenied",
     "ShellExec",
@@ -99,6 +102,8 @@ __all__ = (
     "UntrustedText",
     "WorkspaceUpload",
     "admit_request",
+    "approval_risk",
+    "approval_summary",
     "arguments_schema",
     "artifacts_bucket",
     "check_command",
@@ -107,6 +112,7 @@ __all__ = (
     "check_size",
     "check_url",
     "decode_arguments",
+    "decode_pending",
     "execute_git_commit",
     "execute_git_diff",
     "execute_git_push",
@@ -117,6 +123,7 @@ __all__ = (
     "mcp_capability",
     "narrow_scope",
     "patch_preview",
+    "pending_key",
     "push_url_allowed",
     "run_contained",
     "session_key",

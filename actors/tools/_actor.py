@@ -289,6 +289,8 @@ class ToolsActor(Actor):
         approval = state.run.approval
         if approval is None or not approval.pending:
             log.info("a decision on a request decided already", extra={"approval_id": approval_id})
+            if approval is not None:  # off its owner's list, if a crash left it there
+                await runs.settled(approval)
             return
         if ctx.sender != approval.owner:
             log.warning(
@@ -320,6 +322,7 @@ class ToolsActor(Actor):
         if approval is None:
             return
         if not approval.pending:
+            await runs.settled(approval)  # off its owner's list, if a crash left it there
             if state.run.result is None:  # decided, and not answered (yet?)
                 wait_ms = self._decision_settles_ms(approval)
                 if wait_ms > 0:  # its decision's handler may still be running it
@@ -355,6 +358,7 @@ class ToolsActor(Actor):
         except KeyWrongLastSequenceError:
             log.info("decided meanwhile", extra={"approval_id": approval.approval_id})
             return
+        await runs.settled(decided)
         await self._complete(ctx, key, state, decided, recovering=False)
 
     async def _complete(

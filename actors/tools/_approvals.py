@@ -24,11 +24,24 @@ cannot both win; the one that lost sees the record decided and does nothing.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+import json
+import shlex
+from typing import Final, Literal
 
 import msgspec
 
-__all__ = ("Approval", "approval_index_key", "request_digest")
+from schemas import ToolRequest
+
+__all__ = (
+    "Approval",
+    "approval_index_key",
+    "approval_risk",
+    "approval_summary",
+    "request_digest",
+)
+
+_RISK: Final = {"Shell.Exec": "high", "Git.Push": "high", "File.Delete": "high"}
+_READS: Final = frozenset({"File.Read", "Git.Status", "Git.Diff"})
 
 
 class Approval(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,3 +77,37 @@ def request_digest(payload: bytes) -> str:
 def approval_index_key(approval_id: str) -> str:
     """The key that leads from an approval id (a person's claim) to its step's record."""
     return "approval." + hashlib.sha256(approval_id.encode()).hexdigest()[:48]
+
+
+def approval_risk(capability: str) -> Literal["low", "medium", "high"]:
+    """Seed 002 §13.4's risk level of an action awaiting approval: high for a command, a push
+    or a delete; low for a read; medium for any other change (a write, a commit, an upload,
+    an HTTP request, an MCP tool, whose effect the runtime cannot know)."""
+    if capability in _RISK:
+        return "high"
+    return "low" if capability in _READS else "medium"
+
+
+_SUMMARY_MAX: Final = 400
+_DECISIVE: Final = ("argv", "path", "method", "url", "repo", "remote", "branch", "cwd", "paths")
+
+
+def approval_summary(request: ToolRequest) -> str:
+    """The request in one line for the person deciding it: the tool, then its decisive
+    arguments, then the rest (long texts by their size), cut at a bound that is said."""
+    arguments = request.arguments
+    parts = [request.tool_name]
+    for name in (*_DECISIVE, *sorted(set(arguments) - set(_DECISIVE))):
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        if name == "argv" and isinstance(value, list):
+            parts.append(shlex.join(str(word) for word in value))
+        elif isinstance(value, str) and len(value) > 80:
+            parts.append(f"{name}=<{len(value)} characters>")
+        else:
+            parts.append(f"{name}={json.dumps(value, ensure_ascii=False)}")
+    line = " ".join(parts)
+    if len(line) <= _SUMMARY_MAX:
+        return line
+    return f"{line[:_SUMMARY_MAX]}… (cut: {len(line)} characters in all; see its digest)"

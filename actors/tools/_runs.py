@@ -28,7 +28,15 @@ import msgspec
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from actors.tools._approvals import Approval, approval_index_key
+from actors.tools._approvals import (
+    Approval,
+    approval_index_key,
+    approval_risk,
+    approval_summary,
+)
+from actors.tools._pending import PendingApproval, PendingBook
+from bus import SESSION
+from schemas import ToolRequest, decode_envelope
 
 __all__ = ("Run", "RunStore", "StepState", "run_key")
 
@@ -74,6 +82,7 @@ class RunStore:
 
     def __init__(self, kv: KeyValue) -> None:
         self._kv = kv
+        self._pending = PendingBook(kv)
 
     async def begin(self, key: str, started_ms: int, attempt: int) -> StepState:
         """Mark the step as started, or say what an earlier delivery left of it."""
@@ -118,10 +127,15 @@ class RunStore:
     async def hold(self, key: str, found: StepState, approval: Approval) -> StepState:
         """Store the request held for approval in its step's record, and the index that
         leads from its approval id to the step."""
-        # The index first: one left without its record leads nowhere and harms nothing, while a
-        # record left without its index could be decided by nobody.
+        # The owner's list and the index first: either left without its record leads nowhere
+        # and harms nothing, while a record left without them could be decided by nobody.
+        await self._pending.add(approval.owner, _pending_entry(approval))
         await self._kv.put(approval_index_key(approval.approval_id), key.encode())
         return await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
+
+    async def settled(self, approval: Approval) -> None:
+        """A held request was decided (or expired): off its owner's list."""
+        await self._pending.remove(approval.owner, approval.approval_id)
 
     async def find_approval(self, approval_id: str) -> tuple[str, StepState] | None:
         """The step an approval id names and its record, or None."""
@@ -154,3 +168,22 @@ class RunStore:
         """
         ended = msgspec.structs.replace(begun.run, result=result)
         await self._kv.update(key, _encoder.encode(ended), last=begun.revision)
+
+
+def _pending_entry(approval: Approval) -> PendingApproval:
+    """What the owner's list shows of a held request: the gate's summary and risk of it."""
+    request = decode_envelope(approval.request)
+    assert isinstance(request, ToolRequest)  # noqa: S101 - only a tool request is ever held
+    capability = request.tool_name  # as the gate names it on the timeline
+    return PendingApproval(
+        approval_id=approval.approval_id,
+        session_id=approval.headers.get(SESSION, ""),
+        task_id=request.task_id,
+        title=f"{approval.sender} asks to use {capability}",
+        action_summary=approval_summary(request),
+        risk_level=approval_risk(capability),
+        capability=capability,
+        agent=approval.sender,
+        digest=approval.digest,
+        expires_ms=approval.expires_ms,
+    )

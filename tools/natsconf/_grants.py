@@ -100,3 +100,20 @@ class Grants:
         """Put keys (a JetStream publish on `$KV.<bucket>.<key>`); opening needs STREAM.INFO."""
         bucket = self.ns.bucket(name)
         self.pub(f"{JS_API}.STREAM.INFO.KV_{bucket}", *(f"$KV.{bucket}.{key}" for key in keys))
+
+    def own_pending_approvals(self) -> None:
+        """A person reads the list of tool requests held for them (actors/tools/_pending.py),
+        by a direct get of that one key: no other person's list, and nothing else of the
+        bucket (no stream info: not even how many steps the runtime keeps)."""
+        runs = self.ns.bucket("tool_runs")
+        self.pub(f"{JS_API}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.{self.actor}")
+
+    def tool_runtime(self) -> None:
+        """The tool runtime verifies the bundle itself (reading the floor, never raising it)
+        and keeps each step's run, so a redelivered request is answered from it; and each
+        person's list of the requests held for them (actors/tools/_pending.py)."""
+        self.read_bucket("policy")
+        self.read_bucket("tool_runs")
+        self.write_keys("tool_runs", "run.>", "approval.>", "pending.>")
+        self.pub(self.ns.timers(self.actor))  # reminders of held requests' expiry, to itself
+        self.bind("timers")

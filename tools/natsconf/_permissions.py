@@ -206,6 +206,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.bind("deliver")  # provisioned for it; exhausted deliveries are the gate's to move
     elif role == RELAY:
         relay_grants(g, serves)
+    if role == "cli":
+        g.own_pending_approvals()
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
         # Calls to other agents (actors/delegation/): its waits, in a bucket of its own, and
@@ -241,13 +243,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.bind("timers")
         g.read_bucket("registry")
     elif role == TOOLS:
-        # It verifies the bundle itself (reading the floor, never raising it) and keeps each
-        # step's run, so a redelivered request is answered from it.
-        g.read_bucket("policy")
-        g.read_bucket("tool_runs")
-        g.write_keys("tool_runs", "run.>", "approval.>")
-        g.pub(ns.timers(me))  # reminders of held requests' expiry, to itself only
-        g.bind("timers")
+        g.tool_runtime()
         _artifact_grants(g, write=True)
     elif role == LLM:
         # Like the tool runtime: it verifies the bundle itself, and keeps each request's

@@ -139,6 +139,7 @@ function refreshList() {
 
 function chipText(summary) {
   if (summary.mode === "single") return "Single call";
+  if (summary.mode === "task") return "Task";
   if (summary.mode === "delegate") return "Delegation";
   if (summary.mode === "orchestrate") {
     const mode = summary.orchestration ? ` · ${summary.orchestration.mode}` : "";
@@ -152,6 +153,7 @@ function renderStatus() {
   $("goal").textContent = summary.goal;
   $("chip").textContent = chipText(summary);
   $("state").textContent = summary.phase && !ENDED.has(summary.state) ? `${summary.state} · ${summary.phase}` : summary.state;
+  if (summary.mode === "task" && summary.taskState) $("state").textContent = summary.taskState;
   show("stop", !ENDED.has(summary.state) && summary.state !== "created");
   if (ENDED.has(summary.state)) $("waiting").textContent = "";
   renderSteering(summary);
@@ -183,8 +185,9 @@ function callLine(eventType, p) {
   if (typeof p.tokens === "number") figures.push(`${p.tokens} tokens`);
   if (typeof p.duration_ms === "number") figures.push(seconds(p.duration_ms));
   let detail = figures.join(", ");
-  if (status !== "SUCCESS" && p.reason) detail = detail ? `${detail}; ${p.reason}` : p.reason;
-  const returned = el("div", status === "SUCCESS" ? "returned" : "returned failed",
+  const ok = status === "SUCCESS" || status === "SUCCEEDED"; // an agent's answer, a tool's result
+  if (!ok && p.reason) detail = detail ? `${detail}; ${p.reason}` : p.reason;
+  const returned = el("div", ok ? "returned" : "returned failed",
     `${p.agent} returned: ${status}` + (detail ? ` (${detail})` : ""));
   line.append(returned);
   if (Array.isArray(p.tools_used) && p.tools_used.length) line.append(el("div", "tools", `Tools used: ${p.tools_used.join(", ")}`));
@@ -204,10 +207,11 @@ function renderEvent(event) {
   switch (event.eventType) {
     case "session_created": {
       summary.goal = p.goal || summary.goal;
-      summary.mode = p.mode || summary.mode;
+      summary.mode = summary.mode === "task" ? "task" : p.mode || summary.mode;
       summary.maxRounds = p.max_rounds || summary.maxRounds;
       const who = (p.participants || []).join(", ");
-      const opened = summary.mode === "single" ? `Single call to ${who}.` : `Session opened with ${who}, up to ${summary.maxRounds} rounds.`;
+      let opened = summary.mode === "single" ? `Single call to ${who}.` : `Session opened with ${who}, up to ${summary.maxRounds} rounds.`;
+      if (summary.mode === "task") opened = `Task for ${who}.`;
       timeline.append(el("li", "system", opened));
       break;
     }
@@ -222,7 +226,8 @@ function renderEvent(event) {
       const avatar = el("div", "avatar", (p.speaker || "?").slice(0, 1));
       const bubble = el("div", "bubble");
       const head = el("div", "head");
-      head.append(el("span", "speaker", p.speaker), el("span", "chip", summary.mode === "single" ? "Single call" : `Collab ${p.round}/${summary.maxRounds}`));
+      const chip = { single: "Single call", task: "Task" }[summary.mode] || `Collab ${p.round}/${summary.maxRounds}`;
+      head.append(el("span", "speaker", p.speaker), el("span", "chip", chip));
       bubble.append(head, el("div", "message", p.message));
       if (p.handoff && p.handoff.to) bubble.append(el("div", "handoff", `→ ${p.handoff.to}: ${p.handoff.task}`));
       turn.append(avatar, bubble);
@@ -255,6 +260,7 @@ function onEvent(event) {
   if (app.view.seen.has(event.eventId)) return;
   app.view.seen.add(event.eventId);
   renderEvent(event);
+  refreshTask();
 }
 
 function onRefused(summary) {
@@ -291,6 +297,9 @@ async function openSession(sessionId) {
     renderEvent(event);
   }
   if (answer.session.mode === "delegate") renderDelegations();
+  show("task-panel", answer.session.mode === "task");
+  show("patch-box", false);
+  if (answer.session.mode === "task") renderTask(answer.session);
   if (answer.session.state === "refused") onRefused(answer.session);
   showContent("session-view");
   refreshList();
@@ -303,7 +312,7 @@ function selectedMode() {
 }
 
 function onModeChange() {
-  const single = selectedMode() === "single";
+  const single = selectedMode() === "single" || selectedMode() === "task";
   const orchestrate = selectedMode() === "orchestrate";
   const delegate = selectedMode() === "delegate";
   show("first-field", !delegate);
@@ -418,6 +427,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("start-form").addEventListener("submit", start);
   $("stop").addEventListener("click", stop);
   wireOrchestrated();
+  wireTask();
   $("show-trace").addEventListener("click", showTrace);
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", onModeChange);
   window.addEventListener("hashchange", route);

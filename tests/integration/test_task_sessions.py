@@ -1,0 +1,250 @@
+"""Task sessions (seed 002 §7, §11, §18) through the console's JSON-RPC, every process real.
+
+alice starts a task for `gpt`, whose File.Write waits for her approval. While it waits, the
+router, the agent host, the tool runtime and the gate are SIGKILLed and restarted: the task
+resumes from what they stored, asks the same step again under the same id, and the write runs
+once, when alice approves. bob, another person, can neither read, cancel, resume, preview nor
+approve her task, nor list or show what waits for her (`parley approvals list|show`). A
+second task is cancelled while it waits. `parley task` does the same
+from a terminal, with y/n answered on standard input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from nats.errors import NoRespondersError
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+
+from schemas import Namespace
+from tests.support.task_system import TaskDeployment, task_deployment
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TaskDeployment]:
+    root = tmp_path_factory.mktemp("tasks")
+    async with task_deployment(root, Namespace(f"t{uuid.uuid4().hex[:12]}")) as deployed:
+        yield deployed
+
+
+class _Socket:
+    """One person's signed-in WebSocket: calls, and every notification kept in order."""
+
+    def __init__(self, socket: ClientConnection) -> None:
+        self.socket = socket
+        self.next_id = 10
+        self.notes: list[dict[str, Any]] = []
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        request = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        await self.socket.send(json.dumps(request))
+        while True:
+            frame = json.loads(await asyncio.wait_for(self.socket.recv(), 30))
+            if frame.get("id") == self.next_id:
+                return dict(frame)
+            self.notes.append(frame)
+
+    async def event(self, session_id: str, event_type: str) -> dict[str, Any]:
+        """The first `SessionEvent` of `event_type` in `session_id`, waiting for it."""
+        index = 0
+        while True:
+            while index < len(self.notes):
+                params = self.notes[index].get("params", {})
+                index += 1
+                if params.get("sessionId") == session_id and params.get("eventType") == event_type:
+                    return dict(params)
+            self.notes.append(json.loads(await asyncio.wait_for(self.socket.recv(), 90)))
+
+    def events(self, session_id: str) -> list[str]:
+        return [
+            n["params"]["eventType"]
+            for n in self.notes
+            if n.get("method") == "SessionEvent" and n["params"].get("sessionId") == session_id
+        ]
+
+
+@asynccontextmanager
+async def _signed_in(deployment: TaskDeployment, person: str) -> AsyncIterator[_Socket]:
+    async with httpx.AsyncClient(base_url=deployment.url) as client:
+        answer = await client.post("/signin", json={"token": deployment.tokens[person]})
+        assert answer.status_code == 200, answer.text
+        sign_in = answer.json()["signInToken"]
+    ws_url = deployment.url.replace("http://", "ws://") + "ws"
+    async with ws_connect(ws_url, origin=deployment.url.rstrip("/")) as socket:  # type: ignore[arg-type]
+        first = {"jsonrpc": "2.0", "id": 0, "method": "SignIn", "params": {"token": sign_in}}
+        await socket.send(json.dumps(first))
+        assert json.loads(await socket.recv())["result"] == {"person": person}
+        yield _Socket(socket)
+
+
+async def _start(alice: _Socket, goal: str) -> str:
+    created = await alice.call("CreateSession", mode="task", agents=["gpt"])
+    session_id = str(created["result"]["sessionId"])
+    assert created["result"]["taskState"] == "SESSION_CREATED"
+    started = await alice.call("StartTask", sessionId=session_id, prompt=goal)
+    assert started["result"]["state"] == "submitted", started
+    return session_id
+
+
+def _refused_as_unknown(answer: dict[str, Any]) -> bool:
+    return bool(answer.get("error", {}).get("data", {}).get("code") == "SESSION_NOT_FOUND")
+
+
+async def test_a_task_waits_for_its_owner_survives_sigkill_and_writes_once(
+    deployment: TaskDeployment,
+) -> None:
+    async with _signed_in(deployment, "alice") as alice, _signed_in(deployment, "bob") as bob:
+        session_id = await _start(alice, "alpha")
+        asked = await alice.event(session_id, "approval_requested")
+        approval_id = asked["payload"]["approval_id"]
+        state = (await alice.call("GetSessionState", sessionId=session_id))["result"]
+        assert state["taskState"] == "WAITING_FOR_APPROVAL"
+        assert [a["approvalId"] for a in state["awaitingApproval"]] == [approval_id]
+        assert "alpha.txt" in state["awaitingApproval"][0]["actionSummary"]
+
+        # bob: not his session, whatever he asks; nothing of it is told to him.
+        for method, extra in [
+            ("GetSessionState", {}),
+            ("ResumeSession", {}),
+            ("GetPatchPreview", {}),
+            ("CancelTask", {}),
+            ("ApproveAction", {"approvalId": approval_id, "decision": "approved"}),
+        ]:
+            answer = await bob.call(method, sessionId=session_id, **extra)
+            assert _refused_as_unknown(answer), (method, answer)
+        assert bob.events(session_id) == []
+
+        # Every actor the task runs through dies and comes back while it waits.
+        for actor in ("router", "gpt", "tools", "gate"):
+            await deployment.system.kill_and_restart(actor)
+        assert not list(deployment.workspaces.glob("*/alpha.txt"))  # held: nothing written
+
+        decided = await alice.call(
+            "ApproveAction", sessionId=session_id, approvalId=approval_id, decision="approved"
+        )
+        assert decided["result"]["state"] == "decision_sent", decided
+        again = await alice.call(
+            "ApproveAction", sessionId=session_id, approvalId=approval_id, decision="approved"
+        )
+        assert again["error"]["data"]["code"] == "INVALID_REQUEST"  # decided once
+        resolved = await alice.event(session_id, "approval_resolved")
+        assert resolved["payload"]["decision"] == "approved"
+        await alice.event(session_id, "session_completed")
+
+        state = (await alice.call("GetSessionState", sessionId=session_id))["result"]
+        assert state["taskState"] == "SESSION_COMPLETED"
+        tool_steps = [s for s in state["steps"] if s["stepKind"] == "tool_call"]
+        assert [(s["stepId"], s["status"]) for s in tool_steps] == [(approval_id, "succeeded")]
+        (written,) = deployment.workspaces.glob("*/alpha.txt")
+        assert written.read_text() == "written for alpha\n"
+        runs = [
+            line
+            for line in deployment.system.processes["tools"].lines
+            if "step started" in line and session_id in line and "File.Write" in line
+        ]
+        assert len(runs) == 1, runs  # the restarted runtime ran it, once
+        preview = (await alice.call("GetPatchPreview", sessionId=session_id))["result"]
+        assert "+written for alpha" in preview["patch"]
+        resumed = (await alice.call("ResumeSession", sessionId=session_id))["result"]
+        assert resumed["session"]["taskState"] == "SESSION_COMPLETED"
+        assert {"session_started", "approval_requested", "tool_completed"} <= {
+            e["eventType"] for e in resumed["events"]
+        }
+
+
+async def _approvals(deployment: TaskDeployment, who: str, *argv: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tools", "approvals", *argv, *deployment.config(who)),
+        env=deployment.system.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def _only_alice_lists(deployment: TaskDeployment, approval_id: str, session_id: str) -> None:
+    """`parley approvals list|show` shows alice her held request, and bob nothing of it."""
+    code, out = await _approvals(deployment, "person-alice", "list")
+    assert code == 0 and approval_id in out and "beta.txt" in out, out
+    code, out = await _approvals(deployment, "person-alice", "show", approval_id)
+    assert code == 0 and f"session: {session_id}" in out and "risk medium" in out, out
+    code, out = await _approvals(deployment, "person-bob", "list")
+    assert (code, approval_id in out) == (0, False), out
+    code, out = await _approvals(deployment, "person-bob", "show", approval_id)
+    assert code == 1, out
+    # bob asking the broker for alice's list himself: refused, nothing comes back.
+    locked = deployment.locked
+    nc = await locked.connect("person-bob")
+    try:
+        runs = locked.ns.bucket("tool_runs")
+        api = locked.settings("person-bob").js_api_prefix
+        with pytest.raises((TimeoutError, NoRespondersError)):
+            await nc.request(
+                f"{api}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.person-alice", b"", timeout=2
+            )
+    finally:
+        await nc.close()
+
+
+async def test_a_waiting_task_is_cancelled_by_its_owner_only(deployment: TaskDeployment) -> None:
+    async with _signed_in(deployment, "alice") as alice, _signed_in(deployment, "bob") as bob:
+        session_id = await _start(alice, "beta")
+        asked = await alice.event(session_id, "approval_requested")
+        await _only_alice_lists(deployment, asked["payload"]["approval_id"], session_id)
+        assert _refused_as_unknown(await bob.call("CancelTask", sessionId=session_id))
+        cancel = await alice.call("CancelTask", sessionId=session_id, reason="changed my mind")
+        assert cancel["result"]["state"] == "cancel_requested"
+        await alice.event(session_id, "session_canceled")
+        state = (await alice.call("GetSessionState", sessionId=session_id))["result"]
+        assert state["taskState"] == "SESSION_CANCELLED"
+        signed_out = await bob.call("Shutdown")
+        assert signed_out["result"] == {"signedOut": True}
+    async with _signed_in(deployment, "alice") as alice:  # bob's Shutdown stopped only bob
+        listed = (await alice.call("ListSessions"))["result"]["sessions"]
+        assert session_id in [s["sessionId"] for s in listed]
+
+
+async def test_parley_task_asks_inline_and_follows_to_the_end(deployment: TaskDeployment) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tools", "task", "@gpt", "gamma", *deployment.config("cli")),
+        env=deployment.system.env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    lines: list[str] = []
+
+    async def line_with(text: str) -> None:
+        while not lines or text not in lines[-1]:
+            raw = await asyncio.wait_for(process.stdout.readline(), 90)  # type: ignore[union-attr]
+            assert raw, "\n".join(lines)
+            lines.append(raw.decode().rstrip("\n"))
+
+    try:
+        await line_with("approve? [y]es / [n]o / [e]xplain instead")
+        process.stdin.write(b"y\n")
+        await line_with("SESSION_COMPLETED")
+        assert await asyncio.wait_for(process.wait(), 30) == 0, "\n".join(lines)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = "\n".join(lines)
+    assert "File.Write" in text and "SUCCEEDED" in text, text
+    (written,) = deployment.workspaces.glob("*/gamma.txt")
+    assert written.read_text() == "written for gamma\n"
