@@ -27,6 +27,7 @@ ROWS: Final = (
     "context",
     "scale",
     "tools",
+    "llm",
 )
 """Every row, in the order a run without `--only` takes them."""
 
@@ -52,6 +53,7 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 2000,
     "tool_calls": 200,
+    "llm_calls": 10,
 }
 """The defaults: every row, small enough to end within minutes."""
 
@@ -77,6 +79,7 @@ FULL: Final[dict[str, int | float | str]] = {
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 5000,
     "tool_calls": 1000,
+    "llm_calls": 50,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
 
@@ -102,6 +105,7 @@ _HELP: Final = {
     "scale_decisions_trace": "envelopes in the long trace decisions are timed on (scale)",
     "scale_decisions_pairs": "calls and answers decided at each trace size (scale)",
     "tool_calls": "sequential 4 KiB File.Read calls per path and round (tools)",
+    "llm_calls": "sequential streamed model calls per path and round (llm)",
 }
 
 
@@ -124,7 +128,8 @@ def bench_parser(description: str) -> argparse.ArgumentParser:
         "--only",
         choices=ROWS,
         help="run only this row (default: all); `tools`: a 4 KiB File.Read through the gate "
-        "and the tool runtime against raw nats-py request/reply",
+        "and the tool runtime against raw nats-py request/reply; `llm`: a streamed model call "
+        "through the gate and the LLM gateway against a client reading the provider directly",
     )
     return parser
 
