@@ -5,7 +5,8 @@ them into the gateway's settings file (`.parley/llm.toml`, readable by its owner
 afresh at each start) and removes them from the environment every child inherits: an agent
 host never holds a key, and a profile with `backend = "gateway"` reaches the providers through
 the gate and the gateway (docs/llm-gateway.md). `OPENAI_BASE_URL` points the OpenAI provider at
-any OpenAI-compatible server (vLLM, Ollama, llama.cpp) instead.
+any OpenAI-compatible server (vLLM, Ollama, llama.cpp) instead, `ANTHROPIC_BASE_URL` the
+Anthropic one elsewhere.
 
 Which provider serves a model: `claude-*` Anthropic, any other OpenAI's.
 """
@@ -37,9 +38,10 @@ def _toml(value: str) -> str:
 
 
 def write_gateway_settings(
-    path: Path, policy_key: Path, tenant: str, keys: Mapping[str, str], openai_url: str = ""
+    path: Path, policy_key: Path, tenant: str, keys: Mapping[str, str], urls: Mapping[str, str]
 ) -> Path:
-    """Write the gateway's `[options]` with `keys` to `path`, owner-readable only."""
+    """Write the gateway's `[options]` with `keys` to `path`, owner-readable only; `urls`: the
+    environment's `OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL`, when set."""
     lines = [
         "# Written by `parley up` at each start: the provider keys live here and nowhere else.",
         "[options]",
@@ -48,7 +50,7 @@ def write_gateway_settings(
         "",
         "[options.providers.openai]",
         'api = "openai"',
-        f"base_url = {_toml(openai_url or _OPENAI_URL)}",
+        f"base_url = {_toml(urls.get('OPENAI_BASE_URL') or _OPENAI_URL)}",
     ]
     if keys.get("OPENAI_API_KEY"):
         lines.append(f"api_key = {_toml(keys['OPENAI_API_KEY'])}")
@@ -56,7 +58,7 @@ def write_gateway_settings(
         "",
         "[options.providers.anthropic]",
         'api = "anthropic"',
-        f"base_url = {_toml(_ANTHROPIC_URL)}",
+        f"base_url = {_toml(urls.get('ANTHROPIC_BASE_URL') or _ANTHROPIC_URL)}",
     ]
     if keys.get("ANTHROPIC_API_KEY"):
         lines.append(f"api_key = {_toml(keys['ANTHROPIC_API_KEY'])}")

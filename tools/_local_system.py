@@ -188,7 +188,7 @@ def system_topology(
             keys / "policy.pub",
             tenant,
             provider_keys or {},
-            os.environ.get("OPENAI_BASE_URL", ""),
+            os.environ,
         )
         children.append(ChildSpec(name="llm", run="llm", config=settings.resolve()))
     if spec.console:
