@@ -53,6 +53,7 @@ from schemas._delegation import (
 from schemas._errors import ErrorCode
 from schemas._llm import (
     GuardrailOutcome,
+    LlmChunk,
     LlmContext,
     LlmError,
     LlmRequest,
@@ -94,6 +95,7 @@ __all__ = (
     "Handoff",
     "HandoffData",
     "HumanMessage",
+    "LlmChunk",
     "LlmContext",
     "LlmError",
     "LlmRequest",

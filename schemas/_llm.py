@@ -23,6 +23,7 @@ from schemas._base import Envelope, Id, Name, NonNegative
 
 __all__ = (
     "GuardrailOutcome",
+    "LlmChunk",
     "LlmContext",
     "LlmError",
     "LlmRequest",
@@ -120,3 +121,18 @@ class LlmResponse(Envelope, frozen=True, kw_only=True, tag="llm_response"):
     error: LlmError | None = None
     guardrails: tuple[GuardrailOutcome, ...] = ()
     latency_ms: NonNegative = 0
+
+
+class LlmChunk(Struct, frozen=True, kw_only=True):
+    """A piece of a streamed answer's text, as the provider writes it (seed 002 §12.2 `stream`).
+
+    Not an envelope and never stored: the gateway publishes it on core NATS
+    (`Namespace.chunks`, to the principal that asked alone), and a chunk lost on the way is
+    lost. The `llm_response` that follows is the answer; chunks only show it early. `index`
+    counts from 0; the last chunk of an answer has `done`.
+    """
+
+    request_id: Id
+    index: NonNegative
+    text: str = ""
+    done: bool = False

@@ -70,6 +70,11 @@ class Namespace:
         """Every session timeline of `owner`: what a person may follow."""
         return f"{self.root}.events.{check_token(owner, 'owner')}.*"
 
+    def chunks(self, receiver: str) -> str:
+        """Where the LLM gateway streams the text of `receiver`'s model calls as it is written
+        (`llm_chunk`s, core NATS, never stored): only `receiver` may follow it."""
+        return f"{self.root}.chunks.{check_token(receiver, 'receiver')}"
+
     def audit(self, tenant: str, profile: str) -> str:
         """The audit records of one profile of one tenant."""
         return (

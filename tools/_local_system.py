@@ -5,7 +5,7 @@ agents or auditor, so nothing they then typed could work, and nothing shipped ra
 that `parley audit`, `trace`, `calls` and the console's audit views read. Now it starts the
 system the README describes: the gate, the router, the auditor, an agent host per agent (the
 shipped profiles in `deploy/agents/`: scripted brains unless a profile names a provider), the
-tool runtime and the web console, locked down like any `parley up`.
+tool runtime, the LLM gateway and the web console, locked down like any `parley up`.
 
 A system is a `SystemSpec`: which agents run and which policy bundle source the gate trusts.
 With no argument `parley up` runs `LOCAL_SYSTEM`, every shipped agent under the demo bundle,
@@ -44,6 +44,7 @@ from pydantic import (
 )
 
 from bus import ChildSpec, ConfigError, Topology, describe_invalid, load_private_key, shipped
+from tools._llm_settings import write_gateway_settings
 from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_KEYS
 
 __all__ = (
@@ -79,6 +80,9 @@ class SystemSpec(BaseModel):
     """Run the tool runtime (`parley run tools`), whose workspaces are `.parley/workspaces/`:
     agents whose profiles offer tools use them through it, as the bundle grants. The local
     system runs it; an example's system only when its flow uses tools."""
+    llm: bool = False
+    """Run the LLM gateway (`parley run llm`), with the provider keys of `parley up`'s
+    environment in its own settings alone (tools/_llm_settings.py). The local system runs it."""
 
     @field_validator("agents")
     @classmethod
@@ -93,6 +97,7 @@ LOCAL_SYSTEM: Final = SystemSpec(
     agents=("gpt", "claude", "local", "planner", "researcher", "coder", "reviewer"),
     policy=Path("deploy/policy/demo.toml"),
     tools=True,
+    llm=True,
 )
 """`parley up` with no argument: every shipped agent, under the demo bundle (tenant `demo`)."""
 
@@ -140,9 +145,15 @@ def key_pair(private: Path, public: Path | None = None) -> Ed25519PrivateKey:
     return key
 
 
-def system_topology(spec: SystemSpec, tenant: str, keys: Path = LOCAL_KEYS) -> Topology:
+def system_topology(
+    spec: SystemSpec,
+    tenant: str,
+    keys: Path = LOCAL_KEYS,
+    provider_keys: Mapping[str, str] | None = None,
+) -> Topology:
     """The processes of `spec` for the bundle's `tenant`, with the keys they need made under
-    `keys`."""
+    `keys`; `provider_keys` (taken out of the children's environment) go to the LLM gateway's
+    settings alone."""
     key_pair(keys / "policy.key", keys / "policy.pub")
     key_pair(keys / "audit.key", keys / "audit.pub")
     agents_dir = shipped(spec.agents_dir).resolve()
@@ -173,6 +184,15 @@ def system_topology(spec: SystemSpec, tenant: str, keys: Path = LOCAL_KEYS) -> T
     ]
     if spec.tools:
         children.append(ChildSpec(name="tools", run="tools", env=options(runtime)))
+    if spec.llm:
+        settings = write_gateway_settings(
+            LOCAL_DIR / "llm.toml",
+            keys / "policy.pub",
+            tenant,
+            provider_keys or {},
+            os.environ,
+        )
+        children.append(ChildSpec(name="llm", run="llm", config=settings.resolve()))
     if spec.console:
         children.append(ChildSpec(name="console", run="console", env=options(console)))
     return Topology(settings={"log_level": "info"}, actor=tuple(children))

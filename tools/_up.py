@@ -34,6 +34,7 @@ from bus import (
 from bus._process import exit_text
 from bus._supervisor import GiveUp
 from schemas import Namespace
+from tools._llm_settings import take_provider_keys
 from tools._local import (
     LOCAL_BROKER,
     LOCAL_DIR,
@@ -156,14 +157,18 @@ def _server_line(line: str) -> None:
 async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
     bundle: BundleSource | None = None
+    env = dict(os.environ)
     if args.topology is None or shipped(args.topology).is_dir():
         spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
         bundle = read_bundle_source(spec.policy)
-        topology = system_topology(spec, bundle.tenant)
+        keys: dict[str, str] = {}
+        if spec.llm:  # the keys are the gateway's alone: no process started here inherits them
+            keys = take_provider_keys(os.environ)
+            take_provider_keys(env)
+        topology = system_topology(spec, bundle.tenant, provider_keys=keys)
     else:
         topology = load_topology(shipped(args.topology))
     people = bundle.people if bundle is not None else ()
-    env = dict(os.environ)
     # Every actor serves metrics on a free port of its own, listed in the targets file.
     env.setdefault("PARLEY_METRICS_PORT", "0")
     targets = MetricsTargets(LOCAL_DIR / TARGETS_FILE)

@@ -11,7 +11,9 @@ to the agent host that asked and charges its trace with the usage the provider r
 3. The request guardrails run (actors/llm/_guardrails.py): secrets redacted, tool output
    marked as data, the bundle's deny and redact rules.
 4. The provider that serves the model is called (actors/llm/_provider.py), with retries
-   and backoff for 429 and 5xx within the call's deadline.
+   and backoff for 429 and 5xx within the call's deadline. A request with `stream` reads
+   the provider's stream (actors/llm/_stream.py), its text sent on to the caller as it comes
+   (actors/llm/_chunks.py); the deadline cuts a stream that stalls.
 5. The response guardrails run on the answer; an answer whose reported completion tokens
    exceed the cap is refused (the tokens it spent are still reported, so still charged).
 6. The answer is stored, then published.
@@ -31,6 +33,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from actors.llm._answers import AnswerStore, answer_key
+from actors.llm._chunks import ChunkSender
 from actors.llm._guardrails import guard, ungranted_tools
 from actors.llm._options import LlmOptions
 from actors.llm._policy import check_llm_policy, output_cap
@@ -98,12 +101,14 @@ class LlmActor(Actor):
         self.bundles: BundleStore | None = None
         self._answers: AnswerStore | None = None
         self._providers: dict[str, ProviderClient] = {}
+        self._bus: BusHandle | None = None
 
     def inputs(self) -> Sequence[Input]:
         return (Input.deliver(self.namespace, self.actor_id),)
 
     async def start(self, bus: BusHandle) -> None:
         ns = self.namespace
+        self._bus = bus
         policy = await through_elections(
             lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
         )
@@ -151,6 +156,7 @@ class LlmActor(Actor):
         started = time.monotonic()
         outcomes: list[GuardrailOutcome] = []
         provider = ""
+        chunks: ChunkSender | None = None
         try:
             body, provider, outcomes = self._prepared(request, ctx)
             deadline = started + self.options.timeout_s
@@ -160,16 +166,30 @@ class LlmActor(Actor):
                 "llm_request_started",
                 extra={"model": request.model, "provider": provider, "sender": ctx.sender},
             )
-            raw = await self._providers[provider].complete(body, deadline)
-            return self._response(request, ctx, provider, raw, outcomes, started)
+            chunks = self._chunks(request, ctx, provider)
+            on_text = chunks.text if chunks is not None else None
+            raw = await self._providers[provider].complete(body, deadline, on_text)
+            answer = self._response(request, ctx, provider, raw, outcomes, started)
         except _Refused as refused:
             outcomes = outcomes or refused.outcomes
-            return self._failed(request, ctx, provider, refused, outcomes, started)
+            answer = self._failed(request, ctx, provider, refused, outcomes, started)
         except ProviderFailure as failure:
             cut = _Refused("failed", failure.code, failure.message)
-            return self._failed(
+            answer = self._failed(
                 request, ctx, provider, cut, outcomes, started, retryable=failure.retryable
             )
+        if chunks is not None:
+            await chunks.finish(answer.text if answer.status == "succeeded" else None)
+        return answer
+
+    def _chunks(self, request: LlmRequest, ctx: Context, provider: str) -> ChunkSender | None:
+        """Where a streamed call's text goes as it is written (actors/llm/_chunks.py)."""
+        bundle = self.bundles.bundle if self.bundles else None
+        if not request.stream or self._bus is None or bundle is None:
+            return None
+        subject = self.namespace.chunks(ctx.sender)
+        api = self.options.providers[provider].api
+        return ChunkSender(self._bus.nc, subject, request.request_id, bundle.guardrails, api)
 
     def _prepared(
         self, request: LlmRequest, ctx: Context

@@ -41,7 +41,8 @@ class LlmOptions(BaseModel):
     tenant: str = "default"
     providers: dict[str, ProviderSettings] = Field(min_length=1)
     models: dict[str, str] = Field(min_length=1)
-    """Which provider (by name) serves each model; `"*"` names the provider of any other."""
+    """Which provider (by name) serves each model; `"claude-*"` every model whose name starts
+    `claude-`; `"*"` names the provider of any other."""
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
     """The longest one request may take, retries included (the call's own deadline, when
     sooner, wins)."""
@@ -64,5 +65,9 @@ class LlmOptions(BaseModel):
         return self
 
     def provider_for(self, model: str) -> str | None:
-        """The name of the provider that serves `model`, if any."""
-        return self.models.get(model) or self.models.get("*")
+        """The name of the provider that serves `model`, if any: its own entry, else the
+        longest `prefix*` entry it starts with, else `"*"`'s."""
+        if model in self.models:
+            return self.models[model]
+        prefixes = [k for k in self.models if k.endswith("*") and model.startswith(k[:-1])]
+        return self.models[max(prefixes, key=len)] if prefixes else None

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from actors.llm._options import ProviderSettings
+from actors.llm._stream import StreamError, StreamReader, sse_data, stream_body
 from actors.llm._wire import RETRYABLE_STATUS, path_for, provider_message
 from schemas import ErrorCode
 
-__all__ = ("ProviderClient", "ProviderFailure")
+__all__ = ("OnText", "ProviderClient", "ProviderFailure")
+
+OnText = Callable[[str], Awaitable[None]]
+"""Called with each piece of a streamed answer's text as the provider writes it."""
 
 
 @dataclass
@@ -63,32 +68,83 @@ class ProviderClient:
     async def close(self) -> None:
         await self._client.aclose()
 
-    async def complete(self, body: dict[str, Any], deadline: float) -> dict[str, Any]:
+    async def complete(
+        self, body: dict[str, Any], deadline: float, on_text: OnText | None = None
+    ) -> dict[str, Any]:
         """POST `body` and return the provider's JSON answer, trying again within `deadline`
         (a `time.monotonic()` instant).
+
+        With `on_text`, the answer is asked for as a stream and each piece of its text is
+        handed to `on_text` as it comes; the answer returned is still the whole one, in the
+        provider's non-streamed shape. A stream that already gave text is never tried again
+        (its text would come twice): its failure is the answer. The deadline cuts a stream
+        that stalls.
 
         Raises:
             ProviderFailure: no usable answer before the deadline.
         """
         wait = self._backoff_s
         for attempt in range(self._retries + 1):
+            gave_text = [False]
             try:
-                return await self._once(body, deadline)
+                if on_text is None:
+                    return await self._once(body, deadline)
+                return await self._streamed(body, deadline, on_text, gave_text)
             except ProviderFailure as failure:
                 pause = failure.retry_after_s if failure.retry_after_s is not None else wait
                 last = attempt == self._retries
-                if not failure.retryable or last or time.monotonic() + pause >= deadline:
+                late = time.monotonic() + pause >= deadline
+                if not failure.retryable or last or late or gave_text[0]:
                     raise
                 await asyncio.sleep(pause)  # a backoff the provider asked for, not a sync
                 wait *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _once(self, body: dict[str, Any], deadline: float) -> dict[str, Any]:
+    async def _streamed(
+        self, body: dict[str, Any], deadline: float, on_text: OnText, gave_text: list[bool]
+    ) -> dict[str, Any]:
+        left = self._left(deadline)
+        api = self.settings.api
+        try:
+            async with asyncio.timeout(left):
+                async with self._client.stream(
+                    "POST", path_for(api), json=stream_body(api, body), timeout=httpx.Timeout(left)
+                ) as response:
+                    if "text/event-stream" not in response.headers.get("content-type", ""):
+                        await response.aread()  # an error, or a server that does not stream
+                        return self._read(response)
+                    reader = StreamReader(api)
+                    async for data in sse_data(response.aiter_lines()):
+                        piece = reader.feed(data)
+                        if piece:
+                            gave_text[0] = True
+                            await on_text(piece)
+                    return reader.answer()
+        except (TimeoutError, httpx.TimeoutException):
+            raise ProviderFailure(
+                ErrorCode.DEADLINE_EXCEEDED,
+                f"provider {self.name}'s stream was not done within {left:.1f} s: cut",
+                False,
+            ) from None
+        except httpx.TransportError as exc:
+            raise ProviderFailure(
+                ErrorCode.AGENT_UNAVAILABLE, f"provider {self.name} unreachable: {exc!r}", True
+            ) from None
+        except StreamError as exc:
+            raise ProviderFailure(
+                ErrorCode.AGENT_UNAVAILABLE, f"provider {self.name}'s stream: {exc}", True
+            ) from None
+
+    def _left(self, deadline: float) -> float:
         left = deadline - time.monotonic()
         if left <= 0:
             raise ProviderFailure(
                 ErrorCode.DEADLINE_EXCEEDED, f"no time left to ask {self.name}", False
             )
+        return left
+
+    async def _once(self, body: dict[str, Any], deadline: float) -> dict[str, Any]:
+        left = self._left(deadline)
         try:
             response = await self._client.post(
                 path_for(self.settings.api), json=body, timeout=httpx.Timeout(left)
@@ -103,6 +159,10 @@ class ProviderClient:
             raise ProviderFailure(
                 ErrorCode.AGENT_UNAVAILABLE, f"provider {self.name} unreachable: {exc!r}", True
             ) from None
+        return self._read(response)
+
+    def _read(self, response: httpx.Response) -> dict[str, Any]:
+        """A whole (read) answer's JSON object, or its failure."""
         try:
             answer = response.json()
         except ValueError:

@@ -12,11 +12,13 @@ no "--- Logging error ---" traceback and no deprecation warning in `parley up`'s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,7 +33,8 @@ from tools._local_system import LOCAL_SYSTEM
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 
-ACTORS = ("gate", "router", "auditor", "gpt", "claude", "console")
+ACTORS = ("gate", "router", "auditor", "gpt", "claude", "llm", "console")
+PROVIDER_KEY = "sk-only-the-gateway-holds-this-0123"
 GOAL = "Summarize this in 1 sentence, then stop."
 
 
@@ -40,6 +43,7 @@ class LocalConsole:
     up: ProcessOutput
     url: str
     token: str
+    home: Path
 
 
 def _env() -> dict[str, str]:
@@ -53,6 +57,7 @@ def _env() -> dict[str, str]:
 async def local(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocalConsole]:
     home = tmp_path_factory.mktemp("console-local")
     env = _env()
+    env["OPENAI_API_KEY"] = PROVIDER_KEY  # a person's shell with a provider key exported
     code, said = await finished(parley_cli(env, "console", "token", "--person", "alice", cwd=home))
     assert code == 0, said
     token = said[0].strip()
@@ -62,7 +67,7 @@ async def local(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Local
             await up.wait_line(rf"^\[{actor}\] .*{READY}", timeout=90)
         await up.wait_line(r"^\[gate\] .*policy bundle in force", timeout=60)
         url = (home / ".parley" / "console.url").read_text().strip()
-        yield LocalConsole(up, url, token)
+        yield LocalConsole(up, url, token, home)
     finally:
         close_up(up)
 
@@ -101,6 +106,37 @@ async def _signed_in(local: LocalConsole, client: httpx.AsyncClient) -> str:
     assert answer.status_code == 200, answer.text
     sign_in: str = answer.json()["signInToken"]
     return sign_in
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                found += [int(child), *_descendants(int(child))]
+    return found
+
+
+def _holding(pids: list[int], secret: str) -> list[str]:
+    """The command lines of the processes among `pids` whose environment holds `secret`."""
+    holding = []
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a process that ended meanwhile holds nothing
+            if secret.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                holding.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+    return holding
+
+
+async def test_the_provider_key_is_in_the_gateways_settings_alone(local: LocalConsole) -> None:
+    """`parley up` runs the LLM gateway with the shell's provider key in its owner-readable
+    settings file, and no process it starts (agent hosts included) has the key. First in the
+    module: a later test stops `parley up`, and this one reads its running processes."""
+    settings = local.home / ".parley" / "llm.toml"
+    assert settings.stat().st_mode & 0o777 == 0o600
+    assert PROVIDER_KEY in settings.read_text()
+    children = _descendants(local.up.pid)
+    assert len(children) >= len(ACTORS)
+    assert _holding(children, PROVIDER_KEY) == []
 
 
 async def test_trace_and_audit_records_read_the_audit_under_parley_up(local: LocalConsole) -> None:

@@ -61,3 +61,31 @@ async def test_an_agent_cannot_bypass_the_gate_to_the_gateway_or_touch_its_answe
     finally:
         for nc in (gpt, llm):
             await nc.close()
+
+
+async def test_a_streamed_answer_reaches_the_agent_that_asked_and_no_other(
+    locked_down: LockedDown,
+) -> None:
+    """The gateway publishes gpt's chunks on `chunks.gpt`; gpt follows them, claude (another
+    agent, its own credentials only) can neither read them nor plant chunks there."""
+    locked, ns = locked_down, locked_down.ns
+    registry = CollectorRegistry()
+    gpt = await locked.connect("gpt")
+    claude = await locked.connect("claude", ActorMetrics(registry, "claude"))
+    llm = await locked.connect("llm")
+    try:
+        mine = await gpt.subscribe(ns.chunks("gpt"))
+        stolen = await claude.subscribe(ns.chunks("gpt"))
+        await claude.flush()
+        await claude.publish(ns.chunks("gpt"), b'{"request_id":"r","index":0,"text":"forged"}')
+        await claude.flush()
+        await gpt.flush()
+        await llm.publish(ns.chunks("gpt"), b'{"request_id":"r","index":0,"text":"the model"}')
+        await llm.flush()
+        received = await mine.next_msg(timeout=5)  # a forged one, sent first, would be first
+        assert b"the model" in received.data, received.data
+        assert violations(registry, "claude") == 2  # the subscription and the publish
+        assert stolen.pending_msgs == 0
+    finally:
+        for nc in (gpt, claude, llm):
+            await nc.close()

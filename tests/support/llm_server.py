@@ -41,12 +41,21 @@ __all__ = (
 
 @dataclass(frozen=True)
 class Canned:
-    """One answer: status and raw body, or `hang` to never answer."""
+    """One answer: status and raw body, or `hang` to never answer.
+
+    A streamed answer (tests/support/llm_stream.py) has `events` instead of a body: each is
+    written as one HTTP chunk, the first after `first_delay_s`, the next ones `gap_s` apart;
+    with `stall_after`, the server stops after that many events and never ends the answer.
+    """
 
     status: int = 200
     body: bytes = b""
     content_type: str = "application/json"
     hang: bool = False
+    events: tuple[bytes, ...] = ()
+    first_delay_s: float = 0.0
+    gap_s: float = 0.0
+    stall_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -501,11 +510,33 @@ class WireServer:
             reason = HTTPStatus(answer.status).phrase
         except ValueError:  # 529, Anthropic's "overloaded", is not a standard status
             reason = "Overloaded"
+        if answer.events:
+            return await self._stream(writer, answer, reason)
         writer.write(
             f"HTTP/1.1 {answer.status} {reason}\r\n"
             f"Content-Type: {answer.content_type}\r\n"
             f"Content-Length: {len(answer.body)}\r\n\r\n".encode()
             + answer.body
         )
+        await writer.drain()
+        return True
+
+    async def _stream(self, writer: asyncio.StreamWriter, answer: Canned, reason: str) -> bool:
+        """Write a server-sent-event answer as HTTP/1.1 chunks, paced as the answer says (the
+        pauses are the provider's timing being played, not a wait for anything)."""
+        writer.write(
+            f"HTTP/1.1 {answer.status} {reason}\r\n"
+            f"Content-Type: {answer.content_type}\r\n"
+            "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        await writer.drain()
+        for index, event in enumerate(answer.events):
+            if index == answer.stall_after:
+                await self._release.wait()
+                return False
+            await asyncio.sleep(answer.first_delay_s if index == 0 else answer.gap_s)
+            writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True

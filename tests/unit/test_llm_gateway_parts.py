@@ -238,3 +238,24 @@ def test_a_tool_call_the_profile_is_not_granted_is_flagged() -> None:
         GuardrailOutcome(rule_id="tool_not_granted", stage="response", action="flagged", count=2)
     ]
     assert ungranted_tools(profile, calls[:2]) == []
+
+
+def test_a_model_goes_to_its_own_provider_else_the_longest_prefix_else_the_default() -> None:
+    from actors.llm._options import LlmOptions, ProviderSettings
+
+    provider = ProviderSettings(api="openai", base_url="http://127.0.0.1:1/v1")
+    options = LlmOptions(
+        policy_keys=["k.pub"],
+        providers={"a": provider, "b": provider, "c": provider, "d": provider},
+        models={"claude-x": "a", "claude-*": "b", "claude-sonnet-*": "c", "*": "d"},
+    )
+    assert options.provider_for("claude-x") == "a"
+    assert options.provider_for("claude-sonnet-4-5") == "c"
+    assert options.provider_for("claude-haiku") == "b"
+    assert options.provider_for("gpt-4o-mini") == "d"
+    assert (
+        LlmOptions(
+            policy_keys=["k.pub"], providers={"a": provider}, models={"claude-*": "a"}
+        ).provider_for("gpt")
+        is None
+    )

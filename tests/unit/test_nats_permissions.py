@@ -447,11 +447,14 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
         else:
             assert user.account not in (CORE_ACCOUNT, *(u.account for u in users if u != user))
         # What it follows live, read-only: a person its timelines and its own decisions; the
-        # audit reader (`parley tail`) everything; nobody else anything.
+        # audit reader (`parley tail`) everything; an agent the text of its own streamed model
+        # calls; nobody else anything.
         if user.role == "cli":
             assert set(user.follows) == {ns.timelines(user.actor), ns.decisions(user.actor)}
         elif user.role in (AUDIT_READER, OPERATOR):
             assert user.follows == (f"{ns.root}.>",)
+        elif user.role == "agent":
+            assert user.follows == (ns.chunks(user.actor),), user.actor
         else:
             assert not user.follows, user.actor
 

@@ -69,6 +69,7 @@ from tools.bench._context import context_row
 from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
+from tools.bench._llmstream import llm_step
 from tools.bench._options import ROWS, bench_parser, resolve
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
@@ -370,6 +371,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
             scale,
         ),
         "tools": tools_step(args, result),
+        "llm": llm_step(args, result),
     }
     chosen = [args.only] if args.only else list(ROWS)
     if not args.audit_backlog and "audit" in chosen:

@@ -27,6 +27,7 @@ ROWS: Final = (
     "context",
     "scale",
     "tools",
+    "llm",
 )
 """Every row, in the order a run without `--only` takes them."""
 
@@ -54,6 +55,7 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_sessions": 1000,
     "scale_sessions_few": 10,
     "tool_calls": 200,
+    "llm_calls": 10,
 }
 """The defaults: every row, small enough to end within minutes."""
 
@@ -81,6 +83,7 @@ FULL: Final[dict[str, int | float | str]] = {
     "scale_sessions": 1000,
     "scale_sessions_few": 10,
     "tool_calls": 1000,
+    "llm_calls": 50,
 }
 """`--full`: the sweeps behind docs/benchmarks.md (hours, for the latency row's long gaps)."""
 
@@ -108,6 +111,7 @@ _HELP: Final = {
     "scale_sessions": "collaborations at once whose agents think 1-3 s (scale; 0: skip)",
     "scale_sessions_few": "collaborations at once the many are compared with (scale)",
     "tool_calls": "sequential 4 KiB File.Read calls per path and round (tools)",
+    "llm_calls": "sequential streamed model calls per path and round (llm)",
 }
 
 
@@ -130,7 +134,8 @@ def bench_parser(description: str) -> argparse.ArgumentParser:
         "--only",
         choices=ROWS,
         help="run only this row (default: all); `tools`: a 4 KiB File.Read through the gate "
-        "and the tool runtime against raw nats-py request/reply",
+        "and the tool runtime against raw nats-py request/reply; `llm`: a streamed model call "
+        "through the gate and the LLM gateway against a client reading the provider directly",
     )
     return parser
 

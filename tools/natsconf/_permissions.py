@@ -246,11 +246,11 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.tool_runtime()
         _artifact_grants(g, write=True)
     elif role == LLM:
-        # Like the tool runtime: it verifies the bundle itself, and keeps each request's
-        # answer, so a redelivered request is answered from it and never twice.
+        # It verifies the bundle itself and keeps each answer (never answered twice).
         g.read_bucket("policy")
         g.read_bucket("llm_runs")
         g.write_keys("llm_runs", "run.>")
+        g.pub(ns.wildcard("chunks"))  # streamed answers, each to the principal that asked
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
@@ -341,8 +341,9 @@ def permissions_for(
         deny += [f"{JS_API}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
     if role == OPERATOR:
         deny += operator_denies(ns.root)
-    # A person follows its sessions' timelines and the gate's word on what it sent, live.
-    follows: tuple[str, ...] = ()
+    # A person follows its sessions' timelines and the gate's word on what it sent, live; an
+    # agent the text of its own streamed model calls as the gateway sends it.
+    follows: tuple[str, ...] = (ns.chunks(actor),) if role == "agent" else ()
     if role == "cli":
         follows = (ns.timelines(actor), ns.decisions(actor))
     elif role in (AUDIT_READER, OPERATOR):
