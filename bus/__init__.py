@@ -96,6 +96,7 @@ from bus._settings import (
 from bus._shipped import SHIPPED_ROOT, shipped
 from bus._store_lock import StoreInUseError
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
+from bus._tracing import configure_tracing, shutdown_tracing, trace_publish
 
 __all__ = (
     "ACTOR_READY",
@@ -177,6 +178,7 @@ __all__ = (
     "actor_command",
     "check_fsync",
     "configure_logging",
+    "configure_tracing",
     "connect",
     "consumer_config",
     "current_trace_id",
@@ -202,9 +204,11 @@ __all__ = (
     "run_actor",
     "serve_metrics",
     "shipped",
+    "shutdown_tracing",
     "stop_like_interrupt",
     "stream_configs",
     "through_elections",
+    "trace_publish",
     "trace_scope",
     "traceparent_for",
     "validated_options",
