@@ -59,6 +59,7 @@ from bus._headers import (
     TraceHeaders,
     parse_trace_headers,
     traceparent_for,
+    well_formed_traceparent,
 )
 from bus._history import HistoryError, StoredMessage, read_history, read_history_batches
 from bus._keys import KeyFileError, load_private_key, load_public_key
@@ -212,5 +213,6 @@ __all__ = (
     "trace_scope",
     "traceparent_for",
     "validated_options",
+    "well_formed_traceparent",
     "wire_size",
 )
