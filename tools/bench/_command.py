@@ -70,6 +70,7 @@ from tools.bench._gate import decide_timing, gate_rounds, summarise_gate
 from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
 from tools.bench._options import ROWS, bench_parser, resolve
+from tools.bench._otel import otel_step
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
 from tools.bench._scale import decision_options, print_scale, registry_options, scale_rows
@@ -372,6 +373,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
             scale,
         ),
         "tools": tools_step(args, result),
+        "otel": otel_step(args, result),
     }
     chosen = [args.only] if args.only else list(ROWS)
     if not args.audit_backlog and "audit" in chosen:

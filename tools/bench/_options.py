@@ -27,6 +27,7 @@ ROWS: Final = (
     "context",
     "scale",
     "tools",
+    "otel",
 )
 """Every row, in the order a run without `--only` takes them."""
 
