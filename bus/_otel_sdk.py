@@ -27,6 +27,10 @@ class _ParleyTraceIds(RandomIdGenerator):
     def generate_trace_id(self) -> int:
         return self._root.get() or super().generate_trace_id()
 
+    def is_trace_id_random(self) -> bool:
+        """A Parley trace id is not promised to be random (W3C's `random-trace-id` flag)."""
+        return not self._root.get()
+
 
 def make_provider(
     service: str, instance: str, root_trace_id: contextvars.ContextVar[int]
