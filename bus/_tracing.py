@@ -65,8 +65,8 @@ BOUNDARIES: Final[Mapping[str, str]] = {
     "console": "Session Coordination",
     "person": "Session Coordination",
 }
-"""Seed 002 §18's trace boundaries by actor kind; an actor not named here (a person's CLI, an
-example actor) coordinates sessions."""
+"""Seed 002 §18's trace boundaries by actor kind (`person`: a person's command); an actor not
+named here (an example actor) coordinates sessions."""
 
 _APPROVAL_KINDS: Final = frozenset({"approval_request"})
 _WORKSPACE_KINDS: Final = frozenset({"tool_result"})
@@ -113,7 +113,7 @@ def configure_tracing(actor_kind: str, actor_id: str) -> bool:
     Configured by the standard variables alone: an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
     `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) turns it on, `OTEL_SDK_DISABLED=true` or
     `OTEL_TRACES_EXPORTER=none` keep it off, `OTEL_SERVICE_NAME` and
-    `OTEL_RESOURCE_ATTRIBUTES` name the process (else `service` names it), `OTEL_BSP_*` pace
+    `OTEL_RESOURCE_ATTRIBUTES` name the process (else `parley-<kind>` does), `OTEL_BSP_*` pace
     the batches and `OTEL_EXPORTER_OTLP_HEADERS` authenticate them.
     """
     global tracer, _provider, _identity
