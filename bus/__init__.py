@@ -59,6 +59,7 @@ from bus._headers import (
     TraceHeaders,
     parse_trace_headers,
     traceparent_for,
+    well_formed_traceparent,
 )
 from bus._history import HistoryError, StoredMessage, read_history, read_history_batches
 from bus._keys import KeyFileError, load_private_key, load_public_key
@@ -97,6 +98,7 @@ from bus._settings import (
 from bus._shipped import SHIPPED_ROOT, shipped
 from bus._store_lock import StoreInUseError
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
+from bus._tracing import configure_tracing, shutdown_tracing, trace_publish
 
 __all__ = (
     "ACTOR_READY",
@@ -179,6 +181,7 @@ __all__ = (
     "actor_command",
     "check_fsync",
     "configure_logging",
+    "configure_tracing",
     "connect",
     "consumer_config",
     "current_trace_id",
@@ -204,11 +207,14 @@ __all__ = (
     "run_actor",
     "serve_metrics",
     "shipped",
+    "shutdown_tracing",
     "stop_like_interrupt",
     "stream_configs",
     "through_elections",
+    "trace_publish",
     "trace_scope",
     "traceparent_for",
     "validated_options",
+    "well_formed_traceparent",
     "wire_size",
 )

@@ -27,6 +27,7 @@ __all__ = (
     "TraceHeaders",
     "parse_trace_headers",
     "traceparent_for",
+    "well_formed_traceparent",
 )
 
 TRACE_ID = "Parley-Trace-Id"
@@ -148,3 +149,17 @@ def traceparent_for(trace_id: str, envelope_id: str) -> str:
     if len(trace_hex) != 32 or len(span_hex) != 16 or not _HEX.issuperset(trace_hex + span_hex):
         return ""
     return f"00-{trace_hex}-{span_hex}-01"
+
+
+def well_formed_traceparent(headers: Mapping[str, str] | None) -> str:
+    """The message's `traceparent` if it is a well-formed W3C version-00 one, else "": a
+    claim like any header, kept (in an audit record) only in the one shape it may have."""
+    value = (headers or {}).get(TRACEPARENT, "")
+    parts = value.split("-")
+    if len(value) != 55 or [len(part) for part in parts] != [2, 32, 16, 2]:
+        return ""
+    if parts[0] != "00" or not _HEX.issuperset(value.replace("-", "")):
+        return ""
+    if parts[1] == "0" * 32 or parts[2] == "0" * 16:
+        return ""
+    return value

@@ -15,9 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nats.js.api import PubAck
+from opentelemetry.trace import Span
 
+from bus import _tracing
 from bus._ackinbox import AckInbox
 from bus._fastbatch import FastBatches
+from bus._headers import TRACEPARENT
 
 __all__ = ("EffectError", "Outbox", "settle")
 
@@ -29,7 +32,7 @@ class EffectError(RuntimeError):
 class Outbox:
     """The pending publishes of one message being handled."""
 
-    __slots__ = ("_acked", "_inbox", "_stall_s", "batches", "pending")
+    __slots__ = ("_acked", "_inbox", "_stall_s", "batches", "pending", "span")
 
     def __init__(self, inbox: AckInbox, stall_s: float = 5.0) -> None:
         self._inbox = inbox
@@ -39,6 +42,9 @@ class Outbox:
         """The fast batches of the handled batch this message is in, when the runtime
         opened them (bus/_fastbatch.py)."""
         self._acked: list[Callable[[], None]] = []
+        self.span: Span | None = None
+        """The span of the message being handled while tracing is on (bus/_tracing.py):
+        each envelope published here is a child of it."""
 
     def when_acked(self, callback: Callable[[], None]) -> None:
         """Call `callback` once this message's effects are stored and its ack recorded.
@@ -66,6 +72,8 @@ class Outbox:
                 (the server is down or overloaded): the handler fails and its message is
                 retried later instead of blocking for ever.
         """
+        if _tracing.tracer is not None and TRACEPARENT in headers:
+            _tracing.publish_span(self.span, subject, payload, headers)
         future = await self._inbox.publish(subject, payload, headers, stall_s=self._stall_s)
         self.pending.append(future)
         return future
@@ -85,6 +93,8 @@ class Outbox:
         if self.batches is None:
             await self.publish(subject, payload, headers)
             return
+        if _tracing.tracer is not None and TRACEPARENT in headers:
+            _tracing.publish_span(self.span, subject, payload, headers)
         self.pending.append(await self.batches.publish(stream, subject, payload, headers))
 
     def include(self, future: asyncio.Future[PubAck]) -> None:

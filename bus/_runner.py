@@ -27,6 +27,7 @@ from bus._metrics import ActorMetrics, serve_metrics
 from bus._provision import ProvisionError
 from bus._runtime import ActorRuntime
 from bus._settings import ConfigError
+from bus._tracing import configure_tracing, shutdown_tracing
 
 __all__ = ("ExitCode", "dump_tasks", "run_actor")
 
@@ -83,8 +84,11 @@ async def _serve(actor: Actor) -> ExitCode:
 def run_actor(actor: Actor) -> int:
     """Run `actor` in this process until a stop signal; return the exit code."""
     configure_logging(actor.actor_id, actor.settings.log_level)
+    configure_tracing(actor.kind, actor.actor_id)  # only if OTEL_* asks for it
     try:
         return int(uvloop.run(_serve(actor)))
     except Exception:
         log.exception("actor crashed")
         return int(ExitCode.CRASHED)
+    finally:
+        shutdown_tracing()  # the spans still batched are exported before the process ends

@@ -27,6 +27,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from bus import _tracing
 from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import Link, Uptime, connect_when_up, drain, jetstream
@@ -42,6 +43,7 @@ from bus._metrics import ActorMetrics
 from bus._outbox import settle
 from bus._provision import provision_for
 from bus._quarantine import Quarantine, Settled, alert_possible_death
+from bus._traced import Batch, batch_traced, handle_traced
 from schemas import Namespace
 
 __all__ = ("ActorRuntime",)
@@ -190,6 +192,8 @@ class ActorRuntime:
         )
 
     async def _handle(self, job: Job) -> Exception | None:
+        if _tracing.tracer is not None and job.envelope is not None:
+            return await handle_traced(self.actor, job.envelope, job.ctx)
         with trace_scope(job.ctx.trace_id):
             try:
                 if job.envelope is None:
@@ -204,6 +208,11 @@ class ActorRuntime:
         batch = [(job.envelope, job.ctx) for job in jobs if job.envelope is not None]
         if len(batch) != len(jobs):
             raise RuntimeError("raw messages are never handled as a batch")
+        if _tracing.tracer is None:
+            return await self._handle_batch_untraced(jobs, batch)
+        return await batch_traced(batch, lambda: self._handle_batch_untraced(jobs, batch))
+
+    async def _handle_batch_untraced(self, jobs: list[Job], batch: Batch) -> list[Exception | None]:
         batches = self._batcher.begin() if self._batcher is not None else None
         for job in jobs:  # one fast batch per stream for their `publish_batched` effects
             job.ctx.outbox.batches = batches

@@ -120,6 +120,9 @@ class AuditRecord(Envelope, frozen=True, kw_only=True, tag="audit_record"):
     """Tools a sub-agent's answer says it used (seed 004 `tool_calls`)."""
     deadline_at: UtcTime | None = None
     """When the gate's deadline for an admitted call ran out."""
+    traceparent: str = ""
+    """The W3C trace context the recorded fact was published in, so a record leads to its
+    span in an OpenTelemetry backend; empty in records written before it was kept."""
     chain_index: NonNegative = 0
     """Position in the audit chain, from 1; a checkpoint's `count` names one of these."""
     prev_hash: str = ""

@@ -33,7 +33,15 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus import RECONNECT_WINDOW_S, ConfigError, Settings, TraceHeaders
+from bus import (
+    RECONNECT_WINDOW_S,
+    ConfigError,
+    Settings,
+    TraceHeaders,
+    configure_tracing,
+    shutdown_tracing,
+    trace_publish,
+)
 from schemas import (
     Control,
     DecodeError,
@@ -179,7 +187,9 @@ async def submit_as(nc: NATS, ns: Namespace, person: str, envelope: HumanMessage
     """Submit `envelope` as the person: a root envelope, whose trace is its own id. Stored
     (JetStream acknowledged it) when this returns."""
     headers = TraceHeaders(trace_id=envelope.id, origin=person).to_headers(envelope.id)
-    await nc.jetstream().publish(ns.submit(person), encode(envelope), headers=headers)
+    payload = encode(envelope)
+    trace_publish(ns.submit(person), payload, headers)  # a trace's root span, when tracing
+    await nc.jetstream().publish(ns.submit(person), payload, headers=headers)
     if isinstance(envelope, HumanMessage):
         remember_trace(envelope.id)  # `parley trace last`, `parley calls last`
 
@@ -307,6 +317,7 @@ def on_ctrl_c() -> asyncio.Event:
 def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run a waiting command and turn what ends it into its exit code, with one line on
     standard error for a configuration that cannot work or a server that cannot be reached."""
+    configure_tracing("person", name)  # only if OTEL_* asks for it
     try:
         return asyncio.run(command())
     except ConfigError as exc:
@@ -321,3 +332,5 @@ def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> i
         return EXIT_LOST
     except (OSError, nats.errors.NoServersError, nats.errors.ConnectionClosedError) as exc:
         return report_failure(name, exc, EXIT_LOST)
+    finally:
+        shutdown_tracing()  # the command's root spans are exported before it exits

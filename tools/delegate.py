@@ -48,7 +48,15 @@ from actors.delegation import (
     aggregate_status,
     request_envelope,
 )
-from bus import ConfigError, Input, Settings, TraceHeaders, consumer_config, jetstream
+from bus import (
+    ConfigError,
+    Input,
+    Settings,
+    TraceHeaders,
+    consumer_config,
+    jetstream,
+    trace_publish,
+)
 from schemas import (
     DelegationConstraints,
     DelegationRequest,
@@ -289,7 +297,9 @@ async def _submit_all(
             trace_id=request.id, hop_count=hop_delta_for(request), origin=person
         )
         headers = position.to_headers(request.id)
-        stores.append(js.publish(ns.submit(person), encode(request), headers=headers))
+        payload = encode(request)
+        trace_publish(ns.submit(person), payload, headers)  # a trace's root, when tracing
+        stores.append(js.publish(ns.submit(person), payload, headers=headers))
     await asyncio.gather(*stores)
     if requests:
         remember_trace(requests[-1].id)  # `parley trace last`, `parley calls last`

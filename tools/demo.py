@@ -40,8 +40,10 @@ from bus import (
     EmbeddedServer,
     Supervisor,
     Topology,
+    configure_tracing,
     provision,
     shipped,
+    shutdown_tracing,
     stop_like_interrupt,
 )
 from bus._supervisor import GiveUp
@@ -297,7 +299,17 @@ async def _converse(
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    # With OTEL_* set, the demo's person (this process) and every actor export their spans:
+    # the session is one trace (docs/interop.md).
+    configure_tracing("person", "demo")
     stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping servers and actors
+    try:
+        return _demo(args)
+    finally:
+        shutdown_tracing()
+
+
+def _demo(args: argparse.Namespace) -> int:
     if args.tools:
         # tools.demo_tools builds on this module (sign_policy): imported here, not above.
         from tools.demo_tools import run_tools_demo

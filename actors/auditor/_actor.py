@@ -77,6 +77,7 @@ from bus import (
     Settings,
     load_private_key,
     validated_options,
+    well_formed_traceparent,
 )
 from schemas import PII_KINDS, AnyEnvelope, AuditRecord, check_token, key_id, utc_now
 
@@ -322,6 +323,7 @@ class AuditorActor(Actor):
             causation_id=ctx.causation_id,
             origin=ctx.trace.origin,
             at=utc_now(),
+            traceparent=well_formed_traceparent(ctx.headers),
         )
         records = records_for(
             envelope,

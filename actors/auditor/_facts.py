@@ -82,6 +82,8 @@ class FactSource:
     causation_id: str
     origin: str
     at: datetime
+    traceparent: str = ""
+    """The fact's `traceparent` header when it is a well-formed W3C one, else empty."""
 
 
 def _record_id(source: FactSource, profile: str) -> str:
@@ -142,6 +144,7 @@ def _decision_records(
                 redactor.preview(profile, name, _TOOL_NAME) for name in decision.tools_used
             ),
             deadline_at=decision.deadline_at,
+            traceparent=source.traceparent,
         )
         for profile in profiles
     ]
@@ -195,6 +198,7 @@ def _event_record(
         source_seq=source.seq,
         session_id=event.session_id,
         causation_id=source.causation_id,
+        traceparent=source.traceparent,
     )
 
 

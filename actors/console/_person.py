@@ -33,7 +33,7 @@ from actors.console._delegations import (
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import principal_of
 from actors.delegation import Delegate, request_envelope
-from bus import ConfigError, Settings, TraceHeaders, connect, jetstream
+from bus import ConfigError, Settings, TraceHeaders, connect, jetstream, trace_publish
 from schemas import (
     Control,
     Decision,
@@ -324,7 +324,7 @@ class PersonLink:
             trace_id=envelope.id, hop_count=hop_delta_for(envelope), origin=self.principal
         )
         headers = position.to_headers(envelope.id)
+        subject, payload = self.ns.submit(self.principal), encode(envelope)
+        trace_publish(subject, payload, headers)  # a trace's root span, when tracing
         js = jetstream(self._nc, self.settings)
-        await asyncio.wait_for(
-            js.publish(self.ns.submit(self.principal), encode(envelope), headers=headers), 10
-        )
+        await asyncio.wait_for(js.publish(subject, payload, headers=headers), 10)

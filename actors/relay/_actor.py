@@ -57,6 +57,7 @@ from bus import (
     MessageTooLarge,
     Settings,
     TraceHeaders,
+    trace_publish,
     validated_options,
 )
 from schemas import (
@@ -373,8 +374,8 @@ class RelayActor(Actor):
             origin=caller.origin,
             deadline_ms=caller.deadline_ms,
         )
-        ns = self.bus.namespace
-        await self.bus.js.publish(
-            ns.submit(caller.shared), encode(answer), headers=position.to_headers(answer.id)
-        )
+        subject, payload = self.bus.namespace.submit(caller.shared), encode(answer)
+        headers = position.to_headers(answer.id)
+        trace_publish(subject, payload, headers)  # in the caller's trace, when tracing
+        await self.bus.js.publish(subject, payload, headers=headers)
         log.info("answer submitted", extra={"shared": caller.shared, "id": answer.id})

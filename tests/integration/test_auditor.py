@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nats.aio.client import Client as NATS
 
-from bus import EmbeddedServer, read_history
+from bus import EmbeddedServer, read_history, traceparent_for
 from schemas import (
     AgentCall,
     Decision,
@@ -98,6 +98,10 @@ async def test_collaboration_and_denied_call_are_scoped_to_their_profiles(
         ]
         assert {r.profile for r in gpt} == {"gpt"}
         assert gpt[3].decision_code == "TARGET_NOT_ALLOWED" and gpt[3].success is False
+        # A record carries the trace context its fact was published in (none for an event
+        # published without one).
+        assert gpt[0].traceparent == traceparent_for(call.trace_id, call.id) != ""
+        assert gpt[2].traceparent == ""
         claude = await query_records(js, namespace, tenant="demo", profile="claude")
         assert [r.envelope_id for r in claude] == [call.envelope_id, answer.envelope_id]
         mallory = await query_records(js, namespace, tenant="demo", profile="mallory")

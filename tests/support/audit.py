@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from nats.js import JetStreamContext
 
-from bus import MSG_ID
+from bus import MSG_ID, TRACEPARENT, traceparent_for
 from schemas import Decision, ErrorCode, Namespace, SessionEvent, encode, new_id, utc_now
 from tests.support.processes import ProcessOutput, parley_env, start_actor
 
@@ -122,7 +122,11 @@ async def publish_fact(js: JetStreamContext, ns: Namespace, fact: Decision | Ses
     """Publish a fact where the gate (a decision) or the router (a session event) would."""
     if isinstance(fact, Decision):
         subject = ns.decisions(fact.sender)
-        headers = {MSG_ID: fact.id, "Parley-Trace-Id": fact.trace_id}
+        headers = {
+            MSG_ID: fact.id,
+            "Parley-Trace-Id": fact.trace_id,
+            TRACEPARENT: traceparent_for(fact.trace_id, fact.id),
+        }
     else:
         subject = ns.events("cli", fact.session_id)
         headers = {MSG_ID: fact.id}

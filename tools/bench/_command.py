@@ -71,6 +71,7 @@ from tools.bench._kit import AckCounter, bench_envelope, percentile_us, preload
 from tools.bench._latency import latency_rows
 from tools.bench._llmstream import llm_step
 from tools.bench._options import ROWS, bench_parser, resolve
+from tools.bench._otel import otel_step
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
 from tools.bench._scale import print_scale, scale_from
@@ -372,6 +373,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         ),
         "tools": tools_step(args, result),
         "llm": llm_step(args, result),
+        "otel": otel_step(args, result),
     }
     chosen = [args.only] if args.only else list(ROWS)
     if not args.audit_backlog and "audit" in chosen:

@@ -28,6 +28,7 @@ ROWS: Final = (
     "scale",
     "tools",
     "llm",
+    "otel",
 )
 """Every row, in the order a run without `--only` takes them."""
 

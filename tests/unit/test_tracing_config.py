@@ -1,0 +1,116 @@
+"""Tracing is configured by the standard OTEL_* variables alone and is off without them; on, a
+publish outside any span is a trace's root named by its Parley trace id, exported over
+OTLP/HTTP to a real receiver in this test."""
+
+from __future__ import annotations
+
+import pytest
+
+from bus import (
+    TRACEPARENT,
+    TraceHeaders,
+    _tracing,
+    configure_tracing,
+    shutdown_tracing,
+    trace_publish,
+    traceparent_for,
+)
+from bus._tracing import boundary_of
+from schemas import HumanMessage, encode, new_id, utc_now
+from tests.support.otlp import otel_env, otlp_receiver
+
+_OTEL = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _OTEL:
+        monkeypatch.delenv(name, raising=False)
+    shutdown_tracing()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_TRACES_EXPORTER": "none"},
+    ],
+)
+def test_tracing_is_off_unless_an_endpoint_asks_for_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert configure_tracing("gate", "gate") is False
+    assert _tracing.tracer is None
+    headers = TraceHeaders(trace_id=new_id()).to_headers(new_id())
+    before = dict(headers)
+    trace_publish("parley.submit.cli", b"{}", headers)
+    assert headers == before  # off, the header stays the one derived from the ids
+
+
+def test_a_root_publish_is_exported_under_the_parley_trace_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = HumanMessage(
+        id=new_id(), created_at=utc_now(), text="hi", call_id=new_id(), session_id=new_id()
+    )
+    with otlp_receiver() as receiver:
+        for name, value in otel_env(receiver.endpoint).items():
+            monkeypatch.setenv(name, value)
+        assert configure_tracing("person", "alice") is True
+        headers = TraceHeaders(trace_id=message.id, origin="alice").to_headers(message.id)
+        trace_publish("parley.submit.alice", encode(message), headers)
+        shutdown_tracing()  # exports what is batched before it returns
+        spans = list(receiver.spans)
+    assert _tracing.tracer is None
+    [span] = spans
+    trace_hex = message.id.replace("-", "")
+    assert headers[TRACEPARENT] != traceparent_for(message.id, message.id)
+    assert headers[TRACEPARENT] == f"00-{trace_hex}-{span.span_id}-01"
+    assert (span.trace_id, span.parent_id, span.name) == (
+        trace_hex,
+        "",
+        "Session Coordination publish",
+    )
+    assert (span.service, span.instance) == ("parley-person", "alice")
+    assert span.attributes["parley.kind"] == "human_message"
+    assert span.attributes["parley.target"] == "router"
+    assert span.attributes["parley.session"] == message.session_id
+    assert span.attributes["parley.hop"] == 0
+
+
+def test_otel_service_name_wins_over_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    with otlp_receiver() as receiver:
+        for name, value in otel_env(receiver.endpoint).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "my-parley")
+        assert configure_tracing("gate", "gate")
+        headers = TraceHeaders(trace_id=new_id()).to_headers(new_id())
+        trace_publish("parley.deliver.x", b"not json", headers)
+        shutdown_tracing()
+        [span] = receiver.spans
+    assert (span.service, span.instance, span.name) == (
+        "my-parley",
+        "gate",
+        "Policy and Guardrails publish",
+    )
+
+
+def test_boundaries_follow_seed_002() -> None:
+    assert boundary_of("gate") == "Policy and Guardrails"
+    assert boundary_of("agent") == "Agent Execution"
+    assert boundary_of("llm") == "LLM Gateway"
+    assert boundary_of("tools") == "Tool Execution"
+    assert boundary_of("tools", "tool_result") == "Workspace and Artifacts"
+    assert boundary_of("gate", "approval_request") == "Approval"
+    assert boundary_of("router") == "Session Coordination"
+    assert boundary_of("some-example-actor") == "Session Coordination"
