@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -275,3 +275,28 @@ def dead_letters_for(
     the letters its own push out; an agent or person files only its own, and could not."""
     trusted = settings.js_api_prefix == "$JS.API"
     return DeadLetters(js, ns, actor_id, settings.max_payload, metrics, watch_drops=trusted)
+
+
+async def watch_exhausted(
+    nc: NATS,
+    dead: DeadLetters,
+    ns: Namespace,
+    settings: Settings,
+    inputs: Sequence[tuple[str, str]],
+) -> None:
+    """Watch for messages that exhausted their deliveries: an actor's own on its `inputs`
+    (stream, durable), unless it leaves them to a more trusted actor (`move_exhausted`), and
+    every consumer's of the stream families it was told to look after (`move_exhausted_of`)."""
+    work_queues = {ns.stream("submit"), ns.stream("deliver")}
+    dead_stream = ns.stream("dead")
+    if settings.move_exhausted:
+        for stream, durable in inputs:
+            if stream == dead_stream:
+                continue  # a dead letter is never dead-lettered again (bus/_failures.py)
+            await dead.watch_max_deliveries(nc, stream, durable, remove=stream in work_queues)
+    for family in settings.move_exhausted_of:
+        stream = ns.stream(family)
+        if stream == dead_stream:
+            log.warning("not moving exhausted dead letters: they would loop back")
+            continue
+        await dead.watch_max_deliveries(nc, stream, None, remove=stream in work_queues)

@@ -32,7 +32,7 @@ from bus._ackinbox import AckInbox, PublishStalled
 from bus._actor import Actor, BusHandle, Input
 from bus._connection import Link, Uptime, connect_when_up, drain, jetstream
 from bus._consumer import ConsumerLoop
-from bus._deadletter import DeadLetters, dead_letters_for
+from bus._deadletter import dead_letters_for, watch_exhausted
 from bus._failures import Failures
 from bus._fastbatch import FastBatcher
 from bus._gc import collect_less
@@ -136,7 +136,13 @@ class ActorRuntime:
                 uptime,
             )
             await heartbeat.beat()
-            await self._watch_exhausted(nc, dead, [loop.spec for loop in loops])
+            await watch_exhausted(
+                nc,
+                dead,
+                self.namespace,
+                settings,
+                [(lp.spec.stream, lp.spec.durable) for lp in loops],
+            )
             readies = [asyncio.Event() for _ in loops]
             async with asyncio.TaskGroup() as tasks:
                 for loop, ready in zip(loops, readies, strict=True):
@@ -154,26 +160,6 @@ class ActorRuntime:
                     )
                 all_ready.cancel()
             await quarantine.hand_over(self._settled)  # stopped cleanly: for the next one
-
-    async def _watch_exhausted(self, nc: NATS, dead: DeadLetters, specs: list[Input]) -> None:
-        """Watch for messages that exhausted their deliveries: this actor's own, unless it
-        leaves them to a more trusted actor (`move_exhausted`), and every consumer's of the
-        stream families it was told to look after (`move_exhausted_of`)."""
-        ns = self.namespace
-        work_queues = {ns.stream("submit"), ns.stream("deliver")}
-        if self.settings.move_exhausted:
-            for spec in specs:
-                if spec.stream == self._dead_stream:
-                    continue  # a dead letter is never dead-lettered again (bus/_failures.py)
-                await dead.watch_max_deliveries(
-                    nc, spec.stream, spec.durable, remove=spec.stream in work_queues
-                )
-        for family in self.settings.move_exhausted_of:
-            stream = ns.stream(family)
-            if stream == self._dead_stream:
-                log.warning("not moving exhausted dead letters: they would loop back")
-                continue
-            await dead.watch_max_deliveries(nc, stream, None, remove=stream in work_queues)
 
     def _loop_for(self, spec: Input, js: JetStreamContext) -> ConsumerLoop:
         async def process(messages: list[Msg], handled: asyncio.Event) -> None:

@@ -27,9 +27,10 @@ def test_keygen_sign_verify_show(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "valid: bundle version 1 (demo-1) for tenant demo" in out
     profiles = (
-        "claude, cli, coder, gpt, local, person-alice, person-bob, planner, researcher, reviewer"
+        "claude, cli, coder, gpt, llm, local, person-alice, person-bob, planner, researcher, "
+        "reviewer, router, tools"
     )
-    assert f"profiles: {profiles}, router" in out
+    assert f"profiles: {profiles}\n" in out
 
     assert main(["policy", "verify", "--pub", str(other / "policy.pub"), str(signed)]) == 1
     assert "refused (POLICY_BUNDLE_INVALID, unknown_key)" in capsys.readouterr().err
