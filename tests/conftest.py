@@ -18,6 +18,7 @@ from nats.aio.client import Client as NATS
 from bus import EmbeddedCluster, EmbeddedServer, provision
 from schemas import Namespace
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
+from tests.support.tool_system import ToolSystem, running_tool_system
 from tests.support.wire import Effects
 from tools.natsconf import write_nats_config
 
@@ -87,3 +88,12 @@ def locked_down(tmp_path: Path, namespace: Namespace) -> Iterator[LockedDown]:
     server.start()
     yield LockedDown(server, config_dir, namespace)
     server.close()
+
+
+@pytest.fixture(scope="session")
+async def tool_system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ToolSystem]:
+    """One locked-down system with the tool runtime per test process, shared by the
+    end-to-end tool tests: each asks its own agent, in sessions of its own
+    (tests/support/tool_system.py)."""
+    async with running_tool_system(tmp_path_factory.mktemp("tool-system")) as system:
+        yield system
