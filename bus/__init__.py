@@ -65,6 +65,7 @@ from bus._history import HistoryError, StoredMessage, read_history, read_history
 from bus._keys import KeyFileError, load_private_key, load_public_key
 from bus._kv_history import leader_history, leader_revision
 from bus._last_values import LastValues
+from bus._lazy import lazy_exports
 from bus._lifeline import owned_argv, stop_like_interrupt
 from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._metrics import ActorMetrics, serve_metrics
@@ -191,6 +192,7 @@ __all__ = (
     "handling_key",
     "is_election_error",
     "jetstream",
+    "lazy_exports",
     "leader_history",
     "leader_revision",
     "load_private_key",

@@ -18,8 +18,8 @@ registered agents' names), `_app` (HTTP, WebSocket and security headers), `_acto
 process), and `static/` (the page, shipped as package data).
 """
 
-from actors.console._actor import ConsoleActor
-from actors.console._app import CONTENT_SECURITY_POLICY
+from typing import TYPE_CHECKING
+
 from actors.console._delegations import ANSWER_MARGIN_S, DelegationInbox, delegation_result
 from actors.console._options import ConsoleOptions
 from actors.console._person import Notification, PersonLink, person_settings
@@ -30,6 +30,17 @@ from actors.console._tokens import (
     TokenStore,
     TokenStoreError,
     principal_of,
+)
+from bus import lazy_exports
+
+if TYPE_CHECKING:
+    from actors.console._actor import ConsoleActor
+    from actors.console._app import CONTENT_SECURITY_POLICY
+
+# The web server (uvicorn, starlette, websockets) only for a process that runs the console.
+__getattr__ = lazy_exports(
+    __name__,
+    {"ConsoleActor": "actors.console._actor", "CONTENT_SECURITY_POLICY": "actors.console._app"},
 )
 
 __all__ = (

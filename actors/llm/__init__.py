@@ -10,7 +10,8 @@ Inside: `_actor` (the process), `_options` (providers, keys, models), `_policy`,
 and answers), `_answers` (each request answered at most once).
 """
 
-from actors.llm._actor import LlmActor
+from typing import TYPE_CHECKING
+
 from actors.llm._guardrails import UNTRUSTED_OPEN, Guarded, guard, ungranted_tools
 from actors.llm._options import LlmOptions, ProviderSettings
 from actors.llm._policy import (
@@ -22,6 +23,13 @@ from actors.llm._policy import (
     output_cap,
 )
 from actors.llm._wire import RETRYABLE_STATUS, provider_message, provider_tool_name
+from bus import lazy_exports
+
+if TYPE_CHECKING:
+    from actors.llm._actor import LlmActor
+
+# The provider client (httpx) only for the gateway's own process: the gate reads the policy.
+__getattr__ = lazy_exports(__name__, {"LlmActor": "actors.llm._actor"})
 
 __all__ = (
     "CHARS_PER_TOKEN",

@@ -2,7 +2,8 @@
 §3.2, §9, §13). Built-in capabilities are File, Shell, Network, Git and Workspace tools; MCP
 servers' tools are capabilities of their own."""
 
-from actors.tools._actor import ToolsActor
+from typing import TYPE_CHECKING
+
 from actors.tools._admission import admit_request
 from actors.tools._approvals import approval_risk, approval_summary
 from actors.tools._arguments import (
@@ -50,7 +51,6 @@ from actors.tools._git import (
     push_url_allowed,
 )
 from actors.tools._http import check_url, execute_http
-from actors.tools._mcp import McpHub
 from actors.tools._mcp_scope import PATH_ARGUMENT_NAMES
 from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText, mcp_capability
 from actors.tools._paths import check_path
@@ -59,6 +59,16 @@ from actors.tools._scopes import check_request, check_size, narrow_scope
 from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 from actors.tools._step_records import StepRecords
 from actors.tools._upload import DEFAULT_MAX_UPLOAD_BYTES, execute_workspace_upload
+from bus import lazy_exports
+
+if TYPE_CHECKING:
+    from actors.tools._actor import ToolsActor
+    from actors.tools._mcp import McpHub
+
+# The MCP SDK only for the runtime's own process: the gate reads scopes and summaries.
+__getattr__ = lazy_exports(
+    __name__, {"ToolsActor": "actors.tools._actor", "McpHub": "actors.tools._mcp"}
+)
 
 __all__ = (
     "ARGUMENTS",

@@ -13,7 +13,6 @@ from actors.agent._profile import (
     ScriptedBrainConfig,
     SubprocessBrainConfig,
 )
-from actors.agent.brains._a2a import A2aBrain
 from actors.agent.brains._anthropic import AnthropicBrain
 from actors.agent.brains._gateway import gateway_brain
 from actors.agent.brains._openai import OpenAIBrain
@@ -38,5 +37,8 @@ def make_brain(profile: AgentProfile) -> Brain:
     if isinstance(config, GatewayBrainConfig):
         return gateway_brain(profile, config)
     if isinstance(config, A2aBrainConfig):
+        # Imported only here: the A2A SDK costs every process that loads it over a second.
+        from actors.agent.brains._a2a import A2aBrain
+
         return A2aBrain(profile, config)
     assert_never(config)
