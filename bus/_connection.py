@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import nats
 from nats.aio.client import Client as NATS
 from nats.errors import NoServersError
 from nats.js import JetStreamContext
 
+from bus._barrier_client import BarrierClient
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
@@ -250,7 +250,8 @@ async def connect(
     if settings.nkey_seed_file is not None:
         # nats-py reads the seed from the file at each (re)connect to sign the server's nonce.
         options["nkeys_seed"] = str(settings.nkey_seed_file)
-    connection: NATS = await nats.connect(**options)
+    connection: NATS = BarrierClient()  # its flush() is a barrier (bus/_barrier_client.py)
+    await connection.connect(**options)
     client.append(connection)
     if uptime is not None:
         uptime.mark()
