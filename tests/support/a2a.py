@@ -76,9 +76,9 @@ async def a2a_deployment(root: Path, ns: Namespace) -> AsyncIterator[A2aDeployme
         locked = LockedDown(server, config_dir, ns)
         policy = root / "policy.toml"
         demo = (REPO / "deploy/policy/demo.toml").read_text()
-        old = '[profiles.gpt]\nallowed_targets = ["router"]'
+        old = "[profiles.gpt]\n"
         assert old in demo, "the demo bundle changed: gpt's profile is not where it was"
-        policy.write_text(demo.replace(old, old + "\na2a_exposed = true", 1))
+        policy.write_text(demo.replace(old, old + "a2a_exposed = true\n", 1))
         agents = {"gpt": _gpt_profile(root / "agents"), "claude": "claude"}
         async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
             auditor = {"signing_key": str(AuditorKeys(root).private_path), "tenant": "demo"}
