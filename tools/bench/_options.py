@@ -53,9 +53,9 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_agents_aim_pct": 10.0,
     "scale_decisions_trace": 10_000,
     "scale_decisions_pairs": 2000,
-    "scale_sessions": 1000,
+    "scale_sessions": 100,
     "scale_sessions_few": 10,
-    "tool_calls": 200,
+    "tool_calls": 100,
     "llm_calls": 10,
 }
 """The defaults: every row, small enough to end within minutes."""
