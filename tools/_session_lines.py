@@ -19,7 +19,8 @@ def render(event: SessionEvent, max_rounds: int) -> str | None:
     match event.event_type:
         case "session_created":
             who = ", ".join(str(p) for p in payload.get("participants", []))
-            return f"session {event.session_id}: {who}, up to {max_rounds} rounds"
+            rounds = "1 round" if max_rounds == 1 else f"{max_rounds} rounds"
+            return f"session {event.session_id}: {who}, up to {rounds}"
         case "step_completed":
             head = f"[{event.speaker} · {event.round}/{max_rounds}] {payload.get('message', '')}"
             handoff = payload.get("handoff")

@@ -100,6 +100,16 @@ async def test_a_newcomer_walks_the_readme(tmp_path: Path) -> None:
 async def _walk_the_console(page: Page, shots: Path) -> None:
     """A collaboration started and followed in the page, then its trace and alice's records."""
     await page.goto(page.url.split("#", 1)[0] + "#/new")
+    # Of every agent parley up registers, the form ticks the README's pair, and orchestration
+    # starts from the README's local and shared agents.
+    await expect(page.locator("#agent-choices input")).not_to_have_count(0, timeout=WAIT_MS)
+    ticked = page.locator("#agent-choices input:checked")
+    assert sorted([await box.get_attribute("value") or "" for box in await ticked.all()]) == [
+        "claude",
+        "gpt",
+    ]
+    await expect(page.locator("#local-agent")).to_have_value("local")
+    await expect(page.locator("#shared-agent")).to_have_value("claude")
     await page.check("input[name=mode][value=collaborate]")
     await page.fill("#goal-input", "Write a two-paragraph fairy tale about a lighthouse cat")
     await page.click("#start")

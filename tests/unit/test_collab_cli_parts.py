@@ -76,3 +76,9 @@ def test_the_collab_topology_runs_gate_router_and_both_agents() -> None:
     ]
     gate = topology.actor[0]
     assert gate.config is not None and gate.config.is_file()
+
+
+def test_the_opening_counts_its_rounds_in_words() -> None:
+    opened = _event("session_created", payload={"participants": ["gpt"]})
+    assert render(opened, 1) == "session s: gpt, up to 1 round"
+    assert render(opened, 6) == "session s: gpt, up to 6 rounds"

@@ -63,12 +63,17 @@ async function loadAgents() {
   } catch (error) {
     $("start-error").textContent = `The agents cannot be listed now: ${error.message}`;
   }
-  const before = new Set(chosenAgents());
   const fresh = !$("agent-choices").children.length;
-  $("agent-choices").replaceChildren(...names.map((name) => agentChoice(name, fresh || before.has(name))));
+  // A first form ticks one pair, the demo's if it is there: ticking every registered agent
+  // opened a collaboration among all of them, where the README's has two.
+  const pair = names.includes("gpt") && names.includes("claude") ? ["gpt", "claude"] : names.slice(0, 2);
+  const ticked = new Set(fresh ? pair : chosenAgents());
+  $("agent-choices").replaceChildren(...names.map((name) => agentChoice(name, ticked.has(name))));
   if (selectedMode() === "single") keepOneAgent("");
-  fillSelect($("local-agent"), names, "claude");
-  fillSelect($("shared-agent"), names, "gpt");
+  // Orchestration as the README shows it: the local agent drafts, claude is the shared one.
+  const local = names.includes("local");
+  fillSelect($("local-agent"), names, local ? "local" : "claude");
+  fillSelect($("shared-agent"), names, local ? "claude" : "gpt");
   show("no-agents", names.length === 0);
   $("start").disabled = names.length === 0;
   renderFirstSpeaker();
