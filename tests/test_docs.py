@@ -185,8 +185,8 @@ def test_the_readme_model_profiles_are_valid_profiles() -> None:
     blocks = re.findall(r"^```toml\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
     profiles = [AgentProfile.model_validate(tomllib.loads(block)) for block in blocks]
     assert {(profile.name, profile.brain.backend) for profile in profiles} == {
-        ("gpt", "openai"),
-        ("claude", "anthropic"),
+        ("gpt", "gateway"),
+        ("claude", "gateway"),
     }
     assert all(profile.model for profile in profiles), "a real model names its model"
 

@@ -11,6 +11,7 @@ the key each request came with.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.support.llm_server import WireServer, openai_completion
@@ -19,24 +20,11 @@ from tests.support.system import finished, parley_cli
 
 KEY = "sk-readme-real-model-0123"
 GOAL = "Outline a 3-step plan for a picnic."
-GPT = """\
-name = "gpt"
-model = "gpt-4o-mini"
-peers = ["claude"]
-
-[brain]
-backend = "gateway"    # its model calls go through the gate to the LLM gateway
-api = "openai"
-"""
-CLAUDE = """\
-name = "claude"
-model = "claude-sonnet-4-5"
-peers = ["gpt"]
-
-[brain]
-backend = "gateway"
-api = "anthropic"
-"""
+README_PROFILES = re.findall(
+    r"^```toml\n(.*?)^```", (REPO / "README.md").read_text(), re.MULTILINE | re.DOTALL
+)
+"""The README's "A real model" profiles, as a person copies them: gpt's, then claude's."""
+GPT, CLAUDE = README_PROFILES
 
 
 async def test_the_readme_real_model_profiles_reach_the_provider_through_the_gateway(
