@@ -6,10 +6,14 @@ Public face: `run_chaos` with its `ChaosOptions`, `add_chaos_command`, and `EVER
 Inside: `_command` (the run), `_cli` (its command line), `_schedule` (which fault when),
 `_faults` (injecting them), `_procs` (the actor processes), `_load` (the sessions it submits),
 `_delegations` (the delegations it makes, with `--delegations`), `_tools` (the tool steps it
-has an agent run, with `--tools`), `_agents` (the agent profiles those mixes need),
+has an agent run, with `--tools`), `_llm_mix` (the model calls it has an agent stream through
+the LLM gateway, with `--llm`, from `_llm_provider`'s slow local server), `_agents` (the
+agent profiles those mixes need),
 `_topology` (the processes it starts), `_lockdown` (the least-privilege broker it runs
 under), `_records` (reading the stored history back), `_facts` (what that history is made
-of), `_checker` (what must hold of it) and `_tool_check` (what must hold of the tool steps).
+of), `_checker` (what must hold of it), `_tool_check` (what must hold of the tool steps),
+`_llm_check` (of the model calls) and `_connections` (the run's own connections, and its walk
+of the audit chain).
 With `--shared`: `_shared_command` (the run), `_shared_faults` (its schedule and faults),
 `_shared_records` (both deployments' history) and `_shared_check` (issue 16's rule).
 """

@@ -27,6 +27,10 @@ answers each of the person's delegations in three turns:
 The delegation's input is its own envelope id (the tool worker sets it): the brain writes it
 as `{task}`, so each line names the call its step served, and the checker counts the lines
 per step (tools/chaos/_tool_check.py).
+
+With the LLM mix (`--llm N`, tools/chaos/_llm_mix.py) the folder also holds `narrator`, whose
+brain is no script: a `gateway` brain streaming each answer from the LLM gateway, which the
+run starts with a slow local provider (tools/chaos/_llm_provider.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from bus import shipped
 __all__ = (
     "COMMANDS_LOG",
     "DELEGATING_AGENT",
+    "LLM_AGENT",
+    "LLM_MODEL",
     "MIX_OBJECTIVE",
     "PERL",
     "SPECIALIST",
@@ -76,6 +82,14 @@ the runtime most likely lands mid-command."""
 TOOL_DEADLINE_MS = 12_000
 """Each tool step's wait: under half the person's deadline, as the delegation mix's calls."""
 
+LLM_AGENT = "narrator"
+"""The LLM mix's agent: each delegation it answers is one streamed model call."""
+LLM_MODEL = "chaos-stream"
+"""The model it asks for: allowed by the chaos bundle, served by the run's local provider."""
+LLM_TIMEOUT_S = 20
+"""How long its brain waits for the gateway's answer: under the person's deadline, so a call
+that never comes back still ends the delegation with its reason."""
+
 _DEPLOY_AGENTS = shipped("deploy/agents")
 
 _MIX_TURNS = f"""\
@@ -107,13 +121,17 @@ final = true
 """
 
 
-def agents_for(agents: tuple[str, ...], delegations: int, tools: int = 0) -> tuple[str, ...]:
+def agents_for(
+    agents: tuple[str, ...], delegations: int, tools: int = 0, llm: int = 0
+) -> tuple[str, ...]:
     """The agents a run starts: the collaboration's, plus the specialist when the delegation
-    mix is on and the toolsmith when the tool mix is."""
+    mix is on, the toolsmith when the tool mix is, and the narrator when the LLM mix is."""
     if delegations > 0 and SPECIALIST not in agents:
         agents = (*agents, SPECIALIST)
     if tools > 0 and TOOL_AGENT not in agents:
         agents = (*agents, TOOL_AGENT)
+    if llm > 0 and LLM_AGENT not in agents:
+        agents = (*agents, LLM_AGENT)
     return agents
 
 
@@ -134,6 +152,9 @@ def write_agents(folder: Path, agents: tuple[str, ...], *, delegating: bool = Tr
         if agent == TOOL_AGENT:
             (folder / f"{agent}.toml").write_text(_TOOL_PROFILE)
             (scripts / f"{agent}.toml").write_text(_tool_turns())
+            continue
+        if agent == LLM_AGENT:
+            (folder / f"{agent}.toml").write_text(_LLM_PROFILE)
             continue
         profile = (_DEPLOY_AGENTS / f"{agent}.toml").read_text()
         script = (_DEPLOY_AGENTS / "scripts" / f"{agent}.toml").read_text()
@@ -156,6 +177,20 @@ tools = ["File.Write", "Shell.Exec"]
 [brain]
 backend = "scripted"
 script = "scripts/{TOOL_AGENT}.toml"
+"""
+
+_LLM_PROFILE = f"""\
+# The chaos run's LLM mix (tools/chaos/_agents.py): one streamed model call per delegation.
+name = "{LLM_AGENT}"
+description = "Answers the chaos LLM mix's delegations with a model streamed through the gateway."
+model = "{LLM_MODEL}"
+capabilities = ["delegate_target"]
+
+[brain]
+backend = "gateway"
+api = "openai"
+stream = true
+timeout_s = {LLM_TIMEOUT_S}
 """
 
 _COMMAND = (

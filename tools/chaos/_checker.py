@@ -31,6 +31,8 @@ What it computes, and why each is a broken promise:
   (tools/chaos/_verdicts.py). A run whose load stopped proves nothing about later faults.
 - the tool mix (`--tools N`): every tool step ended with one result and none was applied
   twice (tools/chaos/_tool_check.py).
+- the LLM mix (`--llm N`): every model call ended with exactly one answer, a success or a
+  typed failure (tools/chaos/_llm_check.py).
 
 The facts themselves are plain records (tools/chaos/_facts.py).
 """
@@ -42,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tools.chaos._facts import Applied, DelegationOutcome, Fault, Published, SessionOutcome
+from tools.chaos._llm_check import LlmCheck
 from tools.chaos._tool_check import ToolsCheck
 from tools.chaos._verdicts import LoadCheck, check_load, recoveries, verdict_table
 
@@ -96,6 +99,8 @@ class ChaosReport:
     """Whether sessions started in every fault window; None when the run's span is unknown."""
     tools: ToolsCheck | None = None
     """The tool mix's verdict (tools/chaos/_tool_check.py); None when the run had none."""
+    llm: LlmCheck | None = None
+    """The LLM mix's verdict (tools/chaos/_llm_check.py); None when the run had none."""
 
     @property
     def worst_recovery_s(self) -> float | None:
@@ -140,6 +145,8 @@ class ChaosReport:
             found += self.load.violations()
         if self.tools is not None:
             found += self.tools.violations()
+        if self.llm is not None:
+            found += self.llm.violations()
         return found
 
 
@@ -165,6 +172,7 @@ def check_history(
     load_span: tuple[float, float] | None = None,
     refusals: Mapping[str, int] | None = None,
     tools: ToolsCheck | None = None,
+    llm: LlmCheck | None = None,
 ) -> ChaosReport:
     """Judge one run's history.
 
@@ -186,6 +194,7 @@ def check_history(
             fault window in it must see a session start.
         refusals: the error answers the load generator got back, by code.
         tools: the tool mix's verdict, judged apart (`check_tools`).
+        llm: the LLM mix's verdict, judged apart (`check_llm`).
     """
     published = list(published)
     applied = list(applied)
@@ -250,6 +259,7 @@ def check_history(
             min_window_s=recovery_bound_s or 0.0,
         ),
         tools=tools,
+        llm=llm,
     )
 
 
@@ -301,6 +311,7 @@ def format_report(report: ChaosReport, *, seed: int | None = None) -> str:
         ),
         *_delegation_rows(report),
         *(report.tools.rows() if report.tools is not None else ()),
+        *(report.llm.rows() if report.llm is not None else ()),
         ("repeated ids refused", str(report.repeats_refused)),
         ("audit chain gaps", str(len(report.audit_gaps))),
         ("permission violations", _refusals(report)),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bus import stop_like_interrupt
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
+from tools.chaos._llm_mix import gateway_kills
 from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
 from tools.chaos._shared_command import SharedChaosOptions, run_shared_chaos
 from tools.chaos._shared_faults import plan_shared_faults
@@ -27,6 +28,7 @@ def _cmd_shared(args: argparse.Namespace) -> int:
             ("--no-server-faults", args.no_server_faults),
             ("--open-broker", args.open_broker),
             ("--tools", args.tools),
+            ("--llm", args.llm),
         )
         if given
     ]
@@ -65,17 +67,22 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         delegations=args.delegations,
         cluster=args.cluster or 0,
         tools=args.tools,
+        llm=args.llm,
     )
     if args.plan:
         with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
             # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
             work = Path(scratch)
-            topology = run_topology(options.agents, options.delegations, options.tools, work, work)
+            topology = run_topology(
+                options.agents, options.delegations, options.tools, work, work, llm=options.llm
+            )
         names = [spec.name for spec in topology.actor]
         servers = cluster_targets(args.cluster) if args.cluster else (SERVER,)
         plan = plan_faults(args.seed, args.duration, names, servers=servers)
         if args.kill_router_every is not None:
             plan = merged(plan, router_kills(args.kill_router_every, args.duration))
+        if args.llm:
+            plan = merged(plan, gateway_kills(args.duration))
         for fault in plan:
             print(fault.describe())
         return 0
@@ -106,6 +113,14 @@ def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         metavar="N",
         help="also N workers having a tool-using agent append lines through the tool runtime "
         "(which the run starts, and may kill)",
+    )
+    chaos.add_argument(
+        "--llm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N workers having an agent answer through the LLM gateway, streamed from a "
+        "slow local provider (the run starts both, and SIGKILLs the gateway mid-stream)",
     )
     chaos.add_argument("--ack-wait", type=float, default=2.0, help="actors' ack wait (s)")
     chaos.add_argument(

@@ -9,12 +9,15 @@ with its own settings file. N workers each run collaboration sessions back to ba
 CLI (tools/chaos/_load.py), and with `--delegations M` M more delegate to gpt as the person
 (tools/chaos/_delegations.py), gpt fanning out to claude and a third agent, and with
 `--tools K` K more have a tool-using agent append lines through the tool runtime, which the
-run then starts too (tools/chaos/_tools.py), while the schedule (tools/chaos/_schedule.py,
-drawn from `--seed`) kills, pauses and restarts chosen actors and the nats-server itself.
-After the run it waits for the sessions, delegations and tool steps in flight, reads the
-history back from JetStream (tools/chaos/_records.py), verifies the audit chain, stops
-everything, counts the refusals the server logged (and the tool steps' effects in their
-workspaces), prints the checker's table and the seed, and exits 1 on any violation.
+run then starts too (tools/chaos/_tools.py), and with `--llm L` L more have an agent answer
+through the LLM gateway, streamed from a slow local provider, the run starting both and
+SIGKILLing the gateway on purpose too (tools/chaos/_llm_mix.py), while the schedule
+(tools/chaos/_schedule.py, drawn from `--seed`) kills, pauses and restarts chosen actors and
+the nats-server itself. After the run it waits for the sessions, delegations, tool steps and
+model calls in flight, reads the history back from JetStream (tools/chaos/_records.py),
+verifies the audit chain, stops everything, counts the refusals the server logged (and the
+tool steps' effects in their workspaces, the provider's streams), prints the checker's table
+and the seed, and exits 1 on any violation.
 
 With `--cluster N` the broker is N nodes on loopback (streams at three replicas from three),
 and the schedule kills and pauses nodes, one at a time, and on purpose whichever leads
@@ -35,22 +38,19 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-import nats
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from nats.aio.client import Client as NATS
-
-from actors import ACTORS
 from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision, shipped
-from schemas import Decision, Namespace, key_id
-from tools.audit import verify_stream
-from tools.chaos._agents import TOOL_AGENT
+from schemas import Decision, Namespace
+from tools.chaos._agents import LLM_AGENT, TOOL_AGENT
 from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
+from tools.chaos._connections import connect, verify_audit
 from tools.chaos._delegations import DEADLINE_MS, MARGIN_S, delegation_worker, follow_answers
 from tools.chaos._faults import EVERY_ACTOR, Faults
 from tools.chaos._keeper import Keeper
+from tools.chaos._llm_check import check_llm, model_calls_from
+from tools.chaos._llm_mix import Provider, count_from_store, gateway_kills, llm_request
+from tools.chaos._llm_provider import count_streams
 from tools.chaos._load import CLI, Load, follow_events, follow_refusals, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
@@ -65,7 +65,7 @@ from tools.chaos._schedule import (
 )
 from tools.chaos._tool_check import check_tools, tool_steps_from
 from tools.chaos._tools import ToolSteps, count_effects, count_starts, tool_request
-from tools.chaos._topology import TOOL_RUNTIME, run_topology
+from tools.chaos._topology import GATEWAY, TOOL_RUNTIME, run_topology
 from tools.demo import publish_policy
 from tools.natsconf import PROVISIONER
 
@@ -73,7 +73,6 @@ __all__ = ("CHAOS_POLICY", "EVERY_ACTOR", "ChaosOptions", "run_chaos")
 
 CHAOS_POLICY = shipped("deploy/policy/chaos.toml")
 """The demo bundle with agent answer rates a run cannot reach (see the file)."""
-_AUDITOR = "auditor"
 ELECTION_S = 10.0
 """nats-server's longest raft election timeout (9 s) and a margin."""
 
@@ -106,6 +105,9 @@ class ChaosOptions:
     tools: int = 0
     """Workers having the toolsmith run tool steps as the person, with the tool runtime
     started among the actors (tools/chaos/_tools.py); 0 runs neither."""
+    llm: int = 0
+    """Workers delegating to the narrator as the person, its model calls streamed through the
+    LLM gateway, which the run starts and kills (tools/chaos/_llm_mix.py); 0 runs neither."""
 
 
 @dataclass
@@ -117,25 +119,8 @@ class _Readings:
     audit_records: int | None
     audit_gaps: list[str]
     load: Load
-    tool_decisions: list[Decision]
-    """The gate's decisions, for the tool mix's verdict (empty without the mix)."""
-
-
-async def _quiet(exc: Exception) -> None:
-    del exc  # refusals are counted from the server's log; outages are the run's own faults
-
-
-async def _connect(url: str, broker: LockedBroker | None, actor: str) -> NATS:
-    """The run's own connection, as `actor`'s user when the broker is locked down."""
-    options: dict[str, Any] = {
-        "max_reconnect_attempts": -1,
-        "reconnect_time_wait": 0.25,
-        "ping_interval": 5,
-        "error_cb": _quiet,  # nats-py would print each of the server's own faults
-    }
-    if broker is not None:
-        options.update(broker.credentials(actor))
-    return await nats.connect(url.split(","), **options)
+    decisions: list[Decision]
+    """The gate's decisions, for the tool and LLM mixes' verdicts (empty without them)."""
 
 
 def _actor_ids(topology: Topology) -> list[str]:
@@ -150,27 +135,48 @@ async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[in
         work = options.keep or Path(scratch)
         keys = work / "keys"
         keys.mkdir(parents=True, exist_ok=True)
-        # publish_policy writes the public key at this path once the server is up.
-        topology = run_topology(options.agents, options.delegations, options.tools, keys, work)
-        broker = (
-            LockedBroker(work / "nats-config", _actor_ids(topology), ns)
-            if options.locked_down
-            else None
-        )
-        server = _broker_server(options, work, broker)
-        await asyncio.to_thread(server.start)
-        children: dict[str, ChildProcess] = {}
+        provider = Provider(work / "provider.log")
         try:
-            code, readings = await _run(options, ns, work, topology, server, broker, children, out)
+            url = await provider.start() if options.llm > 0 else ""
+            return await _started(options, ns, work, url, provider, out)
         finally:
-            for child in children.values():
-                await asyncio.to_thread(child.stop, 5.0)
-            await asyncio.to_thread(server.stop)  # its log is read to the end: every refusal
-        if readings is None:
-            return code, check_history([], [])
-        report = _check(readings, options, broker, work)
-        print(format_report(report, seed=options.seed), file=out, flush=True)
-        return (1 if report.violations() else 0), report
+            await provider.stop()
+
+
+async def _started(
+    options: ChaosOptions, ns: Namespace, work: Path, url: str, provider: Provider, out: TextIO
+) -> tuple[int, ChaosReport]:
+    """The run once its provider (with the LLM mix) is up: its broker, actors and verdict."""
+    # publish_policy writes the public key at this path once the server is up.
+    topology = run_topology(
+        options.agents,
+        options.delegations,
+        options.tools,
+        work / "keys",
+        work,
+        llm=options.llm,
+        provider_url=url,
+    )
+    broker = (
+        LockedBroker(work / "nats-config", _actor_ids(topology), ns)
+        if options.locked_down
+        else None
+    )
+    server = _broker_server(options, work, broker)
+    await asyncio.to_thread(server.start)
+    children: dict[str, ChildProcess] = {}
+    try:
+        code, readings = await _run(options, ns, work, topology, server, broker, children, out)
+    finally:
+        for child in children.values():
+            await asyncio.to_thread(child.stop, 5.0)
+        await asyncio.to_thread(server.stop)  # its log is read to the end: every refusal
+        await provider.stop()  # every stream it saw is in its log
+    if readings is None:
+        return code, check_history([], [])
+    report = _check(readings, options, broker, work)
+    print(format_report(report, seed=options.seed), file=out, flush=True)
+    return (1 if report.violations() else 0), report
 
 
 def _broker_server(
@@ -243,25 +249,31 @@ async def _run(
     )
     if options.kill_router_every_s is not None:
         plan = merged(plan, router_kills(options.kill_router_every_s, options.duration_s))
+    if options.llm > 0 and options.plan is None:
+        plan = merged(plan, gateway_kills(options.duration_s))
     print(
         f"parley chaos: seed {options.seed}, {options.duration_s:.0f} s, {options.sessions} "
         f"concurrent sessions, {options.delegations} delegating, {options.tools} using tools, "
+        f"{options.llm} through the LLM gateway, "
         f"ack wait {options.ack_wait_s} s, {len(plan)} faults",
         file=out,
         flush=True,
     )
-    nc = await _connect(server.url, broker, CLI)
-    watcher = await _connect(server.url, broker, PROVISIONER)  # the whole timeline, durably
+    nc = await connect(server.url, broker, CLI)
+    watcher = await connect(server.url, broker, PROVISIONER)  # the whole timeline, durably
     try:
         js = nc.jetstream()
         load = Load()
         await follow_events(watcher.jetstream(), ns, load)
         await follow_refusals(nc, ns, load, locked_down=broker is not None)
-        if options.delegations > 0 or options.tools > 0:
+        if options.delegations > 0 or options.tools > 0 or options.llm > 0:
             await follow_answers(watcher.jetstream(), ns, load)
         steps = ToolSteps()
         if options.tools > 0:
             await steps.follow(watcher.jetstream(), ns)
+        calls = ToolSteps(LLM_AGENT, "llm_request", "llm_response")
+        if options.llm > 0:
+            await calls.follow(watcher.jetstream(), ns)
         faults = Faults(children, server, out, ns.stream("submit"), keeper)
         started = time.monotonic()
         stop_at = started + options.duration_s
@@ -285,8 +297,14 @@ async def _run(
                 )
                 for _ in range(options.tools)
             ]
+            running += [
+                tasks.create_task(delegation_worker(js, ns, load, stop_at, give_up_at, llm_request))
+                for _ in range(options.llm)
+            ]
             await asyncio.gather(*running)
-            await steps.settle(min(give_up_at, time.monotonic() + session_timeout_s))
+            settled_by = min(give_up_at, time.monotonic() + session_timeout_s)
+            await steps.settle(settled_by)
+            await calls.settle(settled_by)
             keeping.cancel()  # the load is done: exits from here on are the run's own stop
         print(keeper.summary(), file=out, flush=True)
     finally:
@@ -294,7 +312,7 @@ async def _run(
         await nc.close()
         await watcher.close()
     # The whole timeline is an operator's to read: a person's account sees it only live.
-    admin = await _connect(server.url, broker, PROVISIONER)
+    admin = await connect(server.url, broker, PROVISIONER)
     try:
         js = admin.jetstream()
         events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
@@ -308,17 +326,18 @@ async def _run(
         people=[CLI],
         delegation_bound_s=DEADLINE_MS / 1000 + MARGIN_S,
     )
-    records, gaps = await _verify_audit(server.url, broker, ns, work / "keys" / "audit.key")
+    records, gaps = await verify_audit(server.url, broker, ns, work / "keys" / "audit.key")
     if any(not session.ended for session in history.sessions):
         print("unfinished sessions; consumers:", file=out)
-        admin = await _connect(server.url, broker, PROVISIONER)  # only it sees every consumer
+        admin = await connect(server.url, broker, PROVISIONER)  # only it sees every consumer
         try:
             await print_consumers(admin, ns, out)
         finally:
             await admin.close()
-    tool_decisions = [r.envelope for r in decisions if isinstance(r.envelope, Decision)]
+    mixed = options.tools > 0 or options.llm > 0
+    gate_decisions = [r.envelope for r in decisions if isinstance(r.envelope, Decision)]
     return 0, _Readings(
-        history, faults.healed, records, gaps, load, tool_decisions if options.tools else []
+        history, faults.healed, records, gaps, load, gate_decisions if mixed else []
     )
 
 
@@ -334,7 +353,7 @@ async def _provision(
     provisioner's acts (an operator's) under least privilege."""
     if broker is not None:
         await broker.provision(env)
-    admin = await _connect(url, broker, PROVISIONER)
+    admin = await connect(url, broker, PROVISIONER)
     try:
         if broker is None:
             await provision(admin.jetstream(), ns)
@@ -349,9 +368,14 @@ def _check(
     history = readings.history
     tools = None
     if options.tools > 0:  # counted once every process is stopped: no line is still coming
-        steps, refused = tool_steps_from(readings.tool_decisions, TOOL_AGENT)
+        steps, refused = tool_steps_from(readings.decisions, TOOL_AGENT)
         starts = count_starts(work / f"{TOOL_RUNTIME}.log")
         tools = check_tools(steps, count_effects(work / "workspaces"), starts, refused)
+    llm = None
+    if options.llm > 0:
+        calls, refused = model_calls_from(readings.decisions, LLM_AGENT)
+        streams = count_streams(work / "provider.log")
+        llm = check_llm(calls, streams, count_from_store(work / f"{GATEWAY}.log"), refused)
     return check_history(
         history.published,
         history.applied,
@@ -368,28 +392,5 @@ def _check(
         load_span=readings.load.span,
         refusals=readings.load.refusals.counts,
         tools=tools,
+        llm=llm,
     )
-
-
-async def _verify_audit(
-    url: str, broker: LockedBroker | None, ns: Namespace, audit_key: Path
-) -> tuple[int | None, list[str]]:
-    """Walk the audit chain with the auditor's public key, reading as the auditor (the only
-    user that may read PARLEY_AUDIT); (None, []) without an auditor."""
-    if _AUDITOR not in ACTORS:
-        return None, []
-    try:
-        pem = await asyncio.to_thread(audit_key.read_bytes)
-    except FileNotFoundError:
-        return None, []
-    private = load_pem_private_key(pem, password=None)
-    assert isinstance(private, Ed25519PrivateKey)  # noqa: S101 - demo_topology wrote it
-    public = private.public_key()
-    nc = await _connect(url, broker, _AUDITOR)
-    try:
-        js = nc.jetstream()
-        report = await verify_stream(js, ns.stream("audit"), trusted={key_id(public): public})
-    finally:
-        await nc.close()
-    gaps = [] if report.ok else [f"seq {report.first_bad_seq}: {report.problem}"]
-    return report.records, gaps

@@ -51,6 +51,7 @@ from schemas import (
     decode_envelope,
 )
 from tools.chaos._checker import Applied, DelegationOutcome, Published, SessionOutcome
+from tools.chaos._llm_check import model_call_purpose
 
 __all__ = (
     "History",
@@ -235,6 +236,8 @@ def _purpose(decision: Decision) -> str:
     repeat), and a request under any other id is told apart by its target only.
     """
     kind = decision.envelope_kind
+    if kind == "llm_request":
+        return model_call_purpose(decision)
     if kind not in _FANNED:
         return kind
     place = _request_slots(decision.causation_id).get(decision.envelope_id)

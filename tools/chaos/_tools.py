@@ -81,9 +81,16 @@ def count_starts(log: Path) -> Counter[str]:
 
 
 class ToolSteps:
-    """The toolsmith's steps the gate admitted, and those a result came back for."""
+    """The toolsmith's steps the gate admitted, and those a result came back for (or, made
+    with the LLM mix's kinds and agent, the narrator's model calls and their answers)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        agent: str = TOOL_AGENT,
+        request_kind: str = "tool_request",
+        result_kind: str = "tool_result",
+    ) -> None:
+        self._agent, self._request_kind, self._result_kind = agent, request_kind, result_kind
         self.admitted: set[str] = set()
         self.answered: set[str] = set()
         self._changed = asyncio.Event()
@@ -104,9 +111,10 @@ class ToolSteps:
                 return
             if not isinstance(decision, Decision) or not decision.allowed:
                 return
-            if decision.envelope_kind == "tool_request" and decision.sender == TOOL_AGENT:
+            kind = decision.envelope_kind
+            if kind == self._request_kind and decision.sender == self._agent:
                 self.admitted.add(decision.envelope_id)
-            elif decision.envelope_kind == "tool_result" and decision.target == TOOL_AGENT:
+            elif kind == self._result_kind and decision.target == self._agent:
                 self.answered.add(decision.causation_id)
             else:
                 return

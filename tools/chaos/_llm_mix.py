@@ -1,0 +1,117 @@
+"""The LLM mix of a chaos run's load (`--llm N`): a person has an agent whose brain asks the
+LLM gateway for every answer, streamed slowly, while the schedule SIGKILLs the gateway.
+
+N workers delegate to the narrator as the person, one request after another (the delegation
+mix's worker, tools/chaos/_delegations.py); the narrator's `gateway` brain (tools/chaos/
+_agents.py) sends one streamed `llm_request` per delegation through the gate to the gateway,
+which the run starts among its actors (tools/chaos/_topology.py) with one provider: a local
+server the run starts first, outside the schedule's reach, streaming each answer over
+1.5 s (tools/chaos/_llm_provider.py). So a kill of the gateway most likely lands mid-stream.
+
+Beside the seeded schedule the run SIGKILLs the gateway on purpose (`gateway_kills`), so
+every run with the mix tests what it names. When the load is over the run waits, bounded,
+until every model call the gate admitted has an answer, then judges them
+(tools/chaos/_llm_check.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from actors.delegation import Delegate
+from tools.chaos._agents import LLM_AGENT
+from tools.chaos._delegations import DEADLINE_MS
+from tools.chaos._schedule import PlannedFault
+from tools.chaos._topology import GATEWAY
+
+__all__ = ("FROM_STORE", "Provider", "count_from_store", "gateway_kills", "llm_request")
+
+FROM_STORE = "answered again from the store"
+"""What the gateway logs when a redelivered request finds its answer stored (actors/llm)."""
+_READY_S = 30.0
+_SERVE = (
+    "import asyncio, sys; from pathlib import Path; "
+    "from tools.chaos._llm_provider import serve; asyncio.run(serve(Path(sys.argv[1])))"
+)
+
+
+def llm_request(envelope_id: str) -> Delegate:
+    """The person's delegation to the narrator: one model call answers it."""
+    del envelope_id  # the mix's delegations are all alike
+    return Delegate(
+        request_id="chaos-llm",
+        target_employee=LLM_AGENT,
+        objective="chaos llm: tell the story so far",
+        input="the release plan",
+        deadline_ms=DEADLINE_MS,
+    )
+
+
+def gateway_kills(duration_s: float, *, down_s: float = 0.5) -> list[PlannedFault]:
+    """SIGKILL the gateway at a quarter and at a half of the run, down `down_s` each time:
+    with the mix's calls streaming back to back, each kill most likely cuts a stream."""
+    return [
+        PlannedFault(round(duration_s * share, 2), "kill", GATEWAY, down_s) for share in (0.25, 0.5)
+    ]
+
+
+def count_from_store(log: Path) -> int:
+    """How often the gateway's log (every run of the process, appended) says it answered a
+    request again from its store."""
+    found = 0
+    if not log.exists():
+        return found
+    for line in log.read_text(errors="replace").splitlines():
+        if FROM_STORE not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        found += isinstance(record, dict) and record.get("msg") == FROM_STORE
+    return found
+
+
+class Provider:
+    """The mix's provider process: started before the run's actors, stopped after them."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.url = ""
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> str:
+        """Start it and wait for its `ready <port>`; returns its OpenAI base URL.
+
+        Raises:
+            RuntimeError: it exited or said nothing within its bound.
+        """
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _SERVE,
+            str(self.log),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self._process.stdout is not None  # noqa: S101 - asked for above
+        try:
+            async with asyncio.timeout(_READY_S):
+                line = (await self._process.stdout.readline()).decode()
+        except TimeoutError:
+            line = ""
+        if not line.startswith("ready "):
+            await self.stop()
+            raise RuntimeError(f"the LLM mix's provider did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        return self.url
+
+    async def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        process.kill()
+        await process.wait()
