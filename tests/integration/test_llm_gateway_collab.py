@@ -34,20 +34,17 @@ def _reply(message: str, handoff: str = "", final: bool = False) -> str:
 
 
 def _policy(tmp_path: Path) -> Path:
-    """The demo bundle, with the agents' models allowed and the gateway as their target."""
+    """The demo bundle (which lets gpt and claude call the gateway), with the test's models
+    allowed too."""
     text = (REPO / "deploy/policy/demo.toml").read_text()
-    text = text.replace(
-        'allowed_models = ["scripted"]', 'allowed_models = ["scripted", "gpt-test", "claude-test"]'
+    text, count = re.subn(
+        r"^allowed_models = \[", 'allowed_models = ["gpt-test", "claude-test", ', text, flags=re.M
     )
+    assert count == 1, "the demo bundle's deployment-wide model allowlist moved"
     for agent in ("gpt", "claude"):
-        text, count = re.subn(
-            rf'(\[profiles\.{agent}\]\nallowed_targets = )\["router"\]',
-            r'\1["router", "llm"]',
-            text,
-        )
-        assert count == 1, agent
+        assert re.search(rf'\[profiles\.{agent}\]\nallowed_targets = \[[^]]*"llm"', text), agent
     path = tmp_path / "policy.toml"
-    path.write_text(text + "\n[profiles.llm]\n")
+    path.write_text(text)
     return path
 
 
