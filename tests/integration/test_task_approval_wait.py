@@ -1,9 +1,9 @@
 """A task's tool request held for its owner's approval, against the clocks around it.
 
-The router's turn timeout is 4 s here. alice's first task asks for a File.Write that needs
+The router's turn timeout is 10 s here. alice's first task asks for a File.Write that needs
 her approval, and she approves only once the turn's deadline has passed: the router moved
 the call's deadline while the request was held (actors/router/_approval_wait.py), so the
-task completes and the write runs once. Her second task's agent waits only 3 s for its
+task completes and the write runs once. Her second task's agent waits only 6 s for its
 write (the host's `deadline_ms`, told to the runtime as the request's `Parley-Deadline`):
 approved after that, the runtime starts nothing and answers `failed` (DEADLINE_EXCEEDED).
 Every process is real, under the least-privilege broker config.
@@ -25,7 +25,7 @@ from tests.support.task_system import LATE_GOAL, TaskDeployment, task_deployment
 
 pytestmark = pytest.mark.timeout(180)
 
-_TURN_TIMEOUT_S = 4.0
+_TURN_TIMEOUT_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,9 @@ async def test_an_approval_after_the_callers_deadline_runs_nothing(
         session_id = await start_task(alice, LATE_GOAL)
         asked = await alice.event(session_id, "approval_requested")
         approval_id = asked["payload"]["approval_id"]
-        # The agent host waits 3 s for its write, then answers without it: the task ends.
+        tools = deployment.system.processes["tools"]
+        await tools.wait_line(rf"held for approval.*{approval_id}")  # in time: held, not run
+        # The agent host waits 6 s for its write, then answers without it: the task ends.
         await alice.event(session_id, "session_completed")
 
     # The console offers nothing to decide in an ended task; alice's terminal still can.
@@ -105,7 +107,6 @@ async def test_an_approval_after_the_callers_deadline_runs_nothing(
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, out.decode()
     assert "approved: File.Write FAILED" in out.decode(), out.decode()  # the typed failure
-    tools = deployment.system.processes["tools"]
     _, refused = await tools.wait_line(rf"step not started: past its deadline.*{approval_id}")
     assert "DEADLINE_EXCEEDED" in refused
     assert _step_runs(deployment, session_id) == []

@@ -54,7 +54,7 @@ BUNDLE = {
     },
 }
 LATE_GOAL = "late"
-"""A goal whose File.Write the agent host waits for only 3 s (its `deadline_ms`)."""
+"""A goal whose File.Write the agent host waits for only 6 s (its `deadline_ms`)."""
 SCRIPT = """
 [[turn]]
 goal = "late"
@@ -63,7 +63,7 @@ step = 0
 tool = "use_tool"
 to = "File.Write"
 arguments = { path = "{goal}.txt", content = "written for {goal}\\n" }
-deadline_ms = 3000
+deadline_ms = 6000
 
 [[turn]]
 step = 0
