@@ -49,7 +49,8 @@ SESSION = "Parley-Session"
 else the trace itself), from the gate's own records. The tool runtime's workspace is that
 session's, never one a request names; trustworthy on a deliver subject only."""
 DEADLINE = "Parley-Deadline"
-"""Absolute deadline of the call chain, in Unix milliseconds."""
+"""Absolute deadline of the call chain, in Unix milliseconds. The gate delivers its own record
+of it; a tool request's sender claims how long it waits, which only shortens it."""
 MSG_ID = "Nats-Msg-Id"
 TRACEPARENT = "traceparent"
 

@@ -22,6 +22,7 @@ so whatever a crash repeats is the same message again, which JetStream drops.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -312,15 +313,17 @@ class Delegator:
         reminder of its deadline."""
         call = decode_envelope(wait.call)
         pending = [
-            (request, sent)
-            for request, sent in zip(wait.requests, wait.envelope_ids, strict=True)
+            (request, sent, expires)
+            for request, sent, expires in zip(
+                wait.requests, wait.envelope_ids, wait.expires_ms, strict=True
+            )
             if request.request_id not in wait.results
         ]
-        await self._store.index([sent for _, sent in pending], wait.call_id)
+        await self._store.index([sent for _, sent, _ in pending], wait.call_id)
         user_id = str(getattr(call, "user_id", "") or "")
         session = str(getattr(call, "session_id", "") or wait.call_id)
         depth = int(getattr(call, "current_depth", 0) or 0) + 1
-        for request, sent in pending:
+        for request, sent, expires in pending:
             envelope = request_envelope(
                 request,
                 envelope_id=sent,
@@ -335,16 +338,24 @@ class Delegator:
                 "calling",
                 extra={"target": target_of(request), "call_id": wait.call_id, "request": sent},
             )
-            await self._publish_for_call(ctx, wait, envelope)
+            # A tool request says how long this host waits for it: the runtime starts no
+            # step its caller gave up on (the gate takes the claim only to shorten).
+            until = expires if isinstance(request, UseTool) else None
+            await self._publish_for_call(ctx, wait, envelope, until)
         trace = parse_trace_headers(wait.headers, wait.call_id, root_origin=wait.caller)
         reminder = derive_id(wait.call_id, f"deadline-{wait.round_index}")
         await ctx.outbox.publish(
             self._timers, wait.call, trace.child(wait.call_id).to_headers(reminder)
         )
 
-    async def _publish_for_call(self, ctx: Context, wait: Wait, envelope: AnyEnvelope) -> None:
-        """Submit `envelope` as an effect of the wait's call, whatever message is in hand."""
+    async def _publish_for_call(
+        self, ctx: Context, wait: Wait, envelope: AnyEnvelope, until_ms: int | None = None
+    ) -> None:
+        """Submit `envelope` as an effect of the wait's call, whatever message is in hand
+        (`until_ms`: a deadline of its own, within the call's)."""
         trace = parse_trace_headers(wait.headers, wait.call_id, root_origin=wait.caller)
+        if until_ms is not None and (trace.deadline_ms is None or until_ms < trace.deadline_ms):
+            trace = dataclasses.replace(trace, deadline_ms=until_ms)
         headers = trace.child(wait.call_id, hop_delta_for(envelope)).to_headers(envelope.id)
         await ctx.outbox.publish(ctx.submit_subject, encode(envelope), headers)
 

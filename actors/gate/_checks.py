@@ -15,7 +15,7 @@ from actors.gate._routes import (
     claimed_identity,
     root_position,
 )
-from bus import HOP_COUNT, ORIGIN, TRACE_ID
+from bus import DEADLINE, HOP_COUNT, ORIGIN, TRACE_ID
 from schemas import (
     Control,
     DelegationRequest,
@@ -271,6 +271,10 @@ def call_checks(
             )
         own = sub.now_ms + min(profile.deadline_ms, envelope.constraints.deadline_ms)
         deadline = own if deadline is None else min(deadline, own)
+    if isinstance(envelope, ToolRequest) and (claimed := _claimed_deadline(sub)) is not None:
+        # How long the sender waits for the result (its host's wait, actors/delegation): a
+        # claim, so it may only shorten the chain's. The runtime starts no step past it.
+        deadline = claimed if deadline is None else min(deadline, claimed)
     tools = narrow_tools(sub, bundle, target, caller)
     if isinstance(tools, Deny):
         return tools
@@ -292,3 +296,9 @@ def call_checks(
             envelope.constraints.max_tokens if isinstance(envelope, DelegationRequest) else None
         ),
     )
+
+
+def _claimed_deadline(sub: Submission) -> int | None:
+    """The `Parley-Deadline` its sender claims, if it is a plain count of milliseconds."""
+    raw = sub.claims.get(DEADLINE, "")
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 15 else None

@@ -11,24 +11,22 @@ loses nothing and repeats nothing:
 - killed after the store, before the ack: the redelivered input is found among the session's
   applied inputs and its recorded effects are published again (JetStream drops the copies).
 
-Handlers run concurrently (a turn waits on two KV round trips, and one session must not hold
-up the others); a per-session lock keeps one session's inputs in arrival order inside the
-process, and compare-and-set keeps replicas from both advancing one session: a session is
-owned by whichever replica holds its latest revision, one transition at a time.
+Handlers run concurrently; a per-session lock keeps one session's inputs in arrival order in
+the process, and compare-and-set keeps replicas from both advancing one session.
 
 Every call the router sends is also put on its own reminder queue (`parley.timers.router`),
 which all replicas share: until the call is answered, the reminder comes back and the router
 asks actors/router/_turn_watch.py whether the agent is still there. A crashed, crash-looping or
 long-stalled agent fails its session with `AGENT_UNAVAILABLE` instead of leaving it waiting.
-A call's deadline is stored with it, so the router's own restarts do not push it back.
+A call's deadline is stored with it, so the router's own restarts do not push it back; a wait
+on a person's approval moves it (actors/router/_approval_wait.py).
 
 And in case a reminder is ever lost, every replica sweeps the sessions bucket every
 `sweep_every_s` (actors/router/_sweep.py): a running session unmoved past its deadline plus
 `stall_margin_s` is sent, through the same reminder queue, an input that ends it as `stalled`.
 
-A person's Stop can reach the router before the session it names is open (a command that gave
-up submits it behind its opening, and a stalled gate can hand the two over in either order):
-it is kept, and applied as soon as the session's opener opens it (actors/router/_early_stops.py).
+A person's Stop that reaches the router before the session it names is open is kept, and
+applied once the session's opener opens it (actors/router/_early_stops.py).
 
 Orchestrated sessions (seed 000, a message with `mode = "orchestrate"`) are the router's too,
 stored beside these and run by actors/router/_orchestrated.py with actors/orchestrator's
@@ -43,6 +41,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from actors.orchestrator import OrchestratedSession
+from actors.router._approval_wait import HeldApprovals
 from actors.router._early_stops import EarlyStops
 from actors.router._effects import Emitted, RouterEffects
 from actors.router._locks import SessionLocks
@@ -95,6 +94,7 @@ class RouterActor(Actor):
         self._store: SessionStore[Session] | None = None
         self._orchestrated: OrchestratedSessions | None = None
         self._watcher: CallWatcher | None = None
+        self._held: HeldApprovals | None = None
         self._uptime = Uptime()
         self._timers = self.namespace.timers(self.actor_id)
         self._locks = SessionLocks()
@@ -117,6 +117,7 @@ class RouterActor(Actor):
         registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
         self._watcher = CallWatcher(registry, bus.uptime, self.limits)
+        self._held = HeldApprovals(bus.nc, bus.settings.js_api_prefix, bus.namespace, self.limits)
         self._orchestrated = OrchestratedSessions(
             SessionStore(kv, OrchestratedSession, "orch", ended_ttl_s=ended_ttl_s),
             self._store,
@@ -329,8 +330,9 @@ class RouterActor(Actor):
                 return
             if pending.envelope_id != call.id:
                 return  # answered, or retried under a new call with its own reminder
-            assert self._watcher is not None  # noqa: S101 - set with the store
-            error = await self._watcher.unavailable(call, pending.deadline, ctx)
+            assert self._watcher is not None and self._held  # noqa: S101 - set with the store
+            deadline = await self._held.deadline_of(self.store, stored)
+            error = await self._watcher.unavailable(call, deadline, ctx)
             if error is not None:
                 await self._emit(await self._advance(error, session_id, ctx), ctx)
 

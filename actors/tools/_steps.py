@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import reduce
@@ -29,7 +30,7 @@ from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from actors.tools._step_records import StepRecords
-from bus import BOUND_BY, SESSION, BundleStore, Context, parse_trace_headers
+from bus import BOUND_BY, SESSION, BundleStore, Context, HeaderError, parse_trace_headers
 from schemas import (
     Capability,
     ErrorCode,
@@ -42,7 +43,7 @@ from schemas import (
     utc_now,
 )
 
-__all__ = ("Asked", "Held", "StepRunner", "failed", "workspace_name")
+__all__ = ("Asked", "Held", "StepRunner", "failed", "past_deadline", "workspace_name")
 
 log = logging.getLogger("parley.actors.tools")
 
@@ -58,6 +59,33 @@ def workspace_name(session_id: str) -> str:
 
 def failed(code: str, message: str) -> ToolOutcome:
     return ToolOutcome(status="failed", error_code=code, error_message=message)
+
+
+def past_deadline(asked: Asked, now_ms: int) -> ToolOutcome | None:
+    """The failure of a step whose call chain's deadline (`Parley-Deadline`, as the gate
+    delivered it) has passed: whoever asked has given up on it, so it is not started; None
+    while there is time, or when the chain has no deadline."""
+    try:
+        deadline_ms = parse_trace_headers(asked.headers, asked.request.id).deadline_ms
+    except HeaderError:  # only the gate writes a delivery's headers: none is garbled
+        return None
+    if deadline_ms is None or now_ms < deadline_ms:
+        return None
+    late_ms = now_ms - deadline_ms
+    log.warning(
+        "step not started: past its deadline",
+        extra={
+            "code": str(ErrorCode.DEADLINE_EXCEEDED),
+            "step_id": asked.request.step_id,
+            "session": asked.session,
+            "late_ms": late_ms,
+        },
+    )
+    return failed(
+        str(ErrorCode.DEADLINE_EXCEEDED),
+        f"not run: the call chain's deadline passed {late_ms} ms before "
+        f"{asked.request.tool_name} step {asked.request.step_id} could start",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +192,9 @@ class StepRunner:
         workspace.mkdir(exist_ok=True, mode=0o700)
         try:
             admit_request(capability, request.arguments, scope, workspace, resolve=True)
+            late = past_deadline(asked, int(time.time() * 1000))
+            if late is not None:  # neither held nor run: its caller gave up on it
+                return late
             if scope.requires_approval and not approved:
                 return Held(scope)
             invocation = ToolInvocation(

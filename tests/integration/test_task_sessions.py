@@ -12,20 +12,16 @@ from a terminal, with y/n answered on standard input.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
 from nats.errors import NoRespondersError
-from websockets.asyncio.client import ClientConnection
-from websockets.asyncio.client import connect as ws_connect
 
 from schemas import Namespace
+from tests.support.task_socket import signed_in, start_task
 from tests.support.task_system import TaskDeployment, task_deployment
 
 pytestmark = pytest.mark.timeout(240)
@@ -38,66 +34,6 @@ async def deployment(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         yield deployed
 
 
-class _Socket:
-    """One person's signed-in WebSocket: calls, and every notification kept in order."""
-
-    def __init__(self, socket: ClientConnection) -> None:
-        self.socket = socket
-        self.next_id = 10
-        self.notes: list[dict[str, Any]] = []
-
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self.next_id += 1
-        request = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        await self.socket.send(json.dumps(request))
-        while True:
-            frame = json.loads(await asyncio.wait_for(self.socket.recv(), 30))
-            if frame.get("id") == self.next_id:
-                return dict(frame)
-            self.notes.append(frame)
-
-    async def event(self, session_id: str, event_type: str) -> dict[str, Any]:
-        """The first `SessionEvent` of `event_type` in `session_id`, waiting for it."""
-        index = 0
-        while True:
-            while index < len(self.notes):
-                params = self.notes[index].get("params", {})
-                index += 1
-                if params.get("sessionId") == session_id and params.get("eventType") == event_type:
-                    return dict(params)
-            self.notes.append(json.loads(await asyncio.wait_for(self.socket.recv(), 90)))
-
-    def events(self, session_id: str) -> list[str]:
-        return [
-            n["params"]["eventType"]
-            for n in self.notes
-            if n.get("method") == "SessionEvent" and n["params"].get("sessionId") == session_id
-        ]
-
-
-@asynccontextmanager
-async def _signed_in(deployment: TaskDeployment, person: str) -> AsyncIterator[_Socket]:
-    async with httpx.AsyncClient(base_url=deployment.url) as client:
-        answer = await client.post("/signin", json={"token": deployment.tokens[person]})
-        assert answer.status_code == 200, answer.text
-        sign_in = answer.json()["signInToken"]
-    ws_url = deployment.url.replace("http://", "ws://") + "ws"
-    async with ws_connect(ws_url, origin=deployment.url.rstrip("/")) as socket:  # type: ignore[arg-type]
-        first = {"jsonrpc": "2.0", "id": 0, "method": "SignIn", "params": {"token": sign_in}}
-        await socket.send(json.dumps(first))
-        assert json.loads(await socket.recv())["result"] == {"person": person}
-        yield _Socket(socket)
-
-
-async def _start(alice: _Socket, goal: str) -> str:
-    created = await alice.call("CreateSession", mode="task", agents=["gpt"])
-    session_id = str(created["result"]["sessionId"])
-    assert created["result"]["taskState"] == "SESSION_CREATED"
-    started = await alice.call("StartTask", sessionId=session_id, prompt=goal)
-    assert started["result"]["state"] == "submitted", started
-    return session_id
-
-
 def _refused_as_unknown(answer: dict[str, Any]) -> bool:
     return bool(answer.get("error", {}).get("data", {}).get("code") == "SESSION_NOT_FOUND")
 
@@ -105,8 +41,8 @@ def _refused_as_unknown(answer: dict[str, Any]) -> bool:
 async def test_a_task_waits_for_its_owner_survives_sigkill_and_writes_once(
     deployment: TaskDeployment,
 ) -> None:
-    async with _signed_in(deployment, "alice") as alice, _signed_in(deployment, "bob") as bob:
-        session_id = await _start(alice, "alpha")
+    async with signed_in(deployment, "alice") as alice, signed_in(deployment, "bob") as bob:
+        session_id = await start_task(alice, "alpha")
         asked = await alice.event(session_id, "approval_requested")
         approval_id = asked["payload"]["approval_id"]
         state = (await alice.call("GetSessionState", sessionId=session_id))["result"]
@@ -201,8 +137,8 @@ async def _only_alice_lists(deployment: TaskDeployment, approval_id: str, sessio
 
 
 async def test_a_waiting_task_is_cancelled_by_its_owner_only(deployment: TaskDeployment) -> None:
-    async with _signed_in(deployment, "alice") as alice, _signed_in(deployment, "bob") as bob:
-        session_id = await _start(alice, "beta")
+    async with signed_in(deployment, "alice") as alice, signed_in(deployment, "bob") as bob:
+        session_id = await start_task(alice, "beta")
         asked = await alice.event(session_id, "approval_requested")
         await _only_alice_lists(deployment, asked["payload"]["approval_id"], session_id)
         assert _refused_as_unknown(await bob.call("CancelTask", sessionId=session_id))
@@ -213,7 +149,7 @@ async def test_a_waiting_task_is_cancelled_by_its_owner_only(deployment: TaskDep
         assert state["taskState"] == "SESSION_CANCELLED"
         signed_out = await bob.call("Shutdown")
         assert signed_out["result"] == {"signedOut": True}
-    async with _signed_in(deployment, "alice") as alice:  # bob's Shutdown stopped only bob
+    async with signed_in(deployment, "alice") as alice:  # bob's Shutdown stopped only bob
         listed = (await alice.call("ListSessions"))["result"]["sessions"]
         assert session_id in [s["sessionId"] for s in listed]
 

@@ -47,8 +47,10 @@ class PausingDelegator(Delegator):
         await self._pause(ctx, "stored")
         await super()._send(ctx, wait)
 
-    async def _publish_for_call(self, ctx: Context, wait: Wait, envelope: AnyEnvelope) -> None:
-        await super()._publish_for_call(ctx, wait, envelope)
+    async def _publish_for_call(
+        self, ctx: Context, wait: Wait, envelope: AnyEnvelope, until_ms: int | None = None
+    ) -> None:
+        await super()._publish_for_call(ctx, wait, envelope, until_ms)
         if isinstance(envelope, DelegationRequest | SubAgentCall):
             type(self)._requests_sent += 1
             if self._requests_sent == 1:

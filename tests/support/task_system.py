@@ -23,7 +23,7 @@ from tests.support.system import System
 from tools.demo import sign_bundle
 from tools.natsconf import write_nats_config
 
-__all__ = ("PEOPLE", "TaskDeployment", "task_deployment")
+__all__ = ("LATE_GOAL", "PEOPLE", "TaskDeployment", "task_deployment")
 
 PEOPLE = ("alice", "bob")
 _PERSON = {"allowed_targets": ["router", "tools"], "start_traces": True, "speaks_for_person": True}
@@ -53,7 +53,18 @@ BUNDLE = {
         },
     },
 }
+LATE_GOAL = "late"
+"""A goal whose File.Write the agent host waits for only 6 s (its `deadline_ms`)."""
 SCRIPT = """
+[[turn]]
+goal = "late"
+step = 0
+[[turn.calls]]
+tool = "use_tool"
+to = "File.Write"
+arguments = { path = "{goal}.txt", content = "written for {goal}\\n" }
+deadline_ms = 6000
+
 [[turn]]
 step = 0
 [[turn.calls]]
@@ -82,8 +93,11 @@ class TaskDeployment:
 
 
 @asynccontextmanager
-async def task_deployment(root: Path, ns: Namespace) -> AsyncIterator[TaskDeployment]:
-    """Everything started under `root`; stopped on the way out."""
+async def task_deployment(
+    root: Path, ns: Namespace, *, turn_timeout_s: float = 150
+) -> AsyncIterator[TaskDeployment]:
+    """Everything started under `root`; stopped on the way out. `turn_timeout_s`: the
+    router's (a task's approval moves a call's deadline past it)."""
     config_dir = root / "nats-config"
     people = [f"person-{name}" for name in PEOPLE]
     write_nats_config(config_dir, [*LOCKED_ACTORS, "console", *people], ns)
@@ -114,8 +128,8 @@ async def task_deployment(root: Path, ns: Namespace) -> AsyncIterator[TaskDeploy
             return "--config", str(locked.settings_file(actor))
 
         await system.start("gate", "gate", options(**keys), *config("gate"))
-        # A task waits for a person's approval inside the router's turn: give it time.
-        await system.start("router", "router", options(turn_timeout_s=150), *config("router"))
+        router = options(turn_timeout_s=turn_timeout_s)
+        await system.start("router", "router", router, *config("router"))
         tools = options(**keys, workspaces=str(workspaces))
         await system.start("tools", "tools", tools, *config("tools"))
         gpt = options(agents_dir=str(agents))

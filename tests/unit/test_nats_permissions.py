@@ -563,3 +563,25 @@ def test_who_follows_everything_sees_what_agents_and_people_publish(tmp_path: Pa
         assert ("principal-gpt", ns.timers("gpt")) in seen
     for person in ("cli", "person-bob"):
         assert not _peer_streams(accounts[f"principal-{person}"]), person
+
+
+def test_the_router_reads_held_approval_lists_and_nothing_else_of_the_tool_runs(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """The router moves a call's deadline past a held approval (actors/router/_approval_wait.py)
+    from its owner's list: a direct get of `pending.<owner>`, never a step's record (the held
+    request itself, its arguments), nor a scan of the bucket."""
+    ns, users = config
+    (router,) = [u for u in users if u.role == "router"]
+    runs = ns.bucket("tool_runs")
+    direct = f"$JS.API.DIRECT.GET.KV_{runs}"
+    assert router.publishes(f"{direct}.$KV.{runs}.pending.person-alice")
+    for elsewhere in (
+        f"{direct}.$KV.{runs}.run.0a1b",
+        f"{direct}.$KV.{runs}.approval.0a1b",
+        direct,
+        f"$JS.API.STREAM.MSG.GET.KV_{runs}",
+        f"$JS.API.CONSUMER.CREATE.KV_{runs}",
+        f"$KV.{runs}.pending.person-alice",
+    ):
+        assert not router.publishes(elsewhere), elsewhere

@@ -108,6 +108,13 @@ class Grants:
         runs = self.ns.bucket("tool_runs")
         self.pub(f"{JS_API}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.{self.actor}")
 
+    def pending_approvals_of_everyone(self) -> None:
+        """The router reads a session owner's list of held tool requests, to move the
+        deadline of a call that waits on one (actors/router/_approval_wait.py): by a direct
+        get of `pending.<owner>` keys only, nothing else of the bucket."""
+        runs = self.ns.bucket("tool_runs")
+        self.pub(f"{JS_API}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.*")
+
     def tool_runtime(self) -> None:
         """The tool runtime verifies the bundle itself (reading the floor, never raising it)
         and keeps each step's run, so a redelivered request is answered from it; and each

@@ -242,6 +242,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pub(ns.timers(me))  # reminders about its calls, to itself only
         g.bind("timers")
         g.read_bucket("registry")
+        g.pending_approvals_of_everyone()
     elif role == TOOLS:
         g.tool_runtime()
         _artifact_grants(g, write=True)
