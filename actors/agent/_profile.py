@@ -108,6 +108,9 @@ class GatewayBrainConfig(_Strict):
     target: str = "llm"
     """The gateway's actor id: the target of every model call."""
     timeout_s: float = Field(default=120.0, gt=0)
+    stream: bool = True
+    """Ask for the answer streamed: the gateway shows the person whose session it is the
+    agent's message as it is written (docs/llm-gateway.md); the answer itself is the same."""
 
     @field_validator("target")
     @classmethod

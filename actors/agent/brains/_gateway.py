@@ -65,6 +65,7 @@ class _ViaGateway:
             messages=tuple(messages),
             options=options,
             max_output_tokens=cap,
+            stream=self._gateway.stream,
             target=self._gateway.target,
         )
         waiting = turn.calls.expect(request_id)
