@@ -18,6 +18,7 @@ __all__ = (
     "MAX_HOP_COUNT_HEADER",
     "MSG_ID",
     "ORIGIN",
+    "OWNER",
     "SENDER",
     "SENDER_ROLE",
     "SESSION",
@@ -45,9 +46,14 @@ BOUND_BY = "Parley-Bound-By"
 sender last (actors/gate/_tool_checks.py). The tool runtime narrows the scope by each of them
 again; trustworthy on a deliver subject only, which the gate alone may write."""
 SESSION = "Parley-Session"
-"""Set by the gate on a delivered tool request: the session its trace works in (its root's,
-else the trace itself), from the gate's own records. The tool runtime's workspace is that
-session's, never one a request names; trustworthy on a deliver subject only."""
+"""Set by the gate on a delivered tool request (and an `llm_request` with `OWNER`): the
+session its trace works in (its root's, else the trace itself), from the gate's own records.
+The tool runtime's workspace is that session's, never one a request names; trustworthy on a
+deliver subject only."""
+OWNER = "Parley-Session-Owner"
+"""Set by the gate on a delivered `llm_request` made in a person's session: that person (its
+trace's origin), beside `SESSION`, from the gate's own records. The LLM gateway sends the text
+being written to that person's typing subject; trustworthy on a deliver subject only."""
 DEADLINE = "Parley-Deadline"
 """Absolute deadline of the call chain, in Unix milliseconds. The gate delivers its own record
 of it; a tool request's sender claims how long it waits, which only shortens it."""

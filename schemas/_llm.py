@@ -130,9 +130,14 @@ class LlmChunk(Struct, frozen=True, kw_only=True):
     (`Namespace.chunks`, to the principal that asked alone), and a chunk lost on the way is
     lost. The `llm_response` that follows is the answer; chunks only show it early. `index`
     counts from 0; the last chunk of an answer has `done`.
+
+    The same shape goes to the person whose session the call works in
+    (`Namespace.typing`): there `text` is only what the agent says (its reply's `message`,
+    actors/llm/_typing.py) and `agent` names who is writing it.
     """
 
     request_id: Id
     index: NonNegative
     text: str = ""
     done: bool = False
+    agent: str = ""

@@ -75,6 +75,17 @@ class Namespace:
         (`llm_chunk`s, core NATS, never stored): only `receiver` may follow it."""
         return f"{self.root}.chunks.{check_token(receiver, 'receiver')}"
 
+    def typing(self, owner: str, session_id: str) -> str:
+        """Where the LLM gateway sends the visible text of the model calls made in `owner`'s
+        session `session_id` as it is written (`llm_chunk`s with `agent`, core NATS, never
+        stored, captured by no stream): the session's owner alone may follow it."""
+        owner = check_token(owner, "owner")
+        return f"{self.root}.typing.{owner}.{check_token(session_id, 'session id')}"
+
+    def typings(self, owner: str) -> str:
+        """The text being written in every session of `owner`: what a person may follow."""
+        return f"{self.root}.typing.{check_token(owner, 'owner')}.*"
+
     def audit(self, tenant: str, profile: str) -> str:
         """The audit records of one profile of one tenant."""
         return (
@@ -95,7 +106,7 @@ class Namespace:
 
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
-        depth = 2 if family in ("audit", "events", "dead") else 1
+        depth = 2 if family in ("audit", "events", "dead", "typing") else 1
         return f"{self.root}.{check_token(family, 'family')}" + ".*" * depth
 
     def token_at(self, subject: str, index: int = 2) -> str:

@@ -57,6 +57,7 @@ from schemas import (
 )
 from tools._local import local_settings
 from tools._session_lines import call_line, render
+from tools._typing_line import TypingLine
 from tools._waiting import (
     EXIT_LOST,
     ConnectionLost,
@@ -130,10 +131,17 @@ async def follow_session(
         elif isinstance(envelope, Decision) and envelope.envelope_id == msg.id:
             news.put_nowait(envelope)
 
+    typing = TypingLine(out)  # the agent's answer as it is written, on a terminal
+
+    async def on_typing(raw: Msg) -> None:
+        typing.received(raw.data)
+
     subs = [
         await nc.subscribe(ns.events(person, msg.session_id), cb=on_message),
         await nc.subscribe(ns.decisions(person), cb=on_message),
     ]
+    if typing.live:
+        subs.append(await nc.subscribe(ns.typing(person, msg.session_id), cb=on_typing))
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
     waiting_for = "the router to open the session" if opens else "the session's next event"
@@ -155,6 +163,7 @@ async def follow_session(
                 try:
                     item = await waited(news.get(), wait_s, watch, what=waiting_for)
                 except TimeoutError:
+                    typing.wipe()
                     print(
                         f"no news from the session for {wait_s:.0f} s: gave up waiting for "
                         f"{waiting_for}",
@@ -166,6 +175,7 @@ async def follow_session(
                         stop = stop_control(msg.session_id, msg.user_id, why)
                         await give_up(nc, watch, ns, person, stop, out)
                     return SessionEnd(None, 1, tuple(seen))
+                typing.wipe()  # whatever is printed next takes the live line's place
                 if item is None:  # Ctrl-C: ask the router to stop, and keep following
                     stop = stop_control(msg.session_id, msg.user_id, "Ctrl-C")
                     await waited(submit_as(nc, ns, person, stop), None, watch)
@@ -194,6 +204,7 @@ async def follow_session(
                 if item.event_type in _END:
                     return SessionEnd(item, _END[item.event_type], tuple(seen))
         except ConnectionLost as lost:
+            typing.wipe()
             print(lost_line(lost.url, msg.session_id), file=out, flush=True)
             return SessionEnd(None, EXIT_LOST, tuple(seen))
         finally:

@@ -108,9 +108,10 @@ class GatewayBrainConfig(_Strict):
     target: str = "llm"
     """The gateway's actor id: the target of every model call."""
     timeout_s: float = Field(default=120.0, gt=0)
-    stream: bool = False
-    """Ask for the answer as a stream: the gateway reads the provider's events as they come
-    and sends the text on to this agent's chunks subject (docs/llm-gateway.md, Streaming)."""
+    stream: bool = True
+    """Ask for the answer streamed: the gateway reads the provider's events as they come,
+    sends the text on to this agent's chunks subject and shows the person whose session it is
+    the agent's message as it is written (docs/llm-gateway.md); the answer itself is the same."""
 
     @field_validator("target")
     @classmethod

@@ -4,7 +4,9 @@ The console holds no identity of its own at the gate: for each person it connect
 `person-<name>`, with the nkey seed and account settings `parley nats-config` wrote for that
 person, submits on `parley.submit.person-<name>` (the gate takes the sender from that subject
 and decides every envelope), and follows what the broker lets that person read: its own
-sessions' timelines and the gate's decisions on what it sent (read-only stream imports).
+sessions' timelines, the text being written in them (the agents' answers as the LLM gateway
+streams them, `SessionTyping`, best effort: never recorded, never replayed) and the gate's
+decisions on what it sent (read-only stream imports).
 
 The console records each session's events from the moment the person's connection opens, so
 a page opened mid-session replays them first. A person's account may not read the events
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import msgspec
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
@@ -41,6 +44,7 @@ from schemas import (
     DelegationRequest,
     Error,
     HumanMessage,
+    LlmChunk,
     Namespace,
     Orchestration,
     SessionEvent,
@@ -54,6 +58,7 @@ from schemas import (
 __all__ = ("ControlAction", "Notification", "PersonLink", "person_settings")
 
 log = logging.getLogger("parley.console.person")
+_CHUNK = msgspec.json.Decoder(LlmChunk)
 
 Notification = dict[str, Any]
 """A JSON-RPC notification (`{"jsonrpc": "2.0", "method": ..., "params": ...}`)."""
@@ -108,6 +113,7 @@ class PersonLink:
         server before this returns, so nothing submitted afterwards can be missed)."""
         nc = await connect(self.settings, self.principal, reconnect_forever=True)
         await nc.subscribe(self.ns.timelines(self.principal), cb=self._on_message)
+        await nc.subscribe(self.ns.typings(self.principal), cb=self._on_typing)
         await nc.subscribe(self.ns.decisions(self.principal), cb=self._on_message)
         await nc.flush()
         self._nc = nc
@@ -132,6 +138,23 @@ class PersonLink:
     def _notify(self, notification: Notification) -> None:
         for listener in list(self._listeners):
             listener(notification)
+
+    async def _on_typing(self, raw: Msg) -> None:
+        """A piece of an agent's answer being written in one of this person's sessions: told
+        to the page as it comes (`SessionTyping`); the durable turn follows on the timeline."""
+        try:
+            chunk = _CHUNK.decode(raw.data)
+        except msgspec.DecodeError:
+            return
+        params = {
+            "sessionId": raw.subject.rsplit(".", 1)[-1],
+            "requestId": chunk.request_id,
+            "agent": chunk.agent,
+            "index": chunk.index,
+            "text": chunk.text,
+            "done": chunk.done,
+        }
+        self._notify(_notification("SessionTyping", params))
 
     async def _on_message(self, raw: Msg) -> None:
         try:

@@ -38,8 +38,11 @@ from actors.llm._guardrails import guard, ungranted_tools
 from actors.llm._options import LlmOptions
 from actors.llm._policy import check_llm_policy, output_cap
 from actors.llm._provider import ProviderClient, ProviderFailure
+from actors.llm._typing import TypingSender
 from actors.llm._wire import RESERVED_OPTIONS, read_answer, request_body
 from bus import (
+    OWNER,
+    SESSION,
     Actor,
     BundleStore,
     BusHandle,
@@ -63,6 +66,7 @@ from schemas import (
     decode_envelope,
     encode,
     utc_now,
+    valid_token,
 )
 
 __all__ = ("LlmActor",)
@@ -189,7 +193,14 @@ class LlmActor(Actor):
             return None
         subject = self.namespace.chunks(ctx.sender)
         api = self.options.providers[provider].api
-        return ChunkSender(self._bus.nc, subject, request.request_id, bundle.guardrails, api)
+        typing = None
+        owner, session = ctx.headers.get(OWNER), ctx.headers.get(SESSION)
+        if owner and session and valid_token(owner) and valid_token(session):
+            to_person = self.namespace.typing(owner, session)  # the gate's word: whose session
+            typing = TypingSender(self._bus.nc, to_person, request.request_id, ctx.sender)
+        return ChunkSender(
+            self._bus.nc, subject, request.request_id, bundle.guardrails, api, typing
+        )
 
     def _prepared(
         self, request: LlmRequest, ctx: Context

@@ -10,7 +10,9 @@ chunks go out before that, so they pass the same guardrails on the text written 
   rule matches, no more chunks go out: the answer itself (redacted, or denied) says the rest.
 
 Chunks go on core NATS to `Namespace.chunks(<who asked>)`, which only that principal may
-follow (tools/natsconf): fire and forget, never stored, never retried.
+follow (tools/natsconf): fire and forget, never stored, never retried. What they carry is also
+read for the person whose session the call works in (actors/llm/_typing.py), so the person's
+text passes the same guardrails.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import msgspec
 from nats.aio.client import Client as NATS
 
 from actors.llm._guardrails import guard
+from actors.llm._typing import TypingSender
 from schemas import Guardrails, LlmChunk
 
 __all__ = ("ChunkSender",)
@@ -30,9 +33,16 @@ class ChunkSender:
     """The chunks of one model call's answer."""
 
     def __init__(
-        self, nc: NATS, subject: str, request_id: str, guardrails: Guardrails, api: str
+        self,
+        nc: NATS,
+        subject: str,
+        request_id: str,
+        guardrails: Guardrails,
+        api: str,
+        typing: TypingSender | None = None,
     ) -> None:
         self._nc, self._subject, self._request_id = nc, subject, request_id
+        self._typing = typing
         self._guardrails, self._api = guardrails, api
         self._written = ""
         self._sent = ""
@@ -75,3 +85,5 @@ class ChunkSender:
         chunk = LlmChunk(request_id=self._request_id, index=self._index, text=text, done=done)
         self._index += 1
         await self._nc.publish(self._subject, _ENCODER.encode(chunk))
+        if self._typing is not None:
+            await self._typing.text(text, done=done)

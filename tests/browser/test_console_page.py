@@ -5,7 +5,8 @@ the module.
 What a person does: sign in, start a collaboration and watch it reach `final` live, press
 Stop mid-session and see "Collaboration canceled by user.", open a session in a second page
 mid-session (its events are replayed first), find another person's session neither listed
-nor openable by URL, and see an agent's `<script>` as text; run an orchestrated session
+nor openable by URL, see an agent's answer drawn as it is written, and see an agent's
+`<script>` as text; run an orchestrated session
 (seed 000: claude drafts as alice's agent, gpt is the shared agent) in manual mode and
 approve, edit and reject its drafts, pause and resume one, and see the banner when full_auto
 reaches maxTurns. Each step leaves a screenshot in the test's own output directory.
@@ -28,7 +29,7 @@ import pytest
 from nats.aio.msg import Msg
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from schemas import Namespace
+from schemas import LlmChunk, Namespace, encode
 from tests.support.console import (
     ORCHESTRATE_OBJECTIVE,
     XSS_MESSAGE,
@@ -187,6 +188,44 @@ async def test_stop_mid_session_and_a_page_opened_mid_session(
     await page.screenshot(path=tmp_path / "03-canceled.png")
     await page.context.close()
     await later.context.close()
+
+
+async def test_an_answer_being_written_is_shown_as_it_comes_then_gives_way(
+    browser: Browser, deployment: ConsoleDeployment, tmp_path: Path
+) -> None:
+    """While claude answers round 2, the LLM gateway's principal sends alice's typing subject
+    claude's message piece by piece (as actors/llm/_typing.py does; the gateway itself is
+    tested in tests/integration/test_llm_stream.py and test_llm_up.py): the page draws one
+    live turn growing with each piece, and the session's end takes it away."""
+    page = await _signed_in_page(browser, deployment, "alice")
+    session_id = await _start(page, "collaborate", "gpt,claude", "A slow task", first="gpt")
+    await expect(page.locator("#waiting")).to_have_text(
+        "claude is answering (round 2)…", timeout=_WAIT_MS
+    )
+    llm = await deployment.locked.connect("llm")
+    subject = deployment.ns.typing("person-alice", session_id)
+    pieces = ["Round two: ", "<b>the plan</b> ", "takes shape."]
+    live = page.locator("#timeline #writing")
+    try:
+        for index, piece in enumerate(pieces):
+            chunk = LlmChunk(request_id="r-typing", index=index, text=piece, agent="claude")
+            await llm.publish(subject, encode(chunk))
+            await llm.flush()
+            written = "".join(pieces[: index + 1])
+            await expect(live.locator(".message")).to_have_text(written, timeout=_WAIT_MS)
+            if index == 0:
+                await page.screenshot(path=tmp_path / "01-first-piece.png")
+    finally:
+        await llm.close()
+    await expect(live.locator(".speaker")).to_have_text("claude")
+    await expect(page.locator("#timeline .turn")).to_have_count(2)  # gpt's turn, the live one
+    assert await page.locator("#timeline b").count() == 0  # text, never markup
+    await page.screenshot(path=tmp_path / "02-written.png")
+    await page.click("#stop")
+    await expect(page.locator("#ending")).to_contain_text("canceled", timeout=_WAIT_MS)
+    await expect(live).to_have_count(0)
+    await expect(page.locator("#timeline .turn")).to_have_count(1)
+    await page.context.close()
 
 
 async def test_another_persons_session_is_neither_listed_nor_opened(

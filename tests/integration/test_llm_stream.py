@@ -23,7 +23,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.subscription import Subscription
 
-from bus import MSG_ID, SENDER, EmbeddedServer, provision
+from bus import MSG_ID, OWNER, SENDER, SESSION, EmbeddedServer, provision
 from schemas import (
     LlmChunk,
     LlmPolicy,
@@ -37,7 +37,7 @@ from schemas import (
 from tests.support.agents import Submitted
 from tests.support.gate import Signer, make_bundle, publish_bundle
 from tests.support.llm_server import WireServer
-from tests.support.llm_stream import anthropic_stream, openai_stream
+from tests.support.llm_stream import anthropic_stream, openai_stream, pieces_of
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 
 SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
@@ -64,9 +64,13 @@ class Streaming:
         await self.gateway.wait_line(READY)
 
     async def ask(
-        self, sender: str, api: Literal["openai", "anthropic"] = "openai"
+        self,
+        sender: str,
+        api: Literal["openai", "anthropic"] = "openai",
+        told: dict[str, str] | None = None,
     ) -> tuple[LlmRequest, Subscription]:
-        """Deliver a streamed call from `sender` as the gate would; the chunk subscription."""
+        """Deliver a streamed call from `sender` as the gate would (`told`: the gate's other
+        headers); the chunk subscription."""
         chunks = await self.nc.subscribe(self.ns.chunks(sender))
         await self.nc.flush()
         rid = new_id()
@@ -83,7 +87,9 @@ class Streaming:
             stream=True,
         )
         await self.nc.jetstream().publish(
-            self.ns.deliver("llm"), encode(request), headers={SENDER: sender, MSG_ID: rid}
+            self.ns.deliver("llm"),
+            encode(request),
+            headers={SENDER: sender, MSG_ID: rid, **(told or {})},
         )
         return request, chunks
 
@@ -173,6 +179,26 @@ async def test_an_anthropic_stream_reaches_the_caller_and_answers_whole(
     assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (30, 4)
     assert answer.finish_reason == "end_turn"
     assert streaming.server.requests[-1].path == "/v1/messages"
+
+
+async def test_the_person_whose_session_it_is_sees_the_agents_message_as_it_is_written(
+    streaming: Streaming,
+) -> None:
+    """The gate named the session's person on the delivery: the gateway sends them the
+    reply's `message` as it is written, on their typing subject, and nothing else of the JSON."""
+    message = 'Step one: "bread".\nStep two: go. Step three: eat.'
+    reply = json.dumps({"message": message, "handoff": {"to": "claude"}, "final": False})
+    typing = await streaming.nc.subscribe(streaming.ns.typing("ana", "s-9"))
+    streaming.server.queue(openai_stream(pieces_of(reply, 12)))
+    request, subscription = await streaming.ask("planner", told={OWNER: "ana", SESSION: "s-9"})
+    shown = await chunks_until_done(typing)
+    raw = await chunks_until_done(subscription)
+    answer = await streaming.answer()
+    assert "".join(c.text for c in raw) == answer.text == reply  # the agent's own: whole JSON
+    assert "".join(c.text for c in shown) == message, shown
+    assert len([c for c in shown if c.text]) >= 3  # piece by piece, not all at once
+    assert {(c.agent, c.request_id) for c in shown} == {("planner", request.request_id)}
+    assert [c.index for c in shown] == list(range(len(shown)))
 
 
 async def test_a_secret_written_over_several_chunks_never_leaves_the_gateway(

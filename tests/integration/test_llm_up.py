@@ -5,7 +5,8 @@ the gate and the LLM gateway, which alone holds the key.
 `parley up DIR` runs a system of its own (gpt and claude with the README's gateway profiles,
 the demo bundle, the gateway) in a directory of its own; the provider is the local OpenAI
 wire-format server (tests/support/llm_server.py), named by `OPENAI_BASE_URL`, which records
-the key each request came with.
+the key each request came with. It streams its answer, and `parley collab`, run on a terminal,
+shows gpt's message as it is written before the turn takes its line.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 import re
 from pathlib import Path
 
-from tests.support.llm_server import WireServer, openai_completion
+from tests.support.llm_server import WireServer
+from tests.support.llm_stream import openai_stream, pieces_of
 from tests.support.processes import REPO, close_up, parley_env, parley_up
-from tests.support.system import finished, parley_cli
+from tests.support.terminal import on_terminal, screen_lines
 
 KEY = "sk-readme-real-model-0123"
 GOAL = "Outline a 3-step plan for a picnic."
@@ -32,7 +34,8 @@ async def test_the_readme_real_model_profiles_reach_the_provider_through_the_gat
 ) -> None:
     server = WireServer(checks="openai")
     await server.start()
-    server.queue(openai_completion(json.dumps({"message": "1. bread 2. go 3. eat", "final": True})))
+    reply = json.dumps({"message": "1. bread 2. go 3. eat", "final": True})
+    server.queue(openai_stream(pieces_of(reply, 10), gap_s=0.02))
     system = tmp_path / "system"
     (system / "agents").mkdir(parents=True)
     (system / "agents" / "gpt.toml").write_text(GPT)
@@ -50,13 +53,18 @@ async def test_the_readme_real_model_profiles_reach_the_provider_through_the_gat
         await up.wait_line(
             r"^\[nats\] ready: gate, router, auditor, gpt, claude, llm;", timeout=120
         )
-        code, said = await finished(parley_cli(env, "collab", GOAL, cwd=tmp_path), 120)
+        code, written = await on_terminal(env, "collab", GOAL, cwd=tmp_path, timeout=120)
+        said = [line for line in screen_lines(written) if line]
         assert code == 0 and said[-1].startswith("stopped: final"), said
-        assert any("1. bread 2. go 3. eat" in line for line in said), said
+        # Written piece by piece on the live line, then the durable turn in its place, once.
+        assert written.count("gpt is writing: 1. ") >= 3, written
+        assert "gpt is writing: 1. bread 2. go 3. eat" in written, written
+        assert "is writing" not in "".join(said), said
+        assert len([line for line in said if "1. bread 2. go 3. eat" in line]) == 1, said
     finally:
         close_up(up)
         await server.close()
     (asked,) = server.requests
     assert asked.headers["authorization"] == f"Bearer {KEY}"
-    assert asked.body["model"] == "gpt-4o-mini"
+    assert asked.body["model"] == "gpt-4o-mini" and asked.body["stream"] is True
     assert KEY not in (system / "agents" / "gpt.toml").read_text()

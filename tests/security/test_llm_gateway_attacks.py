@@ -7,20 +7,26 @@ gateway's deliver subject, core or JetStream), to read or plant answers in the g
 counted as a permission violation on gpt's connection; the gateway's own user reaches its
 bucket. The provider keys are in the gateway's own settings alone: no envelope carries them
 (tests/integration/test_llm_gateway.py checks what the agent's profile and the provider see).
+The text being written in a person's session goes to that person alone: another person cannot
+read it, and no agent or person can write it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import ConsumerConfig
 from prometheus_client import CollectorRegistry
 
-from bus import ActorMetrics
+from bus import ActorMetrics, EmbeddedServer
+from schemas import Namespace
 from tests.support.lockdown import LockedDown, violations
+from tools.natsconf import DEFAULT_ACTORS, write_nats_config
 
 _REFUSED = (TimeoutError, NatsTimeoutError)
 
@@ -88,4 +94,52 @@ async def test_a_streamed_answer_reaches_the_agent_that_asked_and_no_other(
         assert stolen.pending_msgs == 0
     finally:
         for nc in (gpt, claude, llm):
+            await nc.close()
+
+
+ALICE = "person-alice"
+
+
+@pytest.fixture
+def two_people(tmp_path: Path, namespace: Namespace) -> Iterator[LockedDown]:
+    """The least-privilege config with a second person, `person-alice`, beside `cli`."""
+    config_dir = tmp_path / "nats-config"
+    write_nats_config(config_dir, [*DEFAULT_ACTORS, ALICE], namespace)
+    server = EmbeddedServer(tmp_path / "nats", authorization=config_dir / "authorization.conf")
+    server.start()
+    yield LockedDown(server, config_dir, namespace)
+    server.close()
+
+
+async def test_the_text_being_written_in_a_session_reaches_its_person_and_no_other(
+    two_people: LockedDown,
+) -> None:
+    """The gateway publishes on `typing.cli.<session>`; cli follows it, alice (another person)
+    can neither read it nor plant text there, and gpt (an agent) cannot write it either."""
+    locked, ns = two_people, two_people.ns
+    registry, agents = CollectorRegistry(), CollectorRegistry()
+    cli = await locked.connect("cli")
+    alice = await locked.connect(ALICE, ActorMetrics(registry, ALICE))
+    gpt = await locked.connect("gpt", ActorMetrics(agents, "gpt"))
+    llm = await locked.connect("llm")
+    subject = ns.typing("cli", "s-1")
+    forged = b'{"request_id":"r","index":0,"text":"forged","agent":"gpt"}'
+    try:
+        mine = await cli.subscribe(subject)
+        stolen = await alice.subscribe(subject)
+        everything = await alice.subscribe(ns.typings("cli"))
+        await alice.flush()
+        await alice.publish(subject, forged)
+        await gpt.publish(subject, forged)
+        for nc in (alice, gpt, cli):
+            await nc.flush()
+        await llm.publish(subject, b'{"request_id":"r","index":0,"text":"the model"}')
+        await llm.flush()
+        received = await mine.next_msg(timeout=5)  # a forged one, sent first, would be first
+        assert b"the model" in received.data, received.data
+        assert violations(registry, ALICE) == 3  # two subscriptions and the publish
+        assert violations(agents, "gpt") == 1
+        assert stolen.pending_msgs == 0 and everything.pending_msgs == 0
+    finally:
+        for nc in (cli, alice, gpt, llm):
             await nc.close()

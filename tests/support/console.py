@@ -128,8 +128,8 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
         policy = root / "policy.toml"
         demo = (REPO / "deploy/policy/demo.toml").read_text()
         edits = {
-            '[profiles.gpt]\nallowed_targets = ["router"]': (
-                '[profiles.gpt]\nallowed_targets = ["router", "claude"]'
+            '[profiles.gpt]\nallowed_targets = ["router", "llm"]': (
+                '[profiles.gpt]\nallowed_targets = ["router", "llm", "claude"]'
             ),
             'label = "demo-1"': 'label = "demo-1"\nshared_agents = ["gpt"]',
             '[profiles.person-alice]\nallowed_targets = ["router", "tools"]': (

@@ -446,11 +446,13 @@ def test_only_trusted_actors_share_the_account_that_holds_jetstream(
             assert user.account == CORE_ACCOUNT, user.actor
         else:
             assert user.account not in (CORE_ACCOUNT, *(u.account for u in users if u != user))
-        # What it follows live, read-only: a person its timelines and its own decisions; the
+        # What it follows live, read-only: a person its timelines, the text being written in
+        # them and its own decisions; the
         # audit reader (`parley tail`) everything; an agent the text of its own streamed model
         # calls; nobody else anything.
         if user.role == "cli":
-            assert set(user.follows) == {ns.timelines(user.actor), ns.decisions(user.actor)}
+            follows = {ns.timelines(user.actor), ns.typings(user.actor), ns.decisions(user.actor)}
+            assert set(user.follows) == follows
         elif user.role in (AUDIT_READER, OPERATOR):
             assert user.follows == (f"{ns.root}.>",)
         elif user.role == "agent":

@@ -252,6 +252,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("llm_runs")
         g.write_keys("llm_runs", "run.>")
         g.pub(ns.wildcard("chunks"))  # streamed answers, each to the principal that asked
+        g.pub(ns.wildcard("typing"))  # and their visible text, to the session's person
     elif role == "auditor":
         g.durable("events", None)  # the whole stream, unfiltered or filtered as it likes
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream('events')}.{me}.>")
@@ -342,11 +343,12 @@ def permissions_for(
         deny += [f"{JS_API}.STREAM.{verb}.>" for verb in _STREAM_ADMIN]
     if role == OPERATOR:
         deny += operator_denies(ns.root)
-    # A person follows its sessions' timelines and the gate's word on what it sent, live; an
-    # agent the text of its own streamed model calls as the gateway sends it.
+    # A person follows its sessions' timelines, the text being written in them and the gate's
+    # word on what it sent, live; an agent the text of its own streamed model calls as the
+    # gateway sends it.
     follows: tuple[str, ...] = (ns.chunks(actor),) if role == "agent" else ()
     if role == "cli":
-        follows = (ns.timelines(actor), ns.decisions(actor))
+        follows = (ns.timelines(actor), ns.typings(actor), ns.decisions(actor))
     elif role in (AUDIT_READER, OPERATOR):
         follows = (f"{ns.root}.>",)  # `parley tail`, `nats sub`: every envelope, live, read-only
     return Permissions(

@@ -110,6 +110,7 @@ function onMessage(message) {
   else if (message.method === "SessionRefused") onRefused(message.params);
   else if (message.method === "SessionError") onSessionError(message.params);
   else if (message.method === "DelegationResult") onDelegationResult(message.params);
+  else if (message.method === "SessionTyping") onTyping(message.params);
 }
 
 // ---- sessions list ------------------------------------------------------------------------
@@ -220,6 +221,7 @@ function renderEvent(event) {
       $("waiting").textContent = `${p.speaker} is answering (round ${p.round})…`;
       break;
     case "step_completed": {
+      clearTyping(); // the durable turn takes the live one's place (typing.js)
       $("waiting").textContent = "";
       const turn = el("li", "turn");
       turn.dataset.eventId = event.eventId;
@@ -241,6 +243,7 @@ function renderEvent(event) {
     case "session_completed":
     case "session_failed":
     case "session_canceled": {
+      clearTyping();
       summary.state = { session_completed: "completed", session_failed: "failed", session_canceled: "canceled" }[event.eventType];
       summary.stopReason = p.stopReason;
       renderEnding(collabEnding(p, summary), event.eventType === "session_completed");
