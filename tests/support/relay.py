@@ -186,6 +186,7 @@ async def start_two_deployments(
     bob_profiles: Mapping[str, ProfilePolicy] | None = None,
     share_back: str = "",
     start_byte_doc: bool = True,
+    side_env: Mapping[str, Mapping[str, str]] | None = None,
 ) -> TwoDeployments:
     """Keys, share, shared agent, both policies, and every process ready.
 
@@ -197,7 +198,8 @@ async def start_two_deployments(
     byte-doc's scripted brain; `bob_profiles` add to Bob's bundle. `share_back` names an
     agent of Alice's that Alice shares with Bob's device, reached on Bob's side as
     `alice-<agent>` (a chain that crosses back); `start_byte_doc=False` leaves `byte-doc`
-    for the test to play."""
+    for the test to play. `side_env` adds variables to every process of a side, by its name
+    (`alice`, `bob`): the OTLP endpoint of a tracing test."""
     alice_keys, bob_keys = keys or (DeviceKeys.generate(), DeviceKeys.generate())
     alice = await _side("alice", alice_server, root, alice_keys, alice_locked)
     bob = await _side("bob", bob_server, root, bob_keys, None)
@@ -255,6 +257,7 @@ async def start_two_deployments(
     gateway_root = gateway_root or f"gw{uuid.uuid4().hex[:10]}"
     for side in (alice, bob):
         base = parley_env(side.server.url, side.ns.root, ack_wait_s=ack_wait_s, fetch_timeout_s="1")
+        base |= (side_env or {}).get(side.name, {})
         gate_options = {"policy_keys": [str(side.signer.pub_path)], "tenant": "test"}
         gate_env = {**base, "PARLEY_OPTIONS": json.dumps(gate_options)}
         gate = start_actor("gate", "gate", gate_env, *side.config_args("gate"))
@@ -277,9 +280,8 @@ async def start_two_deployments(
             'backend = "scripted"\nscript = "byte-doc-script.toml"',
             script=bob_script,
         )
-        agent = start_agent(
-            str(profile), parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
-        )
+        agent_env = parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
+        agent = start_agent(str(profile), agent_env | dict((side_env or {}).get("bob", {})))
         processes.append(agent)
         await agent.wait_line(READY)
     system = TwoDeployments(alice, bob, gateway, gateway_root, share, processes)

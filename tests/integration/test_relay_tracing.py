@@ -1,0 +1,160 @@
+"""One OpenTelemetry trace across two deployments, through the shared-agent relay.
+
+Both deployments' gates, relays and Bob's `byte-doc` (real processes) export their spans to
+an OTLP/HTTP receiver in this test. Alice's caller calls `bob-byte-doc`; the call crosses
+the gateway inside a sealed frame carrying the `traceparent` of Alice's relay, Bob's relay
+continues it into Bob's deployment, and Bob's relay seals its own span into the answer's
+frame. The receiver gets one trace: Alice's gate's span its only root, every other span's
+parent in it, Bob's agent under Bob's gate under Bob's relay under Alice's relay, and the
+answer back in Alice's deployment under the spans of Bob's. The gateway sees none of it:
+no frame holds the trace id in clear, and no gateway message has a `traceparent` header.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+
+from bus import MSG_ID, TRACEPARENT, EmbeddedServer
+from schemas import AgentResponse, decode_envelope, encode
+from tests.support.otlp import ReceivedSpan, otel_env, otlp_receiver
+from tests.support.processes import ProcessOutput
+from tests.support.relay import byte_doc_call, relay_servers, start_two_deployments
+
+_PRODUCER, _CONSUMER = 4, 5  # the protobuf's SpanKind values
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedServer, ...]]:
+    yield from relay_servers(tmp_path_factory)
+
+
+def _where(span: ReceivedSpan) -> tuple[str, str, str]:
+    """(deployment, process, span name)."""
+    return str(span.resource.get("service.namespace", "")), span.instance, span.name
+
+
+def _ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[ReceivedSpan]:
+    """`span`'s parents, nearest first, up to the root (a cycle fails the test)."""
+    chain: list[ReceivedSpan] = []
+    while span.parent_id:
+        span = by_id[span.parent_id]
+        assert span not in chain, "the parent links form a cycle"
+        chain.append(span)
+    return chain
+
+
+async def test_a_call_to_a_shared_agent_is_one_trace_across_both_deployments(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> None:
+    processes: list[ProcessOutput] = []
+    frames: list[Msg] = []
+    with otlp_receiver() as receiver:
+        sides = {
+            name: otel_env(receiver.endpoint)
+            | {"OTEL_RESOURCE_ATTRIBUTES": f"service.namespace={name}"}
+            for name in ("alice", "bob")
+        }
+        alice, bob, gateway_server = servers
+        system = await start_two_deployments(
+            alice, bob, gateway_server, tmp_path, processes, side_env=sides
+        )
+        gateway = await nats.connect(system.gateway.url)
+
+        async def keep(msg: Msg) -> None:
+            frames.append(msg)
+
+        watch = await gateway.subscribe(f"{system.gateway_root}.>", cb=keep)
+        try:
+            js = system.alice.nc.jetstream()
+            ns = system.alice.ns
+            inbox = await js.pull_subscribe(
+                ns.deliver("router"), durable="router", stream=ns.stream("deliver")
+            )
+            call = byte_doc_call("trace this review")
+            await js.publish(ns.submit("router"), encode(call), headers={MSG_ID: call.id})
+            (msg,) = await inbox.fetch(1, timeout=30)
+            await msg.ack_sync()
+            answer = decode_envelope(msg.data)
+            assert isinstance(answer, AgentResponse), answer
+            await gateway.flush()
+            for process in processes:  # each exports what it has batched before exiting
+                process.signal(signal.SIGTERM)
+            for process in processes:
+                assert await process.wait_exit() == 0, process.name
+        finally:
+            await watch.unsubscribe()
+            await gateway.close()
+            for process in processes:
+                process.close()
+            await system.close()
+        spans = list(receiver.spans)
+        assert receiver.errors == []
+
+    trace_id = call.id.replace("-", "")  # the trace Alice's gate started for the call
+    trace = [span for span in spans if span.trace_id == trace_id]
+    by_id = {span.span_id: span for span in trace}
+    assert len(by_id) == len(trace), "span ids repeat"
+    [root] = [span for span in trace if not span.parent_id]
+    assert _where(root) == ("alice", "gate", "Policy and Guardrails handle")
+    assert all(span.parent_id in by_id for span in trace if span is not root)
+    assert {(deployment, process) for deployment, process, _ in map(_where, trace)} == {
+        ("alice", "gate"),
+        ("alice", "relay"),
+        ("bob", "relay"),
+        ("bob", "gate"),
+        ("bob", "byte-doc"),
+    }
+    # No span of Bob's deployment started a trace of its own.
+    assert [span for span in spans if span.trace_id != trace_id] == []
+
+    # The call's way: Bob's agent, under Bob's gate, under Bob's relay, under Alice's relay.
+    [handled] = [
+        span for span in trace if _where(span)[1:] == ("byte-doc", "Agent Execution handle")
+    ]
+    chain = [_where(span) for span in _ancestors(handled, by_id)]
+    assert chain[:7] == [
+        ("bob", "gate", "Policy and Guardrails publish"),
+        ("bob", "gate", "Policy and Guardrails handle"),
+        ("bob", "relay", "Session Coordination publish"),
+        ("bob", "relay", "Session Coordination handle"),
+        ("alice", "relay", "Session Coordination publish"),
+        ("alice", "relay", "Session Coordination handle"),
+        ("alice", "gate", "Policy and Guardrails publish"),
+    ], chain
+    assert chain[-1] == _where(root)
+    carried, received = _ancestors(handled, by_id)[4], _ancestors(handled, by_id)[3]
+    assert (carried.kind, carried.attributes["parley.frame"]) == (_PRODUCER, "call")
+    assert carried.attributes["parley.peer_device"] == system.bob.keys.device_id
+    assert (received.kind, received.attributes["parley.frame"]) == (_CONSUMER, "call")
+    assert received.attributes["parley.peer_device"] == system.alice.keys.device_id
+
+    # The answer's way back: Alice's gate decides it under Alice's relay's frame span, which
+    # continues the span Bob's relay sealed into the answer's frame.
+    [returned] = [
+        span
+        for span in trace
+        if _where(span) == ("alice", "gate", "Policy and Guardrails handle")
+        and span.attributes.get("messaging.message.id") == answer.id
+    ]
+    back = [_where(span) for span in _ancestors(returned, by_id)]
+    assert back[:4] == [
+        ("alice", "relay", "Session Coordination publish"),
+        ("alice", "relay", "Session Coordination handle"),
+        ("bob", "relay", "Session Coordination publish"),
+        ("bob", "relay", "Session Coordination handle"),
+    ], back
+    assert ("bob", "byte-doc", "Agent Execution publish") in back
+    assert returned.attributes["parley.decision_code"] == "ALLOW"
+    assert msg.headers is not None and msg.headers[TRACEPARENT].split("-")[1] == trace_id
+
+    # The gateway carried both frames and learnt nothing of the trace.
+    assert len(frames) >= 2
+    for frame in frames:
+        assert TRACEPARENT not in (frame.headers or {})
+        assert trace_id.encode() not in frame.data
