@@ -14,17 +14,25 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import nats
 import pytest
 from nats.aio.msg import Msg
 
+from actors.relay import open_frame
 from bus import MSG_ID, TRACEPARENT, EmbeddedServer
-from schemas import AgentResponse, decode_envelope, encode
+from schemas import AgentCall, AgentResponse, decode_envelope, encode
 from tests.support.otlp import ReceivedSpan, otel_env, otlp_receiver
 from tests.support.processes import ProcessOutput
-from tests.support.relay import byte_doc_call, relay_servers, start_two_deployments
+from tests.support.relay import (
+    TwoDeployments,
+    byte_doc_call,
+    relay_servers,
+    start_two_deployments,
+)
 
 _PRODUCER, _CONSUMER = 4, 5  # the protobuf's SpanKind values
 
@@ -49,16 +57,29 @@ def _ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[Recei
     return chain
 
 
-async def test_a_call_to_a_shared_agent_is_one_trace_across_both_deployments(
-    servers: tuple[EmbeddedServer, ...], tmp_path: Path
-) -> None:
+@dataclass
+class Crossed:
+    """One call across the gateway: what the receiver, the gateway and the caller got."""
+
+    call: AgentCall
+    delivered: Msg
+    answer: AgentResponse
+    spans: list[ReceivedSpan]
+    frames: list[Msg]
+    system: TwoDeployments
+
+
+async def _call_across(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path, traced: tuple[str, ...]
+) -> Crossed:
+    """Run both deployments, the `traced` ones exporting to a receiver, and make one call."""
     processes: list[ProcessOutput] = []
     frames: list[Msg] = []
     with otlp_receiver() as receiver:
         sides = {
             name: otel_env(receiver.endpoint)
             | {"OTEL_RESOURCE_ATTRIBUTES": f"service.namespace={name}"}
-            for name in ("alice", "bob")
+            for name in traced
         }
         alice, bob, gateway_server = servers
         system = await start_two_deployments(
@@ -93,9 +114,21 @@ async def test_a_call_to_a_shared_agent_is_one_trace_across_both_deployments(
             for process in processes:
                 process.close()
             await system.close()
-        spans = list(receiver.spans)
         assert receiver.errors == []
+        return Crossed(call, msg, answer, list(receiver.spans), frames, system)
 
+
+async def test_a_call_to_a_shared_agent_is_one_trace_across_both_deployments(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> None:
+    crossed = await _call_across(servers, tmp_path, traced=("alice", "bob"))
+    call, answer, msg, spans, system = (
+        crossed.call,
+        crossed.answer,
+        crossed.delivered,
+        crossed.spans,
+        crossed.system,
+    )
     trace_id = call.id.replace("-", "")  # the trace Alice's gate started for the call
     trace = [span for span in spans if span.trace_id == trace_id]
     by_id = {span.span_id: span for span in trace}
@@ -154,7 +187,34 @@ async def test_a_call_to_a_shared_agent_is_one_trace_across_both_deployments(
     assert msg.headers is not None and msg.headers[TRACEPARENT].split("-")[1] == trace_id
 
     # The gateway carried both frames and learnt nothing of the trace.
-    assert len(frames) >= 2
-    for frame in frames:
+    assert len(crossed.frames) >= 2
+    for frame in crossed.frames:
         assert TRACEPARENT not in (frame.headers or {})
         assert trace_id.encode() not in frame.data
+
+
+async def test_a_relay_that_sends_no_traceparent_is_sent_none_back(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> None:
+    """Compatibility: Alice's relay does not trace (as an older relay, which knows no such
+    field, never sends one); Bob's deployment traces. Neither frame carries a traceparent,
+    so Alice's relay reads Bob's answer as an older relay would, and Bob's side traces the
+    call as a trace of its own."""
+    crossed = await _call_across(servers, tmp_path, traced=("bob",))
+    alice, bob = crossed.system.alice, crossed.system.bob
+    root = crossed.system.gateway_root
+    opened = []
+    for frame in crossed.frames:
+        if frame.subject == f"{root}.{bob.keys.device_id}.{alice.keys.device_id}":
+            opened.append(open_frame(frame.data, bob.keys, frozenset({alice.keys.device_id})))
+        else:
+            opened.append(open_frame(frame.data, alice.keys, frozenset({bob.keys.device_id})))
+    assert {body.kind for body in opened} == {"call", "answer"}
+    assert [body.traceparent for body in opened] == [msgspec.UNSET] * len(opened)
+    # Bob's relay traced the answer it sealed, in Bob's own trace.
+    sealed = [
+        span
+        for span in crossed.spans
+        if (span.instance, span.name) == ("relay", "Session Coordination handle")
+    ]
+    assert sealed and {str(span.resource["service.namespace"]) for span in sealed} == {"bob"}
