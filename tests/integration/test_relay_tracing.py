@@ -12,6 +12,7 @@ no frame holds the trace id in clear, and no gateway message has a `traceparent`
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,19 +23,24 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
-from actors.relay import open_frame
-from bus import MSG_ID, TRACEPARENT, EmbeddedServer
+from actors.relay import DeviceKeys, gateway_stream, open_frame
+from bus import DEAD_REASON, MSG_ID, TRACEPARENT, EmbeddedServer
 from schemas import AgentCall, AgentResponse, decode_envelope, encode
-from tests.support.otlp import ReceivedSpan, otel_env, otlp_receiver
+from tests.support.otlp import OtlpReceiver, ReceivedSpan, otel_env, otlp_receiver
 from tests.support.processes import ProcessOutput
 from tests.support.relay import (
+    GATEWAY_READY,
     TwoDeployments,
     byte_doc_call,
+    forge_frame,
     relay_servers,
     start_two_deployments,
 )
 
 _PRODUCER, _CONSUMER = 4, 5  # the protobuf's SpanKind values
+# The trace the gateway would like the call to join.
+THEIRS = "4bf92f3577b34da6a3ce929d0e0e4736"
+THEIR_TRACEPARENT = f"00-{THEIRS}-00f067aa0ba902b7-01"
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +63,15 @@ def _ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[Recei
     return chain
 
 
+def _env(receiver: OtlpReceiver, traced: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """The variables that have a side's processes export to `receiver`, its name on them."""
+    return {
+        name: otel_env(receiver.endpoint)
+        | {"OTEL_RESOURCE_ATTRIBUTES": f"service.namespace={name}"}
+        for name in traced
+    }
+
+
 @dataclass
 class Crossed:
     """One call across the gateway: what the receiver, the gateway and the caller got."""
@@ -76,14 +91,9 @@ async def _call_across(
     processes: list[ProcessOutput] = []
     frames: list[Msg] = []
     with otlp_receiver() as receiver:
-        sides = {
-            name: otel_env(receiver.endpoint)
-            | {"OTEL_RESOURCE_ATTRIBUTES": f"service.namespace={name}"}
-            for name in traced
-        }
         alice, bob, gateway_server = servers
         system = await start_two_deployments(
-            alice, bob, gateway_server, tmp_path, processes, side_env=sides
+            alice, bob, gateway_server, tmp_path, processes, side_env=_env(receiver, traced)
         )
         gateway = await nats.connect(system.gateway.url)
 
@@ -218,3 +228,85 @@ async def test_a_relay_that_sends_no_traceparent_is_sent_none_back(
         if (span.instance, span.name) == ("relay", "Session Coordination handle")
     ]
     assert sealed and {str(span.resource["service.namespace"]) for span in sealed} == {"bob"}
+
+
+async def test_the_gateway_cannot_put_a_call_into_a_trace_of_its_choosing(
+    servers: tuple[EmbeddedServer, ...], tmp_path: Path
+) -> None:
+    """The gateway holds Alice's call while Bob's relay is down, takes it out of its stream
+    and puts in, first, the call re-sealed to Bob with its own traceparent (knowing even the
+    plaintext, it cannot sign as Alice's device), then Alice's exact frame with its own
+    `traceparent` header. Bob's relay refuses the first as `relay_bad_signature` and answers
+    the second in Alice's trace: no span of either deployment is in the gateway's."""
+    processes: list[ProcessOutput] = []
+    with otlp_receiver() as receiver:
+        traced = _env(receiver, ("alice", "bob"))
+        alice_server, bob_server, gateway_server = servers
+        system = await start_two_deployments(
+            alice_server, bob_server, gateway_server, tmp_path, processes, side_env=traced
+        )
+        alice, bob = system.alice, system.bob
+        gateway = await nats.connect(system.gateway.url)
+        gjs = gateway.jetstream()
+        to_bob = f"{system.gateway_root}.{bob.keys.device_id}.{alice.keys.device_id}"
+        held: asyncio.Queue[Msg] = asyncio.Queue()
+        watch = await gateway.subscribe(to_bob, cb=held.put)
+        try:
+            assert bob.relay is not None
+            bob.relay.signal(signal.SIGTERM)
+            assert await bob.relay.wait_exit() == 0
+            js, ns = alice.nc.jetstream(), alice.ns
+            inbox = await js.pull_subscribe(
+                ns.deliver("router"), durable="router", stream=ns.stream("deliver")
+            )
+            call = byte_doc_call("a call the gateway holds")
+            await js.publish(ns.submit("router"), encode(call), headers={MSG_ID: call.id})
+            frame = await asyncio.wait_for(held.get(), 30)
+            stream = gateway_stream(system.gateway_root).name
+            assert stream is not None
+            stored = await gjs.get_last_msg(stream, to_bob)
+            assert stored.data == frame.data and stored.seq is not None
+            await gjs.delete_msg(stream, stored.seq)
+            genuine = open_frame(frame.data, bob.keys, frozenset({alice.keys.device_id}))
+            assert isinstance(genuine.traceparent, str)
+            forged = msgspec.structs.replace(genuine, traceparent=THEIR_TRACEPARENT)
+            resealed = forge_frame(
+                msgspec.json.encode(forged), alice.keys, bob.keys, DeviceKeys.generate()
+            )
+            await gjs.publish(to_bob, resealed, headers={MSG_ID: "forged"})
+            headers = {MSG_ID: "copied", TRACEPARENT: THEIR_TRACEPARENT}
+            await gjs.publish(to_bob, frame.data, headers=headers)
+            restarted = system.start_relay(bob)
+            await restarted.wait_line(GATEWAY_READY)
+            (msg,) = await inbox.fetch(1, timeout=30)
+            await msg.ack_sync()
+            assert isinstance(decode_envelope(msg.data), AgentResponse)
+            dead = await bob.nc.jetstream().pull_subscribe(
+                bob.ns.dead("relay"), durable="test-dead", stream=bob.ns.stream("dead")
+            )
+            [refused] = await dead.fetch(1, timeout=20)
+            assert (refused.headers or {})[DEAD_REASON] == "relay_bad_signature"
+            for process in processes:  # each exports what it has batched before exiting
+                process.signal(signal.SIGTERM)
+            for process in processes:
+                assert await process.wait_exit() == 0, process.name
+        finally:
+            await watch.unsubscribe()
+            await gateway.close()
+            for process in processes:
+                process.close()
+            await system.close()
+        spans = list(receiver.spans)
+
+    trace_id = call.id.replace("-", "")
+    assert THEIRS not in {span.trace_id for span in spans}
+    bobs = [span for span in spans if span.resource.get("service.namespace") == "bob"]
+    assert {span.instance for span in bobs} == {"relay", "gate", "byte-doc"}
+    assert {span.trace_id for span in bobs} == {trace_id}
+    [received] = [
+        span
+        for span in bobs
+        if span.name == "Session Coordination handle"
+        and span.attributes.get("parley.frame") == "call"
+    ]
+    assert received.parent_id == genuine.traceparent.split("-")[2]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from cryptography.hazmat.primitives import hpke
 from nats.aio.client import Client as NATS
 
 from actors.relay import DeviceKeys, save_shared_agent, write_share
@@ -44,6 +45,7 @@ __all__ = (
     "Side",
     "TwoDeployments",
     "byte_doc_call",
+    "forge_frame",
     "relay_servers",
     "start_two_deployments",
 )
@@ -120,6 +122,20 @@ def relay_servers(
     finally:
         for server in started:
             server.close()
+
+
+def forge_frame(
+    plain: bytes, sender: DeviceKeys, recipient: DeviceKeys, signer: DeviceKeys
+) -> bytes:
+    """Body bytes sealed under `sender`'s name to `recipient`, signed by `signer`: what anyone
+    holding `recipient`'s public key (the gateway) can make, and only `sender` can sign."""
+    suite = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+    devices = bytes.fromhex(sender.device_id) + bytes.fromhex(recipient.device_id)
+    signature = signer.signing.sign(b"parley-relay-frame-v1\x00" + plain)
+    sealed = suite.encrypt(
+        signature + plain, recipient.kem.public_key(), info=b"parley-relay-v1" + devices
+    )
+    return b"PRL1" + devices + len(sealed).to_bytes(4, "big") + sealed
 
 
 def byte_doc_call(goal: str) -> AgentCall:

@@ -8,11 +8,11 @@ from typing import Annotated, Literal
 
 import msgspec
 import pytest
-from cryptography.hazmat.primitives import hpke
 from msgspec import Meta, Struct
 
 from actors.relay import DeviceKeys, FrameError, open_frame, seal_frame
 from schemas import AgentCall, FrameBody, encode, new_id, utc_now
+from tests.support.relay import forge_frame
 
 ALICE, BOB, MALLORY = DeviceKeys.generate(), DeviceKeys.generate(), DeviceKeys.generate()
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -95,7 +95,7 @@ def test_a_frame_with_a_malformed_traceparent_is_refused(traceparent: str) -> No
     body = msgspec.json.encode(FrameBodyBefore(**_fields()))  # type: ignore[arg-type]
 
     def sealed_with(value: str) -> bytes:
-        return _seal_plain(body[:-1] + f',"traceparent":"{value}"}}'.encode(), ALICE)
+        return _forged(body[:-1] + f',"traceparent":"{value}"}}'.encode(), ALICE)
 
     assert _open(sealed_with(TRACEPARENT)).traceparent == TRACEPARENT
     assert _reason(sealed_with(traceparent)) == "malformed"
@@ -108,7 +108,7 @@ def test_the_gateway_cannot_put_its_own_traceparent_into_a_frame() -> None:
         genuine = FrameBody(**fields)  # type: ignore[arg-type]
         assert _open(seal_frame(genuine, ALICE, BOB.public.kem_key)) == genuine
         forged = FrameBody(**{**fields, "traceparent": f"00-{'e' * 32}-{'f' * 16}-01"})  # type: ignore[arg-type]
-        assert _reason(_seal_plain(msgspec.json.encode(forged), MALLORY)) == "bad_signature"
+        assert _reason(_forged(msgspec.json.encode(forged), MALLORY)) == "bad_signature"
 
 
 def _reason(frame: bytes) -> str:
@@ -117,12 +117,6 @@ def _reason(frame: bytes) -> str:
     return refused.value.reason
 
 
-def _seal_plain(plain: bytes, signer: DeviceKeys) -> bytes:
-    """Seal exact body bytes in Alice's name, signed by `signer`, encrypted to Bob."""
-    header = b"PRL1" + bytes.fromhex(ALICE.device_id) + bytes.fromhex(BOB.device_id)
-    suite = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
-    signature = signer.signing.sign(b"parley-relay-frame-v1\x00" + plain)
-    sealed = suite.encrypt(
-        signature + plain, BOB.kem.public_key(), info=b"parley-relay-v1" + header[4:68]
-    )
-    return header + len(sealed).to_bytes(4, "big") + sealed
+def _forged(plain: bytes, signer: DeviceKeys) -> bytes:
+    """Exact body bytes sealed in Alice's name to Bob, signed by `signer`."""
+    return forge_frame(plain, ALICE, BOB, signer)
