@@ -29,7 +29,8 @@ def frame_traceparent(frame: Outbound, relay: str) -> str:
     """What the frame going out carries for its receiver to continue: a call's span while
     this relay traces; an answer's only when its call came with one, so a relay that never
     sends the field (an older one, or one not tracing) is never sent it. "" for none."""
-    if frame.forwarded is not None and not frame.forwarded.traced:
+    parent = frame.ctx.outbox.span  # None while tracing is off: nothing more to do
+    if parent is None or (frame.forwarded is not None and not frame.forwarded.traced):
         return ""
     attributes = {
         "parley.frame": "call" if frame.shared is not None else "answer",
@@ -40,7 +41,7 @@ def frame_traceparent(frame: Outbound, relay: str) -> str:
     if frame.shared is not None:
         attributes["parley.target"] = frame.shared.name
     kind = str(frame.envelope.__struct_config__.tag)
-    return carried_traceparent(frame.ctx.outbox.span, kind, attributes)
+    return carried_traceparent(parent, kind, attributes)
 
 
 def frame_span(body: FrameBody) -> AbstractContextManager[None]:
