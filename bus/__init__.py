@@ -100,7 +100,13 @@ from bus._settings import (
 from bus._shipped import SHIPPED_ROOT, shipped
 from bus._store_lock import StoreInUseError
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
-from bus._tracing import configure_tracing, shutdown_tracing, trace_publish
+from bus._tracing import (
+    carried_traceparent,
+    configure_tracing,
+    continue_carried,
+    shutdown_tracing,
+    trace_publish,
+)
 
 __all__ = (
     "ACTOR_READY",
@@ -182,11 +188,13 @@ __all__ = (
     "TraceHeaders",
     "Uptime",
     "actor_command",
+    "carried_traceparent",
     "check_fsync",
     "configure_logging",
     "configure_tracing",
     "connect",
     "consumer_config",
+    "continue_carried",
     "current_trace_id",
     "describe_invalid",
     "dump_tasks",

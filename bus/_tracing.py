@@ -21,14 +21,15 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 from opentelemetry import trace
 from opentelemetry.context import Context as OtelContext
 from opentelemetry.context import get_current
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, use_span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from bus._headers import HOP_COUNT, SESSION, TRACE_ID, TRACEPARENT
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
 __all__ = (
     "BOUNDARIES",
     "boundary_of",
+    "carried_traceparent",
     "configure_tracing",
+    "continue_carried",
     "end_handle_span",
     "handle_span",
     "publish_span",
@@ -270,6 +273,41 @@ def trace_publish(subject: str, payload: bytes, headers: dict[str, str]) -> None
     `traceparent` on the envelope. Nothing while tracing is off."""
     if tracer is not None and TRACEPARENT in headers:
         publish_span(None, subject, payload, headers)
+
+
+def carried_traceparent(parent: Span | None, kind: str, attributes: Mapping[str, str | int]) -> str:
+    """The `traceparent` a message leaving by another way than the bus carries inside itself
+    (a relay's sealed frame): a producer span for it, child of `parent` (the handled
+    envelope's span; None: the current one), ended at once. "" while tracing is off or with
+    no span to continue: a frame never starts a trace of its own."""
+    if tracer is None:
+        return ""
+    context = trace.set_span_in_context(parent) if parent is not None else _current()
+    if context is None:
+        return ""
+    span = _start(f"{boundary_of(_identity[1], kind)} publish", SpanKind.PRODUCER, context, "")
+    span.set_attributes({"parley.actor": _identity[0], "parley.kind": kind, **attributes})
+    traceparent = _traceparent(span)
+    span.end()
+    return traceparent
+
+
+@contextmanager
+def continue_carried(
+    traceparent: str, kind: str, attributes: Mapping[str, str | int]
+) -> Iterator[None]:
+    """Handle a message that came in by another way than the bus (a relay's frame) in a
+    consumer span continuing the `traceparent` it carried, current inside the block so the
+    envelopes published there (`trace_publish`) are its children. Nothing while tracing is
+    off or without a traceparent."""
+    if tracer is None or not traceparent:
+        yield
+        return
+    parent = _propagator.extract({TRACEPARENT: traceparent})
+    span = _start(f"{boundary_of(_identity[1], kind)} handle", SpanKind.CONSUMER, parent, "")
+    span.set_attributes({"parley.actor": _identity[0], "parley.kind": kind, **attributes})
+    with use_span(span, end_on_exit=True):
+        yield
 
 
 def end_handle_span(span: Span, error: BaseException | None) -> None:

@@ -22,7 +22,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from schemas._base import Id, Name
 
@@ -52,6 +52,9 @@ MAX_TICKET_BYTES = 2048
 """A session name safe in a KV key: chosen by the remote side, so checked before use."""
 
 SHARE_PAYLOAD_TYPE = "application/vnd.parley.share+json"
+
+TRACEPARENT_PATTERN = r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
+"""A W3C trace context `traceparent`, version 00, as the OpenTelemetry propagator writes it."""
 
 _DEVICE_PUB = re.compile(r"([0-9a-f]{64})\.([0-9a-f]{64})")
 
@@ -146,3 +149,4 @@ class FrameBody(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     hop_count: Annotated[int, Meta(ge=0, le=1000)] = 0
     numbered_by: Literal["relay", "deliveries"] = "relay"
     ticket: Annotated[bytes, Meta(max_length=MAX_TICKET_BYTES)] = b""
+    traceparent: Annotated[str, Meta(pattern=TRACEPARENT_PATTERN)] | UnsetType = UNSET

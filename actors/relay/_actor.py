@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
+from msgspec import UNSET
+from msgspec.structs import replace
 from nats.aio.msg import Msg
 from nats.js.api import PubAck
 
@@ -38,6 +40,7 @@ from actors.relay._serving import relay_inputs, served_names
 from actors.relay._shares import ShareRefused, find_share, load_shared_agents, load_shares
 from actors.relay._store import Forwarded, Numbered, Outgoing, RelayStore
 from actors.relay._tickets import TicketRefused, Tickets
+from actors.relay._traced import carried, frame_span, frame_traceparent
 from actors.relay._translate import (
     RelayRefused,
     answer_for_caller,
@@ -49,6 +52,7 @@ from actors.relay._window import ReplayRefused
 from bus import (
     HOP_COUNT,
     MSG_ID,
+    TRACEPARENT,
     Actor,
     BusHandle,
     Context,
@@ -174,7 +178,8 @@ class RelayActor(Actor):
 
     async def _send(self, frame: Outbound) -> None:
         """Seal and send one numbered frame; its input settles once the gateway stored it."""
-        ctx, out, shared, forwarded = frame.ctx, frame.out, frame.shared, frame.forwarded
+        ctx, shared, forwarded = frame.ctx, frame.shared, frame.forwarded
+        out = replace(frame.out, traceparent=frame_traceparent(frame, self.actor_id))
         try:
             if shared is not None:
                 stored = await self._seal_and_send(
@@ -238,6 +243,7 @@ class RelayActor(Actor):
             hop_count=out.hop_count if kind == "call" else 0,
             numbered_by=out.numbered_by,
             ticket=out.ticket,
+            traceparent=out.traceparent or UNSET,  # none: the field is absent, as before
         )
         frame = seal_frame(body, self.keys, kem)
         msg_id = frame_msg_id(self.me, out.session, out.seq, out.numbered_by)
@@ -274,10 +280,13 @@ class RelayActor(Actor):
             )
             seq = Numbered(body.seq, body.numbered_by)
             read = await self.store.check_window(body.sender_device, body.session, seq)
-            if body.kind == "call":
-                await self._submit_call(body, shares)
-            else:
-                await self._submit_answer(body)
+            # The sender's span, from the signed body (never the gateway's headers): what is
+            # submitted here continues the caller's trace.
+            with frame_span(body):
+                if body.kind == "call":
+                    await self._submit_call(body, shares)
+                else:
+                    await self._submit_answer(body)
             if not await self.store.mark_window(body.sender_device, body.session, seq, read):
                 # Another delivery of this frame (to a replica, while this one was slow) did
                 # the same effect and marked it first: done, not a replay.
@@ -344,16 +353,19 @@ class RelayActor(Actor):
                 principal=share.principal,
                 agent=share.agent,
                 ticket=body.ticket,
+                traced=bool(carried(body)),
             ),
         )
         # The calling side's hop, one deeper for the call it becomes here: the gate takes it
         # as the floor of this root's chain, so a loop through both deployments meets
         # maxHopCount (actors/gate/_routes.py `claimed_hop_floor`).
         hop = str(body.hop_count + 1)
-        ns = self.bus.namespace
-        await self.bus.js.publish(
-            ns.submit(share.principal), encode(call), headers={MSG_ID: call.id, HOP_COUNT: hop}
-        )
+        subject, payload = self.bus.namespace.submit(share.principal), encode(call)
+        headers = {MSG_ID: call.id, HOP_COUNT: hop}
+        if carried(body):
+            headers[TRACEPARENT] = carried(body)
+            trace_publish(subject, payload, headers)  # under the frame's span, when tracing
+        await self.bus.js.publish(subject, payload, headers=headers)
 
     async def _submit_answer(self, body: FrameBody) -> None:
         try:
@@ -376,6 +388,8 @@ class RelayActor(Actor):
         )
         subject, payload = self.bus.namespace.submit(caller.shared), encode(answer)
         headers = position.to_headers(answer.id)
+        if carried(body):  # the answering side's span, sealed in its frame
+            headers[TRACEPARENT] = carried(body)
         trace_publish(subject, payload, headers)  # in the caller's trace, when tracing
         await self.bus.js.publish(subject, payload, headers=headers)
         log.info("answer submitted", extra={"shared": caller.shared, "id": answer.id})

@@ -49,6 +49,8 @@ class Outgoing(Struct, frozen=True, kw_only=True):
     hop_count: int = 0
     ticket: bytes = b""
     """The caller's return ticket: the one a call carries, or the one its answer gives back."""
+    traceparent: str = ""
+    """The span the receiver continues, sealed into the frame ("": the frame holds none)."""
 
 
 class Forwarded(Struct, frozen=True, kw_only=True):
@@ -63,6 +65,8 @@ class Forwarded(Struct, frozen=True, kw_only=True):
     agent: str
     ticket: bytes = b""
     """The caller's return ticket, given back unread with the answer."""
+    traced: bool = False
+    """The call's frame carried a `traceparent`: its answer's frame carries one back."""
 
 
 class RelayStore:

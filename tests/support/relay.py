@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from cryptography.hazmat.primitives import hpke
 from nats.aio.client import Client as NATS
 
 from actors.relay import DeviceKeys, save_shared_agent, write_share
@@ -44,6 +45,7 @@ __all__ = (
     "Side",
     "TwoDeployments",
     "byte_doc_call",
+    "forge_frame",
     "relay_servers",
     "start_two_deployments",
 )
@@ -122,6 +124,20 @@ def relay_servers(
             server.close()
 
 
+def forge_frame(
+    plain: bytes, sender: DeviceKeys, recipient: DeviceKeys, signer: DeviceKeys
+) -> bytes:
+    """Body bytes sealed under `sender`'s name to `recipient`, signed by `signer`: what anyone
+    holding `recipient`'s public key (the gateway) can make, and only `sender` can sign."""
+    suite = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+    devices = bytes.fromhex(sender.device_id) + bytes.fromhex(recipient.device_id)
+    signature = signer.signing.sign(b"parley-relay-frame-v1\x00" + plain)
+    sealed = suite.encrypt(
+        signature + plain, recipient.kem.public_key(), info=b"parley-relay-v1" + devices
+    )
+    return b"PRL1" + devices + len(sealed).to_bytes(4, "big") + sealed
+
+
 def byte_doc_call(goal: str) -> AgentCall:
     return AgentCall(
         id=new_id(),
@@ -186,6 +202,7 @@ async def start_two_deployments(
     bob_profiles: Mapping[str, ProfilePolicy] | None = None,
     share_back: str = "",
     start_byte_doc: bool = True,
+    side_env: Mapping[str, Mapping[str, str]] | None = None,
 ) -> TwoDeployments:
     """Keys, share, shared agent, both policies, and every process ready.
 
@@ -197,7 +214,8 @@ async def start_two_deployments(
     byte-doc's scripted brain; `bob_profiles` add to Bob's bundle. `share_back` names an
     agent of Alice's that Alice shares with Bob's device, reached on Bob's side as
     `alice-<agent>` (a chain that crosses back); `start_byte_doc=False` leaves `byte-doc`
-    for the test to play."""
+    for the test to play. `side_env` adds variables to every process of a side, by its name
+    (`alice`, `bob`): the OTLP endpoint of a tracing test."""
     alice_keys, bob_keys = keys or (DeviceKeys.generate(), DeviceKeys.generate())
     alice = await _side("alice", alice_server, root, alice_keys, alice_locked)
     bob = await _side("bob", bob_server, root, bob_keys, None)
@@ -255,6 +273,7 @@ async def start_two_deployments(
     gateway_root = gateway_root or f"gw{uuid.uuid4().hex[:10]}"
     for side in (alice, bob):
         base = parley_env(side.server.url, side.ns.root, ack_wait_s=ack_wait_s, fetch_timeout_s="1")
+        base |= (side_env or {}).get(side.name, {})
         gate_options = {"policy_keys": [str(side.signer.pub_path)], "tenant": "test"}
         gate_env = {**base, "PARLEY_OPTIONS": json.dumps(gate_options)}
         gate = start_actor("gate", "gate", gate_env, *side.config_args("gate"))
@@ -277,9 +296,8 @@ async def start_two_deployments(
             'backend = "scripted"\nscript = "byte-doc-script.toml"',
             script=bob_script,
         )
-        agent = start_agent(
-            str(profile), parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
-        )
+        agent_env = parley_env(bob.server.url, bob.ns.root, ack_wait_s=ack_wait_s)
+        agent = start_agent(str(profile), agent_env | dict((side_env or {}).get("bob", {})))
         processes.append(agent)
         await agent.wait_line(READY)
     system = TwoDeployments(alice, bob, gateway, gateway_root, share, processes)
