@@ -26,6 +26,7 @@ def test_the_scale_row_beats_for_every_agent_and_prints_the_cpu_with_its_aim(
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
     argv += ["--scale-agents", str(_AGENTS), "--scale-agents-window-s", "2"]
     argv += ["--scale-decisions-trace", "200", "--scale-decisions-pairs", "50"]
+    argv += ["--scale-sessions", "0"]  # the sessions' figure has a test of its own
     assert main(argv) == 0
     (run,) = json.loads(out.read_text())["scale"]["registry"]
     assert run["sync_always"] and run["agents"] == _AGENTS, run
@@ -50,6 +51,7 @@ def test_an_aim_below_what_is_measured_fails_the_figure(
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
     argv += ["--scale-agents", str(_AGENTS), "--scale-agents-window-s", "2"]
     argv += ["--scale-decisions-trace", "200", "--scale-decisions-pairs", "50"]
+    argv += ["--scale-sessions", "0"]
     assert main([*argv, "--scale-agents-aim-pct", "0.0"]) == 0
     (run,) = json.loads(out.read_text())["scale"]["registry"]
     # Measured as ever (every beat stored, CPU spent), judged against an aim below it.

@@ -22,7 +22,7 @@ from tests.support.system import finished, parley_cli
 pytestmark = pytest.mark.chaos
 
 AGENTS = ("gpt", "claude", "local", "planner", "researcher", "coder", "reviewer")
-ACTORS = ("gate", "router", "auditor", *AGENTS, "tools", "console")
+ACTORS = ("gate", "router", "auditor", *AGENTS, "tools", "llm", "console")
 GOAL = "Collaborate to outline and refine a 5-step plan for a weekend hiking trip."
 
 

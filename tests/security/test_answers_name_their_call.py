@@ -40,11 +40,13 @@ from tests.support.system import finished, parley_cli, running_locked_system
 def _policy(tmp_path: Path) -> Path:
     """The demo policy, with claude allowed to call the researcher as well as the router."""
     source = (REPO / "deploy/policy/demo.toml").read_text()
-    claude = '[profiles.claude]\nallowed_targets = ["router"]\n'
+    claude = '[profiles.claude]\nallowed_targets = ["router", "llm"]\n'
     assert claude in source, "the demo policy changed shape: claude answers the router only"
     policy = tmp_path / "claude-calls.toml"
     policy.write_text(
-        source.replace(claude, '[profiles.claude]\nallowed_targets = ["router", "researcher"]\n')
+        source.replace(
+            claude, '[profiles.claude]\nallowed_targets = ["router", "llm", "researcher"]\n'
+        )
     )
     return policy
 
