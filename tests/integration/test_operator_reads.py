@@ -25,6 +25,7 @@ from tests.support.wire import human
 from tools._nats_contexts import write_nats_contexts
 
 DOC = REPO / "docs" / "nats-cli.md"
+INTEROP = REPO / "docs" / "interop.md"
 CONTEXT = ".parley/nats-contexts/operator.json"
 
 
@@ -96,6 +97,12 @@ async def test_every_documented_operator_command_works_under_lockdown(
     finally:
         for nc in (operator.nc, cli, router, auditor, gpt):
             await nc.close()
+
+
+def test_the_interop_page_shows_only_commands_this_test_runs() -> None:
+    """docs/interop.md's nats CLI example is a few of nats-cli.md's lines, each run above."""
+    shown = operator_lines(INTEROP)
+    assert shown and set(shown) <= set(operator_lines(DOC)), shown
 
 
 def test_contexts_name_a_private_seed_and_the_prefixes_each_role_needs(
