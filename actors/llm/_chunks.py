@@ -17,12 +17,16 @@ text passes the same guardrails.
 
 from __future__ import annotations
 
+import logging
+
 import msgspec
 from nats.aio.client import Client as NATS
 
 from actors.llm._guardrails import guard
 from actors.llm._typing import TypingSender
 from schemas import Guardrails, LlmChunk
+
+log = logging.getLogger("parley.llm.chunks")
 
 __all__ = ("ChunkSender",)
 
@@ -84,6 +88,12 @@ class ChunkSender:
     async def _publish(self, text: str, *, done: bool) -> None:
         chunk = LlmChunk(request_id=self._request_id, index=self._index, text=text, done=done)
         self._index += 1
-        await self._nc.publish(self._subject, _ENCODER.encode(chunk))
-        if self._typing is not None:
-            await self._typing.text(text, done=done)
+        try:
+            await self._nc.publish(self._subject, _ENCODER.encode(chunk))
+            if self._typing is not None:
+                await self._typing.text(text, done=done)
+        except Exception as exc:  # best effort: a failed chunk must never fail the call
+            # (raised, it left the call before its answer was kept, and the redelivered request
+            # called the provider again)
+            self._stopped = True
+            log.warning("chunks stopped: a publish failed", extra={"error": repr(exc)})

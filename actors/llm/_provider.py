@@ -115,11 +115,11 @@ class ProviderClient:
                         return self._read(response)
                     reader = StreamReader(api)
                     async for data in sse_data(response.aiter_lines()):
-                        piece = reader.feed(data)
+                        piece = _read_event(reader, data)
                         if piece:
                             gave_text[0] = True
                             await on_text(piece)
-                    return reader.answer()
+                    return _read_answer(reader)
         except (TimeoutError, httpx.TimeoutException):
             raise ProviderFailure(
                 ErrorCode.DEADLINE_EXCEEDED,
@@ -195,3 +195,23 @@ def _seconds(value: str | None) -> float | None:
         return min(max(float(value), 0.0), 60.0) if value else None
     except ValueError:
         return None
+
+
+_ODD_EVENT = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+"""What reading an event of an unexpected shape raises: a provider's stream is untrusted input,
+and an exception of its own would leave the call before its answer was kept (its request
+redelivered, the provider called and billed again)."""
+
+
+def _read_event(reader: StreamReader, data: str) -> str:
+    try:
+        return reader.feed(data)
+    except _ODD_EVENT as exc:
+        raise StreamError(f"an event it could not read: {exc!r}") from None
+
+
+def _read_answer(reader: StreamReader) -> dict[str, Any]:
+    try:
+        return reader.answer()
+    except _ODD_EVENT as exc:
+        raise StreamError(f"an answer it could not read: {exc!r}") from None

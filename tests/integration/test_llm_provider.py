@@ -116,3 +116,25 @@ async def test_anthropic_gets_its_key_and_version_in_its_own_headers(server: Wir
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == "ak-2" and "authorization" not in request.headers
     assert request.headers["anthropic-version"] == "2023-06-01"
+
+
+async def test_a_stream_event_of_an_odd_shape_fails_the_call_typed(server: WireServer) -> None:
+    """A provider's stream is untrusted input: an event whose delta is not an object ends the
+    call with a typed failure. Raised as an AttributeError, it left the gateway's handler
+    before the answer was kept, and the redelivered request called the provider again."""
+    odd = b'data: {"id": "c", "choices": [{"index": 0, "delta": "not an object"}]}\n\n'
+    server.queue(*(Canned(content_type="text/event-stream", events=(odd,)) for _ in range(3)))
+    pieces: list[str] = []
+
+    async def on_text(piece: str) -> None:
+        pieces.append(piece)
+
+    client = _client(server, retries=0)
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            await client.complete({**BODY, "stream": True}, time.monotonic() + 10, on_text)
+    finally:
+        await client.close()
+    assert failed.value.code == ErrorCode.AGENT_UNAVAILABLE
+    assert "could not read" in str(failed.value) and not pieces
+    assert len(server.requests) == 1
