@@ -56,7 +56,7 @@ from collections.abc import Sequence
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from bus._context import Context
@@ -105,6 +105,10 @@ class Settled:
         self._counts[key] = max(self._counts.pop(key, 0), count)
         if len(self._counts) > self._limit:
             self._counts.popitem(last=False)
+
+    def forget(self, stream: str, seq: int) -> None:
+        """`seq` was acked: it never comes back, so nothing of it is handed over."""
+        self._counts.pop((stream, seq), None)
 
     def knows(self, stream: str, seq: int) -> bool:
         return (stream, seq) in self._counts
@@ -213,15 +217,28 @@ class Quarantine:
             kv = await self._open()
             async with asyncio.timeout(_HAND_OVER_S):
                 await asyncio.gather(
-                    *(
-                        kv.put(handling_key(self._actor_id, stream, seq), _SETTLED + b"%d" % n)
-                        for stream, seq, n in entries
-                    )
+                    *(self._hand_over_one(kv, stream, seq, n) for stream, seq, n in entries)
                 )
         except Exception as exc:
             log.warning("could not hand over the settled deliveries", extra={"error": repr(exc)})
             return
         log.info("handed over the settled deliveries", extra={"entries": len(entries)})
+
+    async def _hand_over_one(self, kv: KeyValue, stream: str, seq: int, count: int) -> None:
+        """Write one count where no mark is: a replica of the same actor may be handling the
+        message under its mark right now, and a mark overwritten would hide its death."""
+        key, value = handling_key(self._actor_id, stream, seq), _SETTLED + b"%d" % count
+        try:
+            await kv.create(key, value)
+            return
+        except KeyWrongLastSequenceError:
+            pass
+        try:
+            entry = await kv.get(key)
+            if entry.value is not None and entry.value.startswith(_SETTLED):
+                await kv.update(key, value, last=entry.revision)  # a mark made meanwhile wins
+        except (KeyNotFoundError, KeyWrongLastSequenceError):
+            pass  # the key moved under us: a mark, or another replica's record, stands
 
     async def recall(self, settled: Settled, stream: str, messages: Sequence[Msg]) -> None:
         """Before judging a batch: read the handed-over record of each redelivered message

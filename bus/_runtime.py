@@ -343,6 +343,7 @@ class ActorRuntime:
             published += len(job.ctx.outbox)
             acked += 1
             job.ctx.outbox.acked()
+            self._settled.forget(job.ctx.stream, job.ctx.stream_seq)  # it will not come back
         self._outcomes["acked"].inc(acked)
         if published:
             self._published.inc(published)

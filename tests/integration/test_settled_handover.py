@@ -13,8 +13,10 @@ import signal
 
 import pytest
 from nats.aio.client import Client as NATS
+from nats.js.errors import BucketNotFoundError
 
-from bus import EmbeddedServer
+from bus import EmbeddedServer, Quarantine, handling_key
+from bus._quarantine import Settled
 from schemas import Namespace, encode
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tests.support.wire import human
@@ -66,3 +68,26 @@ async def test_a_reminder_deferred_before_a_stop_is_a_possible_death_only_after_
     finally:
         for process in processes:
             process.close()
+
+
+async def test_a_handover_never_overwrites_a_mark_and_updates_only_its_own_records(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """A replica of the same actor may hold a message under its mark while another stops:
+    the mark must stand, or that replica's death of it would go uncounted."""
+    js = nc.jetstream()
+    bucket = namespace.bucket("handling")
+    try:
+        kv = await js.key_value(bucket)  # provisioned with the namespace
+    except BucketNotFoundError:
+        kv = await js.create_key_value(bucket=bucket)
+    marked, recorded, fresh = (handling_key("probe", "S", seq) for seq in (1, 2, 3))
+    await kv.put(marked, b"3")  # a replica handles seq 1 under its mark
+    await kv.put(recorded, b"settled:1")  # an earlier stop's record of seq 2
+    settled = Settled()
+    for seq in (1, 2, 2, 3):
+        settled.add("S", seq)
+    await Quarantine(js, namespace, "probe").hand_over(settled)
+    assert (await kv.get(marked)).value == b"3"
+    assert (await kv.get(recorded)).value == b"settled:2"
+    assert (await kv.get(fresh)).value == b"settled:1"

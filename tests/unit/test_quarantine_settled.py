@@ -45,3 +45,10 @@ def test_the_most_recent_entries_are_handed_over() -> None:
     for seq in (1, 2, 3, 2):
         settled.add("S", seq)
     assert settled.recent(2) == [("S", 3, 1), ("S", 2, 2)]
+
+
+def test_an_acked_message_is_forgotten() -> None:
+    settled = Settled()
+    settled.add("S", 7)
+    settled.forget("S", 7)
+    assert not settled.knows("S", 7) and settled.recent(10) == []
