@@ -7,6 +7,7 @@ Imported only when an endpoint is configured (bus/_tracing.py), so a process wit
 from __future__ import annotations
 
 import contextvars
+import os
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -14,6 +15,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler
 
 __all__ = ("make_provider",)
 
@@ -43,7 +45,19 @@ def make_provider(
     resource = Resource.create({"service.instance.id": instance})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: service}))
-    provider = TracerProvider(resource=resource, id_generator=_ParleyTraceIds(root_trace_id))
+    provider = TracerProvider(
+        resource=resource, id_generator=_ParleyTraceIds(root_trace_id), sampler=_sampler()
+    )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     return provider
+
+
+def _sampler() -> Sampler | None:
+    """The environment's sampler when it names one (`OTEL_TRACES_SAMPLER`); else every span
+    kept, whatever the incoming `traceparent`'s flags say: the header is a sender's claim, and
+    the SDK's default (parent-based) let any principal turn tracing off for its own traffic in
+    every actor downstream by sending the flags `00`."""
+    if os.environ.get("OTEL_TRACES_SAMPLER"):
+        return None
+    return ParentBased(root=ALWAYS_ON, remote_parent_not_sampled=ALWAYS_ON)

@@ -15,7 +15,7 @@ from bus import (
     trace_publish,
     traceparent_for,
 )
-from bus._tracing import boundary_of
+from bus._tracing import boundary_of, continue_carried
 from schemas import HumanMessage, encode, new_id, utc_now
 from tests.support.otlp import otel_env, otlp_receiver
 
@@ -114,3 +114,21 @@ def test_boundaries_follow_seed_002() -> None:
     assert boundary_of("gate", "approval_request") == "Approval"
     assert boundary_of("router") == "Session Coordination"
     assert boundary_of("some-example-actor") == "Session Coordination"
+
+
+def test_a_sender_cannot_turn_tracing_off_with_its_traceparent_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The flags of an incoming `traceparent` are the sender's claim: `00` (not sampled)
+    still gets the receiving actor's span exported."""
+    unsampled = f"00-{'ab' * 16}-{'cd' * 8}-00"
+    with otlp_receiver() as receiver:
+        for name, value in otel_env(receiver.endpoint).items():
+            monkeypatch.setenv(name, value)
+        assert configure_tracing("relay", "relay")
+        with continue_carried(unsampled, "agent_call", {}):
+            pass
+        shutdown_tracing()
+        spans = list(receiver.spans)
+    [span] = spans
+    assert (span.trace_id, span.parent_id) == ("ab" * 16, "cd" * 8)
