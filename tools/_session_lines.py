@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from schemas import SessionEvent
 from tools._interactions import seconds
+from tools._terminal_text import terminal_safe
 
 __all__ = ("banner", "call_line", "render", "render_event")
 
 
 def render(event: SessionEvent, max_rounds: int) -> str | None:
-    """One line (or a few) for the terminal, or None for events not worth a line."""
+    """One line (or a few) for the terminal, or None for events not worth a line; what
+    agents wrote in it shown safely (tools/_terminal_text.py)."""
+    line = _render(event, max_rounds)
+    return None if line is None else terminal_safe(line)
+
+
+def _render(event: SessionEvent, max_rounds: int) -> str | None:
     payload = event.payload
     match event.event_type:
         case "session_created":
@@ -101,7 +108,13 @@ def banner(event: SessionEvent) -> str:
 
 
 def render_event(event: SessionEvent, max_turns: int) -> str | None:
-    """A timeline line for one event, or None for events not worth one."""
+    """A timeline line for one event, or None for events not worth one; what agents wrote in
+    it shown safely (tools/_terminal_text.py)."""
+    line = _render_event(event, max_turns)
+    return None if line is None else terminal_safe(line)
+
+
+def _render_event(event: SessionEvent, max_turns: int) -> str | None:
     payload = event.payload
     turn = f"{event.round}/{max_turns}"
     match event.event_type, payload.get("role"):

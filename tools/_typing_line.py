@@ -22,6 +22,7 @@ from typing import Final, TextIO
 import msgspec
 
 from schemas import LlmChunk
+from tools._terminal_text import terminal_safe
 
 __all__ = ("TypingLine",)
 
@@ -73,7 +74,7 @@ class TypingLine:
     def _draw(self) -> None:
         head = f"{self._agent or 'the agent'} is writing: "
         width = max(shutil.get_terminal_size().columns - 1, len(head) + 10)
-        flat = _SPACES.sub(" ", self._text).lstrip()  # one line, however the text breaks
+        flat = terminal_safe(_SPACES.sub(" ", self._text).lstrip())  # one line, shown safely
         room = width - len(head)
         shown = flat if len(flat) <= room else "…" + flat[-(room - 1) :]
         self._out.write(f"{_WIPE}{head}{shown}")

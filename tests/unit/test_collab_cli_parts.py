@@ -82,3 +82,16 @@ def test_the_opening_counts_its_rounds_in_words() -> None:
     opened = _event("session_created", payload={"participants": ["gpt"]})
     assert render(opened, 1) == "session s: gpt, up to 1 round"
     assert render(opened, 6) == "session s: gpt, up to 6 rounds"
+
+
+def test_an_agents_escape_sequences_are_shown_not_obeyed() -> None:
+    """A model's message may carry terminal escapes (a clipboard write, a cleared line): the
+    terminal shows them as text; line breaks stay."""
+    said = _event(
+        "step_completed",
+        speaker="gpt",
+        round=1,
+        payload={"message": "ok\x1b]52;c;ZXZpbA==\x07\x1b[2K\nnext \u202eevil"},
+    )
+    line = render(said, 4)
+    assert line == "[gpt · 1/4] ok\\u001b]52;c;ZXZpbA==\\u0007\\u001b[2K\nnext \\u202eevil"
