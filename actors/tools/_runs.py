@@ -21,6 +21,8 @@ only within its caller's own work.
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,6 +39,8 @@ from actors.tools._approvals import (
 from actors.tools._pending import PendingApproval, PendingBook
 from bus import SESSION
 from schemas import ToolRequest, decode_envelope
+
+log = logging.getLogger("parley.tools.runs")
 
 __all__ = ("Run", "RunStore", "StepState", "run_key")
 
@@ -128,14 +132,24 @@ class RunStore:
         """Store the request held for approval in its step's record, and the index that
         leads from its approval id to the step."""
         # The owner's list and the index first: either left without its record leads nowhere
-        # and harms nothing, while a record left without them could be decided by nobody.
-        await self._pending.add(approval.owner, _pending_entry(approval))
+        # and harms nothing, while a record left without the index could be decided by nobody.
+        # The list only shows the person what waits (`parley approvals list`): a list that
+        # cannot be written now must not stop the hold, whose id the person is told anyway.
+        await self._advisory(self._pending.add(approval.owner, _pending_entry(approval)))
         await self._kv.put(approval_index_key(approval.approval_id), key.encode())
         return await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
 
     async def settled(self, approval: Approval) -> None:
-        """A held request was decided (or expired): off its owner's list."""
-        await self._pending.remove(approval.owner, approval.approval_id)
+        """A held request was decided (or expired): off its owner's list. Never in the way of
+        the decision itself: a list that cannot be written now is logged and left."""
+        await self._advisory(self._pending.remove(approval.owner, approval.approval_id))
+
+    @staticmethod
+    async def _advisory(change: Awaitable[None]) -> None:
+        try:
+            await change
+        except Exception as exc:
+            log.warning("the owner's list of held requests not updated", extra={"error": repr(exc)})
 
     async def find_approval(self, approval_id: str) -> tuple[str, StepState] | None:
         """The step an approval id names and its record, or None."""
