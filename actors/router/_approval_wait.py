@@ -74,7 +74,9 @@ class HeldApprovals:
             return None
         try:
             answer = await self._nc.request(self._subject + key, b"", timeout=_READ_S)
-        except (NatsTimeoutError, NoRespondersError, TimeoutError) as exc:
+        except NoRespondersError:
+            return None  # no tool runtime's bucket on this deployment: nothing can be held
+        except (NatsTimeoutError, TimeoutError) as exc:
             log.warning("the held approvals could not be read", extra={"error": repr(exc)})
             return None
         headers = answer.headers or {}
