@@ -167,6 +167,7 @@ class PersonLink:
             if record is None:
                 record = SessionRecord(envelope.session_id, envelope.created_at)
                 self.sessions[envelope.session_id] = record
+                _keep_newest(self.sessions, KEPT_SESSIONS)
             for params in record.apply_all(envelope):
                 self._notify(_notification("SessionEvent", params))
         elif isinstance(envelope, Decision) and not envelope.allowed:
@@ -199,6 +200,7 @@ class PersonLink:
         record = SessionRecord(new_id(), utc_now(), mode=mode, participants=participants)
         record.max_rounds = max_rounds
         self.sessions[record.session_id] = record
+        _keep_newest(self.sessions, KEPT_SESSIONS)
         return record
 
     async def start(
@@ -341,6 +343,7 @@ class PersonLink:
         session_id = session_id or getattr(envelope, "session_id", None)
         if session_id is not None:
             self._sent[envelope.id] = session_id
+            _keep_newest(self._sent, 4 * KEPT_SESSIONS)
             if session_id in self.sessions:
                 self.sessions[session_id].trace_ids.add(envelope.id)
         position = TraceHeaders(
@@ -351,3 +354,15 @@ class PersonLink:
         trace_publish(subject, payload, headers)  # a trace's root span, when tracing
         js = jetstream(self._nc, self.settings)
         await asyncio.wait_for(js.publish(subject, payload, headers=headers), 10)
+
+
+KEPT_SESSIONS: Final = 1000
+"""The sessions a person's link remembers, newest first: a link lives as long as its console or
+A2A edge, and one principal opening sessions without end must not grow it without bound."""
+
+
+def _keep_newest(found: dict[str, Any], most: int) -> None:
+    """Forget the oldest entries of `found` past `most` (dicts keep insertion order)."""
+    if len(found) > most:
+        for key in list(found)[: len(found) - most]:
+            del found[key]

@@ -19,7 +19,7 @@ from actors.console._delegations import delegation_result
 from actors.console._options import ConsoleOptions
 from actors.console._params import ApproveParams, CreateSessionParams
 from actors.console._people import People
-from actors.console._person import PersonLink
+from actors.console._person import KEPT_SESSIONS, PersonLink
 from actors.console._rpc import RpcSession
 from actors.console._timeline import SessionRecord
 from actors.console._tokens import SignIns
@@ -319,3 +319,14 @@ def test_a_refused_delegation_is_refused_whichever_comes_first(decision_first: b
         record.settle_delegation("r1", answer)
         record.refuse(_refusal())
     assert record.state == "refused"
+
+
+def test_a_persons_link_remembers_its_newest_sessions_only() -> None:
+    """A link lives as long as its console or A2A edge: one principal opening sessions
+    without end does not grow it without bound."""
+    link = PersonLink("alice", load_settings(None))
+    first = link.reserve("collaborate", ("gpt", "claude"), 4)
+    for _ in range(KEPT_SESSIONS):
+        newest = link.reserve("collaborate", ("gpt", "claude"), 4)
+    assert len(link.sessions) == KEPT_SESSIONS
+    assert first.session_id not in link.sessions and newest.session_id in link.sessions
