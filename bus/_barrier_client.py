@@ -5,21 +5,42 @@ made, a publish) wait in a buffer for its flusher task: the PING can reach the s
 and its PONG come back before the server has the subscription. A person's command that
 subscribes to its timeline, flushes and then submits, or a test that subscribes and then has
 another connection publish, could then miss what it subscribed for (a CI failure of the
-least-privilege test: the timeline's event came before the subscription did). Here the buffer
-is written out before the PING goes, so the PONG follows everything sent before the flush.
+least-privilege test: the timeline's event came before the subscription did). Here the
+flusher is asked to write the buffer out first, and the PING goes once it has.
+
+The wait for the flusher is bounded by the flush's own timeout and never cancels inside
+nats-py (whose buffered flush swallows a cancellation): a server that stopped reading fails
+the flush in time, as nats-py's own flush does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from nats.aio.client import DEFAULT_FLUSH_TIMEOUT
 from nats.aio.client import Client as NATS
+from nats.errors import FlushTimeoutError
 
 __all__ = ("BarrierClient",)
 
 
 class BarrierClient(NATS):
     async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
-        """Write what waits in the buffer, then PING and wait for the PONG."""
-        if self.is_connected:
-            await self._flush_pending(force_flush=True)
-        await super().flush(timeout)
+        """Have the flusher write what waits in the buffer, then PING and wait for the PONG,
+        within `timeout` in all."""
+        started = time.monotonic()
+        flusher, queue = self._flusher_task, self._flush_queue
+        if self.is_connected and flusher is not None and not flusher.done() and queue is not None:
+            written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            try:
+                # The flusher writes all pending, then resolves it (a full queue of kicks
+                # makes room as the flusher works).
+                await asyncio.wait_for(queue.put(written), timeout)
+            except TimeoutError:
+                raise FlushTimeoutError from None
+            done, _ = await asyncio.wait({written}, timeout=timeout - (time.monotonic() - started))
+            if not done:
+                raise FlushTimeoutError
+        left = max(timeout - (time.monotonic() - started), 0.001)
+        await super().flush(left)  # type: ignore[arg-type]
