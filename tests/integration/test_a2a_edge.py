@@ -38,7 +38,7 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotFoundError
 
 from actors.a2a import SESSION_KEY
-from schemas import Namespace
+from schemas import AuditRecord, Namespace
 from tests.support.a2a import A2aDeployment, a2a_deployment
 from tests.support.processes import REPO
 from tools.audit import query_records
@@ -96,20 +96,28 @@ async def test_a_client_completes_a_task_and_the_gate_audits_it(
     reader = await locked.connect("audit-cli")
     try:
         js = locked.js(reader, "audit-cli")
-        decided: list[Any] = []
+        # Live first, then what is stored: a record appended between the two is in one of them.
+        live = await reader.subscribe(f"{deployment.ns.root}.audit.*.person-alice")
+        await reader.flush()
+        records = await query_records(js, deployment.ns, session=session_id)
+        decided = [r for r in records if _alices_decision(r, session_id)]
         async with asyncio.timeout(60):
             while not decided:
-                records = await query_records(js, deployment.ns, session=session_id)
-                decided = [
-                    r
-                    for r in records
-                    if r.profile == "person-alice" and r.target == "router" and r.decision_code
-                ]
-                if not decided:
-                    await asyncio.sleep(0.2)  # polling the audit stream, bounded above
+                message = await live.next_msg(timeout=60)
+                record = msgspec.json.decode(message.data, type=AuditRecord)
+                decided = [record] if _alices_decision(record, session_id) else []
     finally:
         await reader.close()
     assert decided[0].decision_code == "ALLOW", decided[0]
+
+
+def _alices_decision(record: AuditRecord, session_id: str) -> bool:
+    return (
+        record.session_id == session_id
+        and record.profile == "person-alice"
+        and record.target == "router"
+        and bool(record.decision_code)
+    )
 
 
 async def test_get_and_cancel_a_running_task(deployment: A2aDeployment) -> None:
