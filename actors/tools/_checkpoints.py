@@ -27,6 +27,8 @@ import secrets
 import stat
 import subprocess
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -37,6 +39,8 @@ __all__ = (
     "CHANGING",
     "MAX_SNAPSHOT_FILE_BYTES",
     "Checkpoint",
+    "base_snapshot",
+    "has_base",
     "patch_preview",
     "shadow_repository",
     "snapshot",
@@ -158,10 +162,37 @@ def snapshot(workspace: Path, step: str) -> Checkpoint | None:
     which runtimes sharing the workspaces directory share too). Blocking: run it in a
     thread."""
     repository = shadow_repository(workspace)
+    with _one_at_a_time(repository):
+        return _snapshot(repository, workspace, step)
+
+
+def has_base(workspace: Path) -> bool:
+    """Whether the session's base snapshot is certainly made: its checkpoint ref is written.
+    A cheap look for the common case; False may still mean it has one (a packed ref), which
+    `base_snapshot` settles under the lock."""
+    return (shadow_repository(workspace) / _REF).is_file()
+
+
+def base_snapshot(workspace: Path) -> None:
+    """Take the session's base snapshot unless it has one, deciding under the snapshot lock.
+
+    Why not "unless its repository exists": the repository is created inside the first
+    snapshot, before that snapshot's commit, so a step that saw it then would change files
+    the base then records as already there, and they would be missing from every diff.
+    Blocking: run it in a thread."""
+    repository = shadow_repository(workspace)
+    with _one_at_a_time(repository):
+        if (repository / "HEAD").exists() and _last(repository) is not None:
+            return
+        _snapshot(repository, workspace, "base")
+
+
+@contextmanager
+def _one_at_a_time(repository: Path) -> Iterator[None]:
     repository.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with (repository.parent / f"{repository.name}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _snapshot(repository, workspace, step)
+        yield
 
 
 def _snapshot(repository: Path, workspace: Path, step: str) -> Checkpoint | None:

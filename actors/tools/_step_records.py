@@ -26,7 +26,13 @@ import msgspec
 
 from actors.tools._artifact_uris import label
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
-from actors.tools._checkpoints import CHANGING, shadow_repository, snapshot, step_diff
+from actors.tools._checkpoints import (
+    CHANGING,
+    base_snapshot,
+    has_base,
+    snapshot,
+    step_diff,
+)
 from actors.tools._contract import ToolInvocation, ToolOutcome
 
 __all__ = ("StepRecords", "inline_budget", "inline_prefix")
@@ -62,10 +68,10 @@ class StepRecords:
         """The session's base snapshot, before its first step that may change files."""
         if invocation.capability not in CHANGING:
             return
-        if (shadow_repository(invocation.workspace) / "HEAD").exists():
+        if has_base(invocation.workspace):
             return
         try:
-            await asyncio.to_thread(snapshot, invocation.workspace, "base")
+            await asyncio.to_thread(base_snapshot, invocation.workspace)
         except Exception:
             log.exception("the base snapshot failed", extra={"session": invocation.session_id})
 

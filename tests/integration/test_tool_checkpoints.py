@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,28 @@ async def test_steps_of_one_session_at_once_each_get_their_checkpoint(
     assert [o.details.get("checkpoint_error") for o in outcomes] == [None] * 8
     preview = patch_preview(workspaces, "session-a")
     assert all(f"+++ b/f{n}.txt" in preview for n in range(8))
+
+
+def _repository_without_base(workspace: Path) -> None:
+    """The state the first snapshot is in between creating the repository and its commit."""
+    repository = shadow_repository(workspace)
+    repository.parent.mkdir(parents=True)
+    subprocess.run(
+        ["git", "init", "--quiet", "--bare", str(repository)],  # noqa: S607
+        check=True,
+        capture_output=True,
+    )
+
+
+async def test_a_step_that_finds_the_base_still_being_made_waits_for_it(
+    steps: StepRecords, workspaces: Path
+) -> None:
+    """The first snapshot creates the shadow repository before it commits the base: a step
+    that starts in between must not take the repository for the base, or the base would record
+    that step's change as already there and no diff would show it."""
+    _repository_without_base(workspaces / "session-a")
+    wrote = await _step(
+        steps, _invocation(workspaces, "File.Write", "s1", path="new.txt", content="new\n")
+    )
+    assert "checkpoint_diff" in wrote.details
+    assert "+++ b/new.txt" in patch_preview(workspaces, "session-a")
