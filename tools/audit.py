@@ -33,6 +33,7 @@ from bus import (
     jetstream,
     read_history,
     read_history_batches,
+    through_elections,
 )
 from bus import load_public_key as bus_load_public_key
 from schemas import (
@@ -104,7 +105,9 @@ async def verify_stream(
     (`retention.audit_s`) may have lost its oldest records: the walk then begins at the first
     one kept (docs/audit.md, "Retention").
     """
-    retained = bool((await js.stream_info(stream)).config.max_age)
+    # Answered only by the stream's leader: on a cluster, asked again through an election.
+    info = await through_elections(lambda: js.stream_info(stream), f"the {stream} stream's info")
+    retained = bool(info.config.max_age)
     verifier = ChainVerifier(trusted=trusted, off_box=off_box, strict=strict, retained=retained)
     feed = verifier.feed
     async for batch in read_history_batches(js, stream):

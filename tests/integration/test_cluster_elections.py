@@ -23,12 +23,14 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
+from actors.auditor import ChainReport
 from bus import MSG_ID, BundleStore, EmbeddedCluster, load_public_keys, provision, through_elections
 from schemas import HumanMessage, Namespace, encode, key_id, new_id, utc_now
 from tests.support.audit import AuditorKeys, decision
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate, submit
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tools.audit import verify_stream
+from tools.chaos._records import Stored, read_stream
 
 pytestmark = pytest.mark.chaos
 
@@ -286,3 +288,39 @@ async def test_a_gate_started_without_quorum_is_ready_and_decides_once_quorum_re
             assert gate.process.poll() is None, "the gate exited"
         finally:
             gate.close()
+
+
+async def test_reading_the_history_back_rides_through_lost_quorum(
+    cluster: EmbeddedCluster, namespace: Namespace
+) -> None:
+    """A stream's info (and an ordered consumer) is answered only by its leader: a chaos run's
+    read-back just after a fault, or `parley audit verify`, met an election as a 5 s timeout
+    and failed (CI, `parley chaos --cluster 3` killing the submit leader). Both ask again."""
+    async with _client(cluster) as nc:
+        js = nc.jetstream()
+        assert await provision(js, namespace) == 3
+        timeline = namespace.events("cli", "s1")
+        await js.publish(timeline, b"an event", stream=namespace.stream("events"))
+        gone = await _lose_quorum(cluster, keep=_node_of(cluster, nc))
+        heard = _Heard(ASKING_AGAIN)
+        logging.getLogger("parley.bus.elections").addHandler(heard)
+
+        async def read_back() -> tuple[ChainReport, list[Stored]]:
+            return await asyncio.gather(
+                verify_stream(js, namespace.stream("audit"), trusted={}),
+                read_stream(js, namespace.stream("events"), namespace.wildcard("events")),
+            )
+
+        reading = asyncio.create_task(read_back())
+        try:
+            asked = asyncio.create_task(heard.heard.wait())
+            await asyncio.wait({asked, reading}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            asked.cancel()
+            if reading.done():  # a request failed and nothing asked again
+                raise AssertionError(f"the read-back ended: {reading.exception()!r}")
+            await _regain_quorum(cluster, gone)
+            report, events = await asyncio.wait_for(reading, 60)
+        finally:
+            logging.getLogger("parley.bus.elections").removeHandler(heard)
+        assert report.ok and report.records == 0, report
+        assert [e.subject for e in events] == [timeline]

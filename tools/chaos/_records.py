@@ -38,7 +38,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from actors.delegation import request_id
-from bus import DEAD_ACTOR, DEAD_REASON
+from bus import DEAD_ACTOR, DEAD_REASON, through_elections
 from schemas import (
     TOLD_FROM_DECISION,
     AnyEnvelope,
@@ -332,7 +332,11 @@ async def read_stream(
     Raises:
         TimeoutError: the messages the stream counted did not all arrive in `timeout`.
     """
-    info = await js.stream_info(stream, subjects_filter=subject)
+    # The stream's info and an ordered consumer are answered only by the stream's leader: on
+    # a cluster just after a fault, asked again through its election.
+    info = await through_elections(
+        lambda: js.stream_info(stream, subjects_filter=subject), f"the {stream} stream's info"
+    )
     expected = sum((info.state.subjects or {}).values())
     if expected == 0:
         return []
@@ -352,12 +356,15 @@ async def read_stream(
         if len(out) >= expected:
             done.set()
 
-    sub = await js.subscribe(
-        subject,
-        stream=stream,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.ALL,
-        cb=on_msg,
+    sub = await through_elections(
+        lambda: js.subscribe(
+            subject,
+            stream=stream,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+            cb=on_msg,
+        ),
+        f"an ordered consumer of {stream}",
     )
     try:
         async with asyncio.timeout(timeout):
