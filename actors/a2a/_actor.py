@@ -50,7 +50,7 @@ class A2aActor(Actor):
             raise ConfigError(str(exc)) from None
         self.clients = Clients(self.options.tokens_file, self.options.people_dir, settings.nats_url)
         self.exposure: Exposure | None = None
-        self.app: EdgeApp = edge_app(self.clients, self.exposed, self.options.task_timeout_s)
+        self.app: EdgeApp = edge_app(self.clients, self.exposed, self.options)
 
     def inputs(self) -> Sequence[Input]:
         return ()

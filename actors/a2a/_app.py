@@ -23,7 +23,6 @@ from typing import Final
 
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -40,6 +39,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from actors.a2a._clients import Clients
 from actors.a2a._executor import SessionExecutor
+from actors.a2a._options import A2aOptions
+from actors.a2a._tasks import BoundedTaskStore
 
 __all__ = ("agent_card", "edge_app")
 
@@ -101,11 +102,11 @@ class EdgeApp:
     """Routes each request to its agent's SDK app, authenticating every method call."""
 
     def __init__(
-        self, clients: Clients, exposed: Callable[[], frozenset[str]], timeout_s: float
+        self, clients: Clients, exposed: Callable[[], frozenset[str]], options: A2aOptions
     ) -> None:
         self.clients = clients
         self.exposed = exposed
-        self.timeout_s = timeout_s
+        self.options = options
         self.base_url = ""
         """Set once listening (the cards name it)."""
         self._apps: dict[str, ASGIApp] = {}
@@ -115,8 +116,10 @@ class EdgeApp:
         if app is None:
             card = agent_card(agent, self.base_url)
             handler = DefaultRequestHandler(
-                agent_executor=SessionExecutor(agent, self.clients, self.timeout_s),
-                task_store=InMemoryTaskStore(),
+                agent_executor=SessionExecutor(agent, self.clients, self.options.task_timeout_s),
+                task_store=BoundedTaskStore(
+                    self.options.max_tasks_per_client, self.options.max_task_bytes_per_client
+                ),
                 agent_card=card,
             )
             routes = [
@@ -152,6 +155,8 @@ class EdgeApp:
         await self._agent_app(agent)(child, receive, send)
 
 
-def edge_app(clients: Clients, exposed: Callable[[], frozenset[str]], timeout_s: float) -> EdgeApp:
+def edge_app(
+    clients: Clients, exposed: Callable[[], frozenset[str]], options: A2aOptions
+) -> EdgeApp:
     """The edge's ASGI app; set its `base_url` before serving."""
-    return EdgeApp(clients, exposed, timeout_s)
+    return EdgeApp(clients, exposed, options)

@@ -39,6 +39,11 @@ class A2aOptions(BaseModel):
     writes it) is found: a client acts on the bus as that principal."""
     task_timeout_s: float = Field(default=300.0, gt=0, le=3600)
     """The longest a task is followed before it is told failed (its session may go on)."""
+    max_tasks_per_client: int = Field(default=1000, ge=1, le=1_000_000)
+    """Tasks the edge keeps for each client (for `GetTask`, `ListTasks`); past it the one
+    saved longest ago is dropped (actors/a2a/_tasks.py). Its session stays in Parley."""
+    max_task_bytes_per_client: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+    """The encoded bytes of the tasks kept for each client, bounded the same way."""
 
     @field_validator("policy_keys", mode="before")
     @classmethod
