@@ -73,7 +73,8 @@ from tests.support.gate import Signer, make_bundle, publish_bundle
 from tests.support.lockdown import LockedDown, violations
 from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
 from tools.chaos._checker import Published, check_history
-from tools.chaos._records import history_from, read_stream
+from tools.chaos._reads import read_stream
+from tools.chaos._records import history_from
 
 pytestmark = pytest.mark.chaos
 

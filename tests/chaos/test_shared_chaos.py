@@ -23,7 +23,7 @@ import pytest
 from schemas import SessionEvent, derive_id
 from tests.support.system import finished, parley_cli
 from tools.chaos._checker import Fault, SessionOutcome
-from tools.chaos._records import Stored
+from tools.chaos._reads import Stored
 from tools.chaos._shared_check import (
     AuditCheck,
     Send,

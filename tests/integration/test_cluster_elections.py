@@ -30,7 +30,7 @@ from tests.support.audit import AuditorKeys, decision
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate, submit
 from tests.support.processes import READY, ProcessOutput, parley_env, start_actor
 from tools.audit import verify_stream
-from tools.chaos._records import Stored, read_stream
+from tools.chaos._reads import Stored, read_stream
 
 pytestmark = pytest.mark.chaos
 

@@ -13,7 +13,8 @@ from datetime import timedelta
 from actors.agent._delegating import Delegator
 from schemas import Decision, ErrorCode, derive_id, utc_now
 from tools.chaos._checker import ChaosReport, Published, check_history, format_report
-from tools.chaos._records import History, Stored, history_from
+from tools.chaos._reads import Stored
+from tools.chaos._records import History, history_from
 
 T0 = utc_now()
 AGENTS = ("gpt", "claude", "reviewer")

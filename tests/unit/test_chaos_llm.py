@@ -24,7 +24,8 @@ from tools.chaos._command import CHAOS_POLICY
 from tools.chaos._llm_check import LlmCheck, check_llm, model_calls_from
 from tools.chaos._llm_mix import count_from_store, gateway_kills
 from tools.chaos._llm_provider import count_streams
-from tools.chaos._records import Stored, history_from
+from tools.chaos._reads import Stored
+from tools.chaos._records import history_from
 from tools.chaos._topology import GATEWAY
 
 T0 = utc_now()

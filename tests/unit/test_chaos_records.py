@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from schemas import TOLD_FROM_DECISION, Decision, ErrorCode, SessionEvent, utc_now
 from tools.chaos._checker import Fault, Published, check_history
-from tools.chaos._records import Stored, history_from
+from tools.chaos._reads import Stored
+from tools.chaos._records import history_from
 
 T0 = utc_now()
 

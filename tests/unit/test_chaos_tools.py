@@ -26,7 +26,8 @@ from schemas import Decision, ErrorCode, decode_bundle, effective_scope, utc_now
 from tools.chaos._agents import COMMANDS_LOG, TOOL_AGENT, WRITES_LOG, write_agents
 from tools.chaos._checker import Published, check_history, format_report
 from tools.chaos._command import CHAOS_POLICY
-from tools.chaos._records import Stored, history_from
+from tools.chaos._reads import Stored
+from tools.chaos._records import history_from
 from tools.chaos._tool_check import ToolsCheck, check_tools, tool_steps_from
 from tools.chaos._tools import count_effects, count_starts
 

@@ -54,7 +54,8 @@ from tools.chaos._llm_provider import count_streams
 from tools.chaos._load import CLI, Load, follow_events, follow_refusals, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
-from tools.chaos._records import History, history_from, print_consumers, read_stream
+from tools.chaos._reads import print_consumers, read_stream
+from tools.chaos._records import History, history_from
 from tools.chaos._schedule import (
     SERVER,
     PlannedFault,

@@ -21,7 +21,7 @@ from schemas import Decision, SessionEvent, device_principal, key_id
 from tools._shared_deployments import Deployment, SharedDeployments
 from tools.audit import verify_stream
 from tools.chaos._checker import Fault, SessionOutcome
-from tools.chaos._records import Stored, read_stream
+from tools.chaos._reads import Stored, read_stream
 from tools.chaos._shared_check import AuditCheck, Send, SharedHistory
 
 __all__ = ("SHARED_AGENT", "audit_key", "read_shared_history", "sessions_from")

@@ -1,0 +1,114 @@
+"""Reading a chaos run's records back from JetStream: every message of a stream on a subject,
+the dead letters by actor and reason, and where unfinished work sits (its consumers).
+
+The run's facts are derived from these (tools/chaos/_records.py); the reads ride through a
+cluster's elections, since a run's faults may have left a stream electing its leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+
+from bus import DEAD_ACTOR, DEAD_REASON, through_elections
+from schemas import AnyEnvelope, DecodeError, Namespace, decode_envelope
+
+__all__ = ("Stored", "print_consumers", "read_dead_letters", "read_stream")
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored message: stream sequence, subject, headers and decoded envelope (or None),
+    and when JetStream stored it (seconds since the epoch; None when not known)."""
+
+    seq: int
+    subject: str
+    envelope: AnyEnvelope | None
+    headers: dict[str, str] = field(default_factory=dict)
+    stored_at: float | None = None
+
+
+async def read_stream(
+    js: JetStreamContext, stream: str, subject: str, *, timeout: float = 10.0
+) -> list[Stored]:
+    """Every message of `stream` on `subject` so far, in order, through an ordered consumer.
+
+    Raises:
+        TimeoutError: the messages the stream counted did not all arrive in `timeout`.
+    """
+    # The stream's info and an ordered consumer are answered only by the stream's leader: on
+    # a cluster just after a fault, asked again through its election.
+    info = await through_elections(
+        lambda: js.stream_info(stream, subjects_filter=subject), f"the {stream} stream's info"
+    )
+    expected = sum((info.state.subjects or {}).values())
+    if expected == 0:
+        return []
+    out: list[Stored] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: Msg) -> None:
+        meta = msg.metadata
+        try:
+            envelope: AnyEnvelope | None = decode_envelope(msg.data)
+        except DecodeError:
+            envelope = None
+        stored_at = meta.timestamp.timestamp() if meta.timestamp else None
+        out.append(
+            Stored(meta.sequence.stream, msg.subject, envelope, dict(msg.headers or {}), stored_at)
+        )
+        if len(out) >= expected:
+            done.set()
+
+    sub = await through_elections(
+        lambda: js.subscribe(
+            subject,
+            stream=stream,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+            cb=on_msg,
+        ),
+        f"an ordered consumer of {stream}",
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            await done.wait()
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def read_dead_letters(
+    js: JetStreamContext, ns: Namespace, *, timeout: float = 10.0
+) -> Counter[tuple[str, str]]:
+    """How many dead letters each (actor, reason) filed."""
+    records = await read_stream(js, ns.stream("dead"), f"{ns.root}.dead.>", timeout=timeout)
+    return Counter(
+        (r.headers.get(DEAD_ACTOR, "?"), r.headers.get(DEAD_REASON, "?")) for r in records
+    )
+
+
+async def print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
+    """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
+    js = nc.jetstream()
+    for family in ("submit", "deliver", "events"):
+        stream = ns.stream(family)
+        try:
+            infos = await js.consumers_info(stream)
+        except Exception as exc:
+            print(f"  {stream}: {exc!r}", file=out)
+            continue
+        for info in infos:
+            print(
+                f"  {stream}/{info.name}: pending {info.num_pending}, "
+                f"unacked {info.num_ack_pending}, redelivered {info.num_redelivered}, "
+                f"pull requests waiting {info.num_waiting}",
+                file=out,
+            )
