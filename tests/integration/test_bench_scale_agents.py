@@ -24,6 +24,7 @@ def test_the_scale_row_beats_for_every_agent_and_prints_the_cpu_with_its_aim(
 ) -> None:
     out = tmp_path / "bench.json"
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
+    argv += ["--scale-overhead-rounds", "0"]  # the overhead figures have a test of their own
     argv += ["--scale-agents", str(_AGENTS), "--scale-agents-window-s", "2"]
     argv += ["--scale-decisions-trace", "200", "--scale-decisions-pairs", "50"]
     argv += ["--scale-sessions", "0"]  # the sessions' figure has a test of its own
@@ -49,6 +50,7 @@ def test_an_aim_below_what_is_measured_fails_the_figure(
 ) -> None:
     out = tmp_path / "bench.json"
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
+    argv += ["--scale-overhead-rounds", "0"]  # the overhead figures have a test of their own
     argv += ["--scale-agents", str(_AGENTS), "--scale-agents-window-s", "2"]
     argv += ["--scale-decisions-trace", "200", "--scale-decisions-pairs", "50"]
     argv += ["--scale-sessions", "0"]

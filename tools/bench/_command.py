@@ -75,6 +75,7 @@ from tools.bench._otel import otel_step
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
 from tools.bench._scale import print_scale, scale_from
+from tools.bench._scale_overhead import overhead_scale
 from tools.bench._table import (
     print_audit,
     print_collab,
@@ -353,6 +354,16 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
 
     def scale() -> None:
         result["scale"] = uvloop.run(scale_from(args))
+        if args.scale_overhead_rounds > 0:  # the gate and latency rows' runs, if they ran
+            overhead = overhead_scale(
+                args.scale_overhead_rounds,
+                args.count,
+                args.backlog,
+                args.calls,
+                gate=result.get("gate"),
+                latency=result.get("latency"),
+            )
+            result["scale"]["overhead"] = uvloop.run(overhead)
         print_scale(result["scale"])
 
     rounds = f"{args.rounds} alternating rounds"

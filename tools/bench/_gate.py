@@ -23,6 +23,7 @@ pure core (`plan()` + `decide()`) alone.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import statistics
 import tempfile
 import time
@@ -158,7 +159,13 @@ async def _gate(url: str, ns: Namespace, keys: Path, stop: asyncio.Event) -> Non
         actor_id="gate",
         provision=False,
         log_level="WARNING",
-        options={"policy_keys": [str(keys)], "tenant": "bench"},
+        # A key of the run's own: the bench's gates run without credentials to derive one
+        # from, and one gate's random key warns for agreeing with no replica.
+        options={
+            "policy_keys": [str(keys)],
+            "tenant": "bench",
+            "redaction_key_file": str(keys.with_name("redaction.key")),
+        },
     )
     runtime = ActorRuntime(GateActor(settings), ActorMetrics(CollectorRegistry(), "gate"))
     await runtime.run(stop)
@@ -217,6 +224,7 @@ async def gate_rounds(fsync: bool, count: int, backlog: int, rounds: int) -> lis
         EmbeddedServer(Path(store) / "nats", sync_always=fsync) as server,
     ):
         keys = Path(store) / "policy.pub"
+        (Path(store) / "redaction.key").write_bytes(secrets.token_hex(32).encode())
         keys.write_bytes(
             key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
         )

@@ -55,6 +55,7 @@ QUICK: Final[dict[str, int | float | str]] = {
     "scale_decisions_pairs": 2000,
     "scale_sessions": 100,
     "scale_sessions_few": 10,
+    "scale_overhead_rounds": 2,
     "tool_calls": 100,
     "llm_calls": 10,
 }
@@ -83,6 +84,7 @@ FULL: Final[dict[str, int | float | str]] = {
     "scale_decisions_pairs": 5000,
     "scale_sessions": 1000,
     "scale_sessions_few": 10,
+    "scale_overhead_rounds": 4,
     "tool_calls": 1000,
     "llm_calls": 50,
 }
@@ -111,6 +113,7 @@ _HELP: Final = {
     "scale_decisions_pairs": "calls and answers decided at each trace size (scale)",
     "scale_sessions": "collaborations at once whose agents think 1-3 s (scale; 0: skip)",
     "scale_sessions_few": "collaborations at once the many are compared with (scale)",
+    "scale_overhead_rounds": "gate runs against the guarded relay, each fsync (scale; 0: skip)",
     "tool_calls": "sequential 4 KiB File.Read calls per path and round (tools)",
     "llm_calls": "sequential streamed model calls per path and round (llm)",
 }

@@ -14,6 +14,9 @@ run whose result is wrong, fails). The row holds:
 - `sessions` (tools/bench/_scale_sessions.py): a thousand collaborations at once whose agents
   think 1-3 s, all of which must complete, Parley's added time per turn against a few at
   once, and the resident memory per session of the router, the gate and the agent hosts.
+- `overhead` (tools/bench/_scale_overhead.py): what Parley adds over the stores its
+  guarantees make: a `say`'s p50 over the guarded path's, the gate's throughput and added
+  p50 over the guarded relay's at both fsync settings.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from tools.bench._scale_agents import registry_scale
 from tools.bench._scale_audit import AIM_MAX_RSS_MB, AIM_RECORDS_PER_S, audit_verify_scale
 from tools.bench._scale_decisions import decision_scale, print_decisions
+from tools.bench._scale_overhead import print_overhead
 from tools.bench._scale_sessions import print_sessions, sessions_scale
 
 __all__ = (
@@ -151,6 +155,8 @@ def print_scale(result: dict[str, Any]) -> None:
         _print_registry(run)
     if "sessions" in result:
         print_sessions(result["sessions"], _verdict)
+    if "overhead" in result:
+        print_overhead(result["overhead"], _verdict)
 
 
 def _print_registry(run: dict[str, Any]) -> None:
