@@ -215,6 +215,36 @@ async def test_a_secret_written_over_several_chunks_never_leaves_the_gateway(
     assert any(g.rule_id == "redact_secrets" for g in answer.guardrails)
 
 
+async def test_a_secret_written_after_50_kb_never_leaves_the_gateway(streaming: Streaming) -> None:
+    """Past 4 KB the gateway guards the text only as it grows (actors/llm/_chunks.py): a
+    secret written over several pieces after 50 KB still goes out redacted, or not at all."""
+    head = "".join(f"line {i} of the report. " for i in range(2200))[:50_000]
+    pieces = [head[i : i + 16] for i in range(0, len(head), 16)]
+    pieces += [" token ", SECRET[:7], SECRET[7:19], SECRET[19:], " keep ", "it."]
+    streaming.server.queue(openai_stream(pieces))
+    _, subscription = await streaming.ask("planner")
+    chunks = await chunks_until_done(subscription)
+    answer = await streaming.answer()
+    sent = "".join(c.text for c in chunks)
+    assert "ghp_" not in sent, sent[-120:]
+    assert sent == answer.text and answer.text.startswith(head) and "[REDACTED:" in sent
+    assert len([c for c in chunks if c.text]) >= 20  # shown as it was written, not at the end
+
+
+async def test_a_slow_long_answer_is_still_shown_as_it_is_written(streaming: Streaming) -> None:
+    """20 KB at once, then a word every 50 ms: the text grows by far less than the sixteenth
+    that spaces the guards, yet its words go out before the answer ends (a quarter second
+    after the last guard)."""
+    tail = [f"slow{i} " for i in range(30)]
+    streaming.server.queue(openai_stream(["fast " * 4000, *tail], gap_s=0.05))
+    _, subscription = await streaming.ask("planner")
+    chunks = await chunks_until_done(subscription)
+    answer = await streaming.answer()
+    assert "".join(c.text for c in chunks) == answer.text
+    before_the_end = "".join(c.text for c in chunks[:-1] if not c.done)
+    assert "slow1 " in before_the_end, before_the_end[-80:]
+
+
 async def test_a_stream_that_stalls_is_cut_at_the_deadline_after_its_first_chunks(
     streaming: Streaming,
 ) -> None:

@@ -4,7 +4,8 @@ Run as a process of its own (`python -c ...serve()`), it prints `ready <port>` a
 POST with `text/event-stream`: the first chunk (the role and the first word) 50 ms after the
 request, then 100 chunks of one word each 5 ms apart, then the finish reason, the usage
 (`stream_options.include_usage`) and `data: [DONE]`. Each chunk is one HTTP/1.1 chunk, written
-when due; the pauses play a provider's pace, they wait for nothing.
+when due; the pauses play a provider's pace, they wait for nothing. Asked for the model
+`LONG_MODEL`, it streams the long answer of tools/bench/_llmlong.py instead, without pauses.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+
+from tools.bench._llmlong import LONG_MODEL, long_pieces
 
 __all__ = ("CHUNKS", "FIRST_S", "GAP_S", "WORDS", "serve")
 
@@ -41,20 +44,27 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 name, _, value = line.partition(":")
                 if name.strip().lower() == "content-length":
                     length = int(value)
-            await reader.readexactly(length)
+            body = await reader.readexactly(length)
+            long = json.loads(body).get("model") == LONG_MODEL
+            pieces = long_pieces() if long else WORDS
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n"
             )
-            for index, word in enumerate(WORDS):
-                due = asked + FIRST_S + index * GAP_S
-                await asyncio.sleep(max(0.0, due - time.monotonic()))
+            for index, word in enumerate(pieces):
+                if not long:
+                    due = asked + FIRST_S + index * GAP_S
+                    await asyncio.sleep(max(0.0, due - time.monotonic()))
                 delta: dict[str, object] = {"content": word}
                 if index == 0:
                     delta["role"] = "assistant"
                 writer.write(_event(delta))
                 await writer.drain()
-            usage = {"prompt_tokens": 5, "completion_tokens": len(WORDS), "total_tokens": 106}
+            usage = {
+                "prompt_tokens": 5,
+                "completion_tokens": len(pieces),
+                "total_tokens": 5 + len(pieces),
+            }
             writer.write(_event({}, "stop") + _event({}, usage=usage))
             done = b"data: [DONE]\n\n"
             writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")

@@ -15,7 +15,9 @@ first chunk 50 ms after the request, then 100 chunks 5 ms apart.
   `llm_response` the gateway stores, submits and the gate delivers to the agent.
 
 Calls are sequential, in alternating rounds. The verdict passes when both p50 ratios are
-within their aims (FAIL when a path has no samples).
+within their aims (FAIL when a path has no samples). Then one long answer (200 KB in
+4-character pieces) goes the Parley path, for the gateway's CPU to stream it
+(tools/bench/_llmlong.py; not judged).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from schemas import (
     utc_now,
 )
 from tools.bench._kit import percentile_us
+from tools.bench._llmlong import LONG_MODEL, long_figure, long_pieces, print_long
 from tools.bench._llmserver import WORDS
 from tools.demo import sign_bundle
 
@@ -76,7 +79,7 @@ def _bundle() -> dict[str, Any]:
         "version": 1,
         "tenant_id": "bench",
         "expires_at": "2099-01-01T00:00:00Z",
-        "llm_policy": {"allowed_models": [_MODEL], "max_session_tokens": 10**9},
+        "llm_policy": {"allowed_models": [_MODEL, LONG_MODEL], "max_session_tokens": 10**9},
         "profiles": {
             "llm": _LIMITS,
             _AGENT: {**_LIMITS, "allowed_targets": ["llm"], "start_traces": True},
@@ -123,6 +126,7 @@ class _Parley:
         self.first = asyncio.Event()
         self.answered = asyncio.Event()
         self.problem = ""
+        self.expected = _TEXT
 
     async def on_chunk(self, msg: Msg) -> None:
         chunk = msgspec.json.decode(msg.data, type=LlmChunk)
@@ -134,13 +138,17 @@ class _Parley:
         if getattr(answer, "cause_id", None) == self.request_id or (
             isinstance(answer, LlmResponse) and answer.request_id == self.request_id
         ):
-            if not isinstance(answer, LlmResponse) or answer.text != _TEXT:
-                self.problem = f"the call was not answered whole: {answer!r}"[:300]
+            if not isinstance(answer, LlmResponse):
+                self.problem = f"the call was not answered: {answer!r}"[:300]
+            elif answer.text != self.expected:
+                code = answer.error.code if answer.error is not None else ""
+                self.problem = f"the call was not answered whole: {answer.status} {code}"
             self.answered.set()
 
-    async def call(self) -> tuple[float, float]:
+    async def call(self, wait_s: float = _TIMEOUT_S, model: str = _MODEL) -> tuple[float, float]:
         rid = new_id()
         self.request_id = rid
+        self.expected = _TEXT if model == _MODEL else "".join(long_pieces())
         self.first.clear()
         self.answered.clear()
         request = LlmRequest(
@@ -150,7 +158,7 @@ class _Parley:
             session_id="benchsession",
             task_id="benchtask",
             step_id=rid,
-            model=_MODEL,
+            model=model,
             messages=({"role": "user", "content": "write"},),
             stream=True,
         )
@@ -159,7 +167,7 @@ class _Parley:
         await self.nc.jetstream().publish(self.ns.submit(_AGENT), encode(request), headers=headers)
         await asyncio.wait_for(self.first.wait(), _TIMEOUT_S)
         first = time.perf_counter() - started
-        await asyncio.wait_for(self.answered.wait(), _TIMEOUT_S)
+        await asyncio.wait_for(self.answered.wait(), wait_s)
         whole = time.perf_counter() - started
         if self.problem:
             raise RuntimeError(self.problem)
@@ -184,7 +192,9 @@ async def _provider() -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def _parley(server: EmbeddedServer, nc: NATS, ns: Namespace, url: str) -> AsyncIterator[None]:
+async def _parley(
+    server: EmbeddedServer, nc: NATS, ns: Namespace, url: str
+) -> AsyncIterator[Supervisor]:
     """The gate and the LLM gateway, real processes under the supervisor, both ready."""
     with tempfile.TemporaryDirectory(prefix="parley-bench-llm-") as directory:
         signed, public = await asyncio.to_thread(
@@ -219,13 +229,17 @@ async def _parley(server: EmbeddedServer, nc: NATS, ns: Namespace, url: str) -> 
             tasks.create_task(supervisor.run(stopping))
             try:
                 await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready.values())), 60)
-                yield
+                yield supervisor
             finally:
                 stopping.set()
 
 
-async def llm_rows(calls: int, rounds: int) -> dict[str, list[tuple[float, float]]]:
-    """Each path's (first chunk, whole answer) seconds, `calls` a round, alternating rounds."""
+Samples = dict[str, list[tuple[float, float]]]
+
+
+async def llm_rows(calls: int, rounds: int) -> tuple[Samples, dict[str, Any]]:
+    """Each path's (first chunk, whole answer) seconds, `calls` a round, alternating rounds;
+    then the long answer's figure."""
     measured: dict[str, list[tuple[float, float]]] = {path: [] for path in PATHS}
     with tempfile.TemporaryDirectory(prefix="parley-bench-llm-") as directory:
         server = EmbeddedServer(Path(directory) / "nats", sync_always=True)
@@ -240,7 +254,7 @@ async def llm_rows(calls: int, rounds: int) -> dict[str, list[tuple[float, float
             async with (
                 _provider() as url,
                 httpx.AsyncClient(base_url=url + "/", timeout=_TIMEOUT_S) as client,
-                _parley(server, nc, ns, url),
+                _parley(server, nc, ns, url) as supervisor,
             ):
                 paths: dict[str, Call] = {"direct": _direct(client), "parley": agent.call}
                 for call in paths.values():  # warm up: connections, caches, the first decision
@@ -249,10 +263,13 @@ async def llm_rows(calls: int, rounds: int) -> dict[str, list[tuple[float, float
                     for path in PATHS if turn % 2 == 0 else PATHS[::-1]:
                         for _ in range(calls):
                             measured[path].append(await paths[path]())
+                long = await long_figure(
+                    lambda wait_s: agent.call(wait_s, LONG_MODEL), supervisor.pid("llm")
+                )
         finally:
             await nc.close()
             await asyncio.to_thread(server.stop)
-    return measured
+    return measured, long
 
 
 def summarise_llm(samples: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
@@ -300,7 +317,9 @@ def llm_step(args: argparse.Namespace, result: dict[str, Any]) -> tuple[str, Cal
     """The row as `parley bench` runs it: what it measures with these options, and the run."""
 
     def run() -> None:
-        result["llm"] = summarise_llm(uvloop.run(llm_rows(args.llm_calls, args.rounds)))
+        samples, long = uvloop.run(llm_rows(args.llm_calls, args.rounds))
+        result["llm"] = {**summarise_llm(samples), "long": long}
         print_llm(result["llm"])
+        print_long(long)
 
     return f"llm: {args.llm_calls} streamed calls a path a round, {args.rounds} rounds", run
