@@ -74,8 +74,7 @@ from tools.bench._options import ROWS, bench_parser, resolve
 from tools.bench._otel import otel_step
 from tools.bench._publish import publish_rows
 from tools.bench._relay import relay_rows, turn_rows
-from tools.bench._scale import print_scale, scale_from
-from tools.bench._scale_overhead import overhead_scale
+from tools.bench._scale import scale_step
 from tools.bench._table import (
     print_audit,
     print_collab,
@@ -352,20 +351,6 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         result["context"] = context_row()
         print_context(result["context"])
 
-    def scale() -> None:
-        result["scale"] = uvloop.run(scale_from(args))
-        if args.scale_overhead_rounds > 0:  # the gate and latency rows' runs, if they ran
-            overhead = overhead_scale(
-                args.scale_overhead_rounds,
-                args.count,
-                args.backlog,
-                args.calls,
-                gate=result.get("gate"),
-                latency=result.get("latency"),
-            )
-            result["scale"]["overhead"] = uvloop.run(overhead)
-        print_scale(result["scale"])
-
     rounds = f"{args.rounds} alternating rounds"
     steps = {
         "runtime": (f"runtime: {args.backlog} envelopes a run, {rounds}", runtime),
@@ -376,12 +361,7 @@ def _steps(args: argparse.Namespace) -> list[tuple[str, str, Callable[[], None]]
         "relay": (f"relay: {args.relay_backlog} calls a run, {rounds}", relay),
         "publish": (f"publish: {args.publish_batches} batches a run, {rounds}", publish),
         "context": ("context: seed 004's context bloat", context),
-        "scale": (
-            f"scale: audit verify of {args.scale_audit_records:,} records, "
-            f"{args.scale_agents:,} agents' heartbeats, decisions in a trace of "
-            f"{args.scale_decisions_trace:,}, {args.scale_sessions:,} thinking sessions",
-            scale,
-        ),
+        "scale": scale_step(args, result),
         "tools": tools_step(args, result),
         "llm": llm_step(args, result),
         "otel": otel_step(args, result),

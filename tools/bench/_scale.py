@@ -22,13 +22,16 @@ run whose result is wrong, fails). The row holds:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import uvloop
 
 from tools.bench._scale_agents import registry_scale
 from tools.bench._scale_audit import AIM_MAX_RSS_MB, AIM_RECORDS_PER_S, audit_verify_scale
 from tools.bench._scale_decisions import decision_scale, print_decisions
-from tools.bench._scale_overhead import print_overhead
+from tools.bench._scale_overhead import overhead_scale, print_overhead
 from tools.bench._scale_sessions import print_sessions, sessions_scale
 
 __all__ = (
@@ -108,6 +111,33 @@ async def scale_rows(
     if many > 0:
         result["sessions"] = await sessions_scale(few, many)
     return result
+
+
+def scale_step(args: argparse.Namespace, result: dict[str, Any]) -> tuple[str, Callable[[], None]]:
+    """The row as `parley bench` runs it: what it measures with these options, and the run.
+    The overhead figures take the gate and latency rows' results from `result` when those
+    rows ran first in this invocation."""
+
+    def run() -> None:
+        scale = result["scale"] = uvloop.run(scale_from(args))
+        if args.scale_overhead_rounds > 0:
+            overhead = overhead_scale(
+                args.scale_overhead_rounds,
+                args.count,
+                args.backlog,
+                args.calls,
+                gate=result.get("gate"),
+                latency=result.get("latency"),
+            )
+            scale["overhead"] = uvloop.run(overhead)
+        print_scale(scale)
+
+    what = (
+        f"scale: audit verify of {args.scale_audit_records:,} records, "
+        f"{args.scale_agents:,} agents' heartbeats, decisions in a trace of "
+        f"{args.scale_decisions_trace:,}, {args.scale_sessions:,} thinking sessions"
+    )
+    return what, run
 
 
 async def scale_from(args: argparse.Namespace) -> dict[str, Any]:
