@@ -330,6 +330,8 @@ def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> i
         debug_traceback(exc)
         print(f"parley {name}: {exc}", file=sys.stderr)
         return EXIT_LOST
+    except BrokenPipeError:
+        raise  # `parley … | head`: the reader left, which the guard (run_guarded) says nothing of
     except (OSError, nats.errors.NoServersError, nats.errors.ConnectionClosedError) as exc:
         return report_failure(name, exc, EXIT_LOST)
     finally:

@@ -104,3 +104,21 @@ def test_a_reader_that_left_inside_a_task_group_is_no_network_error() -> None:
     )
     assert done.returncode == 1, done
     assert done.stderr == "", done.stderr
+
+
+def test_a_reader_that_left_a_waiting_command_is_no_network_error() -> None:
+    """`parley delegate … | head -3`: a waiting command (tools/_waiting.py `run_command`) met
+    the reader's leaving as an OSError and said "network error (Broken pipe): is `parley up`
+    running?", exit 3. The reader left; nothing is said to it."""
+    program = (
+        "from tools._errors import run_guarded\n"
+        "from tools._waiting import run_command\n"
+        "async def command() -> int:\n"
+        "    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "raise SystemExit(run_guarded('delegate', lambda: run_command('delegate', command)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 1, done
+    assert done.stderr == "", done.stderr
