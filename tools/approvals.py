@@ -169,7 +169,9 @@ def add_approvals_command(commands: argparse._SubParsersAction[argparse.Argument
     approvals = commands.add_parser(
         "approvals", help="list, show, approve or reject the tool requests held for you"
     )
-    verbs = approvals.add_subparsers(dest="decision", required=True)
+    verbs = approvals.add_subparsers(
+        dest="decision", required=True, metavar="{list,show,approve,reject}"
+    )
     for verb, what in (("list", "the requests awaiting you"), ("show", "one of them in full")):
         reader = verbs.add_parser(verb, help=f"print {what}")
         if verb == "show":

@@ -367,7 +367,8 @@ def add_audit_commands(commands: Any) -> None:
     trace.add_argument(
         "key",
         metavar="TRACE_SESSION_OR_LAST",
-        help="a trace id, a session id (each of its traces), or `last`: the newest trace",
+        help="a trace id, a session id (each of its traces), or `last`: the trace the last "
+        "command here started",
     )
     trace.add_argument("--tenant", help="look in one tenant's records only (default: all)")
     trace.set_defaults(func=_runner(_trace))

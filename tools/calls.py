@@ -97,7 +97,13 @@ async def _calls(args: argparse.Namespace) -> int:
     chosen = await _read(args)
     items = interactions(decisions_by_envelope(chosen))
     if not items:
-        print(f"parley calls: no agent called another in {args.key}", file=sys.stderr)
+        where = "the trace the last command here started" if args.key == "last" else args.key
+        print(
+            f"parley calls: no agent called another in {where} (one agent asking another, as "
+            f"`parley delegate` and `parley orchestrate` do); `parley trace {args.key}` shows "
+            "every decision in it",
+            file=sys.stderr,
+        )
         return 1
     for line in render_calls(items, now=datetime.now(UTC)):
         print(line)
@@ -122,7 +128,7 @@ def add_calls_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     calls.add_argument(
         "key",
         metavar="SESSION_TRACE_OR_LAST",
-        help="a session id, a trace id, or `last`: the newest trace",
+        help="a session id, a trace id, or `last`: the trace the last command here started",
     )
     calls.add_argument("--tenant", help="one tenant's records only (default: every tenant's)")
     calls.add_argument("--config", type=Path, help="TOML settings file (NATS URL, namespace)")

@@ -132,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         type=Path,
         help="a topology TOML, or a directory with a system.toml (examples/<flow>); default: "
-        "the local system (gate, router, auditor, every shipped agent, console, demo policy)",
+        "the local system (gate, router, auditor, every shipped agent, the tool runtime, the "
+        "LLM gateway, console, demo policy)",
     )
     up.add_argument("--store", type=Path, help="embedded server's JetStream directory")
     up.add_argument(
