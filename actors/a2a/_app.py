@@ -107,6 +107,10 @@ class EdgeApp:
         self.clients = clients
         self.exposed = exposed
         self.options = options
+        self.tasks = BoundedTaskStore(
+            options.max_tasks_per_client, options.max_task_bytes_per_client
+        )
+        """Every agent's tasks: one store, so each client's bound covers them all."""
         self.base_url = ""
         """Set once listening (the cards name it)."""
         self._apps: dict[str, ASGIApp] = {}
@@ -117,9 +121,7 @@ class EdgeApp:
             card = agent_card(agent, self.base_url)
             handler = DefaultRequestHandler(
                 agent_executor=SessionExecutor(agent, self.clients, self.options.task_timeout_s),
-                task_store=BoundedTaskStore(
-                    self.options.max_tasks_per_client, self.options.max_task_bytes_per_client
-                ),
+                task_store=self.tasks,
                 agent_card=card,
             )
             routes = [

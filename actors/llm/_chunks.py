@@ -23,8 +23,10 @@ again only when one of these holds:
   grow geometrically, so together they are at most about 17 times the answer's length;
 - new text came at least `GUARD_PAUSE_S` (0.25 s, monotonic) after the last guard ended, and
   at least `GUARD_PAUSE_PER_GUARD` (4) times as long as that guard took: a slow model's long
-  answer is still shown every quarter of a second, and these guards keep the gateway busy at
-  most a fifth of the stream's time however long the text already is.
+  answer is still shown as it comes, at its first piece a quarter second after the last
+  guard, and these guards keep the gateway busy at most a fifth of the stream's time however
+  long the text already is. Guards happen only as pieces come (no timer): text that came
+  within the pause waits for the next piece, or the end, when the provider then stalls.
 
 The answer's end (`finish`) sends the rest of the answer guarded whole, as before. The chunks
 are only sent later and in larger pieces past 4 KB, never other text: a deny or a redaction

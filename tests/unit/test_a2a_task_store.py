@@ -17,14 +17,11 @@ def _as(client: str) -> ServerCallContext:
     return ServerCallContext(user=StarletteUser(SimpleUser(client)))
 
 
-def _task(task_id: str, text: str = "hello") -> Task:
+def _task(
+    task_id: str, text: str = "hello", state: TaskState = TaskState.TASK_STATE_COMPLETED
+) -> Task:
     message = Message(role=Role.ROLE_USER, parts=[Part(text=text)], message_id=f"m-{task_id}")
-    return Task(
-        id=task_id,
-        context_id="c",
-        status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED),
-        history=[message],
-    )
+    return Task(id=task_id, context_id="c", status=TaskStatus(state=state), history=[message])
 
 
 async def test_a_client_keeps_at_most_its_bound_and_loses_its_oldest_first() -> None:
@@ -70,3 +67,19 @@ async def test_a_deleted_task_frees_its_place() -> None:
     await store.save(_task("a"), alice)
     await store.delete("a", alice)
     assert store.kept("alice") == (0, 0)
+
+
+async def test_a_task_still_worked_on_outlasts_newer_ended_ones() -> None:
+    """A long session saved once, then quiet, is the oldest save: dropping it would answer its
+    client "task not found" for its own running task, and refuse its cancel."""
+    store = BoundedTaskStore(max_tasks=3, max_bytes=1 << 20)
+    alice = _as("alice")
+    await store.save(_task("long", state=TaskState.TASK_STATE_WORKING), alice)
+    for n in range(20):
+        await store.save(_task(f"short{n}"), alice)
+    assert await store.get("long", alice) is not None
+    assert store.kept("alice")[0] == 3
+    # With nothing ended left to drop, the bound still holds: the oldest running one goes.
+    for n in range(3):
+        await store.save(_task(f"run{n}", state=TaskState.TASK_STATE_WORKING), alice)
+    assert store.kept("alice")[0] == 3 and await store.get("long", alice) is None

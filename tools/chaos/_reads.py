@@ -1,8 +1,11 @@
 """Reading a chaos run's records back from JetStream: every message of a stream on a subject,
 the dead letters by actor and reason, and where unfinished work sits (its consumers).
 
-The run's facts are derived from these (tools/chaos/_records.py); the reads ride through a
-cluster's elections, since a run's faults may have left a stream electing its leader.
+The run's facts are derived from these (tools/chaos/_records.py). A read's setup (the
+stream's info, the ordered consumer's creation) is asked again through a cluster's elections,
+since a run's faults may have left a stream electing its leader; an election during the read
+itself is met by nats-py's ordered consumer re-creating itself once, and a read still short
+then ends with its timeout.
 """
 
 from __future__ import annotations
