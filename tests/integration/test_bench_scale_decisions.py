@@ -23,7 +23,7 @@ def test_the_scale_row_decides_in_a_short_and_a_long_trace_and_prints_verdicts(
     out = tmp_path / "bench.json"
     argv = ["--only", "scale", "--scale-audit-records", "500", "--out", str(out)]
     argv += ["--scale-overhead-rounds", "0"]  # the overhead figures have a test of their own
-    argv += ["--scale-agents", "20", "--scale-agents-window-s", "1"]
+    argv += ["--scale-agents", "20", "--scale-agents-window-s", "1", "--scale-sessions", "0"]
     assert main([*argv, "--scale-decisions-trace", "400", "--scale-decisions-pairs", "25"]) == 0
     decisions = json.loads(out.read_text())["scale"]["decisions"]
     assert decisions["sizes"]["short"] == 10 and decisions["sizes"]["long_built"] >= 400
