@@ -136,9 +136,16 @@ class AckInbox:
         return len(self._waiting) + len(self._acks)
 
     async def publish(
-        self, subject: str, data: bytes, headers: dict[str, str], *, stall_s: float = 5.0
+        self,
+        subject: str,
+        data: bytes,
+        headers: dict[str, str],
+        *,
+        stall_s: float = 5.0,
+        timeout: float | None = None,
     ) -> asyncio.Future[PubAck]:
-        """Send now; the future resolves when JetStream answers.
+        """Send now; the future resolves when JetStream answers, or with `AppendTimeout`
+        after `timeout` (this inbox's own when None).
 
         Raises:
             MessageTooLarge: payload and headers exceed the server's `max_payload`.
@@ -160,8 +167,9 @@ class AckInbox:
             self._waiting.pop(token, None)
             future.cancel()
             raise
-        if self._timeout is not None:
-            expire = future.get_loop().call_later(self._timeout, self._expire, token)
+        timeout = self._timeout if timeout is None else timeout
+        if timeout is not None:
+            expire = future.get_loop().call_later(timeout, self._expire, token, timeout)
             future.add_done_callback(lambda _: expire.cancel())
         return future
 
@@ -209,10 +217,10 @@ class AckInbox:
             for token in [token for token, future in table.items() if future.done()]:
                 del table[token]
 
-    def _expire(self, token: str) -> None:
+    def _expire(self, token: str, timeout: float) -> None:
         future = self._waiting.pop(token, None)
         if future is not None and not future.done():
-            future.set_exception(AppendTimeout(f"no acknowledgement in {self._timeout}s"))
+            future.set_exception(AppendTimeout(f"no acknowledgement in {timeout}s"))
 
     async def _on_reply(self, msg: Msg) -> None:
         token = msg.subject[len(self._prefix) :]

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from msgspec import Struct
+from nats.js.api import PubAck
 
 from actors.gate._batch import Judged, counters_needed, decide_batch, new_traces, plan_batch
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
@@ -226,11 +227,11 @@ class GateActor(Actor):
                 pending.append((envelope, ctx))
         # Free ids are claimed now, while the batch is decided and its counters committed;
         # nothing of a message is published before its claim is stored.
-        claiming = {
-            id(ctx): asyncio.ensure_future(ids.create(envelope.id, unclaimed[id(ctx)]))
-            for envelope, ctx in pending
-            if id(ctx) in unclaimed
-        }
+        claiming: dict[int, asyncio.Future[PubAck]] = {}
+        for envelope, ctx in pending:
+            claim = unclaimed.get(id(ctx))
+            if claim is not None:
+                claiming[id(ctx)] = await ids.create(envelope.id, claim)
         try:
             for round_ in range(_CONFLICT_ROUNDS):
                 if not pending:
@@ -244,7 +245,7 @@ class GateActor(Actor):
                     results[id(ctx)] = failure
                 pending = [item for item, failed in zip(pending, conflicts, strict=True) if failed]
         finally:
-            await asyncio.gather(*claiming.values(), return_exceptions=True)
+            await ids.all_settled(claiming.values())
         return [results[id(ctx)] for _, ctx in batch]
 
     async def _decide_and_commit(
@@ -252,7 +253,7 @@ class GateActor(Actor):
         store: GateStore,
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
-        claiming: Mapping[int, asyncio.Future[None]],
+        claiming: Mapping[int, asyncio.Future[PubAck]],
         seen: frozenset[int],
     ) -> list[Exception | None]:
         """One round: decide, commit the counters, then publish what did not conflict, each
