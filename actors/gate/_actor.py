@@ -277,7 +277,7 @@ class GateActor(Actor):
             claim = claiming.get(id(verdict.ctx))
             if failure is None and claim is not None and self._ids and self._effects:
                 ctx, envelope = verdict.ctx, verdict.envelope
-                held = await self._ids.settled(claim, envelope.id, claim_of(ctx))
+                held = await self._ids.settled(claim, envelope.id, ctx)
                 if isinstance(held, Claim):  # another submission's claim was stored first
                     self._paid.note(envelope.id, verdict.outcome, None, committed)
                     await self._effects.refuse_duplicate(ctx, envelope, held)

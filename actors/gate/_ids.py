@@ -122,10 +122,10 @@ class IdClaims:
         Raises:
             Exception: the look-up failed (the batch is then retried).
         """
+        keys = [id_key(envelope_id) for envelope_id in envelope_ids]
         held: dict[str, Claim] = {}
         missing: list[str] = []
-        for envelope_id in envelope_ids:
-            key = id_key(envelope_id)
+        for key in keys:
             cached = self._cache.get(key)
             if cached is not None:
                 held[key] = cached
@@ -137,7 +137,7 @@ class IdClaims:
                 key = subject[len(self._prefix) :]
                 held[key] = self._decoded(stored.data)
                 self._remember(key, held[key])
-        return [held.get(id_key(envelope_id)) for envelope_id in envelope_ids]
+        return [held.get(key) for key in keys]
 
     async def check_server(self) -> None:
         """Fail at start, not on every message, when the server cannot answer batched direct
@@ -199,10 +199,10 @@ class IdClaims:
             self._remember(key, claim)
 
     async def settled(
-        self, claim: asyncio.Future[PubAck], envelope_id: str, mine: Claim
+        self, claim: asyncio.Future[PubAck], envelope_id: str, ctx: Context
     ) -> Claim | Exception | None:
         """How a message's claim (`create`'s future) ended: None once stored (or found
-        stored by an earlier attempt of this very message), the claim of the submission that
+        stored by an earlier attempt of this very message, `ctx`), the claim of the submission that
         stored one first, or the error that kept it from being settled (the message is then
         retried)."""
         if not claim.done():
@@ -218,7 +218,7 @@ class IdClaims:
             held = await self.holder(envelope_id)
         except Exception as error:
             return error
-        return None if held is None or held == mine else held
+        return None if held is None or held == claim_of(ctx) else held
 
     @staticmethod
     async def all_settled(claims: Iterable[asyncio.Future[PubAck]]) -> None:
