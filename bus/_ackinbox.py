@@ -83,10 +83,11 @@ def wire_size(payload: bytes, headers: Mapping[str, str] | None) -> int:
     nats-py encodes it (`NATS/1.0`, one `key: value` line per header, a blank line)."""
     if not headers:
         return len(payload)
-    size = len(payload) + _HEADER_LINE
-    for key, value in headers.items():
-        size += len(key) + len(value.encode()) + 4  # ": " and CRLF
-    return size
+    # Joined and measured at once (each line is `key: value` and CRLF): a loop over the
+    # lines cost the gate four times per envelope what the join does.
+    values = "".join(headers.values())
+    size = len(values) if values.isascii() else len(values.encode())
+    return len(payload) + _HEADER_LINE + len("".join(headers)) + size + 4 * len(headers)
 
 
 class _ApiError(msgspec.Struct):
@@ -162,7 +163,10 @@ class AckInbox:
         future: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         try:
-            await self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+            # No headers go as a plain PUB: nats-py would send an empty header block.
+            await self._nc.publish(
+                subject, data, reply=self._prefix + token, headers=headers or None
+            )
         except BaseException:
             self._waiting.pop(token, None)
             future.cancel()
@@ -199,8 +203,9 @@ class AckInbox:
         number = next(self._tokens)
         if number % _SWEEP_EVERY == 0:
             self._sweep()
-        if self.pending() >= self._max_pending:
-            self._sweep()
+        if self.pending() < self._max_pending:
+            return str(number)
+        self._sweep()
         if self.pending() >= self._max_pending:
             self._room.clear()
             try:
