@@ -206,33 +206,38 @@ class GateActor(Actor):
         results: dict[int, Exception | None] = {}
         pending: list[tuple[AnyEnvelope, Context]] = []
         unclaimed: dict[int, Claim] = {}
-        try:
-            holders = await ids.holders([envelope.id for envelope, _ in batch])
-        except Exception as exc:  # the whole batch is retried
-            return [exc] * len(batch)
-        first_in_batch: dict[str, Claim] = {}
-        seen: set[int] = set()
-        for (envelope, ctx), held in zip(batch, holders, strict=True):
-            mine = claim_of(ctx)
-            if held == mine or ctx.attempt > 1:
-                seen.add(id(ctx))  # this very message was handed to a gate before
-            if held is None:  # nobody's yet, unless an earlier message of this batch's
-                held = first_in_batch.setdefault(envelope.id, mine)
-                if held == mine:
-                    unclaimed[id(ctx)] = mine
-            if held != mine:
-                await self._effects.refuse_duplicate(ctx, envelope, held)
-                results[id(ctx)] = None
-            else:
-                pending.append((envelope, ctx))
-        # Free ids are claimed now, while the batch is decided and its counters committed;
-        # nothing of a message is published before its claim is stored.
+        mine_of = {id(ctx): claim_of(ctx) for _, ctx in batch}
+        early = await ids.claim_early(batch, mine_of)
         claiming: dict[int, asyncio.Future[PubAck]] = {}
-        for envelope, ctx in pending:
-            claim = unclaimed.get(id(ctx))
-            if claim is not None:
-                claiming[id(ctx)] = await ids.create(envelope.id, claim)
         try:
+            try:
+                holders = await ids.holders([envelope.id for envelope, _ in batch])
+            except Exception as exc:  # the whole batch is retried
+                return [exc] * len(batch)
+            first_in_batch: dict[str, Claim] = {}
+            seen: set[int] = set()
+            for (envelope, ctx), held in zip(batch, holders, strict=True):
+                mine = mine_of[id(ctx)]
+                if held == mine and id(ctx) in early:
+                    held = None  # the look-up found this message's own early claim stored
+                if held == mine or ctx.attempt > 1:
+                    seen.add(id(ctx))  # this very message was handed to a gate before
+                if held is None:  # nobody's yet, unless an earlier message of this batch's
+                    held = first_in_batch.setdefault(envelope.id, mine)
+                    if held == mine:
+                        unclaimed[id(ctx)] = mine
+                if held != mine:
+                    await self._effects.refuse_duplicate(ctx, envelope, held)
+                    results[id(ctx)] = None
+                else:
+                    pending.append((envelope, ctx))
+            # Free ids not claimed early are claimed now, while the batch is decided and its
+            # counters committed; nothing of a message is published before its claim is stored.
+            for envelope, ctx in pending:
+                claim = unclaimed.get(id(ctx))
+                if claim is not None:
+                    sent = early.get(id(ctx))
+                    claiming[id(ctx)] = sent or await ids.create(envelope.id, claim)
             for round_ in range(_CONFLICT_ROUNDS):
                 if not pending:
                     break
@@ -245,7 +250,7 @@ class GateActor(Actor):
                     results[id(ctx)] = failure
                 pending = [item for item, failed in zip(pending, conflicts, strict=True) if failed]
         finally:
-            await ids.all_settled(claiming.values())
+            await ids.all_settled([*early.values(), *claiming.values()])
         return [results[id(ctx)] for _, ctx in batch]
 
     async def _decide_and_commit(

@@ -279,3 +279,28 @@ async def test_a_first_call_reads_none_of_the_records_its_root_left_unborn(
     prefix = f"$KV.{world.ns.bucket('traces')}."
     assert f"{prefix}inflight.a" in reads, reads  # what the gate could not know, it read
     assert not {f"{prefix}fanout.{root.id}", f"{prefix}trace.{root.id}"} & set(reads), reads
+
+
+async def test_a_first_delivery_claims_its_id_before_its_look_up_is_answered(
+    nc: NATS, world: World
+) -> None:
+    """A free id's create-only claim goes out with the id's look-up, not a round trip after
+    it (actors/gate/_ids.py, `claim_early`); the look-up still decides the message."""
+    bucket = world.ns.bucket("idempotency")
+    order: list[str] = []
+
+    async def on_request(msg: Msg) -> None:
+        if msg.subject == f"$JS.API.DIRECT.GET.KV_{bucket}":
+            order.extend(f"look-up {subject}" for subject in json.loads(msg.data)["multi_last"])
+        elif msg.subject.startswith(f"$KV.{bucket}.id."):
+            order.append(f"claim {msg.subject}")
+
+    watched = await nc.subscribe(">", cb=on_request)  # one subscription: in the wire's order
+    await nc.flush()
+    root = _human("hello")
+    await submit(world.js, world.ns, "cli", root)
+    assert (await world.decisions.until(root.id)).allowed
+    await nc.flush()  # every request the gate sent before that decision has reached us
+    await watched.unsubscribe()
+    key = f"$KV.{bucket}.id.{root.id}"
+    assert order[:2] == [f"claim {key}", f"look-up {key}"], order
