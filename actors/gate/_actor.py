@@ -207,11 +207,17 @@ class GateActor(Actor):
         pending: list[tuple[AnyEnvelope, Context]] = []
         unclaimed: dict[int, Claim] = {}
         mine_of = {id(ctx): claim_of(ctx) for _, ctx in batch}
-        early = await ids.claim_early(batch, mine_of)
+        # The look-up is sent first (after the claims, it mostly found them stored and read
+        # them back), the claims before it is answered: its task sends it, then waits.
+        wanted = [envelope.id for envelope, _ in batch]
+        looking_up = asyncio.ensure_future(ids.holders(wanted))
+        await asyncio.sleep(0)
+        early: dict[int, asyncio.Future[PubAck]] = {}
         claiming: dict[int, asyncio.Future[PubAck]] = {}
         try:
+            early = await ids.claim_early(batch, mine_of)
             try:
-                holders = await ids.holders([envelope.id for envelope, _ in batch])
+                holders = await looking_up
             except Exception as exc:  # the whole batch is retried
                 return [exc] * len(batch)
             first_in_batch: dict[str, Claim] = {}
@@ -250,6 +256,7 @@ class GateActor(Actor):
                     results[id(ctx)] = failure
                 pending = [item for item, failed in zip(pending, conflicts, strict=True) if failed]
         finally:
+            looking_up.cancel()  # only ever still running when something else failed first
             await ids.all_settled([*early.values(), *claiming.values()])
         return [results[id(ctx)] for _, ctx in batch]
 
