@@ -21,11 +21,41 @@ import time
 from nats.aio.client import DEFAULT_FLUSH_TIMEOUT
 from nats.aio.client import Client as NATS
 from nats.errors import FlushTimeoutError
+from nats.protocol.command import hpub_cmd
+
+from bus._header_block import KnownKeys, header_block
 
 __all__ = ("BarrierClient",)
 
 
 class BarrierClient(NATS):
+    def __init__(self) -> None:
+        super().__init__()
+        self._known_keys = KnownKeys()
+
+    async def _send_publish(
+        self,
+        subject: str,
+        reply: str,
+        payload: bytes,
+        payload_size: int,
+        headers: dict[str, str] | None,
+    ) -> None:
+        """nats-py's, with the header block built in one pass where it can be
+        (bus/_header_block.py): the same bytes, a fraction of the CPU."""
+        block = header_block(headers, self._known_keys) if headers and subject else None
+        if block is None:
+            await super()._send_publish(subject, reply, payload, payload_size, headers)
+            if headers:
+                self._known_keys.learn(headers)
+            return
+        # What nats-py's own does once it has the block (nats-py 2.16, aio/client.py).
+        self.stats["out_msgs"] += 1
+        self.stats["out_bytes"] += payload_size
+        await self._send_command(hpub_cmd(subject, reply, block, payload))
+        if self._flush_queue is not None and self._flush_queue.empty():
+            await self._flush_pending()
+
     async def flush(self, timeout: int = DEFAULT_FLUSH_TIMEOUT) -> None:
         """Have the flusher write what waits in the buffer, then PING and wait for the PONG,
         within `timeout` in all."""

@@ -22,7 +22,7 @@ from bus._ackinbox import AckInbox
 from bus._fastbatch import FastBatches
 from bus._headers import TRACEPARENT
 
-__all__ = ("EffectError", "Outbox", "settle")
+__all__ = ("EffectError", "Outbox", "settle", "wait_all")
 
 
 class EffectError(RuntimeError):
@@ -150,8 +150,29 @@ async def settle(outboxes: Sequence[Outbox], timeout: float) -> None:
     Unanswered publishes are cancelled at the deadline, so `outcome()` reports them.
     """
     futures = [future for outbox in outboxes for future in outbox.pending if not future.done()]
-    if not futures:
-        return
-    _done, late = await asyncio.wait(futures, timeout=timeout)
-    for future in late:
+    for future in await wait_all(futures, timeout):
         future.cancel()
+
+
+async def wait_all(
+    futures: Sequence[asyncio.Future[Any]], timeout: float
+) -> list[asyncio.Future[Any]]:
+    """Wait until every one of `futures` is done or `timeout` passed; return those not done.
+
+    As `asyncio.wait(futures, timeout=timeout)` (nothing raised, nothing cancelled), one
+    future at a time: the answers to a batch's effects come in bursts, so most are done by
+    the time the one before them is, and this wakes once per burst. `asyncio.wait` adds and
+    removes a callback on every future and runs each: for the gate's five futures per
+    envelope that cost about 10 µs per envelope more.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    for index, future in enumerate(futures):
+        if future.done():
+            continue
+        left = deadline - loop.time()
+        if left > 0:
+            await asyncio.wait((future,), timeout=left)
+        if not future.done():
+            return [late for late in futures[index:] if not late.done()]
+    return []

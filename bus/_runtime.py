@@ -40,7 +40,7 @@ from bus._heartbeat import Heartbeat
 from bus._intake import BadInput, Intake, Job
 from bus._logging import trace_scope
 from bus._metrics import ActorMetrics
-from bus._outbox import settle
+from bus._outbox import settle, wait_all
 from bus._provision import provision_for
 from bus._quarantine import Quarantine, Settled, alert_possible_death
 from bus._traced import Batch, batch_traced, handle_traced
@@ -366,11 +366,9 @@ class ActorRuntime:
             except Exception as exc:
                 sent.append(exc)
         waiting = [item for item in sent if isinstance(item, asyncio.Future)]
-        late: set[asyncio.Future[None]] = set()
-        if waiting:
-            _done, late = await asyncio.wait(waiting, timeout=self.settings.ack_wait_s / 2)
-            for future in late:
-                future.cancel()
+        late = set(await wait_all(waiting, self.settings.ack_wait_s / 2))
+        for future in late:
+            future.cancel()
         return [_ack_failure(item, late) for item in sent]
 
     async def _deferred(self, done: list[Job]) -> list[Job]:

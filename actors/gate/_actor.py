@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from msgspec import Struct
+from nats.js.api import PubAck
 
 from actors.gate._batch import Judged, counters_needed, decide_batch, new_traces, plan_batch
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
@@ -205,33 +206,44 @@ class GateActor(Actor):
         results: dict[int, Exception | None] = {}
         pending: list[tuple[AnyEnvelope, Context]] = []
         unclaimed: dict[int, Claim] = {}
+        mine_of = {id(ctx): claim_of(ctx) for _, ctx in batch}
+        # The look-up is sent first (after the claims, it mostly found them stored and read
+        # them back), the claims before it is answered: its task sends it, then waits.
+        wanted = [envelope.id for envelope, _ in batch]
+        looking_up = asyncio.ensure_future(ids.holders(wanted))
+        await asyncio.sleep(0)
+        early: dict[int, asyncio.Future[PubAck]] = {}
+        claiming: dict[int, asyncio.Future[PubAck]] = {}
         try:
-            holders = await ids.holders([envelope.id for envelope, _ in batch])
-        except Exception as exc:  # the whole batch is retried
-            return [exc] * len(batch)
-        first_in_batch: dict[str, Claim] = {}
-        seen: set[int] = set()
-        for (envelope, ctx), held in zip(batch, holders, strict=True):
-            mine = claim_of(ctx)
-            if held == mine or ctx.attempt > 1:
-                seen.add(id(ctx))  # this very message was handed to a gate before
-            if held is None:  # nobody's yet, unless an earlier message of this batch's
-                held = first_in_batch.setdefault(envelope.id, mine)
-                if held == mine:
-                    unclaimed[id(ctx)] = mine
-            if held != mine:
-                await self._effects.refuse_duplicate(ctx, envelope, held)
-                results[id(ctx)] = None
-            else:
-                pending.append((envelope, ctx))
-        # Free ids are claimed now, while the batch is decided and its counters committed;
-        # nothing of a message is published before its claim is stored.
-        claiming = {
-            id(ctx): asyncio.ensure_future(ids.create(envelope.id, unclaimed[id(ctx)]))
-            for envelope, ctx in pending
-            if id(ctx) in unclaimed
-        }
-        try:
+            early = await ids.claim_early(batch, mine_of)
+            try:
+                holders = await looking_up
+            except Exception as exc:  # the whole batch is retried
+                return [exc] * len(batch)
+            first_in_batch: dict[str, Claim] = {}
+            seen: set[int] = set()
+            for (envelope, ctx), held in zip(batch, holders, strict=True):
+                mine = mine_of[id(ctx)]
+                if held == mine and id(ctx) in early:
+                    held = None  # the look-up found this message's own early claim stored
+                if held == mine or ctx.attempt > 1:
+                    seen.add(id(ctx))  # this very message was handed to a gate before
+                if held is None:  # nobody's yet, unless an earlier message of this batch's
+                    held = first_in_batch.setdefault(envelope.id, mine)
+                    if held == mine:
+                        unclaimed[id(ctx)] = mine
+                if held != mine:
+                    await self._effects.refuse_duplicate(ctx, envelope, held)
+                    results[id(ctx)] = None
+                else:
+                    pending.append((envelope, ctx))
+            # Free ids not claimed early are claimed now, while the batch is decided and its
+            # counters committed; nothing of a message is published before its claim is stored.
+            for envelope, ctx in pending:
+                claim = unclaimed.get(id(ctx))
+                if claim is not None:
+                    sent = early.get(id(ctx))
+                    claiming[id(ctx)] = sent or await ids.create(envelope.id, claim)
             for round_ in range(_CONFLICT_ROUNDS):
                 if not pending:
                     break
@@ -244,7 +256,8 @@ class GateActor(Actor):
                     results[id(ctx)] = failure
                 pending = [item for item, failed in zip(pending, conflicts, strict=True) if failed]
         finally:
-            await asyncio.gather(*claiming.values(), return_exceptions=True)
+            looking_up.cancel()  # only ever still running when something else failed first
+            await ids.all_settled([*early.values(), *claiming.values()])
         return [results[id(ctx)] for _, ctx in batch]
 
     async def _decide_and_commit(
@@ -252,7 +265,7 @@ class GateActor(Actor):
         store: GateStore,
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
-        claiming: Mapping[int, asyncio.Future[None]],
+        claiming: Mapping[int, asyncio.Future[PubAck]],
         seen: frozenset[int],
     ) -> list[Exception | None]:
         """One round: decide, commit the counters, then publish what did not conflict, each
@@ -276,7 +289,7 @@ class GateActor(Actor):
             claim = claiming.get(id(verdict.ctx))
             if failure is None and claim is not None and self._ids and self._effects:
                 ctx, envelope = verdict.ctx, verdict.envelope
-                held = await self._ids.settled(claim, envelope.id, claim_of(ctx))
+                held = await self._ids.settled(claim, envelope.id, ctx)
                 if isinstance(held, Claim):  # another submission's claim was stored first
                     self._paid.note(envelope.id, verdict.outcome, None, committed)
                     await self._effects.refuse_duplicate(ctx, envelope, held)

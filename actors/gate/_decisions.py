@@ -72,9 +72,10 @@ def decision_for(
     granted = position.levels[-1] if deny is None and position.levels else None
     if granted is not None and granted.call_id != envelope.id:
         granted = None  # not a call: the level is its cause's
+    now = utc_now()
     return Decision(
         id=derive_id(basis or envelope.id, "decision"),
-        created_at=utc_now(),
+        created_at=now,
         allowed=deny is None,
         code=deny.code if deny else None,
         rule=rule,
@@ -97,7 +98,7 @@ def decision_for(
         preview=preview(envelope),
         bundle_version=bundle.version if bundle else None,
         bundle_hash=bundles.bundle_hash,
-        decided_at=utc_now(),
+        decided_at=now,
         decided_by=decided_by,
         outcome=figures.outcome,
         reason=figures.reason[:_REASON_MAX],

@@ -72,6 +72,8 @@ class GateEffects:
         self._ids = ids
         self._store = store
         self._redact_key = redact_key
+        self._deliver_stream = namespace.stream("deliver")
+        self._events_stream = namespace.stream("events")
         self.decisions: DecisionCounter | None = None
         """Counts each decision once stored; set by the gate when it serves metrics."""
 
@@ -210,9 +212,8 @@ class GateEffects:
     ) -> None:
         """Publish the envelope to its target: the sender's exact bytes, or a redacted copy."""
         payload, headers = self.delivery(ctx, envelope, position, redacted)
-        deliver = self.namespace.stream("deliver")
         subject = self.namespace.deliver(position.target)
-        await ctx.outbox.publish_batched(deliver, subject, payload, headers)
+        await ctx.outbox.publish_batched(self._deliver_stream, subject, payload, headers)
 
     def delivery(
         self,
@@ -358,8 +359,7 @@ class GateEffects:
         ).to_headers(decision.id)
         headers[SENDER] = self.actor_id
         subject = self.namespace.decisions(ctx.sender)
-        events = self.namespace.stream("events")
-        await ctx.outbox.publish_batched(events, subject, encode(decision), headers)
+        await ctx.outbox.publish_batched(self._events_stream, subject, encode(decision), headers)
         if self.decisions is not None:
             self.decisions.count(ctx, decision)
         await self._tell_timeline(ctx, envelope, decision, position)

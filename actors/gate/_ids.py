@@ -25,7 +25,11 @@ and its counters committed, and nothing of it is published before the claim is s
 look-up is a read (no fsync), one per batch, and the claim's fsync overlaps the commit's, so
 deciding each id once costs a batch one read and no round trip of its own but for a root;
 claiming before deciding cost a full fsynced round first (0.57-0.65x the raw relay's
-throughput, against 0.61-0.72x now).
+throughput, against 0.61-0.72x now). A first delivery whose id this process knows no claim
+of is claimed as the look-up is sent, not once it is answered (`claim_early`): create-only,
+that claim stores nothing when the id turns out to be held (JetStream refuses it), and a free
+id's claim is stored a round trip sooner. The look-up still decides: a message whose id
+another submission holds is refused before anything is planned or charged for it.
 
 When two submissions with one id are looked up before either claim is stored (on two gate
 replicas; within one batch the first copy holds the id for the others, and one replica's
@@ -44,9 +48,10 @@ no position outlives the claim that protects it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 from msgspec import Struct
@@ -54,6 +59,7 @@ from nats.js.api import PubAck
 
 from actors.gate._records import id_key
 from bus import AckInbox, AppendRefused, ConfigError, Context, LastValues, Outbox
+from schemas import AnyEnvelope
 
 __all__ = ("WRONG_LAST_SEQUENCE", "Claim", "IdClaims", "claim_of")
 
@@ -114,6 +120,27 @@ class IdClaims:
         if len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
+    async def claim_early(
+        self, batch: Sequence[tuple[AnyEnvelope, Context]], mine_of: Mapping[int, Claim]
+    ) -> dict[int, asyncio.Future[PubAck]]:
+        """Claim, before their look-up, the ids of first deliveries this process knows no
+        claim of (the first message of the batch to carry each id); `create`'s futures, by
+        `id(ctx)`.
+
+        Create-only, so a claim of an id that turns out to be held stores nothing and is
+        refused; sent beside the look-up rather than after it, a free id's claim is stored
+        one round trip sooner, and with it everything its message waits for.
+        """
+        early: dict[int, asyncio.Future[PubAck]] = {}
+        named: set[str] = set()
+        for envelope, ctx in batch:
+            if envelope.id in named:
+                continue
+            named.add(envelope.id)
+            if ctx.attempt == 1 and id_key(envelope.id) not in self._cache:
+                early[id(ctx)] = await self.create(envelope.id, mine_of[id(ctx)])
+        return early
+
     async def holders(self, envelope_ids: Sequence[str]) -> list[Claim | None]:
         """Who holds each id: its claim, or None when nobody does yet. Ids this process has
         not seen are read in one batched round trip (bus/_last_values.py).
@@ -121,10 +148,10 @@ class IdClaims:
         Raises:
             Exception: the look-up failed (the batch is then retried).
         """
+        keys = [id_key(envelope_id) for envelope_id in envelope_ids]
         held: dict[str, Claim] = {}
         missing: list[str] = []
-        for envelope_id in envelope_ids:
-            key = id_key(envelope_id)
+        for key in keys:
             cached = self._cache.get(key)
             if cached is not None:
                 held[key] = cached
@@ -136,7 +163,7 @@ class IdClaims:
                 key = subject[len(self._prefix) :]
                 held[key] = self._decoded(stored.data)
                 self._remember(key, held[key])
-        return [held.get(id_key(envelope_id)) for envelope_id in envelope_ids]
+        return [held.get(key) for key in keys]
 
     async def check_server(self) -> None:
         """Fail at start, not on every message, when the server cannot answer batched direct
@@ -165,41 +192,66 @@ class IdClaims:
         except msgspec.DecodeError:
             return _UNREADABLE  # only the gate writes `id.>`; one it cannot read still holds
 
-    async def create(self, envelope_id: str, claim: Claim) -> None:
-        """Claim an id nobody held when it was looked up, create-only.
+    async def create(self, envelope_id: str, claim: Claim) -> asyncio.Future[PubAck]:
+        """Claim an id nobody held when it was looked up, create-only, now; the future
+        resolves once the claim is stored (and cached), or fails with
 
-        Raises:
-            AppendRefused: another submission's claim was stored first (`err_code` 10071).
-            TimeoutError: no answer within `wait_s` (the message is retried; a claim that was
-                stored after all is found to be its own on the redelivery).
-            Exception: JetStream failed (the message is retried).
+        - `AppendRefused`: another submission's claim was stored first (`err_code` 10071);
+        - `AppendTimeout`: no answer within `wait_s` (the message is retried; a claim that
+          was stored after all is found to be its own on the redelivery);
+        - any other exception: JetStream failed, or the claim could not be sent (the
+          message is retried).
+
+        One future and one timer per claim: a task and `asyncio.wait_for` around each were
+        about a twentieth of the gate's CPU per envelope.
         """
         key = id_key(envelope_id)
-        stored = await self._acks.publish(
-            self._prefix + key, _encoder.encode(claim), {_EXPECTED_LAST_SUBJECT_SEQ: "0"}
-        )
-        await asyncio.wait_for(stored, self._wait_s)  # unanswered is not unstored: retried
-        self._remember(key, claim)
+        try:
+            stored = await self._acks.publish(
+                self._prefix + key,
+                _encoder.encode(claim),
+                {_EXPECTED_LAST_SUBJECT_SEQ: "0"},
+                timeout=self._wait_s,  # unanswered is not unstored: retried
+            )
+        except Exception as exc:
+            failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+        stored.add_done_callback(functools.partial(self._stored, key, claim))
+        return stored
+
+    def _stored(self, key: str, claim: Claim, stored: asyncio.Future[PubAck]) -> None:
+        if not stored.cancelled() and stored.exception() is None:
+            self._remember(key, claim)
 
     async def settled(
-        self, claim: asyncio.Future[None], envelope_id: str, mine: Claim
+        self, claim: asyncio.Future[PubAck], envelope_id: str, ctx: Context
     ) -> Claim | Exception | None:
-        """How a message's claim ended: None once stored (or found stored by an earlier
-        attempt of this very message), the claim of the submission that stored one first, or
-        the error that kept it from being settled (the message is then retried)."""
+        """How a message's claim (`create`'s future) ended: None once stored (or found
+        stored by an earlier attempt of this very message, `ctx`), the claim of the submission that
+        stored one first, or the error that kept it from being settled (the message is then
+        retried)."""
+        if not claim.done():
+            await asyncio.wait((claim,))  # never cancels the claim itself
+        if claim.cancelled():
+            return RuntimeError(f"the claim of envelope id {envelope_id[:80]!r} was cancelled")
+        exc = claim.exception()
+        if exc is None:
+            return None
+        if not isinstance(exc, AppendRefused) or exc.err_code != WRONG_LAST_SEQUENCE:
+            return exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
         try:
-            await asyncio.shield(claim)
-        except AppendRefused as exc:
-            if exc.err_code != WRONG_LAST_SEQUENCE:
-                return exc
-            try:
-                held = await self.holder(envelope_id)
-            except Exception as error:
-                return error
-            return None if held is None or held == mine else held
-        except Exception as exc:
-            return exc
-        return None
+            held = await self.holder(envelope_id)
+        except Exception as error:
+            return error
+        return None if held is None or held == claim_of(ctx) else held
+
+    @staticmethod
+    async def all_settled(claims: Iterable[asyncio.Future[PubAck]]) -> None:
+        """Wait until every claim of a batch ended (each ends within `wait_s`)."""
+        unsettled = [claim for claim in claims if not claim.done()]
+        if unsettled:
+            await asyncio.wait(unsettled)
 
     async def mark(self, outbox: Outbox, envelope_id: str, gate: str) -> asyncio.Future[PubAck]:
         """Claim an id the gate made itself, pipelined with the message's other effects.

@@ -9,10 +9,12 @@ decision whose ack the server recorded is never redelivered to be counted twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter
 
 from bus import Context
-from schemas import Decision
+from schemas import Decision, ErrorCode
 
 __all__ = ("DecisionCounter",)
 
@@ -29,10 +31,15 @@ class DecisionCounter:
             ["actor", "kind", "decision", "code"],
             registry=registry,
         )
+        self._increments: dict[tuple[str, bool, ErrorCode | None], Callable[[], None]] = {}
 
     def count(self, ctx: Context, decision: Decision) -> None:
         """Count `decision` once the input it decides is acked."""
-        allowed = "allow" if decision.allowed else "deny"
-        code = str(decision.code) if decision.code is not None else "none"
-        labels = self._counter.labels(self._actor_id, decision.envelope_kind, allowed, code)
-        ctx.outbox.when_acked(labels.inc)
+        key = (decision.envelope_kind, decision.allowed, decision.code)
+        increment = self._increments.get(key)
+        if increment is None:  # a few dozen kinds and codes: each child looked up once
+            allowed = "allow" if decision.allowed else "deny"
+            code = str(decision.code) if decision.code is not None else "none"
+            labels = self._counter.labels(self._actor_id, decision.envelope_kind, allowed, code)
+            increment = self._increments[key] = labels.inc
+        ctx.outbox.when_acked(increment)

@@ -16,6 +16,7 @@ not, so such an id is replaced by its hash.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Final
@@ -45,7 +46,11 @@ __all__ = (
 _SAFE: Final = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
+@functools.lru_cache(maxsize=4096)
 def _token(value: str) -> str:
+    """`value` itself if it may be a key token, else its hash. Cached: the gate names each
+    envelope's records (its claim, position, trace, children, answer) after one id, and
+    keys some of them several times while deciding it."""
     if _SAFE.fullmatch(value):
         return value
     return "h" + hashlib.sha256(value.encode()).hexdigest()[:40]

@@ -22,6 +22,7 @@ from bus import (
     ActorMetrics,
     ActorRuntime,
     AppendRefused,
+    AppendTimeout,
     Context,
     EmbeddedServer,
     MessageTooLarge,
@@ -139,6 +140,24 @@ async def test_unanswered_requests_stall_publishing_until_room_is_made(
     third = await inbox.publish(f"{namespace.root}.silent", b"3", {}, stall_s=0.2)
     assert inbox.pending() == 1
     third.cancel()
+
+
+async def test_a_publish_with_its_own_timeout_fails_when_unanswered(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """The gate's id claims are bounded this way, on an inbox shared with writes that are
+    not: the timeout is the one publish's, and its token is forgotten."""
+    heard = asyncio.Queue[Msg]()
+    await nc.subscribe(f"{namespace.root}.silent", cb=heard.put)
+    inbox = AckInbox(nc)
+    await inbox.open()
+    bounded = await inbox.publish(f"{namespace.root}.silent", b"1", {}, timeout=0.2)
+    unbounded = await inbox.publish(f"{namespace.root}.silent", b"2", {})
+    with pytest.raises(AppendTimeout, match=r"in 0\.2s"):
+        await asyncio.wait_for(bounded, 5)
+    assert not unbounded.done()
+    assert inbox.pending() == 1
+    unbounded.cancel()
 
 
 class _RefusedEffect(Actor):

@@ -279,3 +279,34 @@ async def test_a_first_call_reads_none_of_the_records_its_root_left_unborn(
     prefix = f"$KV.{world.ns.bucket('traces')}."
     assert f"{prefix}inflight.a" in reads, reads  # what the gate could not know, it read
     assert not {f"{prefix}fanout.{root.id}", f"{prefix}trace.{root.id}"} & set(reads), reads
+
+
+async def test_a_first_delivery_claims_its_id_before_its_look_up_is_answered(
+    nc: NATS, world: World
+) -> None:
+    """A free id's create-only claim goes out once its look-up is sent, not a round trip
+    later once it is answered (actors/gate/_ids.py, `claim_early`); the look-up still
+    decides the message."""
+    bucket = world.ns.bucket("idempotency")
+    key = f"$KV.{bucket}.id.{{}}"
+    order: list[str] = []
+    answers_to: list[str] = []
+
+    async def on_wire(msg: Msg) -> None:  # one subscription: in the order the server sent
+        if msg.subject == f"$JS.API.DIRECT.GET.KV_{bucket}":
+            order.extend(f"look-up {subject}" for subject in json.loads(msg.data)["multi_last"])
+            answers_to.append(msg.reply)
+        elif msg.subject.startswith(key.format("")):
+            order.append(f"claim {msg.subject}")
+        elif msg.subject in answers_to:
+            order.append("look-up answered")
+
+    watched = await nc.subscribe(">", cb=on_wire)
+    await nc.flush()
+    root = _human("hello")
+    await submit(world.js, world.ns, "cli", root)
+    assert (await world.decisions.until(root.id)).allowed
+    await nc.flush()  # every request the gate sent before that decision has reached us
+    await watched.unsubscribe()
+    wanted = key.format(root.id)
+    assert order[:3] == [f"look-up {wanted}", f"claim {wanted}", "look-up answered"], order
