@@ -39,13 +39,17 @@ class KnownKeys:
         for key in headers:
             if len(self.keys) >= _MAX_KEYS:
                 return
-            if key and key == key.strip():
+            # Exactly `str`: a str enum (nats-py's own `api.Header.MSG_TTL`) encodes as its
+            # value in nats-py's loop but formats as its name ("Header.MSG_TTL") in a string.
+            if type(key) is str and key and key == key.strip():
                 self.keys.add(key)
 
 
 def header_block(headers: Mapping[str, str], known: KnownKeys) -> bytes | None:
     """The header block nats-py would send for `headers`, or None to let nats-py build it."""
-    if not known.keys.issuperset(headers):
+    if not known.keys.issuperset(headers) or any(type(key) is not str for key in headers):
+        return None  # a key equal to a known name may still be a str enum: see `learn`
+    if any(type(value) is not str for value in headers.values()):
         return None
     lines = "".join([f"{key}: {value.strip()}\r\n" for key, value in headers.items()])
     count = len(headers)

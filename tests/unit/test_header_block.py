@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from nats.aio.client import Client as NATS
 from nats.errors import BadHeaderError
+from nats.js import api
 
 from bus._barrier_client import BarrierClient
 from bus._header_block import KnownKeys, header_block
@@ -31,6 +32,10 @@ _CASES = [
     {"Parley-Origin": "two\r\nlines", "Parley-Sender": "gate\n"},
     {"Parley-Origin": "é ü € 😀"},
     {" Nats-Msg-Id ": "spaced key", "": "empty key", "Parley-Sender": "gate"},
+    # nats-py's own key for a message's TTL is a str enum: it encodes as "Nats-TTL" in
+    # nats-py's loop and formats as "Header.MSG_TTL" (the bytes a TTL'd write once carried).
+    {"Nats-Rollup": "sub", api.Header.MSG_TTL: "1"},
+    {"Nats-Rollup": "sub", "Nats-TTL": "1"},
 ]
 
 
