@@ -14,6 +14,7 @@ import asyncio
 import json
 import time
 
+from tools._openai_stream import STREAM_HEAD, read_request, stream_end, text_event
 from tools.bench._llmlong import LONG_MODEL, long_pieces
 
 __all__ = ("CHUNKS", "FIRST_S", "GAP_S", "WORDS", "serve")
@@ -24,50 +25,29 @@ CHUNKS = 100
 WORDS = [f"w{i} " for i in range(CHUNKS + 1)]
 """The answer's words: the first chunk's, then one per later chunk."""
 
-_HEAD = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "m"}
-
-
-def _event(delta: dict[str, object], finish: str | None = None, usage: object = None) -> bytes:
-    choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else []
-    data = json.dumps({**_HEAD, "choices": choices, "usage": usage}).encode()
-    event = b"data: " + data + b"\n\n"
-    return f"{len(event):x}\r\n".encode() + event + b"\r\n"
+_NAME = "chatcmpl-bench"
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
+            body = await read_request(reader)
             asked = time.monotonic()
-            length = 0
-            for line in head.decode("latin-1").split("\r\n"):
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            body = await reader.readexactly(length)
             long = json.loads(body).get("model") == LONG_MODEL
             pieces = long_pieces() if long else WORDS
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n"
-            )
+            writer.write(STREAM_HEAD)
             for index, word in enumerate(pieces):
                 if not long:
                     due = asked + FIRST_S + index * GAP_S
                     await asyncio.sleep(max(0.0, due - time.monotonic()))
-                delta: dict[str, object] = {"content": word}
-                if index == 0:
-                    delta["role"] = "assistant"
-                writer.write(_event(delta))
+                writer.write(text_event(_NAME, index, word))
                 await writer.drain()
             usage = {
                 "prompt_tokens": 5,
                 "completion_tokens": len(pieces),
                 "total_tokens": 5 + len(pieces),
             }
-            writer.write(_event({}, "stop") + _event({}, usage=usage))
-            done = b"data: [DONE]\n\n"
-            writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+            writer.write(stream_end(_NAME, usage))
             await writer.drain()
     except (ConnectionError, asyncio.IncompleteReadError):
         pass

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from tools._openai_stream import STREAM_HEAD, read_request, stream_end, text_event
+
 __all__ = ("GAP_S", "PIECES", "REPLY", "count_streams", "serve")
 
 PIECES = 30
@@ -30,15 +32,7 @@ GAP_S = 0.05
 REPLY = json.dumps({"message": "narrator streamed this answer, " + "word " * 40, "final": True})
 """What every stream writes: a reply the agent's brain reads as a final answer."""
 USAGE = {"prompt_tokens": 40, "completion_tokens": 60, "total_tokens": 100}
-
-_HEAD = {"id": "chatcmpl-chaos", "object": "chat.completion.chunk", "created": 0, "model": "m"}
-
-
-def _event(delta: dict[str, object], finish: str | None = None, usage: object = None) -> bytes:
-    choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else []
-    data = json.dumps({**_HEAD, "choices": choices, "usage": usage}).encode()
-    event = b"data: " + data + b"\n\n"
-    return f"{len(event):x}\r\n".encode() + event + b"\r\n"
+_NAME = "chatcmpl-chaos"
 
 
 def _pieces(text: str, count: int) -> list[str]:
@@ -59,30 +53,16 @@ class _Provider:
         number = 0
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                await read_request(reader)
                 asked = time.monotonic()
-                length = 0
-                for line in head.decode("latin-1").split("\r\n"):
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                await reader.readexactly(length)
                 number = next(self._numbers)
                 self._note("started", number)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                    b"Transfer-Encoding: chunked\r\n\r\n"
-                )
+                writer.write(STREAM_HEAD)
                 for index, piece in enumerate(_pieces(REPLY, PIECES)):
                     await asyncio.sleep(max(0.0, asked + index * GAP_S - time.monotonic()))
-                    delta: dict[str, object] = {"content": piece}
-                    if index == 0:
-                        delta["role"] = "assistant"
-                    writer.write(_event(delta))
+                    writer.write(text_event(_NAME, index, piece))
                     await writer.drain()
-                done = b"data: [DONE]\n\n"
-                writer.write(_event({}, "stop") + _event({}, usage=USAGE))
-                writer.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+                writer.write(stream_end(_NAME, USAGE))
                 await writer.drain()
                 self._note("done", number)
                 number = 0
