@@ -207,8 +207,8 @@ class GateActor(Actor):
         pending: list[tuple[AnyEnvelope, Context]] = []
         unclaimed: dict[int, Claim] = {}
         mine_of = {id(ctx): claim_of(ctx) for _, ctx in batch}
-        # The look-up is sent first (after the claims, it mostly found them stored and read
-        # them back), the claims before it is answered: its task sends it, then waits.
+        # One loop turn lets the look-up's task send it first (after the claims it mostly read
+        # them back); the claims go before it is answered. Only speed, not safety, rests on it.
         wanted = [envelope.id for envelope, _ in batch]
         looking_up = asyncio.ensure_future(ids.holders(wanted))
         await asyncio.sleep(0)
