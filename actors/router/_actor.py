@@ -42,7 +42,7 @@ from typing import ClassVar
 
 from actors.orchestrator import OrchestratedSession
 from actors.router._approval_wait import HeldApprovals
-from actors.router._early_stops import EarlyStops
+from actors.router._early_stops import EarlyStops, kept_if_early
 from actors.router._effects import Emitted, RouterEffects
 from actors.router._locks import SessionLocks
 from actors.router._opening import open_session, refuse_duplicate, session_id_for
@@ -239,7 +239,7 @@ class RouterActor(Actor):
                 found = await self.orchestrated.advance(
                     envelope, session_id, ctx, cause=cause, reporter=reporter, operator=operator
                 )
-                if found is None and not kept and self._keeps(envelope, session_id):
+                if found is None and not kept and kept_if_early(envelope, session_id):
                     assert isinstance(envelope, Control) and self._early  # noqa: S101
                     await self._early.keep(session_id, envelope, ctx.sender)
                     kept = fresh = True  # opened meanwhile elsewhere? then it applies now
@@ -274,12 +274,6 @@ class RouterActor(Actor):
             return step
         raise RuntimeError(f"session {session_id} kept changing under this router")
 
-    def _keeps(self, envelope: AgentResponse | Error | Control, session_id: str) -> bool:
-        """A Stop naming a session not open yet is kept for it (actors/router/_early_stops.py)."""
-        return (
-            isinstance(envelope, Control) and envelope.action == "stop" and valid_token(session_id)
-        )
-
     async def _stop_early(self, session_id: str, ctx: Context) -> None:
         """Apply the Stop its opener sent before the session opened, if any."""
         assert self._early is not None  # noqa: S101 - set with the store
@@ -312,6 +306,9 @@ class RouterActor(Actor):
         session_id = call.session_id
         if session_id is None or not valid_token(session_id):
             return
+        assert self._watcher is not None and self._held  # noqa: S101 - set with the store
+        if await self._watcher.too_early(call, ctx):
+            return  # re-armed from the call alone: nothing can be due yet
         async with self._locks.hold(session_id):
             stored = await self.store.load(session_id, fresh=True)
             if stored is None:
@@ -330,7 +327,6 @@ class RouterActor(Actor):
                 return
             if pending.envelope_id != call.id:
                 return  # answered, or retried under a new call with its own reminder
-            assert self._watcher is not None and self._held  # noqa: S101 - set with the store
             deadline = await self._held.deadline_of(self.store, stored)
             error = await self._watcher.unavailable(call, deadline, ctx)
             if error is not None:

@@ -26,12 +26,18 @@ import msgspec
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from schemas import Control, encode
+from schemas import AgentResponse, Control, Error, encode, valid_token
 
-__all__ = ("REASON_CHARS", "EarlyStop", "EarlyStops")
+__all__ = ("REASON_CHARS", "EarlyStop", "EarlyStops", "kept_if_early")
 
 REASON_CHARS = 500
 """The longest reason a kept Stop keeps: what the canceled session's event says."""
+
+
+def kept_if_early(envelope: AgentResponse | Error | Control, session_id: str) -> bool:
+    """Whether `envelope`, naming no open session, is kept for when `session_id` opens: a
+    Stop is, with a session id a key can hold; an answer or an error is not."""
+    return isinstance(envelope, Control) and envelope.action == "stop" and valid_token(session_id)
 
 
 class EarlyStop(msgspec.Struct, frozen=True):

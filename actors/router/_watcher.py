@@ -5,6 +5,10 @@ the registry, asks actors/router/_turn_watch.py's `judge`, and either re-arms th
 (`ctx.defer`) or returns the `AGENT_UNAVAILABLE` error that fails the call. The error's id is
 derived from the reminder, so every replica and every redelivery produces the same one, and
 the session applies it once.
+
+A reminder's first delivery comes as soon as the call is stored, when nothing can be due yet:
+`too_early` re-arms it from the call and the heartbeat alone, without reading the session or
+the person's held approvals (two of the three reads a look costs, on every call).
 """
 
 from __future__ import annotations
@@ -74,6 +78,35 @@ class CallWatcher:
             cause_id=call.id,
             details={"session_id": call.session_id, "target": call.target, **verdict.details},
         )
+
+    async def too_early(self, call: AgentCall, ctx: Context) -> bool:
+        """On a reminder's first delivery, whether no verdict but "wait" is possible yet; if so
+        the reminder is re-armed for when one could be, and the caller reads nothing else.
+
+        Judged as the full look would be, with the earliest deadline the call can have: made
+        plus the shorter of the two kinds of session's turn timeouts. Everything the full look
+        adds only moves a deadline later (a held approval, an outage) or settles the call (an
+        answer, the session's end), so a later look decides the same or sooner; a call already
+        answered is settled at that look instead of this one. A redelivery (`ctx.attempt` above
+        one: a router died holding it, or a look re-armed it) always gets the full look: it
+        may find an `AGENT_UNAVAILABLE` already applied whose effects must be published again.
+        """
+        if ctx.attempt != 1:
+            return False
+        shortest = min(self._limits.turn_timeout_s, self._limits.orchestration.turn_timeout_s)
+        verdict = judge(
+            call.target,
+            call.created_at,
+            await self._heartbeat(call.target),
+            now=utc_now(),
+            connected_since=self._uptime.since,
+            limits=self._limits.model_copy(update={"turn_timeout_s": shortest}),
+            outages=self._uptime.deaf(),
+        )
+        if isinstance(verdict, Unavailable):
+            return False
+        ctx.defer(verdict.seconds)
+        return True
 
     async def _heartbeat(self, agent: str) -> ActorHeartbeat | None:
         try:

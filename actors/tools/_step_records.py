@@ -64,22 +64,36 @@ class StepRecords:
         self._store = store
         self._budget = inline_budget(max_payload)
 
-    async def before(self, invocation: ToolInvocation) -> None:
-        """The session's base snapshot, before its first step that may change files."""
+    async def before(self, invocation: ToolInvocation) -> str | None:
+        """The session's base snapshot, before its first step that may change files; what
+        went wrong if it could not be made, for `after` to say in the step's result.
+
+        The step still runs: without a base, its own snapshot becomes the session's base, so
+        later steps have their diffs and only this step's changes are in none."""
         if invocation.capability not in CHANGING:
-            return
+            return None
         if has_base(invocation.workspace):
-            return
+            return None
         try:
             await asyncio.to_thread(base_snapshot, invocation.workspace)
-        except Exception:
+        except Exception as exc:
             log.exception("the base snapshot failed", extra={"session": invocation.session_id})
+            return f"no base snapshot before this step, so its changes are in no diff: {exc}"
+        return None
 
-    async def after(self, invocation: ToolInvocation, outcome: ToolOutcome) -> ToolOutcome:
-        """The outcome as the result should carry it: with its checkpoint and, when too large
-        for a message, its output stored as an artifact."""
+    async def after(
+        self, invocation: ToolInvocation, outcome: ToolOutcome, base_error: str | None = None
+    ) -> ToolOutcome:
+        """The outcome as the result should carry it: with its checkpoint (or why there is
+        none: `base_error` is what `before` returned) and, when too large for a message, its
+        output stored as an artifact."""
         if invocation.capability in CHANGING:
             outcome = await self._checkpoint(invocation, outcome)
+            if base_error is not None:
+                said = outcome.details.get("checkpoint_error")
+                error = base_error if said is None else f"{base_error}; then {said}"
+                details = {**outcome.details, "checkpoint_error": error[:1000]}
+                outcome = dataclasses.replace(outcome, details=details)
         return await self._spill(invocation, outcome)
 
     async def _checkpoint(self, invocation: ToolInvocation, outcome: ToolOutcome) -> ToolOutcome:

@@ -216,9 +216,9 @@ class StepRunner:
                     "session": asked.session,
                 },
             )
-            await self._records.before(invocation)
+            base_error = await self._records.before(invocation)
             outcome = await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
-            return await self._records.after(invocation, outcome)
+            return await self._records.after(invocation, outcome, base_error)
         except ScopeDenied as denied:
             return denied
         except InvalidArguments as exc:

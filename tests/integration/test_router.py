@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import nats
 from msgspec import structs
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from actors.router._session import CANCEL_NOTICE
 from bus import DEAD_REASON, SENDER, EmbeddedServer, TraceHeaders
@@ -376,3 +379,49 @@ async def test_a_replayed_opening_links_its_trace_again(
             await watcher.stop()  # type: ignore[no-untyped-call]
         await timeline.close()
     assert relinked is not None and relinked.value == (msg.session_id or "").encode()
+
+
+async def test_a_reminders_first_look_reads_neither_the_session_nor_held_approvals(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """A call's reminder comes back as soon as it is stored, when nothing can be due yet: the
+    router re-arms it from the call and the agent's heartbeat alone (`CallWatcher.too_early`).
+    Its first look used to read the session and the person's held approvals too, on every
+    call. The re-armed reminder still ends the call at its turn timeout (5 s: the first look
+    must come before it, or it would rightly read everything)."""
+    sessions, runs = namespace.bucket("sessions"), namespace.bucket("tool_runs")
+    timers = namespace.timers("router")
+    watched = (
+        f"$JS.API.STREAM.MSG.GET.KV_{sessions}",
+        f"$JS.API.DIRECT.GET.KV_{runs}.>",
+        timers,
+        f"$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.{namespace.stream('timers')}.router",
+    )
+    seen: list[str] = []
+
+    async def spy(msg: Msg) -> None:
+        seen.append(msg.subject)
+
+    spy_nc = await nats.connect(nats_server.url)
+    try:
+        for subject in watched:
+            await spy_nc.subscribe(subject, cb=spy)
+        await spy_nc.flush()
+        never = lambda call: None  # noqa: E731 - an agent still thinking
+        options = json.dumps({"turn_timeout_s": 5.0, "agent_retries": 0})
+        async with router_running(nc, nats_server, namespace, never, options=options) as (
+            wire,
+            calls,
+            _,
+        ):
+            timeline = await run_session(nc, namespace, wire, collaborate(PROMPT_3))
+    finally:
+        await spy_nc.close()
+    assert len(calls) == 1
+    re_armed = [i for i, subject in enumerate(seen) if "MSG_NAKED" in subject]
+    assert re_armed, f"the reminder was never re-armed: {seen}"
+    first_look = seen[seen.index(timers) : re_armed[0]]
+    assert first_look == [timers], f"the reminder's first look read {first_look[1:]}"
+    end = timeline.events[-1]
+    assert (end.event_type, end.stop_reason) == ("session_failed", "error")
+    assert end.payload["code"] == "AGENT_UNAVAILABLE"

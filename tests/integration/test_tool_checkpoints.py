@@ -54,10 +54,10 @@ def _invocation(workspaces: Path, capability: str, step: str, **arguments: str) 
 
 async def _step(steps: StepRecords, invocation: ToolInvocation) -> ToolOutcome:
     executors = {"File.Write": execute_file_write, "File.Delete": execute_file_delete}
-    await steps.before(invocation)
+    base_error = await steps.before(invocation)
     executor = executors.get(invocation.capability)
     outcome = await executor(invocation) if executor else ToolOutcome(status="succeeded")
-    return await steps.after(invocation, outcome)
+    return await steps.after(invocation, outcome, base_error)
 
 
 async def test_each_changing_step_has_a_checkpoint_with_its_diff_and_the_preview_sums_them(
@@ -156,3 +156,26 @@ async def test_a_step_that_finds_the_base_still_being_made_waits_for_it(
     )
     assert "checkpoint_diff" in wrote.details
     assert "+++ b/new.txt" in patch_preview(workspaces, "session-a")
+
+
+async def test_a_step_whose_base_snapshot_failed_says_its_changes_are_in_no_diff(
+    steps: StepRecords, workspaces: Path
+) -> None:
+    """A base snapshot that cannot be made does not stop the step, but its result says so: its
+    own snapshot becomes the base, so its changes are in no diff (they used to go unsaid).
+    The next step's diff is whole again."""
+    workspace = workspaces / "session-a"
+    in_the_way = shadow_repository(workspace).with_suffix(".git.lock")
+    in_the_way.mkdir(parents=True)  # the snapshot lock cannot be opened: the base fails
+    first = _invocation(workspaces, "File.Write", "s1", path="one.txt", content="1\n")
+    base_error = await steps.before(first)
+    in_the_way.rmdir()  # a passing trouble: the step's own snapshot can be made
+    wrote = await steps.after(first, await execute_file_write(first), base_error)
+    error = wrote.details.get("checkpoint_error")
+    assert isinstance(error, str) and "no base snapshot" in error and "no diff" in error, error
+    assert "checkpoint_diff" not in wrote.details
+    second = await _step(
+        steps, _invocation(workspaces, "File.Write", "s2", path="two.txt", content="2\n")
+    )
+    assert second.details.get("checkpoint_error") is None
+    assert "+++ b/two.txt" in patch_preview(workspaces, "session-a")
