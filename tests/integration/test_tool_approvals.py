@@ -2,10 +2,10 @@
 
 The agent's File.Write and File.Delete require approval (seed 002 §13.4). `parley say` prints
 the held request with the two commands that decide it; another person's decision changes
-nothing (and is told no request of theirs has that id), the owner's `parley approvals approve` runs the write, that approval replayed while the next
-write waits decides nothing, `reject` denies the next one, and a delete nobody decides is
-denied when its rule's timeout passes. Nothing is written that was
-not approved.
+nothing (and is told no request of theirs has that id), the owner's `parley approvals
+approve` runs the write, that approval replayed while the next write waits decides nothing
+(and is told so), `reject` denies the next one, and a delete nobody decides is denied when
+its rule's timeout passes. Nothing is written that was not approved.
 
 The system is tests/support/tool_system.py's, shared with the other end-to-end tool tests:
 the agent `keeper` is this test's own, and its bundle profile holds the approval rules.
