@@ -108,11 +108,15 @@ class Decisions:
         self._dead: DeadLetters | None = None
 
     def start(self, dead: DeadLetters) -> None:
+        """Where the controls it answers are filed (the runtime's bus exists from start)."""
         self._dead = dead
 
     async def on_decision(
         self, ctx: Context, control: Control, runs: RunStore, decide: Decide
     ) -> None:
+        """Apply `control` if its sender owns the held request it names, else answer it. The
+        owner is checked before anything else is said, so a stranger hears nothing that
+        depends on the request (held, decided, expired)."""
         approval_id = control.approval_id or ""
         found = await runs.find_approval(approval_id) if approval_id else None
         approval = found[1].run.approval if found is not None else None
