@@ -11,11 +11,15 @@ the person the trace works for on their session's timeline (`approval_requested`
 `parley say` and `parley collab` print with the two commands to decide it). This command
 submits the person's decision: a `control` (approve or reject) naming the approval id, to the
 tool runtime, which applies it only if it comes from that same person (docs/tools.md,
-"Approvals"). Then it follows the session's timeline until the step ends, and prints how.
+"Approvals"). Then it follows the session's timeline until the step ends, and prints how. A
+decision the runtime cannot apply it answers on the same timeline, at once (actors/tools/
+_decisions.py): `APPROVAL_NOT_FOUND` (no request of yours is held by that id: mistyped, or
+someone else's) or `APPROVAL_ALREADY_DECIDED` (approved, rejected or expired before, and how).
+Nothing is looked up before the decision is sent: the runtime's record decides.
 
 Exit codes: 0 the decision was applied and the step ended (`list`, `show`: read), 1 the gate
-refused the decision or nothing came of it in time (`show`: no such request waits), 2 invalid
-arguments or configuration, 3 NATS cannot be reached.
+refused the decision, the runtime could not apply it, or nothing came of it in time (`show`:
+no such request waits), 2 invalid arguments or configuration, 3 NATS cannot be reached.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from schemas import (
     Control,
     Decision,
     DecodeError,
+    Error,
     Namespace,
     SessionEvent,
     decode_envelope,
@@ -66,13 +71,15 @@ async def _decide(args: argparse.Namespace) -> int:
         approval_id=args.approval_id,
         reason=args.reason,
     )
-    news: asyncio.Queue[SessionEvent | Decision] = asyncio.Queue()
+    news: asyncio.Queue[SessionEvent | Decision | Error] = asyncio.Queue()
 
     async def on_message(raw: Msg) -> None:
         with contextlib.suppress(DecodeError):
             envelope = decode_envelope(raw.data)
             if isinstance(envelope, Decision) and envelope.envelope_id == control.id:
                 news.put_nowait(envelope)
+            elif isinstance(envelope, Error) and envelope.cause_id == control.id:
+                news.put_nowait(envelope)  # the runtime could not apply the decision
             elif (
                 isinstance(envelope, SessionEvent)
                 and envelope.event_type == "tool_completed"
@@ -92,7 +99,8 @@ async def _decide(args: argparse.Namespace) -> int:
             except TimeoutError:
                 print(
                     f"the gate admitted the decision; step {args.approval_id} has not ended "
-                    f"within {args.wait:.0f} s (decided already, expired, or not yours to decide)"
+                    f"within {args.wait:.0f} s, nor did the tool runtime answer (is it running? "
+                    f"was the request made in session {args.session}?)"
                 )
                 return 1
             if isinstance(item, Decision):
@@ -100,6 +108,9 @@ async def _decide(args: argparse.Namespace) -> int:
                     print(f"refused: {item.code}: {item.message}")
                     return 1
                 continue
+            if isinstance(item, Error):
+                print(f"not applied: {item.code}: {item.message}")
+                return 1
             payload = item.payload
             status = str(payload.get("status", "")).upper()
             reason = payload.get("reason")

@@ -30,6 +30,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 from actors.tools._approvals import Approval, request_digest
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor, ScopeDenied
+from actors.tools._decisions import Decisions
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
@@ -48,6 +49,7 @@ from bus import (
     BusHandle,
     ConfigError,
     Context,
+    DeadLetters,
     Input,
     Settings,
     load_public_keys,
@@ -111,6 +113,7 @@ class ToolsActor(Actor):
         self.bundles: BundleStore | None = None
         self._runs: RunStore | None = None
         self._steps: StepRunner | None = None
+        self._decisions = Decisions(self.actor_id)
         self._mcp = McpHub(self.options.mcp_servers) if self.options.mcp_servers else None
 
     def inputs(self) -> Sequence[Input]:
@@ -128,6 +131,9 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
+        self._decisions.start(
+            DeadLetters(bus.js, ns, self.actor_id, bus.settings.max_payload, bus.metrics)
+        )
         artifacts = ArtifactStore(bus.js, ns, self.options.tenant, self.settings.max_payload)
         try:
             await artifacts.check()
@@ -278,31 +284,10 @@ class ToolsActor(Actor):
         await ctx.outbox.publish(self.namespace.timers(self.actor_id), approval.request, headers)
 
     async def _on_decision(self, control: Control, ctx: Context) -> None:
-        """A person's approve or reject: applied only by the request's owner, once."""
+        """A person's approve or reject: applied only by the request's owner, once; any other
+        is answered on that person's timeline (actors/tools/_decisions.py)."""
         runs, _ = self._started()
-        approval_id = control.approval_id or ""
-        found = await runs.find_approval(approval_id) if approval_id else None
-        if found is None:
-            log.warning("a decision names no held request", extra={"approval_id": approval_id})
-            return
-        key, state = found
-        approval = state.run.approval
-        if approval is None or not approval.pending:
-            log.info("a decision on a request decided already", extra={"approval_id": approval_id})
-            if approval is not None:  # off its owner's list, if a crash left it there
-                await runs.settled(approval)
-            return
-        if ctx.sender != approval.owner:
-            log.warning(
-                "a decision from someone who does not own the request was ignored",
-                extra={"approval_id": approval_id, "sender": ctx.sender, "owner": approval.owner},
-            )
-            return
-        if _now_ms() >= approval.expires_ms:  # too late: the expiry's reminder was late too
-            await self._decide(ctx, key, state, approval, "expired", "", "")
-            return
-        decision = "approved" if control.action == "approve" else "rejected"
-        await self._decide(ctx, key, state, approval, decision, ctx.sender, control.reason)
+        await self._decisions.on_decision(ctx, control, runs, self._decide)
 
     def _decision_settles_ms(self, approval: Approval) -> int:
         """How much longer a decided request may still be running in its decision's handler
@@ -345,8 +330,9 @@ class ToolsActor(Actor):
         decision: str,
         by: str,
         reason: str,
-    ) -> None:
-        """Record the decision (compare-and-set: one decision wins), then complete the step."""
+    ) -> bool:
+        """Record the decision (compare-and-set: one decision wins), then complete the step;
+        False: another decision won."""
         runs, _ = self._started()
         decided = msgspec.structs.replace(
             approval, decision=decision, decided_by=by, reason=reason[:500], decided_ms=_now_ms()
@@ -357,9 +343,10 @@ class ToolsActor(Actor):
             )
         except KeyWrongLastSequenceError:
             log.info("decided meanwhile", extra={"approval_id": approval.approval_id})
-            return
+            return False
         await runs.settled(decided)
         await self._complete(ctx, key, state, decided, recovering=False)
+        return True
 
     async def _complete(
         self, ctx: Context, key: str, state: StepState, approval: Approval, *, recovering: bool

@@ -10,15 +10,17 @@ envelope id (actors/gate/_timeline.py). The runtime holds the request instead of
   its own timers subject and acknowledges the request. Nothing of the wait lives in memory.
 - a `control` (approve or reject, naming the approval id) that the gate delivers from a
   person is applied only if that person is the owner (the gate's `Parley-Sender`): an agent
-  cannot send a control at all (the gate refuses it), and another person's is ignored and
-  logged. A decision applies to the request it names and no other: the id is that request's,
-  and what runs is the stored request, never anything the decision carries.
+  cannot send a control at all (the gate refuses it), and another person's changes nothing
+  and is answered as one naming no request (actors/tools/_decisions.py). A decision applies
+  to the request it names and no other: the id is that request's, and what runs is the
+  stored request, never anything the decision carries.
 - approved, the stored request runs; rejected, or not decided before it expires (the approval
   rule's `timeout_s`, 300 s by default), it ends `denied` with `APPROVAL_DENIED`. Either way
   its result is stored, then answered to the agent, as for any step.
 
 Deciding is a compare-and-set on the record: two decisions, or a decision and the expiry,
-cannot both win; the one that lost sees the record decided and does nothing.
+cannot both win; the one that lost sees the record decided and changes nothing (a person's
+is answered `APPROVAL_ALREADY_DECIDED`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """A tool request that needs approval waits for its owner, every process its own user.
 
 The agent's File.Write and File.Delete require approval (seed 002 §13.4). `parley say` prints
-the held request with the two commands that decide it; another person's decision is ignored,
-the owner's `parley approvals approve` runs the write, that approval replayed while the next
-write waits decides nothing, `reject` denies the next one, and a delete nobody decides is
-denied when its rule's timeout passes. Nothing is written that was
-not approved.
+the held request with the two commands that decide it; another person's decision changes
+nothing (and is told no request of theirs has that id), the owner's `parley approvals
+approve` runs the write, that approval replayed while the next write waits decides nothing
+(and is told so), `reject` denies the next one, and a delete nobody decides is denied when
+its rule's timeout passes. Nothing is written that was not approved.
 
 The system is tests/support/tool_system.py's, shared with the other end-to-end tool tests:
 the agent `keeper` is this test's own, and its bundle profile holds the approval rules.
@@ -52,9 +52,11 @@ async def test_held_writes_wait_for_their_owner_and_nothing_else(tool_system: To
         assert not list(workspaces.glob("*/alpha.txt"))  # held: nothing written yet
         decide = ("approvals", "approve", approval_id, "--session", session)
         since = len(runtime.lines)
-        bob = cli(*decide, "--wait", "1", who="person-bob")  # not his: it never ends for him
+        bob = cli(*decide, who="person-bob")  # not his: no request of his has that id
         await runtime_says(_IGNORED, approval_id, since)
         assert await bob.wait_exit(60) == 1, "\n".join(bob.lines)
+        bob.close()  # exited: this reads its output to the end
+        assert "APPROVAL_NOT_FOUND" in bob.lines[-1], bob.lines
         assert not list(workspaces.glob("*/alpha.txt"))
         approve = cli("approvals", "approve", approval_id, "--session", session)
         assert await approve.wait_exit(60) == 0, "\n".join(approve.lines)
@@ -67,9 +69,11 @@ async def test_held_writes_wait_for_their_owner_and_nothing_else(tool_system: To
         alpha_id = approval_id
         say, approval_id, session = await held("beta")
         since = len(runtime.lines)
-        replay = cli("approvals", "approve", alpha_id, "--session", session, "--wait", "1")
+        replay = cli("approvals", "approve", alpha_id, "--session", session)
         await runtime_says(_DECIDED_ALREADY, alpha_id, since)
         assert await replay.wait_exit(60) == 1, "\n".join(replay.lines)
+        replay.close()  # exited: this reads its output to the end
+        assert "APPROVAL_ALREADY_DECIDED" in replay.lines[-1], replay.lines
         assert not list(workspaces.glob("*/beta.txt"))
         # Rejected: denied, nothing written.
         reject = cli("approvals", "reject", approval_id, "--session", session, "--reason", "no")

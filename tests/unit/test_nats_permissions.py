@@ -408,8 +408,10 @@ def test_only_the_auditor_writes_the_audit_trail(config: tuple[Namespace, list[U
     audit = f"{ns.root}.audit.>"
     assert {u.actor for u in users if u.publishes(audit)} == {"auditor"}
     events = f"{ns.root}.events.>"
-    # The router tells sessions' timelines; the gate tells them the calls agents make.
-    assert {u.actor for u in users if u.publishes(events)} == {"router", "gate"}
+    # The router tells sessions' timelines; the gate tells them the calls agents make; the
+    # tool runtime answers a person's decision it cannot apply (actors/tools/_decisions.py).
+    writers = {"router", "gate", "tools"} & {u.actor for u in users}
+    assert {u.actor for u in users if u.publishes(events)} == writers
     decisions = f"{ns.root}.decisions.>"
     assert {u.actor for u in users if u.publishes(decisions)} == {"gate"}
 

@@ -245,6 +245,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.pending_approvals_of_everyone()
     elif role == TOOLS:
         g.tool_runtime()
+        g.pub(ns.wildcard("events"))  # a decision it cannot apply, told to the one who sent it
         _artifact_grants(g, write=True)
     elif role == LLM:
         # It verifies the bundle itself and keeps each answer (never answered twice).
