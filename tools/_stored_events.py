@@ -14,11 +14,15 @@ body names the subject, which the broker cannot limit to a person's own timeline
 
 Following a running session joins what is stored to what comes live without a gap or a
 repeat. The live subscription is confirmed by the server before the stored event is read, so
-every later event comes live; the stored event is the newest one, in the stream's order; and
-a live copy of it, if it was published after the subscription, reached this connection before
-the answer to the read did (the server fans a message out before the stream stores it, and one
-connection's messages arrive in order). So the stored event is shown first unless one of the
-live messages already read is it, and then only that live copy, in its place.
+every later event comes live; the stored event is the newest one, in the stream's order. A
+live copy of it, if it was published after the subscription, nearly always reaches this
+connection before the answer to the read does (the server hands a message to its subscribers
+as the stream is handed it to store, and one connection's messages arrive in order); so the
+stored event is shown first unless one of the live messages already read is it, and then
+only that live copy, in its place. Should the copy come after the answer all the same (the
+server's threads interleaving within those microseconds), the copy is dropped: an event is
+shown once, by its envelope id, and nothing before it can follow it, since the router stores
+each event before it publishes the next.
 """
 
 from __future__ import annotations
@@ -114,6 +118,8 @@ class CaughtUp:
 
     ended: SessionEvent | None
     first: list[SessionEvent | Error]
+    shown: str | None = None
+    """The id of the stored event when it is shown from the store: its live copy is dropped."""
 
 
 async def caught_up(
@@ -138,11 +144,15 @@ async def caught_up(
 
 
 async def read_live(
-    live: Subscription, news: asyncio.Queue[SessionEvent | Decision | Error | None]
+    live: Subscription,
+    news: asyncio.Queue[SessionEvent | Decision | Error | None],
+    shown: str | None = None,
 ) -> None:
-    """Hand each live message of a followed timeline on to `news`, in order, until cancelled."""
+    """Hand each live message of a followed timeline on to `news`, in order, until cancelled;
+    but the live copy of the event `shown` from the store already (module doc)."""
     async for raw in live.messages:
-        if (item := live_news(raw.data)) is not None:
+        item = live_news(raw.data)
+        if item is not None and item.id != shown:
             news.put_nowait(item)
 
 
@@ -160,9 +170,11 @@ async def _catch_up(
     arrived = [await live.next_msg(timeout=None) for _ in range(live.pending_msgs)]
     news = [item for raw in arrived if (item := live_news(raw.data)) is not None]
     first = joined(stored, news)
-    if stored is not None and stored.event_type in ENDS and first and first[0] is stored:
+    if stored is None or first[0] is not stored:  # nothing stored, or its live copy is in
+        return CaughtUp(None, first)
+    if stored.event_type in ENDS:  # it had ended before the command subscribed
         return CaughtUp(stored, [])
-    return CaughtUp(None, first)
+    return CaughtUp(None, first, stored.id)
 
 
 def ended_line(session_id: str, event: SessionEvent) -> str:

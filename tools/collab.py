@@ -147,6 +147,7 @@ async def follow_session(
     waiting_for = "the router to open the session" if opens else "the session's next event"
     ends_by: datetime | None = None
     reader: asyncio.Task[None] | None = None
+    shown: str | None = None  # the event shown from the store, whose live copy is dropped
     async with asyncio.TaskGroup() as tasks:
         if stop_requested is not None:
             stopper = tasks.create_task(_on_stop(stop_requested, news))
@@ -167,8 +168,9 @@ async def follow_session(
                     return SessionEnd(caught.ended, _END[caught.ended.event_type], (caught.ended,))
                 for first in caught.first:
                     news.put_nowait(first)
+                shown = caught.shown
                 print(f"following session {msg.session_id} (Ctrl-C stops it)", file=out, flush=True)
-            reader = tasks.create_task(read_live(timeline, news))
+            reader = tasks.create_task(read_live(timeline, news, shown))
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:

@@ -1,18 +1,22 @@
 """How `parley collab --follow` joins a session's stored last event to what comes live
 (tools/_stored_events.py): each event once, in the stream's order.
 
-The window this covers (an event published after the follower subscribed and stored before
-it read the stored one, so it is both the stored event and a live one) lasts a few
-microseconds on a real bus, too short to hit on purpose; here it is given directly.
+The windows this covers (an event published after the follower subscribed and stored before
+it read the stored one, so it is both the stored event and a live one, its live copy arriving
+before or after the answer to the read) last microseconds on a real bus, too short to hit on
+purpose; here they are given directly: to the join, and to the live reader on a real server.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
-from schemas import Error, ErrorCode, SessionEvent
+from nats.aio.client import Client as NATS
+
+from schemas import Decision, Error, ErrorCode, Namespace, SessionEvent, encode
 from schemas._envelopes import EventType
-from tools._stored_events import joined
+from tools._stored_events import joined, read_live
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -33,3 +37,22 @@ def test_the_stored_event_comes_first_unless_it_came_live_too() -> None:
     # Nothing stored (not opened yet): only what comes live.
     assert joined(None, [later]) == [later]
     assert joined(stored, []) == [stored]
+
+
+async def test_a_live_copy_of_the_event_shown_from_the_store_is_dropped(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """Its live copy arriving after the answer to the read: the event is not shown twice."""
+    subject = namespace.events("cli", "s")
+    live = await nc.subscribe(subject)
+    news: asyncio.Queue[SessionEvent | Decision | Error | None] = asyncio.Queue()
+    reader = asyncio.create_task(read_live(live, news, shown="e2"))
+    try:
+        for event in (_event("e2", "step_started"), _event("e3"), _event("e4")):
+            await nc.publish(subject, encode(event))
+        got = [await asyncio.wait_for(news.get(), 5) for _ in range(2)]
+        assert [item.id for item in got if item is not None] == ["e3", "e4"]
+        assert news.empty()
+    finally:
+        reader.cancel()
+        await live.unsubscribe()
