@@ -32,6 +32,7 @@ from typing import Any, Final, TextIO, TypeVar
 import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
 from bus import (
     RECONNECT_WINDOW_S,
@@ -57,6 +58,7 @@ from schemas import (
 from tools._errors import debug_traceback, report_failure
 from tools._local import connect_local
 from tools._still_waiting import announced
+from tools._stored_events import ENDS, StoredUnreadable, ended_line, last_event
 from tools._trace_keys import remember_trace
 
 __all__ = (
@@ -255,10 +257,19 @@ async def give_up(
 
 
 async def stop_session(
-    nc: NATS, watch: Watch, ns: Namespace, person: str, stop: Control, wait_s: float, out: TextIO
+    nc: NATS,
+    watch: Watch,
+    ns: Namespace,
+    person: str,
+    stop: Control,
+    wait_s: float,
+    out: TextIO,
+    history: JetStreamContext | None = None,
 ) -> int:
     """`parley collab --stop SESSION`: the Stop Ctrl-C sends, for a session no terminal follows
-    (given up on, detached, or its terminal gone); waits up to `wait_s` to see it end."""
+    (given up on, detached, or its terminal gone); waits up to `wait_s` to see it end. With
+    `history` (the person's JetStream), a session whose timeline stored its end is not sent a
+    Stop: that it had ended is said at once, exit 1 (nothing was stopped)."""
     session_id = stop.session_id or ""
     ended: asyncio.Queue[SessionEvent | Error] = asyncio.Queue()
 
@@ -272,7 +283,11 @@ async def stop_session(
 
     try:
         await nc.subscribe(ns.events(person, session_id), cb=on_message)
-        await waited(nc.flush(), None, watch)
+        await waited(nc.flush(), None, watch)  # an end stored after the read below comes live
+        end = await waited(_stored_end(history, ns, person, session_id), None, watch)
+        if end is not None:
+            print(ended_line(session_id, end), file=out)
+            return 1
         try:
             await waited(submit_as(nc, ns, person, stop), None, watch)
         except (TimeoutError, nats.errors.Error) as exc:  # not stored: never say it was
@@ -282,7 +297,8 @@ async def stop_session(
     except TimeoutError:
         print(
             f"stop requested for session {session_id}; it did not end within {wait_s:.0f} s: "
-            "it had ended already, or it ends as canceled once the router opens it",
+            "it ends as canceled once the router opens it (or it ended too long ago for its "
+            "timeline to say)",
             file=out,
         )
         return 0
@@ -294,6 +310,19 @@ async def stop_session(
         return 1
     print(f"stopped: {news.stop_reason} (round {news.round})", file=out)
     return 0
+
+
+async def _stored_end(
+    history: JetStreamContext | None, ns: Namespace, person: str, session_id: str
+) -> SessionEvent | None:
+    """The session's end, if its timeline stored one as its last event."""
+    if history is None:
+        return None
+    try:
+        last = await last_event(history, ns, person, session_id)
+    except StoredUnreadable:
+        return None  # a broker that does not grant the read: the Stop is sent as before
+    return last if last is not None and last.event_type in ENDS else None
 
 
 def on_ctrl_c() -> asyncio.Event:

@@ -11,7 +11,8 @@ Ctrl-C sends Stop (a `control` envelope) and waits for the router to confirm; a 
 Ctrl-C leaves at once. A refusal by the gate (its decision on `parley.decisions.cli`) ends
 the command with the gate's reason. `--stop SESSION` sends the same Stop for a session this
 terminal no longer follows, `--follow SESSION` follows one already running, and `--detach`
-opens a session and leaves it running.
+opens a session and leaves it running. Of a session that had ended, `--follow` and `--stop`
+say so at once, from the last event its timeline stored (tools/_stored_events.py).
 
 The wait follows the session's own clock: each call the router makes carries the moment the
 session ends at the latest (its deadline plus the sweep's margin, `ends_by`), and the command
@@ -40,7 +41,9 @@ from typing import Final, TextIO
 import msgspec
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
+from bus import jetstream
 from schemas import (
     Decision,
     DecodeError,
@@ -48,15 +51,13 @@ from schemas import (
     HumanMessage,
     Namespace,
     SessionEvent,
-    SubjectTokenError,
-    check_token,
     decode_envelope,
-    encode,
-    new_id,
     utc_now,
 )
+from tools._collab_args import check_arguments, human_message
 from tools._local import local_settings
 from tools._session_lines import call_line, render
+from tools._stored_events import ENDS, caught_up, read_live
 from tools._typing_line import TypingLine
 from tools._waiting import (
     EXIT_LOST,
@@ -83,7 +84,7 @@ _OPENING_S: Final = 60.0
 """How long to wait for a session to open (its first call names its own deadline)."""
 _SLACK_S: Final = 10.0
 """Past a session's `ends_by`: the router's sweep runs every few seconds."""
-_END = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
+_END = ENDS
 _STOP_WAIT_S: Final = 10.0
 """How long `--stop` waits to see the session end before saying the Stop is stored."""
 
@@ -109,11 +110,14 @@ async def follow_session(
     person: str = SENDER,
     watch: Watch | None = None,
     opens: bool = True,
+    history: JetStreamContext | None = None,
 ) -> SessionEnd:
     """Submit `msg` and print its session's events until it ends, or until the session's own
     `ends_by` (plus slack) passes without it ending, or `timeout` of silence if given; then
     the session, given up on, is stopped (tools/_waiting.py). `opens=False` follows a session
-    opened before (`msg` only names it): nothing is submitted, and giving up stops nothing.
+    opened before (`msg` only names it): nothing is submitted, giving up stops nothing, and
+    with `history` (the person's JetStream) a session that had ended says so at once, and a
+    running one starts from its last stored event (tools/_stored_events.py).
 
     Setting `stop_requested` submits a Stop for the session; the function still waits for the
     router's `session_canceled`. A `watch` ends the wait as soon as the connection is lost.
@@ -121,14 +125,12 @@ async def follow_session(
     assert msg.session_id is not None  # noqa: S101 - callers always choose one
     news: asyncio.Queue[SessionEvent | Decision | Error | None] = asyncio.Queue()
 
-    async def on_message(raw: Msg) -> None:
+    async def on_decision(raw: Msg) -> None:
         try:
             envelope = decode_envelope(raw.data)
         except DecodeError:
-            return  # not ours to judge; the timeline stays readable
-        if isinstance(envelope, SessionEvent | Error):
-            news.put_nowait(envelope)
-        elif isinstance(envelope, Decision) and envelope.envelope_id == msg.id:
+            return  # not ours to judge
+        if isinstance(envelope, Decision) and envelope.envelope_id == msg.id:
             news.put_nowait(envelope)
 
     typing = TypingLine(out)  # the agent's answer as it is written, on a terminal
@@ -136,16 +138,16 @@ async def follow_session(
     async def on_typing(raw: Msg) -> None:
         typing.received(raw.data)
 
-    subs = [
-        await nc.subscribe(ns.events(person, msg.session_id), cb=on_message),
-        await nc.subscribe(ns.decisions(person), cb=on_message),
-    ]
+    timeline = await nc.subscribe(ns.events(person, msg.session_id))  # read in order below
+    subs = [timeline, await nc.subscribe(ns.decisions(person), cb=on_decision)]
     if typing.live:
         subs.append(await nc.subscribe(ns.typing(person, msg.session_id), cb=on_typing))
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
     waiting_for = "the router to open the session" if opens else "the session's next event"
     ends_by: datetime | None = None
+    reader: asyncio.Task[None] | None = None
+    shown: str | None = None  # the event shown from the store, whose live copy is dropped
     async with asyncio.TaskGroup() as tasks:
         if stop_requested is not None:
             stopper = tasks.create_task(_on_stop(stop_requested, news))
@@ -157,7 +159,18 @@ async def follow_session(
             if opens:
                 await waited(submit_as(nc, ns, person, msg), None, watch)
             else:
+                caught = await waited(
+                    caught_up(history, ns, person, msg.session_id, timeline), None, watch
+                )
+                if caught.ended is not None:
+                    print(f"session {msg.session_id} had ended already", file=out)
+                    print(render(caught.ended, max_rounds) or "", file=out, flush=True)
+                    return SessionEnd(caught.ended, _END[caught.ended.event_type], (caught.ended,))
+                for first in caught.first:
+                    news.put_nowait(first)
+                shown = caught.shown
                 print(f"following session {msg.session_id} (Ctrl-C stops it)", file=out, flush=True)
+            reader = tasks.create_task(read_live(timeline, news, shown))
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)
                 try:
@@ -210,6 +223,8 @@ async def follow_session(
         finally:
             if stop_requested is not None:
                 stopper.cancel()
+            if reader is not None:
+                reader.cancel()
             if not nc.is_closed:
                 for sub in subs:
                     await sub.unsubscribe()
@@ -236,37 +251,6 @@ async def _on_stop(
     news.put_nowait(None)
 
 
-def human_message(args: argparse.Namespace, *, single: bool) -> HumanMessage:
-    """The message a `collab` or `say` command line asks for."""
-    if single:
-        target = args.agent.removeprefix("@")
-        return HumanMessage(
-            id=new_id(),
-            created_at=utc_now(),
-            text=" ".join(args.text),
-            call_id=new_id(),
-            user_id=args.user,
-            mode="single",
-            participants=(target,),
-            first_speaker=target,
-            max_rounds=1,
-            session_id=new_id(),
-        )
-    agents = tuple(a.strip() for a in args.agents.split(",") if a.strip())
-    return HumanMessage(
-        id=new_id(),
-        created_at=utc_now(),
-        text=" ".join(args.goal),
-        call_id=new_id(),
-        user_id=args.user,
-        mode="collaborate",
-        participants=agents,
-        first_speaker=args.first or agents[0],
-        max_rounds=args.max_rounds,
-        session_id=new_id(),
-    )
-
-
 async def _run(args: argparse.Namespace, *, single: bool) -> int:
     settings = local_settings(args.config, SENDER)
     ns = Namespace(settings.namespace)
@@ -282,7 +266,8 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
         if args.stop:
             stop = stop_control(args.stop, args.user, "stopped from the command line")
             wait_s = args.timeout or _STOP_WAIT_S
-            return await stop_session(nc, watch, ns, person, stop, wait_s, sys.stdout)
+            history = jetstream(nc, settings)
+            return await stop_session(nc, watch, ns, person, stop, wait_s, sys.stdout, history)
         if args.detach:
             await waited(submit_as(nc, ns, person, msg), None, watch)
             print(detached_line(msg.session_id or ""), flush=True)
@@ -297,52 +282,13 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
             person=person,
             watch=watch,
             opens=not args.follow,
+            history=jetstream(nc, settings),
         )
     except asyncio.CancelledError:
         return 130
     finally:
         await watch.close(nc)
     return end.code
-
-
-def _int_limits(struct: type[msgspec.Struct], name: str) -> tuple[int | None, int | None]:
-    """The inclusive bounds the schema puts on an integer field (None: unbounded)."""
-    info = msgspec.inspect.type_info(struct)
-    assert isinstance(info, msgspec.inspect.StructType)  # noqa: S101 - a Struct's info
-    for field in info.fields:
-        kind = field.type
-        if field.name == name and isinstance(kind, msgspec.inspect.IntType):
-            low = kind.ge if kind.gt is None else kind.gt + 1
-            high = kind.le if kind.lt is None else kind.lt - 1
-            return low, high
-    return None, None
-
-
-def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
-    """Why the command line cannot make a valid message (field, limit and value), or None."""
-    named = args.stop or args.follow
-    if named is not None:
-        if (args.stop and args.follow) or args.detach:
-            return "--stop, --follow and --detach go alone: give one of them"
-        try:
-            check_token(named, "session id")
-        except SubjectTokenError as exc:
-            return f"invalid arguments: {exc}"
-        return None
-    if not single and not args.goal:
-        return "invalid arguments: say what the agents should do together (the goal)"
-    if not single:
-        low, high = _int_limits(HumanMessage, "max_rounds")
-        value = args.max_rounds
-        if (low is not None and value < low) or (high is not None and value > high):
-            return f"--max-rounds (max_rounds) must be within {low}..{high}, got {value}"
-    try:
-        msgspec.json.decode(encode(human_message(args, single=single)), type=HumanMessage)
-    except msgspec.ValidationError as exc:
-        return f"invalid arguments: {exc}"
-    except IndexError:  # no agent named at all
-        return "invalid arguments: --agents names no agent"
-    return None
 
 
 def _cmd(single: bool) -> Callable[[argparse.Namespace], int]:

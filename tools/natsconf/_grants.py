@@ -108,6 +108,16 @@ class Grants:
         runs = self.ns.bucket("tool_runs")
         self.pub(f"{JS_API}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.{self.actor}")
 
+    def own_last_events(self) -> None:
+        """A person reads the last event stored on a timeline of its own (`parley collab
+        --follow` and `--stop` of a session that may have ended, tools/_stored_events.py): by
+        a direct get whose own subject names the timeline. The server reads the subject from
+        there and refuses a body that asks for any other (a sequence, a next or last subject,
+        a batch), so nothing of another person's timelines and nothing before a session's
+        last event; the bare `DIRECT.GET.<stream>`, whose body names the subject, stays out."""
+        events = self.ns.stream("events")
+        self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.timelines(self.actor)}")
+
     def pending_approvals_of_everyone(self) -> None:
         """The router reads a session owner's list of held tool requests, to move the
         deadline of a call that waits on one (actors/router/_approval_wait.py): by a direct

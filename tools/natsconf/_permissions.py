@@ -54,7 +54,8 @@ its own, which has no JetStream and no subjects but what it imports:
 - what it may read live (a person follows the timelines of the sessions it opened,
   `parley.events.<itself>.*`, and the gate's decisions on what it sent) is a *stream* the
   core account exports to it: read-only, it cannot publish back through it, and another
-  person's timelines are not exported to it at all.
+  person's timelines are not exported to it at all. Of what is stored, a person reads only
+  the last event of a timeline of its own (`Grants.own_last_events`).
 
 Moving an exhausted message to PARLEY_DEAD means reading and deleting it by sequence
 (`STREAM.MSG.GET`, `STREAM.MSG.DELETE`), which on PARLEY_DELIVER would let one receiver read
@@ -208,6 +209,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         relay_grants(g, serves)
     if role == "cli":
         g.own_pending_approvals()
+        g.own_last_events()
     if role == "agent":
         g.write_keys("registry", f"profile.{me}")
         # Calls to other agents (actors/delegation/): its waits, in a bucket of its own, and

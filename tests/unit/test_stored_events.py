@@ -1,0 +1,58 @@
+"""How `parley collab --follow` joins a session's stored last event to what comes live
+(tools/_stored_events.py): each event once, in the stream's order.
+
+The windows this covers (an event published after the follower subscribed and stored before
+it read the stored one, so it is both the stored event and a live one, its live copy arriving
+before or after the answer to the read) last microseconds on a real bus, too short to hit on
+purpose; here they are given directly: to the join, and to the live reader on a real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from nats.aio.client import Client as NATS
+
+from schemas import Decision, Error, ErrorCode, Namespace, SessionEvent, encode
+from schemas._envelopes import EventType
+from tools._stored_events import joined, read_live
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def _event(event_id: str, event_type: EventType = "step_completed") -> SessionEvent:
+    return SessionEvent(id=event_id, created_at=T0, session_id="s", event_type=event_type, round=1)
+
+
+def test_the_stored_event_comes_first_unless_it_came_live_too() -> None:
+    stored = _event("e2", "step_started")
+    later = _event("e3")
+    refusal = Error(id="r1", created_at=T0, code=ErrorCode.UNAUTHORIZED, message="no")
+    # Stored before the follower subscribed: shown first, then what came live.
+    assert joined(stored, [later, refusal]) == [stored, later, refusal]
+    # Published after it subscribed: its live copy is it, in its place, never shown twice.
+    earlier = _event("e1")
+    assert joined(stored, [earlier, stored, later]) == [earlier, stored, later]
+    # Nothing stored (not opened yet): only what comes live.
+    assert joined(None, [later]) == [later]
+    assert joined(stored, []) == [stored]
+
+
+async def test_a_live_copy_of_the_event_shown_from_the_store_is_dropped(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """Its live copy arriving after the answer to the read: the event is not shown twice."""
+    subject = namespace.events("cli", "s")
+    live = await nc.subscribe(subject)
+    news: asyncio.Queue[SessionEvent | Decision | Error | None] = asyncio.Queue()
+    reader = asyncio.create_task(read_live(live, news, shown="e2"))
+    try:
+        for event in (_event("e2", "step_started"), _event("e3"), _event("e4")):
+            await nc.publish(subject, encode(event))
+        got = [await asyncio.wait_for(news.get(), 5) for _ in range(2)]
+        assert [item.id for item in got if item is not None] == ["e3", "e4"]
+        assert news.empty()
+    finally:
+        reader.cancel()
+        await live.unsubscribe()
