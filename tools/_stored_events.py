@@ -104,11 +104,18 @@ def live_news(data: bytes) -> SessionEvent | Error | None:
 def joined(
     stored: SessionEvent | None, live: Sequence[SessionEvent | Error]
 ) -> list[SessionEvent | Error]:
-    """The stored last event, then what came live meanwhile, each once, in the stream's
-    order: the stored event is left out when its live copy is among `live` (module doc)."""
+    """The stored last event and what came live meanwhile, each once, in the order they
+    were made: the stored event is left out when its live copy is among `live` (module
+    doc), and otherwise goes after the live ones made before it. Those were published
+    after the subscription and before it, their copies ahead of its own: shown first, it
+    would come before events older than it (its writers being several: router, gate, tool
+    runtime, their clocks kept close)."""
     if stored is None or any(item.id == stored.id for item in live):
         return list(live)
-    return [stored, *live]
+    at = max(
+        (i + 1 for i, item in enumerate(live) if item.created_at < stored.created_at), default=0
+    )
+    return [*live[:at], stored, *live[at:]]
 
 
 @dataclass(frozen=True)

@@ -297,8 +297,8 @@ async def stop_session(
     except TimeoutError:
         print(
             f"stop requested for session {session_id}; it did not end within {wait_s:.0f} s: "
-            "it ends as canceled once the router opens it (or it ended too long ago for its "
-            "timeline to say)",
+            "it ends as canceled once the router opens it (unless it had ended already and its "
+            "timeline's last message is not its end, or is too old to read)",
             file=out,
         )
         return 0
@@ -320,8 +320,12 @@ async def _stored_end(
         return None
     try:
         last = await last_event(history, ns, person, session_id)
-    except StoredUnreadable:
-        return None  # a broker that does not grant the read: the Stop is sent as before
+    except StoredUnreadable as exc:  # a broker that does not grant the read, say
+        print(
+            f"could not read how session {session_id} stands ({exc}): sending the stop",
+            file=sys.stderr,
+        )
+        return None
     return last if last is not None and last.event_type in ENDS else None
 
 

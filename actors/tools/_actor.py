@@ -49,7 +49,6 @@ from bus import (
     BusHandle,
     ConfigError,
     Context,
-    DeadLetters,
     Input,
     Settings,
     load_public_keys,
@@ -131,9 +130,6 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
-        self._decisions.start(
-            DeadLetters(bus.js, ns, self.actor_id, bus.settings.max_payload, bus.metrics)
-        )
         artifacts = ArtifactStore(bus.js, ns, self.options.tenant, self.settings.max_payload)
         try:
             await artifacts.check()
@@ -335,7 +331,12 @@ class ToolsActor(Actor):
         False: another decision won."""
         runs, _ = self._started()
         decided = msgspec.structs.replace(
-            approval, decision=decision, decided_by=by, reason=reason[:500], decided_ms=_now_ms()
+            approval,
+            decision=decision,
+            decided_by=by,
+            reason=reason[:500],
+            decided_ms=_now_ms(),
+            decided_with=ctx.envelope_id,
         )
         try:
             state = await runs.update(

@@ -66,6 +66,9 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True):
     decided_ms: int = 0
     """When it was decided: the step may be running in its decision's handler until the
     longest a step runs has passed since."""
+    decided_with: str = ""
+    """The id of the envelope that decided it (a person's control, the expiry's reminder): a
+    redelivery of that control is the decision already applied, not another one refused."""
 
     @property
     def pending(self) -> bool:

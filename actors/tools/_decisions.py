@@ -9,7 +9,9 @@ own timeline of the session the control named, `parley.events.<sender>.<session>
 sender is the gate's word, so the answer lands on no one else's timeline, and the broker lets
 no one else read it), as an `error` caused by the control, as the router answers a control it
 refuses; `parley approvals`, `say`, `collab`, `task` and the console print such an error. The
-control is also filed as a dead letter with the same reason, which the auditor records.
+answer is stored in the events stream, and so in the audit history; it is not filed as a dead
+letter too (the runtime's letters share one bounded subject, which one person's refused
+decisions would empty of everyone else's).
 
 Two answers, each a code of its own:
 
@@ -22,7 +24,14 @@ Two answers, each a code of its own:
   later for another's would tell the two apart by its timing.
 - `APPROVAL_ALREADY_DECIDED`: the sender's own request, decided before: how (approved,
   rejected, or expired), by whom and when, from the step's record. The owner's decision that
-  comes after the request expired (its reminder late) is answered so too, and then denies it.
+  comes after the request expired (its reminder late) denies it, then is answered so from
+  the record (or from the decision that won, had another come first). A redelivery of the
+  control that decided the request (the runtime died before its ack) is that decision, and is
+  not answered: the record names the envelope that decided it (`Approval.decided_with`).
+
+A decision that comes while its request is not held yet, and still is not a second later (a
+runtime restarting, its hold redelivered only after the ack wait), is answered
+`APPROVAL_NOT_FOUND` and changes nothing: the person may decide again once it is listed.
 """
 
 from __future__ import annotations
@@ -33,11 +42,9 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Final
 
-import msgspec
-
 from actors.tools._approvals import Approval
 from actors.tools._runs import RunStore, StepState
-from bus import SENDER, Context, DeadLetters
+from bus import SENDER, Context
 from schemas import Control, Error, ErrorCode, utc_now, valid_token
 
 __all__ = ("LOOK_AGAIN_S", "Decide", "Decisions", "already_decided", "not_found")
@@ -105,11 +112,6 @@ class Decisions:
 
     def __init__(self, actor_id: str) -> None:
         self._actor_id = actor_id
-        self._dead: DeadLetters | None = None
-
-    def start(self, dead: DeadLetters) -> None:
-        """Where the controls it answers are filed (the runtime's bus exists from start)."""
-        self._dead = dead
 
     async def on_decision(
         self, ctx: Context, control: Control, runs: RunStore, decide: Decide
@@ -120,26 +122,24 @@ class Decisions:
         approval_id = control.approval_id or ""
         found = await runs.find_approval(approval_id) if approval_id else None
         approval = found[1].run.approval if found is not None else None
-        if approval is not None and not approval.pending:
-            await runs.settled(approval)  # off its owner's list, if a crash left it there
         if found is None or approval is None or ctx.sender != approval.owner:
             await self._not_yours(ctx, control, approval)
             return
         key, state = found
         if not approval.pending:
-            await self._decided_already(ctx, control, approval)
+            await runs.settled(approval)  # off its owner's list, if a crash left it there
+            if approval.decided_with != ctx.envelope_id:  # else: this control, redelivered
+                await self._decided_already(ctx, control, approval)
             return
-        if time.time() * 1000 >= approval.expires_ms:  # the expiry's reminder is late too
-            expired = msgspec.structs.replace(approval, decision="expired")
-            await self._decided_already(ctx, control, expired)
-            await decide(ctx, key, state, approval, "expired", "", "")
+        late = time.time() * 1000 >= approval.expires_ms  # the expiry's reminder is late too
+        decision = "expired" if late else "approved" if control.action == "approve" else "rejected"
+        by, reason = ("", "") if late else (ctx.sender, control.reason)
+        if await decide(ctx, key, state, approval, decision, by, reason) and not late:
             return
-        decision = "approved" if control.action == "approve" else "rejected"
-        if not await decide(ctx, key, state, approval, decision, ctx.sender, control.reason):
-            again = await runs.find_approval(approval_id)  # another decision won: say which
-            won = again[1].run.approval if again is not None else None
-            if won is not None and not won.pending:
-                await self._decided_already(ctx, control, won)
+        again = await runs.find_approval(approval_id)  # expired, or another decision won
+        recorded = again[1].run.approval if again is not None else None
+        if recorded is not None and not recorded.pending:
+            await self._decided_already(ctx, control, recorded)
 
     async def _not_yours(self, ctx: Context, control: Control, approval: Approval | None) -> None:
         """No held request of the sender's by that id (`approval`: another's, or None): on the
@@ -165,19 +165,10 @@ class Decisions:
         await self._answer(ctx, control, error)
 
     async def _answer(self, ctx: Context, control: Control, error: Error) -> None:
-        """On the sender's timeline of the session the control named, then as a dead letter."""
-        if self._dead is None:
-            raise RuntimeError("the tool runtime answered a decision before it started")
+        """On the sender's timeline of the session the control named: stored in the events
+        stream and so in the audit history. Not as a dead letter too: the runtime's letters
+        share one bounded subject, where one person's refused decisions would push out
+        everyone else's letters (docs/quotas.md)."""
         if valid_token(ctx.sender) and valid_token(control.session_id):
             timeline = ctx.namespace.events(ctx.sender, control.session_id)
             await ctx.publish(timeline, error, extra_headers={SENDER: self._actor_id})
-        await self._dead.publish(
-            payload=ctx.payload,
-            headers=ctx.headers,
-            subject=ctx.subject,
-            stream=ctx.stream,
-            seq=ctx.stream_seq,
-            attempt=ctx.attempt,
-            reason=error.code.lower(),
-            detail=error.message,
-        )

@@ -10,7 +10,7 @@ purpose; here they are given directly: to the join, and to the live reader on a 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from nats.aio.client import Client as NATS
 
@@ -21,19 +21,31 @@ from tools._stored_events import joined, read_live
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-def _event(event_id: str, event_type: EventType = "step_completed") -> SessionEvent:
-    return SessionEvent(id=event_id, created_at=T0, session_id="s", event_type=event_type, round=1)
+def _event(
+    event_id: str, event_type: EventType = "step_completed", *, second: int = 0
+) -> SessionEvent:
+    made = T0 + timedelta(seconds=second)
+    return SessionEvent(
+        id=event_id, created_at=made, session_id="s", event_type=event_type, round=1
+    )
 
 
-def test_the_stored_event_comes_first_unless_it_came_live_too() -> None:
-    stored = _event("e2", "step_started")
-    later = _event("e3")
-    refusal = Error(id="r1", created_at=T0, code=ErrorCode.UNAUTHORIZED, message="no")
+def test_the_stored_event_comes_in_its_place_unless_it_came_live_too() -> None:
+    earlier, stored, later = (
+        _event("e1"),
+        _event("e2", "step_started", second=1),
+        _event("e3", second=2),
+    )
+    refusal = Error(
+        id="r1", created_at=T0 + timedelta(seconds=3), code=ErrorCode.UNAUTHORIZED, message="no"
+    )
     # Stored before the follower subscribed: shown first, then what came live.
     assert joined(stored, [later, refusal]) == [stored, later, refusal]
     # Published after it subscribed: its live copy is it, in its place, never shown twice.
-    earlier = _event("e1")
     assert joined(stored, [earlier, stored, later]) == [earlier, stored, later]
+    # Published after it subscribed, its copy not come yet, an older one's come: after it.
+    assert joined(stored, [earlier]) == [earlier, stored]
+    assert joined(stored, [earlier, later]) == [earlier, stored, later]
     # Nothing stored (not opened yet): only what comes live.
     assert joined(None, [later]) == [later]
     assert joined(stored, []) == [stored]
