@@ -7,6 +7,7 @@ from bus._ackinbox import (
     AppendRefused,
     AppendTimeout,
     MessageTooLarge,
+    PublishLost,
     PublishStalled,
     wire_size,
 )
@@ -173,6 +174,7 @@ __all__ = (
     "NatsServerError",
     "Outbox",
     "ProvisionError",
+    "PublishLost",
     "PublishStalled",
     "PullRefusedError",
     "Puller",

@@ -13,6 +13,15 @@ refused effect only showed as a timeout.
 permissions allow) and answers every request with a future: a counter names the reply, msgspec
 decodes the answer, and a refusal resolves the future at once with `AppendRefused`.
 
+A request sent before the connection dropped gets no answer: the reply, or the request
+itself, went with the connection, and a server killed and started again has no record of it.
+Each used to wait out its timeout (the runtime's: half an ack wait, 15 s), so every actor with
+a store in flight when `parley up`'s server was killed stood still that long after the server
+was back in half a second. An inbox given the connection's `Link` fails them with
+`PublishLost` as soon as the connection is back; their callers publish again under the same
+ids, which JetStream stores once. What was sent while it was down waits in nats-py's buffer,
+goes out on the reconnect, and is answered as usual.
+
 Nothing larger than the server's `max_payload` is ever sent: nats-py checks the payload alone,
 but the server counts the headers too and closes the connection of a client that sends more
 (`Maximum Payload Violation`), which took every in-flight message of the actor with it. A
@@ -31,11 +40,14 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import PubAck
 
+from bus._connection import Link
+
 __all__ = (
     "AckInbox",
     "AppendRefused",
     "AppendTimeout",
     "MessageTooLarge",
+    "PublishLost",
     "PublishStalled",
     "wire_size",
 )
@@ -55,6 +67,14 @@ class AppendRefused(RuntimeError):
 
 class AppendTimeout(RuntimeError):
     """No answer in time: the publish may or may not have been stored."""
+
+
+class PublishLost(ConnectionError):
+    """Sent before the connection dropped, and unanswered when it came back: no answer will
+    come. It may or may not have been stored; sent again under its id, it is stored once."""
+
+    def __init__(self) -> None:
+        super().__init__("sent before the connection to the server dropped: no answer will come")
 
 
 class PublishStalled(RuntimeError):
@@ -112,10 +132,19 @@ _decode_answer = msgspec.json.Decoder(_Answer).decode
 class AckInbox:
     """Publishes and acks with a reply subject of its own; one future per request."""
 
-    def __init__(self, nc: NATS, *, timeout: float | None = None, max_pending: int = 8192) -> None:
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        timeout: float | None = None,
+        max_pending: int = 8192,
+        link: Link | None = None,
+    ) -> None:
         """`timeout`: resolve a publish with `AppendTimeout` when no answer comes in time
         (None: the caller waits with its own deadline and cancels what is late).
-        `max_pending`: requests awaiting answers beyond which `publish` waits for room."""
+        `max_pending`: requests awaiting answers beyond which `publish` waits for room.
+        `link`: the connection's, to fail what was in flight when it dropped with
+        `PublishLost` once it is back (module doc); None: each waits out its timeout."""
         self._nc = nc
         self._timeout = timeout
         self._max_pending = max_pending
@@ -125,6 +154,23 @@ class AckInbox:
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._room = asyncio.Event()
         self._sub: Subscription | None = None
+        self._sent_before_drop: set[str] = set()
+        """Tokens of requests in flight when the connection last dropped."""
+        if link is not None:
+            link.watch(self._dropped)
+            link.watch_back(self._back)
+
+    def _dropped(self) -> None:
+        self._sent_before_drop.update(self._waiting, self._acks)
+
+    def _back(self) -> None:
+        lost, self._sent_before_drop = self._sent_before_drop, set()
+        for token in lost:
+            future = self._waiting.pop(token, None) or self._acks.pop(token, None)
+            if future is not None and not future.done():
+                future.set_exception(PublishLost())
+        if not self._room.is_set() and self.pending() < self._max_pending // 2:
+            self._room.set()
 
     async def open(self) -> None:
         """Subscribe the reply inbox (idempotent)."""

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from bus._connection import Uptime
+from bus._connection import Link, Uptime
 from bus._context import Context
 from bus._metrics import ActorMetrics
 from bus._outbox import Outbox
@@ -84,6 +84,9 @@ class BusHandle:
     metrics: ActorMetrics
     uptime: Uptime
     """When this process last (re)connected to the server, for judging others' silence."""
+    link: Link
+    """Whether the connection is up now; an actor's own `AckInbox` is given it, so what it
+    had in flight when the connection dropped fails once it is back (`PublishLost`)."""
 
 
 class Actor(ABC):

@@ -123,10 +123,16 @@ class Link:
         self._up = asyncio.Event()
         self._up.set()
         self._watchers: list[Callable[[], None]] = []
+        self._back_watchers: list[Callable[[], None]] = []
 
     def watch(self, on_down: Callable[[], None]) -> None:
         """Call `on_down` each time the connection is lost, until `unwatch`."""
         self._watchers.append(on_down)
+
+    def watch_back(self, on_back: Callable[[], None]) -> None:
+        """Call `on_back` each time the connection is back (or closed for good), before
+        anything waiting in `wait_up` resumes."""
+        self._back_watchers.append(on_back)
 
     def unwatch(self, on_down: Callable[[], None]) -> None:
         if on_down in self._watchers:
@@ -139,6 +145,8 @@ class Link:
 
     def up(self) -> None:
         """Connected again, or closed for good (a publish then raises instead of waiting)."""
+        for on_back in list(self._back_watchers):
+            on_back()
         self._up.set()
 
     async def wait_up(self, nc: NATS) -> None:

@@ -8,6 +8,10 @@ Python time than deciding the envelope. `$JS.API.DIRECT.GET.<stream>` with `mult
 for a subject that holds none, and then an end-of-batch status: one request per batch of
 envelopes. Like every direct get it reads what the server has stored, creates no consumer, and
 needs the stream to allow direct gets.
+
+Given the connection's `Link`, a read in flight when the connection dropped fails with
+`PublishLost` once it is back, instead of waiting out its timeout: its answers went with the
+connection (bus/_ackinbox.py says why that cost the gate 15 s after its server restarted).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from bus._ackinbox import PublishLost
+from bus._connection import Link
 from bus._history import DIRECT_HEADERS, HistoryError, StoredMessage
 
 __all__ = ("LastValues",)
@@ -33,13 +39,32 @@ _KV_OPERATION = "KV-Operation"
 class LastValues:
     """Batched last-message reads on one connection, answered on an inbox of its own."""
 
-    def __init__(self, nc: NATS, api_prefix: str = "$JS.API") -> None:
+    def __init__(self, nc: NATS, api_prefix: str = "$JS.API", *, link: Link | None = None) -> None:
         self._nc = nc
         self._api = api_prefix
         self._prefix = ""
         self._tokens = itertools.count(1)
-        self._waiting: dict[str, asyncio.Queue[Msg]] = {}
+        self._waiting: dict[str, asyncio.Queue[Msg | None]] = {}
+        """Each read's answers; None in its queue: the connection dropped under it."""
         self._sub: Subscription | None = None
+        self._sent_before_drop: set[str] = set()
+        if link is not None:
+            link.watch(self._dropped)
+            link.watch_back(self._back)
+
+    def pending(self) -> int:
+        """Reads sent and not yet fully answered."""
+        return len(self._waiting)
+
+    def _dropped(self) -> None:
+        self._sent_before_drop.update(self._waiting)
+
+    def _back(self) -> None:
+        lost, self._sent_before_drop = self._sent_before_drop, set()
+        for token in lost:
+            answers = self._waiting.get(token)
+            if answers is not None:
+                answers.put_nowait(None)
 
     async def open(self) -> None:
         """Subscribe the reply inbox (idempotent)."""
@@ -61,6 +86,7 @@ class LastValues:
         Raises:
             HistoryError: the server refused the read (no such stream, no direct gets).
             TimeoutError: an answer did not arrive within `timeout`.
+            PublishLost: the connection dropped while the read waited (given a `Link`).
         """
         if self._sub is None:
             raise RuntimeError("LastValues.read before open()")
@@ -69,7 +95,7 @@ class LastValues:
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             token = str(next(self._tokens))
-            answers: asyncio.Queue[Msg] = asyncio.Queue()
+            answers: asyncio.Queue[Msg | None] = asyncio.Queue()
             self._waiting[token] = answers
             try:
                 request = json.dumps({"multi_last": chunk, "batch": len(chunk)}).encode()
@@ -85,8 +111,10 @@ class LastValues:
         return found
 
     @staticmethod
-    async def _next(stream: str, answers: asyncio.Queue[Msg]) -> StoredMessage | None:
+    async def _next(stream: str, answers: asyncio.Queue[Msg | None]) -> StoredMessage | None:
         msg = await answers.get()
+        if msg is None:
+            raise PublishLost
         headers = msg.headers or {}
         status = headers.get("Status")
         if status in ("404", "204"):  # nothing matched / the end of the batch

@@ -110,7 +110,7 @@ class ActorRuntime:
             stack.push_async_callback(drain, nc)
             js = jetstream(nc, settings)
             self._nc, self._js = nc, js
-            self._inbox = AckInbox(nc)
+            self._inbox = AckInbox(nc, link=self._link)
             await self._inbox.open()
             self._batcher = FastBatcher(nc, self._inbox)
             await self._batcher.open()
@@ -121,7 +121,7 @@ class ActorRuntime:
             self._failures = Failures(self.actor, *failed, self._settled)
             quarantine = Quarantine(js, self.namespace, actor_id, settings.marks_bucket)
             self._quarantine = quarantine
-            handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime)
+            handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime, self._link)
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
             collect_less()

@@ -162,10 +162,10 @@ class GateActor(Actor):
         traces = await through_elections(lambda: bus.js.key_value(bucket), "the traces bucket")
         # Compare-and-set writes answer on the gate's own inbox: one subscription, no request
         # machinery per write, and a refusal comes back as an error, not a timeout.
-        acks = AckInbox(bus.nc)
+        acks = AckInbox(bus.nc, link=bus.link)
         await acks.open()
         self._store = GateStore(acks, traces, bucket, self._cache_size)
-        last = LastValues(bus.nc, self.settings.js_api_prefix)
+        last = LastValues(bus.nc, self.settings.js_api_prefix, link=bus.link)
         await last.open()
         wait_s = self.settings.ack_wait_s / 2  # as the counters' commit waits
         self._ids = IdClaims(acks, last, ns.bucket("idempotency"), self._cache_size, wait_s)

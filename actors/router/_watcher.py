@@ -21,7 +21,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from actors.router._session import Limits
-from actors.router._turn_watch import Unavailable, judge
+from actors.router._turn_watch import Unavailable, Wait, judge
 from bus import Context, Uptime
 from schemas import ActorHeartbeat, AgentCall, Error, ErrorCode, heartbeat_key, utc_now
 
@@ -51,19 +51,7 @@ class CallWatcher:
 
         `turn_timeout_s` replaces the router's own for the call's kind of session.
         """
-        limits = self._limits
-        if turn_timeout_s is not None:
-            limits = limits.model_copy(update={"turn_timeout_s": turn_timeout_s})
-        verdict = judge(
-            call.target,
-            call.created_at,
-            await self._heartbeat(call.target),
-            now=utc_now(),
-            connected_since=self._uptime.since,
-            limits=limits,
-            deadline=deadline,
-            outages=self._uptime.deaf(),
-        )
+        verdict = await self._judge(call, deadline, turn_timeout_s)
         if not isinstance(verdict, Unavailable):
             ctx.defer(verdict.seconds)
             return None
@@ -94,19 +82,30 @@ class CallWatcher:
         if ctx.attempt != 1:
             return False
         shortest = min(self._limits.turn_timeout_s, self._limits.orchestration.turn_timeout_s)
-        verdict = judge(
+        verdict = await self._judge(call, None, shortest)
+        if isinstance(verdict, Unavailable):
+            return False
+        ctx.defer(verdict.seconds)
+        return True
+
+    async def _judge(
+        self, call: AgentCall, deadline: datetime | None, turn_timeout_s: float | None
+    ) -> Wait | Unavailable:
+        """`judge` on `call` now, from its agent's heartbeat and this router's bus
+        (`turn_timeout_s`: the call's kind of session's, None: the router's own)."""
+        limits = self._limits
+        if turn_timeout_s is not None:
+            limits = limits.model_copy(update={"turn_timeout_s": turn_timeout_s})
+        return judge(
             call.target,
             call.created_at,
             await self._heartbeat(call.target),
             now=utc_now(),
             connected_since=self._uptime.since,
-            limits=self._limits.model_copy(update={"turn_timeout_s": shortest}),
+            limits=limits,
+            deadline=deadline,
             outages=self._uptime.deaf(),
         )
-        if isinstance(verdict, Unavailable):
-            return False
-        ctx.defer(verdict.seconds)
-        return True
 
     async def _heartbeat(self, agent: str) -> ActorHeartbeat | None:
         try:
