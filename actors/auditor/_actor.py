@@ -202,6 +202,7 @@ class AuditorActor(Actor):
             on_unvouched=self._unvouched,
             epoch=lease.holder,
             may_append=lease.check,
+            link=bus.link,
         )
         await self._appender.open()
         log.info(

@@ -47,7 +47,15 @@ from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
 from actors.auditor._chain import CHECKPOINT_PROFILE, GENESIS, Checkpoint, seal
-from bus import MSG_ID, AckInbox, AppendRefused, StoredMessage, read_history, through_elections
+from bus import (
+    MSG_ID,
+    AckInbox,
+    AppendRefused,
+    Link,
+    StoredMessage,
+    read_history,
+    through_elections,
+)
 from schemas import AuditRecord, encode, utc_now
 
 __all__ = ("EXPECTED_LAST_MSG_ID", "EXPECTED_LAST_SEQ", "ChainAppender", "ForeignWrite")
@@ -100,6 +108,7 @@ class ChainAppender:
         on_unvouched: Callable[[int, int], tuple[str, AuditRecord]] | None = None,
         epoch: str = "",
         may_append: Callable[[], None] | None = None,
+        link: Link | None = None,
     ) -> None:
         self._js = js
         self._epoch = epoch
@@ -112,7 +121,9 @@ class ChainAppender:
         self._on_foreign = on_foreign
         self._on_unvouched = on_unvouched
         self._lock = asyncio.Lock()
-        self._acks = AckInbox(nc, timeout=settle_s)
+        # Given the connection's link, an append in flight when it dropped fails once it is
+        # back (bus/_ackinbox.py) instead of after `settle_s`: re-synced from the head then.
+        self._acks = AckInbox(nc, timeout=settle_s, link=link)
         self._dirty = True
         self._started = False
         self._head = GENESIS
