@@ -36,6 +36,7 @@ from bus._deadletter import (
     DEAD_SUBJECT,
     DEAD_TRUNCATED,
     DeadLetters,
+    dead_letters_for,
 )
 from bus._elections import (
     ELECTION_BACKOFF_S,
@@ -198,6 +199,7 @@ __all__ = (
     "consumer_config",
     "continue_carried",
     "current_trace_id",
+    "dead_letters_for",
     "describe_invalid",
     "dump_tasks",
     "find_nats_server",

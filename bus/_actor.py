@@ -109,6 +109,12 @@ class Actor(ABC):
     """True: the runtime passes each fetched batch to `handle_batch()` instead of calling
     `handle()` per message, for actors that commit shared state once per batch (the gate)."""
 
+    files_by_sender: ClassVar[bool] = False
+    """True for the trusted actors whose deliveries come from many senders (gate, router, tool
+    runtime, LLM gateway): a delivery one gives up on is filed under the sender the gate named
+    in it, so one sender's refused messages push out only that sender's older dead letters
+    (bus/_deadletter.py). Their grants allow it; an agent's would not."""
+
     gathers_s: ClassVar[float] = 0.0
     """How long an idle input, once its first message arrives, waits for others before the
     batch is handed over (0: at once). For actors on no request's path (the auditor): each

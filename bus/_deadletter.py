@@ -17,11 +17,14 @@ under the receiver's name; a message of a limits stream (PARLEY_EVENTS) is copie
 deleted, since other readers still need it.
 
 Bounded per sender (docs/quotas.md): a dead letter's subject is `dead.<sender>.<actor>`, the
-sender being whoever submitted the message (the token of its `submit` subject) or else the
-filer itself, and PARLEY_DEAD keeps at most `dead_letters_per_sender` per subject, dropping the
-oldest. One sender's garbage therefore drops only that sender's older dead letters. A filer
-that may look at PARLEY_DEAD (`watch_drops`, the trusted actors) counts each letter its
-publish pushes out (`parley_dead_letters_dropped_total`) and logs it, naming the sender.
+sender being whoever submitted the message (the token of its `submit` subject), or for a
+delivery filed by a trusted actor whose deliveries come from many senders (gate, router, tool
+runtime, LLM gateway: `Actor.files_by_sender`) the sender the gate named in it, or else the
+filer itself;
+PARLEY_DEAD keeps at most `dead_letters_per_sender` per subject, dropping the oldest. One
+sender's garbage therefore drops only that sender's older dead letters. A trusted filer (an
+actor of the core account: gate, router, auditor, tool runtime, LLM gateway) counts each letter
+its publish pushes out (`parley_dead_letters_dropped_total`) and logs it, naming the sender.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from bus._headers import MSG_ID
+from bus._headers import MSG_ID, SENDER
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace, SubjectTokenError, check_token
@@ -105,32 +108,46 @@ class DeadLetters:
         max_payload: int,
         metrics: ActorMetrics,
         *,
-        watch_drops: bool = False,
+        trusted: bool = False,
+        by_sender: bool = False,
     ) -> None:
+        """`trusted`: the filer is an actor of the core account, which may look at PARLEY_DEAD
+        to count the letters its own push out. `by_sender`: it files a delivery under the
+        sender the gate named in it, which a trusted actor's grants allow
+        (`parley.dead.*.<actor>`, tools/natsconf/_permissions.py); an agent or a person may
+        write only its own subject: were it let name the sender, it could spread its letters
+        over subjects without end, past every bound."""
         self._js = js
         self._ns = ns
         self._actor_id = actor_id
         self._max_payload = max_payload
         self._metrics = metrics
-        self._watch_drops = watch_drops
+        self._trusted = trusted
+        self._by_sender = trusted and by_sender
 
-    def _sender_of(self, subject: str, actor: str) -> str:
+    def _sender_of(self, subject: str, headers: Mapping[str, str] | None, actor: str) -> str:
         """The principal a dead letter is bounded under: the sender of a submission (the
-        broker let only it publish on its `submit` subject), else the actor filing it."""
-        prefix = f"{self._ns.root}.submit."
-        if subject.startswith(prefix):
-            token = subject[len(prefix) :]
-            if "." not in token:
-                try:
-                    return check_token(token, "sender")
-                except SubjectTokenError:
-                    pass
+        broker let only it publish on its `submit` subject); for a trusted filer, the sender
+        of a delivery (its `Parley-Sender`, which the gate alone writes on `deliver`
+        subjects: a person's refused controls filed by the router drop that person's older
+        letters, not everyone's); else the actor filing it."""
+        submit, deliver = f"{self._ns.root}.submit.", f"{self._ns.root}.deliver."
+        token: str | None = None
+        if subject.startswith(submit):
+            token = subject[len(submit) :]
+        elif self._by_sender and subject.startswith(deliver):
+            token = (headers or {}).get(SENDER)
+        if token and "." not in token:
+            try:
+                return check_token(token, "sender")
+            except SubjectTokenError:
+                pass
         return actor
 
     async def _drops_one(self, subject: str) -> bool:
         """Whether storing one more letter on `subject` drops its oldest: its count is at the
         stream's per-subject bound. Unknown (False) when the stream cannot be looked at."""
-        if not self._watch_drops:
+        if not self._trusted:
             return False
         try:
             info = await self._js.stream_info(self._ns.stream("dead"), subjects_filter=subject)
@@ -177,7 +194,7 @@ class DeadLetters:
         if len(payload) > room:
             out[DEAD_TRUNCATED] = str(len(payload))
             payload = payload[:room]
-        sender = self._sender_of(subject, actor)
+        sender = self._sender_of(subject, headers, actor)
         subject = self._ns.dead(actor, sender)
         drops = await self._drops_one(subject)
         stored = await self._js.publish(subject, payload, headers=out)
@@ -268,13 +285,22 @@ class DeadLetters:
 
 
 def dead_letters_for(
-    js: JetStreamContext, ns: Namespace, actor_id: str, settings: Settings, metrics: ActorMetrics
+    js: JetStreamContext,
+    ns: Namespace,
+    actor_id: str,
+    settings: Settings,
+    metrics: ActorMetrics,
+    *,
+    by_sender: bool = False,
 ) -> DeadLetters:
     """An actor's dead letters as its settings say: an actor of the core account (its
-    JetStream API the server's own, `$JS.API`) is trusted to look at PARLEY_DEAD and counts
-    the letters its own push out; an agent or person files only its own, and could not."""
+    JetStream API the server's own, `$JS.API`) is trusted to look at PARLEY_DEAD and counts the
+    letters its own push out, and, if it is one that `by_sender` (`Actor.files_by_sender`),
+    files a delivery under its sender; an agent or a person files only on its own subject."""
     trusted = settings.js_api_prefix == "$JS.API"
-    return DeadLetters(js, ns, actor_id, settings.max_payload, metrics, watch_drops=trusted)
+    return DeadLetters(
+        js, ns, actor_id, settings.max_payload, metrics, trusted=trusted, by_sender=by_sender
+    )
 
 
 async def watch_exhausted(

@@ -116,7 +116,14 @@ class ActorRuntime:
             await self._batcher.open()
             if settings.provision:
                 await provision_for(js, self.namespace, settings)
-            dead = dead_letters_for(js, self.namespace, actor_id, settings, self.metrics)
+            dead = dead_letters_for(
+                js,
+                self.namespace,
+                actor_id,
+                settings,
+                self.metrics,
+                by_sender=self.actor.files_by_sender,
+            )
             failed = (self._intake, self._inbox, dead, self._dead_stream, self._outcomes)
             self._failures = Failures(self.actor, *failed, self._settled)
             quarantine = Quarantine(js, self.namespace, actor_id, settings.marks_bucket)

@@ -42,25 +42,25 @@ import random
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 from msgspec import Struct
 from nats.js.api import PubAck
 
-from actors.gate._batch import Judged, counters_needed, decide_batch, new_traces, plan_batch
+from actors.gate._batch import counters_needed, decide_batch, new_traces, plan_batch
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
 from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
 from actors.gate._metrics import DecisionCounter
 from actors.gate._options import GateOptions
 from actors.gate._paid import PaidCharges
-from actors.gate._plan import Deny, Route, Submission
+from actors.gate._plan import Route, Submission
 from actors.gate._rate_leases import RateLeases
 from actors.gate._records import Position, position_key, trace_key
 from actors.gate._redaction import redacted, redaction_key
 from actors.gate._refusals import error_position
 from actors.gate._store import GateStore
+from actors.gate._verdicts import Decided, Verdict
 from bus import (
     BUNDLE_KEY,
     AckInbox,
@@ -88,39 +88,11 @@ _CONFLICT_ROUNDS = 6
 """Rounds a batch's conflicting messages are decided again before being redelivered."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Verdict:
-    """A submission of the batch and what was decided about it (actors/gate/_batch.py)."""
-
-    envelope: AnyEnvelope
-    ctx: Context
-    judged: Judged
-
-    @property
-    def outcome(self) -> Allow | Deny | Position:
-        return self.judged.outcome
-
-
-@dataclass(frozen=True, slots=True)
-class _Decided:
-    """A decided batch: its verdicts, the ledger they spent from, and what that involves."""
-
-    verdicts: list[_Verdict]
-    ledger: Ledger
-    new_traces: set[str]
-    """Root trace records: written with their root's delivery, never compare-and-set."""
-    local: frozenset[str]
-    """Rate keys decided against this replica's own leases: nothing to commit."""
-    planned: list[Route]
-    now_ms: int
-    returned: dict[str, tuple[float, int]]
-    """Leases given back to their shared buckets before deciding (actors/gate/_rate_leases.py)."""
-
-
 class GateActor(Actor):
     """Reads every submission, decides, commits, delivers."""
 
     kind: ClassVar[str] = "gate"
+    files_by_sender: ClassVar[bool] = True
     handles_batches: ClassVar[bool] = True
     settles_behind: ClassVar[bool] = True
 
@@ -313,7 +285,7 @@ class GateActor(Actor):
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
         seen: frozenset[int],
-    ) -> _Decided:
+    ) -> Decided:
         """Plan and decide every message of a batch in order, against one ledger
         (actors/gate/_batch.py), reading what each step needs from KV between the steps."""
         effects = self._effects
@@ -343,13 +315,13 @@ class GateActor(Actor):
         returned = self._leases.fold(ledger, now_ms)
         judged = decide_batch(subs, routes, causes, ledger, bundle, self._paid.of)
         verdicts = [
-            _Verdict(envelope, ctx, verdict)
+            Verdict(envelope, ctx, verdict)
             for (envelope, ctx), verdict in zip(batch, judged, strict=True)
         ]
-        return _Decided(verdicts, ledger, roots, frozenset(local), planned, now_ms, returned)
+        return Decided(verdicts, ledger, roots, frozenset(local), planned, now_ms, returned)
 
     @staticmethod
-    def _conflict(verdict: _Verdict, stale: frozenset[str]) -> Exception | None:
+    def _conflict(verdict: Verdict, stale: frozenset[str]) -> Exception | None:
         outcome = verdict.outcome
         if not stale or not isinstance(outcome, Allow):
             return None
@@ -360,7 +332,7 @@ class GateActor(Actor):
             )
         return None
 
-    async def _publish(self, store: GateStore, verdict: _Verdict) -> None:
+    async def _publish(self, store: GateStore, verdict: Verdict) -> None:
         """Record positions and publish the effects of one decided message, pipelined."""
         effects = self._effects
         if effects is None:

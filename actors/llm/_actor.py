@@ -93,6 +93,7 @@ class LlmActor(Actor):
     """Answers each delivered model call once, with the keys only it holds."""
 
     kind: ClassVar[str] = "llm"
+    files_by_sender: ClassVar[bool] = True
     concurrent_handlers: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:

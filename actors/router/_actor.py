@@ -58,10 +58,10 @@ from bus import (
     Actor,
     BusHandle,
     Context,
-    DeadLetters,
     Input,
     Settings,
     Uptime,
+    dead_letters_for,
     validated_options,
 )
 from schemas import (
@@ -86,6 +86,7 @@ class RouterActor(Actor):
     """Sessions: open, advance turn by turn, end on final / no handoff / cap / error / Stop."""
 
     kind: ClassVar[str] = "router"
+    files_by_sender: ClassVar[bool] = True
     concurrent_handlers: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:
@@ -125,8 +126,8 @@ class RouterActor(Actor):
             self._watcher,
             registry,
         )
-        dead = DeadLetters(
-            bus.js, bus.namespace, self.actor_id, bus.settings.max_payload, bus.metrics
+        dead = dead_letters_for(
+            bus.js, bus.namespace, self.actor_id, bus.settings, bus.metrics, by_sender=True
         )
         self._effects = RouterEffects(
             self.namespace, self.actor_id, self._timers, dead, bus.metrics.registry

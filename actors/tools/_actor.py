@@ -99,6 +99,7 @@ class ToolsActor(Actor):
     """Runs each delivered tool request within its scope, at most once per step."""
 
     kind: ClassVar[str] = "tools"
+    files_by_sender: ClassVar[bool] = True
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)

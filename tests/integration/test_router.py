@@ -317,8 +317,9 @@ async def test_unusable_requests_are_refused_on_the_timeline_and_dead_lettered(
         await timeline.close()
         # (A Stop naming a session that does not exist yet is kept for it, not refused:
         # tests/integration/test_router_early_stop.py.)
+        # Filed under its sender, so one person's refusals push out only their own letters.
         letters = await js.pull_subscribe(
-            namespace.dead("router"), durable="dead-reader", stream=namespace.stream("dead")
+            namespace.dead("router", "cli"), durable="dead-reader", stream=namespace.stream("dead")
         )
         reasons = [
             (letter.headers or {}).get(DEAD_REASON, "")

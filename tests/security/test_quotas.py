@@ -12,6 +12,8 @@ in a few messages:
   bound while the gate is held up; a collaboration of the person, gpt and claude completes;
 - its garbage submissions become dead letters bounded under its own name: the gate drops its
   oldest, says so, and claude's older dead letter stays;
+- a person's refused openings, which the router dead-letters, are bounded under that person
+  too: a flood from `cli` keeps `person-alice`'s older letter the router filed;
 - `parley provision` on a deployment made before quotas puts them on its streams and buckets,
   and deletes the agents' shared waits bucket, which nothing reads since each has its own.
 """
@@ -25,19 +27,30 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
-from bus import BUCKETS, MSG_ID, EmbeddedServer, Input, consumer_config, stream_configs
-from schemas import Namespace, new_id
+from bus import (
+    BUCKETS,
+    MSG_ID,
+    EmbeddedServer,
+    Input,
+    TraceHeaders,
+    consumer_config,
+    stream_configs,
+)
+from schemas import Namespace, decode_envelope, encode, new_id
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
 from tests.support.processes import parley_env
 from tests.support.system import finished, parley_cli, running_locked_system
+from tests.support.wire import human
 from tools.demo import DEMO_GOAL
 from tools.natsconf import write_nats_config
 
 MIB = 1024 * 1024
 _PER_SENDER = 4
+ALICE = "person-alice"
 _DEAD_PER_SENDER = 3
 _QUOTAS = (
     f"{{ per_sender = {_PER_SENDER}, dead_letters_per_sender = {_DEAD_PER_SENDER}, "
@@ -45,15 +58,26 @@ _QUOTAS = (
 )
 
 
-@pytest.fixture
-def with_mallory(tmp_path: Path, namespace: Namespace) -> Iterator[LockedDown]:
-    """`locked_down` with one more agent, mallory, that no collaboration calls."""
+def _locked_with(tmp_path: Path, namespace: Namespace, extra: str) -> Iterator[LockedDown]:
+    """`locked_down` with one more principal, `extra`."""
     config_dir = tmp_path / "nats-config"
-    write_nats_config(config_dir, [*LOCKED_ACTORS, "mallory"], namespace)
+    write_nats_config(config_dir, [*LOCKED_ACTORS, extra], namespace)
     server = EmbeddedServer(tmp_path / "nats", authorization=config_dir / "authorization.conf")
     server.start()
     yield LockedDown(server, config_dir, namespace)
     server.close()
+
+
+@pytest.fixture
+def with_mallory(tmp_path: Path, namespace: Namespace) -> Iterator[LockedDown]:
+    """`locked_down` with one more agent, mallory, that no collaboration calls."""
+    yield from _locked_with(tmp_path, namespace, "mallory")
+
+
+@pytest.fixture
+def with_alice(tmp_path: Path, namespace: Namespace) -> Iterator[LockedDown]:
+    """`locked_down` with a second person, person-alice, beside `cli`."""
+    yield from _locked_with(tmp_path, namespace, ALICE)
 
 
 async def _dead_counts(locked: LockedDown) -> dict[str, int]:
@@ -204,6 +228,51 @@ async def test_one_senders_dead_letters_never_evict_anothers(
         finally:
             await gpt.close()
             await claude.close()
+
+
+async def test_a_persons_refused_openings_never_evict_another_persons_letters_at_the_router(
+    with_alice: LockedDown, tmp_path: Path
+) -> None:
+    locked, ns = with_alice, with_alice.ns
+    locked.tune("provisioner", quotas=f"{{ dead_letters_per_sender = {_DEAD_PER_SENDER} }}")
+    async with running_locked_system(locked, tmp_path / "keys", agents={}) as system:
+        router = system.processes["router"]
+        alice, cli = await locked.connect(ALICE), await locked.connect("cli")
+        try:
+
+            async def refused_opening(nc: NATS, person: str) -> str:
+                """An opening naming no agent, as a person submits it: the router refuses it
+                (INVALID_REQUEST) and dead-letters it."""
+                msg = human("nobody is named here")
+                headers = TraceHeaders(trace_id=msg.id, origin=person).to_headers(msg.id)
+                js = locked.js(nc, person)
+                await js.publish(ns.submit(person), encode(msg), headers=headers)
+                return msg.id
+
+            async def filed_at_least(count: int) -> None:
+                async def enough() -> bool:
+                    lines = [line for line in router.lines if "dead-lettered a message" in line]
+                    return len(lines) >= count
+
+                await _until(enough, f"{count} dead letters filed by the router")
+
+            alices = await refused_opening(alice, ALICE)  # the oldest letter of all
+            await filed_at_least(1)
+            flood = [await refused_opening(cli, "cli") for _ in range(3 * _DEAD_PER_SENDER)]
+            await filed_at_least(len(flood) + 1)
+
+            filed = {
+                decode_envelope(data).id: subject
+                for subject, data in await _stored_dead_letters(locked)
+            }
+            assert filed.get(alices) == ns.dead("router", ALICE), filed  # kept, under alice
+            clis = [filed[id_] for id_ in flood if id_ in filed]
+            assert clis == [ns.dead("router", "cli")] * _DEAD_PER_SENDER, filed
+            assert flood[-1] in filed  # the newest of the flood stay
+            await router.wait_line("dropped the oldest dead letter of a sender at its quota")
+        finally:
+            await alice.close()
+            await cli.close()
 
 
 async def test_provision_puts_quotas_on_a_deployment_made_before_them(

@@ -26,6 +26,7 @@ from tools.natsconf._permissions import (
     PROVISIONER,
     TRUSTED_ROLES,
     core_subject,
+    role_of,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -434,6 +435,24 @@ def test_the_auditor_reads_dead_letters_but_never_moves_them(
     assert not auditor.publishes(f"$JS.API.STREAM.MSG.*.{dead}")
     assert not auditor.publishes(f"$JS.API.DIRECT.GET.{dead}.>")
     assert not auditor.subscribes(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{dead}.>")
+
+
+def test_a_dead_letter_names_its_sender_only_when_a_trusted_actor_files_it(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """A trusted actor files a delivery it gives up on under the sender the gate named in it
+    (bus/_deadletter.py), always as itself (the audit record's profile is the last token); an
+    agent or a person writes its own one subject, or it could spread letters past every bound."""
+    ns, users = config
+    for user in users:
+        me, role = user.actor, role_of(user.actor)
+        dead = sorted(user.publishes(f"{ns.root}.dead.>"))
+        if role == "gate":
+            assert f"{ns.root}.dead.*.*" in dead  # it moves every receiver's
+        elif role in TRUSTED_ROLES and role != PROVISIONER:  # it runs no inputs
+            assert dead == sorted([ns.dead(me), f"{ns.root}.dead.*.{me}"]), me
+        elif dead:
+            assert dead == [ns.dead(me)], me
 
 
 def test_only_trusted_actors_share_the_account_that_holds_jetstream(

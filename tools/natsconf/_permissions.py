@@ -200,6 +200,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     g.pub(ns.dead(me))  # its own letters, bounded on this one subject (docs/quotas.md)
     if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
         g.pub(f"{JS_API}.STREAM.INFO.{ns.stream('dead')}")
+        # and to file a delivery under the sender the gate named in it, bounded per sender
+        g.pub(f"{ns.root}.dead.*.{me}")
     g.write_keys("registry", f"heartbeat.{me}")
     if role not in ("agent", "cli"):  # an agent's marks are in its own bucket; a person has none
         g.handling_marks()
