@@ -70,6 +70,18 @@ class Namespace:
         """Every session timeline of `owner`: what a person may follow."""
         return f"{self.root}.events.{check_token(owner, 'owner')}.*"
 
+    def ended(self, owner: str, session_id: str) -> str:
+        """A copy of the event that ended `owner`'s session `session_id`, stored on a subject of
+        its own: a refusal or an approvals answer told on the timeline after the end would
+        otherwise hide it from a person, who may read only the last message of a subject
+        (`parley collab --follow` and `--stop` of an ended session, tools/_stored_events.py)."""
+        owner = check_token(owner, "owner")
+        return f"{self.root}.ended.{owner}.{check_token(session_id, 'session id')}"
+
+    def ends(self, owner: str) -> str:
+        """The copies of the ends of every session of `owner`: what a person may read."""
+        return f"{self.root}.ended.{check_token(owner, 'owner')}.*"
+
     def chunks(self, receiver: str) -> str:
         """Where the LLM gateway streams the text of `receiver`'s model calls as it is written
         (`llm_chunk`s, core NATS, never stored): only `receiver` may follow it."""
@@ -106,7 +118,7 @@ class Namespace:
 
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
-        depth = 2 if family in ("audit", "events", "dead", "typing") else 1
+        depth = 2 if family in ("audit", "events", "ended", "dead", "typing") else 1
         return f"{self.root}.{check_token(family, 'family')}" + ".*" * depth
 
     def token_at(self, subject: str, index: int = 2) -> str:

@@ -4,10 +4,11 @@
 ago. A person's account follows its timelines live only (a read-only stream import,
 tools/natsconf/_permissions.py), so a session that had ended sent nothing more, and the
 commands used to wait out their whole limit before saying anything. Of what is stored a person
-may read one thing: the last message of a timeline of its own, by a direct get whose own
-subject names that timeline (`Grants.own_last_events`). That is enough to tell at once that a
-session ended, and how; and, for a running one, where it stands (the answer it waits for, due
-by when).
+may read the last message of a subject of its own, by a direct get whose own subject names it
+(`Grants.own_last_events`): of a timeline, and of the copy the router keeps of each session's
+end (`Namespace.ended`), since a refusal or an approvals answer told on the timeline after the
+end would hide it. That is enough to tell at once that a session ended, and how; and, for a
+running one, where it stands (the answer it waits for, due by when).
 
 The turns before that last event stay out of reach: reading them takes the direct get whose
 body names the subject, which the broker cannot limit to a person's own timelines.
@@ -45,11 +46,13 @@ __all__ = (
     "CaughtUp",
     "StoredUnreadable",
     "caught_up",
+    "ended_by",
     "ended_line",
     "joined",
     "last_event",
     "live_news",
     "read_live",
+    "stored_end",
 )
 
 ENDS: Final = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
@@ -68,12 +71,60 @@ async def last_event(
 ) -> SessionEvent | None:
     """The last event stored on `person`'s own timeline of `session_id`; None when none is
     (the session has not opened yet, is another person's, or aged out of the stream), or
-    when the last message there is a refusal the router answered the person with.
+    when the last message there is a refusal or an answer told to the person.
 
     Raises:
         StoredUnreadable: the read was refused or not answered within `_READ_S`.
     """
-    subject = ns.events(person, session_id)
+    return await _last_stored(js, ns, ns.events(person, session_id))
+
+
+async def stored_end(
+    js: JetStreamContext, ns: Namespace, person: str, session_id: str
+) -> SessionEvent | None:
+    """How `person`'s session `session_id` ended, from what is stored; None while it runs.
+
+    The router keeps a copy of each session's end on a subject of its own
+    (`Namespace.ended`), which nothing told on the timeline after the end can hide (an
+    approvals answer, a refusal). A timeline whose last event is newer than that copy belongs
+    to a session opened again under the same id since, and runs. A broker config that does
+    not grant reading the copy (written before it was kept) leaves the timeline alone to tell.
+
+    Raises:
+        StoredUnreadable: the timeline could not be read.
+    """
+    last, end = await asyncio.gather(
+        last_event(js, ns, person, session_id), _copy_of_end(js, ns, person, session_id)
+    )
+    return ended_by(last, end)
+
+
+def ended_by(last: SessionEvent | None, end: SessionEvent | None) -> SessionEvent | None:
+    """The end of a session whose timeline's last stored event is `last` and whose copy of
+    its end is `end` (either None when not stored), or None while it runs (`stored_end`)."""
+    if last is not None and last.event_type in ENDS:
+        return last
+    if end is None or (last is not None and last.created_at > end.created_at):
+        return None
+    return end
+
+
+async def _copy_of_end(
+    js: JetStreamContext, ns: Namespace, person: str, session_id: str
+) -> SessionEvent | None:
+    try:
+        end = await _last_stored(js, ns, ns.ended(person, session_id))
+    except StoredUnreadable:  # a broker config written before the copy was kept
+        return None
+    return end if end is not None and end.event_type in ENDS else None
+
+
+async def _last_stored(js: JetStreamContext, ns: Namespace, subject: str) -> SessionEvent | None:
+    """The last event stored on `subject` of the events stream (None: none, or no event).
+
+    Raises:
+        StoredUnreadable: the read was refused or not answered within `_READ_S`.
+    """
     try:
         async with asyncio.timeout(_READ_S):
             stored = await js.get_last_msg(ns.stream("events"), subject, direct=True)
@@ -173,9 +224,15 @@ async def _catch_up(
     Raises:
         StoredUnreadable: as `last_event`; nothing has been taken from `live` then.
     """
-    stored = await last_event(js, ns, person, session_id)
+    stored, end = await asyncio.gather(
+        last_event(js, ns, person, session_id), _copy_of_end(js, ns, person, session_id)
+    )
     arrived = [await live.next_msg(timeout=None) for _ in range(live.pending_msgs)]
     news = [item for raw in arrived if (item := live_news(raw.data)) is not None]
+    if end is not None and all(item.id != end.id for item in news):  # else shown live
+        ended = ended_by(stored, end)
+        if ended is not None:  # it had ended before the command subscribed
+            return CaughtUp(ended, [])
     first = joined(stored, news)
     if stored is None or first[0] is not stored:  # nothing stored, or its live copy is in
         return CaughtUp(None, first)

@@ -58,7 +58,7 @@ from schemas import (
 from tools._errors import debug_traceback, report_failure
 from tools._local import connect_local
 from tools._still_waiting import announced
-from tools._stored_events import ENDS, StoredUnreadable, ended_line, last_event
+from tools._stored_events import StoredUnreadable, ended_line, stored_end
 from tools._trace_keys import remember_trace
 
 __all__ = (
@@ -297,8 +297,8 @@ async def stop_session(
     except TimeoutError:
         print(
             f"stop requested for session {session_id}; it did not end within {wait_s:.0f} s: "
-            "it ends as canceled once the router opens it (unless it had ended already and its "
-            "timeline's last message is not its end, or is too old to read)",
+            "it ends as canceled once the router opens it (unless it had ended already, too "
+            "long ago to read)",
             file=out,
         )
         return 0
@@ -315,18 +315,17 @@ async def stop_session(
 async def _stored_end(
     history: JetStreamContext | None, ns: Namespace, person: str, session_id: str
 ) -> SessionEvent | None:
-    """The session's end, if its timeline stored one as its last event."""
+    """The session's end, if one is stored (tools/_stored_events.py `stored_end`)."""
     if history is None:
         return None
     try:
-        last = await last_event(history, ns, person, session_id)
+        return await stored_end(history, ns, person, session_id)
     except StoredUnreadable as exc:  # a broker that does not grant the read, say
         print(
             f"could not read how session {session_id} stands ({exc}): sending the stop",
             file=sys.stderr,
         )
         return None
-    return last if last is not None and last.event_type in ENDS else None
 
 
 def on_ctrl_c() -> asyncio.Event:

@@ -38,17 +38,14 @@ import hashlib
 import logging
 import signal
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
     NoEncryption,
     PrivateFormat,
 )
 from nats.js.api import PubAck
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.auditor._appender import ChainAppender, ForeignWrite
 from actors.auditor._chain import CHECKPOINT_PROFILE, Checkpoint, sign_checkpoint
@@ -63,6 +60,7 @@ from actors.auditor._facts import (
 )
 from actors.auditor._lease import LeaseLost, WriterLease, stop_when_lost
 from actors.auditor._metrics import AuditMetrics
+from actors.auditor._options import AuditorOptions, load_signing_key
 from bus import (
     CAUSATION_ID,
     HOP_COUNT,
@@ -70,61 +68,17 @@ from bus import (
     TRACE_ID,
     Actor,
     BusHandle,
-    ConfigError,
     Context,
     Input,
-    KeyFileError,
     Settings,
-    load_private_key,
     validated_options,
     well_formed_traceparent,
 )
-from schemas import PII_KINDS, AnyEnvelope, AuditRecord, check_token, key_id, utc_now
+from schemas import AnyEnvelope, AuditRecord, key_id, utc_now
 
 __all__ = ("AuditorActor", "AuditorOptions")
 
 log = logging.getLogger("parley.actors.auditor")
-
-
-class AuditorOptions(BaseModel):
-    """The auditor's `[options]`, checked when it starts."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    signing_key: Path
-    tenant: str = "default"
-    checkpoint_every: int = Field(default=1000, ge=1)
-    checkpoint_s: float = Field(default=10.0, gt=0)
-    redact_pii: tuple[str, ...] = ("*",)
-    pii_kinds: tuple[str, ...] | None = None
-    session_profile: str = "router"
-    recent_window: int = Field(default=4096, ge=16)
-    lease_s: float = Field(default=5.0, gt=0)
-
-    @field_validator("tenant", "session_profile")
-    @classmethod
-    def _token(cls, value: str) -> str:
-        return check_token(value, "tenant or profile")
-
-    @field_validator("pii_kinds")
-    @classmethod
-    def _known_kinds(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        unknown = set(value or ()) - PII_KINDS
-        if unknown:
-            raise ValueError(f"unknown PII kinds {sorted(unknown)}; known: {sorted(PII_KINDS)}")
-        return value
-
-
-def load_signing_key(path: Path) -> Ed25519PrivateKey:
-    """Read the checkpoint signing key.
-
-    Raises:
-        ConfigError: unreadable, or not an Ed25519 private key.
-    """
-    try:
-        return load_private_key(path)
-    except KeyFileError as exc:
-        raise ConfigError(f"auditor: {exc}") from None
 
 
 class AuditorActor(Actor):
@@ -159,6 +113,7 @@ class AuditorActor(Actor):
         self._stood_down = False
         self._metrics = AuditMetrics(self.actor_id)
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
+        self._copies_of_ends = f"{self.namespace.root}.ended."
 
     def inputs(self) -> Sequence[Input]:
         """Everything on the events stream (decisions and session events alike) and every
@@ -316,6 +271,8 @@ class AuditorActor(Actor):
         appender = self._appender
         if appender is None:
             raise RuntimeError("auditor handled a message before start()")
+        if ctx.subject.startswith(self._copies_of_ends):
+            return  # the router's copy of a session's end, recorded from its timeline
         source = FactSource(
             stream=ctx.stream,
             seq=ctx.stream_seq,

@@ -13,9 +13,9 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 
 from actors.orchestrator import Reminder
-from actors.router._metrics import SessionEnds
-from bus import Context, DeadLetters
-from schemas import AgentCall, Error, Namespace, SessionEvent, valid_token
+from actors.router._metrics import ENDING_EVENTS, SessionEnds
+from bus import MSG_ID, Context, DeadLetters
+from schemas import AgentCall, Error, Namespace, SessionEvent, derive_id, valid_token
 
 __all__ = ("Emitted", "RouterEffects")
 
@@ -79,6 +79,8 @@ class RouterEffects:
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
+                    if effect.event_type in ENDING_EVENTS:
+                        await self._keep_end(ctx, owner, effect)
                     self._ends.count(ctx, effect)
                 case Reminder():  # an orchestrated session's maxDurationMs
                     await ctx.publish(self._timers, effect.error)
@@ -92,6 +94,18 @@ class RouterEffects:
                         refused = self.namespace.events(ctx.sender, session_id)
                         await ctx.publish(refused, effect)
                     await self._dead_letter(ctx, effect)
+
+    async def _keep_end(self, ctx: Context, owner: str, end: SessionEvent) -> None:
+        """Store a copy of the event that ended a session on `parley.ended.<owner>.<session>`,
+        which only the router writes: a person may read just the last message of a subject,
+        and a refusal or an approvals answer told on the timeline after the end would hide it
+        (`parley collab --follow` and `--stop`, tools/_stored_events.py). Its own message id,
+        derived from the event's, keeps JetStream from dropping it as the event's duplicate."""
+        await ctx.publish(
+            self.namespace.ended(owner, end.session_id),
+            end,
+            extra_headers={MSG_ID: derive_id(end.id, "ended")},
+        )
 
     async def _dead_letter(self, ctx: Context, refusal: Error) -> None:
         await self._dead.publish(

@@ -10,14 +10,17 @@ import sys
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
-from bus import EmbeddedServer, read_history, traceparent_for
+from bus import MSG_ID, EmbeddedServer, read_history, traceparent_for
 from schemas import (
     AgentCall,
     Decision,
     HumanMessage,
     Namespace,
     SessionEvent,
+    derive_id,
+    encode,
     key_id,
     new_id,
     utc_now,
@@ -147,6 +150,40 @@ async def test_collaboration_and_denied_call_are_scoped_to_their_profiles(
         )
         assert trace.returncode == 0, trace.stderr
         assert "gpt -> claude" in trace.stdout and "   └─ claude -> gpt" in trace.stdout
+    finally:
+        auditor.signal(signal.SIGTERM)
+        await auditor.wait_exit()
+        auditor.close()
+
+
+async def test_the_routers_copy_of_a_sessions_end_is_recorded_once(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """The router stores each session's end twice, on its timeline and on
+    `parley.ended.<owner>.<session>` (the copy a person can always read): one fact, one
+    record, the copy known by its envelope id."""
+    js = nc.jetstream()
+    auditor = start_auditor(nats_server.url, namespace, AuditorKeys(tmp_path), tmp_path)
+    session, later = new_id(), new_id()
+    later_recorded = asyncio.Event()
+
+    async def on_record(msg: Msg) -> None:
+        if later.encode() in msg.data:
+            later_recorded.set()
+
+    await nc.subscribe(namespace.wildcard("audit"), cb=on_record)
+    try:
+        await auditor.wait_line(READY)
+        end = session_event(session, "session_completed")
+        await publish_fact(js, namespace, end)
+        copy = {MSG_ID: derive_id(end.id, "ended")}
+        await js.publish(namespace.ended("cli", session), encode(end), headers=copy)
+        # Read in order after the copy: once it is recorded, the copy was handled.
+        await publish_fact(js, namespace, session_event(later, "session_started"))
+
+        await asyncio.wait_for(later_recorded.wait(), timeout=20)
+        found = await query_records(js, namespace, tenant="demo", session=session)
+        assert [record.status for record in found] == ["session_completed"]
     finally:
         auditor.signal(signal.SIGTERM)
         await auditor.wait_exit()

@@ -6,19 +6,27 @@ agent hosts and the commands, each with its own credentials):
 
 - Of a session that had ended, `--follow` prints how it ended and exits with its code, and
   `--stop` says at once that it had ended (exit 1, no Stop sent), each well within the
-  waits they used to sit out (60 s of silence; `--timeout`).
+  waits they used to sit out (60 s of silence; `--timeout`), even when a refusal was told on
+  its timeline after the end (the router's copy of the end, `parley.ended.<person>.<id>`).
 - Following a running session from another terminal starts where it stands (the answer it
   waits for, due by when) and goes on live: the Stop ends it once, in both followers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from pathlib import Path
 
+from msgspec import structs
+from nats.aio.msg import Msg
+
+from bus import TraceHeaders
+from schemas import Error, ErrorCode, decode_envelope, encode
 from tests.support.agents import write_profile
 from tests.support.lockdown import LockedDown
+from tests.support.router_wire import stop
 from tests.support.system import finished, parley_cli, running_locked_system
 
 SLOW_AGENT = """
@@ -47,6 +55,10 @@ async def test_follow_and_stop_of_an_ended_session_say_how_it_ended_at_once(
         assert code == 0, "\n".join(lines)
         session_id = _session_of(lines)
         (end,) = [line for line in lines if line.startswith("stopped: ")]
+        # A pause sent after the end: the router's refusal is now the timeline's last
+        # message, the one message of it a person may read.
+        refusal = await _refused_after_the_end(locked_down, session_id)
+        assert refusal.code is ErrorCode.INVALID_REQUEST, refusal
 
         started = time.monotonic()
         follow = parley_cli(system.env, "collab", *config, "--follow", session_id)
@@ -72,6 +84,28 @@ async def test_follow_and_stop_of_an_ended_session_say_how_it_ended_at_once(
     assert code_stop == 1, stopped  # nothing was stopped
     assert took_stop < STOP_TIMEOUT_S / 3, f"{took_stop:.1f} s:\n" + "\n".join(stopped)
     assert not [line for line in logs if "permission violation" in line]
+
+
+async def _refused_after_the_end(locked: LockedDown, session_id: str) -> Error:
+    """Submit a pause of the ended session as the person, raw; return the router's refusal
+    once it is on the timeline."""
+    ns, nc = locked.ns, await locked.connect("cli")
+    try:
+        told: asyncio.Queue[Error] = asyncio.Queue()
+
+        async def on_message(raw: Msg) -> None:
+            envelope = decode_envelope(raw.data)
+            if isinstance(envelope, Error):
+                told.put_nowait(envelope)
+
+        await nc.subscribe(ns.events("cli", session_id), cb=on_message)
+        await nc.flush()
+        control = structs.replace(stop(session_id), action="pause")
+        headers = TraceHeaders(trace_id=control.id, origin="cli").to_headers(control.id)
+        await locked.js(nc, "cli").publish(ns.submit("cli"), encode(control), headers=headers)
+        return await asyncio.wait_for(told.get(), timeout=30)
+    finally:
+        await nc.close()
 
 
 async def test_following_a_running_session_starts_where_it_stands_and_goes_on_live(

@@ -10,6 +10,9 @@ timeline, any person's timeline of that session, every timeline, the bare direct
 body names the subject (next by subject, by sequence) and the non-direct get. The broker
 refuses every one. On her own granted subject, a body asking for cli's subject (next, last,
 by sequence) is answered 408 Bad Request by the server, with nothing of cli's.
+
+The copy of a session's end the router keeps (`parley.ended.<person>.<session>`) is read the
+same way: each person the copy of its own session's end, alice none of cli's, by any subject.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from prometheus_client import CollectorRegistry
 
-from bus import ActorMetrics, EmbeddedServer
+from bus import MSG_ID, ActorMetrics, EmbeddedServer
 from schemas import Namespace, SessionEvent, encode, new_id, utc_now
 from tests.support.lockdown import LockedDown, violations
-from tools._stored_events import last_event
+from tools._stored_events import last_event, stored_end
 from tools.natsconf import DEFAULT_ACTORS, IMPORTED_JS_API, write_nats_config
 
 ALICE = "person-alice"
@@ -75,17 +78,26 @@ async def test_a_person_reads_the_last_event_of_its_own_timelines_only(
         }
         for (owner, session_id), event in stored.items():
             await router.jetstream().publish(ns.events(owner, session_id), encode(event))
+            copy = {MSG_ID: new_id()}  # the router's copy of the end, as it keeps it
+            await router.jetstream().publish(
+                ns.ended(owner, session_id), encode(event), headers=copy
+            )
         # Each person reads the last event of a timeline of its own.
         cli_js, alice_js = locked.js(cli, "cli"), locked.js(alice, ALICE)
         assert await last_event(cli_js, ns, "cli", theirs) == stored[("cli", theirs)]
         assert await last_event(alice_js, ns, ALICE, hers) == stored[(ALICE, hers)]
         assert await last_event(alice_js, ns, ALICE, theirs) is None  # none of hers there
+        assert await stored_end(cli_js, ns, "cli", theirs) == stored[("cli", theirs)]
+        assert await stored_end(alice_js, ns, ALICE, hers) == stored[(ALICE, hers)]
+        assert await stored_end(alice_js, ns, ALICE, theirs) is None
 
         js = alice.jetstream(prefix=IMPORTED_JS_API, timeout=1)
         refused: list[Coroutine[Any, Any, object]] = [
             js.get_last_msg(events, ns.events("cli", theirs), direct=True),
             js.get_last_msg(events, f"{ns.root}.events.*.{theirs}", direct=True),
             js.get_last_msg(events, f"{ns.root}.events.>", direct=True),
+            js.get_last_msg(events, ns.ended("cli", theirs), direct=True),
+            js.get_last_msg(events, f"{ns.root}.ended.*.{theirs}", direct=True),
             js.get_msg(events, subject=ns.events("cli", theirs), seq=1, next=True, direct=True),
             js.get_msg(events, seq=1, direct=True),
             js.get_msg(events, seq=1),  # the non-direct form
@@ -103,10 +115,13 @@ async def test_a_person_reads_the_last_event_of_its_own_timelines_only(
             {"seq": 1},
             {"seq": 1, "batch": 10, "next_by_subj": f"{ns.root}.events.>"},
         ]
-        for body in bodies:
-            answer = await alice.request(own, json.dumps(body).encode(), timeout=5)
-            assert (answer.headers or {}).get("Status") == "408", (body, answer.headers)
-            assert b"secret" not in answer.data, body
+        bodies.append({"last_by_subj": ns.ended("cli", theirs)})
+        own_ends = f"{IMPORTED_JS_API}.DIRECT.GET.{events}.{ns.ended(ALICE, hers)}"
+        for subject in (own, own_ends):
+            for body in bodies:
+                answer = await alice.request(subject, json.dumps(body).encode(), timeout=5)
+                assert (answer.headers or {}).get("Status") == "408", (body, answer.headers)
+                assert b"secret" not in answer.data, body
     finally:
         for nc in (router, cli, alice):
             await nc.close()

@@ -16,7 +16,7 @@ from nats.aio.client import Client as NATS
 
 from schemas import Decision, Error, ErrorCode, Namespace, SessionEvent, encode
 from schemas._envelopes import EventType
-from tools._stored_events import joined, read_live
+from tools._stored_events import ended_by, joined, read_live
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -49,6 +49,19 @@ def test_the_stored_event_comes_in_its_place_unless_it_came_live_too() -> None:
     # Nothing stored (not opened yet): only what comes live.
     assert joined(None, [later]) == [later]
     assert joined(stored, []) == [stored]
+
+
+def test_a_session_ended_when_its_timeline_or_the_copy_of_its_end_says_so() -> None:
+    turn, end = _event("e1", second=1), _event("e2", "session_completed", second=2)
+    # The end hidden by what was told after it (the timeline's last message no event): the
+    # copy tells it; and the timeline alone, from a broker that keeps no copy.
+    assert ended_by(None, end) == end
+    assert ended_by(turn, end) == end
+    assert ended_by(end, None) == end
+    # Running: no end anywhere, or a session opened again under its id since the copy.
+    assert ended_by(turn, None) is None
+    assert ended_by(None, None) is None
+    assert ended_by(_event("e3", second=3), end) is None
 
 
 async def test_a_live_copy_of_the_event_shown_from_the_store_is_dropped(

@@ -243,6 +243,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("early_stops")
         g.write_keys("early_stops", ">")
         g.pub(ns.wildcard("events"))
+        g.pub(ns.wildcard("ended"))  # a copy of each session's end, readable by its owner
         g.pub(ns.timers(me))  # reminders about its calls, to itself only
         g.bind("timers")
         g.read_bucket("registry")
