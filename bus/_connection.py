@@ -27,6 +27,7 @@ from nats.errors import NoServersError
 from nats.js import JetStreamContext
 
 from bus._barrier_client import BarrierClient
+from bus._lost_requests import fail_lost_requests
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
 from schemas import Namespace
@@ -261,6 +262,8 @@ async def connect(
     connection: NATS = BarrierClient()  # its flush() is a barrier (bus/_barrier_client.py)
     await connection.connect(**options)
     client.append(connection)
+    if link is not None:
+        fail_lost_requests(connection, link)  # nats-py's own, as the inbox does its (module doc)
     if uptime is not None:
         uptime.mark()
     return connection
