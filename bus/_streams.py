@@ -193,13 +193,13 @@ STREAMS = (
     ),
     StreamSpec(
         family="events",
-        description="Gate decisions, session timelines and a copy of each session's end.",
+        description="Gate decisions, session timelines and how each session stands.",
         work_queue=False,
         max_age=30 * _DAY,
         discard_new=False,
         direct=True,
         batched=True,
-        subject_families=("decisions", "events", "ended"),
+        subject_families=("decisions", "events", "standing"),
     ),
     StreamSpec(
         family="audit",

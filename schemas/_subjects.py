@@ -70,17 +70,18 @@ class Namespace:
         """Every session timeline of `owner`: what a person may follow."""
         return f"{self.root}.events.{check_token(owner, 'owner')}.*"
 
-    def ended(self, owner: str, session_id: str) -> str:
-        """A copy of the event that ended `owner`'s session `session_id`, stored on a subject of
-        its own: a refusal or an approvals answer told on the timeline after the end would
-        otherwise hide it from a person, who may read only the last message of a subject
-        (`parley collab --follow` and `--stop` of an ended session, tools/_stored_events.py)."""
+    def standing(self, owner: str, session_id: str) -> str:
+        """How `owner`'s session `session_id` stands: a copy of the event that opened it and of
+        the one that ended it, on a subject of their own. A person may read only the last
+        message of a subject (`parley collab --follow` and `--stop`, tools/_stored_events.py),
+        and what is told on the timeline after a session's end (a refusal, an approvals
+        answer, a tool step) would otherwise hide the end."""
         owner = check_token(owner, "owner")
-        return f"{self.root}.ended.{owner}.{check_token(session_id, 'session id')}"
+        return f"{self.root}.standing.{owner}.{check_token(session_id, 'session id')}"
 
-    def ends(self, owner: str) -> str:
-        """The copies of the ends of every session of `owner`: what a person may read."""
-        return f"{self.root}.ended.{check_token(owner, 'owner')}.*"
+    def standings(self, owner: str) -> str:
+        """How every session of `owner` stands: what a person may read."""
+        return f"{self.root}.standing.{check_token(owner, 'owner')}.*"
 
     def chunks(self, receiver: str) -> str:
         """Where the LLM gateway streams the text of `receiver`'s model calls as it is written
@@ -118,7 +119,7 @@ class Namespace:
 
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
-        depth = 2 if family in ("audit", "events", "ended", "dead", "typing") else 1
+        depth = 2 if family in ("audit", "events", "standing", "dead", "typing") else 1
         return f"{self.root}.{check_token(family, 'family')}" + ".*" * depth
 
     def token_at(self, subject: str, index: int = 2) -> str:

@@ -5,10 +5,11 @@ ago. A person's account follows its timelines live only (a read-only stream impo
 tools/natsconf/_permissions.py), so a session that had ended sent nothing more, and the
 commands used to wait out their whole limit before saying anything. Of what is stored a person
 may read the last message of a subject of its own, by a direct get whose own subject names it
-(`Grants.own_last_events`): of a timeline, and of the copy the router keeps of each session's
-end (`Namespace.ended`), since a refusal or an approvals answer told on the timeline after the
-end would hide it. That is enough to tell at once that a session ended, and how; and, for a
-running one, where it stands (the answer it waits for, due by when).
+(`Grants.own_last_events`): of a timeline, and of how the session stands, the copy the router
+keeps of its opening and of its end (`Namespace.standing`), since what is told on the
+timeline after the end (a refusal, an approvals answer, a tool step) would hide it. That is
+enough to tell at once that a session ended, and how; and, for a running one, where it stands
+(the answer it waits for, due by when).
 
 The turns before that last event stay out of reach: reading them takes the direct get whose
 body names the subject, which the broker cannot limit to a person's own timelines.
@@ -59,6 +60,10 @@ ENDS: Final = {"session_completed": 0, "session_failed": 1, "session_canceled": 
 """The events that end a session, and the exit code of a command that saw it end so."""
 _READ_S: Final = 5.0
 """How long the read of a stored event may take (one request to a local server)."""
+_STANDING_READ_S: Final = 2.0
+"""How long the read of a session's standing may take before the timeline is left to tell:
+a broker config written before persons were granted it answers nothing, and every `--follow`
+and `--stop` would wait that long."""
 
 
 class StoredUnreadable(Exception):
@@ -82,51 +87,64 @@ async def last_event(
 async def stored_end(
     js: JetStreamContext, ns: Namespace, person: str, session_id: str
 ) -> SessionEvent | None:
-    """How `person`'s session `session_id` ended, from what is stored; None while it runs.
+    """How `person`'s session `session_id` ended, from what is stored; None while it runs
+    (or before it opened).
 
-    The router keeps a copy of each session's end on a subject of its own
-    (`Namespace.ended`), which nothing told on the timeline after the end can hide (an
-    approvals answer, a refusal). A timeline whose last event is newer than that copy belongs
-    to a session opened again under the same id since, and runs. A broker config that does
-    not grant reading the copy (written before it was kept) leaves the timeline alone to tell.
+    The router keeps how each session stands, a copy of its opening and then of its end, on a
+    subject of its own (`Namespace.standing`), which nothing told on the timeline after the end
+    hides (a refusal, an approvals answer, a tool step). Where that cannot be read (a broker
+    config written before it was granted, said on standard error), the timeline's last event
+    tells, as it did before.
 
     Raises:
         StoredUnreadable: the timeline could not be read.
     """
-    last, end = await asyncio.gather(
-        last_event(js, ns, person, session_id), _copy_of_end(js, ns, person, session_id)
+    last, standing = await asyncio.gather(
+        last_event(js, ns, person, session_id), _standing(js, ns, person, session_id)
     )
-    return ended_by(last, end)
+    return ended_by(last, standing)
 
 
-def ended_by(last: SessionEvent | None, end: SessionEvent | None) -> SessionEvent | None:
-    """The end of a session whose timeline's last stored event is `last` and whose copy of
-    its end is `end` (either None when not stored), or None while it runs (`stored_end`)."""
-    if last is not None and last.event_type in ENDS:
-        return last
-    if end is None or (last is not None and last.created_at > end.created_at):
-        return None
-    return end
+def ended_by(last: SessionEvent | None, standing: SessionEvent | None) -> SessionEvent | None:
+    """The end of a session whose timeline's last stored event is `last` and the last copy of
+    whose standing is `standing` (each None when none is stored), or None while it runs.
+
+    Its standing decides when stored: an end, or an opening since (an id opened again after
+    a refused opening, or after its ended session expired). Without it (a session opened
+    before the router kept it, a broker that does not grant reading it), the timeline does.
+    """
+    if standing is not None:
+        return standing if standing.event_type in ENDS else None
+    return last if last is not None and last.event_type in ENDS else None
 
 
-async def _copy_of_end(
+async def _standing(
     js: JetStreamContext, ns: Namespace, person: str, session_id: str
 ) -> SessionEvent | None:
+    """The last copy of the session's standing; None when none is stored or it cannot be
+    read, which is then said on standard error."""
     try:
-        end = await _last_stored(js, ns, ns.ended(person, session_id))
-    except StoredUnreadable:  # a broker config written before the copy was kept
+        return await _last_stored(js, ns, ns.standing(person, session_id), _STANDING_READ_S)
+    except StoredUnreadable as exc:
+        print(
+            f"could not read how session {session_id} stands ({exc}): telling from its "
+            "timeline alone (a broker config written before this release: regenerate it "
+            "with `parley nats-config`)",
+            file=sys.stderr,
+        )
         return None
-    return end if end is not None and end.event_type in ENDS else None
 
 
-async def _last_stored(js: JetStreamContext, ns: Namespace, subject: str) -> SessionEvent | None:
+async def _last_stored(
+    js: JetStreamContext, ns: Namespace, subject: str, within_s: float = _READ_S
+) -> SessionEvent | None:
     """The last event stored on `subject` of the events stream (None: none, or no event).
 
     Raises:
-        StoredUnreadable: the read was refused or not answered within `_READ_S`.
+        StoredUnreadable: the read was refused or not answered within `within_s`.
     """
     try:
-        async with asyncio.timeout(_READ_S):
+        async with asyncio.timeout(within_s):
             stored = await js.get_last_msg(ns.stream("events"), subject, direct=True)
     except NotFoundError:
         return None
@@ -224,20 +242,19 @@ async def _catch_up(
     Raises:
         StoredUnreadable: as `last_event`; nothing has been taken from `live` then.
     """
-    stored, end = await asyncio.gather(
-        last_event(js, ns, person, session_id), _copy_of_end(js, ns, person, session_id)
+    stored, standing = await asyncio.gather(
+        last_event(js, ns, person, session_id), _standing(js, ns, person, session_id)
     )
     arrived = [await live.next_msg(timeout=None) for _ in range(live.pending_msgs)]
     news = [item for raw in arrived if (item := live_news(raw.data)) is not None]
-    if end is not None and all(item.id != end.id for item in news):  # else shown live
-        ended = ended_by(stored, end)
-        if ended is not None:  # it had ended before the command subscribed
-            return CaughtUp(ended, [])
+    end = ended_by(stored, standing)
+    if end is not None and all(item.id != end.id for item in news):  # else it comes live
+        if not news:  # it had ended before the command subscribed
+            return CaughtUp(end, [])
+        return CaughtUp(None, joined(end, news), end.id)  # it ended meanwhile: in its place
     first = joined(stored, news)
     if stored is None or first[0] is not stored:  # nothing stored, or its live copy is in
         return CaughtUp(None, first)
-    if stored.event_type in ENDS:  # it had ended before the command subscribed
-        return CaughtUp(stored, [])
     return CaughtUp(None, first, stored.id)
 
 

@@ -113,7 +113,7 @@ class AuditorActor(Actor):
         self._stood_down = False
         self._metrics = AuditMetrics(self.actor_id)
         self._checkpoint_subject = self.namespace.audit(self.options.tenant, CHECKPOINT_PROFILE)
-        self._copies_of_ends = f"{self.namespace.root}.ended."
+        self._standings = f"{self.namespace.root}.standing."
 
     def inputs(self) -> Sequence[Input]:
         """Everything on the events stream (decisions and session events alike) and every
@@ -271,8 +271,8 @@ class AuditorActor(Actor):
         appender = self._appender
         if appender is None:
             raise RuntimeError("auditor handled a message before start()")
-        if ctx.subject.startswith(self._copies_of_ends):
-            return  # the router's copy of a session's end, recorded from its timeline
+        if ctx.subject.startswith(self._standings):
+            return  # the router's copy of an opening or an end, recorded from its timeline
         source = FactSource(
             stream=ctx.stream,
             seq=ctx.stream_seq,

@@ -17,7 +17,10 @@ from actors.router._metrics import ENDING_EVENTS, SessionEnds
 from bus import MSG_ID, Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, derive_id, valid_token
 
-__all__ = ("Emitted", "RouterEffects")
+__all__ = ("STANDING_EVENTS", "Emitted", "RouterEffects")
+
+STANDING_EVENTS = ENDING_EVENTS | {"session_created"}
+"""The events that change how a session stands: its opening and its end."""
 
 
 class _Owned(Protocol):
@@ -79,8 +82,8 @@ class RouterEffects:
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
-                    if effect.event_type in ENDING_EVENTS:
-                        await self._keep_end(ctx, owner, effect)
+                    if effect.event_type in STANDING_EVENTS:
+                        await self._keep_standing(ctx, owner, effect)
                     self._ends.count(ctx, effect)
                 case Reminder():  # an orchestrated session's maxDurationMs
                     await ctx.publish(self._timers, effect.error)
@@ -95,16 +98,19 @@ class RouterEffects:
                         await ctx.publish(refused, effect)
                     await self._dead_letter(ctx, effect)
 
-    async def _keep_end(self, ctx: Context, owner: str, end: SessionEvent) -> None:
-        """Store a copy of the event that ended a session on `parley.ended.<owner>.<session>`,
-        which only the router writes: a person may read just the last message of a subject,
-        and a refusal or an approvals answer told on the timeline after the end would hide it
-        (`parley collab --follow` and `--stop`, tools/_stored_events.py). Its own message id,
-        derived from the event's, keeps JetStream from dropping it as the event's duplicate."""
+    async def _keep_standing(self, ctx: Context, owner: str, event: SessionEvent) -> None:
+        """Store a copy of the event that opened or ended a session on
+        `parley.standing.<owner>.<session>`, which only the router writes, so its last message
+        tells how the session stands: a person may read just the last message of a subject,
+        and what is told on the timeline after the end (a refusal, an approvals answer, a tool
+        step) would hide the end (`parley collab --follow` and `--stop`,
+        tools/_stored_events.py). The opening's copy tells an id opened again after a refused
+        opening or an expired session from the end before. Its own message id, derived from the
+        event's, keeps JetStream from dropping it as the event's duplicate."""
         await ctx.publish(
-            self.namespace.ended(owner, end.session_id),
-            end,
-            extra_headers={MSG_ID: derive_id(end.id, "ended")},
+            self.namespace.standing(owner, event.session_id),
+            event,
+            extra_headers={MSG_ID: derive_id(event.id, "standing")},
         )
 
     async def _dead_letter(self, ctx: Context, refusal: Error) -> None:

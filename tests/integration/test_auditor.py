@@ -156,12 +156,12 @@ async def test_collaboration_and_denied_call_are_scoped_to_their_profiles(
         auditor.close()
 
 
-async def test_the_routers_copy_of_a_sessions_end_is_recorded_once(
+async def test_the_routers_copy_of_how_a_session_stands_is_recorded_once(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
 ) -> None:
-    """The router stores each session's end twice, on its timeline and on
-    `parley.ended.<owner>.<session>` (the copy a person can always read): one fact, one
-    record, the copy known by its envelope id."""
+    """The router stores each session's opening and end twice, on its timeline and on
+    `parley.standing.<owner>.<session>` (the copy a person can always read): one fact, one
+    record."""
     js = nc.jetstream()
     auditor = start_auditor(nats_server.url, namespace, AuditorKeys(tmp_path), tmp_path)
     session, later = new_id(), new_id()
@@ -176,8 +176,8 @@ async def test_the_routers_copy_of_a_sessions_end_is_recorded_once(
         await auditor.wait_line(READY)
         end = session_event(session, "session_completed")
         await publish_fact(js, namespace, end)
-        copy = {MSG_ID: derive_id(end.id, "ended")}
-        await js.publish(namespace.ended("cli", session), encode(end), headers=copy)
+        copy = {MSG_ID: derive_id(end.id, "standing")}
+        await js.publish(namespace.standing("cli", session), encode(end), headers=copy)
         # Read in order after the copy: once it is recorded, the copy was handled.
         await publish_fact(js, namespace, session_event(later, "session_started"))
 

@@ -7,7 +7,8 @@ agent hosts and the commands, each with its own credentials):
 - Of a session that had ended, `--follow` prints how it ended and exits with its code, and
   `--stop` says at once that it had ended (exit 1, no Stop sent), each well within the
   waits they used to sit out (60 s of silence; `--timeout`), even when a refusal was told on
-  its timeline after the end (the router's copy of the end, `parley.ended.<person>.<id>`).
+  its timeline after the end (how it stands, the router's copy of its end,
+  `parley.standing.<person>.<id>`).
 - Following a running session from another terminal starts where it stands (the answer it
   waits for, due by when) and goes on live: the Stop ends it once, in both followers.
 """

@@ -27,6 +27,7 @@ from schemas import (
     HumanMessage,
     Namespace,
     Reply,
+    decode_envelope,
     encode,
     new_id,
     utc_now,
@@ -147,6 +148,22 @@ async def test_prompt_1_hiking_plan_alternates_until_final(
     assert speakers == ["gpt", "claude", "gpt", "claude", "gpt"]
     assert timeline.events[-1].event_type == "session_completed"
     assert timeline.events[-1].stop_reason == "final"
+    # How it stands, kept apart from its timeline: a copy of its opening, then of its end.
+    opening = next(e for e in timeline.events if e.event_type == "session_created")
+    standing = await _standing_copies(nc, namespace, timeline.events[-1].session_id)
+    assert [copy.id for copy in standing] == [opening.id, timeline.events[-1].id]
+
+
+async def _standing_copies(nc: NATS, ns: Namespace, session_id: str) -> list[AnyEnvelope]:
+    """The first two copies stored on the session's standing subject, in order."""
+    events = await nc.jetstream().pull_subscribe(
+        ns.standing("cli", session_id), stream=ns.stream("events")
+    )
+    copies: list[AnyEnvelope] = []
+    for _ in range(2):  # the opening, then the end: both stored before the end is told
+        (msg,) = await events.fetch(1, timeout=10)
+        copies.append(decode_envelope(msg.data))
+    return copies
 
 
 async def test_prompt_3_final_in_the_first_reply_ends_at_once(

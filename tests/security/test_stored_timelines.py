@@ -11,8 +11,9 @@ body names the subject (next by subject, by sequence) and the non-direct get. Th
 refuses every one. On her own granted subject, a body asking for cli's subject (next, last,
 by sequence) is answered 408 Bad Request by the server, with nothing of cli's.
 
-The copy of a session's end the router keeps (`parley.ended.<person>.<session>`) is read the
-same way: each person the copy of its own session's end, alice none of cli's, by any subject.
+How a session stands, the copies of its opening and its end the router keeps
+(`parley.standing.<person>.<session>`), is read the same way: each person its own, alice none
+of cli's, by any subject.
 """
 
 from __future__ import annotations
@@ -78,9 +79,9 @@ async def test_a_person_reads_the_last_event_of_its_own_timelines_only(
         }
         for (owner, session_id), event in stored.items():
             await router.jetstream().publish(ns.events(owner, session_id), encode(event))
-            copy = {MSG_ID: new_id()}  # the router's copy of the end, as it keeps it
+            copy = {MSG_ID: new_id()}  # the router's copy of the end: how it stands
             await router.jetstream().publish(
-                ns.ended(owner, session_id), encode(event), headers=copy
+                ns.standing(owner, session_id), encode(event), headers=copy
             )
         # Each person reads the last event of a timeline of its own.
         cli_js, alice_js = locked.js(cli, "cli"), locked.js(alice, ALICE)
@@ -96,8 +97,8 @@ async def test_a_person_reads_the_last_event_of_its_own_timelines_only(
             js.get_last_msg(events, ns.events("cli", theirs), direct=True),
             js.get_last_msg(events, f"{ns.root}.events.*.{theirs}", direct=True),
             js.get_last_msg(events, f"{ns.root}.events.>", direct=True),
-            js.get_last_msg(events, ns.ended("cli", theirs), direct=True),
-            js.get_last_msg(events, f"{ns.root}.ended.*.{theirs}", direct=True),
+            js.get_last_msg(events, ns.standing("cli", theirs), direct=True),
+            js.get_last_msg(events, f"{ns.root}.standing.*.{theirs}", direct=True),
             js.get_msg(events, subject=ns.events("cli", theirs), seq=1, next=True, direct=True),
             js.get_msg(events, seq=1, direct=True),
             js.get_msg(events, seq=1),  # the non-direct form
@@ -115,9 +116,9 @@ async def test_a_person_reads_the_last_event_of_its_own_timelines_only(
             {"seq": 1},
             {"seq": 1, "batch": 10, "next_by_subj": f"{ns.root}.events.>"},
         ]
-        bodies.append({"last_by_subj": ns.ended("cli", theirs)})
-        own_ends = f"{IMPORTED_JS_API}.DIRECT.GET.{events}.{ns.ended(ALICE, hers)}"
-        for subject in (own, own_ends):
+        bodies.append({"last_by_subj": ns.standing("cli", theirs)})
+        own_standing = f"{IMPORTED_JS_API}.DIRECT.GET.{events}.{ns.standing(ALICE, hers)}"
+        for subject in (own, own_standing):
             for body in bodies:
                 answer = await alice.request(subject, json.dumps(body).encode(), timeout=5)
                 assert (answer.headers or {}).get("Status") == "408", (body, answer.headers)

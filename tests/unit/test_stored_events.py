@@ -51,17 +51,21 @@ def test_the_stored_event_comes_in_its_place_unless_it_came_live_too() -> None:
     assert joined(stored, []) == [stored]
 
 
-def test_a_session_ended_when_its_timeline_or_the_copy_of_its_end_says_so() -> None:
-    turn, end = _event("e1", second=1), _event("e2", "session_completed", second=2)
-    # The end hidden by what was told after it (the timeline's last message no event): the
-    # copy tells it; and the timeline alone, from a broker that keeps no copy.
+def test_how_a_session_stands_decides_whether_it_ended_and_else_its_timeline() -> None:
+    opened, turn = _event("e0", "session_created"), _event("e1", second=1)
+    end = _event("e2", "session_completed", second=2)
+    told_after = _event("e3", "tool_completed", second=3)  # the gate's, after a Stop
+    # Its standing is its end: ended, whatever the timeline's last message is (an event told
+    # after the end, or a refusal or an answer, which reads as no event).
+    assert ended_by(told_after, end) == end
     assert ended_by(None, end) == end
-    assert ended_by(turn, end) == end
+    # Its standing is an opening: it runs, even on an id whose earlier session ended.
+    assert ended_by(turn, opened) is None
+    assert ended_by(end, _event("e4", "session_created", second=4)) is None
+    # No standing stored (opened before the router kept it, or unreadable): the timeline.
     assert ended_by(end, None) == end
-    # Running: no end anywhere, or a session opened again under its id since the copy.
     assert ended_by(turn, None) is None
     assert ended_by(None, None) is None
-    assert ended_by(_event("e3", second=3), end) is None
 
 
 async def test_a_live_copy_of_the_event_shown_from_the_store_is_dropped(

@@ -117,8 +117,8 @@ class Grants:
         last event; the bare `DIRECT.GET.<stream>`, whose body names the subject, stays out."""
         events = self.ns.stream("events")
         self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.timelines(self.actor)}")
-        # And the copy of each of its sessions' ends, which nothing told after it can hide.
-        self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.ends(self.actor)}")
+        # And how each of its sessions stands, which nothing told after its end can hide.
+        self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.standings(self.actor)}")
 
     def pending_approvals_of_everyone(self) -> None:
         """The router reads a session owner's list of held tool requests, to move the

@@ -200,8 +200,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     g.pub(ns.dead(me))  # its own letters, bounded on this one subject (docs/quotas.md)
     if role in TRUSTED_ROLES:  # to count the letters its own push out (bus/_deadletter.py)
         g.pub(f"{JS_API}.STREAM.INFO.{ns.stream('dead')}")
-        # and to file a delivery under the sender the gate named in it, bounded per sender
-        g.pub(f"{ns.root}.dead.*.{me}")
+    if role in ("gate", "router", TOOLS, LLM):  # `Actor.files_by_sender`: deliveries from many
+        g.pub(f"{ns.root}.dead.*.{me}")  # a delivery's letter under its sender, bounded there
     g.write_keys("registry", f"heartbeat.{me}")
     if role not in ("agent", "cli"):  # an agent's marks are in its own bucket; a person has none
         g.handling_marks()
@@ -243,7 +243,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("early_stops")
         g.write_keys("early_stops", ">")
         g.pub(ns.wildcard("events"))
-        g.pub(ns.wildcard("ended"))  # a copy of each session's end, readable by its owner
+        g.pub(ns.wildcard("standing"))  # how each session stands, readable by its owner
         g.pub(ns.timers(me))  # reminders about its calls, to itself only
         g.bind("timers")
         g.read_bucket("registry")
