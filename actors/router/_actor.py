@@ -268,7 +268,9 @@ class RouterActor(Actor):
                 continue
             assert step.session is not None  # noqa: S101 - a changed step always has a state
             try:
-                await self.store.update(step.session, stored.revision, trace_id=ctx.trace_id)
+                await self.store.update(
+                    step.session, stored.revision, trace_id=ctx.trace_id, outbox=ctx.outbox
+                )
             except Conflict:
                 fresh = True
                 continue

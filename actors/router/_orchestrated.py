@@ -149,7 +149,9 @@ class OrchestratedSessions:
                 continue
             assert step.session is not None  # noqa: S101 - a changed step always has a state
             try:
-                await self._store.update(step.session, stored.revision, trace_id=ctx.trace_id)
+                await self._store.update(
+                    step.session, stored.revision, trace_id=ctx.trace_id, outbox=ctx.outbox
+                )
             except Conflict:
                 fresh = True
                 continue

@@ -27,12 +27,14 @@ import msgspec
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from bus import Outbox
 from schemas import encode
 
 __all__ = ("Conflict", "SessionStore", "Stored")
 
 _CACHE_SIZE: Final = 4096
 _EXPECTED_LAST_SUBJECT_SEQ: Final = "Nats-Expected-Last-Subject-Sequence"
+_MSG_TTL: Final = "Nats-TTL"
 _ROLLUP: Final = {"Nats-Rollup": "sub"}
 """Replaces every older revision of the key: an ended session's TTL then removes it whole."""
 _WRONG_LAST_SEQUENCE: Final = (10071, 10164)
@@ -47,6 +49,13 @@ class _Stored(Protocol):
 
 
 S = TypeVar("S", bound=_Stored)
+
+
+def _retrieved(future: asyncio.Future[str | None]) -> None:
+    """Take a read's outcome even when nobody awaits it (its session's write failed), so
+    asyncio does not report its failure as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 class Conflict(Exception):
@@ -99,39 +108,60 @@ class SessionStore(Generic[S]):
             raise Conflict(session.session_id) from None
         self._remember(Stored(session, int(revision), False))
 
-    async def update(self, session: S, revision: int, *, trace_id: str = "") -> None:
+    async def update(
+        self, session: S, revision: int, *, trace_id: str = "", outbox: Outbox | None = None
+    ) -> None:
         """Replace the session read at `revision`; `Conflict` if it changed since.
 
         An ended session is written to expire (module docstring), and so is the link from
         `trace_id` when it names this session: an input of another trace (a person's Stop)
-        never touches a link it does not own.
+        never touches a link it does not own. Which session the link names is read while the
+        session is written, not after: the write does not change it. Given the input's
+        `outbox`, the link's write goes out with the effects that follow and is stored before
+        the input is acked, as they are, instead of before them: a session's end waits two
+        round trips less before its effects go out.
         """
         key, value = self._key(session.session_id), encode(session)
+        linked: asyncio.Future[str | None] | None = None
+        if not session.open and trace_id and trace_id.isascii():
+            linked = asyncio.ensure_future(self.session_of_trace(trace_id))
+            linked.add_done_callback(_retrieved)
         try:
             if session.open:
                 new = await self._kv.update(key, value, last=revision)
             else:
                 new = await self._expiring(key, value, revision)
-        except KeyWrongLastSequenceError:
-            self._cache.pop(session.session_id, None)
-            raise Conflict(session.session_id) from None
+        except BaseException as exc:
+            if linked is not None:
+                linked.cancel()  # the session was not written: its link stays as it is
+            if isinstance(exc, KeyWrongLastSequenceError):
+                self._cache.pop(session.session_id, None)
+                raise Conflict(session.session_id) from None
+            raise
         self._remember(Stored(session, int(new), False))
-        if not session.open and trace_id and trace_id.isascii():
-            if await self.session_of_trace(trace_id) == session.session_id:
-                await self._expiring(f"trace.{trace_id}", session.session_id.encode(), None)
+        if linked is not None and await linked == session.session_id:
+            link, owner = f"trace.{trace_id}", session.session_id.encode()
+            if outbox is None:
+                await self._expiring(link, owner, None)
+            else:
+                await outbox.publish(f"{self._kv._pre}{link}", owner, self._expiring_headers(None))
+
+    def _expiring_headers(self, revision: int | None) -> dict[str, str]:
+        headers = dict(_ROLLUP)
+        if revision is not None:
+            headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(revision)
+        if self._ended_ttl_s is not None:
+            headers[_MSG_TTL] = str(int(self._ended_ttl_s))  # whole seconds, as nats-py's
+        return headers
 
     async def _expiring(self, key: str, value: bytes, revision: int | None) -> int:
         """Write `key` with the ended sessions' TTL, rolling up its older revisions; with
         compare-and-set on `revision` unless None. nats-py's KV offers no rollup, so this is
         its own publish on the key's subject (the bucket's `_pre`, which honours a JetStream
         domain or API prefix as the bucket's other writes do)."""
-        headers = dict(_ROLLUP)
-        if revision is not None:
-            headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(revision)
+        headers = self._expiring_headers(revision)
         try:
-            ack = await self._kv._js.publish(
-                f"{self._kv._pre}{key}", value, headers=headers, msg_ttl=self._ended_ttl_s
-            )
+            ack = await self._kv._js.publish(f"{self._kv._pre}{key}", value, headers=headers)
         except APIError as exc:
             if exc.err_code in _WRONG_LAST_SEQUENCE:
                 raise KeyWrongLastSequenceError(description=exc.description) from None
