@@ -45,7 +45,8 @@ from actors.router._approval_wait import HeldApprovals
 from actors.router._early_stops import EarlyStops, kept_if_early
 from actors.router._effects import Emitted, RouterEffects
 from actors.router._locks import SessionLocks
-from actors.router._opening import open_session, refuse_duplicate, session_id_for
+from actors.router._opener import open_or_replay
+from actors.router._opening import session_id_for
 from actors.router._orchestrated import OrchestratedSessions
 from actors.router._session import Limits, Session, Step
 from actors.router._store import Conflict, SessionStore
@@ -203,29 +204,7 @@ class RouterActor(Actor):
         return envelope.session_id
 
     async def _open(self, msg: HumanMessage, session_id: str, ctx: Context) -> Step:
-        now = utc_now()
-        for _ in range(_CAS_ATTEMPTS):
-            stored = (
-                await self.store.load(session_id, fresh=True) if valid_token(session_id) else None
-            )
-            if stored is not None:
-                replay = stored.session.effects_of(msg.id)
-                if replay is not None:
-                    # The first attempt may have stored the session but not its trace's link
-                    # (the two are written together, below): linked again before replaying.
-                    await self.store.link_trace(ctx.trace_id, session_id)
-                    return Step(session=stored.session, effects=replay, note="replayed")
-                if stored.session.origin_id == msg.id:
-                    return Step(session=stored.session, note="opening message seen long ago")
-                return refuse_duplicate(msg, session_id=session_id, sender=ctx.sender, now=now)
-            step = open_session(
-                msg, session_id=session_id, sender=ctx.sender, now=now, limits=self.limits
-            )
-            if step.session is None:
-                return step
-            if await self.store.create_linked(step.session, ctx.trace_id):
-                return step
-        raise RuntimeError(f"session {session_id} kept changing while being opened")
+        return await open_or_replay(self.store, msg, session_id, ctx, self.limits)
 
     async def _advance(
         self, envelope: AgentResponse | Error | Control, session_id: str, ctx: Context

@@ -172,12 +172,24 @@ class SessionStore(Generic[S]):
         """Record that `trace_id` belongs to `session_id` (idempotent)."""
         await self._kv.put(f"trace.{trace_id}", session_id.encode())
 
-    async def create_linked(self, session: S, trace_id: str) -> bool:
+    async def create_linked(self, session: S, trace_id: str, outbox: Outbox | None = None) -> bool:
         """Create `session` and link `trace_id` to it (an error in the trace finds its session
-        through the link) in one round trip, not two in a row; False if the session id was
-        taken meanwhile. Whichever write fails, the input is retried, and a retry that finds
-        the session stored links the trace again before replaying its effects.
+        through the link); False if the session id was taken.
+
+        Given the input's `outbox`, the link is written only once the session is created, and
+        goes out with the effects that follow (actors/router/_opener.py); without it, both in
+        one round trip, not two in a row. Whichever write fails, the input is retried, and a
+        retry that finds the session stored links the trace again before replaying its
+        effects.
         """
+        if outbox is not None:
+            try:
+                await self.create(session)
+            except Conflict:
+                return False
+            link = f"{self._kv._pre}trace.{trace_id}"
+            await outbox.publish(link, session.session_id.encode(), {})
+            return True
         linked, created = await asyncio.gather(
             self.link_trace(trace_id, session.session_id),
             self.create(session),

@@ -399,6 +399,42 @@ async def test_a_replayed_opening_links_its_trace_again(
     assert relinked is not None and relinked.value == (msg.session_id or "").encode()
 
 
+async def test_a_first_delivery_opens_its_session_unread_and_links_its_trace(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """An opening is created create-only at once (actors/router/_opener.py): reading the
+    session first cost every opening a round trip before its create. Its trace's link, now
+    written with the opening's effects, is stored all the same."""
+    sessions = namespace.bucket("sessions")
+    seen: list[str] = []
+
+    async def spy(msg: Msg) -> None:
+        seen.append(msg.subject)
+
+    spy_nc = await nats.connect(nats_server.url)
+    try:
+        await spy_nc.subscribe(f"$JS.API.STREAM.MSG.GET.KV_{sessions}", cb=spy)
+        await spy_nc.subscribe(f"$JS.API.DIRECT.GET.KV_{sessions}.>", cb=spy)
+        await spy_nc.subscribe(f"$KV.{sessions}.>", cb=spy)
+        await spy_nc.flush()
+        async with router_running(nc, nats_server, namespace, alternating(final_at=1)) as (
+            wire,
+            _,
+            _,
+        ):
+            msg = collaborate(PROMPT_3)
+            timeline = await run_session(nc, namespace, wire, msg)
+        await spy_nc.flush()
+    finally:
+        await spy_nc.close()
+    assert msg.session_id is not None
+    created = seen.index(f"$KV.{sessions}.session.{msg.session_id}")
+    assert seen[:created] == [], f"the opening read before creating: {seen[:created]}"
+    assert timeline.events[-1].event_type == "session_completed"
+    link = await (await nc.jetstream().key_value(sessions)).get(f"trace.{msg.id}")
+    assert link.value == msg.session_id.encode()
+
+
 async def test_a_reminders_first_look_reads_neither_the_session_nor_held_approvals(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
