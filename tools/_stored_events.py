@@ -110,10 +110,14 @@ def ended_by(last: SessionEvent | None, standing: SessionEvent | None) -> Sessio
     whose standing is `standing` (each None when none is stored), or None while it runs.
 
     Its standing decides when stored: an end, or an opening since (an id opened again after
-    a refused opening, or after its ended session expired). Without it (a session opened
-    before the router kept it, a broker that does not grant reading it), the timeline does.
+    a refused opening, or after its ended session expired), unless the timeline's last event
+    is newer than that opening (ended by a router that kept no standing, during an upgrade).
+    Without it (a session opened before the router kept it, a broker that does not grant
+    reading it), the timeline does.
     """
-    if standing is not None:
+    if standing is not None and (
+        standing.event_type in ENDS or last is None or last.created_at < standing.created_at
+    ):
         return standing if standing.event_type in ENDS else None
     return last if last is not None and last.event_type in ENDS else None
 

@@ -17,15 +17,15 @@ from actors.router._metrics import ENDING_EVENTS, SessionEnds
 from bus import MSG_ID, Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, derive_id, valid_token
 
-__all__ = ("STANDING_EVENTS", "Emitted", "RouterEffects")
-
-STANDING_EVENTS = ENDING_EVENTS | {"session_created"}
-"""The events that change how a session stands: its opening and its end."""
+__all__ = ("Emitted", "RouterEffects")
 
 
 class _Owned(Protocol):
     @property
     def opener(self) -> str: ...
+
+    @property
+    def open(self) -> bool: ...
 
 
 class Emitted(Protocol):
@@ -39,6 +39,15 @@ class Emitted(Protocol):
 
     @property
     def note(self) -> str: ...
+
+
+def _changes_standing(event: SessionEvent, session: _Owned | None) -> bool:
+    """Whether `event` is how its session now stands: its end, or its opening while it is
+    still open (a replay of the opening after the end, past JetStream's duplicate window,
+    must not stand it opened again)."""
+    if event.event_type in ENDING_EVENTS:
+        return True
+    return event.event_type == "session_created" and (session is None or session.open)
 
 
 class RouterEffects:
@@ -82,7 +91,7 @@ class RouterEffects:
                     await ctx.publish(self._timers, effect)  # the reminder to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
-                    if effect.event_type in STANDING_EVENTS:
+                    if _changes_standing(effect, session):
                         await self._keep_standing(ctx, owner, effect)
                     self._ends.count(ctx, effect)
                 case Reminder():  # an orchestrated session's maxDurationMs

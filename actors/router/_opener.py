@@ -5,13 +5,13 @@ A first delivery of an opening is nearly always a new session, so it is created 
 create-only, without reading first: an id already in use fails the create and is then read
 (the same message opened it: its effects are replayed; another did: refused as a duplicate).
 Reading first cost every opening a round trip in a row before its create. A redelivery reads
-first, since the first attempt may have stored the session already.
+first, since the first attempt may have stored the session already, and so does a message
+that cannot open a session: refused, it must not end the session already using its id.
 
-The trace's link (an error in the trace finds its session through it) is written only once
-the session is created, so a message refused as a duplicate never links its trace to a session
-it does not own; it goes out with the opening's effects, through the input's outbox, and is
-stored before the input is acked as they are. An error can reach the router in that trace only
-after the gate decided the call those effects publish, long after.
+The trace's link (an error in the trace finds its session through it) is created in the same
+round as the session, create-only too (`SessionStore.create_linked`), so a duplicate never
+points a trace already linked elsewhere at a session it does not own, and both are stored
+before any effect goes out.
 """
 
 from __future__ import annotations
@@ -44,16 +44,21 @@ async def open_or_replay(
                 replay = stored.session.effects_of(msg.id)
                 if replay is not None:
                     # The first attempt may have stored the session but not its trace's
-                    # link (written after it): linked again before replaying.
-                    await store.link_trace(ctx.trace_id, session_id)
+                    # link: linked again before replaying, while it is open (an ended
+                    # session's link was written to expire with it: left so).
+                    if stored.session.open:
+                        await store.link_trace(ctx.trace_id, session_id)
                     return Step(session=stored.session, effects=replay, note="replayed")
                 if stored.session.origin_id == msg.id:
                     return Step(session=stored.session, note="opening message seen long ago")
                 return refuse_duplicate(msg, session_id=session_id, sender=ctx.sender, now=now)
         step = open_session(msg, session_id=session_id, sender=ctx.sender, now=now, limits=limits)
         if step.session is None:
-            return step
-        if await store.create_linked(step.session, ctx.trace_id, ctx.outbox):
+            if read_first or not valid_token(session_id):
+                return step
+            read_first = True  # refused: unless its id is in use, then as a duplicate
+            continue
+        if await store.create_linked(step.session, ctx.trace_id):
             return step
         read_first = True  # the id is in use: by this message's earlier attempt, or another's
     raise RuntimeError(f"session {session_id} kept changing while being opened")

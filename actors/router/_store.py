@@ -20,6 +20,7 @@ expires, and a session written again (an input recorded after its end) gets a fr
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from typing import Final, Generic, Protocol, TypeVar
 
@@ -31,6 +32,8 @@ from bus import Outbox
 from schemas import encode
 
 __all__ = ("Conflict", "SessionStore", "Stored")
+
+log = logging.getLogger("parley.actors.router")
 
 _CACHE_SIZE: Final = 4096
 _EXPECTED_LAST_SUBJECT_SEQ: Final = "Nats-Expected-Last-Subject-Sequence"
@@ -172,35 +175,35 @@ class SessionStore(Generic[S]):
         """Record that `trace_id` belongs to `session_id` (idempotent)."""
         await self._kv.put(f"trace.{trace_id}", session_id.encode())
 
-    async def create_linked(self, session: S, trace_id: str, outbox: Outbox | None = None) -> bool:
+    async def create_linked(self, session: S, trace_id: str) -> bool:
         """Create `session` and link `trace_id` to it (an error in the trace finds its session
-        through the link); False if the session id was taken.
+        through the link) in one round trip, not two in a row; False if the session id was
+        taken.
 
-        Given the input's `outbox`, the link is written only once the session is created, and
-        goes out with the effects that follow (actors/router/_opener.py); without it, both in
-        one round trip, not two in a row. Whichever write fails, the input is retried, and a
-        retry that finds the session stored links the trace again before replaying its
-        effects.
+        The link is created create-only: a trace already linked keeps its session (this
+        input's earlier attempt linked it the same; another session's link is never pointed
+        at this one, which a duplicate opening would otherwise do). Whichever write fails,
+        the input is retried, and a retry that finds the session stored links the trace again
+        before replaying its effects.
         """
-        if outbox is not None:
-            try:
-                await self.create(session)
-            except Conflict:
-                return False
-            link = f"{self._kv._pre}trace.{trace_id}"
-            await outbox.publish(link, session.session_id.encode(), {})
-            return True
         linked, created = await asyncio.gather(
-            self.link_trace(trace_id, session.session_id),
+            self._kv.create(f"trace.{trace_id}", session.session_id.encode()),
             self.create(session),
             return_exceptions=True,
         )
-        if isinstance(linked, BaseException):
-            raise linked
         if isinstance(created, Conflict):
             return False
         if isinstance(created, BaseException):
             raise created
+        if isinstance(linked, KeyWrongLastSequenceError):
+            linked_to = await self.session_of_trace(trace_id)
+            if linked_to != session.session_id:
+                log.warning(
+                    "a session opened in a trace linked to another session keeps that link",
+                    extra={"session_id": session.session_id, "linked_to": linked_to},
+                )
+        elif isinstance(linked, BaseException):
+            raise linked
         return True
 
     async def session_of_trace(self, trace_id: str) -> str | None:

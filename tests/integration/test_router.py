@@ -154,13 +154,15 @@ async def test_prompt_1_hiking_plan_alternates_until_final(
     assert [copy.id for copy in standing] == [opening.id, timeline.events[-1].id]
 
 
-async def _standing_copies(nc: NATS, ns: Namespace, session_id: str) -> list[AnyEnvelope]:
-    """The first two copies stored on the session's standing subject, in order."""
+async def _standing_copies(
+    nc: NATS, ns: Namespace, session_id: str, count: int = 2
+) -> list[AnyEnvelope]:
+    """The first `count` copies stored on the session's standing subject, in order."""
     events = await nc.jetstream().pull_subscribe(
         ns.standing("cli", session_id), stream=ns.stream("events")
     )
     copies: list[AnyEnvelope] = []
-    for _ in range(2):  # the opening, then the end: both stored before the end is told
+    for _ in range(count):  # the opening, then the end: stored before the end is told
         (msg,) = await events.fetch(1, timeout=10)
         copies.append(decode_envelope(msg.data))
     return copies
@@ -312,6 +314,33 @@ async def test_an_agent_error_is_retried_then_fails_the_session(
     assert end.payload["code"] == "AGENT_UNAVAILABLE"
 
 
+async def test_an_unusable_opening_naming_a_running_session_leaves_it_running(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """A message that cannot open a session, naming a session already running, is refused as
+    a duplicate: not with the `session_failed` an unusable opening gets, which would stand the
+    running session ended (actors/router/_opener.py reads an id in use before refusing)."""
+    js = nc.jetstream()
+    never = lambda call: None  # noqa: E731 - an agent still thinking
+    async with router_running(nc, nats_server, namespace, never) as (wire, _calls, _):
+        running = collaborate(PROMPT_1)
+        assert running.session_id is not None
+        timeline = Timeline(js, namespace, running.session_id)
+        await timeline.open()
+        await wire.start(running)
+        while not any(e.event_type == "session_started" for e in timeline.events):
+            await timeline.next()
+        unusable = structs.replace(collaborate(PROMPT_1), session_id=running.session_id)
+        unusable = structs.replace(unusable, first_speaker="llama")
+        await wire.start(unusable)
+        refusal = await timeline.refusal()
+        await timeline.close()
+    assert "already in use" in refusal.message, refusal
+    assert not [e for e in timeline.events if e.event_type == "session_failed"], timeline.events
+    standing = await _standing_copies(nc, namespace, running.session_id, count=1)
+    assert [copy.id for copy in standing] == [timeline.events[0].id]  # its opening, still
+
+
 async def test_unusable_requests_are_refused_on_the_timeline_and_dead_lettered(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
@@ -403,8 +432,8 @@ async def test_a_first_delivery_opens_its_session_unread_and_links_its_trace(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
     """An opening is created create-only at once (actors/router/_opener.py): reading the
-    session first cost every opening a round trip before its create. Its trace's link, now
-    written with the opening's effects, is stored all the same."""
+    session first cost every opening a round trip before its create. Its trace's link, created
+    in the same round, is stored all the same."""
     sessions = namespace.bucket("sessions")
     seen: list[str] = []
 
@@ -429,7 +458,8 @@ async def test_a_first_delivery_opens_its_session_unread_and_links_its_trace(
         await spy_nc.close()
     assert msg.session_id is not None
     created = seen.index(f"$KV.{sessions}.session.{msg.session_id}")
-    assert seen[:created] == [], f"the opening read before creating: {seen[:created]}"
+    read = [subject for subject in seen[:created] if not subject.startswith("$KV.")]
+    assert read == [], f"the opening read before creating: {read}"
     assert timeline.events[-1].event_type == "session_completed"
     link = await (await nc.jetstream().key_value(sessions)).get(f"trace.{msg.id}")
     assert link.value == msg.session_id.encode()

@@ -62,6 +62,8 @@ def test_how_a_session_stands_decides_whether_it_ended_and_else_its_timeline() -
     # Its standing is an opening: it runs, even on an id whose earlier session ended.
     assert ended_by(turn, opened) is None
     assert ended_by(end, _event("e4", "session_created", second=4)) is None
+    # Opened by a router that kept its standing, ended by one that did not (an upgrade).
+    assert ended_by(end, opened) == end
     # No standing stored (opened before the router kept it, or unreadable): the timeline.
     assert ended_by(end, None) == end
     assert ended_by(turn, None) is None
