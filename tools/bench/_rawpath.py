@@ -16,11 +16,12 @@ stall would flatter Parley. Each role runs in a process of its own (`run_role`);
 The guarded variant (`path="guarded"`) does, with raw nats-py and nothing else, the storage steps
 Parley's guarantees take in sequence, in Parley's order (docs/benchmarks.md, "Where a `say`'s
 time goes"): at each gate hop the envelope id is looked up, claimed create-only, then its
-position, delivery and decision are stored together; the router reads the session, stores it
-with its trace's link, then its events, the call and the reminder together, and at the answer
-compare-and-sets the session before the closing event. Twelve stores and four reads in a row,
-against the plain path's seven stores: the floor any client pays for those guarantees, so
-Parley's p50 over it is what Parley itself adds.
+position, delivery and decision are stored together; the router creates the session and its
+trace's link create-only, unread, then stores its events, how it stands, the call and the
+reminder together, and at the answer compare-and-sets the session before the closing event and
+how it stands. Twelve stores and three reads in a row, against the plain path's seven stores:
+the floor any client pays for those guarantees, so Parley's p50 over it is what Parley itself
+adds.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ _CREATE_ONLY = {"Nats-Expected-Last-Subject-Sequence": "0"}
 
 
 async def _absent(js: JetStreamContext, bucket: str, key: str) -> None:
-    """Read a key that is not there, as Parley's look-ups of fresh ids and sessions do."""
+    """Read a key that is not there, as the gate's look-up of a fresh id does."""
     try:
         await js.get_last_msg(f"KV_{bucket}", f"$KV.{bucket}.{key}")
     except NotFoundError:
@@ -95,20 +96,23 @@ async def _guarded_router(js: JetStreamContext, ns: Namespace, msg: Msg) -> None
     session, sessions = headers[SESSION], ns.bucket("sessions")
     record = f"$KV.{sessions}.session.{session}"
     if headers.get(STEP) == "ask":
-        await _absent(js, sessions, f"session.{session}")
         await asyncio.gather(
             js.publish(record, b"opened", headers=_CREATE_ONLY),
-            js.publish(f"$KV.{sessions}.trace.{session}", b"link"),
+            js.publish(f"$KV.{sessions}.trace.{session}", b"link", headers=_CREATE_ONLY),
         )
         headers.update({TARGET: AGENT, STEP: "call"})
         await asyncio.gather(
             js.publish(ns.events("cli", session), b"session_started"),  # no SESSION: not the end
+            js.publish(ns.standing("cli", session), b"session_created"),
             js.publish(ns.submit("router"), msg.data, headers=headers),
             js.publish(ns.timers("router"), b"reminder"),
         )
     else:
         await js.publish(record, b"answered")
-        await js.publish(ns.events("cli", session), msg.data, headers=headers)
+        await asyncio.gather(
+            js.publish(ns.events("cli", session), msg.data, headers=headers),
+            js.publish(ns.standing("cli", session), b"session_completed"),
+        )
 
 
 Handler = Callable[[JetStreamContext, Namespace, Msg], Awaitable[None]]
