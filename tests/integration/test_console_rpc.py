@@ -193,11 +193,15 @@ async def test_a_single_call_runs_to_its_answer_with_live_notifications(
         await socket.send(
             json.dumps(_call("StartTask", {"sessionId": session_id, "prompt": prompt}, 2))
         )
-        started = json.loads(await socket.recv())
-        assert started["result"]["state"] == "submitted"
+        # The session's first events may come before the reply: the console tells them as they
+        # are folded in, which can be while the submission's store is still being answered.
+        early = []
+        while "id" not in (started := json.loads(await socket.recv())):
+            early.append(started)
+        assert started["id"] == 2 and started["result"]["state"] == "submitted", started
         kinds = []
         while True:
-            frame = json.loads(await socket.recv())
+            frame = early.pop(0) if early else json.loads(await socket.recv())
             assert frame["method"] == "SessionEvent"
             assert frame["params"]["sessionId"] == session_id
             kinds.append(frame["params"]["eventType"])
