@@ -143,6 +143,8 @@ class OrchestratedSessions:
                 reporter=reporter,
             )
             if not step.changed:
+                if step.effects and not stored.session.open:  # a replayed input of an end
+                    await self._store.expire_link(ctx.trace_id, session_id, ctx.outbox)
                 if step.effects or stored.fresh:
                     return step
                 fresh = True  # a cached state may be behind another replica's

@@ -149,6 +149,15 @@ class SessionStore(Generic[S]):
             else:
                 await outbox.publish(f"{self._kv._pre}{link}", owner, self._expiring_headers(None))
 
+    async def expire_link(self, trace_id: str, session_id: str, outbox: Outbox) -> None:
+        """Write `trace_id`'s link to expire with its ended session, if it names that session:
+        for a replayed input of an ended session, whose first attempt may have stored the
+        session's end and lost the link's rewrite (it goes out with the effects), which would
+        then never expire."""
+        if trace_id and trace_id.isascii() and await self.session_of_trace(trace_id) == session_id:
+            link = f"{self._kv._pre}trace.{trace_id}"
+            await outbox.publish(link, session_id.encode(), self._expiring_headers(None))
+
     def _expiring_headers(self, revision: int | None) -> dict[str, str]:
         headers = dict(_ROLLUP)
         if revision is not None:

@@ -257,6 +257,43 @@ async def test_e_stop_cancels_with_the_notice_and_a_late_answer_changes_nothing(
         router.close()
 
 
+async def test_a_replayed_end_writes_its_trace_link_to_expire_again(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """The link's rewrite to expire goes out with an end's effects: a first attempt killed
+    after storing the session's end may have lost it, and the redelivered input is a replay.
+    The replay writes it again (here the lost rewrite is a link put back without expiry),
+    or the link would outlive its session for ever."""
+    js = nc.jetstream()
+    wire = RouterWire(js, namespace)
+    await wire.open()
+    router = start_actor("router", "router", parley_env(nats_server.url, namespace.root))
+    try:
+        await router.wait_line(READY)
+        msg = collaborate(PROMPT_3)
+        assert msg.session_id is not None
+        timeline = Timeline(js, namespace, msg.session_id)
+        await timeline.open()
+        await wire.start(msg)
+        trace, call = await wire.submitted()
+        assert isinstance(call, AgentCall)
+        final = AgentTurn(reply=Reply(message="done", final=True))
+        await wire.answer(call, trace, final)
+        assert (await timeline.until_end()).event_type == "session_completed"
+        await timeline.close()
+        sessions = await js.key_value(namespace.bucket("sessions"))
+        link = f"trace.{trace.trace_id}"
+        await sessions.put(link, msg.session_id.encode())  # the rewrite lost: no expiry
+        rewritten: asyncio.Queue[Msg] = asyncio.Queue()
+        await nc.subscribe(f"$KV.{namespace.bucket('sessions')}.{link}", cb=rewritten.put)
+        # The same answer delivered again, under a message id of its own (a redelivery).
+        await wire.answer(call, trace, final, msg_id=new_id())
+        write = await asyncio.wait_for(rewritten.get(), 20)
+        assert (write.headers or {}).get("Nats-TTL"), write.headers
+    finally:
+        router.close()
+
+
 async def test_prompt_4_back_to_back_sessions_never_see_each_other(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:

@@ -20,7 +20,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from actors.router._session import Session
-from bus import SENDER, TraceHeaders, parse_trace_headers
+from bus import MSG_ID, SENDER, TraceHeaders, parse_trace_headers
 from schemas import (
     ActorHeartbeat,
     AgentCall,
@@ -130,8 +130,14 @@ class RouterWire:
             )
             await registry.put(heartbeat_key(agent), encode(heartbeat))
 
-    async def deliver(self, envelope: AnyEnvelope, sender: str, trace: TraceHeaders) -> None:
+    async def deliver(
+        self, envelope: AnyEnvelope, sender: str, trace: TraceHeaders, msg_id: str = ""
+    ) -> None:
+        """Deliver as the gate does; `msg_id`: a message id of its own (a redelivery that
+        JetStream must not drop as a duplicate), else the envelope's."""
         headers = trace.to_headers(envelope.id)
+        if msg_id:
+            headers[MSG_ID] = msg_id
         headers[SENDER] = sender
         await self.js.publish(self.ns.deliver(self.router), encode(envelope), headers=headers)
 
@@ -149,8 +155,11 @@ class RouterWire:
         envelope = decode_envelope(msg.data)
         return parse_trace_headers(msg.headers, envelope.id), envelope
 
-    async def answer(self, call: AgentCall, trace: TraceHeaders, turn: AgentTurn) -> None:
-        """Answer `call` as its agent would: one answer per call, whatever the redeliveries."""
+    async def answer(
+        self, call: AgentCall, trace: TraceHeaders, turn: AgentTurn, msg_id: str = ""
+    ) -> None:
+        """Answer `call` as its agent would: one answer per call, whatever the redeliveries
+        (`msg_id`: as `deliver`'s)."""
         back = trace.child(call.id, -1)
         if turn.error is not None:
             error = Error(
@@ -176,7 +185,7 @@ class RouterWire:
             reply=reply,
             malformed=turn.raw is not None,
         )
-        await self.deliver(response, call.target, back)
+        await self.deliver(response, call.target, back, msg_id)
 
 
 async def relay_turns(
