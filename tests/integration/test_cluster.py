@@ -125,7 +125,8 @@ async def test_a_collaboration_survives_losing_the_meta_and_submit_leaders(
         assert last.event_type in END_EVENTS
         assert (last.event_type, last.stop_reason) == ("session_completed", "cap_reached"), events
         rounds = [event.round for event in events if event.event_type == "step_completed"]
-        assert rounds == list(range(1, ROUNDS + 1))
+        told = [(event.event_type, event.round, event.id) for event in events]
+        assert rounds == list(range(1, ROUNDS + 1)), told  # a gap names what was read around it
         session = await stored_session(js, namespace, msg.session_id)
         said = [item.text for item in session.transcript if item.role in ("gpt", "claude")]
         assert said == [
