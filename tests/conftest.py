@@ -7,6 +7,7 @@ on a loopback port the OS picks, with its own JetStream directory.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -46,13 +47,37 @@ def private_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     """A 3-node JetStream cluster of this test's own on loopback, its nodes free to be killed
-    and restarted; started once every node follows one metadata leader."""
+    and restarted; started once every node follows one metadata leader and tells its clients
+    of all three nodes. A node can follow the leader with a route to one peer only, and a
+    client of it then sees a cluster of two: provisioning from there chose one replica."""
     nodes = EmbeddedCluster(3, tmp_path / "cluster")
     nodes.start()
-    yield nodes
-    nodes.close()
+    try:
+        for url in nodes.url.split(","):
+            await _told_of_every_node(url, 3)
+        yield nodes
+    finally:
+        nodes.close()
+
+
+async def _told_of_every_node(url: str, count: int) -> None:
+    """Wait (up to 30 s) until the node at `url` lists `count` nodes in its clients' INFO."""
+    told = asyncio.Event()
+
+    async def discovered() -> None:
+        # The client's pool: the node itself and every node its INFOs named (nats-py keeps
+        # only the first INFO as `_server_info`; later ones add to the pool).
+        if len(client._server_pool) >= count:
+            told.set()
+
+    client = await nats.connect(url, discovered_server_cb=discovered)
+    try:
+        await discovered()  # the INFO it connected with may list them all already
+        await asyncio.wait_for(told.wait(), 30)
+    finally:
+        await client.close()
 
 
 @pytest.fixture
