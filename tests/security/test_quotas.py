@@ -42,7 +42,7 @@ from bus import (
 )
 from schemas import Namespace, decode_envelope, encode, new_id
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
-from tests.support.processes import parley_env
+from tests.support.processes import ProcessOutput, parley_env
 from tests.support.system import finished, parley_cli, running_locked_system
 from tests.support.wire import human
 from tools.demo import DEMO_GOAL
@@ -163,6 +163,15 @@ async def test_one_agents_flood_stops_at_its_quota_while_a_collaboration_complet
         await system.processes["gate"].wait_line("dropped the oldest dead letter", timeout=30)
 
 
+async def _filed_at_least(filer: ProcessOutput, count: int) -> None:
+    """Wait until `filer` (an actor process) has logged filing `count` dead letters."""
+
+    async def enough() -> bool:
+        return sum("dead-lettered a message" in line for line in filer.lines) >= count
+
+    await _until(enough, f"{count} dead letters filed by {filer.name}")
+
+
 async def _stored_dead_letters(locked: LockedDown) -> list[tuple[str, bytes]]:
     """Every dead letter PARLEY_DEAD still holds (subject, payload), read as the auditor reads
     them (the one principal allowed to), as many as the stream says it holds."""
@@ -192,28 +201,18 @@ async def test_one_senders_dead_letters_never_evict_anothers(
         gate = system.processes["gate"]
         gpt, claude = await locked.connect("gpt"), await locked.connect("claude")
         try:
-
-            def filed() -> int:
-                return len([line for line in gate.lines if "dead-lettered a message" in line])
-
-            async def filed_at_least(count: int) -> None:
-                async def enough() -> bool:
-                    return filed() >= count
-
-                await _until(enough, f"{count} dead letters filed by the gate")
-
             # claude's garbage first: the oldest dead letter of all.
             await locked.js(claude, "claude").publish(
                 ns.submit("claude"), b"{claude's garbage", headers={MSG_ID: new_id()}
             )
-            await filed_at_least(1)
+            await _filed_at_least(gate, 1)
             flood = 3 * _DEAD_PER_SENDER
             js = locked.js(gpt, "gpt")
             for index in range(flood):
                 await js.publish(
                     ns.submit("gpt"), b"{gpt's garbage %d" % index, headers={MSG_ID: new_id()}
                 )
-            await filed_at_least(flood + 1)
+            await _filed_at_least(gate, flood + 1)
 
             letters = await _stored_dead_letters(locked)
             claudes = [subject for subject, data in letters if data == b"{claude's garbage"]
@@ -249,17 +248,10 @@ async def test_a_persons_refused_openings_never_evict_another_persons_letters_at
                 await js.publish(ns.submit(person), encode(msg), headers=headers)
                 return msg.id
 
-            async def filed_at_least(count: int) -> None:
-                async def enough() -> bool:
-                    lines = [line for line in router.lines if "dead-lettered a message" in line]
-                    return len(lines) >= count
-
-                await _until(enough, f"{count} dead letters filed by the router")
-
             alices = await refused_opening(alice, ALICE)  # the oldest letter of all
-            await filed_at_least(1)
+            await _filed_at_least(router, 1)
             flood = [await refused_opening(cli, "cli") for _ in range(3 * _DEAD_PER_SENDER)]
-            await filed_at_least(len(flood) + 1)
+            await _filed_at_least(router, len(flood) + 1)
 
             filed = {
                 decode_envelope(data).id: subject
