@@ -38,6 +38,16 @@ def test_the_scale_row_verifies_every_record_in_a_child_and_prints_aims(
     sessions = scale["sessions"]  # every thinking session ended at its cap, its memory printed
     assert sessions["all_completed"] and sessions["many"]["completed"] == 4, sessions
     assert "KB resident per session" in printed, printed
+    # A session's stores were counted in the streams they went to (three turns, each a call
+    # and an answer through the gate: ids claimed, deliveries, decisions) and made again by
+    # raw nats-py, whose rate is printed beside the rate the aim asks.
+    by_stream = sessions["stores_by_stream"]
+    assert by_stream["KV_benchsessions_idempotency"] >= 2 * 3, by_stream
+    assert by_stream["BENCHSESSIONS_DELIVER"] >= 2 * 3, by_stream
+    assert sessions["stores_per_session"] == sum(by_stream.values()) > 30, sessions
+    assert sessions["floor_sessions_per_s"] > 0 and sessions["asked_sessions_per_s"] > 0
+    assert sessions["parley_stores_per_s"] > 0, sessions
+    assert "made by raw nats-py alone" in printed, printed
 
 
 async def test_a_chain_that_does_not_verify_fails_the_row() -> None:

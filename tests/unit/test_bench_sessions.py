@@ -7,7 +7,9 @@ import tomllib
 from typing import Any
 
 from actors.agent.brains._scripted import Script
+from schemas import Namespace
 from tools.bench._scale_sessions import AIM_RATIO, ROUNDS, _script, judged, think_s
+from tools.bench._store_floor import _fresh, moved, sessions_per_s_asked
 
 
 def _wave(sessions: int, completed: int, added_ms: float, rss_kb: int) -> dict[str, Any]:
@@ -45,3 +47,23 @@ def test_the_verdict_passes_within_the_aim_and_fails_past_it() -> None:
 def test_a_session_that_did_not_complete_fails_the_figure_whatever_its_times() -> None:
     run = judged(_wave(10, 10, 100.0, 80_000), _wave(1000, 999, 50.0, 80_000))
     assert not run["all_completed"] and not run["pass"]["added_ratio"]
+
+
+def test_the_rate_asked_is_the_half_that_thinks_least_ended_within_its_allowance() -> None:
+    # Four sessions: the two thinking least (4 s and 5 s) must end within 5 s of thinking
+    # and three turns of twice 100 ms: two sessions in 5.6 s.
+    asked = sessions_per_s_asked(4, [7.0, 4.0, 6.0, 5.0], 3, 100.0, 2.0)
+    assert asked == 2 / 5.6
+    # An odd count takes the larger half; a slower few allow more time, so ask less.
+    assert sessions_per_s_asked(3, [4.0, 5.0, 6.0], 3, 100.0, 2.0) == 2 / 5.6
+    assert sessions_per_s_asked(4, [7.0, 4.0, 6.0, 5.0], 3, 500.0, 2.0) < asked
+
+
+def test_the_floor_stores_into_its_own_namespace_each_on_a_subject_of_its_own() -> None:
+    source, target = Namespace("benchsessions"), Namespace("benchfloor")
+    assert moved("benchsessions.submit.*", source, target) == "benchfloor.submit.*"
+    assert moved("$KV.benchsessions_traces.>", source, target) == "$KV.benchfloor_traces.>"
+    assert moved("BENCHSESSIONS_EVENTS", source, target) == "BENCHFLOOR_EVENTS"
+    assert moved("$KV.benchsessionsx_traces.>", source, target) == "$KV.benchsessionsx_traces.>"
+    assert _fresh("benchfloor.audit.*.*", "p1x7") == "benchfloor.audit.p1x7.p1x7"
+    assert _fresh("$KV.benchfloor_traces.>", "p1x7") == "$KV.benchfloor_traces.p1x7"

@@ -23,9 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bus import shipped
+from bus import provision, shipped
 from schemas import HumanMessage, Namespace, new_id, utc_now
 from tools.bench._collab import _Waiter, submit_sessions
+from tools.bench._store_floor import (
+    floor_sessions_per_s,
+    session_stores,
+    sessions_per_s_asked,
+    stores_since,
+    stream_sequences,
+)
 from tools.bench._system import RunningSystem, demo_system
 
 __all__ = (
@@ -45,6 +52,8 @@ _CLASSES = 5
 _AGENTS = ("gpt", "claude")
 _MEASURED = ("gate", "router", *_AGENTS)
 _SAMPLE_S = 0.5
+_FLOOR_SESSIONS = 200
+"""Sessions' worth of stores the floor makes: a few seconds of work at its rate."""
 
 
 def think_s(think_class: int, round_: int) -> float:
@@ -96,6 +105,11 @@ def _session(n: int) -> HumanMessage:
     )
 
 
+def _think_total(n: int) -> float:
+    """The seconds session `n`'s agents think over all its turns."""
+    return sum(think_s(n % _CLASSES, r) for r in range(1, ROUNDS + 1))
+
+
 def _rss_kb(pid: int | None) -> int:
     if pid is None:
         return 0
@@ -134,16 +148,14 @@ async def _wave(
     finally:
         done.set()
         await sampler
-    think = {
-        m.session_id: sum(think_s((first + i) % _CLASSES, r) for r in range(1, ROUNDS + 1))
-        for i, m in enumerate(messages)
-    }
+    think = {m.session_id: _think_total(first + i) for i, m in enumerate(messages)}
     added = [(waiter.took[s] - think[s]) / ROUNDS * 1000 for s in waiter.took] or [float("inf")]
     return {
         "sessions": count,
         "completed": sum(r == "cap_reached" for r in waiter.reasons.values()),
         "added_ms_per_turn_p50": statistics.median(added),
         "added_ms_per_turn_p99": sorted(added)[min(len(added) - 1, int(0.99 * len(added)))],
+        "wall_s": max(waiter.took.values(), default=0.0),
         "peak_rss_kb": peaks,
     }
 
@@ -156,13 +168,36 @@ async def sessions_scale(few: int, many: int) -> dict[str, Any]:
         async with demo_system(ns, child_env=env) as system:
             waiter = _Waiter()
             sub = await system.nc.subscribe(ns.wildcard("events"), cb=waiter.on_event)
+            js = system.nc.jetstream()
             try:
                 await _wave(system, ns, waiter, 1, 0)  # warm every process up
+                before = await stream_sequences(js)
                 small = await _wave(system, ns, waiter, few, 1)
+                stores = await session_stores(js, before, few)
+                before = await stream_sequences(js)
                 large = await _wave(system, ns, waiter, many, 1 + few)
+                made = await stores_since(js, before)
             finally:
                 await sub.unsubscribe()
-    return judged(small, large)
+            floor_ns = Namespace("benchfloor")
+            await provision(js, floor_ns, agents=_AGENTS)
+            floor = await floor_sessions_per_s(
+                system.server.url, stores, ns, floor_ns, _FLOOR_SESSIONS
+            )
+    asked = sessions_per_s_asked(
+        many,
+        [_think_total(1 + few + i) for i in range(many)],
+        ROUNDS,
+        small["added_ms_per_turn_p50"],
+        AIM_RATIO,
+    )
+    return judged(small, large) | {
+        "stores_per_session": sum(s.per_session for s in stores),
+        "stores_by_stream": {s.stream: s.per_session for s in stores},
+        "floor_sessions_per_s": floor,
+        "parley_stores_per_s": made / max(large["wall_s"], 1e-9),
+        "asked_sessions_per_s": asked,
+    }
 
 
 def judged(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
@@ -211,6 +246,20 @@ def print_sessions(run: dict[str, Any], verdict: Callable[[str, str, str, bool],
         f"<= {run['aims']['added_ratio']:g}x",
         run["pass"]["added_ratio"],
     )
+    if "floor_sessions_per_s" in run:
+        floor, asked = run["floor_sessions_per_s"], run["asked_sessions_per_s"]
+        per_session = run["stores_per_session"]
+        print(
+            f"  the stores of a session ({per_session:.0f}, fsynced), made by raw nats-py "
+            f"alone: {floor:,.0f} sessions/s ({floor * per_session:,.0f} stores/s); the aim "
+            f"asks {asked:,.0f}/s; Parley made {run['parley_stores_per_s']:,.0f} stores/s in "
+            f"the large wave"
+        )
+        if floor < asked:
+            print(
+                "  below what the aim asks: raw nats-py alone does not make these stores "
+                "fast enough here"
+            )
     for name, kb in run["rss_kb_per_session"].items():
         peak = many["peak_rss_kb"][name] / 1024
         print(f"    {name:<8} {kb:7.1f} KB resident per session (peak {peak:,.0f} MB)")
