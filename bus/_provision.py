@@ -7,8 +7,9 @@ instance) is an error that names the stream.
 
 Replicas: on a cluster of three or more JetStream nodes every stream and bucket is created with
 three replicas, so losing a node loses nothing acknowledged; elsewhere with one. The server's
-INFO says which (the cluster it belongs to and the nodes clients may reach). An explicit
-`replicas` overrides that. Without one, an existing stream is never shrunk: an actor that
+INFO says which (the cluster it belongs to and the nodes clients may reach; a fresh namespace
+waits for a forming cluster to name them all: bus/_replicas.py). An explicit `replicas`
+overrides that. Without one, an existing stream is never shrunk: an actor that
 starts while a node is down (and so sees a smaller cluster) leaves the streams as they are.
 Right after a cluster starts, or while a node rejoins, JetStream may refuse a replicated stream
 for want of peers; creation is retried for a while before that is an error.
@@ -24,7 +25,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -40,6 +40,7 @@ from nats.js.api import (
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from bus._quotas import Quotas
+from bus._replicas import CLUSTER_REPLICAS, cluster_replicas, inferred_replicas
 from bus._retention import Retention
 from bus._settings import Settings
 from bus._streams import (
@@ -68,9 +69,6 @@ __all__ = (
     "provision_for",
     "stream_configs",
 )
-
-CLUSTER_REPLICAS = 3
-"""Replicas on a cluster big enough: a majority survives the loss of any one node."""
 
 _PLACEMENT_WAIT_S = 20.0
 """How long a replicated stream's creation is retried while the cluster lacks peers."""
@@ -117,15 +115,6 @@ def stream_configs(
         )
         for spec in STREAMS
     ]
-
-
-def cluster_replicas(server_info: dict[str, Any]) -> int:
-    """The replicas fit for the server that sent this INFO: `CLUSTER_REPLICAS` when it
-    belongs to a cluster of at least that many nodes clients can reach, else 1."""
-    if not server_info.get("cluster") or not server_info.get("jetstream"):
-        return 1
-    nodes = len(set(server_info.get("connect_urls") or ()))
-    return CLUSTER_REPLICAS if nodes >= CLUSTER_REPLICAS else 1
 
 
 async def _placed(what: str, create: Callable[[], Awaitable[object]]) -> None:
@@ -327,16 +316,15 @@ async def provision(
     """Create or update every stream and bucket of namespace `ns`, and each of `agents`' own
     buckets (`AGENT_BUCKETS`); return their replicas.
 
-    `replicas` None: as many as the cluster `js` is connected to calls for (`cluster_replicas`
-    of its server's INFO), never fewer than an existing stream has. `quotas` and `retention`
+    `replicas` None: as many as the cluster `js` is connected to calls for
+    (bus/_replicas.py), never fewer than an existing stream has. `quotas` and `retention`
     None: the defaults.
     """
     quotas = Quotas() if quotas is None else quotas
     retention = Retention() if retention is None else retention
     exact = replicas is not None
     if replicas is None:
-        # nats-py keeps the server's INFO (cluster name, connect_urls) only privately.
-        replicas = cluster_replicas(js._nc._server_info)
+        replicas = await inferred_replicas(js, ns)
     configs = stream_configs(
         ns, max_msg_size=max_msg_size, replicas=replicas, quotas=quotas, retention=retention
     )

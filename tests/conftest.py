@@ -7,7 +7,6 @@ on a loopback port the OS picks, with its own JetStream directory.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from nats.aio.client import Client as NATS
 
 from bus import EmbeddedCluster, EmbeddedServer, provision
 from schemas import Namespace
+from tests.support.cluster import told_of_every_node
 from tests.support.lockdown import LOCKED_ACTORS, LockedDown
 from tests.support.tool_system import ToolSystem, running_tool_system
 from tests.support.wire import Effects
@@ -56,28 +56,10 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     nodes.start()
     try:
         for url in nodes.url.split(","):
-            await _told_of_every_node(url, 3)
+            await told_of_every_node(url, 3)
         yield nodes
     finally:
         nodes.close()
-
-
-async def _told_of_every_node(url: str, count: int) -> None:
-    """Wait (up to 30 s) until the node at `url` lists `count` nodes in its clients' INFO."""
-    told = asyncio.Event()
-
-    async def discovered() -> None:
-        # The client's pool: the node itself and every node its INFOs named (nats-py keeps
-        # only the first INFO as `_server_info`; later ones add to the pool).
-        if len(client._server_pool) >= count:
-            told.set()
-
-    client = await nats.connect(url, discovered_server_cb=discovered)
-    try:
-        await discovered()  # the INFO it connected with may list them all already
-        await asyncio.wait_for(told.wait(), 30)
-    finally:
-        await client.close()
 
 
 @pytest.fixture

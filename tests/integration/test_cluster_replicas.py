@@ -3,12 +3,17 @@ single server once; an explicit `replicas` wins; an inferred count never shrinks
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from bus import BUCKETS, EmbeddedCluster, EmbeddedServer, provision, stream_configs
 from schemas import Namespace
+from tests.support.cluster import told_of_every_node
 from tools.provision import provision_once
 
 
@@ -70,3 +75,70 @@ async def test_a_single_server_gets_one(nats_server: EmbeddedServer, namespace: 
         assert await _replicas(js, namespace) == {1}
     finally:
         await nc.close()
+
+
+async def _told_of_fewer_than_three(url: str, closed: asyncio.Queue[str]) -> NATS:
+    """A client of the node at `url` connected once it names two nodes only: each try that
+    still names three waits for the node's next log line of a route closed."""
+    for _ in range(20):
+        client = await nats.connect(url)
+        if len(set(client._server_info.get("connect_urls") or ())) < 3:
+            return client
+        await client.close()
+        await asyncio.wait_for(closed.get(), 10)
+    raise AssertionError(f"{url} still names three nodes")
+
+
+async def test_provisioning_a_fresh_namespace_waits_until_the_cluster_names_every_node(
+    tmp_path: Path, namespace: Namespace
+) -> None:
+    """A node told its clients only of the nodes its routes reached then: while they formed
+    or a node restarted, provisioning made one-replica streams in a cluster of three. A fresh
+    namespace now waits to be told of the third node, and gets three replicas."""
+    loop = asyncio.get_running_loop()
+    closed: asyncio.Queue[str] = asyncio.Queue()
+
+    def on_log(node: str, line: str) -> None:
+        if node == "n1" and "Router connection closed" in line:
+            loop.call_soon_threadsafe(closed.put_nowait, line)
+
+    nodes = EmbeddedCluster(3, tmp_path / "cluster", on_log=on_log)
+    nodes.start()
+    try:
+        for url in nodes.url.split(","):  # every route formed before one is cut
+            await told_of_every_node(url, 3)
+        nodes.kill("n3")
+        await asyncio.to_thread(nodes.wait_meta_leader, not_on="n3")  # JetStream answers
+        nc = await _told_of_fewer_than_three(nodes.node("n1").url, closed)
+        try:
+            provisioning = asyncio.ensure_future(provision(nc.jetstream(), namespace))
+            await asyncio.to_thread(nodes.restart, "n3")
+            assert await asyncio.wait_for(provisioning, 60) == 3
+            assert await _replicas(nc.jetstream(), namespace) == {3}
+        finally:
+            await nc.close()
+    finally:
+        nodes.close()
+
+
+async def test_a_cluster_that_never_names_three_nodes_gets_one_replica_and_a_warning(
+    tmp_path: Path,
+    namespace: Namespace,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two nodes are all there is: the wait ends, the streams get one replica as before, and
+    the log says why and what to set."""
+    monkeypatch.setattr("bus._replicas._ROUTES_WAIT_S", 0.5)
+    nodes = EmbeddedCluster(2, tmp_path / "cluster")
+    nodes.start()
+    try:
+        nc = await nats.connect(nodes.node("n1").url)
+        try:
+            assert await provision(nc.jetstream(), namespace) == 1
+            assert await _replicas(nc.jetstream(), namespace) == {1}
+        finally:
+            await nc.close()
+    finally:
+        nodes.close()
+    assert any("set `replicas`" in record.getMessage() for record in caplog.records)
