@@ -71,6 +71,7 @@ from bus._last_values import LastValues
 from bus._lazy import lazy_exports
 from bus._lifeline import owned_argv, stop_like_interrupt
 from bus._logging import configure_logging, current_trace_id, trace_scope
+from bus._lost_requests import fail_lost_requests
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
 from bus._process import ACTOR_READY, ChildProcess, actor_command
@@ -202,6 +203,7 @@ __all__ = (
     "dead_letters_for",
     "describe_invalid",
     "dump_tasks",
+    "fail_lost_requests",
     "find_nats_server",
     "handling_key",
     "is_election_error",

@@ -40,7 +40,7 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError
 
-from bus import AckInbox, Link, Puller, PullRefusedError
+from bus import AckInbox, Link, Puller, PullRefusedError, fail_lost_requests
 
 __all__ = ("Gateway", "frame_msg_id", "gateway_stream")
 
@@ -159,7 +159,11 @@ class Gateway:
             options["nkeys_seed"] = self._seed
         self._nc = await nats.connect(**options)  # type: ignore[arg-type]
         self._js = self._nc.jetstream()
-        self._acks = AckInbox(self._nc, timeout=_STORE_TIMEOUT_S)
+        # What was in flight when the gateway's server went fails once it is back, not after
+        # `_STORE_TIMEOUT_S`: its stores with `PublishLost`, nats-py's own requests (the
+        # consumer's reads) with a timeout, and the frames' inputs are retried at once.
+        self._acks = AckInbox(self._nc, timeout=_STORE_TIMEOUT_S, link=link)
+        fail_lost_requests(self._nc, link)
         await self._acks.open()
         try:
             await self._js.stream_info(self.stream)
