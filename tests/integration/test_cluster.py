@@ -70,16 +70,21 @@ async def _kill_and_replace(cluster: EmbeddedCluster, node: str, stream: str | N
 
 async def _events_until_end(
     js: JetStreamContext, ns: Namespace, session_id: str
-) -> list[SessionEvent]:
+) -> tuple[list[SessionEvent], list[tuple[str, int | None]]]:
     """Every event of the session, read afresh from the stream (a consumer made before the
-    kills may have lived on a killed node), up to its end."""
+    kills may have lived on a killed node), up to its end; and what was stored after the end
+    (none is expected: an event there was stored out of order, which a reader that stops at
+    the end, as `parley collab --follow` does, never sees)."""
     timeline = Timeline(js, ns, session_id)
     await timeline.open()
     try:
         await timeline.until_end(timeout=40)
+        ended = len(timeline.events)
+        await timeline.rest()
     finally:
         await timeline.close()
-    return timeline.events
+    after = [(e.event_type, e.round) for e in timeline.events[ended:]]
+    return timeline.events[:ended], after
 
 
 @pytest.mark.chaos
@@ -120,13 +125,15 @@ async def test_a_collaboration_survives_losing_the_meta_and_submit_leaders(
         assert await _submit_leader(nc, namespace, cluster) == new_submit
 
         system.processes["gate"].signal(signal.SIGCONT)
-        events = await _events_until_end(js, namespace, msg.session_id)
+        events, after_the_end = await _events_until_end(js, namespace, msg.session_id)
         last = events[-1]
         assert last.event_type in END_EVENTS
         assert (last.event_type, last.stop_reason) == ("session_completed", "cap_reached"), events
         rounds = [event.round for event in events if event.event_type == "step_completed"]
         told = [(event.event_type, event.round, event.id) for event in events]
-        assert rounds == list(range(1, ROUNDS + 1)), told  # a gap names what was read around it
+        # A gap names what was read around it, and what was stored after the end.
+        assert rounds == list(range(1, ROUNDS + 1)), (told, after_the_end)
+        assert after_the_end == [], after_the_end
         session = await stored_session(js, namespace, msg.session_id)
         said = [item.text for item in session.transcript if item.role in ("gpt", "claude")]
         assert said == [

@@ -264,6 +264,12 @@ class Timeline:
                 if isinstance(event, SessionEvent) and event.event_type in END_EVENTS:
                     return event
 
+    async def rest(self, timeout: float = 20.0) -> list[SessionEvent | Error]:
+        """Whatever the stream holds for the session beyond what was read: the consumer's
+        pending count says how many, each read like the others."""
+        pending = (await self._sub.consumer_info()).num_pending
+        return [await self.next(timeout=timeout) for _ in range(pending)]
+
     async def close(self) -> None:
         await self._sub.unsubscribe()
 
