@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -49,15 +50,44 @@ def cluster_replicas(server_info: dict[str, Any]) -> int:
 
 
 def _clustered(server_info: dict[str, Any]) -> bool:
+    """The server belongs to a cluster and runs JetStream."""
     return bool(server_info.get("cluster")) and bool(server_info.get("jetstream"))
 
 
 def _nodes_told(nc: NATS) -> int:
-    """Nodes the client knows of: those it was given and those every INFO since named."""
-    return len({server.uri.netloc for server in nc._server_pool})
+    """Nodes the server has told the client of: the client URLs of the INFO it connected
+    with, and those later INFOs added to its pool (`discovered`). URLs the client was given
+    are left out: they name nodes that may be down, or one node twice (a host name and the
+    address it advertises)."""
+    told = set(nc._server_info.get("connect_urls") or ())
+    told.update(server.uri.netloc for server in nc._server_pool if server.discovered)
+    return len(told)
+
+
+class _Waiters:
+    """One connection's provisionings waiting to be told of more nodes. nats-py has one
+    discovered-server callback a connection: it is wrapped once, and each waiter is an
+    event it sets, so provisionings that overlap on one connection never undo each other's."""
+
+    def __init__(self, nc: NATS) -> None:
+        self.events: set[asyncio.Event] = set()
+        previous = nc._discovered_server_cb
+
+        async def discovered() -> None:
+            if previous is not None:
+                await previous()
+            if _nodes_told(nc) >= CLUSTER_REPLICAS:
+                for event in self.events:
+                    event.set()
+
+        nc._discovered_server_cb = discovered
+
+
+_waiting: weakref.WeakKeyDictionary[NATS, _Waiters] = weakref.WeakKeyDictionary()
 
 
 async def _fresh(js: JetStreamContext, ns: Namespace) -> bool:
+    """`ns` has no streams yet: its submissions' stream is not there."""
     try:
         await js.stream_info(ns.stream("submit"))
     except NotFoundError:
@@ -76,16 +106,11 @@ async def inferred_replicas(js: JetStreamContext, ns: Namespace) -> int:
         return replicas
     if not await _fresh(js, ns):
         return replicas
+    waiters = _waiting.get(nc)
+    if waiters is None:
+        waiters = _waiting[nc] = _Waiters(nc)
     told = asyncio.Event()
-    previous = nc._discovered_server_cb
-
-    async def discovered() -> None:
-        if previous is not None:
-            await previous()
-        if _nodes_told(nc) >= CLUSTER_REPLICAS:
-            told.set()
-
-    nc._discovered_server_cb = discovered
+    waiters.events.add(told)
     try:
         if _nodes_told(nc) < CLUSTER_REPLICAS:
             await asyncio.wait_for(told.wait(), _ROUTES_WAIT_S)
@@ -97,5 +122,5 @@ async def inferred_replicas(js: JetStreamContext, ns: Namespace) -> int:
         )
         return replicas
     finally:
-        nc._discovered_server_cb = previous
+        waiters.events.discard(told)
     return CLUSTER_REPLICAS

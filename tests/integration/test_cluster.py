@@ -83,7 +83,7 @@ async def _events_until_end(
         await timeline.rest()
     finally:
         await timeline.close()
-    after = [(e.event_type, e.round) for e in timeline.events[ended:]]
+    after: list[tuple[str, int | None]] = [(e.event_type, e.round) for e in timeline.events[ended:]]
     return timeline.events[:ended], after
 
 

@@ -4,6 +4,8 @@ single server once; an explicit `replicas` wins; an inferred count never shrinks
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import nats
@@ -77,16 +79,47 @@ async def test_a_single_server_gets_one(nats_server: EmbeddedServer, namespace: 
         await nc.close()
 
 
-async def _told_of_fewer_than_three(url: str, closed: asyncio.Queue[str]) -> NATS:
-    """A client of the node at `url` connected once it names two nodes only: each try that
-    still names three waits for the node's next log line of a route closed."""
+async def _told_of_fewer_than_three(servers: list[str], closed: asyncio.Queue[str]) -> NATS:
+    """A client of one of `servers` connected once its node names two nodes only: each try
+    that still names three waits for a node's next log line of a route to n3 closed."""
     for _ in range(20):
-        client = await nats.connect(url)
+        client = await nats.connect(servers)
         if len(set(client._server_info.get("connect_urls") or ())) < 3:
             return client
         await client.close()
         await asyncio.wait_for(closed.get(), 10)
-    raise AssertionError(f"{url} still names three nodes")
+    raise AssertionError(f"{servers} still name three nodes")
+
+
+@contextlib.asynccontextmanager
+async def _n3_down(
+    tmp_path: Path, servers: Callable[[EmbeddedCluster], list[str]]
+) -> AsyncIterator[tuple[EmbeddedCluster, NATS]]:
+    """A formed 3-node cluster with n3 killed, and a client connected to `servers` whose
+    node names only n1 and n2, as a node does whose route to a peer is not (yet) there."""
+    loop = asyncio.get_running_loop()
+    closed: asyncio.Queue[str] = asyncio.Queue()
+
+    def on_log(node: str, line: str) -> None:
+        if "Router connection closed" in line and "Remote: n3" in line:
+            loop.call_soon_threadsafe(closed.put_nowait, line)
+
+    nodes = EmbeddedCluster(3, tmp_path / "cluster", on_log=on_log)
+    nodes.start()
+    try:
+        for url in nodes.url.split(","):  # every route formed before one is cut
+            await told_of_every_node(url, 3)
+        while not closed.empty():  # lines of routes replaced while forming
+            closed.get_nowait()
+        nodes.kill("n3")
+        await asyncio.to_thread(nodes.wait_meta_leader, not_on="n3")  # JetStream answers
+        nc = await _told_of_fewer_than_three(servers(nodes), closed)
+        try:
+            yield nodes, nc
+        finally:
+            await nc.close()
+    finally:
+        nodes.close()
 
 
 async def test_provisioning_a_fresh_namespace_waits_until_the_cluster_names_every_node(
@@ -95,30 +128,28 @@ async def test_provisioning_a_fresh_namespace_waits_until_the_cluster_names_ever
     """A node told its clients only of the nodes its routes reached then: while they formed
     or a node restarted, provisioning made one-replica streams in a cluster of three. A fresh
     namespace now waits to be told of the third node, and gets three replicas."""
-    loop = asyncio.get_running_loop()
-    closed: asyncio.Queue[str] = asyncio.Queue()
+    async with _n3_down(tmp_path, lambda nodes: [nodes.node("n1").url]) as (nodes, nc):
+        provisioning = asyncio.ensure_future(provision(nc.jetstream(), namespace))
+        await asyncio.to_thread(nodes.restart, "n3")
+        assert await asyncio.wait_for(provisioning, 60) == 3
+        assert await _replicas(nc.jetstream(), namespace) == {3}
 
-    def on_log(node: str, line: str) -> None:
-        if node == "n1" and "Router connection closed" in line:
-            loop.call_soon_threadsafe(closed.put_nowait, line)
 
-    nodes = EmbeddedCluster(3, tmp_path / "cluster", on_log=on_log)
-    nodes.start()
-    try:
-        for url in nodes.url.split(","):  # every route formed before one is cut
-            await told_of_every_node(url, 3)
-        nodes.kill("n3")
-        await asyncio.to_thread(nodes.wait_meta_leader, not_on="n3")  # JetStream answers
-        nc = await _told_of_fewer_than_three(nodes.node("n1").url, closed)
-        try:
-            provisioning = asyncio.ensure_future(provision(nc.jetstream(), namespace))
-            await asyncio.to_thread(nodes.restart, "n3")
-            assert await asyncio.wait_for(provisioning, 60) == 3
-            assert await _replicas(nc.jetstream(), namespace) == {3}
-        finally:
-            await nc.close()
-    finally:
-        nodes.close()
+async def test_nodes_a_client_was_given_do_not_count_as_told(
+    tmp_path: Path,
+    namespace: Namespace,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Given every node's URL (as deploy/cluster's NATS_URL does) while n3 is down, the client
+    knows three URLs but the server names two: the wait ends, the namespace gets one replica
+    and a warning, as before this wait. Counting the given URLs asked for three replicas,
+    which JetStream cannot place with a node down: provisioning failed after 20 s."""
+    monkeypatch.setattr("bus._replicas._ROUTES_WAIT_S", 0.5)
+    async with _n3_down(tmp_path, lambda nodes: nodes.url.split(",")) as (_, nc):
+        assert await asyncio.wait_for(provision(nc.jetstream(), namespace), 15) == 1
+        assert await _replicas(nc.jetstream(), namespace) == {1}
+    assert any("set `replicas`" in record.getMessage() for record in caplog.records)
 
 
 async def test_a_cluster_that_never_names_three_nodes_gets_one_replica_and_a_warning(

@@ -264,11 +264,16 @@ class Timeline:
                 if isinstance(event, SessionEvent) and event.event_type in END_EVENTS:
                     return event
 
-    async def rest(self, timeout: float = 20.0) -> list[SessionEvent | Error]:
-        """Whatever the stream holds for the session beyond what was read: the consumer's
-        pending count says how many, each read like the others."""
-        pending = (await self._sub.consumer_info()).num_pending
-        return [await self.next(timeout=timeout) for _ in range(pending)]
+    async def rest(self, timeout: float = 20.0) -> None:
+        """Read whatever else the stream holds for the session: as many messages as its
+        subjects hold on the server, less those read (the consumer's own pending count
+        leaves out what it pushed already and the client has not taken)."""
+        stream = self._ns.stream("events")
+        subjects = f"{self._ns.root}.events.*.{self.session_id}"
+        info = await self._js.stream_info(stream, subjects_filter=subjects)
+        stored = sum((info.state.subjects or {}).values())
+        for _ in range(stored - len(self.events) - len(self.refusals)):
+            await self.next(timeout=timeout)
 
     async def close(self) -> None:
         await self._sub.unsubscribe()
