@@ -47,7 +47,7 @@ def test_the_scale_row_verifies_every_record_in_a_child_and_prints_aims(
     assert sessions["stores_per_session"] == sum(by_stream.values()) > 30, sessions
     assert sessions["floor_sessions_per_s"] > 0 and sessions["asked_sessions_per_s"] > 0
     assert sessions["parley_stores_per_s"] > 0, sessions
-    assert "made by raw nats-py alone" in printed, printed
+    assert "made without Parley on a server of their own" in printed, printed
 
 
 async def test_a_chain_that_does_not_verify_fails_the_row() -> None:

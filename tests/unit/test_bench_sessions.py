@@ -49,13 +49,15 @@ def test_a_session_that_did_not_complete_fails_the_figure_whatever_its_times() -
     assert not run["all_completed"] and not run["pass"]["added_ratio"]
 
 
-def test_the_rate_asked_is_the_half_that_thinks_least_ended_within_its_allowance() -> None:
-    # Four sessions: the two thinking least (4 s and 5 s) must end within 5 s of thinking
-    # and three turns of twice 100 ms: two sessions in 5.6 s.
+def test_the_rate_asked_is_that_of_the_half_that_thinks_most_each_by_its_deadline() -> None:
+    # Four sessions: the two thinking most (6 s and 7 s) must end within their thinking and
+    # three turns of twice 100 ms: one by 6.6 s, both by 7.6 s; the later asks more.
     asked = sessions_per_s_asked(4, [7.0, 4.0, 6.0, 5.0], 3, 100.0, 2.0)
-    assert asked == 2 / 5.6
-    # An odd count takes the larger half; a slower few allow more time, so ask less.
-    assert sessions_per_s_asked(3, [4.0, 5.0, 6.0], 3, 100.0, 2.0) == 2 / 5.6
+    assert asked == 2 / 7.6
+    # An early deadline can ask most: one session due at 1.6 s, the other at 9.6 s.
+    assert sessions_per_s_asked(4, [1.0, 0.5, 9.0, 0.2], 3, 100.0, 2.0) == 1 / 1.6
+    # An odd count takes the larger half; more time allowed asks less.
+    assert sessions_per_s_asked(3, [4.0, 5.0, 6.0], 3, 100.0, 2.0) == 2 / 6.6
     assert sessions_per_s_asked(4, [7.0, 4.0, 6.0, 5.0], 3, 500.0, 2.0) < asked
 
 

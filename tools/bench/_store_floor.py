@@ -1,4 +1,4 @@
-"""The sessions figure's floor: how fast raw nats-py makes the stores a session makes.
+"""The sessions figure's floor: how fast the stores a session makes go without Parley.
 
 Issue 35's thousand-sessions aim asks for a rate of work, not a cost per session: when a
 thousand sessions think for about two seconds a turn, every store their turns need must be
@@ -8,16 +8,19 @@ once, a position, a delivery, a decision, a session's compare-and-set, its event
 record). So the figure counts them, and measures what they cost on this machine alone:
 
 - `stream_sequences` before and after the small wave: each stream's last sequence, so the
-  difference over the wave's sessions is the stores one session makes in each stream (every
-  write counts, a key-value overwrite included; an audit record or a reminder still trailing
-  the last end is missed, which only lowers the count);
-- `floor_sessions_per_s`: the same stores, into a namespace provisioned as Parley's on the
-  same server, made by raw nats-py from one process a core, many awaiting at once and
-  nothing else: no envelope, no check, no order between a session's stores; fast batches
-  (bus/_fastbatch.py) where the stream takes them, as Parley's runtime sends its effects
-  there;
-- `stores_since` over the large wave: the stores a second Parley itself made there, to set
-  beside the floor's;
+  difference over the wave's sessions is the writes one session makes in each stream (a
+  key-value overwrite counts; audit records trailing the warm-up's end are counted in, and
+  the wave's own trailing ones left out; heartbeats and leases, made per second, not per
+  session, are a few of them);
+- `floor_sessions_per_s`: the same number of writes to each stream, on a server of their own
+  with nothing else running (`sync_interval: always`, the namespace provisioned as Parley's),
+  from one process a core, hundreds awaiting at once: no envelope, no check, no order
+  between a session's writes, each on a subject of its own, of the stream's average stored
+  size; fast batches where the stream takes them, sent by Parley's fast-batch sender
+  (bus/_fastbatch.py) as its runtime sends its effects there, plain nats-py publishes
+  elsewhere;
+- `stores_since` over the large wave: the writes a second Parley itself made there, up to
+  its last session's end (the auditor's records still trailing it left out);
 - `sessions_per_s_asked`: the least rate at which the large wave's sessions must be carried
   for its median added time per turn to meet the aim.
 
@@ -63,8 +66,11 @@ _BATCH = 64
 """Messages of a fast batch, on a stream that takes them."""
 _BATCHES_IN_FLIGHT = 4
 """Fast batches each floor process keeps awaiting at once."""
-_PUBLISHERS = 2
-"""One process a core of the 2-core machine the aims are set on."""
+_PUBLISHERS = os.cpu_count() or 2
+"""One process a core."""
+_UNKNOWN_SIZE = 512
+"""Bytes of a write to a stream that keeps none to average (a work queue read empty): about an
+envelope's."""
 _RUN_PUBLISHER = "import asyncio, sys; from tools.bench._store_floor import run_publisher; " + (
     "asyncio.run(run_publisher(sys.argv[1], sys.argv[2]))"
 )
@@ -107,7 +113,8 @@ async def session_stores(
         written = info.state.last_seq - before.get(name, (0, 0, 0))[0]
         if written <= 0 or not info.config.subjects:
             continue
-        size = info.state.bytes // max(info.state.messages, 1)
+        kept = info.state.messages
+        size = info.state.bytes // kept if kept else _UNKNOWN_SIZE
         stores.append(
             StreamStores(
                 stream=name,
@@ -135,12 +142,16 @@ def sessions_per_s_asked(
     many: int, think_totals_s: list[float], rounds: int, few_added_ms: float, aim_ratio: float
 ) -> float:
     """The least rate of sessions a second that lets the median added time per turn of
-    `many` sessions, all submitted at once, stay within `aim_ratio` times `few_added_ms`:
-    half of them must end by the time the half that thinks least may take at most, its
-    think time and its allowed added time."""
-    half = sorted(think_totals_s)[: (many + 1) // 2]
-    allowed_s = half[-1] + rounds * aim_ratio * few_added_ms / 1000
-    return len(half) / allowed_s
+    `many` sessions, all submitted at once, stay within `aim_ratio` times `few_added_ms`.
+
+    The median meets the aim when half of the sessions end within their think time and
+    `rounds` turns of the allowed added time. The half that asks least is the half that
+    thinks most; each of its sessions must have ended, every store of it made, by its own
+    deadline, so by each deadline the sessions due then must have been carried: the rate
+    asked is the most of (sessions due by a deadline) / that deadline."""
+    allowance_s = rounds * aim_ratio * few_added_ms / 1000
+    half = sorted(think_totals_s)[many - (many + 1) // 2 :]
+    return max((due + 1) / (think + allowance_s) for due, think in enumerate(half))
 
 
 async def floor_sessions_per_s(
