@@ -6,6 +6,7 @@ from what the Structs say, so the documents can never drift from the code.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, get_args
 
@@ -19,13 +20,30 @@ __all__ = ("json_schemas", "render_schema")
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
+def _cleaned(node: Any) -> Any:
+    """`node` with every description's docstring indentation removed (`inspect.cleandoc`):
+    msgspec 0.23 removes it itself and earlier versions kept it, so the files read the same
+    whichever version writes them."""
+    if isinstance(node, dict):
+        return {
+            key: inspect.cleandoc(value)
+            if key == "description" and isinstance(value, str)
+            else _cleaned(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_cleaned(item) for item in node]
+    return node
+
+
 def _document(kind_type: Any, name: str) -> dict[str, Any]:
     (root,), components = msgspec.json.schema_components([kind_type], ref_template="#/$defs/{name}")
     document: dict[str, Any] = {"$schema": _DIALECT, "$id": name}
     document.update(root)
     if components:
         document["$defs"] = dict(sorted(components.items()))
-    return document
+    cleaned: dict[str, Any] = _cleaned(document)
+    return cleaned
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:

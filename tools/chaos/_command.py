@@ -167,7 +167,9 @@ async def _started(
     await asyncio.to_thread(server.start)
     children: dict[str, ChildProcess] = {}
     try:
-        code, readings = await _run(options, ns, work, topology, server, broker, children, out)
+        code, readings = await _run(
+            options, ns, work, topology, server, broker, children, out, provider
+        )
     finally:
         for child in children.values():
             await asyncio.to_thread(child.stop, 5.0)
@@ -203,6 +205,7 @@ async def _run(
     broker: LockedBroker | None,
     children: dict[str, ChildProcess],
     out: TextIO,
+    provider: Provider,
 ) -> tuple[int, _Readings | None]:
     base = {
         **os.environ,
@@ -275,7 +278,7 @@ async def _run(
         calls = ToolSteps(LLM_AGENT, "llm_request", "llm_response")
         if options.llm > 0:
             await calls.follow(watcher.jetstream(), ns)
-        faults = Faults(children, server, out, ns.stream("submit"), keeper)
+        faults = Faults(children, server, out, ns.stream("submit"), keeper, provider.before_fault)
         started = time.monotonic()
         stop_at = started + options.duration_s
         load.span = (time.time(), time.time() + options.duration_s)

@@ -13,6 +13,7 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from bus import ChildProcess, EmbeddedCluster, EmbeddedServer
@@ -43,11 +44,15 @@ class Faults:
         out: TextIO,
         submit_stream: str = "",
         keeper: Keeper | None = None,
+        before_fault: Callable[[PlannedFault], Awaitable[None]] | None = None,
     ) -> None:
         """`submit_stream`: PARLEY_SUBMIT's name, whose leader `SUBMIT_LEADER` hits;
-        `keeper`: told which actors a fault is acting on, so it leaves their exits alone."""
+        `keeper`: told which actors a fault is acting on, so it leaves their exits alone;
+        `before_fault`: awaited before each fault is applied, to hold it until the moment it
+        is meant for (the LLM mix's kill of the gateway while a stream is written)."""
         self.children = children
         self.keeper = keeper
+        self.before_fault = before_fault
         self.server = server
         self.out = out
         self.submit_stream = submit_stream
@@ -58,6 +63,8 @@ class Faults:
             delay = started + fault.at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)  # the schedule's own clock, not a synchronisation
+            if self.before_fault is not None:
+                await self.before_fault(fault)
             print(f"fault: {fault.describe()}", file=self.out, flush=True)
             await self._apply(fault)
 

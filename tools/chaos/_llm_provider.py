@@ -1,5 +1,6 @@
 """The LLM mix's provider (`parley chaos --llm N`): a local server streaming OpenAI's chat
-completions slowly, so a gateway SIGKILLed during the run most likely dies mid-stream.
+completions slowly, and saying when each stream starts and ends, so the run can SIGKILL the
+gateway while one is being written.
 
 Run as a process of its own (`serve(LOG)`, tools/chaos/_llm_mix.py), beside the run's
 actors and never one of the schedule's targets (it plays the provider, outside Parley). It
@@ -10,7 +11,9 @@ when due (the pauses play a provider's pace; they wait for nothing).
 
 It appends one line to LOG per stream: `started <n>` when asked, then `done <n>` once the
 last chunk is written, or `cut <n>` when the client went away before it (a gateway killed
-mid-stream). The checker counts them (tools/chaos/_llm_check.py).
+mid-stream). The checker counts them (tools/chaos/_llm_check.py). It prints the same lines
+after `ready <port>`: the run holds each of the gateway's kills until a stream is being
+written (tools/chaos/_llm_mix.py `Provider.before_fault`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ __all__ = ("GAP_S", "PIECES", "REPLY", "count_streams", "serve")
 
 PIECES = 30
 GAP_S = 0.05
-"""A stream takes PIECES x GAP_S (1.5 s): most of a call's time, so a kill lands mid-stream."""
+"""A stream takes PIECES x GAP_S (1.5 s): a kill sent when one starts lands well inside it."""
 REPLY = json.dumps({"message": "narrator streamed this answer, " + "word " * 40, "final": True})
 """What every stream writes: a reply the agent's brain reads as a final answer."""
 USAGE = {"prompt_tokens": 40, "completion_tokens": 60, "total_tokens": 100}
@@ -48,6 +51,7 @@ class _Provider:
     def _note(self, what: str, number: int) -> None:
         self._log.write(f"{what} {number}\n")
         self._log.flush()
+        print(f"{what} {number}", flush=True)  # the run waits on these to kill mid-stream
 
     async def answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         number = 0
