@@ -1,5 +1,6 @@
 """Reading a chaos run's records back from JetStream: every message of a stream on a subject,
-the dead letters by actor and reason, and where unfinished work sits (its consumers).
+the dead letters by actor and reason, and where unfinished work sits (its consumers, and the
+timelines of sessions with no end).
 
 The run's facts are derived from these (tools/chaos/_records.py). A read's setup (the
 stream's info, the ordered consumer's creation) is asked again through a cluster's elections,
@@ -21,7 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from bus import DEAD_ACTOR, DEAD_REASON, through_elections
-from schemas import AnyEnvelope, DecodeError, Namespace, decode_envelope
+from schemas import AnyEnvelope, DecodeError, Namespace, SessionEvent, decode_envelope
 
 __all__ = ("Stored", "print_consumers", "read_dead_letters", "read_stream")
 
@@ -101,7 +102,7 @@ async def read_dead_letters(
 async def print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
     """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
     js = nc.jetstream()
-    for family in ("submit", "deliver", "events"):
+    for family in ("submit", "deliver", "events", "timers"):
         stream = ns.stream(family)
         try:
             infos = await js.consumers_info(stream)
@@ -115,3 +116,27 @@ async def print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
                 f"pull requests waiting {info.num_waiting}",
                 file=out,
             )
+    await _print_unended(js, ns, out)
+
+
+async def _print_unended(js: JetStreamContext, ns: Namespace, out: TextIO) -> None:
+    """Each session with no end on its timeline, and what its timeline told: where it
+    stopped (the step, the round, the agent it waited for)."""
+    try:
+        stored = await read_stream(js, ns.stream("events"), f"{ns.root}.events.>")
+    except Exception as exc:
+        print(f"  timelines: {exc!r}", file=out)
+        return
+    told: dict[str, list[str]] = {}
+    for message in stored:
+        event = message.envelope
+        if isinstance(event, SessionEvent):
+            told.setdefault(event.session_id, []).append(
+                f"{event.event_type}({event.round or ''}{event.speaker or ''})@{message.seq}"
+            )
+    for session_id, events in told.items():
+        if not any(
+            e.startswith(("session_completed", "session_failed", "session_canceled"))
+            for e in events
+        ):
+            print(f"  unended {session_id}: {' '.join(events)}", file=out)
