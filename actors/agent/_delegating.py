@@ -176,6 +176,7 @@ class Delegator:
             request = wait.request_for(sent)
             if request is None or wait.final:
                 log.info("late answer ignored", extra={"request": sent, "call_id": call_id})
+                await self._moved_on(ctx, wait)
                 return
             updated = record_result(wait, sent, result_of(envelope, request))
             if updated is None:  # recorded before a crash: go on if the round is complete
@@ -199,6 +200,7 @@ class Delegator:
                 return
             wait, revision = found
             if wait.final or not wait.requests:
+                await self._moved_on(ctx, wait)
                 return
             deadline, now = next_deadline(wait), _now_ms()
             if deadline is None:
@@ -220,6 +222,21 @@ class Delegator:
                 await self._resume(ctx, expired, revision, ask)
             return
         raise WaitConflict(f"the wait of {ctx.envelope_id} kept changing")
+
+    async def _moved_on(self, ctx: Context, wait: Wait) -> None:
+        """The message in hand found the call past the round it was about: answered, or in
+        a later round. Redelivered, it may be the very message whose handling stored that
+        step and then died (or failed to store its effects) before sending what the step
+        made; no other message would ever send it, and the call would wait for ever. So a
+        redelivery sends the step's effects again under their recorded ids: JetStream drops
+        a copy already stored, and the gate refuses one it already decided on. A first
+        delivery (a late answer) cannot have been handled before, and sends nothing."""
+        if ctx.attempt <= 1:
+            return
+        if wait.final:
+            await self._publish_for_call(ctx, wait, decode_envelope(wait.final))
+        elif wait.requests and not wait.complete:
+            await self._send(ctx, wait)
 
     async def _resume(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
         """Every request of the round has its result: ask the brain again, store what it

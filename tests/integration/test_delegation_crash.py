@@ -3,10 +3,12 @@
 The planner fans out to three specialists (tests/integration/test_delegation.py's scripts).
 It is killed with a real SIGKILL where its wait is stored but nothing sent, between two of its
 requests, while it waits, after every answer is recorded but before its brain is asked
-again, and with the step claimed while its brain is being asked (the claim then lapses within
-one lease, an ack wait, not the brain's whole time); a fresh process (any replica would do)
-takes over from the wait in the `waits` bucket. The person gets exactly one answer with every
-specialist's result, and across both processes the brain is asked exactly once per step.
+again, with the step claimed while its brain is being asked (the claim then lapses within
+one lease, an ack wait, not the brain's whole time), and with its answer stored but not sent;
+a fresh process (any replica would do) takes over from the wait in the `waits` bucket. The
+person gets exactly one answer with every specialist's result, and across both processes the
+brain is asked exactly once per step. A chain's host killed with its next round stored but
+not sent sends that round from the redelivered answer that completed the first.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ async def _answer(floor: Floor) -> DelegationResponse:
     return answer
 
 
-@pytest.mark.parametrize("point", ["stored", "between", "waiting", "answers", "asking"])
+@pytest.mark.parametrize("point", ["stored", "between", "waiting", "answers", "asking", "answered"])
 async def test_a_host_killed_mid_fan_out_answers_once(floor: Floor, point: str) -> None:
     first = _start_planner(floor, None if point == "waiting" else point)
     await first.wait_line(READY)
@@ -138,12 +140,25 @@ async def test_a_host_killed_mid_fan_out_answers_once(floor: Floor, point: str) 
     # Nothing more for that request: the next answer is the next request's.
     probe = await _delegate(floor, "fan out again")
     assert (await _answer(floor)).request_id == probe.request_id
-    # The brain was asked once per step, across both processes.
+    assert _steps_asked(request, first, second) == ["0", "1"]
+
+
+async def test_a_chain_host_killed_before_sending_its_next_round_sends_it(floor: Floor) -> None:
+    first = _start_planner(floor, "chained")
+    await first.wait_line(READY)
+    request = await _delegate(floor, "chain")
+    await first.wait_line(r"paused at chained")
+    assert first.kill() == -signal.SIGKILL
+    second = _start_planner(floor, None)
+    await second.wait_line(READY)
+    answer = await _answer(floor)
+    assert answer.request_id == request.request_id and answer.status == "success", answer
+    assert "reviewer did review the code" in answer.result, answer.result
+    assert "coder did code for the parser" in answer.result, answer.result
+    assert _steps_asked(request, first, second) == ["0", "1", "2"]
+
+
+def _steps_asked(request: DelegationRequest, *hosts: ProcessOutput) -> list[str]:
+    """The steps the brain was asked for the request, across every process: once each."""
     asked = re.compile(rf'"msg":"brain asked".*"call_id":"{request.request_id}".*"step":(\d)')
-    steps = [
-        (process, m.group(1))
-        for process, host in enumerate((first, second))
-        for line in host.lines
-        if (m := asked.search(line))
-    ]
-    assert sorted(step for _, step in steps) == ["0", "1"], steps  # (process, step)
+    return sorted(m.group(1) for host in hosts for line in host.lines if (m := asked.search(line)))

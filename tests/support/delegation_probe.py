@@ -8,7 +8,9 @@ Run as a real process (`parley run support.delegation_probe:PausingHost --profil
 - `between`: the first request is stored, the others are not;
 - `answers`: every answer is recorded, the brain not yet asked again;
 - `asking`: the step is claimed and the brain is being asked (the claim's renewals go on
-  until the process dies).
+  until the process dies);
+- `chained`: the brain's next round is stored, none of its requests sent;
+- `answered`: the answer to the call is stored in the wait, not yet sent.
 
 A test subclass, so no production handler carries a hook for it.
 """
@@ -44,12 +46,14 @@ class PausingDelegator(Delegator):
         await asyncio.Event().wait()  # never set: only a signal ends this handler
 
     async def _send(self, ctx: Context, wait: Wait) -> None:
-        await self._pause(ctx, "stored")
+        await self._pause(ctx, "chained" if wait.rounds else "stored")
         await super()._send(ctx, wait)
 
     async def _publish_for_call(
         self, ctx: Context, wait: Wait, envelope: AnyEnvelope, until_ms: int | None = None
     ) -> None:
+        if wait.final:
+            await self._pause(ctx, "answered")
         await super()._publish_for_call(ctx, wait, envelope, until_ms)
         if isinstance(envelope, DelegationRequest | SubAgentCall):
             type(self)._requests_sent += 1

@@ -7,13 +7,14 @@ again under its id is the same one; a delegation nobody answered is a broken pro
 
 from __future__ import annotations
 
+import io
 import re
 from datetime import timedelta
 
 from actors.agent._delegating import Delegator
 from schemas import Decision, ErrorCode, derive_id, utc_now
 from tools.chaos._checker import ChaosReport, Published, check_history, format_report
-from tools.chaos._reads import Stored
+from tools.chaos._reads import Stored, print_unanswered
 from tools.chaos._records import History, history_from
 
 T0 = utc_now()
@@ -171,6 +172,17 @@ def test_an_unanswered_delegation_is_reported() -> None:
     assert re.search(r"^  answered +0$", table, re.M)
     assert re.search(r"^  unanswered +1$", table, re.M)
     assert "FAIL" in table
+
+
+def test_an_unanswered_delegation_is_told_with_the_decisions_of_its_trace() -> None:
+    decisions = _delegation(answered=False)
+    records = [Stored(seq, "parley.decisions.x", d) for seq, d in enumerate(decisions, 1)]
+    out = io.StringIO()
+    print_unanswered([ASK, "never-decided"], records, out)
+    told = out.getvalue().splitlines()
+    assert told[0].startswith(f"  unanswered {ASK}: delegation_request(cli>gpt allowed)@1 ")
+    assert told[0].endswith(f"delegation_response(claude>gpt allowed)@{len(decisions)}")
+    assert told[1] == "  unanswered never-decided: no decision in its trace"
 
 
 def test_an_answer_past_the_bound_is_reported() -> None:

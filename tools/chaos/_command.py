@@ -54,7 +54,7 @@ from tools.chaos._llm_provider import count_streams
 from tools.chaos._load import CLI, Load, follow_events, follow_refusals, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
-from tools.chaos._reads import print_consumers, read_stream
+from tools.chaos._reads import read_stream, tell_unfinished
 from tools.chaos._records import History, history_from
 from tools.chaos._schedule import (
     SERVER,
@@ -331,13 +331,9 @@ async def _run(
         delegation_bound_s=DEADLINE_MS / 1000 + MARGIN_S,
     )
     records, gaps = await verify_audit(server.url, broker, ns, work / "keys" / "audit.key")
-    if any(not session.ended for session in history.sessions):
-        print("unfinished sessions; consumers:", file=out)
-        admin = await connect(server.url, broker, PROVISIONER)  # only it sees every consumer
-        try:
-            await print_consumers(admin, ns, out)
-        finally:
-            await admin.close()
+    unanswered = [d.request_id for d in history.delegations if d.answer is None]
+    if unanswered or any(not session.ended for session in history.sessions):
+        await tell_unfinished(server.url, broker, ns, unanswered, decisions, out)
     mixed = options.tools > 0 or options.llm > 0
     gate_decisions = [r.envelope for r in decisions if isinstance(r.envelope, Decision)]
     return 0, _Readings(

@@ -1,6 +1,7 @@
 """Reading a chaos run's records back from JetStream: every message of a stream on a subject,
-the dead letters by actor and reason, and where unfinished work sits (its consumers, and the
-timelines of sessions with no end).
+the dead letters by actor and reason, and where unfinished work sits (its consumers, the
+timelines of sessions with no end, and the decisions in the trace of each delegation never
+answered).
 
 The run's facts are derived from these (tools/chaos/_records.py). A read's setup (the
 stream's info, the ordered consumer's creation) is asked again through a cluster's elections,
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -22,9 +24,12 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from bus import DEAD_ACTOR, DEAD_REASON, through_elections
-from schemas import AnyEnvelope, DecodeError, Namespace, SessionEvent, decode_envelope
+from schemas import AnyEnvelope, Decision, DecodeError, Namespace, SessionEvent, decode_envelope
+from tools.chaos._connections import connect
+from tools.chaos._lockdown import LockedBroker
+from tools.natsconf import PROVISIONER
 
-__all__ = ("Stored", "print_consumers", "read_dead_letters", "read_stream")
+__all__ = ("Stored", "print_unanswered", "read_dead_letters", "read_stream", "tell_unfinished")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,26 @@ async def read_dead_letters(
     )
 
 
-async def print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
+async def tell_unfinished(
+    url: str,
+    broker: LockedBroker | None,
+    ns: Namespace,
+    unanswered: Sequence[str],
+    decisions: Sequence[Stored],
+    out: TextIO,
+) -> None:
+    """Where the work a run left unfinished sits: each consumer's counts, each session's
+    timeline with no end, each delegation never answered with the decisions in its trace."""
+    print("unfinished work; consumers:", file=out)
+    admin = await connect(url, broker, PROVISIONER)  # only it sees every consumer
+    try:
+        await _print_consumers(admin, ns, out)
+    finally:
+        await admin.close()
+    print_unanswered(unanswered, decisions, out)
+
+
+async def _print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
     """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
     js = nc.jetstream()
     for family in ("submit", "deliver", "events", "timers"):
@@ -140,3 +164,21 @@ async def _print_unended(js: JetStreamContext, ns: Namespace, out: TextIO) -> No
             for e in events
         ):
             print(f"  unended {session_id}: {' '.join(events)}", file=out)
+
+
+def print_unanswered(unanswered: Sequence[str], decisions: Sequence[Stored], out: TextIO) -> None:
+    """Each delegation never answered (by its request's envelope id), and every decision the
+    gate made in its trace, in order: how far its calls went, and which answer never came."""
+    traces = {
+        d.envelope.envelope_id: d.envelope.trace_id
+        for d in decisions
+        if isinstance(d.envelope, Decision)
+    }
+    for request in unanswered:
+        trace = traces.get(request)
+        steps = [
+            f"{e.envelope_kind}({e.sender}>{e.target} {'allowed' if e.allowed else e.code})@{d.seq}"
+            for d in decisions
+            if isinstance(e := d.envelope, Decision) and trace is not None and e.trace_id == trace
+        ]
+        print(f"  unanswered {request}: {' '.join(steps) or 'no decision in its trace'}", file=out)
