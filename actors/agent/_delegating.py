@@ -9,11 +9,14 @@ the call: nothing of the wait lives only in memory.
 Each answer (a `delegation_response`, a `sub_agent_result`, or an `error` about a request)
 is recorded in the wait with compare-and-set. The handler whose write completes the round
 asks the brain again with every round so far; the brain either asks again (a chain's next
-step) or answers, and the answer is stored in the wait before it is sent, so a host killed
-after that re-sends it and never asks the brain again. The reminder gives every request
-still unanswered at its deadline a `timeout` result ("Delegation timeout after 5000ms"),
-which completes the round with what came in: a fan-out's partial results. An answer that
-comes after its deadline, or twice, is ignored (the gate has audited it).
+step) or answers, and the next round or the answer is stored in the wait before it is sent,
+naming the delivery that made it (`stepped_by`). That message is acked only once what it
+sent is stored; a host killed in between is redelivered it, and it alone sends the step again
+(a round with its deadlines counted from then): the brain is never asked twice. The round's
+reminder gives every request still unanswered at its deadline a `timeout` result
+("Delegation timeout after 5000ms"), which completes the round with what came in: a
+fan-out's partial results; an earlier round's reminder leaves the round in progress to its
+own. An answer that comes after its deadline, or twice, is ignored (the gate has audited it).
 
 Every id is derived from the call's (`request-<round>-<n>`, `reply`, `error`, `deadline-<round>`),
 so whatever a crash repeats is the same message again, which JetStream drops.
@@ -31,13 +34,13 @@ from dataclasses import dataclass
 
 import msgspec
 
+from actors.agent._step_claim import StepClaim, keep_renewed
 from actors.delegation import (
     AgentRequest,
     UseTool,
     Wait,
     WaitConflict,
     WaitStore,
-    aggregate_status,
     answered_request,
     expire,
     finish_round,
@@ -45,11 +48,12 @@ from actors.delegation import (
     record_result,
     request_envelope,
     request_id,
+    restart_deadlines,
     result_of,
     start_round,
     target_of,
 )
-from bus import Context, parse_trace_headers
+from bus import MSG_ID, Context, parse_trace_headers
 from schemas import (
     AnyEnvelope,
     Error,
@@ -70,16 +74,6 @@ MAX_TOOL_ROUNDS = 8
 them the brain is offered no more tools."""
 
 _CONFLICT_RETRIES = 16
-
-
-@dataclass(slots=True)
-class _Claim:
-    """A step claimed to ask the brain: the wait as last written, and its revision."""
-
-    wait: Wait
-    revision: int
-    done: asyncio.Event
-    """Set once the brain answered: the renewals stop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +131,7 @@ class Delegator:
             call=ctx.payload,
             headers=dict(ctx.headers),
             started_ms=started_ms,
+            stepped_by=_delivery(ctx),
         )
         ids = self.request_ids(wait.call_id, 0, len(requests))
         wait = start_round(wait, text, requests, ids, _now_ms(), tokens)
@@ -154,7 +149,7 @@ class Delegator:
         elif wait.complete:
             await self._resume(ctx, wait, revision, ask)
         else:
-            await self._send(ctx, wait)
+            await self._send_again(ctx, wait, revision)
         return True
 
     async def on_answer(self, envelope: AnyEnvelope, ctx: Context, ask: Ask) -> None:
@@ -175,8 +170,8 @@ class Delegator:
             wait, revision = found
             request = wait.request_for(sent)
             if request is None or wait.final:
-                log.info("late answer ignored", extra={"request": sent, "call_id": call_id})
-                await self._moved_on(ctx, wait)
+                if not await self._moved_on(ctx, wait, revision):
+                    log.info("late answer ignored", extra={"request": sent, "call_id": call_id})
                 return
             updated = record_result(wait, sent, result_of(envelope, request))
             if updated is None:  # recorded before a crash: go on if the round is complete
@@ -199,9 +194,12 @@ class Delegator:
             if found is None:
                 return
             wait, revision = found
-            if wait.final or not wait.requests:
-                await self._moved_on(ctx, wait)
+            if wait.final or wait.stepped_by == _delivery(ctx):
+                await self._moved_on(ctx, wait, revision)
                 return
+            reminder = derive_id(wait.call_id, f"deadline-{wait.round_index}")
+            if not wait.requests or ctx.headers.get(MSG_ID) != reminder:
+                return  # an earlier round's reminder: the round in progress has its own
             deadline, now = next_deadline(wait), _now_ms()
             if deadline is None:
                 # Every answer is in. Whoever claims the step goes on; a handler that
@@ -223,20 +221,40 @@ class Delegator:
             return
         raise WaitConflict(f"the wait of {ctx.envelope_id} kept changing")
 
-    async def _moved_on(self, ctx: Context, wait: Wait) -> None:
-        """The message in hand found the call past the round it was about: answered, or in
-        a later round. Redelivered, it may be the very message whose handling stored that
-        step and then died (or failed to store its effects) before sending what the step
-        made; no other message would ever send it, and the call would wait for ever. So a
-        redelivery sends the step's effects again under their recorded ids: JetStream drops
-        a copy already stored, and the gate refuses one it already decided on. A first
-        delivery (a late answer) cannot have been handled before, and sends nothing."""
-        if ctx.attempt <= 1:
-            return
+    async def _moved_on(self, ctx: Context, wait: Wait, revision: int) -> bool:
+        """The message in hand found the call past the round it was about: answered, or in a
+        later round. If it is the message whose handling stored that step (`stepped_by`), it
+        is back because that handling died, or failed to store what it sent, in between: send
+        the step again under its recorded ids (JetStream drops a copy already stored). No
+        other message would, and the call would wait for ever. Any other message (a late
+        answer, a reminder of a round gone by) sends nothing: False."""
+        if wait.stepped_by != _delivery(ctx):
+            return False
         if wait.final:
             await self._publish_for_call(ctx, wait, decode_envelope(wait.final))
-        elif wait.requests and not wait.complete:
-            await self._send(ctx, wait)
+        else:
+            await self._send_again(ctx, wait, revision)
+        return True
+
+    async def _send_again(self, ctx: Context, wait: Wait, revision: int) -> None:
+        """Send the round in progress again, as it may never have gone out: its unanswered
+        requests' deadlines count from now (`restart_deadlines`), stored before they are sent."""
+        round_index = wait.round_index
+        for _ in range(_CONFLICT_RETRIES):
+            if wait.final or wait.round_index != round_index or wait.complete:
+                return  # its answers came in: it went out, and whoever completed it went on
+            restarted = restart_deadlines(wait, _now_ms())
+            try:
+                await self._store.update(restarted, revision)
+            except WaitConflict:
+                found = await self._store.load(wait.call_id)
+                if found is None:
+                    return
+                wait, revision = found
+                continue
+            await self._send(ctx, restarted)
+            return
+        raise WaitConflict(f"the wait of {wait.call_id} kept changing")
 
     async def _resume(self, ctx: Context, wait: Wait, revision: int, ask: Ask) -> None:
         """Every request of the round has its result: ask the brain again, store what it
@@ -266,8 +284,8 @@ class Delegator:
                     return
                 wait, revision = found
                 continue
-            held = _Claim(claimed, revision, asyncio.Event())
-            renewing = asyncio.create_task(self._renew(held))
+            held = StepClaim(claimed, revision, asyncio.Event())
+            renewing = asyncio.create_task(keep_renewed(held, self._store, self._lease_ms))
             try:
                 await self._go_on(ctx, held, ask, renewing)
             finally:
@@ -276,24 +294,8 @@ class Delegator:
             return
         raise WaitConflict(f"the wait of {wait.call_id} kept changing")
 
-    async def _renew(self, held: _Claim) -> None:
-        """Keep the step's claim alive while the brain answers: a claimant that died stops
-        renewing, and its step is taken over within one lease (not the brain's whole time)."""
-        while True:
-            try:
-                await asyncio.wait_for(held.done.wait(), self._lease_ms / 3000)
-                return  # the brain answered
-            except TimeoutError:
-                pass
-            renewed = msgspec.structs.replace(held.wait, asking_until_ms=_now_ms() + self._lease_ms)
-            try:
-                held.revision = await self._store.update(renewed, held.revision)
-            except WaitConflict:
-                return  # taken over: this claimant's answer will lose its compare-and-set
-            held.wait = renewed
-
     async def _go_on(
-        self, ctx: Context, held: _Claim, ask: Ask, renewing: asyncio.Task[None]
+        self, ctx: Context, held: StepClaim, ask: Ask, renewing: asyncio.Task[None]
     ) -> None:
         """Ask the brain with the finished round; store and send what it said."""
         done = finish_round(held.wait)
@@ -304,8 +306,9 @@ class Delegator:
         revision = held.revision
         if resumed.answer is None and resumed.requests:
             ids = self.request_ids(done.call_id, done.round_index, len(resumed.requests))
-            following = start_round(
-                done, resumed.text, resumed.requests, ids, _now_ms(), resumed.tokens
+            following = msgspec.structs.replace(
+                start_round(done, resumed.text, resumed.requests, ids, _now_ms(), resumed.tokens),
+                stepped_by=_delivery(ctx),
             )
             try:
                 await self._store.update(following, revision)
@@ -317,7 +320,10 @@ class Delegator:
         if answer is None:
             raise RuntimeError("the brain neither asked nor answered")
         finished = msgspec.structs.replace(
-            done, final=encode(answer), tokens=done.tokens + resumed.tokens
+            done,
+            final=encode(answer),
+            tokens=done.tokens + resumed.tokens,
+            stepped_by=_delivery(ctx),
         )
         try:
             await self._store.update(finished, revision)
@@ -376,24 +382,10 @@ class Delegator:
         headers = trace.child(wait.call_id, hop_delta_for(envelope)).to_headers(envelope.id)
         await ctx.outbox.publish(ctx.submit_subject, encode(envelope), headers)
 
-    @staticmethod
-    def status_of(wait: Wait) -> str:
-        """Seed 003's status of an answer made after `wait`'s rounds."""
-        return aggregate_status([r for done in wait.rounds for r in done.results])
 
-    @staticmethod
-    def tools_of(wait: Wait) -> tuple[str, ...]:
-        """The tools the brain called over `wait`'s rounds, first use first, each once: what
-        the answer tells its caller (`AgentResponse.tools_used`), so a tool-using turn can be
-        reviewed."""
-        names = (
-            request.capability
-            if isinstance(request, UseTool)
-            else str(request.__struct_config__.tag)
-            for done in wait.rounds
-            for request in done.requests
-        )
-        return tuple(dict.fromkeys(names))
+def _delivery(ctx: Context) -> str:
+    """The message in hand, as a wait's `stepped_by` names it: the same on every redelivery."""
+    return f"{ctx.stream}:{ctx.stream_seq}"
 
 
 def _now_ms() -> int:

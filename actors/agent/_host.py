@@ -278,8 +278,8 @@ class AgentHost(Actor):
             1,
             dataclasses.replace(answer, usage=spent),
             time.time() - wait.started_ms / 1000 if wait.started_ms else 0.0,
-            Delegator.status_of(wait),
-            Delegator.tools_of(wait),
+            wait.answer_status,
+            wait.tools_used,
         )
         return Resumed(requests=(), text="", tokens=answer.usage.total, answer=reply)
 

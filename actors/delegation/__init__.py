@@ -30,6 +30,7 @@ from actors.delegation._wait import (
     finish_round,
     next_deadline,
     record_result,
+    restart_deadlines,
     start_round,
 )
 
@@ -57,6 +58,7 @@ __all__ = (
     "record_result",
     "request_envelope",
     "request_id",
+    "restart_deadlines",
     "result_of",
     "start_round",
     "target_of",

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import msgspec
 from msgspec import Struct
 
-from actors.delegation._requests import AgentRequest, RequestResult, ToolRound
+from actors.delegation._requests import AgentRequest, RequestResult, ToolRound, UseTool
 
 __all__ = (
     "Wait",
@@ -29,6 +29,7 @@ __all__ = (
     "finish_round",
     "next_deadline",
     "record_result",
+    "restart_deadlines",
     "start_round",
 )
 
@@ -61,6 +62,10 @@ class Wait(Struct, frozen=True, kw_only=True):
     """Until when that claim holds; past it, another handler may take the step over."""
     final: bytes = b""
     """The answer to the call, once made: re-sent as is after a crash."""
+    stepped_by: str = ""
+    """The delivery (`<stream>:<sequence>`) whose handling stored the current round or the
+    answer. That message is acked only once what the step sends is stored, so if it comes
+    back it sends the step again: no other message knows the step may never have gone out."""
 
     @property
     def round_index(self) -> int:
@@ -70,6 +75,25 @@ class Wait(Struct, frozen=True, kw_only=True):
     def complete(self) -> bool:
         """Every request of the current round has its result."""
         return all(request.request_id in self.results for request in self.requests)
+
+    @property
+    def answer_status(self) -> str:
+        """Seed 003's status of an answer made after the rounds so far."""
+        return aggregate_status([result for done in self.rounds for result in done.results])
+
+    @property
+    def tools_used(self) -> tuple[str, ...]:
+        """The tools the brain called over the rounds so far, first use first, each once:
+        what the answer tells its caller (`AgentResponse.tools_used`), so a tool-using turn
+        can be reviewed."""
+        names = (
+            request.capability
+            if isinstance(request, UseTool)
+            else str(request.__struct_config__.tag)
+            for done in self.rounds
+            for request in done.requests
+        )
+        return tuple(dict.fromkeys(names))
 
     def request_for(self, envelope_id: str) -> AgentRequest | None:
         """The request of the current round sent as `envelope_id`, if any."""
@@ -127,6 +151,20 @@ def expire(wait: Wait, now_ms: int) -> Wait | None:
     if not late:
         return None
     return msgspec.structs.replace(wait, results={**wait.results, **late})
+
+
+def restart_deadlines(wait: Wait, now_ms: int) -> Wait:
+    """`wait` with each unanswered request's deadline counted from `now_ms`: the round is
+    being sent again after a crash, and may never have gone out before. A request's deadline
+    is how long its caller waits for it once sent; counted from the first attempt, a host
+    redelivered after its ack wait would time out requests that just left."""
+    return msgspec.structs.replace(
+        wait,
+        expires_ms=tuple(
+            expires if request.request_id in wait.results else now_ms + request.deadline_ms
+            for request, expires in zip(wait.requests, wait.expires_ms, strict=True)
+        ),
+    )
 
 
 def next_deadline(wait: Wait) -> int | None:

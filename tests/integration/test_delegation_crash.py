@@ -8,24 +8,30 @@ one lease, an ack wait, not the brain's whole time), and with its answer stored 
 a fresh process (any replica would do) takes over from the wait in the `waits` bucket. The
 person gets exactly one answer with every specialist's result, and across both processes the
 brain is asked exactly once per step. A chain's host killed with its next round stored but
-not sent sends that round from the redelivered answer that completed the first.
+not sent sends that round from the redelivered message that moved the call on (an answer, or
+the reminder that timed the first round out), the round's deadlines counted from then.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from actors.delegation import Delegate, Wait
 from bus import EmbeddedServer
 from schemas import (
     DelegationRequest,
@@ -42,6 +48,27 @@ from tests.support.processes import READY, ProcessOutput, parley_env
 pytestmark = pytest.mark.chaos
 
 SPECIALISTS = ("coder", "reviewer", "writer")
+RUSHED_SCRIPT = """
+[[turn]]
+goal = "rushed answer"
+step = 0
+calls = [{ to = "coder", objective = "code for {task}", deadline_ms = 300 }]
+
+[[turn]]
+goal = "rushed chain"
+step = 0
+calls = [{ to = "coder", objective = "code for {task}", deadline_ms = 300 }]
+
+[[turn]]
+goal = "rushed chain"
+step = 1
+calls = [{ to = "reviewer", objective = "review the code", chain = true }]
+"""
+"""Calls the specialists cannot answer in time (they take a second): the round's reminder
+times each out, and is the message that moves the call on."""
+DELEGATE_DEADLINE_MS = next(
+    field.default for field in msgspec.structs.fields(Delegate) if field.name == "deadline_ms"
+)
 
 
 @dataclass
@@ -81,7 +108,7 @@ async def floor(
         agents,
         "planner",
         'backend = "scripted"\nscript = "planner-script.toml"',
-        script=PLANNER_SCRIPT,
+        script=RUSHED_SCRIPT + PLANNER_SCRIPT,  # before its catch-all turn
         extra=f"delegates_to = {json.dumps(list(SPECIALISTS))}",
     )
     # The specialists take a moment, so a planner killed while waiting misses their answers.
@@ -146,8 +173,10 @@ async def test_a_host_killed_mid_fan_out_answers_once(floor: Floor, point: str) 
 async def test_a_chain_host_killed_before_sending_its_next_round_sends_it(floor: Floor) -> None:
     first = _start_planner(floor, "chained")
     await first.wait_line(READY)
+    waits = await _follow_waits(floor)
     request = await _delegate(floor, "chain")
     await first.wait_line(r"paused at chained")
+    killed_at_ms = time.time() * 1000
     assert first.kill() == -signal.SIGKILL
     second = _start_planner(floor, None)
     await second.wait_line(READY)
@@ -156,6 +185,60 @@ async def test_a_chain_host_killed_before_sending_its_next_round_sends_it(floor:
     assert "reviewer did review the code" in answer.result, answer.result
     assert "coder did code for the parser" in answer.result, answer.result
     assert _steps_asked(request, first, second) == ["0", "1", "2"]
+    # The reviewer's deadline counts from when the round was sent again, not from the step.
+    async with asyncio.timeout(10):
+        await waits.answered.wait()
+    sent_until = max(w.expires_ms[0] for w in waits.written if w.round_index == 1 and w.requests)
+    assert sent_until >= killed_at_ms + DELEGATE_DEADLINE_MS, (sent_until, killed_at_ms)
+
+
+@pytest.mark.parametrize(
+    ("point", "goal"), [("answered", "rushed answer"), ("chained", "rushed chain")]
+)
+async def test_a_host_killed_after_a_reminder_moved_the_call_on_goes_on(
+    floor: Floor, point: str, goal: str
+) -> None:
+    first = _start_planner(floor, point)
+    await first.wait_line(READY)
+    request = await _delegate(floor, goal)
+    await first.wait_line(rf"paused at {point}")
+    assert first.kill() == -signal.SIGKILL
+    second = _start_planner(floor, None)
+    await second.wait_line(READY)
+    answer = await _answer(floor)
+    assert answer.request_id == request.request_id, answer
+    assert "Delegation timeout after 300ms" in answer.result, answer.result
+    if goal == "rushed chain":
+        assert answer.status == "partial", answer
+        assert "reviewer did review the code" in answer.result, answer.result
+        assert _steps_asked(request, first, second) == ["0", "1", "2"]
+    else:
+        assert answer.status == "failed", answer
+        assert _steps_asked(request, first, second) == ["0", "1"]
+
+
+@dataclass
+class _Waits:
+    """Every write of the planner's waits, in order, as its bucket stored them."""
+
+    written: list[Wait]
+    answered: asyncio.Event
+    """Set at the first write holding an answer: every write before it has been seen."""
+
+
+async def _follow_waits(floor: Floor) -> _Waits:
+    waits = _Waits([], asyncio.Event())
+    bucket = floor.ns.agent_bucket("waits", "planner")
+
+    async def on_write(msg: Msg) -> None:
+        if msg.data:
+            wait = msgspec.json.decode(msg.data, type=Wait)
+            waits.written.append(wait)
+            if wait.final:
+                waits.answered.set()
+
+    await floor.js.subscribe(f"$KV.{bucket}.planner.wait.>", cb=on_write, ordered_consumer=True)
+    return waits
 
 
 def _steps_asked(request: DelegationRequest, *hosts: ProcessOutput) -> list[str]:

@@ -23,7 +23,8 @@ import os
 from typing import ClassVar
 
 from actors.agent import AgentHost
-from actors.agent._delegating import Ask, Delegator, _Claim
+from actors.agent._delegating import Ask, Delegator
+from actors.agent._step_claim import StepClaim
 from actors.delegation import Wait
 from bus import Context
 from schemas import AnyEnvelope, DelegationRequest, SubAgentCall
@@ -65,7 +66,7 @@ class PausingDelegator(Delegator):
         await super()._resume(ctx, wait, revision, ask)
 
     async def _go_on(
-        self, ctx: Context, held: _Claim, ask: Ask, renewing: asyncio.Task[None]
+        self, ctx: Context, held: StepClaim, ask: Ask, renewing: asyncio.Task[None]
     ) -> None:
         await self._pause(ctx, "asking")
         await super()._go_on(ctx, held, ask, renewing)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from actors.agent._delegating import Delegator
 from actors.delegation import CallSubAgent, Delegate, RequestResult, ToolRound, Wait
 from schemas import (
     AgentResponse,
@@ -37,8 +36,8 @@ def test_the_host_names_each_tool_its_brain_called_once_first_use_first() -> Non
         _round(Delegate(request_id="c", target_employee="reviewer", objective="o")),
     )
     wait = Wait(call_id="call", caller="router", call=b"", headers={}, rounds=rounds)
-    assert Delegator.tools_of(wait) == ("call_sub_agent", "delegate_to_agent")
-    assert Delegator.tools_of(Wait(call_id="call", caller="router", call=b"", headers={})) == ()
+    assert wait.tools_used == ("call_sub_agent", "delegate_to_agent")
+    assert Wait(call_id="call", caller="router", call=b"", headers={}).tools_used == ()
 
 
 def _response(**fields: object) -> AgentResponse:
