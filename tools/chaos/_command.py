@@ -54,7 +54,7 @@ from tools.chaos._llm_provider import count_streams
 from tools.chaos._load import CLI, Load, follow_events, follow_refusals, worker
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
-from tools.chaos._reads import read_stream, tell_unfinished
+from tools.chaos._reads import Stored, read_stream, tell_lost, tell_unfinished, wait_for_quiet
 from tools.chaos._records import History, history_from
 from tools.chaos._schedule import (
     SERVER,
@@ -121,7 +121,9 @@ class _Readings:
     audit_gaps: list[str]
     load: Load
     decisions: list[Decision]
-    """The gate's decisions, for the tool and LLM mixes' verdicts (empty without them)."""
+    """The gate's decisions, for the tool and LLM mixes' verdicts."""
+    stored: list[Stored]
+    """Every decision and session event, in stream order: what became of a lost message."""
 
 
 def _actor_ids(topology: Topology) -> list[str]:
@@ -179,6 +181,7 @@ async def _started(
         return code, check_history([], [])
     report = _check(readings, options, broker, work)
     print(format_report(report, seed=options.seed), file=out, flush=True)
+    tell_lost(report.lost, readings.history.published, readings.stored, out)
     return (1 if report.violations() else 0), report
 
 
@@ -318,13 +321,15 @@ async def _run(
     # The whole timeline is an operator's to read: a person's account sees it only live.
     admin = await connect(server.url, broker, PROVISIONER)
     try:
+        await wait_for_quiet(admin, ns, _actor_ids(topology), session_timeout_s, out)
         js = admin.jetstream()
         events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
         decisions = await read_stream(js, ns.stream("events"), ns.wildcard("decisions"), timeout=60)
     finally:
         await admin.close()
+    stored = sorted([*decisions, *events], key=lambda r: r.seq)
     history = history_from(
-        sorted([*decisions, *events], key=lambda r: r.seq),
+        stored,
         load.roots,
         answering=[spec.name for spec in topology.actor if spec.run == "agent"],
         people=[CLI],
@@ -334,11 +339,8 @@ async def _run(
     unanswered = [d.request_id for d in history.delegations if d.answer is None]
     if unanswered or any(not session.ended for session in history.sessions):
         await tell_unfinished(server.url, broker, ns, unanswered, decisions, out)
-    mixed = options.tools > 0 or options.llm > 0
     gate_decisions = [r.envelope for r in decisions if isinstance(r.envelope, Decision)]
-    return 0, _Readings(
-        history, faults.healed, records, gaps, load, gate_decisions if mixed else []
-    )
+    return 0, _Readings(history, faults.healed, records, gaps, load, gate_decisions, stored)
 
 
 async def _provision(

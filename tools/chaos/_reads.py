@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -26,10 +26,19 @@ from nats.js.api import DeliverPolicy
 from bus import DEAD_ACTOR, DEAD_REASON, through_elections
 from schemas import AnyEnvelope, Decision, DecodeError, Namespace, SessionEvent, decode_envelope
 from tools.chaos._connections import connect
+from tools.chaos._facts import Published
 from tools.chaos._lockdown import LockedBroker
 from tools.natsconf import PROVISIONER
 
-__all__ = ("Stored", "print_unanswered", "read_dead_letters", "read_stream", "tell_unfinished")
+__all__ = (
+    "Stored",
+    "print_unanswered",
+    "read_dead_letters",
+    "read_stream",
+    "tell_lost",
+    "tell_unfinished",
+    "wait_for_quiet",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +113,44 @@ async def read_dead_letters(
     )
 
 
+QUIET_POLL_S = 0.25
+"""How often the end of a run asks the server whether the actors' consumers are idle."""
+
+
+async def wait_for_quiet(
+    nc: NATS, ns: Namespace, actors: Collection[str], timeout: float, out: TextIO
+) -> None:
+    """Wait until no actor's consumer on SUBMIT, DELIVER or EVENTS holds a message pending
+    or unacknowledged, for at most `timeout` seconds (then say which still did).
+
+    The load stops when its sessions ended, but an actor may still hold an input whose
+    effects it failed to store (the stream was electing a leader), to be retried after a
+    backoff: acknowledged work still in flight, not lost. The run's verdict is read once
+    it is done. The server tells no event for an idle consumer, so it is asked, every
+    `QUIET_POLL_S`; the reminders (TIMERS) are left out, deferred on purpose for minutes.
+    """
+    js = nc.jetstream()
+    busy: list[str] = []
+    for _ in range(max(1, int(timeout / QUIET_POLL_S))):
+        busy = []
+        for family in ("submit", "deliver", "events"):
+            stream = ns.stream(family)
+            try:
+                infos = await js.consumers_info(stream)
+            except Exception as exc:  # electing: asked again next time
+                busy.append(f"{stream}: {exc!r}")
+                continue
+            busy += [
+                f"{stream}/{info.name}: pending {info.num_pending}, unacked {info.num_ack_pending}"
+                for info in infos
+                if info.name in actors and (info.num_pending or info.num_ack_pending)
+            ]
+        if not busy:
+            return
+        await asyncio.sleep(QUIET_POLL_S)
+    print(f"still at work after {timeout:.0f} s: {'; '.join(busy)}", file=out)
+
+
 async def tell_unfinished(
     url: str,
     broker: LockedBroker | None,
@@ -118,6 +165,7 @@ async def tell_unfinished(
     admin = await connect(url, broker, PROVISIONER)  # only it sees every consumer
     try:
         await _print_consumers(admin, ns, out)
+        await _print_unended(admin.jetstream(), ns, decisions, out)
     finally:
         await admin.close()
     print_unanswered(unanswered, decisions, out)
@@ -140,12 +188,13 @@ async def _print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
                 f"pull requests waiting {info.num_waiting}",
                 file=out,
             )
-    await _print_unended(js, ns, out)
 
 
-async def _print_unended(js: JetStreamContext, ns: Namespace, out: TextIO) -> None:
-    """Each session with no end on its timeline, and what its timeline told: where it
-    stopped (the step, the round, the agent it waited for)."""
+async def _print_unended(
+    js: JetStreamContext, ns: Namespace, decisions: Sequence[Stored], out: TextIO
+) -> None:
+    """Each session with no end on its timeline, what its timeline told (where it stopped:
+    the step, the round, the agent it waited for), and what the gate decided in it."""
     try:
         stored = await read_stream(js, ns.stream("events"), f"{ns.root}.events.>")
     except Exception as exc:
@@ -164,6 +213,13 @@ async def _print_unended(js: JetStreamContext, ns: Namespace, out: TextIO) -> No
             for e in events
         ):
             print(f"  unended {session_id}: {' '.join(events)}", file=out)
+            decided = [
+                f"{e.envelope_kind}({e.sender}>{e.target} {'allowed' if e.allowed else e.code}"
+                f" {e.envelope_id[-8:]})@{d.seq}"
+                for d in decisions
+                if isinstance(e := d.envelope, Decision) and e.session_id == session_id
+            ]
+            print(f"    decided: {' '.join(decided) or 'nothing'}", file=out)
 
 
 def print_unanswered(unanswered: Sequence[str], decisions: Sequence[Stored], out: TextIO) -> None:
@@ -182,3 +238,38 @@ def print_unanswered(unanswered: Sequence[str], decisions: Sequence[Stored], out
             if isinstance(e := d.envelope, Decision) and trace is not None and e.trace_id == trace
         ]
         print(f"  unanswered {request}: {' '.join(steps) or 'no decision in its trace'}", file=out)
+
+
+def tell_lost(
+    lost: Sequence[str], published: Sequence[Published], stored: Sequence[Stored], out: TextIO
+) -> None:
+    """Each message acknowledged and never applied: what it was, for whom, at which stream
+    sequence, and in stream order every decision of the gate in its trace and every event of
+    its session (with the ends of the ids: a decision's envelope and cause, the inputs an
+    event applied): which effect of it is missing, or named another."""
+    for envelope_id in lost:
+        sent = ", ".join(
+            f"{p.kind} to {p.receiver} @{p.stream_seq}"
+            for p in published
+            if p.envelope_id == envelope_id
+        )
+        about = [d.envelope for d in stored if isinstance(d.envelope, Decision)]
+        traces = {d.trace_id for d in about if d.envelope_id == envelope_id}
+        sessions = {d.session_id for d in about if d.envelope_id == envelope_id} - {None}
+        told: list[str] = []
+        for record in stored:
+            match record.envelope:
+                case Decision() as d if d.trace_id in traces:
+                    verdict = "allowed" if d.allowed else d.code
+                    told.append(
+                        f"{d.envelope_kind}({d.sender}>{d.target} {verdict}"
+                        f" {d.envelope_id[-6:]}<{d.causation_id[-6:]})@{record.seq}"
+                    )
+                case SessionEvent() as e if e.session_id in sessions:
+                    inputs = ",".join(i[-6:] for i in e.envelope_ids)
+                    told.append(
+                        f"{e.event_type}({e.round or ''}{e.speaker or ''} {inputs})@{record.seq}"
+                    )
+                case _:
+                    pass
+        print(f"  lost {envelope_id}: {sent}; told: {' '.join(told) or 'nothing'}", file=out)
