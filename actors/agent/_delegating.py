@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from actors.agent._step_claim import StepClaim, keep_renewed
+from actors.agent._step_claim import StepClaim, delivery_of, keep_renewed, stored_the_step
 from actors.delegation import (
     AgentRequest,
     UseTool,
@@ -131,7 +131,7 @@ class Delegator:
             call=ctx.payload,
             headers=dict(ctx.headers),
             started_ms=started_ms,
-            stepped_by=_delivery(ctx),
+            stepped_by=delivery_of(ctx),
         )
         ids = self.request_ids(wait.call_id, 0, len(requests))
         wait = start_round(wait, text, requests, ids, _now_ms(), tokens)
@@ -194,7 +194,7 @@ class Delegator:
             if found is None:
                 return
             wait, revision = found
-            if wait.final or wait.stepped_by == _delivery(ctx):
+            if wait.final or stored_the_step(wait, ctx):
                 await self._moved_on(ctx, wait, revision)
                 return
             reminder = derive_id(wait.call_id, f"deadline-{wait.round_index}")
@@ -218,6 +218,8 @@ class Delegator:
                 continue
             if expired.complete:
                 await self._resume(ctx, expired, revision, ask)
+            elif (later := next_deadline(expired)) is not None:
+                ctx.defer(max(later - now, 0) / 1000)  # the round's next deadline is this one's too
             return
         raise WaitConflict(f"the wait of {ctx.envelope_id} kept changing")
 
@@ -228,7 +230,7 @@ class Delegator:
         the step again under its recorded ids (JetStream drops a copy already stored). No
         other message would, and the call would wait for ever. Any other message (a late
         answer, a reminder of a round gone by) sends nothing: False."""
-        if wait.stepped_by != _delivery(ctx):
+        if not stored_the_step(wait, ctx):
             return False
         if wait.final:
             await self._publish_for_call(ctx, wait, decode_envelope(wait.final))
@@ -308,7 +310,7 @@ class Delegator:
             ids = self.request_ids(done.call_id, done.round_index, len(resumed.requests))
             following = msgspec.structs.replace(
                 start_round(done, resumed.text, resumed.requests, ids, _now_ms(), resumed.tokens),
-                stepped_by=_delivery(ctx),
+                stepped_by=delivery_of(ctx),
             )
             try:
                 await self._store.update(following, revision)
@@ -323,7 +325,7 @@ class Delegator:
             done,
             final=encode(answer),
             tokens=done.tokens + resumed.tokens,
-            stepped_by=_delivery(ctx),
+            stepped_by=delivery_of(ctx),
         )
         try:
             await self._store.update(finished, revision)
@@ -381,11 +383,6 @@ class Delegator:
             trace = dataclasses.replace(trace, deadline_ms=until_ms)
         headers = trace.child(wait.call_id, hop_delta_for(envelope)).to_headers(envelope.id)
         await ctx.outbox.publish(ctx.submit_subject, encode(envelope), headers)
-
-
-def _delivery(ctx: Context) -> str:
-    """The message in hand, as a wait's `stepped_by` names it: the same on every redelivery."""
-    return f"{ctx.stream}:{ctx.stream_seq}"
 
 
 def _now_ms() -> int:

@@ -1,4 +1,5 @@
-"""A handler's claim on a wait's step while it asks the brain: a lease in the wait, renewed.
+"""Who holds a wait's step: the handler asking the brain (a lease in the wait, renewed),
+and the delivery whose handling stored the step.
 
 Several handlers may reach one complete round at once (a fan-out's answers redelivered
 together after a crash, on one replica or several); the one whose compare-and-set writes
@@ -6,6 +7,10 @@ together after a crash, on one replica or several); the one whose compare-and-se
 for one lease and is renewed every third of it while the brain answers, so a claimant that
 died is taken over within one lease, not after the brain's whole time
 (actors/agent/_delegating.py).
+
+A step stored (the next round, or the answer) names the delivery that stored it
+(`Wait.stepped_by`): that message is acked only once what the step sends is stored, so when it
+comes back it is the one to send the step again.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from dataclasses import dataclass
 import msgspec
 
 from actors.delegation import Wait, WaitConflict, WaitStore
+from bus import Context
 
-__all__ = ("StepClaim", "keep_renewed")
+__all__ = ("StepClaim", "delivery_of", "keep_renewed", "stored_the_step")
 
 
 @dataclass(slots=True)
@@ -47,3 +53,16 @@ async def keep_renewed(claim: StepClaim, store: WaitStore, lease_ms: int) -> Non
         except WaitConflict:
             return
         claim.wait = renewed
+
+
+def delivery_of(ctx: Context) -> str:
+    """The message in hand, as a wait's `stepped_by` names it: the same on every redelivery."""
+    return f"{ctx.stream}:{ctx.stream_seq}"
+
+
+def stored_the_step(wait: Wait, ctx: Context) -> bool:
+    """Whether the message in hand stored the wait's step. A wait written before steps named
+    their delivery names none: any redelivery may have, and sends the step again."""
+    if not wait.stepped_by:
+        return ctx.attempt > 1
+    return wait.stepped_by == delivery_of(ctx)

@@ -62,6 +62,14 @@ calls = [
 ]
 
 [[turn]]
+goal = "staggered"
+step = 0
+calls = [
+  { to = "sloth", objective = "take your time", deadline_ms = 1000 },
+  { to = "sloth", objective = "take your time again", deadline_ms = 2500 },
+]
+
+[[turn]]
 goal = "refused"
 step = 0
 calls = [
@@ -294,6 +302,16 @@ async def test_a_deadline_missed_gives_partial_results(office: Office) -> None:
     # The sloth's answer comes after all: the gate admits and audits it, the planner ignores it.
     await office.planner.wait_line(r'"msg":"late answer ignored"')
     assert "too late" not in answer.result
+
+
+async def test_requests_with_different_deadlines_each_time_out_at_their_own(
+    office: Office,
+) -> None:
+    # The round's reminder times out the first at 1 s and must wait on for the second.
+    answer = await _delegate(office, "staggered")
+    assert answer.status == "failed", answer
+    assert "Delegation timeout after 1000ms" in answer.result, answer.result
+    assert "Delegation timeout after 2500ms" in answer.result, answer.result
 
 
 async def test_a_refused_request_reaches_the_brain_as_a_failed_result(office: Office) -> None:

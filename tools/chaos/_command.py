@@ -321,7 +321,8 @@ async def _run(
     # The whole timeline is an operator's to read: a person's account sees it only live.
     admin = await connect(server.url, broker, PROVISIONER)
     try:
-        await wait_for_quiet(admin, ns, _actor_ids(topology), session_timeout_s, out)
+        actors = [spec.name for spec in topology.actor]  # not the load's own `cli`
+        await wait_for_quiet(admin, ns, actors, session_timeout_s, out)
         js = admin.jetstream()
         events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
         decisions = await read_stream(js, ns.stream("events"), ns.wildcard("decisions"), timeout=60)

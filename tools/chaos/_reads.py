@@ -13,6 +13,7 @@ then ends with its timeout.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from bus import DEAD_ACTOR, DEAD_REASON, through_elections
 from schemas import AnyEnvelope, Decision, DecodeError, Namespace, SessionEvent, decode_envelope
@@ -121,34 +123,50 @@ async def wait_for_quiet(
     nc: NATS, ns: Namespace, actors: Collection[str], timeout: float, out: TextIO
 ) -> None:
     """Wait until no actor's consumer on SUBMIT, DELIVER or EVENTS holds a message pending
-    or unacknowledged, for at most `timeout` seconds (then say which still did).
+    or unacknowledged, twice in a row, for at most `timeout` seconds (then say which still
+    did).
 
     The load stops when its sessions ended, but an actor may still hold an input whose
     effects it failed to store (the stream was electing a leader), to be retried after a
     backoff: acknowledged work still in flight, not lost. The run's verdict is read once
-    it is done. The server tells no event for an idle consumer, so it is asked, every
-    `QUIET_POLL_S`; the reminders (TIMERS) are left out, deferred on purpose for minutes.
+    it is done. The server tells no event for an idle consumer, so each actor's consumer is
+    asked, every `QUIET_POLL_S`; one that does not answer (its leader electing) counts as
+    busy, and one quiet look is not enough (an actor may store an effect on one stream and
+    ack its input on another between two questions). The reminders (TIMERS) are left out:
+    deferred on purpose, for minutes.
     """
     js = nc.jetstream()
+    until = time.monotonic() + timeout
     busy: list[str] = []
-    for _ in range(max(1, int(timeout / QUIET_POLL_S))):
-        busy = []
-        for family in ("submit", "deliver", "events"):
-            stream = ns.stream(family)
+    quiet_looks = 0
+    while quiet_looks < 2 and time.monotonic() < until:
+        busy = await _busy_consumers(js, ns, actors)
+        quiet_looks = 0 if busy else quiet_looks + 1
+        await asyncio.sleep(QUIET_POLL_S)  # the server pushes no word of an idle consumer
+    if busy or quiet_looks < 2:
+        print(f"still at work after {timeout:.0f} s: {'; '.join(busy)}", file=out)
+
+
+async def _busy_consumers(
+    js: JetStreamContext, ns: Namespace, actors: Collection[str]
+) -> list[str]:
+    """Each actor's consumer holding a message pending or unacknowledged, or not answering."""
+    busy: list[str] = []
+    for family in ("submit", "deliver", "events"):
+        stream = ns.stream(family)
+        for actor in actors:
             try:
-                infos = await js.consumers_info(stream)
-            except Exception as exc:  # electing: asked again next time
-                busy.append(f"{stream}: {exc!r}")
+                info = await js.consumer_info(stream, actor, timeout=2)
+            except NotFoundError:
+                continue  # this actor reads another stream
+            except Exception as exc:
+                busy.append(f"{stream}/{actor}: {exc!r}")
                 continue
-            busy += [
-                f"{stream}/{info.name}: pending {info.num_pending}, unacked {info.num_ack_pending}"
-                for info in infos
-                if info.name in actors and (info.num_pending or info.num_ack_pending)
-            ]
-        if not busy:
-            return
-        await asyncio.sleep(QUIET_POLL_S)
-    print(f"still at work after {timeout:.0f} s: {'; '.join(busy)}", file=out)
+            if info.num_pending or info.num_ack_pending:
+                busy.append(
+                    f"{stream}/{actor}: pending {info.num_pending}, unacked {info.num_ack_pending}"
+                )
+    return busy
 
 
 async def tell_unfinished(
