@@ -2,7 +2,9 @@
 
 The router stores a session's new state first and hands its effects to the runtime after
 (actors/router/_actor.py), so an input redelivered after a crash publishes the recorded effects
-again under the same ids, and JetStream drops the copies.
+again under the same ids, and JetStream drops the copies. The events of the session's earlier
+inputs whose effects are not yet all stored go first (actors/router/_unsettled.py), so a
+refused event is not stored after the ones that follow it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from actors.orchestrator import Reminder
 from actors.router._metrics import ENDING_EVENTS, SessionEnds
+from actors.router._session import Session
+from actors.router._unsettled import UnsettledInputs
 from bus import MSG_ID, Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, derive_id, valid_token
 
@@ -66,6 +70,7 @@ class RouterEffects:
         self._timers = timers
         self._dead = dead
         self._ends = SessionEnds(registry, actor_id)
+        self._unsettled = UnsettledInputs()
 
     async def emit(self, step: Emitted, ctx: Context) -> None:
         """Agent calls go to the gate; events go to the timeline of the session's owner, and
@@ -84,6 +89,12 @@ class RouterEffects:
             owner = ctx.sender if valid_token(ctx.sender) else self.actor_id
         else:
             owner = session.opener or self.actor_id
+        if isinstance(session, Session) and step.effects:
+            for event in self._earlier_events(session, ctx):
+                await ctx.publish(self.namespace.events(owner, event.session_id), event)
+                if _changes_standing(event, session):
+                    await self._keep_standing(ctx, owner, event)
+            self._unsettled.sent(session.session_id, ctx.envelope_id, ctx.outbox)
         for effect in step.effects:
             match effect:
                 case AgentCall():
@@ -106,6 +117,17 @@ class RouterEffects:
                         refused = self.namespace.events(ctx.sender, session_id)
                         await ctx.publish(refused, effect)
                     await self._dead_letter(ctx, effect)
+
+    def _earlier_events(self, session: Session, ctx: Context) -> list[SessionEvent]:
+        """The events of the session's earlier inputs this router sent and JetStream has not
+        all stored (the input in hand's own come after them), oldest input first."""
+        earlier = self._unsettled.before(session.session_id, ctx.envelope_id)
+        return [
+            effect
+            for input_id in earlier
+            for effect in session.effects_of(input_id) or ()
+            if isinstance(effect, SessionEvent)
+        ]
 
     async def _keep_standing(self, ctx: Context, owner: str, event: SessionEvent) -> None:
         """Store a copy of the event that opened or ended a session on
