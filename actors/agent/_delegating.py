@@ -194,11 +194,12 @@ class Delegator:
             if found is None:
                 return
             wait, revision = found
-            if wait.final or stored_the_step(wait, ctx):
+            # The round in progress's own reminder never stored that round: it comes after.
+            own = ctx.headers.get(MSG_ID) == derive_id(wait.call_id, f"deadline-{wait.round_index}")
+            if wait.final or (not own and stored_the_step(wait, ctx)):
                 await self._moved_on(ctx, wait, revision)
                 return
-            reminder = derive_id(wait.call_id, f"deadline-{wait.round_index}")
-            if not wait.requests or ctx.headers.get(MSG_ID) != reminder:
+            if not wait.requests or not own:
                 return  # an earlier round's reminder: the round in progress has its own
             deadline, now = next_deadline(wait), _now_ms()
             if deadline is None:

@@ -18,7 +18,7 @@ from actors.orchestrator import Reminder
 from actors.router._metrics import ENDING_EVENTS, SessionEnds
 from actors.router._session import Session
 from actors.router._unsettled import UnsettledInputs
-from bus import MSG_ID, Context, DeadLetters
+from bus import CAUSATION_ID, MSG_ID, Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, derive_id, valid_token
 
 __all__ = ("Emitted", "RouterEffects")
@@ -90,11 +90,7 @@ class RouterEffects:
         else:
             owner = session.opener or self.actor_id
         if isinstance(session, Session) and step.effects:
-            for event in self._earlier_events(session, ctx):
-                await ctx.publish(self.namespace.events(owner, event.session_id), event)
-                if _changes_standing(event, session):
-                    await self._keep_standing(ctx, owner, event)
-            self._unsettled.sent(session.session_id, ctx.envelope_id, ctx.outbox)
+            await self._earlier_first(session, step.effects, owner, ctx)
         for effect in step.effects:
             match effect:
                 case AgentCall():
@@ -118,18 +114,29 @@ class RouterEffects:
                         await ctx.publish(refused, effect)
                     await self._dead_letter(ctx, effect)
 
-    def _earlier_events(self, session: Session, ctx: Context) -> list[SessionEvent]:
-        """The events of the session's earlier inputs this router sent and JetStream has not
-        all stored (the input in hand's own come after them), oldest input first."""
-        earlier = self._unsettled.before(session.session_id, ctx.envelope_id)
-        return [
-            effect
-            for input_id in earlier
-            for effect in session.effects_of(input_id) or ()
-            if isinstance(effect, SessionEvent)
-        ]
+    async def _earlier_first(
+        self, session: Session, effects: Sequence[object], owner: str, ctx: Context
+    ) -> None:
+        """Send again the events of the session's inputs recorded before this transition's and
+        not yet all stored, each under its own input as its cause; then remember this one's
+        until its input is acked. A transition is known by the input its record names (a
+        reminder's is the error it made, an early stop's the stop), not the message in hand."""
+        input_id = _recorded_input(session, effects)
+        if input_id is None:
+            return  # effects no record holds (a refusal): nothing to send again later
+        for earlier in self._unsettled.before(session.session_id, input_id):
+            cause = {CAUSATION_ID: earlier}
+            for event in session.effects_of(earlier) or ():
+                if isinstance(event, SessionEvent):
+                    subject = self.namespace.events(owner, event.session_id)
+                    await ctx.publish(subject, event, extra_headers=cause)
+                    if _changes_standing(event, session):
+                        await self._keep_standing(ctx, owner, event, cause)
+        self._unsettled.sent(session.session_id, input_id, ctx.outbox)
 
-    async def _keep_standing(self, ctx: Context, owner: str, event: SessionEvent) -> None:
+    async def _keep_standing(
+        self, ctx: Context, owner: str, event: SessionEvent, cause: dict[str, str] | None = None
+    ) -> None:
         """Store a copy of the event that opened or ended a session on
         `parley.standing.<owner>.<session>`, which only the router writes, so its last message
         tells how the session stands: a person may read just the last message of a subject,
@@ -141,7 +148,7 @@ class RouterEffects:
         await ctx.publish(
             self.namespace.standing(owner, event.session_id),
             event,
-            extra_headers={MSG_ID: derive_id(event.id, "standing")},
+            extra_headers={MSG_ID: derive_id(event.id, "standing"), **(cause or {})},
         )
 
     async def _dead_letter(self, ctx: Context, refusal: Error) -> None:
@@ -155,3 +162,11 @@ class RouterEffects:
             reason=refusal.code.lower(),
             detail=refusal.message,
         )
+
+
+def _recorded_input(session: Session, effects: Sequence[object]) -> str | None:
+    """The input whose record in `session` holds exactly `effects`, latest first."""
+    for applied in reversed(session.applied):
+        if applied.effects == tuple(effects):
+            return applied.input_id
+    return None

@@ -48,14 +48,20 @@ class UnsettledInputs:
         outbox.when_acked(lambda: self._settled(session_id, input_id))
 
     def before(self, session_id: str, input_id: str) -> list[str]:
-        """The inputs of the session sent before `input_id` (recently) and not yet acked."""
+        """The inputs of the session sent before `input_id` (recently) and not yet acked,
+        oldest first: none sent after it, which a retry of an earlier input must not precede."""
         inputs = self._sessions.get(session_id)
         if not inputs:
             return []
         now = time.monotonic()
         for stale in [i for i, at in inputs.items() if now - at > REPLAY_WITHIN_S]:
             del inputs[stale]
-        return [i for i in inputs if i != input_id]
+        earlier: list[str] = []
+        for sent in inputs:
+            if sent == input_id:
+                break
+            earlier.append(sent)
+        return earlier
 
     def _settled(self, session_id: str, input_id: str) -> None:
         inputs = self._sessions.get(session_id)

@@ -115,6 +115,8 @@ async def read_dead_letters(
     )
 
 
+_CONSUMER_NOT_FOUND = 10014
+"""JetStream's error code for a consumer the stream does not have (not a stream electing)."""
 QUIET_POLL_S = 0.25
 """How often the end of a run asks the server whether the actors' consumers are idle."""
 
@@ -157,8 +159,11 @@ async def _busy_consumers(
         for actor in actors:
             try:
                 info = await js.consumer_info(stream, actor, timeout=2)
-            except NotFoundError:
-                continue  # this actor reads another stream
+            except NotFoundError as exc:
+                if exc.err_code == _CONSUMER_NOT_FOUND:
+                    continue  # this actor reads another stream
+                busy.append(f"{stream}/{actor}: {exc!r}")
+                continue
             except Exception as exc:
                 busy.append(f"{stream}/{actor}: {exc!r}")
                 continue
