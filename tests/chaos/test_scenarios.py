@@ -50,3 +50,22 @@ async def test_a_kill_mid_run_loses_nothing(target: str) -> None:
     assert report.completed == report.sessions
     assert report.permission_violations is not None, "the run was not locked down"
     assert not any(report.permission_violations.values()), report.permission_violations
+
+
+async def test_the_load_goes_on_until_a_fault_outlasting_it_has_healed() -> None:
+    """The auditor (no session waits on it) paused from 2 s into a 5 s load until 8 s:
+    sessions go on completing while it is stopped, so a load that ended on time would have
+    finished its last session before the heal, and the recovery would read as never."""
+    options = ChaosOptions(
+        duration_s=5.0,
+        sessions=2,
+        ack_wait_s=ACK_WAIT_S,
+        plan=(PlannedFault(2.0, "pause", "auditor", 6.0),),
+    )
+    out = io.StringIO()
+    code, report = await run_chaos(options, out)
+    assert report.violations() == [], out.getvalue()
+    assert code == 0
+    assert report.recovery_s and report.recovery_s[0] is not None, out.getvalue()
+    assert report.recovery_s[0] <= ACK_WAIT_S + 5.0
+    assert report.completed == report.sessions and report.lost == ()

@@ -35,27 +35,25 @@ import asyncio
 import os
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision, shipped
-from schemas import Decision, Namespace
+from schemas import Namespace
 from tools.chaos._agents import LLM_AGENT, TOOL_AGENT
-from tools.chaos._checker import ChaosReport, Fault, check_history, format_report
-from tools.chaos._connections import connect, verify_audit
-from tools.chaos._delegations import DEADLINE_MS, MARGIN_S, delegation_worker, follow_answers
-from tools.chaos._faults import EVERY_ACTOR, Faults
+from tools.chaos._checker import ChaosReport, check_history, format_report
+from tools.chaos._connections import connect
+from tools.chaos._faults import EVERY_ACTOR
 from tools.chaos._keeper import Keeper
 from tools.chaos._llm_check import check_llm, model_calls_from
-from tools.chaos._llm_mix import Provider, count_from_store, gateway_kills, llm_request
+from tools.chaos._llm_mix import Provider, count_from_store, gateway_kills
 from tools.chaos._llm_provider import count_streams
-from tools.chaos._load import CLI, Load, follow_events, follow_refusals, worker
+from tools.chaos._load import CLI
+from tools.chaos._load_phase import LoadMix, Readings, run_load
 from tools.chaos._lockdown import LockedBroker, ProvisionFailed
 from tools.chaos._procs import actor_process, wait_ready
-from tools.chaos._reads import Stored, read_stream, tell_lost, tell_unfinished, wait_for_quiet
-from tools.chaos._records import History, history_from
+from tools.chaos._reads import tell_lost
 from tools.chaos._schedule import (
     SERVER,
     PlannedFault,
@@ -65,7 +63,7 @@ from tools.chaos._schedule import (
     router_kills,
 )
 from tools.chaos._tool_check import check_tools, tool_steps_from
-from tools.chaos._tools import ToolSteps, count_effects, count_starts, tool_request
+from tools.chaos._tools import count_effects, count_starts
 from tools.chaos._topology import GATEWAY, TOOL_RUNTIME, run_topology
 from tools.demo import publish_policy
 from tools.natsconf import PROVISIONER
@@ -109,21 +107,6 @@ class ChaosOptions:
     llm: int = 0
     """Workers delegating to the narrator as the person, its model calls streamed through the
     LLM gateway, which the run starts and kills (tools/chaos/_llm_mix.py); 0 runs neither."""
-
-
-@dataclass
-class _Readings:
-    """What the checker read from the streams while the server was still up."""
-
-    history: History
-    faults: list[Fault]
-    audit_records: int | None
-    audit_gaps: list[str]
-    load: Load
-    decisions: list[Decision]
-    """The gate's decisions, for the tool and LLM mixes' verdicts."""
-    stored: list[Stored]
-    """Every decision and session event, in stream order: what became of a lost message."""
 
 
 def _actor_ids(topology: Topology) -> list[str]:
@@ -209,7 +192,7 @@ async def _run(
     children: dict[str, ChildProcess],
     out: TextIO,
     provider: Provider,
-) -> tuple[int, _Readings | None]:
+) -> tuple[int, Readings | None]:
     base = {
         **os.environ,
         "NATS_URL": server.url,
@@ -266,82 +249,18 @@ async def _run(
         file=out,
         flush=True,
     )
-    nc = await connect(server.url, broker, CLI)
-    watcher = await connect(server.url, broker, PROVISIONER)  # the whole timeline, durably
-    try:
-        js = nc.jetstream()
-        load = Load()
-        await follow_events(watcher.jetstream(), ns, load)
-        await follow_refusals(nc, ns, load, locked_down=broker is not None)
-        if options.delegations > 0 or options.tools > 0 or options.llm > 0:
-            await follow_answers(watcher.jetstream(), ns, load)
-        steps = ToolSteps()
-        if options.tools > 0:
-            await steps.follow(watcher.jetstream(), ns)
-        calls = ToolSteps(LLM_AGENT, "llm_request", "llm_response")
-        if options.llm > 0:
-            await calls.follow(watcher.jetstream(), ns)
-        faults = Faults(children, server, out, ns.stream("submit"), keeper, provider.before_fault)
-        started = time.monotonic()
-        stop_at = started + options.duration_s
-        load.span = (time.time(), time.time() + options.duration_s)
-        give_up_at = stop_at + options.ack_wait_s * 20 + 30
-        session_timeout_s = options.ack_wait_s * 10 + 20
-        async with asyncio.TaskGroup() as tasks:
-            keeping = tasks.create_task(keeper.run())
-            running = [tasks.create_task(faults.run(plan, started))]
-            running += [
-                tasks.create_task(worker(js, ns, load, stop_at, give_up_at, session_timeout_s))
-                for _ in range(options.sessions)
-            ]
-            running += [
-                tasks.create_task(delegation_worker(js, ns, load, stop_at, give_up_at))
-                for _ in range(options.delegations)
-            ]
-            running += [
-                tasks.create_task(
-                    delegation_worker(js, ns, load, stop_at, give_up_at, tool_request)
-                )
-                for _ in range(options.tools)
-            ]
-            running += [
-                tasks.create_task(delegation_worker(js, ns, load, stop_at, give_up_at, llm_request))
-                for _ in range(options.llm)
-            ]
-            await asyncio.gather(*running)
-            settled_by = min(give_up_at, time.monotonic() + session_timeout_s)
-            await steps.settle(settled_by)
-            await calls.settle(settled_by)
-            keeping.cancel()  # the load is done: exits from here on are the run's own stop
-        print(keeper.summary(), file=out, flush=True)
-    finally:
-        await load.refusals.close()
-        await nc.close()
-        await watcher.close()
-    # The whole timeline is an operator's to read: a person's account sees it only live.
-    admin = await connect(server.url, broker, PROVISIONER)
-    try:
-        actors = [spec.name for spec in topology.actor]  # not the load's own `cli`
-        await wait_for_quiet(admin, ns, actors, session_timeout_s, out)
-        js = admin.jetstream()
-        events = await read_stream(js, ns.stream("events"), ns.wildcard("events"), timeout=60)
-        decisions = await read_stream(js, ns.stream("events"), ns.wildcard("decisions"), timeout=60)
-    finally:
-        await admin.close()
-    stored = sorted([*decisions, *events], key=lambda r: r.seq)
-    history = history_from(
-        stored,
-        load.roots,
-        answering=[spec.name for spec in topology.actor if spec.run == "agent"],
-        people=[CLI],
-        delegation_bound_s=DEADLINE_MS / 1000 + MARGIN_S,
+    mix = LoadMix(
+        options.duration_s,
+        options.ack_wait_s,
+        options.sessions,
+        options.delegations,
+        options.tools,
+        options.llm,
     )
-    records, gaps = await verify_audit(server.url, broker, ns, work / "keys" / "audit.key")
-    unanswered = [d.request_id for d in history.delegations if d.answer is None]
-    if unanswered or any(not session.ended for session in history.sessions):
-        await tell_unfinished(server.url, broker, ns, unanswered, decisions, out)
-    gate_decisions = [r.envelope for r in decisions if isinstance(r.envelope, Decision)]
-    return 0, _Readings(history, faults.healed, records, gaps, load, gate_decisions, stored)
+    readings = await run_load(
+        mix, plan, ns, work, topology, server, broker, children, keeper, provider, out
+    )
+    return 0, readings
 
 
 async def _provision(
@@ -366,7 +285,7 @@ async def _provision(
 
 
 def _check(
-    readings: _Readings, options: ChaosOptions, broker: LockedBroker | None, work: Path
+    readings: Readings, options: ChaosOptions, broker: LockedBroker | None, work: Path
 ) -> ChaosReport:
     history = readings.history
     tools = None

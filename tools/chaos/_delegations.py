@@ -25,7 +25,7 @@ from actors.delegation import Delegate, request_envelope
 from schemas import Decision, ErrorCode, Namespace, decode_envelope, new_id
 from tools.chaos._agents import DELEGATING_AGENT, MIX_OBJECTIVE
 from tools.chaos._checker import Published
-from tools.chaos._load import CLI, Load, submit_root
+from tools.chaos._load import CLI, Load, LoadEnd, submit_root
 
 __all__ = ("ANSWER_KINDS", "DEADLINE_MS", "MARGIN_S", "delegation_worker", "follow_answers")
 
@@ -51,13 +51,13 @@ async def delegation_worker(
     js: JetStreamContext,
     ns: Namespace,
     load: Load,
-    stop_at: float,
-    give_up_at: float,
+    end: LoadEnd,
     request: Callable[[str], Delegate] = _request,
 ) -> None:
-    """Delegate one request after another until `stop_at`: `request` makes each one from
-    its envelope id (the tool mix's name their own, tools/chaos/_tools.py)."""
-    while time.monotonic() < stop_at:
+    """Delegate one request after another until the load's end: `request` makes each one
+    from its envelope id (the tool mix's name their own, tools/chaos/_tools.py)."""
+    give_up_at = end.give_up_at
+    while not end.reached():
         envelope_id = new_id()
         envelope = request_envelope(
             request(envelope_id),

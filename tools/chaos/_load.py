@@ -36,7 +36,7 @@ from tools.chaos._checker import Published
 from tools.demo import demo_message
 from tools.natsconf import settings_for
 
-__all__ = ("CLI", "Load", "follow_events", "follow_refusals", "submit_root", "worker")
+__all__ = ("CLI", "Load", "LoadEnd", "follow_events", "follow_refusals", "submit_root", "worker")
 
 CLI = "cli"
 """Who the load generator submits as: the user `parley collab` runs as."""
@@ -55,6 +55,35 @@ class Load:
     answered: dict[str, asyncio.Event] = field(default_factory=dict)
     refusals: Refusals = field(default_factory=Refusals)
     span: tuple[float, float] | None = None
+
+
+@dataclass
+class LoadEnd:
+    """When the workers stop opening work: at the planned end, yet never before every
+    planned fault has healed, and at the latest when the run gives up (monotonic seconds).
+
+    A fault's recovery is the time from its heal to the next progress JetStream stored, so a
+    heal after the load's last session leaves nothing to measure it by: a cluster node killed
+    under load took longer to rejoin than the load had left to run, and the run read
+    `recovery took inf s` with every session completed. Going on until the heal makes every
+    recovery a measure of the system, never of where the schedule fell in the run.
+    """
+
+    planned_at: float
+    give_up_at: float
+    faults_healed: asyncio.Event = field(default_factory=asyncio.Event)
+    ended_at: float | None = None
+    """When the load first stopped opening work (Unix seconds), None while it goes on."""
+
+    def reached(self) -> bool:
+        """Whether a worker should stop opening work now."""
+        if self.ended_at is not None:
+            return True
+        now = time.monotonic()
+        if now >= self.give_up_at or (now >= self.planned_at and self.faults_healed.is_set()):
+            self.ended_at = time.time()
+            return True
+        return False
 
 
 async def submit_root(js: JetStreamContext, ns: Namespace, msg: AnyEnvelope, until: float) -> int:
@@ -76,12 +105,12 @@ async def worker(
     js: JetStreamContext,
     ns: Namespace,
     load: Load,
-    stop_at: float,
-    give_up_at: float,
+    end: LoadEnd,
     session_timeout_s: float,
 ) -> None:
-    """Run sessions one after another until `stop_at`."""
-    while time.monotonic() < stop_at:
+    """Run sessions one after another until the load's end."""
+    give_up_at = end.give_up_at
+    while not end.reached():
         msg = demo_message(user_id="chaos")
         assert msg.session_id is not None  # noqa: S101 - set just above
         ended = load.open.setdefault(msg.session_id, asyncio.Event())
