@@ -1,7 +1,8 @@
 """The gate (policy enforcer): every envelope from one actor to another passes here.
 
 Public face: `GateActor`, the process `parley run gate` runs; `BUNDLE_KEY`, where signed
-policy bundles live in the policy bucket; `ALLOWED_TOOLS`; and the pure core the benchmarks
+policy bundles live in the policy bucket; `id_key`, where the claim of an envelope id the gate
+took in lives in the idempotency bucket; `ALLOWED_TOOLS`; and the pure core the benchmarks
 and tests call directly: `plan()` (an envelope's place in its trace, or its refusal),
 `decide()` (that plan against the bundle and the counters), `required_keys()` (the records a
 decision reads) and `Position` (the record of where an envelope sits).
@@ -19,7 +20,7 @@ and scope). The bundle in force is bus's `BundleStore`.
 from actors.gate._actor import ALLOWED_TOOLS, BUNDLE_KEY, GateActor
 from actors.gate._decide import Allow, Ledger, decide, required_keys
 from actors.gate._plan import Deny, Route, Submission, plan
-from actors.gate._records import Position
+from actors.gate._records import Position, id_key
 
 __all__ = (
     "ALLOWED_TOOLS",
@@ -32,6 +33,7 @@ __all__ = (
     "Route",
     "Submission",
     "decide",
+    "id_key",
     "plan",
     "required_keys",
 )

@@ -1,4 +1,5 @@
-"""A chaos run's verdict is read once the actors hold no input in flight.
+"""A chaos run's verdict is read once the actors hold no input in flight, and what it left
+unfinished is told.
 
 An actor that failed to store an input's effects (a stream electing its leader) holds the
 input unacknowledged until its retry: work still in flight, which the run must wait for, or
@@ -10,12 +11,15 @@ own, left unread once the load is done) does not count.
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 
 from nats.aio.client import Client as NATS
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from schemas import Namespace
-from tools.chaos._reads import wait_for_quiet
+from actors.gate import id_key
+from bus import EmbeddedServer
+from schemas import Namespace, SessionEvent, encode
+from tools.chaos._reads import tell_unfinished, wait_for_quiet
 
 
 async def test_the_end_of_a_run_waits_for_an_input_held_unacknowledged(
@@ -47,3 +51,31 @@ async def test_the_end_of_a_run_waits_for_an_input_held_unacknowledged(
     out = io.StringIO()
     await wait_for_quiet(nc, namespace, ["router"], timeout=10, out=out)
     assert out.getvalue() == ""
+
+
+async def test_an_unended_session_tells_whether_the_gate_took_its_last_call_in(
+    nats_server: EmbeddedServer, nc: NATS, namespace: Namespace
+) -> None:
+    """A session stopped at a step: its report names the step's call and whether the gate
+    ever claimed the call's id (so took it in from PARLEY_SUBMIT) or never saw it."""
+    js = nc.jetstream()
+    for session_id, call_id in (("taken", "call-taken"), ("missed", "call-missed")):
+        step = SessionEvent(
+            id=f"step-{session_id}",
+            created_at=datetime.now(UTC),
+            session_id=session_id,
+            event_type="step_started",
+            round=4,
+            speaker="gpt",
+            envelope_ids=(call_id,),
+        )
+        await js.publish(namespace.events("cli", session_id), encode(step))
+    claims = await js.key_value(namespace.bucket("idempotency"))
+    await claims.put(id_key("call-taken"), b'{"sender":"router","seq":41,"digest":"d"}')
+
+    out = io.StringIO()
+    await tell_unfinished(nats_server.url, None, namespace, [], [], out)
+    told = out.getvalue()
+    assert "unended taken: step_started(4gpt)" in told, told
+    assert 'last call call-taken: claimed: {"sender":"router","seq":41' in told, told
+    assert "last call call-missed: no claim: the gate never took it in" in told, told

@@ -23,8 +23,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 
+from actors.gate import id_key
 from bus import DEAD_ACTOR, DEAD_REASON, through_elections
 from schemas import AnyEnvelope, Decision, DecodeError, Namespace, SessionEvent, decode_envelope
 from tools.chaos._connections import connect
@@ -41,6 +42,9 @@ __all__ = (
     "tell_unfinished",
     "wait_for_quiet",
 )
+
+GATE = "gate"
+"""The gate's user in a run (its actor id): the one that reads its id claims."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,11 +190,13 @@ async def tell_unfinished(
     timeline with no end, each delegation never answered with the decisions in its trace."""
     print("unfinished work; consumers:", file=out)
     admin = await connect(url, broker, PROVISIONER)  # only it sees every consumer
+    gate = await connect(url, broker, GATE)  # only it reads the ids it claimed
     try:
         await _print_consumers(admin, ns, out)
-        await _print_unended(admin.jetstream(), ns, decisions, out)
+        await _print_unended(admin.jetstream(), gate.jetstream(), ns, decisions, out)
     finally:
         await admin.close()
+        await gate.close()
     print_unanswered(unanswered, decisions, out)
 
 
@@ -214,22 +220,30 @@ async def _print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
 
 
 async def _print_unended(
-    js: JetStreamContext, ns: Namespace, decisions: Sequence[Stored], out: TextIO
+    js: JetStreamContext,
+    claims: JetStreamContext,
+    ns: Namespace,
+    decisions: Sequence[Stored],
+    out: TextIO,
 ) -> None:
     """Each session with no end on its timeline, what its timeline told (where it stopped:
-    the step, the round, the agent it waited for), and what the gate decided in it."""
+    the step, the round, the agent it waited for), what the gate decided in it, and whether
+    the gate took its last call in (read on `claims`, the gate's connection)."""
     try:
         stored = await read_stream(js, ns.stream("events"), f"{ns.root}.events.>")
     except Exception as exc:
         print(f"  timelines: {exc!r}", file=out)
         return
     told: dict[str, list[str]] = {}
+    last_calls: dict[str, tuple[str, ...]] = {}
     for message in stored:
         event = message.envelope
         if isinstance(event, SessionEvent):
             told.setdefault(event.session_id, []).append(
                 f"{event.event_type}({event.round or ''}{event.speaker or ''})@{message.seq}"
             )
+            if event.event_type == "step_started":
+                last_calls[event.session_id] = event.envelope_ids
     for session_id, events in told.items():
         if not any(
             e.startswith(("session_completed", "session_failed", "session_canceled"))
@@ -243,6 +257,22 @@ async def _print_unended(
                 if isinstance(e := d.envelope, Decision) and e.session_id == session_id
             ]
             print(f"    decided: {' '.join(decided) or 'nothing'}", file=out)
+            for call_id in last_calls.get(session_id, ()):
+                print(f"    last call {call_id}: {await _claim_of(claims, ns, call_id)}", file=out)
+
+
+async def _claim_of(js: JetStreamContext, ns: Namespace, envelope_id: str) -> str:
+    """What the gate's idempotency bucket holds for an envelope id: whether the gate ever
+    took the submission in (a claim names its sender and PARLEY_SUBMIT sequence) or never
+    saw it (the submit was not stored, or not delivered to the gate)."""
+    try:
+        claims = await js.key_value(ns.bucket("idempotency"))
+        entry = await claims.get(id_key(envelope_id))
+    except KeyNotFoundError:
+        return "no claim: the gate never took it in"
+    except Exception as exc:
+        return f"claim not read: {exc!r}"
+    return f"claimed: {(entry.value or b'').decode('utf-8', 'replace')}"
 
 
 def print_unanswered(unanswered: Sequence[str], decisions: Sequence[Stored], out: TextIO) -> None:
