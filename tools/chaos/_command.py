@@ -26,7 +26,9 @@ PARLEY_SUBMIT, instead of the single server.
 Recovery is measured from the moment a fault was healed (the process started again or
 continued) to the next session transition (or answer to the person) JetStream stored, and
 bounded by the ack wait plus 5 s (plus `ELECTION_S` on a cluster: after a node's loss the
-streams it led elect new leaders only once their election timeout passes).
+streams it led elect new leaders only once their election timeout passes). The load goes on
+past the run's duration until every planned fault has healed, so each recovery has work after
+it to be measured by (the load phase: tools/chaos/_load_phase.py).
 """
 
 from __future__ import annotations
