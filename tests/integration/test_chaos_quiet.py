@@ -76,6 +76,7 @@ async def test_an_unended_session_tells_whether_the_gate_took_its_last_call_in(
     out = io.StringIO()
     await tell_unfinished(nats_server.url, None, namespace, [], [], out)
     told = out.getvalue()
+    assert f"{namespace.stream('submit')}: 0 messages" in told, told
     assert "unended taken: step_started(4gpt)" in told, told
     assert 'last call call-taken: claimed: {"sender":"router","seq":41' in told, told
     assert "last call call-missed: no claim: the gate never took it in" in told, told

@@ -206,10 +206,17 @@ async def _print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
     for family in ("submit", "deliver", "events", "timers"):
         stream = ns.stream(family)
         try:
+            state = (await js.stream_info(stream)).state
             infos = await js.consumers_info(stream)
         except Exception as exc:
             print(f"  {stream}: {exc!r}", file=out)
             continue
+        # A work queue keeps only what no consumer acked: a message kept there that no
+        # consumer holds pending is one its consumer skipped.
+        print(
+            f"  {stream}: {state.messages} messages, seq {state.first_seq}-{state.last_seq}",
+            file=out,
+        )
         for info in infos:
             print(
                 f"  {stream}/{info.name}: pending {info.num_pending}, "
