@@ -33,6 +33,7 @@ from bus._settings import Settings
 from schemas import Namespace
 
 __all__ = (
+    "FIRST_CONNECT_ATTEMPTS",
     "RECONNECT_WAIT_S",
     "RECONNECT_WINDOW_S",
     "FsyncCheckError",
@@ -48,6 +49,8 @@ log = logging.getLogger("parley.bus.connection")
 
 RECONNECT_WAIT_S = 0.5
 """The pause between reconnect attempts to one server (nats-py's default is 2 s)."""
+FIRST_CONNECT_ATTEMPTS = 2
+"""Attempts at each server, after the first, before a first connect gives up (`connect`)."""
 RECONNECT_WINDOW_S = 2.0
 """How long a short-lived connection (a command a person waits on) tries to reconnect before
 it closes for good: long enough for a server restarting on its port, short enough that the
@@ -260,7 +263,14 @@ async def connect(
         # nats-py reads the seed from the file at each (re)connect to sign the server's nonce.
         options["nkeys_seed"] = str(settings.nkey_seed_file)
     connection: NATS = BarrierClient()  # its flush() is a barrier (bus/_barrier_client.py)
-    await connection.connect(**options)
+    # nats-py tries a first connect as it reconnects: under `max_reconnect_attempts=-1`, for
+    # ever, never returning to check a deadline or a stop (an actor started with no server
+    # ignored Ctrl-C and SIGTERM, and its `server_wait_s` never ran out). The first connect
+    # tries each server a few times, then raises NoServersError (`connect_when_up` waits and
+    # tries again); once connected, the connection reconnects as configured.
+    first = {**options, "max_reconnect_attempts": FIRST_CONNECT_ATTEMPTS}
+    await connection.connect(**(first if reconnect_forever else options))
+    connection.options["max_reconnect_attempts"] = options["max_reconnect_attempts"]
     client.append(connection)
     if link is not None:
         fail_lost_requests(connection, link)  # nats-py's own, as the inbox does its (module doc)
@@ -295,7 +305,17 @@ async def connect_when_up(
     while True:
         try:
             await check_fsync(settings)
-            return await connect(settings, actor_id, metrics, uptime=uptime, link=link)
+            connecting = asyncio.ensure_future(
+                connect(settings, actor_id, metrics, uptime=uptime, link=link)
+            )
+            stop = asyncio.ensure_future(stopping.wait())
+            await asyncio.wait((connecting, stop), return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if not connecting.done():  # a stop while a server takes its time to answer
+                connecting.cancel()
+                await asyncio.gather(connecting, return_exceptions=True)
+                return None
+            return connecting.result()
         except (OSError, NoServersError) as exc:
             if loop.time() >= deadline:
                 raise
