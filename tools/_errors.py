@@ -36,6 +36,7 @@ __all__ = (
     "DEBUG_ENV",
     "EXIT_CONFIG",
     "EXIT_FAILED",
+    "ServerUnreachable",
     "debug_traceback",
     "explain",
     "refused_so_far",
@@ -50,6 +51,13 @@ EXIT_CONFIG: Final = 2
 EXIT_UNREACHABLE: Final = 3
 EXIT_INTERRUPTED: Final = 130
 
+
+class ServerUnreachable(ConfigError):
+    """No NATS server answered at the settings' URL. A ConfigError, for the commands that
+    say a bad setting in one line, but its exit code is 3 (nothing reached: the local system
+    may simply not be running), whichever code a command gives its configuration errors."""
+
+
 _UP_HINT: Final = "is `parley up` running in this directory? (or set NATS_URL to your server)"
 _MAKERS: Final = (
     (
@@ -59,7 +67,7 @@ _MAKERS: Final = (
     ),
     ("policy.key", "`parley policy keygen --out DIR` writes it"),
     ("policy.pub", "`parley policy keygen --out DIR` writes it"),
-    ("tokens.json", "`parley console token NAME` writes it"),
+    ("tokens.json", "`parley console token --person NAME` writes it"),
     (".parley/", "`parley up` makes it in the directory it runs in: run the command there"),
 )
 
@@ -121,6 +129,8 @@ def explain(
     if refused is not None and isinstance(exc, TimeoutError | nats.errors.Error):
         more = len(refusals.seen) - 1 if refusals is not None else 0
         return refusal_line(refused, more), EXIT_CONFIG
+    if isinstance(exc, ServerUnreachable):
+        return one_line(str(exc)), EXIT_UNREACHABLE
     if isinstance(exc, ConfigError | NatsServerError | ProvisionError):
         return one_line(str(exc)), EXIT_CONFIG
     if isinstance(exc, pydantic.ValidationError):
@@ -180,13 +190,15 @@ def debug_traceback(exc: BaseException) -> None:
 
 def report_failure(command: str, exc: BaseException, code: int | None = None) -> int:
     """Say what `exc` means in one line (its traceback first under `--debug`); return `code`,
-    or the exit code `explain` gives it. For a command that handles its own errors."""
+    or the exit code `explain` gives it. For a command that handles its own errors. A server
+    that does not answer exits 3 whatever `code` says (docs/cli.md's table)."""
     debug_traceback(exc)
     line, explained = explain(command, exc, _GUARD.refusals, expected=code is not None)
     if _GUARD.refusals is not None and _GUARD.refusals.first() is not None:
         _GUARD.refusal_said = _GUARD.refusal_said or line.startswith("the broker refused")
     print(f"parley {command}: {line}", file=sys.stderr, flush=True)
-    return explained if code is None else code
+    unreachable = isinstance(first_cause(exc), ServerUnreachable)
+    return explained if code is None or unreachable else code
 
 
 def refused_so_far() -> str | None:

@@ -56,6 +56,7 @@ from bus import (
     load_settings,
 )
 from schemas import Namespace
+from tools._errors import ServerUnreachable
 from tools._refused import Refusals, refusal_line
 from tools._still_waiting import announced
 from tools.natsconf import (
@@ -195,7 +196,8 @@ async def connect_local(
     (tools/_waiting.py watches it).
 
     Raises:
-        ConfigError: no server answered at the settings' URL, or it rejected the credentials.
+        ServerUnreachable: no server answered at the settings' URL.
+        ConfigError: the server rejected the credentials.
     """
     refusals = Refusals().install()  # rejected credentials also end as "no servers"
     try:
@@ -214,7 +216,7 @@ async def connect_local(
         rejected = refusals.first()
         if rejected is not None and rejected.credentials_rejected:
             raise ConfigError(refusal_line(rejected)) from None
-        raise ConfigError(
+        raise ServerUnreachable(
             f"no NATS server answers at {settings.nats_url} ({exc.__class__.__name__}): "
             "start the local system with `parley up` in this directory, or set NATS_URL "
             "(and --config with this role's credentials for a locked-down broker)"

@@ -46,6 +46,7 @@ from schemas import (
 )
 from tools._errors import report_failure
 from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
+from tools._terminal_text import terminal_safe
 from tools._trace_keys import read_for_key, records_of
 from tools._tracetree import render_trace
 from tools.natsconf import AUDIT_READER
@@ -173,6 +174,9 @@ def _row(record: AuditRecord) -> str:
     when = record.created_at.strftime("%Y-%m-%dT%H:%M:%S")
     code = record.decision_code or "-"
     what = record.objective or record.output_preview or record.failure_reason or ""
+    # One record, one line: the excerpt's line breaks and tabs folded, what a model may have
+    # written to move a terminal's cursor shown as escapes.
+    what = terminal_safe(" ".join(what.split()))
     return (
         f"#{record.chain_index:<6} {when}  {record.profile:<12} {record.fact:<13} "
         f"{record.requester or '-'} -> {record.target or '-'}  {record.status} {code}  "

@@ -29,6 +29,7 @@ from typing import Final
 
 from bus import ConfigError, HistoryError, jetstream
 from schemas import AuditRecord, Namespace
+from tools._errors import report_failure
 from tools._interactions import Interaction, decisions_by_envelope, interactions, verdict
 from tools._local import connect_local, local_settings
 from tools._trace_keys import read_for_key, records_of, traces_named
@@ -96,6 +97,13 @@ async def _read(args: argparse.Namespace) -> list[AuditRecord]:
 async def _calls(args: argparse.Namespace) -> int:
     chosen = await _read(args)
     items = interactions(decisions_by_envelope(chosen))
+    if not chosen and args.key != "last":
+        print(
+            f"parley calls: the audit history names no session or trace {args.key} (check the "
+            "id: `parley audit query` lists what it holds)",
+            file=sys.stderr,
+        )
+        return 1
     if not items:
         where = "the trace the last command here started" if args.key == "last" else args.key
         print(
@@ -114,8 +122,7 @@ def _command(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_calls(args))
     except (ConfigError, HistoryError) as exc:
-        print(f"parley calls: {exc}", file=sys.stderr)
-        return 2
+        return report_failure("calls", exc, 2)
     except KeyboardInterrupt:
         return 130
 

@@ -91,6 +91,27 @@ async def test_no_server_is_one_line_and_the_traceback_is_for_debug(
     assert "Traceback (most recent call last)" in by_env.err, by_env.err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [("calls", "last"), ("trace", "last"), ("audit", "query"), ("storage",)],
+    ids=lambda command: command[0],
+)
+async def test_a_command_that_reads_says_no_server_as_a_waiting_one_does(
+    nowhere: str, namespace: Namespace, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """Exit 3 and one line, its traceback under --debug: the commands that only read history
+    exited 2 (as for a bad setting), and `calls` had no traceback to give."""
+    env = parley_env(nowhere, namespace.root)
+    plain = await run_parley(env, tmp_path, *command)
+    assert plain.code == 3, plain
+    assert len(plain.err_lines) == 1, plain.err
+    assert plain.err_lines[0].startswith(f"parley {command[0]}: no NATS server answers at "), plain
+
+    debug = await run_parley(env, tmp_path, "--debug", *command)
+    assert debug.code == 3, debug
+    assert "Traceback (most recent call last)" in debug.err, debug.err
+
+
 async def test_a_server_without_parley_is_one_line_not_a_traceback(
     private_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
 ) -> None:
