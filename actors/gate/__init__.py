@@ -11,7 +11,8 @@ Inside: `_actor` (the process: reads, commits, rounds), `_batch` (a batch planne
 decided in order, pure), `_plan` (with `_checks` and `_routes`) and `_decide` (the rules,
 pure), `_records` (the KV records), `_store` (their cache and compare-and-set commits),
 `_trace_calls` (a trace's calls awaiting an answer, and what an answer finds of its call),
-`_ids` (each envelope id decided once), `_rate_leases`, `_roles` (what a sender's profile
+`_ids` (each envelope id decided once), `_unfinished_causes` (an envelope whose cause the
+gate is still recording waits for it), `_rate_leases`, `_roles` (what a sender's profile
 lets it do, told to receivers), `_effects` (deliveries, refusals, decisions), `_refusals` and
 `_decisions` (what those say, pure), `_redaction`, `_tool_checks` (a tool request's capability
 and scope). The bundle in force is bus's `BundleStore`.

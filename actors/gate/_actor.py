@@ -60,6 +60,7 @@ from actors.gate._records import Position, position_key, trace_key
 from actors.gate._redaction import redacted, redaction_key
 from actors.gate._refusals import error_position
 from actors.gate._store import GateStore
+from actors.gate._unfinished_causes import UnfinishedCauses
 from actors.gate._verdicts import Decided, Verdict
 from bus import (
     BUNDLE_KEY,
@@ -113,6 +114,7 @@ class GateActor(Actor):
         self._store: GateStore | None = None
         self._ids: IdClaims | None = None
         self._effects: GateEffects | None = None
+        self._unfinished: UnfinishedCauses | None = None
         self._paid = PaidCharges(self._cache_size)
         self.bundles: BundleStore | None = None
         self._max_message = settings.max_payload
@@ -144,6 +146,15 @@ class GateActor(Actor):
         await through_elections(self._ids.check_server, "the id claims' server check")
         self._effects = GateEffects(
             ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
+        )
+        settings = self.settings
+        self._unfinished = UnfinishedCauses(
+            bus.js,
+            ns.bucket("idempotency"),
+            ns.stream("submit"),
+            settings.backoff_s,
+            settings.ack_wait_s,
+            settings.max_deliver,
         )
         self._effects.decisions = DecisionCounter(bus.metrics.registry, self.actor_id)
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
@@ -258,6 +269,13 @@ class GateActor(Actor):
         committed = (updates.keys() - stale) | local
         for verdict in decided.verdicts:
             failure = self._conflict(verdict, stale)
+            if failure is None and self._unfinished is not None:
+                try:
+                    if await self._unfinished.deferred(verdict.outcome, verdict.ctx, store):
+                        results.append(None)
+                        continue
+                except Exception as exc:  # its cause could not be looked up: retried
+                    failure = exc
             claim = claiming.get(id(verdict.ctx))
             if failure is None and claim is not None and self._ids and self._effects:
                 ctx, envelope = verdict.ctx, verdict.envelope

@@ -61,7 +61,7 @@ from actors.gate._records import id_key
 from bus import AckInbox, AppendRefused, ConfigError, Context, LastValues, Outbox
 from schemas import AnyEnvelope
 
-__all__ = ("WRONG_LAST_SEQUENCE", "Claim", "IdClaims", "claim_of")
+__all__ = ("WRONG_LAST_SEQUENCE", "Claim", "IdClaims", "claim_of", "claim_of_bytes")
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 
@@ -88,8 +88,13 @@ _UNREADABLE = Claim(sender="an unreadable claim", seq=-1)
 
 def claim_of(ctx: Context) -> Claim:
     """The claim a submission makes on its envelope's id."""
-    digest = hashlib.sha256(ctx.payload).hexdigest()[:32]
-    return Claim(sender=ctx.sender, seq=ctx.stream_seq, digest=digest)
+    return claim_of_bytes(ctx.sender, ctx.stream_seq, ctx.payload)
+
+
+def claim_of_bytes(sender: str, seq: int, payload: bytes) -> Claim:
+    """The claim the submission of `payload` by `sender`, at `seq`, makes on its id."""
+    digest = hashlib.sha256(payload).hexdigest()[:32]
+    return Claim(sender=sender, seq=seq, digest=digest)
 
 
 class IdClaims:

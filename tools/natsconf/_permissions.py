@@ -222,6 +222,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.bind("timers")
     elif role == "gate":
         g.durable("submit", ns.wildcard("submit"))
+        # Reading PARLEY_SUBMIT by sequence also tells whether a cause it took in is still
+        # being decided (actors/gate/_unfinished_causes.py).
         g.move_own_exhausted("submit", delete=True)
         g.pub(ns.wildcard("deliver"), ns.wildcard("decisions"), ns.wildcard("dead"))
         g.pub(ns.wildcard("events"))  # calls between agents, told to the person they work for
