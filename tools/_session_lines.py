@@ -31,7 +31,8 @@ def _render(event: SessionEvent, max_rounds: int) -> str | None:
         case "step_completed":
             head = f"[{event.speaker} · {event.round}/{max_rounds}] {payload.get('message', '')}"
             handoff = payload.get("handoff")
-            if isinstance(handoff, dict):
+            # A handoff in the last round (a single call's only one) is never followed.
+            if isinstance(handoff, dict) and (event.round or 0) < max_rounds:
                 head += f"\n    → {handoff.get('to')}: {handoff.get('task')}"
             return head
         case "tool_requested" | "tool_completed" if payload.get("call_id"):

@@ -49,6 +49,18 @@ def test_a_turn_prints_speaker_round_of_cap_message_and_handoff() -> None:
     assert render(event, 4) == "[gpt · 2/4] Edited.\n    → claude: Finish."
 
 
+def test_a_handoff_in_the_last_round_is_not_shown_as_if_followed() -> None:
+    """A single call (`parley say`, one round) whose agent named someone to go on: the
+    session ends with the answer, so no arrow to an agent that is never called."""
+    event = _event(
+        "step_completed",
+        round=1,
+        speaker="gpt",
+        payload={"message": "Edited.", "handoff": {"to": "claude", "task": "Continue."}},
+    )
+    assert render(event, 1) == "[gpt · 1/1] Edited."
+
+
 def test_the_end_prints_the_stop_reason_and_why() -> None:
     failed = _event(
         "session_failed",
