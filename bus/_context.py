@@ -66,9 +66,10 @@ class Context:
     def defer(self, delay_s: float) -> None:
         """Have this message delivered again in `delay_s` seconds instead of acked.
 
-        For reminders (an input whose `max_deliver` is -1): the effects published so far are
-        still stored first, and a deferral is not a failure, so it is neither logged as one
-        nor dead-lettered.
+        For reminders (an input whose `max_deliver` is -1), and for the gate's envelope
+        whose cause is still being recorded (which stops deferring before `max_deliver`:
+        each deferral is a delivery): the effects published so far are still stored first,
+        and a deferral is not a failure, so it is neither logged as one nor dead-lettered.
         """
         self.deferral.delay_s = max(delay_s, 0.0)
 

@@ -114,8 +114,8 @@ class GateActor(Actor):
         self._store: GateStore | None = None
         self._ids: IdClaims | None = None
         self._effects: GateEffects | None = None
-        self._unfinished: UnfinishedCauses | None = None
         self._paid = PaidCharges(self._cache_size)
+        self._unfinished = UnfinishedCauses(settings.backoff_s, settings.max_deliver)
         self.bundles: BundleStore | None = None
         self._max_message = settings.max_payload
         """Largest message (headers included) the server and the streams take."""
@@ -147,15 +147,7 @@ class GateActor(Actor):
         self._effects = GateEffects(
             ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
         )
-        settings = self.settings
-        self._unfinished = UnfinishedCauses(
-            bus.js,
-            ns.bucket("idempotency"),
-            ns.stream("submit"),
-            settings.backoff_s,
-            settings.ack_wait_s,
-            settings.max_deliver,
-        )
+        self._unfinished.open(bus.js, ns.bucket("idempotency"), ns.stream("submit"))
         self._effects.decisions = DecisionCounter(bus.metrics.registry, self.actor_id)
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
@@ -267,15 +259,15 @@ class GateActor(Actor):
         self._leases.granted(taken, stale, decided.returned)
         results: list[Exception | None] = []
         committed = (updates.keys() - stale) | local
+        later = await self._unfinished.all_deferred(decided.verdicts, store)
         for verdict in decided.verdicts:
             failure = self._conflict(verdict, stale)
-            if failure is None and self._unfinished is not None:
-                try:
-                    if await self._unfinished.deferred(verdict.outcome, verdict.ctx, store):
-                        results.append(None)
-                        continue
-                except Exception as exc:  # its cause could not be looked up: retried
-                    failure = exc
+            deferred = later.get(id(verdict.ctx))
+            if deferred is True:
+                results.append(None)
+                continue
+            if isinstance(deferred, Exception):  # its cause could not be looked up: retried
+                failure = failure or deferred
             claim = claiming.get(id(verdict.ctx))
             if failure is None and claim is not None and self._ids and self._effects:
                 ctx, envelope = verdict.ctx, verdict.envelope

@@ -25,6 +25,7 @@ from bus import EmbeddedServer
 from schemas import (
     AgentCall,
     AnyEnvelope,
+    ErrorCode,
     HumanMessage,
     Namespace,
     decode_envelope,
@@ -124,3 +125,17 @@ async def test_a_call_whose_cause_is_still_being_recorded_waits_and_is_admitted(
     decided = await world.decisions.until(to_c.id, timeout=30)
     assert decided.allowed, (decided.code, decided.message)
     assert decided.trace_id == root.id and decided.hop_count == 2
+
+
+@pytest.mark.parametrize("names", ["itself", "nothing the gate took in"])
+async def test_a_cause_no_delivery_can_have_come_from_is_refused_at_once(
+    world: World, names: str
+) -> None:
+    """An envelope naming itself (claimed, and on PARLEY_SUBMIT while it is decided) or an
+    id nobody submitted is refused as forged at its first delivery, never held."""
+    call = _call("b")
+    await submit(world.js, world.ns, "a", call, cause=call.id if names == "itself" else new_id())
+    decided = await world.decisions.until(call.id, timeout=30)
+    assert (decided.allowed, decided.code) == (False, ErrorCode.FORGED_HEADER), decided.message
+    assert "names no envelope the gate delivered" in decided.message
+    assert not [line for line in world.gate.lines if "deciding later" in line]
