@@ -59,7 +59,7 @@ class UnfinishedCauses:
     """Tells an envelope whose cause the gate is still deciding, and how long it waits."""
 
     def __init__(self, backoff_s: Sequence[float], max_deliver: int) -> None:
-        self._backoff_s = tuple(backoff_s) or (1.0,)
+        self._backoff_s = tuple(backoff_s)  # the settings hold one step at least
         self._max_deliver = max_deliver
         self._js: JetStreamContext | None = None
         self._claims = self._claim_prefix = self._submit = ""
@@ -79,6 +79,10 @@ class UnfinishedCauses:
             return None
         return self._backoff_s[min(attempt, len(self._backoff_s) - 1)]
 
+    def _may_go_again(self, attempt: int) -> bool:
+        """Whether a delivery after `attempt` will come (JetStream stops at `max_deliver`)."""
+        return attempt < self._max_deliver
+
     async def all_deferred(
         self, verdicts: Sequence[Verdict], store: GateStore
     ) -> dict[int, bool | Exception]:
@@ -93,13 +97,17 @@ class UnfinishedCauses:
         out: dict[int, bool | Exception] = {}
         for verdict, result in zip(candidates, found, strict=True):
             if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result  # cancelled: not this envelope's to answer
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise result  # the gate is stopping: not this envelope's to answer
+                result = RuntimeError(f"the look-up of its cause ended: {result!r}")
             out[id(verdict.ctx)] = result
         return out
 
-    async def still_deciding(self, cause_id: str, ctx: Context) -> bool:
+    async def still_deciding(self, cause_id: str, ctx: Context) -> bool | None:
         """Whether a submission by another sender, before `ctx`'s, claimed `cause_id` and
-        is still on PARLEY_SUBMIT.
+        is still on PARLEY_SUBMIT; None when nothing claimed it (so no position of it can
+        exist: a position is written only after its id's claim, which outlives it).
 
         The claim is read from the bucket's leader, not by a direct get, which any replica
         answers: one still catching up after a restart (the very outage that left the cause
@@ -112,7 +120,9 @@ class UnfinishedCauses:
             subject = self._claim_prefix + id_key(cause_id)
             stored = await js.get_msg(self._claims, subject=subject)
             claim = msgspec.json.decode(stored.data or b"", type=Claim)
-        except (NotFoundError, msgspec.DecodeError):
+        except NotFoundError:
+            return None
+        except msgspec.DecodeError:
             return False
         if not 0 < claim.seq < ctx.stream_seq or claim.sender == ctx.sender:
             return False  # the gate's own id, submitted after this, or the sender's own
@@ -126,16 +136,17 @@ class UnfinishedCauses:
         """Defer `ctx`'s envelope if it was refused only because the gate is still deciding
         its cause, or has recorded it since the envelope was planned; True when deferred
         (nothing of it is published now)."""
-        if not _unknown_cause(outcome):
+        if not _unknown_cause(outcome) or not self._may_go_again(ctx.attempt):
             return False
-        wait_s = self.wait_s(ctx.attempt)
-        if wait_s is None:
-            return False
+        deciding = await self.still_deciding(ctx.causation_id, ctx)
+        if deciding is None:
+            return False  # never claimed: a forged id
         cause = position_key(ctx.causation_id)
         # Read afresh, now and next time: the retry that records the cause may be another
         # replica's, and may have come between the plan's read and this one.
         store.forget([cause])
-        if not await self.still_deciding(ctx.causation_id, ctx):
+        wait_s = self.wait_s(ctx.attempt) if deciding else None
+        if wait_s is None:
             if (await store.load([cause])).get(cause) is None:
                 return False
             wait_s = 0.0  # recorded meanwhile: decided again with it
