@@ -78,8 +78,11 @@ async def world(
     )
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
-    # A call whose position was refused is retried 2 s later; the call it caused waits as long.
-    gate = start_gate(nats_server.url, namespace, signer, ack_wait_s="5", backoff_s="[2]")
+    # A call whose position was refused is retried every 2 s, and the call it caused waits as
+    # long each time; ten deliveries leave either seconds to spare on a loaded machine.
+    gate = start_gate(
+        nats_server.url, namespace, signer, ack_wait_s="5", backoff_s="[2]", max_deliver="10"
+    )
     traces = await js.stream_info(f"KV_{namespace.bucket('traces')}")
     try:
         await gate.wait_line(READY)
