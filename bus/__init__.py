@@ -16,10 +16,8 @@ from bus._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY, BundleStore, load_publ
 from bus._cluster import EmbeddedCluster
 from bus._connection import (
     RECONNECT_WINDOW_S,
-    FsyncCheckError,
     Link,
     Uptime,
-    check_fsync,
     connect,
     jetstream,
 )
@@ -45,6 +43,7 @@ from bus._elections import (
     through_elections,
 )
 from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
+from bus._fsync_check import FsyncCheckError, check_fsync
 from bus._headers import (
     BOUND_BY,
     CAUSATION_ID,

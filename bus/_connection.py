@@ -13,10 +13,8 @@ said within seconds instead of waited out (tools/_waiting.py).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
-import urllib.request
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -27,6 +25,7 @@ from nats.errors import NoServersError
 from nats.js import JetStreamContext
 
 from bus._barrier_client import BarrierClient
+from bus._fsync_check import check_fsync
 from bus._lost_requests import fail_lost_requests
 from bus._metrics import ActorMetrics
 from bus._settings import Settings
@@ -36,9 +35,7 @@ __all__ = (
     "FIRST_CONNECT_ATTEMPTS",
     "RECONNECT_WAIT_S",
     "RECONNECT_WINDOW_S",
-    "FsyncCheckError",
     "Link",
-    "check_fsync",
     "connect",
     "connect_when_up",
     "drain",
@@ -59,11 +56,6 @@ _SHORT_PING_S = 2
 """A short-lived connection's ping interval: a ping still unanswered when the next is due (a
 frozen server, a cut link) counts as a loss within 4 to 6 s, where an actor's five-second
 pings would take 15 to 20."""
-
-
-class FsyncCheckError(RuntimeError):
-    """The server acknowledges writes before they reach disk and the actor was not told that
-    is acceptable."""
 
 
 class Uptime:
@@ -337,55 +329,6 @@ def jetstream(nc: NATS, settings: Settings) -> JetStreamContext:
     """The JetStream context of a connection made with `settings`: its API requests go where
     the actor's account reaches JetStream (`js_api_prefix`)."""
     return nc.jetstream(prefix=settings.js_api_prefix)
-
-
-def _read_varz(monitor_url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{monitor_url.rstrip('/')}/varz", timeout=5) as response:  # noqa: S310 - operator-configured URL
-        data: dict[str, Any] = json.load(response)
-        return data
-
-
-async def check_fsync(settings: Settings) -> bool | None:
-    """Refuse a server that does not fsync every write, unless `allow_lazy_fsync`.
-
-    `monitor_url` may list a cluster's nodes, comma-separated: every node that answers is
-    checked (one that is down is no reason not to start; one that is lazy is).
-
-    Returns True when the servers sync always, None when it cannot be told (no monitoring
-    URL configured), and raises `FsyncCheckError` when one is lazy and that was not allowed.
-
-    Raises:
-        OSError: no monitoring URL answered.
-    """
-    if settings.monitor_url is None:
-        log.warning(
-            "cannot verify that nats-server fsyncs every write: no monitor_url configured "
-            "(PARLEY_MONITOR_URL); acknowledged messages may be lost in a server crash "
-            "unless its jetstream block sets sync_interval: always"
-        )
-        return None
-    answered: list[tuple[str, bool]] = []
-    unreachable: OSError | None = None
-    for url in (part.strip() for part in settings.monitor_url.split(",")):
-        try:
-            varz = await asyncio.to_thread(_read_varz, url)
-        except OSError as exc:
-            unreachable = exc
-            continue
-        config = varz.get("jetstream", {}).get("config", {})
-        answered.append((url, bool(config.get("sync_always", False))))
-    if not answered:
-        assert unreachable is not None  # noqa: S101 - the list has at least one URL
-        raise unreachable
-    lazy = [url for url, sync_always in answered if not sync_always]
-    if lazy and not settings.allow_lazy_fsync:
-        raise FsyncCheckError(
-            f"nats-server at {', '.join(lazy)} does not fsync each write (jetstream "
-            "sync_interval is not 'always'); acknowledged messages can be lost in a crash. Set "
-            "`sync_interval: always` in its jetstream block, or pass --allow-lazy-fsync to "
-            "accept the risk."
-        )
-    return not lazy
 
 
 async def drain(nc: NATS) -> None:

@@ -20,8 +20,8 @@ from nats.errors import NoServersError
 from prometheus_client import CollectorRegistry
 
 from bus._actor import Actor
-from bus._connection import FsyncCheckError
 from bus._consumer_config import ConsumerBindError
+from bus._fsync_check import FsyncCheckError
 from bus._logging import configure_logging
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._provision import ProvisionError
