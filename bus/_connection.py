@@ -293,10 +293,12 @@ async def connect_when_up(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.server_wait_s
-    said = False
+    said = checked = False
     while True:
         try:
-            await check_fsync(settings)
+            if not checked:  # once told (or not tellable, said once), not asked again
+                await check_fsync(settings)
+                checked = True
             connecting = asyncio.ensure_future(
                 connect(settings, actor_id, metrics, uptime=uptime, link=link)
             )
