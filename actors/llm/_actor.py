@@ -291,7 +291,7 @@ class LlmActor(Actor):
             )
         read = read_answer(api, guarded.value)
         outcomes += ungranted_tools(bundle.profiles.get(ctx.sender), read.tool_calls)
-        latency = int((time.monotonic() - started) * 1000)
+        latency = round((time.monotonic() - started) * 1000)
         self._completed(request, ctx, provider, "succeeded", read.usage, outcomes, latency)
         return LlmResponse(
             id=ctx.derive_id("llm_response"),
@@ -321,7 +321,9 @@ class LlmActor(Actor):
         retryable: bool = False,
         usage: LlmUsage | None = None,
     ) -> LlmResponse:
-        latency = int((time.monotonic() - started) * 1000)
+        # Rounded, not truncated: a stream cut at its deadline is cut when the loop's clock is
+        # within its resolution of it, and 2,999.99 ms read as 2,999 is a cut before 3 s.
+        latency = round((time.monotonic() - started) * 1000)
         spent = usage or LlmUsage()
         self._completed(request, ctx, provider, refused.status, spent, outcomes, latency, refused)
         return LlmResponse(
