@@ -4,10 +4,14 @@ that kill nodes: `size` `EmbeddedServer`s routed into one JetStream cluster on l
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
 import socket
 import tempfile
 import threading
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,11 +25,43 @@ _NO_META_LEADER = "JetStream cluster no metadata leader"
 _STREAM_LEADER = re.compile(r"JetStream cluster new stream leader for '.* > (\S+)'")
 
 
+_LOWEST_ROUTE_PORT = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_ports_start() -> int:
+    """The lowest port the kernel hands to a socket bound to port 0 (Linux's default when it
+    does not say)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def _free_port() -> int:
-    """A loopback port free now: every node's config names every node's route port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port free now, below the kernel's ephemeral range.
+
+    Every node's config names every node's route port, so the ports are chosen before any
+    node starts. A port the kernel picked for a probe (bound to port 0, then closed) could be
+    handed again to the next process binding port 0 before its node bound it: in a test run
+    another server's monitoring port took one, and the node died (`address already in use`)
+    leaving a cluster of two that never elected a leader. The kernel never hands out ports
+    below its ephemeral range that way.
+    """
+    top = _ephemeral_ports_start()
+    if top <= _LOWEST_ROUTE_PORT + 1_000:  # a range reaching that low: take the kernel's
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+    for _ in range(100):
+        port = _LOWEST_ROUTE_PORT + secrets.randbelow(top - _LOWEST_ROUTE_PORT)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise NatsServerError(f"no free loopback port between {_LOWEST_ROUTE_PORT} and {top}")
 
 
 def _meta_leader_in(line: str, node: str) -> tuple[bool, str | None]:
@@ -38,6 +74,16 @@ def _meta_leader_in(line: str, node: str) -> tuple[bool, str | None]:
     return _NO_META_LEADER in line, None
 
 
+def _meta_group_size(monitor_url: str) -> int:
+    """How many nodes the metadata group names on the node at `monitor_url` (0: it does not
+    answer yet)."""
+    try:
+        with urllib.request.urlopen(f"{monitor_url}/jsz", timeout=5) as response:  # noqa: S310 - a loopback node of ours
+            return int(json.load(response).get("meta_cluster", {}).get("cluster_size", 0))
+    except OSError:
+        return 0
+
+
 class EmbeddedCluster:
     """`size` nats-servers on loopback routed into one JetStream cluster, each with its own
     store and the same settings as a single `EmbeddedServer` (sync always, the authorization
@@ -45,8 +91,9 @@ class EmbeddedCluster:
 
     Leadership is read from the nodes' logs as it changes: every node logs the metadata leader
     it follows, and a stream's new leader logs that it leads. Waiting for a leader is waiting
-    for those lines, never polling. A node may be killed and started again (`kill`, `restart`);
-    it keeps its ports and store.
+    for those lines, never polling. The metadata group's membership, which no line says at
+    the default log level, is read from each node's monitoring endpoint once, at `start`. A
+    node may be killed and started again (`kill`, `restart`); it keeps its ports and store.
     """
 
     def __init__(
@@ -166,6 +213,14 @@ class EmbeddedCluster:
         leader = seen.pop() if len(seen) == 1 else None
         return leader if leader in running else None
 
+    def _followed(self) -> str:
+        """What each node last said of the metadata leader it follows, for an error."""
+        return ", ".join(
+            f"{node} ({'running' if self._nodes[node].running() else 'down'}) follows"
+            f" {self._meta_seen[node] or 'none'}"
+            for node in self.names
+        )
+
     def wait_meta_leader(self, timeout: float = 30.0, *, not_on: str | None = None) -> str:
         """Wait until every running node follows the same running metadata leader (other
         than `not_on`, a node just killed) and return its name.
@@ -179,7 +234,9 @@ class EmbeddedCluster:
 
         with self._changed:
             if not self._changed.wait_for(elected, timeout):
-                raise NatsServerError(f"no JetStream metadata leader within {timeout} s")
+                raise NatsServerError(
+                    f"no JetStream metadata leader within {timeout} s; {self._followed()}"
+                )
             leader = self._agreed_meta_leader()
         assert leader is not None  # noqa: S101 - `elected` held under the same lock
         return leader
@@ -213,9 +270,35 @@ class EmbeddedCluster:
             for node in self._nodes.values():
                 node.start(timeout)
             self.wait_meta_leader(timeout)
+            self._wait_meta_members(timeout)
         except NatsServerError:
             self.stop()
             raise
+
+    def _wait_meta_members(self, timeout: float) -> None:
+        """Wait until every node counts every node in the metadata group.
+
+        A new cluster's first leader adds its peers to the group one at a time after it is
+        elected, and each node learns them as it applies those entries: killed in between, it
+        left two nodes whose group still named only it and one of them, so neither could win
+        an election (a vote from a peer the group does not name is not counted), and the
+        cluster had no metadata leader until that node came back. JetStream says the group's
+        size only on the monitoring endpoint (`/jsz`), so this reads it there, 20 ms apart.
+
+        Raises:
+            NatsServerError: a node did not count them all within `timeout`.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            sizes = {name: _meta_group_size(node.monitor_url) for name, node in self._nodes.items()}
+            if all(size == len(self.names) for size in sizes.values()):
+                return
+            if time.monotonic() > deadline:
+                raise NatsServerError(
+                    f"the metadata group did not name all {len(self.names)} nodes within"
+                    f" {timeout} s: {sizes}"
+                )
+            time.sleep(0.02)  # a state only the monitoring endpoint tells
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop every node gracefully."""
