@@ -373,8 +373,9 @@ class GateActor(Actor):
         await effects.refuse(ctx, envelope, outcome, cause)
         if verdict.judged.refused_return is not None:
             await effects.tell_caller(
-                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.judged.refused_return
-            )
+                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.judged.refused_return,
+                answering=claim_of(ctx),
+            )  # fmt: skip
 
     async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
         """Tell the sender of a submission that will not be handled why."""

@@ -15,7 +15,7 @@ import logging
 from msgspec import Struct, structs
 
 from actors.gate._decisions import decision_for, tag
-from actors.gate._ids import Claim, IdClaims
+from actors.gate._ids import Claim, IdClaims, claim_of
 from actors.gate._llm_timeline import llm_event
 from actors.gate._metrics import DecisionCounter
 from actors.gate._plan import Deny, Route, Submission
@@ -81,7 +81,7 @@ class GateEffects:
         """Refuse a message whose envelope id another submission holds: nothing is planned,
         charged or recorded for it, and its error and decision take ids of their own (those
         of the holder's would be dropped as duplicates by JetStream)."""
-        whose = "the gate" if held.seq == 0 else f"submission {held.seq}"
+        whose = "the gate" if held.sender == self.actor_id else f"submission {held.seq}"
         deny = Deny(
             ErrorCode.DUPLICATE_ENVELOPE,
             "duplicate_id",
@@ -99,8 +99,9 @@ class GateEffects:
             held_call = waiting_on(envelope, sender_position(sub, causes))
             if held_call is not None:
                 await self.tell_caller(
-                    self._store, ctx.outbox, ctx.sender, envelope.id, deny, held_call, basis=basis
-                )
+                    self._store, ctx.outbox, ctx.sender, envelope.id, deny, held_call,
+                    answering=claim_of(ctx), basis=basis,
+                )  # fmt: skip
 
     def too_large(
         self, ctx: Context, envelope: AnyEnvelope, route: Route, max_message: int
@@ -140,6 +141,7 @@ class GateEffects:
         deny: Deny,
         within: Position,
         *,
+        answering: Claim | None,
         basis: str = "",
     ) -> None:
         """Deliver a refused answer's error to the caller that waits for it, at its level.
@@ -152,6 +154,7 @@ class GateEffects:
         Args:
             sender: who answered; `answer_id`: the refused answer's id (claimed).
             within: the answerer's position inside the call (`levels[-1]` is its call).
+            answering: the claim of the submission refused (`IdClaims.mark`).
         """
         call_id = within.levels[-1].call_id
         details: dict[str, object] = {"rule": deny.rule, "call_id": call_id, "answer_id": answer_id}
@@ -176,7 +179,7 @@ class GateEffects:
             kind="error",
             levels=levels,
         )
-        await self._ids.mark(outbox, error.id, self.actor_id)
+        await self._ids.mark(outbox, error.id, self.actor_id, answering)
         key = position_key(error.id)
         store.remember(key, at, await outbox.publish(store.subject(key), store.encode(at), {}))
         headers = TraceHeaders(
@@ -187,7 +190,7 @@ class GateEffects:
 
     async def claim_own(self, ctx: Context, envelope_id: str) -> None:
         """Claim an id the gate made and records a position for, so no sender can reuse it."""
-        await self._ids.mark(ctx.outbox, envelope_id, self.actor_id)
+        await self._ids.mark(ctx.outbox, envelope_id, self.actor_id, claim_of(ctx))
 
     @staticmethod
     async def record(store: GateStore, ctx: Context, key: str, value: Struct | None) -> None:
@@ -325,6 +328,7 @@ class GateEffects:
                     cause or error.id,
                     deny,
                     within,
+                    answering=None,  # a rejection keeps no payload to match its claim by
                     basis=error.id,
                 )
 

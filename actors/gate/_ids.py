@@ -71,7 +71,10 @@ _encoder = msgspec.json.Encoder()
 class Claim(Struct, frozen=True, kw_only=True):
     """Which submission holds an envelope id: its sender, stream sequence and bytes' digest.
 
-    The gate's own ids carry its actor id, sequence 0 and no digest.
+    The gate's own ids (the errors it sends) carry its actor id and the sequence and digest
+    of the submission they answer, still on PARLEY_SUBMIT until every effect of that answer
+    is stored (actors/gate/_unfinished_causes.py reads it so); sequence 0 and no digest when
+    they answer none the gate keeps.
     """
 
     sender: str
@@ -258,13 +261,21 @@ class IdClaims:
         if unsettled:
             await asyncio.wait(unsettled)
 
-    async def mark(self, outbox: Outbox, envelope_id: str, gate: str) -> asyncio.Future[PubAck]:
-        """Claim an id the gate made itself, pipelined with the message's other effects.
+    async def mark(
+        self, outbox: Outbox, envelope_id: str, gate: str, answering: Claim | None
+    ) -> asyncio.Future[PubAck]:
+        """Claim an id the gate made itself, pipelined with the message's other effects;
+        `answering`: the claim of the submission it answers, if any.
 
         A plain put: the gate's record wins over a sender that claimed the id first (that
         sender only ever harms its own envelope), and a sender that tries it later is refused.
+        Written again by a redelivery of the same submission, it writes the same value.
         """
-        claim = Claim(sender=gate, seq=0)
+        claim = (
+            Claim(sender=gate, seq=0)
+            if answering is None
+            else Claim(sender=gate, seq=answering.seq, digest=answering.digest)
+        )
         key = id_key(envelope_id)
         self._remember(key, claim)
         return await outbox.publish(self._prefix + key, _encoder.encode(claim), {})

@@ -25,8 +25,10 @@ What a deferral costs is bounded. It waits one step behind the cause's own retri
 deliveries short of `max_deliver`, so the envelope keeps a retry of its own for a failure
 when it is decided; and the reads (the claim from the bucket's leader, then the submission)
 are made only for an envelope refused as `unknown_cause`, for every such envelope of a batch
-at once. The ids of the gate's own errors are claimed without a submission: an envelope
-naming an error whose position was refused is still refused.
+at once. The gate's own errors are claimed with the submission they answer, so an envelope
+naming an error whose position was refused waits for that submission's retry the same way
+(the router retries a call the gate refused as retryable under the error's id); only the
+error about a submission dead-lettered before it was decoded carries none, and is refused.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class UnfinishedCauses:
         except msgspec.DecodeError:
             return False
         if not 0 < claim.seq < ctx.stream_seq or claim.sender == ctx.sender:
-            return False  # the gate's own id, submitted after this, or the sender's own
+            return False  # answers nothing kept, submitted after this, or the sender's own
         try:
             kept = await js.get_msg(self._submit, seq=claim.seq)
         except NotFoundError:

@@ -25,6 +25,7 @@ from bus import EmbeddedServer
 from schemas import (
     AgentCall,
     AnyEnvelope,
+    Error,
     ErrorCode,
     HumanMessage,
     Namespace,
@@ -128,6 +129,35 @@ async def test_a_call_whose_cause_is_still_being_recorded_waits_and_is_admitted(
     decided = await world.decisions.until(to_c.id, timeout=30)
     assert decided.allowed, (decided.code, decided.message)
     assert decided.trace_id == root.id and decided.hop_count == 2
+
+
+async def test_an_envelope_naming_a_refusal_still_being_recorded_waits_and_is_admitted(
+    world: World,
+) -> None:
+    """The gate's own error is a cause too (the router retries a call the gate refused as
+    retryable under the refusal's id). `a` calls `x`, which its profile does not allow: the
+    refusal is delivered to `a`, its position refused. `a` calls `b` under it; the call waits
+    for the refused submission's retry, and is admitted. Before, the error's id was claimed as
+    answering no submission, and the call was refused as forged."""
+    root = HumanMessage(id=new_id(), created_at=utc_now(), text="hi", call_id=new_id(), target="a")
+    await submit(world.js, world.ns, "cli", root)
+    assert (await _delivered(world, "a")).id == root.id
+
+    await world.refusing.start()
+    to_x = _call("x")
+    await submit(world.js, world.ns, "a", to_x, cause=root.id)
+    refusal = await _delivered(world, "a")  # delivered, its position refused
+    assert isinstance(refusal, Error) and refusal.code == ErrorCode.TARGET_NOT_ALLOWED
+    await world.gate.wait_line(r'"msg":"handler failed".*"attempt":1\b')
+
+    to_b = _call("b")
+    await submit(world.js, world.ns, "a", to_b, cause=refusal.id)
+    await world.gate.wait_line(r'"msg":"deciding later: its cause is still being decided"')
+    await world.refusing.stop()
+
+    decided = await world.decisions.until(to_b.id, timeout=30)
+    assert decided.allowed, (decided.code, decided.message)
+    assert decided.trace_id == root.id
 
 
 @pytest.mark.parametrize("names", ["itself", "nothing the gate took in"])
