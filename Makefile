@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt bench schemas demo demo-shared demo-tools clean chromium bubblewrap
+.PHONY: test lint fmt bench schemas docs demo demo-shared demo-tools clean chromium bubblewrap
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ bench: $(STAMP)
 
 schemas: $(STAMP)
 	$(VENV)/bin/parley schemas
+
+# docs/commands.md's "Every flag" section, written from the parser.
+docs: $(STAMP)
+	$(VENV)/bin/python -m tools.flag_reference
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -3,7 +3,8 @@
 The README is what a newcomer reads in five minutes, so it has a size bound; everything else
 lives in docs/, reached by links that must lead somewhere. The command tables are checked
 against the real parser both ways: a command the README names must exist, and a command the
-parser has must be in docs/commands.md. The README's model profiles must load as profiles.
+parser has must be in docs/commands.md, and so must every flag, as `--help` gives it. The
+README's model profiles must load as profiles.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from actors.agent._profile import AgentProfile
 from tools.cli import _parser
+from tools.flag_reference import with_flag_section
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -164,6 +166,20 @@ def test_every_subcommand_has_a_row_in_the_command_reference() -> None:
         wanted = [(command, sub) for sub in subs] if subs else [(command, None)]
         missing += [" ".join(filter(None, pair)) for pair in wanted if pair not in named]
     assert missing == [], "no row in docs/commands.md for: parley " + ", parley ".join(missing)
+
+
+def test_every_flag_of_every_command_is_in_the_command_reference() -> None:
+    text = (DOCS / "commands.md").read_text()
+    assert with_flag_section(text, _parser()) == text, (
+        "docs/commands.md's flag section differs from `parley --help`: run `make docs`"
+    )
+
+
+def test_a_flag_missing_from_the_reference_is_seen() -> None:
+    text = (DOCS / "commands.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `parley tail` | `--"))
+    stale = text.replace(row + "\n", "")
+    assert with_flag_section(stale, _parser()) != stale
 
 
 def test_a_table_naming_a_command_that_does_not_exist_is_seen() -> None:

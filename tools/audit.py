@@ -363,7 +363,7 @@ def add_audit_commands(commands: Any) -> None:
     verify.add_argument(
         "--strict", action="store_true", help="every record must be pinned by a checkpoint"
     )
-    verify.add_argument("--json", action="store_true")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(func=_runner(_verify))
 
     trace = commands.add_parser("trace", help="draw the causal tree of a trace")

@@ -50,9 +50,19 @@ def add_device_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     device = commands.add_parser("device", help="this deployment's device keys (shared agents)")
     sub = device.add_subparsers(dest="device_command", required=True)
     init = sub.add_parser("init", help="generate the device's Ed25519 and X25519 key pairs")
-    init.add_argument("--dir", type=Path, default=DEFAULT_DEVICE_DIR)
+    init.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_DEVICE_DIR,
+        help="where the keys go (default: %(default)s)",
+    )
     init.add_argument("--force", action="store_true", help="replace existing keys")
     init.set_defaults(func=_init)
     show = sub.add_parser("show", help="print the device's public id")
-    show.add_argument("--dir", type=Path, default=DEFAULT_DEVICE_DIR)
+    show.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_DEVICE_DIR,
+        help="where the keys are (default: %(default)s)",
+    )
     show.set_defaults(func=_show)

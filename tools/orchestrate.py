@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import Final, TextIO
 
 import msgspec
@@ -44,7 +43,6 @@ from schemas import (
     Error,
     HumanMessage,
     Namespace,
-    Orchestration,
     SessionEvent,
     decode_envelope,
     encode,
@@ -52,6 +50,7 @@ from schemas import (
     utc_now,
 )
 from tools._local import local_settings
+from tools._orchestrate_args import add_orchestrate_arguments, orchestration_message
 from tools._orchestrate_keys import END_OF_INPUT, keys_readable, no_keys_line, stdin_lines
 from tools._session_lines import banner, render_event
 from tools._waiting import (
@@ -69,7 +68,6 @@ from tools._waiting import (
     submit_as,
     waited,
 )
-from tools.share import DEFAULT_RELAY_DIR, resolve_shared
 
 __all__ = ("add_orchestrate_command", "banner", "render_event")
 
@@ -303,27 +301,6 @@ async def _forward(
         news.put_nowait(None)
 
 
-def orchestration_message(args: argparse.Namespace) -> HumanMessage:
-    return HumanMessage(
-        id=new_id(),
-        created_at=utc_now(),
-        text=" ".join(args.objective),
-        call_id=new_id(),
-        user_id=args.user,
-        mode="orchestrate",
-        session_id=new_id(),
-        orchestration=Orchestration(
-            local_agent=args.agent,
-            shared_agent=resolve_shared(args.shared, args.relay_dir),
-            mode=args.mode,
-            max_turns=args.max_turns,
-            max_duration_ms=args.max_duration_ms,
-            max_failures=args.max_failures,
-            max_tokens_budget=args.max_tokens,
-        ),
-    )
-
-
 async def _run(args: argparse.Namespace, msg: HumanMessage) -> int:
     settings = local_settings(args.config, SENDER)
     ns = Namespace(settings.namespace)
@@ -347,14 +324,15 @@ def _command(args: argparse.Namespace) -> int:
         msg = orchestration_message(args)
         msgspec.json.decode(encode(msg), type=HumanMessage)
     except (msgspec.ValidationError, ValueError, TypeError) as exc:
-        print(f"parley: invalid arguments: {exc}", file=sys.stderr)
+        print(f"parley orchestrate: invalid arguments: {exc}", file=sys.stderr)
         return 2
     if args.mode == "manual" and not args.detach and not keys_readable():
         print(no_keys_line(args.mode), file=sys.stderr)
         return 2
     if args.detach and args.mode != "full_auto":
         print(
-            f"parley: --detach leaves nobody to approve {args.mode}'s drafts: use --mode full_auto",
+            f"parley orchestrate: --detach leaves nobody to approve {args.mode}'s drafts: "
+            "use --mode full_auto",
             file=sys.stderr,
         )
         return 2
@@ -368,20 +346,5 @@ def add_orchestrate_command(
     cmd = commands.add_parser(
         "orchestrate", help="your local agent talks to a shared agent, under your control"
     )
-    cmd.add_argument("objective", nargs="+", help="what your agent should achieve")
-    cmd.add_argument("--agent", required=True, help="your local agent (drafts each message)")
-    cmd.add_argument("--shared", required=True, help="the shared agent (owner/agent or name)")
-    cmd.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR)
-    cmd.add_argument("--mode", choices=("manual", "semi_auto", "full_auto"), default="manual")
-    for flag, default in (("turns", 8), ("duration-ms", 600_000), ("failures", 3)):
-        cmd.add_argument(f"--max-{flag}", type=int, default=default)
-    cmd.add_argument("--max-tokens", type=int, default=None, help="maxTokensBudget")
-    cmd.add_argument("--config", type=Path, help="TOML settings file")
-    cmd.add_argument("--user", default="", help="user id carried by the session")
-    cmd.add_argument(
-        "--detach",
-        action="store_true",
-        help="open the session (full_auto only) and leave it running; print how to follow "
-        "and stop it",
-    )
+    add_orchestrate_arguments(cmd)
     cmd.set_defaults(func=_command)

@@ -191,18 +191,18 @@ def add_policy_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     sub = policy.add_subparsers(dest="policy_command", required=True)
 
     keygen = sub.add_parser("keygen", help="write DIR/policy.key and DIR/policy.pub")
-    keygen.add_argument("--out", type=Path, required=True)
+    keygen.add_argument("--out", type=Path, required=True, help="the directory for the key pair")
     keygen.add_argument("--force", action="store_true", help="replace existing keys")
     keygen.set_defaults(policy_func=_keygen)
 
     sign = sub.add_parser("sign", help="sign a bundle (JSON, or a TOML source)")
-    sign.add_argument("--key", type=Path, required=True)
+    sign.add_argument("--key", type=Path, required=True, help="the private key (policy.key)")
     sign.add_argument("bundle", type=Path)
-    sign.add_argument("-o", "--output", type=Path, required=True)
+    sign.add_argument("-o", "--output", type=Path, required=True, help="the signed bundle to write")
     sign.set_defaults(policy_func=_sign)
 
     verify = sub.add_parser("verify", help="check a signed bundle; exit 0 and a summary")
-    verify.add_argument("--pub", type=Path, required=True)
+    verify.add_argument("--pub", type=Path, required=True, help="the public key (policy.pub)")
     verify.add_argument("--tenant", help="also require this tenant")
     verify.add_argument("signed", type=Path)
     verify.set_defaults(policy_func=_verify)

@@ -39,6 +39,7 @@ from tools.device import DEFAULT_DEVICE_DIR
 __all__ = ("DEFAULT_RELAY_DIR", "UnknownSharedAgent", "add_share_commands", "resolve_shared")
 
 DEFAULT_RELAY_DIR = LOCAL_DIR / "relay"
+_RELAY_DIR_HELP = "the relay's shares and shared agents (default: %(default)s)"
 
 
 _MIN_DEVICE_PREFIX = 8
@@ -188,8 +189,13 @@ def add_share_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     share.add_argument("--days", type=float, default=90.0, help="until it expires (90)")
     share.add_argument("--revoke", metavar="SHARE_ID", help="revoke a share")
     share.add_argument("--list", action="store_true", help="list this device's shares")
-    share.add_argument("--device-dir", type=Path, default=DEFAULT_DEVICE_DIR)
-    share.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR)
+    share.add_argument(
+        "--device-dir",
+        type=Path,
+        default=DEFAULT_DEVICE_DIR,
+        help="this device's keys, which sign the share (default: %(default)s)",
+    )
+    share.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR, help=_RELAY_DIR_HELP)
     share.set_defaults(func=_share)
 
     shared = commands.add_parser("shared", help="remote agents this deployment may call")
@@ -199,8 +205,8 @@ def add_share_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     add.add_argument("--agent", required=True, help="its name in the owner's deployment")
     add.add_argument("--device", required=True, help="the owner's device public id")
     add.add_argument("--gateway", default="", help="the gateway's URL")
-    add.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR)
+    add.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR, help=_RELAY_DIR_HELP)
     add.set_defaults(func=_shared_add)
     listing = sub.add_parser("list", help="list the remote agents")
-    listing.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR)
+    listing.add_argument("--relay-dir", type=Path, default=DEFAULT_RELAY_DIR, help=_RELAY_DIR_HELP)
     listing.set_defaults(func=_shared_list)

@@ -1,0 +1,98 @@
+"""The "Every flag" section of docs/commands.md, written from `parley`'s own parser.
+
+The command table above it is written by hand, for reading; this section lists every flag of
+every command and subcommand with its `--help` text, made from the parser itself so that it
+cannot drift from what `parley <command> --help` prints (a walk through the README found a
+dozen flags the table left out). `python -m tools.flag_reference` rewrites the section
+(`make docs`); a test fails when the file differs from what this makes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from tools.cli import _parser
+
+__all__ = ("BEGIN", "END", "flag_section", "with_flag_section")
+
+BEGIN = "<!-- every flag: written by `make docs` from the parser; do not edit by hand -->"
+END = "<!-- end of every flag -->"
+_COMMANDS_DOC = Path(__file__).resolve().parent.parent / "docs" / "commands.md"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _commands(
+    parser: argparse.ArgumentParser, prefix: str
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command under `parser` that takes flags of its own, outermost first."""
+    yield prefix, parser
+    for name, sub in _subparsers(parser).items():
+        yield from _commands(sub, f"{prefix} {name}")
+
+
+def _usage(action: argparse.Action) -> str:
+    """A flag as `--help` shows it: its names, and its value's name if it takes one."""
+    names = ", ".join(action.option_strings)
+    if action.nargs == 0:
+        return names
+    metavar = action.metavar or action.dest.upper()
+    return f"{names} {metavar if isinstance(metavar, str) else ' '.join(metavar)}"
+
+
+def _help(action: argparse.Action) -> str:
+    """The flag's help text on one line, its `%(default)s` filled in, pipes escaped."""
+    text = " ".join((action.help or "").split())
+    if "%(" in text:
+        text = text % {**vars(action), "prog": ""}
+    return text.replace("|", "\\|")
+
+
+def flag_section(parser: argparse.ArgumentParser) -> str:
+    """The section's text, between its markers: a table of every flag of every command."""
+    rows = [BEGIN, "", "| command | flag | what it does |", "|---|---|---|"]
+    for command, sub in _commands(parser, parser.prog):
+        for action in sub._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            if action.help == argparse.SUPPRESS:
+                continue
+            usage = _usage(action).replace("|", "\\|")
+            rows.append(f"| `{command}` | `{usage}` | {_help(action)} |")
+    return "\n".join([*rows, "", END])
+
+
+def with_flag_section(document: str, parser: argparse.ArgumentParser) -> str:
+    """`document` with its section replaced by the one `parser` makes.
+
+    Raises:
+        ValueError: the document has no section markers.
+    """
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(document):
+        raise ValueError(f"no section between {BEGIN!r} and {END!r}")
+    section = flag_section(parser)
+    return pattern.sub(lambda _: section, document, count=1)
+
+
+def main() -> int:
+    """Rewrite docs/commands.md's section from the parser."""
+    text = _COMMANDS_DOC.read_text()
+    written = with_flag_section(text, _parser())
+    if written != text:
+        _COMMANDS_DOC.write_text(written)
+        print(f"rewrote the flag section of {_COMMANDS_DOC}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
