@@ -25,6 +25,7 @@ from tools._local import LOCAL_DIR
 __all__ = (
     "LAST",
     "LAST_TRACE_FILE",
+    "named_key",
     "read_for_key",
     "records_of",
     "remember_trace",
@@ -55,6 +56,17 @@ def _remembered() -> str | None:
         return LAST_TRACE_FILE.read_text().strip() or None
     except OSError:
         return None
+
+
+def named_key(key: str) -> str:
+    """What `key` names, for a message saying it was not found: `last` as the trace id it
+    stands for here (a reader cannot check an id a message does not print)."""
+    if key != LAST:
+        return f"session or trace {key}"
+    remembered = _remembered()
+    if remembered is None:
+        return "trace at all"
+    return f"trace {remembered}, the one the last command here started"
 
 
 def traces_named(

@@ -47,7 +47,7 @@ from schemas import (
 from tools._errors import report_failure
 from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
 from tools._terminal_text import terminal_safe
-from tools._trace_keys import read_for_key, records_of
+from tools._trace_keys import named_key, read_for_key, records_of
 from tools._tracetree import render_trace
 from tools.natsconf import AUDIT_READER
 
@@ -268,7 +268,11 @@ async def _trace(args: argparse.Namespace) -> int:
     finally:
         await nc.close()
     if not traces:
-        print(f"parley trace: no trace or session {args.key} in the audit history", file=sys.stderr)
+        print(
+            f"parley trace: the audit history holds no {named_key(args.key)} (`parley audit "
+            "query` lists what it holds)",
+            file=sys.stderr,
+        )
         return 1
     now = datetime.now(UTC)
     for index, trace in enumerate(traces):

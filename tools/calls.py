@@ -32,7 +32,7 @@ from schemas import AuditRecord, Namespace
 from tools._errors import report_failure
 from tools._interactions import Interaction, decisions_by_envelope, interactions, verdict
 from tools._local import connect_local, local_settings
-from tools._trace_keys import read_for_key, records_of, traces_named
+from tools._trace_keys import named_key, read_for_key, records_of, traces_named
 from tools.audit import query_records
 from tools.natsconf import AUDIT_READER
 
@@ -97,9 +97,9 @@ async def _read(args: argparse.Namespace) -> list[AuditRecord]:
 async def _calls(args: argparse.Namespace) -> int:
     chosen = await _read(args)
     items = interactions(decisions_by_envelope(chosen))
-    if not chosen and args.key != "last":
+    if not chosen:
         print(
-            f"parley calls: the audit history names no session or trace {args.key} (check the "
+            f"parley calls: the audit history holds no {named_key(args.key)} (check the "
             "id: `parley audit query` lists what it holds)",
             file=sys.stderr,
         )

@@ -237,7 +237,7 @@ async def test_a_fan_out_is_recorded_and_drawn_call_by_call(
             assert re.fullmatch(r"planner returned: PARTIAL \(\d+ tokens, [\d.]+s\)", lines[-1])
         nowhere = await asyncio.to_thread(_cli, nats_server.url, ns, "calls", new_id())
         assert nowhere.returncode == 1, nowhere.stderr
-        assert "the audit history names no session or trace" in nowhere.stderr
+        assert "the audit history holds no session or trace" in nowhere.stderr
         assert "`parley audit query`" in nowhere.stderr  # where to look instead
     finally:
         await watch.unsubscribe()

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from schemas import AuditRecord
-from tools._trace_keys import LAST, LAST_TRACE_FILE, records_of, remember_trace, traces_named
+from tools._trace_keys import (
+    LAST,
+    LAST_TRACE_FILE,
+    named_key,
+    records_of,
+    remember_trace,
+    traces_named,
+)
 
 
 def _record(trace: str, session: str = "") -> AuditRecord:
@@ -66,3 +73,16 @@ def test_a_trace_is_remembered_only_where_a_local_system_lives(
     remember_trace("t2")
     assert LAST_TRACE_FILE.read_text() == "t2\n"
     assert [p.name for p in (tmp_path / ".parley").iterdir()] == ["last-trace"]
+
+
+def test_a_message_names_the_trace_last_stands_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`parley trace last` said `no trace or session last`: a reader could not check an id
+    the message did not print."""
+    monkeypatch.chdir(tmp_path)
+    assert named_key("s1") == "session or trace s1"
+    assert named_key(LAST) == "trace at all"  # nothing remembered here
+    (tmp_path / ".parley").mkdir()
+    remember_trace("t2")
+    assert named_key(LAST) == "trace t2, the one the last command here started"
