@@ -8,6 +8,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from actors import ACTORS
 from bus import (
@@ -101,8 +102,28 @@ def _cmd_schemas(args: argparse.Namespace) -> int:
     return 0
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A parser whose errors are one line naming the command, as every other failure of
+    `parley` is (docs/cli.md): argparse printed the whole usage of `parley` first, even for a
+    subcommand's flag."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (`{self.prog} --help` lists what it takes)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost subcommand's parser `args` were parsed by."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and action.dest in vars(args):
+            chosen = action.choices.get(getattr(args, action.dest))
+            if chosen is not None:
+                return _chosen(chosen, args)
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="parley", description=__doc__)
+    parser: argparse.ArgumentParser = _OneLineParser(prog="parley", description=__doc__)
     parser.add_argument(  # read by `wants_debug` before parsing; here for --help
         "--debug",
         action="store_true",
@@ -193,7 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tools.bench import main as bench_main
 
         return run_guarded("bench", lambda: bench_main(arguments[1:]), debug=debug)
-    args = _parser().parse_args(arguments)
+    parser = _parser()
+    args, extra = parser.parse_known_args(arguments)
+    if extra:  # named by the subcommand that did not take them, not by `parley`
+        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     command = " ".join(
         str(word) for word in (args.command, getattr(args, f"{args.command}_command", None)) if word
     )

@@ -1,0 +1,32 @@
+"""A command line `parley` cannot parse gets one line naming the command, as every other
+failure does (docs/cli.md), not the whole usage of `parley`: a newcomer's `parley collab
+--bogus-flag x` printed four lines about `parley` and never named `collab`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["collab", "--bogus-flag", "x"], "parley collab: unrecognized arguments: --bogus-flag"),
+        (["audit", "query", "--since"], "parley audit query: argument --since: expected one"),
+        (
+            ["orchestrate", "--agent", "a", "--shared", "b", "--mode", "x", "go"],
+            "parley orchestrate: argument --mode: invalid choice",
+        ),
+        ([], "parley: the following arguments are required: command"),
+    ],
+)
+def test_a_line_it_cannot_parse_is_one_line_naming_the_command(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(said), err
+    assert "--help` lists what it takes" in err
