@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -158,7 +159,11 @@ async def _read(args: argparse.Namespace) -> int:
         return 0
     found = [item for item in items if item.approval_id == args.approval_id]
     if not found:
-        print(f"no tool request awaits your approval as {args.approval_id}")
+        print(
+            f"parley approvals show: no tool request awaits your approval as "
+            f"{args.approval_id}: `parley approvals list` lists those that do",
+            file=sys.stderr,
+        )
         return 1
     item = found[0]
     expires = datetime.fromtimestamp(item.expires_ms / 1000, UTC)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tools.bench._options import bench_parser
 from tools.cli import _parser
 
-__all__ = ("BEGIN", "END", "flag_section", "with_flag_section")
+__all__ = ("BEGIN", "END", "every_parser", "flag_section", "with_flag_section")
 
 BEGIN = "<!-- every flag: written by `make docs` from the parser; do not edit by hand -->"
 END = "<!-- end of every flag -->"
@@ -57,10 +58,16 @@ def _help(action: argparse.Action) -> str:
     return text.replace("|", "\\|")
 
 
-def flag_section(parser: argparse.ArgumentParser) -> str:
+def every_parser() -> tuple[argparse.ArgumentParser, ...]:
+    """`parley`'s parser, and `parley bench`'s, which owns every word after `bench`."""
+    return _parser(), bench_parser("")
+
+
+def flag_section(parsers: Sequence[argparse.ArgumentParser]) -> str:
     """The section's text, between its markers: a table of every flag of every command."""
     rows = [BEGIN, "", "| command | flag | what it does |", "|---|---|---|"]
-    for command, sub in _commands(parser, parser.prog):
+    commands = (command for parser in parsers for command in _commands(parser, parser.prog))
+    for command, sub in commands:
         for action in sub._actions:
             if not action.option_strings or isinstance(action, argparse._HelpAction):
                 continue
@@ -71,8 +78,8 @@ def flag_section(parser: argparse.ArgumentParser) -> str:
     return "\n".join([*rows, "", END])
 
 
-def with_flag_section(document: str, parser: argparse.ArgumentParser) -> str:
-    """`document` with its section replaced by the one `parser` makes.
+def with_flag_section(document: str, parsers: Sequence[argparse.ArgumentParser]) -> str:
+    """`document` with its section replaced by the one `parsers` make.
 
     Raises:
         ValueError: the document has no section markers.
@@ -80,14 +87,14 @@ def with_flag_section(document: str, parser: argparse.ArgumentParser) -> str:
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(document):
         raise ValueError(f"no section between {BEGIN!r} and {END!r}")
-    section = flag_section(parser)
+    section = flag_section(parsers)
     return pattern.sub(lambda _: section, document, count=1)
 
 
 def main() -> int:
-    """Rewrite docs/commands.md's section from the parser."""
+    """Rewrite docs/commands.md's section from the parsers."""
     text = _COMMANDS_DOC.read_text()
-    written = with_flag_section(text, _parser())
+    written = with_flag_section(text, every_parser())
     if written != text:
         _COMMANDS_DOC.write_text(written)
         print(f"rewrote the flag section of {_COMMANDS_DOC}", file=sys.stderr)
