@@ -74,13 +74,21 @@ def _meta_leader_in(line: str, node: str) -> tuple[bool, str | None]:
     return _NO_META_LEADER in line, None
 
 
-def _meta_group_size(monitor_url: str) -> int:
-    """How many nodes the metadata group names on the node at `monitor_url` (0: it does not
-    answer yet)."""
+def _meta_group_members(monitor_url: str) -> int:
+    """How many nodes the node at `monitor_url` counts in the metadata group it follows (0:
+    it does not answer yet, or follows no leader).
+
+    Both the group's size and the peers it lists: before the first election a node reports
+    its boot estimate as the size (its configured routes, every node) while its group holds
+    only itself.
+    """
     try:
         with urllib.request.urlopen(f"{monitor_url}/jsz", timeout=5) as response:  # noqa: S310 - a loopback node of ours
-            return int(json.load(response).get("meta_cluster", {}).get("cluster_size", 0))
-    except OSError:
+            meta = json.load(response).get("meta_cluster") or {}
+        if not meta.get("leader"):
+            return 0
+        return min(int(meta.get("cluster_size") or 0), len(meta.get("replicas") or ()) + 1)
+    except (OSError, ValueError, TypeError, AttributeError):
         return 0
 
 
@@ -120,7 +128,12 @@ class EmbeddedCluster:
         self._changed = threading.Condition()
         self._meta_seen: dict[str, str | None] = dict.fromkeys(self.names)
         self._stream_leaders: dict[str, str] = {}
-        route_ports = {node: _free_port() for node in self.names}
+        route_ports: dict[str, int] = {}
+        for node in self.names:
+            port = _free_port()
+            while port in route_ports.values():  # each probe is let go: drawn again, maybe
+                port = _free_port()
+            route_ports[node] = port
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports.values())
         self._nodes = {
             node: EmbeddedServer(
@@ -290,7 +303,9 @@ class EmbeddedCluster:
         """
         deadline = time.monotonic() + timeout
         while True:
-            sizes = {name: _meta_group_size(node.monitor_url) for name, node in self._nodes.items()}
+            sizes = {
+                name: _meta_group_members(node.monitor_url) for name, node in self._nodes.items()
+            }
             if all(size == len(self.names) for size in sizes.values()):
                 return
             if time.monotonic() > deadline:

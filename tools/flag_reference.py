@@ -42,19 +42,28 @@ def _commands(
 
 
 def _usage(action: argparse.Action) -> str:
-    """A flag as `--help` shows it: its names, and its value's name if it takes one."""
+    """A flag as `--help` shows it: its names, and its value's name (its choices, when it has
+    them) if it takes one."""
     names = ", ".join(action.option_strings)
     if action.nargs == 0:
         return names
-    metavar = action.metavar or action.dest.upper()
-    return f"{names} {metavar if isinstance(metavar, str) else ' '.join(metavar)}"
+    if action.metavar is not None:
+        value = action.metavar if isinstance(action.metavar, str) else " ".join(action.metavar)
+    elif action.choices is not None:
+        value = "{" + ",".join(str(choice) for choice in action.choices) + "}"
+    else:
+        value = action.dest.upper()
+    shapes = {"?": f"[{value}]", "*": f"[{value} ...]", "+": f"{value} [{value} ...]"}
+    return f"{names} {shapes.get(str(action.nargs), value)}"
 
 
 def _help(action: argparse.Action) -> str:
-    """The flag's help text on one line, its `%(default)s` filled in, pipes escaped."""
-    text = " ".join((action.help or "").split())
-    if "%(" in text:
-        text = text % {**vars(action), "prog": ""}
+    """The flag's help text on one line, formatted as argparse formats it (`%(default)s`
+    filled in, `%%` a percent sign), pipes escaped for the table."""
+    params = {**vars(action), "prog": ""}
+    if params.get("choices") is not None:
+        params["choices"] = ", ".join(str(choice) for choice in params["choices"])
+    text = " ".join((action.help or "").split()) % params
     return text.replace("|", "\\|")
 
 
