@@ -115,8 +115,8 @@ class EmbeddedCluster:
         on_log: Callable[[str, str], None] | None = None,
     ) -> None:
         """`on_log` gets each node's name and log line."""
-        if size < 1:
-            raise NatsServerError(f"a cluster needs at least one node, not {size}")
+        if size < 2:  # nats-server's metadata group of one node never elects a leader
+            raise NatsServerError(f"a cluster needs at least two nodes, not {size}")
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
             self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-cluster-")

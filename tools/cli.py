@@ -171,9 +171,10 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--cluster",
         type=int,
-        choices=range(1, 8),
+        choices=range(2, 8),
         metavar="N",
-        help="run N embedded servers as one JetStream cluster (streams at 3 replicas from 3)",
+        help="run N embedded servers (2 to 7) as one JetStream cluster (streams at 3 replicas "
+        "from 3); a cluster of one never elects a metadata leader",
     )
     up.set_defaults(func=_cmd_up)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import EmbeddedCluster
+from bus import EmbeddedCluster, NatsServerError
 
 pytestmark = pytest.mark.chaos
 
@@ -35,3 +35,10 @@ def test_a_started_cluster_elects_another_leader_when_its_first_is_killed_at_onc
         assert nodes.wait_meta_leader(30, not_on=first) != first
     finally:
         nodes.close()
+
+
+def test_a_cluster_of_one_node_is_refused_at_once(tmp_path: Path) -> None:
+    """nats-server's metadata group of one clustered node never elects a leader: `parley up
+    --cluster 1` waited 30 s and failed; it is refused before any node starts."""
+    with pytest.raises(NatsServerError, match="at least two nodes"):
+        EmbeddedCluster(1, tmp_path / "cluster")
