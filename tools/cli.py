@@ -217,8 +217,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_guarded("bench", lambda: bench_main(arguments[1:]), debug=debug)
     parser = _parser()
     args, extra = parser.parse_known_args(arguments)
-    if extra:  # named by the subcommand that did not take them, not by `parley`
-        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # named by the subcommand that did not take them, unless given before it
+        at = arguments.index(args.command)
+        before = any(word in arguments[:at] for word in extra)
+        unknown = f"unrecognized arguments: {' '.join(extra)}"
+        (parser if before else _chosen(parser, args)).error(unknown)
     command = " ".join(
         str(word) for word in (args.command, getattr(args, f"{args.command}_command", None)) if word
     )

@@ -20,6 +20,7 @@ from tools.cli import main
         ),
         ([], "parley: the following arguments are required: command"),
         (["up", "--cluster", "1"], "parley up: argument --cluster: invalid choice: 1"),
+        (["--bogus", "policy", "show", "x"], "parley: unrecognized arguments: --bogus"),
     ],
 )
 def test_a_line_it_cannot_parse_is_one_line_naming_the_command(
