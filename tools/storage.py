@@ -99,11 +99,12 @@ def _size(value: int | None) -> str:
 
 def render_usage(usage: list[Usage], account: Any | None = None) -> str:
     """The table `parley storage` prints, and the account's line when known."""
-    lines = [f"{'stream':<24} {'bytes':>11} {'messages':>9} {'limit':>11} {'used':>6}"]
+    wide = max([24, *(len(item.name) for item in usage)])  # an agent's bucket names run long
+    lines = [f"{'stream':<{wide}} {'bytes':>11} {'messages':>9} {'limit':>11} {'used':>6}"]
     for item in usage:
         percent = "-" if item.percent is None else f"{item.percent:.1f}%"
         lines.append(
-            f"{item.name:<24} {_size(item.bytes):>11} {item.messages:>9} "
+            f"{item.name:<{wide}} {_size(item.bytes):>11} {item.messages:>9} "
             f"{_size(item.limit):>11} {percent:>6}"
         )
     if account is not None:
