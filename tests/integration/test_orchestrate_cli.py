@@ -33,7 +33,8 @@ async def system(
         tmp_path / "keys",
         agents(tmp_path),
         policy=orchestration_policy(tmp_path),
-        router_options={"missed_beats": 2, "start_grace_s": 5},
+        # 3 s of silence: two beats (1 s) judged a live agent gone on a loaded machine.
+        router_options={"missed_beats": 6, "start_grace_s": 5},
         heartbeat_s="0.5",
     ) as running:
         yield running

@@ -121,7 +121,10 @@ async def system(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
 ) -> AsyncIterator[System]:
     options = {
-        "missed_beats": 2,
+        # A killed agent is judged gone after 3 s of silence (beats every 0.5 s). Two missed
+        # beats (1 s) judged a live agent gone on a loaded CI machine: its last beat was 1.3 s
+        # old when the router looked, and a session failed `AGENT_UNAVAILABLE` mid-turn.
+        "missed_beats": 6,
         "start_grace_s": 5,
         "orchestration": {"max_history_turns": 2},
     }

@@ -228,7 +228,7 @@ async def start_shared_session(
         alice.server.url, alice.ns.root, ack_wait_s="2", fetch_timeout_s="1", heartbeat_s="0.5"
     )
     options = {
-        "missed_beats": 2,
+        "missed_beats": 6,  # 3 s of silence: two beats (1 s) judged a live agent gone under load
         "start_grace_s": 5,
         "orchestration": {"max_history_turns": 2},
         **(router_options or {}),
