@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
-import socket
 import tempfile
 import threading
 import time
@@ -16,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bus._embedded import EmbeddedServer, NatsServerError
+from bus._ports import PortsExhausted, free_port
 
 __all__ = ("EmbeddedCluster",)
 
@@ -23,45 +22,6 @@ _SELF_META_LEADER = "Self is new JetStream cluster metadata leader"
 _META_LEADER = re.compile(r"JetStream cluster new metadata leader: ([^/\s]+)")
 _NO_META_LEADER = "JetStream cluster no metadata leader"
 _STREAM_LEADER = re.compile(r"JetStream cluster new stream leader for '.* > (\S+)'")
-
-
-_LOWEST_ROUTE_PORT = 10_000
-_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def _ephemeral_ports_start() -> int:
-    """The lowest port the kernel hands to a socket bound to port 0 (Linux's default when it
-    does not say)."""
-    try:
-        return int(_EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
-
-
-def _free_port() -> int:
-    """A loopback port free now, below the kernel's ephemeral range.
-
-    Every node's config names every node's route port, so the ports are chosen before any
-    node starts. A port the kernel picked for a probe (bound to port 0, then closed) could be
-    handed again to the next process binding port 0 before its node bound it: in a test run
-    another server's monitoring port took one, and the node died (`address already in use`)
-    leaving a cluster of two that never elected a leader. The kernel never hands out ports
-    below its ephemeral range that way.
-    """
-    top = _ephemeral_ports_start()
-    if top <= _LOWEST_ROUTE_PORT + 1_000:  # a range reaching that low: take the kernel's
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return int(probe.getsockname()[1])
-    for _ in range(100):
-        port = _LOWEST_ROUTE_PORT + secrets.randbelow(top - _LOWEST_ROUTE_PORT)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise NatsServerError(f"no free loopback port between {_LOWEST_ROUTE_PORT} and {top}")
 
 
 def _meta_leader_in(line: str, node: str) -> tuple[bool, str | None]:
@@ -129,11 +89,11 @@ class EmbeddedCluster:
         self._meta_seen: dict[str, str | None] = dict.fromkeys(self.names)
         self._stream_leaders: dict[str, str] = {}
         route_ports: dict[str, int] = {}
-        for node in self.names:
-            port = _free_port()
-            while port in route_ports.values():  # each probe is let go: drawn again, maybe
-                port = _free_port()
-            route_ports[node] = port
+        for node in self.names:  # every config names every route port: all drawn first
+            try:
+                route_ports[node] = free_port(taken=route_ports.values())
+            except PortsExhausted as exc:
+                raise NatsServerError(str(exc)) from None
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports.values())
         self._nodes = {
             node: EmbeddedServer(

