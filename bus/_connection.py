@@ -50,8 +50,9 @@ FIRST_CONNECT_ATTEMPTS = 2
 """Attempts at each server, after the first, before a first connect gives up (`connect`)."""
 RECONNECT_WINDOW_S = 2.0
 """How long a short-lived connection (a command a person waits on) tries to reconnect before
-it closes for good: long enough for a server restarting on its port, short enough that the
-person hears within seconds that the server is gone."""
+it closes for good, by default: short enough that the person hears within seconds that the
+server is gone. A command talking to the server `parley up` keeps, which `parley up` restarts,
+waits longer (tools/_local.py)."""
 _SHORT_PING_S = 2
 """A short-lived connection's ping interval: a ping still unanswered when the next is due (a
 frozen server, a cut link) counts as a loss within 4 to 6 s, where an actor's five-second
@@ -158,6 +159,7 @@ async def connect(
     metrics: ActorMetrics | None = None,
     *,
     reconnect_forever: bool = True,
+    reconnect_window_s: float = RECONNECT_WINDOW_S,
     uptime: Uptime | None = None,
     link: Link | None = None,
     on_closed: Callable[[], Awaitable[None]] | None = None,
@@ -168,7 +170,7 @@ async def connect(
     """Open the actor's connection and return it (already connected); `link` follows it.
 
     Without `reconnect_forever` the connection is a command's: it tries to reconnect for
-    `RECONNECT_WINDOW_S` worth of attempts, then closes, and `on_closed` is awaited (also
+    `reconnect_window_s` worth of attempts, then closes, and `on_closed` is awaited (also
     after a close of our own: the caller tells the two apart). `on_lost` and `on_back` are
     awaited when the connection drops (not by our own close) and when it is back;
     `on_refused` is told each permission violation the server reports (nats-py says it only
@@ -241,7 +243,7 @@ async def connect(
         "max_outstanding_pings": 3 if reconnect_forever else 1,
         "reconnect_time_wait": RECONNECT_WAIT_S,
         "max_reconnect_attempts": (
-            -1 if reconnect_forever else math.ceil(RECONNECT_WINDOW_S / RECONNECT_WAIT_S)
+            -1 if reconnect_forever else math.ceil(reconnect_window_s / RECONNECT_WAIT_S)
         ),
         "allow_reconnect": True,
         "connect_timeout": 5,

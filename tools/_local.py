@@ -46,6 +46,7 @@ from nats.errors import NoServersError
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, principal_of
 from actors.relay import DeviceKeyError, served_names_of
 from bus import (
+    RECONNECT_WINDOW_S,
     ChildSpec,
     ConfigError,
     EmbeddedCluster,
@@ -82,6 +83,7 @@ __all__ = (
     "LOCAL_OWNER_FILE",
     "LOCAL_URL_FILE",
     "NO_LOCAL_SYSTEM",
+    "SERVER_RESTART_WINDOW_S",
     "connect_local",
     "console_people",
     "forget_local_system",
@@ -91,6 +93,7 @@ __all__ = (
     "local_url",
     "lock_down",
     "provision_locked",
+    "reconnect_window_s",
     "record_local_system",
     "relay_serves",
 )
@@ -151,6 +154,24 @@ def local_system_alive() -> bool:
     return now is not None and now == started
 
 
+SERVER_RESTART_WINDOW_S: Final = 10.0
+"""How long a command talking to the server `parley up` keeps here waits for it to come back:
+`parley up` restarts a dead server after half a second, and a store holding a long history
+can take seconds to recover, past a command's usual `RECONNECT_WINDOW_S`."""
+
+
+def reconnect_window_s(settings: Settings) -> float:
+    """How long a command's connection to `settings.nats_url` tries to reconnect: longer when
+    the server is the one `parley up` keeps here (it restarts it), else the usual window."""
+    if not local_system_alive():
+        return RECONNECT_WINDOW_S
+    try:
+        kept = LOCAL_URL_FILE.read_text().strip()
+    except OSError:
+        return RECONNECT_WINDOW_S
+    return SERVER_RESTART_WINDOW_S if settings.nats_url == kept else RECONNECT_WINDOW_S
+
+
 def local_url(settings: Settings) -> str:
     """NATS_URL when set, else the URL of the system `parley up` runs here, else the default.
 
@@ -192,8 +213,8 @@ async def connect_local(
     on_back: Callable[[], Awaitable[None]] | None = None,
 ) -> NATS:
     """Connect a command as `role`, or fail with what to set. The connection reconnects for a
-    few seconds only; `on_closed`, `on_lost` and `on_back` (bus.connect's) hear how it fares
-    (tools/_waiting.py watches it).
+    few seconds only (`reconnect_window_s`); `on_closed`, `on_lost` and `on_back`
+    (bus.connect's) hear how it fares (tools/_waiting.py watches it).
 
     Raises:
         ServerUnreachable: no server answered at the settings' URL.
@@ -206,6 +227,7 @@ async def connect_local(
                 settings,
                 role,
                 reconnect_forever=False,
+                reconnect_window_s=reconnect_window_s(settings),
                 on_closed=on_closed,
                 on_lost=on_lost,
                 on_back=on_back,

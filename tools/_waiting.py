@@ -4,7 +4,8 @@
 its news. Two things must never leave that person guessing:
 
 - **A lost connection is said within seconds.** The command's connection reconnects for
-  `RECONNECT_WINDOW_S` only and pings every two seconds (bus/_connection.py); when it closes
+  `RECONNECT_WINDOW_S` only (ten seconds when `parley up` keeps the server and so restarts it,
+  tools/_local.py) and pings every two seconds (bus/_connection.py); when it closes
   for good, `Watch` ends every wait at once with `ConnectionLost`, and the command exits 3 with
   one line: what was lost, what to check, and, when it had opened a session, that the session
   may still be running and the command that stops it once the server is back.
@@ -56,7 +57,7 @@ from schemas import (
     utc_now,
 )
 from tools._errors import debug_traceback, report_failure
-from tools._local import connect_local
+from tools._local import connect_local, reconnect_window_s
 from tools._still_waiting import announced
 from tools._stored_events import StoredUnreadable, ended_line, stored_end
 from tools._trace_keys import remember_trace
@@ -100,12 +101,13 @@ class Unreachable(Exception):
 
 @dataclass
 class Watch:
-    """Whether a command's connection is lost: once it has been down for
-    `RECONNECT_WINDOW_S` (a server that hangs instead of refusing lets each reconnect attempt
-    wait for its connect timeout), or once nats-py gave up and closed it, unless the command
-    closed the connection itself."""
+    """Whether a command's connection is lost: once it has been down for `window_s` (a
+    server that hangs instead of refusing lets each reconnect attempt wait for its connect
+    timeout), or once nats-py gave up and closed it, unless the command closed the connection
+    itself."""
 
     url: str
+    window_s: float = RECONNECT_WINDOW_S
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     closing: bool = False
     _window: asyncio.TimerHandle | None = None
@@ -118,7 +120,7 @@ class Watch:
         """The connection dropped: lost for good unless it is back within the window."""
         if self._window is None and not self.closing:
             loop = asyncio.get_running_loop()
-            self._window = loop.call_later(RECONNECT_WINDOW_S, self.lost.set)
+            self._window = loop.call_later(self.window_s, self.lost.set)
 
     async def on_back(self) -> None:
         if self._window is not None:
@@ -138,7 +140,7 @@ async def connect_watched(settings: Settings, person: str) -> tuple[NATS, Watch]
     Raises:
         Unreachable: no server answered at the settings' URL.
     """
-    watch = Watch(settings.nats_url)
+    watch = Watch(settings.nats_url, reconnect_window_s(settings))
     try:
         nc = await connect_local(
             settings,

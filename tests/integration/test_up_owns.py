@@ -9,6 +9,7 @@ when its pidfd says it exited (a zombie waiting for its new parent to reap it ru
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -27,6 +28,7 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
+from bus import RECONNECT_WINDOW_S
 from tests.support.processes import READY, REPO, SUPPORT_PATH, ProcessOutput, close_up, parley_up
 from tests.support.system import finished, parley_cli
 from tools._up import SERVER_INTENSITY, SERVER_PERIOD_S
@@ -275,6 +277,9 @@ def _slow_gpt(root: Path) -> Path:
 async def test_a_killed_server_is_back_on_its_url_and_a_session_in_flight_completes(
     tmp_path: Path,
 ) -> None:
+    """And the command waiting on the session waits for it, even when the restart comes later
+    than a command's usual reconnect window: `parley up` is stopped (SIGSTOP) while its server
+    is down, so it cannot restart it before the window has passed twice over."""
     home = Home(tmp_path, gpt_profile=_slow_gpt(tmp_path))
     up = await home.up()
     try:
@@ -287,7 +292,14 @@ async def test_a_killed_server_is_back_on_its_url_and_a_session_in_flight_comple
         try:
             await collab.wait_line(r"^session \S+: gpt, claude", timeout=60)  # gpt thinks
             seen = len(up.lines)
-            os.kill(server_pid, signal.SIGKILL)
+            up.signal(signal.SIGSTOP)
+            try:
+                os.kill(server_pid, signal.SIGKILL)
+                # The fault's length, not a synchronisation: the server stays down this long.
+                await asyncio.sleep(2 * RECONNECT_WINDOW_S)
+                assert collab.process.poll() is None, collab.lines
+            finally:
+                up.signal(signal.SIGCONT)
             killed_at = time.monotonic()
             await up.wait_line(
                 r"^\[nats\] exited \(signal SIGKILL\); restarting in", start=seen, timeout=10
