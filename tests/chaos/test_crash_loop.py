@@ -111,7 +111,9 @@ async def test_an_agent_that_beats_but_never_answers_times_out(
         tmp_path / "keys",
         agents={"gpt": str(hanging), "claude": "claude"},
         heartbeat_s="0.5",
-        router_options={"turn_timeout_s": 2.0},
+        # Six missed beats (3 s), not three: one beat delayed by a loaded machine must not
+        # make the beating agent look gone before its turn times out.
+        router_options={"turn_timeout_s": 2.0, "missed_beats": 6},
     ) as system:
         cli = collab(system, locked_down)
         code, lines = await finished(cli, 30)

@@ -64,7 +64,13 @@ async def test_a_router_killed_every_two_seconds_still_ends_a_silent_call_in_tim
         tmp_path / "keys",
         agents={"gpt": str(silent_agent(tmp_path)), "claude": "claude"},
         heartbeat_s="0.5",
-        router_options={"turn_timeout_s": TURN_TIMEOUT_S, "stall_margin_s": 600.0},
+        # Six missed beats (3 s): a beat delayed by the router restarts on two cores must not
+        # make the silent agent look gone; its silence is what the test times.
+        router_options={
+            "turn_timeout_s": TURN_TIMEOUT_S,
+            "stall_margin_s": 600.0,
+            "missed_beats": 6,
+        },
     ) as system:
         started = time.monotonic()
         cli = collab(system, locked_down)
@@ -126,6 +132,7 @@ async def test_a_session_whose_reminder_was_deleted_is_ended_by_the_sweep(
             "turn_timeout_s": TURN_TIMEOUT_S,
             "stall_margin_s": margin_s,
             "sweep_every_s": 0.5,
+            "missed_beats": 6,  # a delayed beat must not make the silent agent look gone
         },
     ) as system:
         cli = collab(system, locked)

@@ -44,7 +44,9 @@ def start_replica(profile: str, env: dict[str, str], name: str) -> ProcessOutput
 def replicas(
     nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
 ) -> Iterator[list[ProcessOutput]]:
-    env = parley_env(nats_server.url, namespace.root, ack_wait_s="1.5", fetch_timeout_s="1")
+    # An ack wait of 4 s: a replica stalled by a loaded machine for longer than the ack wait
+    # has its call redelivered to the other, which handles it a second time (stored once).
+    env = parley_env(nats_server.url, namespace.root, ack_wait_s="4", fetch_timeout_s="1")
     script = 'backend = "scripted"\nscript = "keeper-script.toml"'
     profile = str(write_profile(tmp_path, "keeper", script, script=SCRIPT))
     started = [start_replica(profile, env, f"keeper-{n}") for n in (1, 2)]
