@@ -71,7 +71,7 @@ __all__ = (
     "detached_line",
     "give_up",
     "lost_line",
-    "on_ctrl_c",
+    "on_stop_signals",
     "run_command",
     "stop_control",
     "stop_line",
@@ -81,6 +81,8 @@ __all__ = (
 )
 
 EXIT_LOST: Final = 3
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What a person does to end a command: Ctrl-C, `kill`, closing the terminal."""
 _STOP_SUBMIT_S: Final = 5.0
 """How long a give-up waits for its Stop to be stored before saying it could not be."""
 
@@ -330,9 +332,14 @@ async def _stored_end(
         return None
 
 
-def on_ctrl_c() -> asyncio.Event:
-    """The event the first Ctrl-C sets (the command asks the router to stop); a second one
-    cancels the running task (the command leaves at once). Call from the command's task."""
+def on_stop_signals() -> asyncio.Event:
+    """The event the first Ctrl-C (SIGINT), SIGTERM or closed terminal (SIGHUP) sets: the
+    command asks the router to stop the session it opened, as it does when it gives up; a
+    second signal cancels the running task (the command leaves at once). Call from the
+    command's task.
+
+    SIGTERM and SIGHUP used to end the process where it stood: a session whose terminal was
+    closed ran on to its cap with nobody watching (with real models, paid calls)."""
     stop = asyncio.Event()
     main = asyncio.current_task()
     presses = 0
@@ -341,10 +348,12 @@ def on_ctrl_c() -> asyncio.Event:
         nonlocal presses
         presses += 1
         if presses > 1 and main is not None:
-            main.cancel()  # the second Ctrl-C: leave without waiting for the router
+            main.cancel()  # the second signal: leave without waiting for the router
         stop.set()
 
-    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt)
+    loop = asyncio.get_running_loop()
+    for signum in _STOP_SIGNALS:
+        loop.add_signal_handler(signum, on_interrupt)
     return stop
 
 

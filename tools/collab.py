@@ -67,7 +67,7 @@ from tools._waiting import (
     detached_line,
     give_up,
     lost_line,
-    on_ctrl_c,
+    on_stop_signals,
     run_command,
     stop_control,
     stop_session,
@@ -261,7 +261,7 @@ async def _run(args: argparse.Namespace, *, single: bool) -> int:
     nc, watch = await connect_watched(settings, person)
     # Only now is Ctrl-C a Stop to send: while connecting it leaves at once (exit 130), as
     # there is nothing to stop; a Stop asked for before the opening is sent opens nothing.
-    stop_requested = on_ctrl_c()
+    stop_requested = on_stop_signals()
     try:
         if args.stop:
             stop = stop_control(args.stop, args.user, "stopped from the command line")

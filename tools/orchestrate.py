@@ -61,7 +61,7 @@ from tools._waiting import (
     detached_line,
     give_up,
     lost_line,
-    on_ctrl_c,
+    on_stop_signals,
     run_command,
     stop_control,
     stop_line,
@@ -306,7 +306,7 @@ async def _run(args: argparse.Namespace, msg: HumanMessage) -> int:
     ns = Namespace(settings.namespace)
     person = settings.actor_id or SENDER
     nc, watch = await connect_watched(settings, person)
-    stop = on_ctrl_c()  # after connecting: a Ctrl-C before it leaves at once (exit 130)
+    stop = on_stop_signals()  # after connecting: a Ctrl-C before it leaves at once (exit 130)
     try:
         if args.detach:
             await waited(submit_as(nc, ns, person, msg), None, watch)

@@ -55,7 +55,7 @@ from tools._waiting import (
     connect_watched,
     give_up,
     lost_line,
-    on_ctrl_c,
+    on_stop_signals,
     run_command,
     stop_control,
     stop_line,
@@ -295,7 +295,7 @@ async def _run(args: argparse.Namespace) -> int:
     person = settings.actor_id or SENDER
     msg = task_message(args.agent, " ".join(args.objective), args.user)
     nc, watch = await connect_watched(settings, person)
-    stop = on_ctrl_c()
+    stop = on_stop_signals()
     try:
         return await TaskRun(nc, ns, msg, person, sys.stdout, watch).follow(stop)
     except asyncio.CancelledError:

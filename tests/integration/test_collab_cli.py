@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 from nats.aio.client import Client as NATS
 
 from actors.router._session import CANCEL_NOTICE
@@ -83,8 +84,9 @@ async def test_collab_streams_the_turns_prints_the_stop_reason_and_exits_0(
     assert cli.lines[-1] == "stopped: final (round 4)"
 
 
-async def test_ctrl_c_sends_stop_and_the_cli_reports_the_cancellation(
-    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+async def test_ctrl_c_kill_or_a_closed_terminal_sends_stop_and_the_cli_reports_the_cancellation(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, signum: signal.Signals
 ) -> None:
     def stalls_in_round_two(call: AgentCall) -> AgentTurn | None:
         return fairy_tale(call) if call.round == 1 else None
@@ -93,7 +95,7 @@ async def test_ctrl_c_sends_stop_and_the_cli_reports_the_cancellation(
         cli = parley(env, "collab", "--first", "claude", FAIRY)
         try:
             await cli.wait_line(r"^\[claude · 1/6\]")
-            cli.signal(signal.SIGINT)
+            cli.signal(signum)
             code = await cli.wait_exit(30)
         finally:
             cli.close()
