@@ -73,7 +73,7 @@ from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._lost_requests import fail_lost_requests
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
-from bus._process import ACTOR_READY, ChildProcess, actor_command
+from bus._process import ACTOR_READY, ChildProcess, actor_command, python_command
 from bus._provision import (
     AGENT_BUCKETS,
     ARTIFACTS,
@@ -219,6 +219,7 @@ __all__ = (
     "parse_trace_headers",
     "provision",
     "provision_agent",
+    "python_command",
     "read_history",
     "read_history_batches",
     "run_actor",

@@ -28,7 +28,15 @@ from typing import IO, BinaryIO, Literal
 
 from bus._lifeline import owned_argv, spawn
 
-__all__ = ("ACTOR_READY", "LINE_LIMIT", "ChildProcess", "actor_command", "exit_text", "stop_all")
+__all__ = (
+    "ACTOR_READY",
+    "LINE_LIMIT",
+    "ChildProcess",
+    "actor_command",
+    "exit_text",
+    "python_command",
+    "stop_all",
+)
 
 LINE_LIMIT = 1024 * 1024
 """Longest output line passed on whole (bytes)."""
@@ -40,9 +48,20 @@ _KILL_WAIT_S = 10.0
 _READER_JOIN_S = 5.0
 
 
+def python_command(*args: str) -> list[str]:
+    """The command line of a Python child of Parley's own: this interpreter, `-P`.
+
+    `-P` keeps the working directory off the front of `sys.path`. `parley up` runs in any
+    directory, and Parley's packages have plain names (`tools`, `bus`, `schemas`): a person's
+    own `tools/` package beside them was imported instead of Parley's by every child
+    (`python -m tools run …`), which printed its lines or died, and `parley up` gave up.
+    """
+    return [sys.executable, "-P", *args]
+
+
 def actor_command(run: str, actor_id: str, *args: str) -> list[str]:
     """The command line of an actor process: `parley run RUN --id ACTOR_ID ARGS...`."""
-    return [sys.executable, "-m", "tools", "run", run, "--id", actor_id, *args]
+    return python_command("-m", "tools", "run", run, "--id", actor_id, *args)
 
 
 def exit_text(code: int) -> str:

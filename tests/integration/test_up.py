@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import httpx
@@ -13,7 +14,7 @@ import pytest
 
 from bus import EmbeddedServer, load_topology
 from schemas import Namespace
-from tests.support.processes import REPO, close_up, parley_env, parley_up
+from tests.support.processes import REPO, ProcessOutput, close_up, parley_env, parley_up
 
 SMOKE = REPO / "deploy" / "topologies" / "smoke.toml"
 
@@ -65,6 +66,30 @@ async def test_up_gives_up_on_a_crash_looping_child(
     try:
         assert await up.wait_exit(timeout=30) == 1
         await up.wait_line(r"exceeds intensity 2: giving up")
+    finally:
+        close_up(up)
+
+
+async def test_up_runs_in_a_directory_with_packages_named_like_parleys(
+    nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """A person's own `tools/` and `bus/` beside them are not imported by Parley's children
+    (`python -m tools run …` put the working directory first on their path)."""
+    for package in ("tools", "bus", "schemas"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(
+            f'raise SystemExit("the person\'s own {package} package was imported")\n'
+        )
+    topology = tmp_path / "echo.toml"
+    topology.write_text('[[actor]]\nname = "echo-a"\nrun = "echo"\n')
+    parley = Path(sys.executable).parent / "parley"  # the console script a person runs
+    env = parley_env(nats_server.url, namespace.root)
+    up = ProcessOutput([str(parley), "up", str(topology)], env, name="up", cwd=tmp_path)
+    try:
+        await up.wait_line(r'^\[echo-a\] .*"msg":"ready"')
+        assert not [line for line in up.lines if "own" in line and "package" in line], up.lines
+        up.signal(signal.SIGTERM)
+        assert await up.wait_exit(timeout=10) == 0
     finally:
         close_up(up)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus import TraceHeaders, owned_argv, provision
+from bus import TraceHeaders, owned_argv, provision, python_command
 from schemas import HumanMessage, Namespace, SessionEvent, decode_envelope, encode, new_id, utc_now
 from tools.bench._cpu import CpuSample, Descendants
 from tools.bench._kit import percentile_us
@@ -140,7 +139,7 @@ async def _raw_path(url: str, ns: Namespace, path: str) -> AsyncIterator[None]:
     try:
         for role in ROLES:
             child = await asyncio.create_subprocess_exec(
-                *owned_argv([sys.executable, "-c", _RUN_ROLE, role, url, ns.root, path]),
+                *owned_argv(python_command("-c", _RUN_ROLE, role, url, ns.root, path)),
                 stdout=asyncio.subprocess.PIPE,
             )  # fmt: skip
             children.append(child)

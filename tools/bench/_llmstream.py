@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -42,7 +41,16 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actors.gate import BUNDLE_KEY
-from bus import ChildSpec, EmbeddedServer, Supervisor, Topology, TraceHeaders, owned_argv, provision
+from bus import (
+    ChildSpec,
+    EmbeddedServer,
+    Supervisor,
+    Topology,
+    TraceHeaders,
+    owned_argv,
+    provision,
+    python_command,
+)
 from schemas import (
     LlmChunk,
     LlmRequest,
@@ -178,7 +186,7 @@ class _Parley:
 async def _provider() -> AsyncIterator[str]:
     """The streaming provider, a process of its own; its base URL."""
     child = await asyncio.create_subprocess_exec(
-        *owned_argv([sys.executable, "-c", _SERVE]), stdout=asyncio.subprocess.PIPE
+        *owned_argv(python_command("-c", _SERVE)), stdout=asyncio.subprocess.PIPE
     )
     try:
         assert child.stdout is not None  # noqa: S101 - asked for above

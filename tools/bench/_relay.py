@@ -39,7 +39,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actors.relay import DeviceKeys, save_shared_agent
-from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, owned_argv, provision
+from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, owned_argv, provision, python_command
 from schemas import AgentCall, Namespace, SharedAgent, encode, new_id, utc_now
 from tools._shared_deployments import shared_deployments
 from tools._shared_sessions import orchestrate
@@ -141,7 +141,7 @@ async def _relay(
             "gateway_root": root,
             "gateway_nkey_seed_file": seed,
         }
-        argv = [sys.executable, "-m", "tools", "run", "relay", "--id", "relay"]
+        argv = python_command("-m", "tools", "run", "relay", "--id", "relay")
         env = {"NATS_URL": sides.home.url, "PARLEY_NAMESPACE": ns.root}
         env["PARLEY_OPTIONS"] = json.dumps(options)
         ready = b'"msg":"ready"'
@@ -155,7 +155,7 @@ async def _relay(
             "peer": sides.bob.device_id,
             "peer_kem": sides.bob.public.kem_key,
         }
-        argv = [sys.executable, "-c", _RUN_RAW, sides.home.url, ns.root, gateway.server.url]
+        argv = python_command("-c", _RUN_RAW, sides.home.url, ns.root, gateway.server.url)
         argv.append(json.dumps(settings))
         env, ready = {}, b"ready"
     child = await asyncio.create_subprocess_exec(

@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -46,7 +45,7 @@ from actors.auditor import (
     seal,
     sign_checkpoint,
 )
-from bus import MSG_ID, EmbeddedServer, Quotas, provision
+from bus import MSG_ID, EmbeddedServer, Quotas, provision, python_command
 from schemas import AuditRecord, Namespace, derive_id, encode, utc_now
 from tools.bench._audit import _decision
 
@@ -207,7 +206,7 @@ async def audit_verify_scale(
         )
         config = Path(work) / "verify.toml"
         config.write_text(f'nats_url = "{server.url}"\nnamespace = "{ns.root}"\n')
-        argv = [sys.executable, "-c", _RUN_VERIFY, "audit", "verify", "--config", str(config)]
+        argv = python_command("-c", _RUN_VERIFY, "audit", "verify", "--config", str(config))
         argv += ["--key", str(public), "--strict", "--json"]
         code, output, wall, cpu, rss_mb = await _run_verify(argv, Path(work))
     report = _report_of(output)

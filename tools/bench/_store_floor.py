@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import nats
 from nats.js import JetStreamContext
 
-from bus import owned_argv
+from bus import owned_argv, python_command
 from bus._ackinbox import AckInbox
 from bus._fastbatch import FastBatcher
 from schemas import Namespace
@@ -175,7 +175,7 @@ async def floor_sessions_per_s(
     try:
         for _ in range(_PUBLISHERS):
             child = await asyncio.create_subprocess_exec(
-                *owned_argv([sys.executable, "-c", _RUN_PUBLISHER, url, spec]),
+                *owned_argv(python_command("-c", _RUN_PUBLISHER, url, spec)),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )  # fmt: skip

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -49,7 +48,16 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actors.gate import BUNDLE_KEY
-from bus import ChildSpec, EmbeddedServer, Supervisor, Topology, TraceHeaders, owned_argv, provision
+from bus import (
+    ChildSpec,
+    EmbeddedServer,
+    Supervisor,
+    Topology,
+    TraceHeaders,
+    owned_argv,
+    provision,
+    python_command,
+)
 from schemas import (
     Error,
     Namespace,
@@ -183,7 +191,7 @@ async def _references(url: str, roots: dict[str, str], workspaces: Path) -> Asyn
     children = []
     try:
         for path, root in roots.items():
-            argv = [sys.executable, "-c", _RUN_REFERENCE, path, url, root, str(workspaces)]
+            argv = python_command("-c", _RUN_REFERENCE, path, url, root, str(workspaces))
             child = await asyncio.create_subprocess_exec(
                 *owned_argv(argv), stdout=asyncio.subprocess.PIPE
             )

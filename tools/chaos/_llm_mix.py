@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 from actors.delegation import Delegate
+from bus import python_command
 from tools.chaos._agents import LLM_AGENT
 from tools.chaos._delegations import DEADLINE_MS
 from tools.chaos._schedule import PlannedFault
@@ -98,10 +98,7 @@ class Provider:
             RuntimeError: it exited or said nothing within its bound.
         """
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _SERVE,
-            str(self.log),
+            *python_command("-c", _SERVE, str(self.log)),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
         )

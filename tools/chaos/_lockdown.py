@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bus import python_command
 from schemas import Namespace
 from tools.natsconf import AUTHORIZATION, write_nats_config
 from tools.natsconf._permissions import PROVISIONER
@@ -91,7 +91,7 @@ class LockedBroker:
             ProvisionFailed: it exited non-zero.
         """
         actors = sorted((self.config_dir / "actors").glob("*.toml"))
-        argv = [sys.executable, "-m", "tools", "provision"]
+        argv = python_command("-m", "tools", "provision")
         argv += ["--config", str(self.settings_file(PROVISIONER)), *map(str, actors)]
         process = await asyncio.create_subprocess_exec(
             *argv,
