@@ -95,6 +95,7 @@ __all__ = (
     "provision_locked",
     "reconnect_window_s",
     "record_local_system",
+    "refuse_a_second_local_system",
     "relay_serves",
 )
 
@@ -141,6 +142,31 @@ def forget_local_system() -> None:
     """`parley up` is stopping: no command should find its URL any more."""
     LOCAL_URL_FILE.unlink(missing_ok=True)
     LOCAL_OWNER_FILE.unlink(missing_ok=True)
+
+
+def refuse_a_second_local_system() -> None:
+    """Refuse to start a system here while the `parley up` that wrote `.parley/` lives.
+
+    Everything a local system keeps is under `.parley/` (its URL, its broker config, its
+    console's URL, its metrics targets): a second `parley up` here, even on a store of its own
+    (`--store`), pointed this directory's commands at itself, and its stop removed the files
+    of the first, which ran on unreachable.
+
+    Raises:
+        ConfigError: one runs (the message names its pid and URL).
+    """
+    if not local_system_alive():
+        return
+    pid = LOCAL_OWNER_FILE.read_text().split(" ", 1)[0]
+    try:
+        url = LOCAL_URL_FILE.read_text().strip()
+    except OSError:
+        url = "its URL not written yet"
+    raise ConfigError(
+        f"a local system already runs in this directory: `parley up` pid {pid} ({url}): stop "
+        "it first, or start another system from a directory of its own (each keeps its "
+        "`.parley/`)"
+    )
 
 
 def local_system_alive() -> bool:

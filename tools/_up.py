@@ -44,6 +44,7 @@ from tools._local import (
     lock_down,
     provision_locked,
     record_local_system,
+    refuse_a_second_local_system,
 )
 from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
 from tools._metrics_targets import TARGETS_FILE, MetricsTargets
@@ -158,6 +159,8 @@ async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
     bundle: BundleSource | None = None
     env = dict(os.environ)
+    if "NATS_URL" not in env:  # a system of its own here: before anything is written for it
+        refuse_a_second_local_system()
     if args.topology is None or shipped(args.topology).is_dir():
         spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
         bundle = read_bundle_source(spec.policy)

@@ -208,12 +208,19 @@ async def test_up_ended_by_a_signal_leaves_nothing_and_starts_again_on_an_intact
             close_up(second)
 
 
-async def test_a_second_up_on_the_same_store_is_refused_naming_the_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", [[], ["--store", "second-store"]], ids=["same", "own store"])
+async def test_a_second_up_in_the_same_directory_is_refused_naming_the_first(
+    tmp_path: Path, store: list[str]
+) -> None:
+    """On the same store or on one of its own: both would share `.parley/` (the second's
+    stop removed the first's URL, which then ran on unreachable)."""
     home = Home(tmp_path)
     first = await home.up()
     try:
-        url = (tmp_path / ".parley" / "nats.url").read_text().strip()
-        second = parley_up(home.topology, home.env, cwd=tmp_path)
+        parley = tmp_path / ".parley"
+        kept = {name: (parley / name).read_text() for name in ("nats.url", "up.pid")}
+        url = kept["nats.url"].strip()
+        second = parley_up(home.topology, home.env, *store, cwd=tmp_path)
         try:
             assert await second.wait_exit(timeout=20) == 2, second.lines
         finally:
@@ -222,7 +229,8 @@ async def test_a_second_up_on_the_same_store_is_refused_naming_the_first(tmp_pat
         assert len(refusal) == 1, second.lines
         assert f"pid {first.pid} ({url})" in refusal[0], refusal
         assert len(_servers_in(tmp_path)) == 1
-        assert (tmp_path / ".parley" / "nats.url").read_text().strip() == url  # left alone
+        assert not (tmp_path / "second-store").exists()
+        assert {name: (parley / name).read_text() for name in kept} == kept  # left alone
         await home.publish_policy()  # the first runs on, reachable as before
         first.signal(signal.SIGTERM)
         assert await first.wait_exit(timeout=30) == 0
