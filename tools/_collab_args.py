@@ -68,9 +68,14 @@ def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
         except SubjectTokenError as exc:
             return f"invalid arguments: {exc}"
         return None
-    if not single and not args.goal:
+    if args.timeout is not None and not args.timeout > 0:  # NaN too
+        return f"--timeout must be more than 0 seconds, got {args.timeout:g}"
+    if not single and not " ".join(args.goal).strip():
         return "invalid arguments: say what the agents should do together (the goal)"
     if not single:
+        agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+        if args.first is not None and args.first not in agents:
+            return f"--first {args.first} is not one of --agents ({', '.join(agents)})"
         low, high = _int_limits(HumanMessage, "max_rounds")
         value = args.max_rounds
         if (low is not None and value < low) or (high is not None and value > high):

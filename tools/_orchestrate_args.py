@@ -9,12 +9,13 @@ deployment knows it (`parley shared add`).
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from schemas import HumanMessage, Orchestration, new_id, utc_now
 from tools.share import DEFAULT_RELAY_DIR, resolve_shared
 
-__all__ = ("add_orchestrate_arguments", "orchestration_message")
+__all__ = ("add_orchestrate_arguments", "invalid_arguments_line", "orchestration_message")
 
 
 def add_orchestrate_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -53,6 +54,25 @@ def add_orchestrate_arguments(cmd: argparse.ArgumentParser) -> None:
         help="open the session (full_auto only) and leave it running; print how to follow "
         "and stop it",
     )
+
+
+_FLAGS = {
+    "max_turns": "--max-turns",
+    "max_duration_ms": "--max-duration-ms",
+    "max_failures": "--max-failures",
+    "max_tokens_budget": "--max-tokens",
+}
+"""The orchestration's fields a flag sets, by field name."""
+_AT_FIELD = re.compile(r"^(?P<why>.*) - at `\$\.orchestration\.(?P<field>\w+)`$")
+
+
+def invalid_arguments_line(problem: str) -> str:
+    """What to tell a person whose command line made an invalid orchestration: the flag
+    named, not the envelope's field (`--max-turns (max_turns): Expected int >= 1`)."""
+    found = _AT_FIELD.match(problem)
+    if found is None or found["field"] not in _FLAGS:
+        return f"invalid arguments: {problem}"
+    return f"{_FLAGS[found['field']]} ({found['field']}): {found['why']}"
 
 
 def orchestration_message(args: argparse.Namespace) -> HumanMessage:

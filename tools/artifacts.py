@@ -22,6 +22,7 @@ from nats.aio.client import Client as NATS
 from actors.tools import ArtifactStore, ArtifactStoreError, ArtifactUri, BadArtifactUri
 from bus import ConfigError, HistoryError, jetstream
 from schemas import Namespace
+from tools._errors import report_failure
 from tools._local import connect_local, local_settings
 from tools.natsconf import ARTIFACT_READER
 
@@ -77,8 +78,7 @@ def _runner(
         try:
             return asyncio.run(coro(args))
         except (BadArtifactUri, ArtifactStoreError, ConfigError, HistoryError) as exc:
-            print(f"parley artifacts: {exc}", file=sys.stderr)
-            return 2
+            return report_failure("artifacts", exc, 2)  # 3 when no server answers
         except KeyboardInterrupt:
             return 130
 

@@ -1,10 +1,11 @@
-"""`parley audit query|verify`, `parley trace` and `parley tail`: reading the audit history.
+"""`parley audit query|verify` and `parley trace`: reading the audit history.
 
 `query` and `trace` read through server-side subject filters: a query for one profile
 subscribes to that profile's audit subject only, so it is never sent another profile's
 records. `verify` re-walks a whole audit stream (the live one, or a copy given by name) with
 the chain verifier, checking every checkpoint's signature against the given public key and,
-when given, the checkpoints the auditor wrote to its log. `tail` prints live traffic decoded.
+when given, the checkpoints the auditor wrote to its log. (`parley tail`, live traffic, is
+tools/tail.py.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from actors.auditor import CHECKPOINT_PROFILE, ChainReport, ChainVerifier
@@ -38,10 +38,8 @@ from bus import (
 from bus import load_public_key as bus_load_public_key
 from schemas import (
     AuditRecord,
-    DecodeError,
     Namespace,
     check_token,
-    decode_envelope,
     key_id,
 )
 from tools._errors import report_failure
@@ -236,7 +234,7 @@ async def _verify(args: argparse.Namespace) -> int:
     finally:
         await nc.close()
     summary = (
-        f"{report.records} records, {report.checkpoints} checkpoints, "
+        f"{_counted(report.records, 'record')}, {_counted(report.checkpoints, 'checkpoint')}, "
         f"{report.covered} pinned by a signed checkpoint"
     )
     if args.json:
@@ -283,38 +281,9 @@ async def _trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(msg: Msg) -> str:
-    headers = msg.headers or {}
-    shown = " ".join(f"{k}={v}" for k, v in sorted(headers.items()) if k.startswith("Parley-"))
-    try:
-        envelope: Any = decode_envelope(msg.data)
-        body = msgspec.json.encode(envelope).decode()
-        kind = str(envelope.__struct_config__.tag)
-    except DecodeError:
-        kind, body = "raw", msg.data[:500].decode("utf-8", "replace")
-    return f"[{msg.subject}] {kind} {shown}\n  {body}"
-
-
-async def _tail(args: argparse.Namespace) -> int:
-    nc, ns, _ = await _open(args)
-    done = asyncio.Event()
-    seen = 0
-
-    async def on_msg(msg: Msg) -> None:
-        nonlocal seen
-        print(_describe(msg), flush=True)
-        seen += 1
-        if args.count and seen >= args.count:
-            done.set()
-
-    await nc.subscribe(args.subject or f"{ns.root}.>", cb=on_msg)
-    await nc.flush()
-    print(f"tailing {args.subject or ns.root + '.>'} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    try:
-        await done.wait()
-    finally:
-        await nc.close()
-    return 0
+def _counted(count: int, noun: str) -> str:
+    """`1 checkpoint`, `2 checkpoints`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _runner(coro: Any) -> Any:
@@ -338,7 +307,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_audit_commands(commands: Any) -> None:
-    """Register `audit`, `trace` and `tail` on the `parley` parser's subcommands."""
+    """Register `audit` and `trace` on the `parley` parser's subcommands."""
     audit = commands.add_parser("audit", help="query and verify the audit history")
     verbs = audit.add_subparsers(dest="audit_command", required=True)
 
@@ -380,9 +349,3 @@ def add_audit_commands(commands: Any) -> None:
     )
     trace.add_argument("--tenant", help="look in one tenant's records only (default: all)")
     trace.set_defaults(func=_runner(_trace))
-
-    tail = commands.add_parser("tail", help="print live traffic decoded (like `nats sub`)")
-    _common(tail)
-    tail.add_argument("subject", nargs="?", help="subject filter (default: <namespace>.>)")
-    tail.add_argument("--count", type=int, default=0, help="stop after this many messages")
-    tail.set_defaults(func=_runner(_tail))

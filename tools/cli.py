@@ -41,6 +41,7 @@ from tools.provision import add_provision_command
 from tools.schemagen import write_schemas
 from tools.share import add_share_commands
 from tools.storage import add_storage_command
+from tools.tail import add_tail_command
 from tools.task import add_task_command
 
 __all__ = ("main", "resolve_actor")
@@ -195,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     add_gateway_command(commands)
     add_provision_command(commands)
     add_audit_commands(commands)
+    add_tail_command(commands)
     add_artifacts_commands(commands)
     add_calls_command(commands)
     add_console_command(commands)

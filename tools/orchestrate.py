@@ -50,7 +50,11 @@ from schemas import (
     utc_now,
 )
 from tools._local import local_settings
-from tools._orchestrate_args import add_orchestrate_arguments, orchestration_message
+from tools._orchestrate_args import (
+    add_orchestrate_arguments,
+    invalid_arguments_line,
+    orchestration_message,
+)
 from tools._orchestrate_keys import END_OF_INPUT, keys_readable, no_keys_line, stdin_lines
 from tools._session_lines import banner, render_event
 from tools._waiting import (
@@ -324,7 +328,7 @@ def _command(args: argparse.Namespace) -> int:
         msg = orchestration_message(args)
         msgspec.json.decode(encode(msg), type=HumanMessage)
     except (msgspec.ValidationError, ValueError, TypeError) as exc:
-        print(f"parley orchestrate: invalid arguments: {exc}", file=sys.stderr)
+        print(f"parley orchestrate: {invalid_arguments_line(str(exc))}", file=sys.stderr)
         return 2
     if args.mode == "manual" and not args.detach and not keys_readable():
         print(no_keys_line(args.mode), file=sys.stderr)

@@ -1,0 +1,96 @@
+"""`parley tail [SUBJECT]`: the live traffic of a namespace, each envelope decoded (like `nats
+sub`, as the audit reader, whose grants cover every subject it may watch)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from nats.aio.msg import Msg
+
+from bus import ConfigError
+from schemas import DecodeError, Namespace, decode_envelope
+from tools._errors import report_failure
+from tools._local import connect_local, local_settings
+from tools.natsconf import AUDIT_READER
+
+__all__ = ("NotASubject", "add_tail_command", "check_subject")
+
+
+class NotASubject(ValueError):
+    """The subject given cannot be subscribed to (spaces, empty tokens)."""
+
+
+def _describe(msg: Msg) -> str:
+    headers = msg.headers or {}
+    shown = " ".join(f"{k}={v}" for k, v in sorted(headers.items()) if k.startswith("Parley-"))
+    try:
+        envelope: Any = decode_envelope(msg.data)
+        body = msgspec.json.encode(envelope).decode()
+        kind = str(envelope.__struct_config__.tag)
+    except DecodeError:
+        kind, body = "raw", msg.data[:500].decode("utf-8", "replace")
+    return f"[{msg.subject}] {kind} {shown}\n  {body}"
+
+
+def check_subject(subject: str) -> None:
+    """Refuse a subject no subscription can have, before connecting (nats-py raised its own
+    `BadSubjectError` from deep in the subscription, said as an unexpected error).
+
+    Raises:
+        NotASubject: it has spaces or an empty token.
+    """
+    if not subject or any(c.isspace() for c in subject) or "" in subject.split("."):
+        raise NotASubject(
+            f"{subject!r} is not a subject: dot-separated tokens without spaces, `*` for one "
+            "token, `>` for the rest (`parley.events.>`)"
+        )
+
+
+async def _tail(args: argparse.Namespace) -> int:
+    if args.subject is not None:
+        check_subject(args.subject)
+    settings = local_settings(args.config, AUDIT_READER, namespace=args.namespace)
+    nc = await connect_local(settings, AUDIT_READER)
+    subject = args.subject or f"{Namespace(settings.namespace).root}.>"
+    done = asyncio.Event()
+    seen = 0
+
+    async def on_msg(msg: Msg) -> None:
+        nonlocal seen
+        print(_describe(msg), flush=True)
+        seen += 1
+        if args.count and seen >= args.count:
+            done.set()
+
+    try:
+        await nc.subscribe(subject, cb=on_msg)
+        await nc.flush()
+        print(f"tailing {subject} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        await done.wait()
+    finally:
+        await nc.close()
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_tail(args))
+    except (NotASubject, ConfigError) as exc:
+        return report_failure("tail", exc, 2)
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_tail_command(commands: Any) -> None:
+    """Register `tail` on the `parley` parser's subcommands."""
+    tail = commands.add_parser("tail", help="print live traffic decoded (like `nats sub`)")
+    tail.add_argument("--config", type=Path, help="TOML settings file (NATS URL, namespace)")
+    tail.add_argument("--namespace", help="subject root (default: settings, else parley)")
+    tail.add_argument("subject", nargs="?", help="subject filter (default: <namespace>.>)")
+    tail.add_argument("--count", type=int, default=0, help="stop after this many messages")
+    tail.set_defaults(func=_run)
