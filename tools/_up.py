@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from collections import deque
+from urllib.parse import urlsplit
 
 from bus import (
     EmbeddedCluster,
@@ -34,6 +35,7 @@ from bus import (
 from bus._process import exit_text
 from bus._supervisor import GiveUp
 from schemas import Namespace
+from tools._errors import ServerUnreachable
 from tools._llm_settings import take_provider_keys
 from tools._local import (
     LOCAL_BROKER,
@@ -150,6 +152,35 @@ class ServerKeeper:
         return None if stopping.is_set() else exit_wait.result()
 
 
+_ANSWERS_WITHIN_S = 3.0
+"""How long `parley up` given `NATS_URL` waits for a server there to accept a connection."""
+
+
+async def _check_server_listens(urls: str) -> None:
+    """Return once a server at one of `urls` (NATS_URL's, comma-separated) accepts a TCP
+    connection: `parley up` given `NATS_URL` supervises actors on a server it does not start,
+    and with nothing listening there it started every actor to die reconnecting, then gave up
+    on restarts 35 s later without saying the server was missing. Only listening is checked:
+    whether these credentials may use it is each actor's to say.
+
+    Raises:
+        ServerUnreachable: nothing listens at any of them.
+    """
+    for url in urls.split(","):
+        parts = urlsplit(url.strip() if "://" in url else f"nats://{url.strip()}")
+        try:
+            async with asyncio.timeout(_ANSWERS_WITHIN_S):
+                _, writer = await asyncio.open_connection(parts.hostname, parts.port or 4222)
+        except (OSError, TimeoutError, ValueError):
+            continue
+        writer.close()
+        return
+    raise ServerUnreachable(
+        f"no NATS server answers at {urls} (NATS_URL): start one there, or unset NATS_URL "
+        "for `parley up` to start its own"
+    )
+
+
 def _server_line(line: str) -> None:
     if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
         _say(line)
@@ -211,7 +242,9 @@ async def up(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stopping.set)
     keeping: asyncio.Task[None] | None = None
     try:
-        if server is not None:
+        if server is None:
+            await _check_server_listens(env["NATS_URL"])
+        else:
             await asyncio.to_thread(server.start)
             env["NATS_URL"] = server.url
             env["PARLEY_MONITOR_URL"] = server.monitor_url

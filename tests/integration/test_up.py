@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from bus import EmbeddedServer, load_topology
+from bus._ports import free_port
 from schemas import Namespace
 from tests.support.processes import REPO, ProcessOutput, close_up, parley_env, parley_up
 
@@ -92,6 +93,24 @@ async def test_up_runs_in_a_directory_with_packages_named_like_parleys(
         assert await up.wait_exit(timeout=10) == 0
     finally:
         close_up(up)
+
+
+async def test_up_given_a_nats_url_where_nothing_listens_says_so_at_once(
+    tmp_path: Path, namespace: Namespace
+) -> None:
+    """Not every actor started to die reconnecting, and `giving up` on restarts 35 s later."""
+    url = f"nats://127.0.0.1:{free_port()}"  # drawn free, and nothing started on it
+    topology = tmp_path / "echo.toml"
+    topology.write_text('[[actor]]\nname = "echo-a"\nrun = "echo"\n')
+    up = parley_up(topology, parley_env(url, namespace.root), cwd=tmp_path)
+    try:
+        assert await up.wait_exit(timeout=20) == 3, up.lines
+    finally:
+        close_up(up)
+    assert up.lines == [
+        f"parley up: no NATS server answers at {url} (NATS_URL): start one there, or unset "
+        "NATS_URL for `parley up` to start its own"
+    ]
 
 
 async def test_up_starts_the_embedded_server_without_nats_url(
