@@ -98,6 +98,8 @@ class Run:
         self.input_ended = False
         self.ends_by: datetime | None = None
         self.paused = False
+        self.stranded = False
+        """A draft awaits an approval and standard input has ended: nobody can give it."""
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -188,9 +190,13 @@ class Run:
         return None
 
     def _unanswerable(self) -> str:
+        """Said when a draft awaits an approval nobody here can give any more; the loop then
+        stops the session (the console, signed in as another principal, cannot approve a
+        draft of this command's person: the command waited until killed)."""
+        self.stranded = True
         return (
-            f"a draft awaits your approval but standard input has ended: approve it in the "
-            f"console, or stop the session with `{stop_line(self.session_id)}`"
+            "a draft awaits your approval but standard input has ended: nobody can answer it "
+            "here, so the session is stopped (`--mode full_auto` runs without approvals)"
         )
 
     async def follow(self, stop: asyncio.Event) -> int:
@@ -249,6 +255,11 @@ class Run:
                 code = self.on_event(item)
                 if code is not None:
                     return code
+            if self.stranded:
+                why = "standard input ended while a draft awaited approval"
+                stop = stop_control(self.session_id, self.msg.user_id, why)
+                await give_up(self.nc, self.watch, self.ns, self.person, stop, self.out)
+                return 1
 
     def _wait_s(self) -> float | None:
         """None while the person is asked (or the session paused): the session's own

@@ -1,7 +1,8 @@
 """`parley orchestrate` as a person runs it at a terminal, against the real gate, router and
 agent hosts of tests/integration/test_orchestrate_e2e.py: a draft awaiting approval survives a
-pause and resume, the session id is printed with how to follow and stop it, and standard
-input that is no terminal is told at once instead of failing with a traceback.
+pause and resume, the session id is printed with how to follow and stop it, a draft nobody
+can approve any more (standard input ended) stops the session, and standard input that is no
+terminal is told at once instead of failing with a traceback.
 """
 
 from __future__ import annotations
@@ -117,6 +118,23 @@ async def test_the_session_id_is_printed_first_with_the_command_that_stops_it(
     code, lines = await finished(parley_cli(system.env, *match[2].split()[1:]))
     assert code == 0 and "stopped: stopped" in "\n".join(lines), lines
     assert await terminal.exit_code() == 130, "\n".join(terminal.lines)  # the session it follows
+
+
+async def test_a_draft_nobody_can_approve_any_more_stops_the_session(
+    terminal: Terminal, system: System
+) -> None:
+    """Standard input ended while a draft awaits approval: the command stops the session it
+    opened and exits 1 (it told the person to approve in the console, which acts as another
+    principal and cannot, and waited until killed)."""
+    first = await terminal.line_with("session ")
+    session = first.split()[1]
+    await terminal.line_with("send it? [y]es / [n]o / [e]dit")
+    terminal.stdin.close()
+    await terminal.line_with("nobody can answer it here, so the session is stopped")
+    await terminal.line_with(f"stop requested for session {session}")
+    assert await terminal.exit_code() == 1, "\n".join(terminal.lines)
+    code, lines = await finished(parley_cli(system.env, "collab", "--follow", session))
+    assert code == 130 and "stopped: stopped" in "\n".join(lines), lines
 
 
 async def test_manual_mode_without_a_terminal_is_refused_in_one_line(tmp_path: Path) -> None:
