@@ -31,7 +31,16 @@ from nats.js.kv import KeyValue
 
 from actors.gate import BUNDLE_KEY
 from bus import SHIPPED_ROOT, ConfigError, connect, jetstream, load_settings, shipped
-from schemas import BUNDLE_PAYLOAD_TYPE, BundleError, Namespace, decode_bundle, sign_payload
+from schemas import (
+    BUNDLE_PAYLOAD_TYPE,
+    BundleError,
+    DsseError,
+    Namespace,
+    decode_bundle,
+    key_id,
+    sign_payload,
+    verify_payload,
+)
 from tools._local import LOCAL_BROKER, LOCAL_KEYS
 from tools._local_system import key_pair
 from tools.natsconf import PERSON_PREFIX, POLICY_SIGNER
@@ -147,17 +156,36 @@ async def publish_system_policy(
         except KeyWrongLastSequenceError:
             if last == -1:
                 return ""  # the bucket holds it: nothing to say at a restart
-            return (
-                f"kept the policy bundle in force, not {source.path}: the one this parley up "
-                "published last was replaced (`parley policy publish`), or its record is "
-                "lost; `parley up --replace-policy` puts it back"
-            )
+            stored = await kv.get(BUNDLE_KEY)
+            return _kept_line(source, stored.value or b"", keys)
     finally:
         await nc.close()
     published = PublishedRecord(source_sha256=source.digest, revision=revision, version=version)
     _write_record(record_file, published)
     signer = keys / "policy.key"
     return f"published {source.path} as policy version {version}, signed with {signer}"
+
+
+def _kept_line(source: BundleSource, stored: bytes, keys: Path) -> str:
+    """What `parley up` says when another bundle than `source` is stored: kept, if this
+    system's gate trusts its signer; else that the gate will refuse everything under it (a
+    standing system's bundle, signed with a key of its own, was said to be "in force" while
+    every message was refused `POLICY_BUNDLE_INVALID`)."""
+    public = key_pair(keys / "policy.key").public_key()
+    try:
+        verify_payload(stored, BUNDLE_PAYLOAD_TYPE, {key_id(public): public})
+    except DsseError as exc:
+        return (
+            f"the policy bundle stored here is not this system's and its gate cannot use it "
+            f"({exc}; this system signs with {key_id(public)}, {keys / 'policy.key'}): every "
+            f"message will be refused until `parley up --replace-policy` publishes "
+            f"{source.path}, or a bundle signed with that key is published"
+        )
+    return (
+        f"kept the policy bundle in force, not {source.path}: the one this parley up "
+        "published last was replaced (`parley policy publish`), or its record is "
+        "lost; `parley up --replace-policy` puts it back"
+    )
 
 
 async def _write_over(kv: KeyValue, signed: bytes, last: int) -> int:

@@ -2,7 +2,8 @@
 
 A person who runs one example and then another in the same directory must get the second
 example's policy, not a gate that keeps refusing its flow; a bundle somebody else published
-must be kept, and said to be kept at every start, until `--replace-policy`; and a store of its
+must be kept, and said to be kept at every start, until `--replace-policy` (and said to be
+unusable when this system's gate does not trust its signer); and a store of its
 own (`--store`, a wiped one) gets the bundle whatever another store's record says. Each is
 decided against the real policy bucket of a real server, as the policy signer writes it.
 """
@@ -13,12 +14,14 @@ import base64
 import json
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client as NATS
 from nats.js.kv import KeyValue
 
 from actors.gate import BUNDLE_KEY
 from bus import EmbeddedServer, provision
-from schemas import Namespace, decode_bundle
+from schemas import BUNDLE_PAYLOAD_TYPE, Namespace, decode_bundle, sign_payload
+from tools._local_system import key_pair
 from tools._system_policy import BundleSource, publish_system_policy, read_bundle_source
 
 COLLABORATE = read_bundle_source(Path("examples/collaborate/policy.toml"))
@@ -72,12 +75,24 @@ async def test_up_publishes_replaces_its_own_and_keeps_another_bundle_until_told
     assert "as policy version 2" in said, said
     assert _version((await kv.get(BUNDLE_KEY)).value) == 2
 
-    await kv.put(BUNDLE_KEY, b"a person's own bundle")  # as `parley policy publish` would
+    own = sign_payload(
+        b"a person's own bundle", BUNDLE_PAYLOAD_TYPE, key_pair(up.keys / "policy.key")
+    )
+    await kv.put(BUNDLE_KEY, own)  # as `parley policy publish` would, with the system's key
     for _ in range(2):  # said at every start, whichever source
         said = await up.start(COLLABORATE)
         assert said.startswith("kept the policy bundle in force"), said
         assert "--replace-policy" in said, said
-    assert (await kv.get(BUNDLE_KEY)).value == b"a person's own bundle"
+    assert (await kv.get(BUNDLE_KEY)).value == own
+
+    # A standing system's bundle, signed with a key this system's gate does not trust: not
+    # "in force" (the gate refuses everything under it), and still not overwritten.
+    foreign = sign_payload(b"another system's", BUNDLE_PAYLOAD_TYPE, Ed25519PrivateKey.generate())
+    await kv.put(BUNDLE_KEY, foreign)
+    said = await up.start(COLLABORATE)
+    assert said.startswith("the policy bundle stored here is not this system's"), said
+    assert "signed by no trusted key" in said and "--replace-policy" in said, said
+    assert (await kv.get(BUNDLE_KEY)).value == foreign
 
     said = await up.start(COLLABORATE, replace=True)
     assert "as policy version 3" in said, said
