@@ -205,6 +205,8 @@ async def _query(args: argparse.Namespace) -> int:
         await nc.close()
     for record in records:
         print(msgspec.json.encode(record).decode() if args.json else _row(record))
+    if not records:  # said on standard error: the listing itself stays empty for a script
+        print("parley audit: no records match", file=sys.stderr)
     return 0
 
 

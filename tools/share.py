@@ -173,9 +173,16 @@ def _shared_add(args: argparse.Namespace) -> int:
 
 
 def _shared_list(args: argparse.Namespace) -> int:
-    for shared in load_shared_agents(args.relay_dir):
+    found = load_shared_agents(args.relay_dir)
+    for shared in found:
         print(
             f"{shared.name}  {shared.agent}@{shared.device.device_id[:16]}…  {shared.gateway_url}"
+        )
+    if not found:  # said on standard error: the listing itself stays empty for a script
+        print(
+            f"parley shared: no remote agents in {args.relay_dir}; add one with "
+            "`parley shared add NAME --agent AGENT --device DEVICE_PUB`",
+            file=sys.stderr,
         )
     return 0
 
