@@ -101,6 +101,7 @@ class EmbeddedCluster:
                 sync_always=sync_always,
                 authorization=authorization,
                 on_log=self._log_reader(node),
+                reserved_ports=route_ports.values(),  # a node not started yet has not bound it
                 extra_config=(
                     f"server_name: {node}\n"
                     "cluster {\n"

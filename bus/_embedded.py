@@ -16,7 +16,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from bus._ports import PortsExhausted, free_port
@@ -77,6 +77,7 @@ class EmbeddedServer:
         authorization: Path | None = None,
         on_exit: Callable[[int], None] | None = None,
         max_file_store: str | None = None,
+        reserved_ports: Collection[int] = (),
     ) -> None:
         """`authorization`: an `authorization.conf` (from `parley nats-config`) to include, so
         the server runs with one nkey user per actor and their least-privilege permissions.
@@ -84,7 +85,12 @@ class EmbeddedServer:
         `max_file_store` (e.g. "1PB"): the storage the server may promise its streams, instead
         of three quarters of the free disk; every stream reserves its `max_bytes` quota
         against it, so a server hosting many namespaces (the test suite's shared one) runs
-        out of promises long before it runs out of disk."""
+        out of promises long before it runs out of disk. `reserved_ports`: ports drawn for
+        others not started yet (a cluster's route ports), never drawn for this one.
+
+        `on_exit` is not told of a first start's process that never became ready: `start()`
+        raises, or draws new ports, and a supervisor counting exits (`parley up`'s) would
+        count a death that never happened to a running server."""
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
             self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-nats-")
@@ -96,6 +102,7 @@ class EmbeddedServer:
         self.max_file_store = max_file_store
         self._on_log = on_log
         self._on_exit = on_exit
+        self._reserved_ports = tuple(reserved_ports)
         self._lock = StoreLock(store_dir)
         self.port: int | None = None
         self.monitor_port: int | None = None
@@ -161,16 +168,16 @@ class EmbeddedServer:
             shutil.copyfile(self.authorization, self.store_dir / "authorization.conf")
         try:
             if self.port is not None and self.monitor_port is not None:  # a restart: its ports
-                self._start_on(binary, self.port, self.monitor_port, timeout)
+                self._start_on(binary, self.port, self.monitor_port, timeout, first=False)
                 return
             for draw in range(1, _FIRST_START_DRAWS + 1):
                 try:
-                    self.port = free_port()
-                    self.monitor_port = free_port(taken=(self.port,))
+                    self.port = free_port(taken=self._reserved_ports)
+                    self.monitor_port = free_port(taken=(*self._reserved_ports, self.port))
                 except PortsExhausted as exc:
                     raise NatsServerError(str(exc)) from None
                 try:
-                    self._start_on(binary, self.port, self.monitor_port, timeout)
+                    self._start_on(binary, self.port, self.monitor_port, timeout, first=True)
                     return
                 except NatsServerError as exc:
                     self.port = self.monitor_port = None  # the next first start draws anew
@@ -181,7 +188,9 @@ class EmbeddedServer:
                 self._lock.release()
             raise
 
-    def _start_on(self, binary: Path, port: int, monitor: int, timeout: float) -> None:
+    def _start_on(
+        self, binary: Path, port: int, monitor: int, timeout: float, *, first: bool
+    ) -> None:
         """Start the server on these ports and return once it is ready.
 
         Raises:
@@ -190,15 +199,23 @@ class EmbeddedServer:
         config = self.store_dir / "nats-server.conf"
         config.write_text(self._config_text(port, monitor))
         self._log_tail = []
+        started: list[ChildProcess] = []
+
+        def exited(code: int) -> None:
+            # Told from the reader thread after the ready line was read, if it ever was.
+            if self._on_exit is not None and (started[0].became_ready or not first):
+                self._on_exit(code)
+
         self._process = ChildProcess(
             [str(binary), "-c", str(config)],
             name="nats-server",
             reads="stderr",
             ready_mark=_READY,
             on_line=self._log_line,
-            on_exit=self._on_exit,
+            on_exit=exited,
             pass_fds=[fd] if (fd := self._lock.fd) is not None else [],  # locked while it runs
         )
+        started.append(self._process)
         self._process.start()
         if not self._process.wait_ready(timeout):
             fatal = [line for line in self._log_tail if "[FTL]" in line or "[ERR]" in line]

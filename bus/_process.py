@@ -181,6 +181,12 @@ class ChildProcess:
                 self._ready_seen = True
                 woken.set()
 
+    @property
+    def became_ready(self) -> bool:
+        """Whether this run of the process printed its ready line (set before `on_exit` is
+        called, on the same thread)."""
+        return self._ready_seen
+
     def wait_ready(self, timeout: float) -> bool:
         """Whether the process printed its ready line within `timeout` and is still running."""
         self._woken.wait(timeout)

@@ -59,6 +59,8 @@ def _int_limits(struct: type[msgspec.Struct], name: str) -> tuple[int | None, in
 
 def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
     """Why the command line cannot make a valid message (field, limit and value), or None."""
+    if args.timeout is not None and not args.timeout > 0:  # NaN too
+        return f"--timeout must be more than 0 seconds, got {args.timeout:g}"
     named = args.stop or args.follow
     if named is not None:
         if (args.stop and args.follow) or args.detach:
@@ -68,8 +70,6 @@ def check_arguments(args: argparse.Namespace, *, single: bool) -> str | None:
         except SubjectTokenError as exc:
             return f"invalid arguments: {exc}"
         return None
-    if args.timeout is not None and not args.timeout > 0:  # NaN too
-        return f"--timeout must be more than 0 seconds, got {args.timeout:g}"
     if not single and not " ".join(args.goal).strip():
         return "invalid arguments: say what the agents should do together (the goal)"
     if not single:

@@ -157,11 +157,11 @@ def refuse_a_second_local_system() -> None:
     """
     if not local_system_alive():
         return
-    pid = LOCAL_OWNER_FILE.read_text().split(" ", 1)[0]
     try:
+        pid = LOCAL_OWNER_FILE.read_text().split(" ", 1)[0]
         url = LOCAL_URL_FILE.read_text().strip()
-    except OSError:
-        url = "its URL not written yet"
+    except OSError:  # it stopped meanwhile: the files went with it
+        return
     raise ConfigError(
         f"a local system already runs in this directory: `parley up` pid {pid} ({url}): stop "
         "it first, or start another system from a directory of its own (each keeps its "
@@ -188,7 +188,8 @@ can take seconds to recover, past a command's usual `RECONNECT_WINDOW_S`."""
 
 def reconnect_window_s(settings: Settings) -> float:
     """How long a command's connection to `settings.nats_url` tries to reconnect: longer when
-    the server is the one `parley up` keeps here (it restarts it), else the usual window."""
+    the server is the one `parley up` keeps here (it restarts it; with `--cluster` the other
+    nodes answer at once), else the usual window."""
     if not local_system_alive():
         return RECONNECT_WINDOW_S
     try:

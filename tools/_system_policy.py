@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from actors.gate import BUNDLE_KEY
@@ -156,8 +156,11 @@ async def publish_system_policy(
         except KeyWrongLastSequenceError:
             if last == -1:
                 return ""  # the bucket holds it: nothing to say at a restart
-            stored = await kv.get(BUNDLE_KEY)
-            return _kept_line(source, stored.value or b"", keys)
+            try:
+                stored = (await kv.get(BUNDLE_KEY)).value or b""
+            except KeyNotFoundError:  # deleted (`nats kv del`): a marker, no bundle
+                stored = b""
+            return _kept_line(source, stored, keys)
     finally:
         await nc.close()
     published = PublishedRecord(source_sha256=source.digest, revision=revision, version=version)

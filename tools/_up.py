@@ -167,8 +167,8 @@ async def _check_server_listens(urls: str) -> None:
         ServerUnreachable: nothing listens at any of them.
     """
     for url in urls.split(","):
-        parts = urlsplit(url.strip() if "://" in url else f"nats://{url.strip()}")
         try:
+            parts = urlsplit(url.strip() if "://" in url else f"nats://{url.strip()}")
             async with asyncio.timeout(_ANSWERS_WITHIN_S):
                 _, writer = await asyncio.open_connection(parts.hostname, parts.port or 4222)
         except (OSError, TimeoutError, ValueError):

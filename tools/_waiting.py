@@ -60,6 +60,7 @@ from tools._errors import debug_traceback, report_failure
 from tools._local import connect_local, reconnect_window_s
 from tools._still_waiting import announced
 from tools._stored_events import StoredUnreadable, ended_line, stored_end
+from tools._terminal_gone import guarded_output, silence_terminal, when_terminal_gone
 from tools._trace_keys import remember_trace
 
 __all__ = (
@@ -333,10 +334,13 @@ async def _stored_end(
 
 
 def on_stop_signals() -> asyncio.Event:
-    """The event the first Ctrl-C (SIGINT), SIGTERM or closed terminal (SIGHUP) sets: the
-    command asks the router to stop the session it opened, as it does when it gives up; a
-    second signal cancels the running task (the command leaves at once). Call from the
-    command's task.
+    """The event the first Ctrl-C (SIGINT), SIGTERM or closed terminal (SIGHUP, or a write
+    finding it hung up: tools/_terminal_gone.py) sets: the command asks the router to stop
+    the session it opened, as it does when it gives up. A second Ctrl-C cancels the running
+    task (the person leaves at once); a second SIGTERM or SIGHUP does not, so a session
+    manager sending both cannot cut the Stop short. A signal ignored when the command started
+    stays ignored: `nohup parley collab …` keeps running past the person's logout. Call from
+    the command's task.
 
     SIGTERM and SIGHUP used to end the process where it stood: a session whose terminal was
     closed ran on to its cap with nobody watching (with real models, paid calls)."""
@@ -344,16 +348,21 @@ def on_stop_signals() -> asyncio.Event:
     main = asyncio.current_task()
     presses = 0
 
-    def on_interrupt() -> None:
+    def on_signal(signum: signal.Signals) -> None:
         nonlocal presses
-        presses += 1
-        if presses > 1 and main is not None:
-            main.cancel()  # the second signal: leave without waiting for the router
+        if signum is signal.SIGHUP:
+            silence_terminal()  # the terminal is gone: what is printed next goes nowhere
+        elif signum is signal.SIGINT:
+            presses += 1
+            if presses > 1 and main is not None:
+                main.cancel()  # the second Ctrl-C: leave without waiting for the router
         stop.set()
 
     loop = asyncio.get_running_loop()
     for signum in _STOP_SIGNALS:
-        loop.add_signal_handler(signum, on_interrupt)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            loop.add_signal_handler(signum, on_signal, signum)
+    when_terminal_gone(stop.set)
     return stop
 
 
@@ -362,7 +371,8 @@ def run_command(name: str, command: Callable[[], Coroutine[Any, Any, int]]) -> i
     standard error for a configuration that cannot work or a server that cannot be reached."""
     configure_tracing("person", name)  # only if OTEL_* asks for it
     try:
-        return asyncio.run(command())
+        with guarded_output():  # a terminal closed mid-write still stops the session
+            return asyncio.run(command())
     except ConfigError as exc:
         return report_failure(name, exc, 2)
     except ConnectionLost as exc:

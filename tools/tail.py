@@ -42,9 +42,10 @@ def check_subject(subject: str) -> None:
     `BadSubjectError` from deep in the subscription, said as an unexpected error).
 
     Raises:
-        NotASubject: it has spaces or an empty token.
+        NotASubject: it has spaces, an empty token, or `>` before its last token.
     """
-    if not subject or any(c.isspace() for c in subject) or "" in subject.split("."):
+    tokens = subject.split(".")
+    if any(c.isspace() for c in subject) or "" in tokens or ">" in tokens[:-1]:
         raise NotASubject(
             f"{subject!r} is not a subject: dot-separated tokens without spaces, `*` for one "
             "token, `>` for the rest (`parley.events.>`)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import nats
@@ -84,16 +84,25 @@ def test_a_first_start_whose_drawn_port_is_taken_starts_on_other_ports(
         holder.listen()
         taken = holder.getsockname()[1]
         draws: Iterator[int] = iter([taken])
-        monkeypatch.setattr(
-            "bus._embedded.free_port", lambda taken=(): next(draws, None) or free_port(taken)
-        )
-        server = EmbeddedServer(tmp_path / "s")
+        avoided: list[tuple[int, ...]] = []
+
+        def drawn(taken: Collection[int] = ()) -> int:
+            avoided.append(tuple(taken))
+            return next(draws, None) or free_port(taken)
+
+        monkeypatch.setattr("bus._embedded.free_port", drawn)
+        exits: list[int] = []
+        server = EmbeddedServer(tmp_path / "s", on_exit=exits.append, reserved_ports=(4, 5))
         try:
             server.start(timeout=10)
             assert server.port not in (None, taken)
             assert server.running()
         finally:
             server.close()
+    # The process that found its port taken is not told as an exit: `parley up`'s keeper
+    # counted it as its running server's death and "restarted" it.
+    assert exits in ([], [0]), exits  # at most the close's
+    assert all({4, 5} <= set(ports) for ports in avoided), avoided  # a cluster's route ports
 
 
 async def test_provisioning_is_idempotent(nc: NATS, namespace: Namespace) -> None:

@@ -40,6 +40,8 @@ def test_a_timeout_that_gives_up_at_once_is_refused(timeout: float) -> None:
     assert said is not None and said.startswith("--timeout must be more than 0 seconds"), said
     single = _collab(agent="@gpt", text=["hi"], timeout=timeout)
     assert check_arguments(single, single=True) == said
+    stop = _collab(stop="01a2-session", timeout=timeout)  # `--stop S`: waits that long for it
+    assert check_arguments(stop, single=False) == said
 
 
 @pytest.mark.parametrize("goal", [[], [""], ["  ", ""]])

@@ -13,7 +13,7 @@ def test_a_subject_passes(subject: str) -> None:
     check_subject(subject)
 
 
-@pytest.mark.parametrize("subject", ["bad subject", "a..b", ".a", "a.", "", "a.\tb"])
+@pytest.mark.parametrize("subject", ["bad subject", "a..b", ".a", "a.", "", "a.\tb", "a.>.b"])
 def test_a_string_that_is_no_subject_is_refused_saying_what_one_is(subject: str) -> None:
     with pytest.raises(NotASubject, match="is not a subject: dot-separated tokens"):
         check_subject(subject)
