@@ -81,7 +81,10 @@ async def through_elections(
                 raise
             waited = time.monotonic() - started
             pause = ELECTION_BACKOFF_S[min(attempt, len(ELECTION_BACKOFF_S) - 1)]
-            if waited + pause > bound_s or (stop is not None and stop.is_set()):
+            if stop is not None and stop.is_set():  # told to give up: no election to blame
+                log.debug("stopped asking", extra={"request": what, "error": repr(exc)})
+                raise
+            if waited + pause > bound_s:
                 log.error(
                     "the cluster did not answer in time: giving up",
                     extra={"request": what, "waited_s": round(waited, 2), "error": repr(exc)},

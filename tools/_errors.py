@@ -15,6 +15,7 @@ and the subject or JetStream API call it may not use.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
@@ -39,6 +40,7 @@ __all__ = (
     "ServerUnreachable",
     "debug_traceback",
     "explain",
+    "refusal_seen",
     "refused_so_far",
     "report_failure",
     "run_guarded",
@@ -207,6 +209,12 @@ def refused_so_far() -> str | None:
     refusals = _GUARD.refusals
     refused = [] if refusals is None else [r for r in refusals.seen if not r.credentials_rejected]
     return refusal_line(refused[0], len(refused) - 1) if refused else None
+
+
+def refusal_seen() -> asyncio.Event | None:
+    """Set once the broker refused the running command a permission (None outside a command):
+    a wait that rides through elections stops at it (`through_elections(stop=...)`)."""
+    return None if _GUARD.refusals is None else _GUARD.refusals.refused
 
 
 def run_guarded(command: str, run: Callable[[], int], *, debug: bool = False) -> int:

@@ -11,6 +11,7 @@ that fails says why in one line (tools/_errors.py) instead of "timed out".
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ class Refusals(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.seen: list[Refusal] = []
+        self.refused = asyncio.Event()
+        """Set at the first permission refused: a request that goes unanswered since (a
+        refused JetStream call is answered by nobody) is refused, not an election to wait
+        out (bus/_elections.py `stop`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage() not in ("permission violation", "authorization violation"):
@@ -75,6 +80,8 @@ class Refusals(logging.Handler):
         if len(self.seen) >= _KEEP:  # `parley run`: an actor may be refused for days
             return
         details = record.__dict__
+        if record.getMessage() == "permission violation":
+            self.refused.set()
         self.seen.append(
             Refusal(
                 str(details.get("user", "")),

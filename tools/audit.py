@@ -42,7 +42,7 @@ from schemas import (
     check_token,
     key_id,
 )
-from tools._errors import report_failure
+from tools._errors import refusal_seen, report_failure
 from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
 from tools._terminal_text import terminal_safe
 from tools._trace_keys import named_key, read_for_key, records_of
@@ -95,6 +95,7 @@ async def verify_stream(
     trusted: dict[str, Ed25519PublicKey],
     off_box: Iterable[bytes] = (),
     strict: bool = False,
+    refused: asyncio.Event | None = None,
 ) -> ChainReport:
     """Walk every message of `stream` through the chain verifier, streaming.
 
@@ -104,8 +105,11 @@ async def verify_stream(
     (`retention.audit_s`) may have lost its oldest records: the walk then begins at the first
     one kept (docs/audit.md, "Retention").
     """
-    # Answered only by the stream's leader: on a cluster, asked again through an election.
-    info = await through_elections(lambda: js.stream_info(stream), f"the {stream} stream's info")
+    # Answered only by the stream's leader: on a cluster, asked again through an election,
+    # unless the broker refused it (`refused`: a single server's refusal was waited out 50 s).
+    info = await through_elections(
+        lambda: js.stream_info(stream), f"the {stream} stream's info", stop=refused
+    )
     retained = bool(info.config.max_age)
     verifier = ChainVerifier(trusted=trusted, off_box=off_box, strict=strict, retained=retained)
     feed = verifier.feed
@@ -232,6 +236,7 @@ async def _verify(args: argparse.Namespace) -> int:
             trusted={key_id(public): public},
             off_box=off_box,
             strict=args.strict,
+            refused=refusal_seen(),
         )
     finally:
         await nc.close()

@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from bus import EmbeddedServer
+from bus import ELECTION_BOUND_S, EmbeddedServer
 from schemas import Namespace
 from tests.support.lockdown import LockedDown
 from tests.support.processes import parley_env
@@ -164,6 +167,34 @@ async def test_a_role_lacking_a_grant_is_told_which_jetstream_call(
         'parley storage: the broker refused `cli` to call the JetStream API STREAM.INFO ("$js.'
     ), line
     assert "the broker's config does not grant it to `cli`" in line, line
+
+
+async def test_a_stream_the_audit_reader_may_not_read_is_refused_not_waited_out(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """`audit verify --stream` of a stream outside the audit reader's grants: said as the
+    broker's refusal once its request goes unanswered, not asked again for 50 s as if a
+    cluster were electing (a single server has no election)."""
+    await locked_down.provision()
+    env = parley_env(locked_down.server.url, locked_down.ns.root)
+    key = tmp_path / "audit.pub"
+    key.write_bytes(
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    )
+    reader = str(locked_down.settings_file("audit-cli"))
+    started = time.monotonic()
+    argv = ("audit", "verify", "--stream", "NOPE", "--key", str(key), "--config", reader)
+    ran = await run_parley(env, tmp_path, *argv)
+    took = time.monotonic() - started
+    assert ran.code == 2, ran
+    assert ran.err_lines == [ran.err_lines[0]] and "Traceback" not in ran.err, ran.err
+    assert ran.err_lines[0].startswith(
+        "parley audit verify: the broker refused `audit-cli` to call the JetStream API "
+        'STREAM.INFO ("$js.'
+    ), ran.err
+    assert "cluster" not in ran.err and took < ELECTION_BOUND_S / 2, (took, ran.err)
 
 
 async def test_credentials_of_another_server_are_said_to_be_rejected(
