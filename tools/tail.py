@@ -10,19 +10,24 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats.errors
 from nats.aio.msg import Msg
 
 from bus import ConfigError
 from schemas import DecodeError, Namespace, decode_envelope
-from tools._errors import report_failure
+from tools._errors import refusal_seen, report_failure
 from tools._local import connect_local, local_settings
 from tools.natsconf import AUDIT_READER
 
-__all__ = ("NotASubject", "add_tail_command", "check_subject")
+__all__ = ("NotASubject", "SubscriptionRefused", "add_tail_command", "check_subject")
 
 
 class NotASubject(ValueError):
     """The subject given cannot be subscribed to (spaces, empty tokens)."""
+
+
+class SubscriptionRefused(nats.errors.Error):
+    """The broker refused the subscription (said as its refusal: tools/_errors.py)."""
 
 
 def _describe(msg: Msg) -> str:
@@ -68,20 +73,30 @@ async def _tail(args: argparse.Namespace) -> int:
         if args.count and seen >= args.count:
             done.set()
 
+    refused = refusal_seen()
     try:
         await nc.subscribe(subject, cb=on_msg)
         await nc.flush()
         print(f"tailing {subject} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        await done.wait()
+        ended = [asyncio.ensure_future(done.wait())]
+        if refused is not None:  # a subscription the broker refuses: said, not waited on
+            ended.append(asyncio.ensure_future(refused.wait()))
+        try:
+            await asyncio.wait(ended, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in ended:
+                waiting.cancel()
     finally:
         await nc.close()
+    if refused is not None and refused.is_set() and not done.is_set():
+        raise SubscriptionRefused(subject)
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_tail(args))
-    except (NotASubject, ConfigError) as exc:
+    except (NotASubject, ConfigError, SubscriptionRefused) as exc:
         return report_failure("tail", exc, 2)
     except KeyboardInterrupt:
         return 0

@@ -197,6 +197,23 @@ async def test_a_stream_the_audit_reader_may_not_read_is_refused_not_waited_out(
     assert "cluster" not in ran.err and took < ELECTION_BOUND_S / 2, (took, ran.err)
 
 
+async def test_tailing_a_subject_the_audit_reader_may_not_read_is_said(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """`parley tail other.>`: the broker refuses the subscription; the command said nothing
+    and waited for messages that could never come."""
+    await locked_down.provision()
+    env = parley_env(locked_down.server.url, locked_down.ns.root)
+    reader = str(locked_down.settings_file("audit-cli"))
+    ran = await run_parley(env, tmp_path, "tail", "other.>", "--config", reader)
+    assert ran.code == 2, ran
+    refusal = [line for line in ran.err_lines if line.startswith("parley tail:")]
+    assert len(refusal) == 1 and "Traceback" not in ran.err, ran.err
+    assert refusal[0].startswith(
+        'parley tail: the broker refused `audit-cli` to subscribe to "other.>"'
+    )
+
+
 async def test_credentials_of_another_server_are_said_to_be_rejected(
     locked_down: LockedDown, tmp_path: Path
 ) -> None:
