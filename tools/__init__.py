@@ -1,5 +1,3 @@
-"""The `parley` command line and its commands. Imports the packages; imported by none."""
-
-from tools.cli import main, resolve_actor
-
-__all__ = ("main", "resolve_actor")
+"""The `parley` command line and its commands (tools/cli.py; the entry point, tools/entry.py).
+Imports nothing on its own: `parley` starts by loading tools/entry.py alone, so a Ctrl-C while
+the rest loads is handled there."""

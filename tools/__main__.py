@@ -2,6 +2,6 @@
 
 import sys
 
-from tools.cli import main
+from tools.entry import main
 
 sys.exit(main())
