@@ -27,7 +27,7 @@ def _init(args: argparse.Namespace) -> int:
         keys.save(args.dir, overwrite=args.force)
     except DeviceKeyError as exc:
         print(f"parley device init: {exc} (use --force to replace them)", file=sys.stderr)
-        return 1
+        return 2  # a configuration to fix, as `parley share` says of missing keys
     print(f"device id:  {keys.device_id}")
     print(f"public id:  {keys.public}")
     print(f"keys:       {args.dir} (owner-only)")
@@ -39,7 +39,7 @@ def _show(args: argparse.Namespace) -> int:
         keys = DeviceKeys.load(args.dir)
     except DeviceKeyError as exc:
         print(f"parley device show: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(f"device id:  {keys.device_id}")
     print(f"public id:  {keys.public}")
     return 0
