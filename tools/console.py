@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, TokenStoreError, principal_of
+from tools._local import LOCAL_BROKER, local_system_alive
 
 __all__ = ("add_console_command",)
 
@@ -28,11 +29,19 @@ def _cmd_token(args: argparse.Namespace) -> int:
         print(f"parley console token: {exc}", file=sys.stderr)
         return 2
     print(token)
+    principal = principal_of(args.person)
     print(
-        f"signs in {args.person} (principal {principal_of(args.person)}); stored hashed in "
-        f"{store.path}",
+        f"signs in {args.person} (principal {principal}); stored hashed in {store.path}",
         file=sys.stderr,
     )
+    if local_system_alive() and not (LOCAL_BROKER / "actors" / f"{principal}.toml").is_file():
+        # Said now, not at the first sign-in ("no credentials for …"): a newcomer's walk.
+        print(
+            f"`parley up` runs here without credentials for {principal}: restart it to write "
+            f"them; its policy bundle needs a profile `{principal}` (as `cli`'s: "
+            "speaks_for_person, start_traces) for the gate to admit what the person sends",
+            file=sys.stderr,
+        )
     return 0
 
 

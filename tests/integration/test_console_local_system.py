@@ -178,6 +178,26 @@ async def test_trace_and_audit_records_read_the_audit_under_parley_up(local: Loc
     assert not refused, refused
 
 
+async def test_a_token_issued_while_up_runs_says_what_the_person_still_needs(
+    local: LocalConsole,
+) -> None:
+    """Said when the token is issued, not at the first sign-in (`no credentials for carol`)."""
+    env = _env()
+    code, said = await finished(
+        parley_cli(env, "console", "token", "--person", "carol", cwd=local.home)
+    )
+    assert code == 0, said
+    needs = "`parley up` runs here without credentials for person-carol: restart it"
+    assert any(line.startswith(needs) for line in said), said
+    assert any("needs a profile `person-carol`" in line for line in said), said
+    # bob: a person the system's bundle names has credentials from the start (not alice,
+    # whose token a later test signs in with: issuing again revokes it).
+    code, said = await finished(
+        parley_cli(env, "console", "token", "--person", "bob", cwd=local.home)
+    )
+    assert code == 0 and not any("without credentials" in line for line in said), said
+
+
 async def test_a_browser_connection_leaves_no_traceback_or_warning(local: LocalConsole) -> None:
     """The page, a sign-in and a WebSocket, as a browser opens them; then `parley up` stops,
     so everything the console wrote has been read."""
