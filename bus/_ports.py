@@ -20,7 +20,10 @@ from pathlib import Path
 __all__ = ("PortsExhausted", "free_port")
 
 LOWEST_PORT = 10_000
-"""Below this are the well-known and registered ports other programs ask for by number."""
+"""Below this are the well-known ports and the registered ones most often asked for by
+number. Registered ports go on above it (to 49151): a service asking for one by number while
+a Parley server holds it is the rare case this choice accepts, against a killed server's
+port being given away by the kernel."""
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _DRAWS = 100
 

@@ -22,6 +22,7 @@ import pytest
 
 from actors.relay import DeviceKeys, Gateway
 from bus import EmbeddedServer, PublishLost
+from tests.support.processes import stopped
 
 NEVER_S = 60.0
 PROMPTLY_S = 20.0
@@ -40,6 +41,7 @@ async def test_a_frame_in_flight_when_the_gateway_dies_fails_once_it_is_back(
             assert (await (await gateway.send(peer, b"before", "one"))).seq == 1
             assert server.pid is not None
             os.kill(server.pid, signal.SIGSTOP)  # takes what is sent, answers nothing
+            await stopped(server.pid)  # not answering a frame sent a moment too early
             in_flight = await gateway.send(peer, b"unanswered", "two")
             connection = gateway._nc
             assert connection is not None

@@ -150,3 +150,32 @@ def close_up(up: ProcessOutput) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _thread_states(pid: int) -> list[str]:
+    """The scheduler state of each thread of `pid` (`T`: stopped), from /proc."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            stat = (task / "stat").read_text()
+            states.append(stat.rsplit(")", 1)[1].split()[0])
+    return states
+
+
+async def stopped(pid: int, timeout: float = 10.0) -> None:
+    """Return once every thread of process `pid` is stopped (SIGSTOP is asynchronous: a
+    server's threads on another core go on working for a moment after `kill` returns, and a
+    request sent then is answered). Polls `/proc`, 5 ms apart: the kernel announces a stop
+    only to the process's parent, and the server's parent is a reader thread of its own.
+
+    Raises:
+        AssertionError: some thread still runs after `timeout`.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        states = _thread_states(pid)
+        if states and all(state in ("T", "t") for state in states):
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"process {pid} not stopped after {timeout} s: {states}")
+        await asyncio.sleep(0.005)
