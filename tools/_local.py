@@ -15,9 +15,8 @@ to the bus resolves its settings the same way:
 
 The URL is `NATS_URL` when set, else `.parley/nats.url`, else the default; a server that
 cannot be reached is a `ConfigError` that says what to set, never a traceback. The URL file is
-followed only while the `parley up` that wrote it lives: it writes itself beside it
-(`.parley/up.pid`: its pid and start time, which no later process with a reused pid shares);
-a file left by one that was killed is "no local system running", never a dead or foreign URL.
+followed only while the `parley up` that wrote it lives, and one `parley up` owns a directory
+(tools/_local_owner.py).
 
 `parley up --cluster N` runs N embedded nodes on loopback instead (`local_cluster`), writes all
 their URLs, comma-separated, to `.parley/nats.url`, and provisions at three replicas.
@@ -34,7 +33,6 @@ provisioner creates their durables.
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -58,6 +56,15 @@ from bus import (
 )
 from schemas import Namespace
 from tools._errors import ServerUnreachable
+from tools._local_owner import (
+    LOCAL_DIR,
+    LOCAL_OWNER_FILE,
+    LOCAL_URL_FILE,
+    claim_local_directory,
+    forget_local_system,
+    local_system_alive,
+    record_local_system,
+)
 from tools._refused import Refusals, refusal_line
 from tools._still_waiting import announced
 from tools.natsconf import (
@@ -84,100 +91,27 @@ __all__ = (
     "LOCAL_URL_FILE",
     "NO_LOCAL_SYSTEM",
     "SERVER_RESTART_WINDOW_S",
+    "claim_local_directory",
     "connect_local",
     "console_people",
     "forget_local_system",
     "local_cluster",
     "local_server_text",
     "local_settings",
+    "local_system_alive",
     "local_url",
     "lock_down",
     "provision_locked",
     "reconnect_window_s",
     "record_local_system",
-    "refuse_a_second_local_system",
     "relay_serves",
 )
 
-LOCAL_DIR: Final = Path(".parley")
-LOCAL_URL_FILE: Final = LOCAL_DIR / "nats.url"
 LOCAL_BROKER: Final = LOCAL_DIR / "broker"
 LOCAL_KEYS: Final = LOCAL_DIR / "keys"
 """The local system's keys (tools/_local_system.py): the policy key pair, the auditor's."""
 LOCAL_AUDIT_KEY: Final = LOCAL_KEYS / "audit.pub"
-LOCAL_OWNER_FILE: Final = LOCAL_DIR / "up.pid"
 NO_LOCAL_SYSTEM: Final = "no local system running: start it with `parley up`"
-
-
-def _started(pid: int) -> str | None:
-    """When process `pid` started (clock ticks since boot), None when there is no such
-    process or it has ended (a zombie not yet reaped). Without /proc (not Linux), "" for any
-    process that exists."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return ""
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()  # from field 3, after the command name
-    return None if fields[0] == "Z" else fields[19]  # a zombie has ended; field 22: start
-
-
-def record_local_system(url: str) -> None:
-    """`parley up`'s URL for the commands run here, and who wrote it."""
-    LOCAL_DIR.mkdir(parents=True, exist_ok=True)
-    LOCAL_OWNER_FILE.write_text(f"{os.getpid()} {_started(os.getpid())}\n")
-    LOCAL_URL_FILE.write_text(url + "\n")
-
-
-def forget_local_system() -> None:
-    """`parley up` is stopping: no command should find its URL any more."""
-    LOCAL_URL_FILE.unlink(missing_ok=True)
-    LOCAL_OWNER_FILE.unlink(missing_ok=True)
-
-
-def refuse_a_second_local_system() -> None:
-    """Refuse to start a system here while the `parley up` that wrote `.parley/` lives.
-
-    Everything a local system keeps is under `.parley/` (its URL, its broker config, its
-    console's URL, its metrics targets): a second `parley up` here, even on a store of its own
-    (`--store`), pointed this directory's commands at itself, and its stop removed the files
-    of the first, which ran on unreachable.
-
-    Raises:
-        ConfigError: one runs (the message names its pid and URL).
-    """
-    if not local_system_alive():
-        return
-    try:
-        pid = LOCAL_OWNER_FILE.read_text().split(" ", 1)[0]
-        url = LOCAL_URL_FILE.read_text().strip()
-    except OSError:  # it stopped meanwhile: the files went with it
-        return
-    raise ConfigError(
-        f"a local system already runs in this directory: `parley up` pid {pid} ({url}): stop "
-        "it first, or start another system from a directory of its own (each keeps its "
-        "`.parley/`)"
-    )
-
-
-def local_system_alive() -> bool:
-    """Whether the `parley up` that wrote `.parley/nats.url` still runs."""
-    try:
-        pid_text, _, started = LOCAL_OWNER_FILE.read_text().strip().partition(" ")
-        pid = int(pid_text)
-    except (OSError, ValueError):
-        return False
-    now = _started(pid)
-    return now is not None and now == started
 
 
 SERVER_RESTART_WINDOW_S: Final = 10.0

@@ -40,13 +40,13 @@ from tools._llm_settings import take_provider_keys
 from tools._local import (
     LOCAL_BROKER,
     LOCAL_DIR,
+    claim_local_directory,
     forget_local_system,
     local_cluster,
     local_server_text,
     lock_down,
     provision_locked,
     record_local_system,
-    refuse_a_second_local_system,
 )
 from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
 from tools._metrics_targets import TARGETS_FILE, MetricsTargets
@@ -190,8 +190,8 @@ async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
     bundle: BundleSource | None = None
     env = dict(os.environ)
-    if "NATS_URL" not in env:  # a system of its own here: before anything is written for it
-        refuse_a_second_local_system()
+    # A system of its own here: `.parley/` is claimed before anything is written for it.
+    claim = claim_local_directory() if "NATS_URL" not in env else None
     if args.topology is None or shipped(args.topology).is_dir():
         spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
         bundle = read_bundle_source(spec.policy)
@@ -296,5 +296,7 @@ async def up(args: argparse.Namespace) -> int:
         if server is not None:
             forget_local_system()
             await asyncio.to_thread(server.stop)
+        if claim is not None:
+            claim.close()  # last: a second `parley up` here finds this one's server gone
     print("parley up: stopped", flush=True)
     return 0
