@@ -24,9 +24,11 @@ from bus import ActorMetrics, ConsumerLoop, EmbeddedServer, Input, Link, connect
 from bus import provision as provision_streams
 from schemas import Namespace
 
-HEARTBEAT_S = 0.2  # a silent request is given up after three of these
+HEARTBEAT_S = 0.5  # a silent request is given up after three of these (1.5 s)
+"""Long enough that a loaded machine's stall between the reconnect and the count below does not
+give up the one live request (0.2 s did: a 0.6 s stall left two waiting, both honest)."""
 FETCH_TIMEOUT_S = 30.0  # an orphan would linger on the server through the whole test
-OUTAGE_S = 3.0  # the fault itself: several silent requests long (not a synchronisation)
+OUTAGE_S = 4.0  # the fault itself: two silent requests long and more (not a synchronisation)
 
 
 async def test_no_pull_request_waits_out_an_outage_in_the_client_buffer(
