@@ -65,14 +65,17 @@ def _started(pid: int) -> str | None:
 
 def claim_local_directory() -> TextIO:
     """This process's claim on `.parley/`, held while the returned file stays open (keep it
-    for the life of `parley up`; the kernel lets the lock go when the process ends).
+    for the life of `parley up`; the kernel lets the lock go when the process ends). The
+    file holds the claimant's pid, for the refusal of the next.
 
     The file is opened close-on-exec, as Python opens every file, so no child started later
-    holds the claim past its parent.
+    holds the claim past its parent. A `parley up` on a server of its own choosing
+    (`NATS_URL`) claims the directory too: it writes the metrics targets and the console's
+    URL here as well.
 
     Raises:
-        ConfigError: another `parley up` holds it (the message names its pid and URL once it
-            has written them, else that it is starting).
+        ConfigError: another `parley up` holds it (the message names its pid, and its URL
+            once it has written it).
     """
     LOCAL_DIR.mkdir(parents=True, exist_ok=True)
     claim = LOCAL_LOCK_FILE.open("a")
@@ -84,18 +87,27 @@ def claim_local_directory() -> TextIO:
             f"a local system already runs in this directory: {_holder()}: stop it first, or "
             "start another system from a directory of its own (each keeps its `.parley/`)"
         ) from None
+    claim.truncate(0)
+    claim.write(f"{os.getpid()}\n")
+    claim.flush()
     return claim
 
 
 def _holder() -> str:
     """The `parley up` holding the claim, as well as its files tell it."""
-    if local_system_alive():
-        try:
-            pid = LOCAL_OWNER_FILE.read_text().split(" ", 1)[0]
+    try:
+        pid = LOCAL_LOCK_FILE.read_text().strip()
+    except OSError:
+        pid = ""
+    if not pid:  # between its lock and its write
+        return "another `parley up` is starting here"
+    try:
+        owner = LOCAL_OWNER_FILE.read_text().split(" ", 1)[0]
+        if local_system_alive() and owner == pid:
             return f"`parley up` pid {pid} ({LOCAL_URL_FILE.read_text().strip()})"
-        except OSError:  # it stopped meanwhile: the files went with it
-            pass
-    return "a `parley up` is starting or stopping here"
+    except OSError:  # not written yet, or it stopped meanwhile
+        pass
+    return f"`parley up` pid {pid}"
 
 
 def record_local_system(url: str) -> None:

@@ -190,8 +190,7 @@ async def up(args: argparse.Namespace) -> int:
     """Run `parley up` until a stop signal; its exit code."""
     bundle: BundleSource | None = None
     env = dict(os.environ)
-    # A system of its own here: `.parley/` is claimed before anything is written for it.
-    claim = claim_local_directory() if "NATS_URL" not in env else None
+    claim = claim_local_directory()  # before anything is written under `.parley/`
     if args.topology is None or shipped(args.topology).is_dir():
         spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
         bundle = read_bundle_source(spec.policy)
@@ -296,7 +295,6 @@ async def up(args: argparse.Namespace) -> int:
         if server is not None:
             forget_local_system()
             await asyncio.to_thread(server.stop)
-        if claim is not None:
-            claim.close()  # last: a second `parley up` here finds this one's server gone
+        claim.close()  # last: a second `parley up` here finds this one's server gone
     print("parley up: stopped", flush=True)
     return 0

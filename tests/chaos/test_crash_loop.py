@@ -58,7 +58,7 @@ async def test_a_crash_looping_agent_is_given_up_on_and_its_session_fails_as_una
             f"intensity = {INTENSITY}\nperiod_s = 120.0\n\n[[actor]]\n"
             f'name = "gpt"\nrun = "agent"\nconfig = "{locked.settings_file("gpt")}"\n'
         )
-        up = parley_up(topology, system.env)
+        up = parley_up(topology, system.env, cwd=tmp_path)
         try:
             kills, seen = 0, 0
             while True:

@@ -45,6 +45,14 @@ async def test_up_restarts_a_killed_child_and_stops_cleanly(
         _, started = await up.wait_line(r"^\[echo-b\] started \(pid (\d+)\)")
         match = re.search(r"pid (\d+)", started)
         assert match is not None
+        # On a server of its choosing it still owns `.parley/` (the console's URL, the metrics
+        # targets): a second here is refused, naming it, before writing anything.
+        second = parley_up(SMOKE, env, cwd=tmp_path)
+        try:
+            assert await second.wait_exit(timeout=20) == 2, second.lines
+            assert any(f"`parley up` pid {up.pid}: stop it" in x for x in second.lines), second
+        finally:
+            close_up(second)
         os.kill(int(match.group(1)), signal.SIGKILL)
         index, _ = await up.wait_line(r"^\[echo-b\] exited \(signal SIGKILL\); restarting")
         await up.wait_line(r'^\[echo-b\] .*"msg":"ready"', start=index)
@@ -63,7 +71,7 @@ async def test_up_gives_up_on_a_crash_looping_child(
     topology.write_text(
         'intensity = 2\nperiod_s = 30\n[[actor]]\nname = "broken"\nrun = "no_such_module:Actor"\n'
     )
-    up = parley_up(topology, parley_env(nats_server.url, namespace.root))
+    up = parley_up(topology, parley_env(nats_server.url, namespace.root), cwd=tmp_path)
     try:
         assert await up.wait_exit(timeout=30) == 1
         await up.wait_line(r"exceeds intensity 2: giving up")

@@ -126,11 +126,10 @@ def start_actor(run: str, actor_id: str, env: Mapping[str, str], *extra: str) ->
 READY = r'"msg":"ready"'
 
 
-def parley_up(
-    topology: Path | None, env: dict[str, str], *extra: str, cwd: Path = REPO
-) -> ProcessOutput:
+def parley_up(topology: Path | None, env: dict[str, str], *extra: str, cwd: Path) -> ProcessOutput:
     """`parley up` as a real process (no topology: the local system); it lives in
-    `cwd`/.parley."""
+    `cwd`/.parley, which it claims (one `parley up` a directory): a test's own directory,
+    never the checkout, where another test or a person's `parley up` may run."""
     named = [str(topology)] if topology is not None else []
     return ProcessOutput(
         [sys.executable, "-m", "tools", "up", *named, *extra], env, name="up", cwd=cwd

@@ -22,7 +22,7 @@ def test_a_second_claim_is_refused_before_the_first_has_written_anything(
     monkeypatch.chdir(tmp_path)
     first = claim_local_directory()
     try:
-        with pytest.raises(ConfigError, match="a `parley up` is starting or stopping here"):
+        with pytest.raises(ConfigError, match=rf"`parley up` pid {os.getpid()}: stop it first"):
             claim_local_directory()
         record_local_system("nats://127.0.0.1:40001")  # the first one is up now
         with pytest.raises(ConfigError, match=r"pid \d+ \(nats://127.0.0.1:40001\)"):
