@@ -10,11 +10,12 @@ import tempfile
 import threading
 import time
 import urllib.request
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 from bus._embedded import EmbeddedServer, NatsServerError
-from bus._ports import PortsExhausted, free_port
+from bus._ports import PortClaims, PortsExhausted, free_port
 
 __all__ = ("EmbeddedCluster",)
 
@@ -89,9 +90,11 @@ class EmbeddedCluster:
         self._meta_seen: dict[str, str | None] = dict.fromkeys(self.names)
         self._stream_leaders: dict[str, str] = {}
         route_ports: dict[str, int] = {}
+        self._route_claims = PortClaims()
+        weakref.finalize(self, self._route_claims.release)  # a cluster dropped unclosed
         for node in self.names:  # every config names every route port: all drawn first
             try:
-                route_ports[node] = free_port(taken=route_ports.values())
+                route_ports[node] = free_port(route_ports.values(), self._route_claims)
             except PortsExhausted as exc:
                 raise NatsServerError(str(exc)) from None
         routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in route_ports.values())
@@ -282,9 +285,11 @@ class EmbeddedCluster:
             node.stop(timeout)
 
     def close(self) -> None:
-        """Stop every node and remove the stores the cluster created for itself."""
+        """Stop every node, let their ports go and remove the stores the cluster created for
+        itself."""
         for node in self._nodes.values():
             node.close()
+        self._route_claims.release()
         if self._owned_dir is not None:
             self._owned_dir.cleanup()
             self._owned_dir = None

@@ -16,10 +16,11 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+import weakref
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from bus._ports import PortsExhausted, free_port
+from bus._ports import PortClaims, PortsExhausted, free_port
 from bus._process import ChildProcess
 from bus._store_lock import StoreLock
 
@@ -106,6 +107,9 @@ class EmbeddedServer:
         self._lock = StoreLock(store_dir)
         self.port: int | None = None
         self.monitor_port: int | None = None
+        self._claims = PortClaims()
+        """Its ports, kept from every other draw on this machine while it may come back."""
+        weakref.finalize(self, self._claims.release)  # a server dropped without `close()`
         self._process: ChildProcess | None = None
         self._log_tail: list[str] = []
 
@@ -172,8 +176,9 @@ class EmbeddedServer:
                 return
             for draw in range(1, _FIRST_START_DRAWS + 1):
                 try:
-                    self.port = free_port(taken=self._reserved_ports)
-                    self.monitor_port = free_port(taken=(*self._reserved_ports, self.port))
+                    self._claims.release()  # a draw before this one found its port taken
+                    self.port = free_port(self._reserved_ports, self._claims)
+                    self.monitor_port = free_port((*self._reserved_ports, self.port), self._claims)
                 except PortsExhausted as exc:
                     raise NatsServerError(str(exc)) from None
                 try:
@@ -243,8 +248,9 @@ class EmbeddedServer:
             self._process.kill()
 
     def close(self) -> None:
-        """Stop the server and remove the store it created for itself."""
+        """Stop the server, let its ports go and remove the store it created for itself."""
         self.stop()
+        self._claims.release()
         if self._owned_dir is not None:
             self._owned_dir.cleanup()
             self._owned_dir = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import urllib.request
 from collections.abc import Collection, Iterator
@@ -14,7 +15,7 @@ from nats.aio.client import Client as NATS
 from nats.js.api import RetentionPolicy
 
 from bus import EmbeddedServer, NatsServerError, find_nats_server, provision, stream_configs
-from bus._ports import LOWEST_PORT, free_port
+from bus._ports import LOWEST_PORT, PortClaims, free_port
 from schemas import Namespace
 from tests.support.processes import READY, parley_env, start_actor
 
@@ -74,6 +75,37 @@ def test_a_server_listens_below_the_kernels_ephemeral_range(
         assert port is not None and LOWEST_PORT <= port < ephemeral_start, port
 
 
+def test_a_killed_servers_ports_are_never_drawn_for_another_while_it_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run (a test, a `parley up`, a bench) drawing while a server is down found its
+    ports free, and the restart failed `address already in use`. Every draw here is made to
+    try the down server's port first."""
+    server = EmbeddedServer(tmp_path / "s")
+    try:
+        server.start(timeout=10)
+        port, monitor = server.port, server.monitor_port
+        assert port is not None and monitor is not None
+        server.kill()
+        real = secrets.randbelow
+        for wanted in (port, monitor):
+            tries = iter([wanted - LOWEST_PORT])
+            monkeypatch.setattr(
+                "bus._ports.secrets.randbelow", lambda n, tries=tries: next(tries, None) or real(n)
+            )
+            other = PortClaims()
+            assert free_port((), other) != wanted  # the port was free: only its claim kept it
+            other.release()
+        monkeypatch.undo()
+        server.start(timeout=10)
+        assert (server.port, server.monitor_port) == (port, monitor)
+    finally:
+        server.close()
+    tries = iter([port - LOWEST_PORT])
+    monkeypatch.setattr("bus._ports.secrets.randbelow", lambda n: next(tries, None) or 1)
+    assert free_port() == port  # closed for good: its ports are anyone's again
+
+
 def test_a_first_start_whose_drawn_port_is_taken_starts_on_other_ports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,9 +118,9 @@ def test_a_first_start_whose_drawn_port_is_taken_starts_on_other_ports(
         draws: Iterator[int] = iter([taken])
         avoided: list[tuple[int, ...]] = []
 
-        def drawn(taken: Collection[int] = ()) -> int:
+        def drawn(taken: Collection[int] = (), claims: PortClaims | None = None) -> int:
             avoided.append(tuple(taken))
-            return next(draws, None) or free_port(taken)
+            return next(draws, None) or free_port(taken, claims)
 
         monkeypatch.setattr("bus._embedded.free_port", drawn)
         exits: list[int] = []
