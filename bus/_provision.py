@@ -227,6 +227,8 @@ async def _ensure_bucket(
     except APIError as exc:
         if exc.err_code != 10058:
             raise ProvisionError(f"cannot create bucket {name}: {exc}") from exc
+    # nats-py makes every bucket take rollups; the spec says which may.
+    await _ensure_existing(js, name, spec, sizes, replicas, exact=exact)
 
 
 async def _ensure_existing(
@@ -241,7 +243,8 @@ async def _ensure_existing(
     """Give a bucket made by an older release what its spec asks for now: a TTL that grew
     (the gate's id claims must outlive its positions), direct gets where it is read key by
     key (the quarantine's marks), its quotas, its retention, per-message TTLs (an ended
-    session's), and the replicas of its cluster."""
+    session's), the replicas of its cluster, and rollups refused where the spec says (every
+    bucket but the router's sessions)."""
     config = (await js.stream_info(f"KV_{name}")).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
@@ -252,6 +255,7 @@ async def _ensure_existing(
         and config.max_bytes == sizes.max_bytes
         and config.max_msg_size == sizes.max_value_size
         and current == replicas
+        and bool(config.allow_rollup_hdrs) == spec.rollup
     ):
         return
     config.max_age = sizes.ttl_s
@@ -262,6 +266,7 @@ async def _ensure_existing(
     config.max_bytes = sizes.max_bytes
     config.max_msg_size = sizes.max_value_size
     config.num_replicas = replicas
+    config.allow_rollup_hdrs = spec.rollup
     try:
         await js.update_stream(config)
     except APIError as exc:

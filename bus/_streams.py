@@ -38,10 +38,17 @@ class BucketSpec:
     marks: bool = False
     """Holds only quarantine marks, whose values are a delivery number: the value size is
     the quotas' `mark_value_bytes`, not a message's."""
+    rollup: bool = False
+    """Takes `Nats-Rollup` headers (a purge of a key's history, or of the whole bucket). Only
+    where Parley's own writer replaces a key's history (the router's ended sessions): a
+    principal allowed to put one key of a bucket that takes them could send `Nats-Rollup: all`
+    with it and wipe every other key (every agent's profile and heartbeat in `registry`)."""
 
 
 BUCKETS = (
-    BucketSpec("sessions", 5, None, "router session state, written with compare-and-set"),
+    BucketSpec(
+        "sessions", 5, None, "router session state, written with compare-and-set", rollup=True
+    ),
     # Apart from the sessions, and forgotten after a day: a person's Stops naming sessions
     # that never open cannot fill the bucket every session is stored in.
     BucketSpec(
