@@ -6,8 +6,9 @@ Public face: `LlmActor` (`parley run llm`), the policy the gate applies first
 the providers' shared wire helpers (`RETRYABLE_STATUS`, `provider_message`).
 
 Inside: `_actor` (the process), `_options` (providers, keys, models), `_policy`,
-`_guardrails`, `_provider` (httpx, retries, typed failures), `_wire` (the two APIs' bodies
-and answers), `_answers` (each request answered at most once).
+`_body_fields` (what a caller's options may set), `_guardrails`, `_provider` (httpx,
+retries, typed failures), `_wire` (the two APIs' bodies and answers), `_answers` (each
+request answered at most once).
 """
 
 from typing import TYPE_CHECKING

@@ -39,7 +39,7 @@ from actors.llm._options import LlmOptions
 from actors.llm._policy import check_llm_policy, output_cap
 from actors.llm._provider import ProviderClient, ProviderFailure
 from actors.llm._typing import TypingSender
-from actors.llm._wire import RESERVED_OPTIONS, read_answer, request_body
+from actors.llm._wire import read_answer, request_body
 from bus import (
     OWNER,
     SESSION,
@@ -226,13 +226,6 @@ class LlmActor(Actor):
                 ErrorCode.INVALID_REQUEST,
                 f"model {request.model!r} is served by {provider} over the {api} API; the "
                 f"request speaks {request.api}",
-            )
-        reserved = sorted(RESERVED_OPTIONS & set(request.options))
-        if reserved:
-            raise _Refused(
-                "failed",
-                ErrorCode.INVALID_REQUEST,
-                f"options may not set {reserved}: the gateway sets them",
             )
         guarded = guard(bundle.guardrails, "request", list(request.messages), api)
         options = guard(bundle.guardrails, "request", request.options, api)

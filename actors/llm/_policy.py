@@ -6,6 +6,7 @@ a gateway reached some other way still keeps it:
 
 - the model must be in the bundle's `llm_policy.allowed_models` (empty: none) and, when the
   sender's profile names `allowed_models`, in that list too;
+- `options` may set only the body fields that shape one answer (actors/llm/_body_fields.py);
 - the prompt's estimated size must be within `max_input_tokens` (`estimate_input_tokens`);
 - what the provider is asked to write at most is the smaller of the request's own
   `max_output_tokens` and the bundle's (`output_cap`); the usage it reports is checked
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from actors.llm._body_fields import refused_fields
 from schemas import ErrorCode, LlmRequest, PolicyBundle
 
 __all__ = (
@@ -85,6 +87,9 @@ def check_llm_policy(bundle: PolicyBundle, sender: str, request: LlmRequest) -> 
             "allowed_models",
             f"{sender} may not call model {request.model!r} (allowed: {allowed or 'none'})",
         )
+    refused = refused_fields(request.api, request.options)
+    if refused is not None:
+        return LlmRefusal(ErrorCode.INVALID_REQUEST, "options", refused)
     limit = bundle.llm_policy.max_input_tokens
     if limit is not None:
         estimate = estimate_input_tokens(request)

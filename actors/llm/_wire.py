@@ -12,7 +12,6 @@ from typing import Any, Literal
 from schemas import LlmToolCall, LlmUsage
 
 __all__ = (
-    "RESERVED_OPTIONS",
     "RETRYABLE_STATUS",
     "Answer",
     "path_for",
@@ -26,9 +25,6 @@ Api = Literal["openai", "anthropic"]
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 """Statuses a provider may answer differently later: timeouts, rate limits, overload."""
-
-RESERVED_OPTIONS = frozenset({"model", "messages", "max_tokens", "max_completion_tokens", "stream"})
-"""Body fields the gateway sets itself: a request's `options` may not name them."""
 
 _UNSAFE_IN_TOOL_NAMES = re.compile(r"[^A-Za-z0-9_-]")
 

@@ -3,7 +3,7 @@ the guardrails, and how the gate charges a trace with model answers without coun
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from msgspec import structs
 
@@ -39,7 +39,12 @@ SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 def _request(
-    model: str = "m1", text: str = "hi", max_output_tokens: int | None = None
+    model: str = "m1",
+    text: str = "hi",
+    max_output_tokens: int | None = None,
+    *,
+    api: Literal["openai", "anthropic"] = "openai",
+    options: dict[str, Any] | None = None,
 ) -> LlmRequest:
     rid = new_id()
     return LlmRequest(
@@ -52,6 +57,8 @@ def _request(
         model=model,
         messages=({"role": "user", "content": text},),
         max_output_tokens=max_output_tokens,
+        api=api,
+        options=options or {},
     )
 
 
@@ -82,6 +89,40 @@ def test_the_input_estimate_is_json_characters_over_four_and_is_checked() -> Non
         check_llm_policy(_policy(allowed_models=("m1",), max_input_tokens=500), "b", request)
         is None
     )
+
+
+_FUNCTION = {"type": "function", "function": {"name": "File_Read", "parameters": {}}}
+_REPLY_FORMAT = {"type": "json_schema", "json_schema": {"name": "reply", "schema": {}}}
+
+
+def test_options_shape_one_answer_and_nothing_that_multiplies_or_bills_beside_it() -> None:
+    """An attack review's find: `n: 128` with the bundle's 4,000-token cap asked for 512,000
+    tokens in one call the gate admitted as one. What Parley's own brains send passes; any
+    field off the list, and a provider's own tools, are refused by the gate's and the
+    gateway's shared check, before any provider is called."""
+    policy = _policy(allowed_models=("m1",))
+    ours = [
+        _request(options={"response_format": _REPLY_FORMAT, "tools": [_FUNCTION]}),
+        _request(api="anthropic", options={"system": "be brief", "tools": [{"name": "t"}]}),
+        _request(options={"temperature": 0.2, "seed": 7, "stop": ["END"]}),
+    ]
+    assert [check_llm_policy(policy, "b", request) for request in ours] == [None] * 3
+    attempts: list[tuple[Literal["openai", "anthropic"], dict[str, Any], str]] = [
+        ("openai", {"n": 128}, "['n']"),
+        ("openai", {"logprobs": True, "top_logprobs": 20}, "['logprobs', 'top_logprobs']"),
+        ("openai", {"service_tier": "priority"}, "['service_tier']"),
+        ("openai", {"max_tokens": 100_000}, "['max_tokens']"),  # the gateway's to set
+        ("openai", {"stream": True, "model": "m2"}, "['model', 'stream']"),
+        ("openai", {"tools": [{"type": "web_search_preview"}]}, "['web_search_preview']"),
+        ("anthropic", {"mcp_servers": [{"url": "https://x"}]}, "['mcp_servers']"),
+        ("anthropic", {"tools": [{"type": "web_search_20250305", "name": "s"}]}, "web_search"),
+        ("anthropic", {"tools": "all"}, "(tools is not a list)"),
+    ]
+    for api, options, named in attempts:
+        refused = check_llm_policy(policy, "b", _request(api=api, options=options))
+        assert refused is not None, options
+        assert (refused.code, refused.rule) == (ErrorCode.INVALID_REQUEST, "options"), refused
+        assert named in refused.message, refused.message
 
 
 def test_the_output_cap_is_the_smaller_of_the_wish_and_the_limit() -> None:
