@@ -83,7 +83,6 @@ from bus._provision import (
     ProvisionError,
     provision,
     provision_agent,
-    stream_configs,
 )
 from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
@@ -101,6 +100,7 @@ from bus._settings import (
 )
 from bus._shipped import SHIPPED_ROOT, shipped
 from bus._store_lock import StoreInUseError
+from bus._stream_configs import agent_timers_config, stream_configs
 from bus._supervisor import ChildSpec, Supervisor, Topology, load_topology
 from bus._tracing import (
     carried_traceparent,
@@ -191,6 +191,7 @@ __all__ = (
     "TraceHeaders",
     "Uptime",
     "actor_command",
+    "agent_timers_config",
     "carried_traceparent",
     "check_fsync",
     "configure_logging",

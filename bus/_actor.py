@@ -72,6 +72,19 @@ class Input:
             max_ack_pending=65_536,
         )
 
+    @classmethod
+    def agent_timers(cls, ns: Namespace, agent: str) -> Input:
+        """Reminders an agent publishes to itself, in its own stream (`Namespace.agent_stream`):
+        as `timers`, on `parley.timers.<agent>.own`."""
+        return cls(
+            ns.agent_stream("timers", agent),
+            ns.agent_timers(agent),
+            agent,
+            "subject",
+            -1,
+            max_ack_pending=65_536,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class BusHandle:

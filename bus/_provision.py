@@ -30,10 +30,8 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
-    DiscardPolicy,
     KeyValueConfig,
     ObjectStoreConfig,
-    RetentionPolicy,
     StorageType,
     StreamConfig,
 )
@@ -43,15 +41,14 @@ from bus._quotas import Quotas
 from bus._replicas import CLUSTER_REPLICAS, cluster_replicas, inferred_replicas
 from bus._retention import Retention
 from bus._settings import Settings
+from bus._stream_configs import agent_timers_config, stream_configs
 from bus._streams import (
     AGENT_BUCKETS,
     ARTIFACTS,
     BUCKETS,
     RETIRED_BUCKETS,
     STREAM_FAMILIES,
-    STREAMS,
     BucketSpec,
-    per_subject,
 )
 from schemas import DEFAULT_MAX_BYTES, Namespace
 
@@ -67,7 +64,6 @@ __all__ = (
     "provision",
     "provision_agent",
     "provision_for",
-    "stream_configs",
 )
 
 _PLACEMENT_WAIT_S = 20.0
@@ -77,44 +73,6 @@ _TRANSIENT = (10005, 10008)  # no suitable peers for placement; JetStream tempor
 
 class ProvisionError(RuntimeError):
     """JetStream refused to create or update a stream or bucket."""
-
-
-def stream_configs(
-    ns: Namespace,
-    *,
-    max_msg_size: int = DEFAULT_MAX_BYTES,
-    replicas: int = 1,
-    quotas: Quotas | None = None,
-    retention: Retention | None = None,
-) -> list[StreamConfig]:
-    """The stream definitions of DESIGN.md (`STREAMS`) for namespace `ns`, with `quotas` and
-    `retention` (the defaults when None)."""
-    quotas = Quotas() if quotas is None else quotas
-    retention = Retention() if retention is None else retention
-    ages = {spec.family: retention.stream_max_age(spec.family, spec.max_age) for spec in STREAMS}
-    return [
-        StreamConfig(
-            name=ns.stream(spec.family),
-            description=spec.description,
-            subjects=[ns.wildcard(family) for family in spec.subject_families or (spec.family,)],
-            retention=RetentionPolicy.WORK_QUEUE if spec.work_queue else RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.NEW if spec.discard_new else DiscardPolicy.OLD,
-            max_age=ages[spec.family],
-            # JetStream refuses a duplicate window longer than the stream keeps a message.
-            duplicate_window=min(spec.duplicate_window, ages[spec.family] or spec.duplicate_window),
-            max_msg_size=max_msg_size,
-            max_bytes=quotas.stream_max_bytes(spec.family),
-            max_msgs_per_subject=per_subject(spec, quotas),
-            discard_new_per_subject=spec.per_sender == "refuse",
-            storage=StorageType.FILE,
-            num_replicas=replicas,
-            deny_delete=spec.immutable,
-            deny_purge=spec.immutable,
-            allow_direct=spec.direct,
-            allow_batched=spec.batched,
-        )
-        for spec in STREAMS
-    ]
 
 
 async def _placed(what: str, create: Callable[[], Awaitable[object]]) -> None:
@@ -319,7 +277,8 @@ async def provision(
     retention: Retention | None = None,
 ) -> int:
     """Create or update every stream and bucket of namespace `ns`, and each of `agents`' own
-    buckets (`AGENT_BUCKETS`); return their replicas.
+    buckets (`AGENT_BUCKETS`) and reminders stream (`agent_timers_config`); return their
+    replicas.
 
     `replicas` None: as many as the cluster `js` is connected to calls for
     (bus/_replicas.py), never fewer than an existing stream has. `quotas` and `retention`
@@ -340,7 +299,7 @@ async def provision(
         await _ensure_bucket(js, ns.bucket(spec.name), spec, sizes, replicas, exact=exact)
     await _ensure_object_store(js, ns.bucket(ARTIFACTS), quotas, max_msg_size, replicas, exact)
     for agent in agents:
-        await _ensure_agent_buckets(
+        await _ensure_agent_stores(
             js, ns, agent, max_msg_size, quotas, replicas, exact=exact, retention=retention
         )
     for name in RETIRED_BUCKETS:
@@ -351,7 +310,7 @@ async def provision(
     return replicas
 
 
-async def _ensure_agent_buckets(
+async def _ensure_agent_stores(
     js: JetStreamContext,
     ns: Namespace,
     agent: str,
@@ -366,16 +325,21 @@ async def _ensure_agent_buckets(
         sizes = _bucket_sizes(spec, quotas, max_msg_size, retention)
         name = ns.agent_bucket(spec.name, agent)
         await _ensure_bucket(js, name, spec, sizes, replicas, exact=exact)
+    timers = agent_timers_config(
+        ns, agent, max_msg_size=max_msg_size, replicas=replicas, quotas=quotas, retention=retention
+    )
+    await _ensure_stream(js, timers, exact=exact)
 
 
 async def provision_agent(
     js: JetStreamContext, ns: Namespace, agent: str, settings: Settings
 ) -> None:
-    """Create or update `agent`'s own buckets, as an agent that provisions does at start
+    """Create or update `agent`'s own buckets and reminders stream, as an agent that
+    provisions does at start
     (an open broker; under least privilege `parley provision` does it for every agent): its
     settings' message size, quotas and retention, the replicas its cluster calls for."""
     replicas = cluster_replicas(js._nc._server_info)
-    await _ensure_agent_buckets(
+    await _ensure_agent_stores(
         js, ns, agent, settings.max_payload, settings.quotas, replicas,
         exact=False, retention=settings.retention,
     )  # fmt: skip

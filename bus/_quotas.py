@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 __all__ = (
     "AGENT_BUCKET_NAMES",
+    "AGENT_STREAM_NAMES",
     "DEFAULT_BUCKET_BYTES",
     "DEFAULT_STREAM_BYTES",
     "MIB",
@@ -43,8 +44,10 @@ DEFAULT_STREAM_BYTES: Final = {
     "audit": 1024 * MIB,
     "dead": 256 * MIB,
     "timers": 64 * MIB,
+    "agent_timers": 8 * MIB,  # each agent's own reminders (`Namespace.agent_stream`)
 }
-"""Bytes each stream may hold, by family: a laptop's share of a few GiB."""
+"""Bytes each stream may hold, by family: a laptop's share of a few GiB; for `agent_timers`,
+what each agent's own reminders stream may hold."""
 
 DEFAULT_BUCKET_BYTES: Final = {
     "sessions": 128 * MIB,
@@ -62,6 +65,9 @@ DEFAULT_BUCKET_BYTES: Final = {
 }
 """Bytes each bucket may hold, by name; for a bucket each agent has its own of (`waits`,
 `marks`), what each agent's may hold."""
+
+AGENT_STREAM_NAMES: Final = ("agent_timers",)
+"""The streams every agent has its own of (its reminders): their quota is per agent."""
 
 AGENT_BUCKET_NAMES: Final = ("waits", "marks")
 """The buckets every agent has its own of (bus/_streams.py `AGENT_BUCKETS`): their quota is
@@ -122,10 +128,13 @@ class Quotas(BaseModel):
 
     def total_bytes(self, agents: int) -> int:
         """What every stream and bucket may hold together, at one replica, with `agents`
-        agents (each with its own buckets of `AGENT_BUCKET_NAMES`)."""
+        agents (each with its own buckets of `AGENT_BUCKET_NAMES` and streams of
+        `AGENT_STREAM_NAMES`)."""
         shared = sum(v for k, v in self.bucket_bytes.items() if k not in AGENT_BUCKET_NAMES)
+        shared += sum(v for k, v in self.stream_bytes.items() if k not in AGENT_STREAM_NAMES)
         own = sum(self.bucket_max_bytes(name) for name in AGENT_BUCKET_NAMES)
-        return sum(self.stream_bytes.values()) + shared + agents * own
+        own += sum(self.stream_max_bytes(name) for name in AGENT_STREAM_NAMES)
+        return shared + agents * own
 
 
 class AccountLimits(BaseModel):
@@ -138,11 +147,11 @@ class AccountLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_file: int = Field(default=12 * 1024 * MIB, ge=MIB, description="File store bytes.")
+    max_file: int = Field(default=16 * 1024 * MIB, ge=MIB, description="File store bytes.")
     max_memory: int = Field(
         default=256 * MIB, ge=0, description="Memory store bytes (Parley stores on file)."
     )
-    max_streams: int = Field(default=128, ge=1, description="Streams and buckets.")
+    max_streams: int = Field(default=192, ge=1, description="Streams and buckets.")
     max_consumers: int = Field(
         default=4096, ge=1, description="Consumers: durables, watches and followers."
     )

@@ -117,6 +117,12 @@ class Namespace:
         """Reminders `actor` set for itself (the router's watch over the calls it waits on)."""
         return f"{self.root}.timers.{check_token(actor, 'actor')}"
 
+    def agent_timers(self, agent: str) -> str:
+        """Reminders an agent sets for itself (the deadlines of the agents it called), in a
+        stream of its own (`agent_stream("timers", agent)`): one token deeper than `timers`,
+        so the shared `PARLEY_TIMERS` (`timers.*`) never captures them."""
+        return f"{self.root}.timers.{check_token(agent, 'agent')}.own"
+
     def wildcard(self, family: str) -> str:
         """All subjects of one family (`submit`, `deliver`, …), for stream definitions."""
         depth = 2 if family in ("audit", "events", "standing", "dead", "typing") else 1
@@ -138,6 +144,13 @@ class Namespace:
     def bucket(self, name: str) -> str:
         """KV bucket name: `sessions` -> `parley_sessions`."""
         return f"{self.root}_{check_token(name, 'bucket')}"
+
+    def agent_stream(self, family: str, agent: str) -> str:
+        """A stream of one agent's own: `timers` of `gpt` -> `PARLEY_TIMERS_gpt`.
+
+        Bounded on its own, so an agent that never takes its reminders (its credentials in
+        hostile hands) fills only its own, never the router's or the tool runtime's."""
+        return f"{self.stream(family)}_{check_token(agent, 'agent')}"
 
     def agent_bucket(self, name: str, agent: str) -> str:
         """A KV bucket of one agent's own: `waits` of `gpt` -> `parley_waits_gpt`.

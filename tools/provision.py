@@ -56,8 +56,10 @@ def provisioned_inputs(
     if role_of(actor_id) == RELAY:
         return list(relay_inputs(ns, relay_serves))
     inputs = [Input.deliver(ns, actor_id)]
-    if role_of(actor_id) in ("router", "agent", TOOLS):
+    if role_of(actor_id) in ("router", TOOLS):
         inputs.append(Input.timers(ns, actor_id))
+    elif role_of(actor_id) == "agent":  # in its own stream (`Namespace.agent_stream`)
+        inputs.append(Input.agent_timers(ns, actor_id))
     return inputs
 
 

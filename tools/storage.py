@@ -61,7 +61,7 @@ def _usage(info: StreamInfo) -> Usage:
 
 async def read_usage(js: JetStreamContext, ns: Namespace) -> list[Usage]:
     """Every stream and bucket of namespace `ns` that exists, with its use and limit, then
-    every agent's own buckets, by name."""
+    every agent's own buckets and reminders stream, by name."""
     names = [ns.stream(family) for family in STREAM_FAMILIES]
     names += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
     names.append(f"OBJ_{ns.bucket(ARTIFACTS)}")  # the artifacts' object store
@@ -75,9 +75,13 @@ async def read_usage(js: JetStreamContext, ns: Namespace) -> list[Usage]:
 
 
 async def _agent_buckets(js: JetStreamContext, ns: Namespace) -> list[Usage]:
-    """Each agent's own buckets, whichever agents made them: found in the stream list (which
-    says every stream's state at once) by their names, `KV_<bucket>_<agent>`."""
-    prefixes = tuple(f"KV_{ns.bucket(spec.name)}_" for spec in AGENT_BUCKETS)
+    """Each agent's own buckets and reminders stream, whichever agents made them: found in the
+    stream list (which says every stream's state at once) by their names, `KV_<bucket>_<agent>`
+    and `<PREFIX>_TIMERS_<agent>`."""
+    prefixes = (
+        *(f"KV_{ns.bucket(spec.name)}_" for spec in AGENT_BUCKETS),
+        f"{ns.stream('timers')}_",
+    )
     found: list[Usage] = []
     offset = 0
     while page := await js.streams_info(offset) or []:

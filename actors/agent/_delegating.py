@@ -3,7 +3,7 @@
 A brain may answer a call with requests to other agents (actors/delegation/). The host then
 stores a `Wait` for the call (create-only, keyed by the call's id) before it sends anything,
 sends every request through the gate as the call's own effect (one hop deeper, in its trace),
-and puts a reminder of the round's deadline on its own `parley.timers.<host>`. Then it acks
+and puts a reminder of the round's deadline on its own `parley.timers.<host>.own`. Then it acks
 the call: nothing of the wait lives only in memory.
 
 Each answer (a `delegation_response`, a `sub_agent_result`, or an `error` about a request)

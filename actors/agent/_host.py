@@ -153,7 +153,7 @@ class AgentHost(Actor):
             settings.model_copy(update={"actor_id": settings.actor_id or self.profile.name})
         )
         self.brain = make_brain(self.profile)
-        self._timers = self.namespace.timers(self.actor_id)
+        self._timers = self.namespace.agent_timers(self.actor_id)
         self._delegator: Delegator | None = None
         self.model_calls = ModelCalls()  # the gateway brain's, awaiting their answers
 
@@ -197,7 +197,7 @@ class AgentHost(Actor):
         own = Input.deliver(self.namespace, self.actor_id)
         if not self.profile.makes_requests:
             return (own,)
-        return (own, Input.timers(self.namespace, self.actor_id))
+        return (own, Input.agent_timers(self.namespace, self.actor_id))
 
     async def handle(self, envelope: AnyEnvelope, ctx: Context) -> None:
         if self.model_calls.settle(envelope):

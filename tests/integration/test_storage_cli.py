@@ -35,10 +35,12 @@ async def test_storage_prints_use_limit_and_percent_per_stream_and_bucket(
     assert [line.split()[0] for line in lines if "_waits_" in line] == waits, lines
     for name in waits:
         assert rows[name][1:] == ["0", "B", "0", "16.0", "MiB", "0.0%"], lines
+    for agent in ("claude", "gpt"):  # and its own reminders stream
+        assert rows[ns.agent_stream("timers", agent)][1:] == ["0", "B", "0", "8.0", "MiB", "0.0%"]
     # name, bytes (value, unit), messages, limit (value, unit), used
     assert rows[ns.stream("submit")][1:] == ["0", "B", "0", "256.0", "MiB", "0.0%"], lines
     held = rows[f"KV_{ns.bucket('policy')}"]
     assert held[2:7] == ["KiB", "1", "32.0", "MiB", "0.5%"], lines
     assert 160 <= float(held[1]) < 161, lines
     account = [line for line in lines if line.startswith("account:")]
-    assert account and "of 12.0 GiB" in account[0], lines
+    assert account and "of 16.0 GiB" in account[0], lines

@@ -57,6 +57,7 @@ def _protected(ns: Namespace, attacker: str) -> list[str]:
     targets += [ns.decisions("gpt"), ns.events("cli", "s1"), ns.dead("claude"), ns.timers("router")]
     targets += [f"$KV.{ns.bucket(spec.name)}.attack" for spec in BUCKETS]
     targets += [f"$KV.{bucket}.attack" for bucket in _agent_buckets(ns)]
+    targets += [ns.agent_timers(a) for a in ("gpt", "claude")]  # each agent's own reminders
     targets.append(f"$KV.{ns.bucket('policy')}.trusted.version")
     targets.append(f"$KV.{ns.bucket('policy')}.bundle")
     targets.append(f"$KV.{ns.bucket('registry')}.heartbeat.claude")
@@ -128,6 +129,7 @@ async def _counts(js: JetStreamContext, ns: Namespace) -> dict[str, int]:
     """Messages stored per subject, over every stream and bucket."""
     streams = [ns.stream(f) for f in STREAM_FAMILIES] + [f"KV_{ns.bucket(b.name)}" for b in BUCKETS]
     streams += [f"KV_{bucket}" for bucket in _agent_buckets(ns)]
+    streams += [ns.agent_stream("timers", a) for a in ("gpt", "claude")]
     streams.append(f"OBJ_{ns.bucket(ARTIFACTS)}")
     counts: dict[str, int] = {}
     for stream in streams:

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from bus import AGENT_BUCKETS, BUCKETS, AccountLimits, Quotas
-from bus._quotas import AGENT_BUCKET_NAMES, DEFAULT_BUCKET_BYTES, DEFAULT_STREAM_BYTES, MIB
+from bus._quotas import (
+    AGENT_BUCKET_NAMES,
+    AGENT_STREAM_NAMES,
+    DEFAULT_BUCKET_BYTES,
+    DEFAULT_STREAM_BYTES,
+    MIB,
+)
 
 
 def test_the_agents_buckets_are_no_shared_bucket() -> None:
@@ -24,9 +30,10 @@ def test_each_agents_waits_count_once_per_agent() -> None:
     quotas = Quotas(bucket_bytes={"waits": 4 * MIB})
     assert quotas.bucket_max_bytes("waits") == 4 * MIB
     shared = sum(v for k, v in DEFAULT_BUCKET_BYTES.items() if k not in AGENT_BUCKET_NAMES)
-    streams = sum(DEFAULT_STREAM_BYTES.values())
+    streams = sum(v for k, v in DEFAULT_STREAM_BYTES.items() if k not in AGENT_STREAM_NAMES)
     assert quotas.total_bytes(agents=0) == streams + shared
-    assert quotas.total_bytes(agents=10) == streams + shared + 10 * (4 * MIB + 1 * MIB)
+    own = 4 * MIB + 1 * MIB + 8 * MIB  # its waits, its marks, its reminders
+    assert quotas.total_bytes(agents=10) == streams + shared + 10 * own
 
 
 def test_the_defaults_leave_room_for_fifty_agents_in_the_account() -> None:
@@ -35,5 +42,7 @@ def test_the_defaults_leave_room_for_fifty_agents_in_the_account() -> None:
     limits, quotas = AccountLimits(), Quotas()
     assert quotas.bucket_max_bytes("waits") == 16 * MIB
     assert 3 * quotas.total_bytes(agents=50) <= limits.max_file
-    streams = len(DEFAULT_STREAM_BYTES) + len(BUCKETS) + 50 * len(AGENT_BUCKETS)
+    shared_streams = len(DEFAULT_STREAM_BYTES) - len(AGENT_STREAM_NAMES)
+    own = len(AGENT_BUCKETS) + len(AGENT_STREAM_NAMES)
+    streams = shared_streams + len(BUCKETS) + 1 + 50 * own  # 1: the artifacts' object store
     assert streams <= limits.max_streams

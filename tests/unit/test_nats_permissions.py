@@ -274,7 +274,8 @@ def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]])
         me = user.actor
         assert sorted(user.publishes(f"{ns.root}.>")) == sorted(
             # Its own dead letters on one subject only, bounded there (docs/quotas.md).
-            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}.{me}", f"{ns.root}.timers.{me}"]
+            # Its reminders in a stream of its own, never the router's and tool runtime's.
+            [f"{ns.root}.submit.{me}", f"{ns.root}.dead.{me}.{me}", ns.agent_timers(me)]
         )
         registry = f"$KV.{ns.bucket('registry')}"
         waits, marks = ns.agent_bucket("waits", me), ns.agent_bucket("marks", me)
@@ -584,7 +585,7 @@ def test_who_follows_everything_sees_what_agents_and_people_publish(tmp_path: Pa
         for who in ("cli", "person-bob", "gpt"):
             assert (f"principal-{who}", ns.submit(who)) in seen, (follower, who)
             assert (f"principal-{who}", ns.dead(who)) in seen, (follower, who)
-        assert ("principal-gpt", ns.timers("gpt")) in seen
+        assert ("principal-gpt", ns.agent_timers("gpt")) in seen
     for person in ("cli", "person-bob"):
         assert not _peer_streams(accounts[f"principal-{person}"]), person
 

@@ -32,7 +32,11 @@ class Grants:
 
     def bind(self, family: str) -> None:
         """Look at, read and ack this actor's own durable (named after it) on a stream."""
-        stream, name = self.ns.stream(family), self.actor
+        self.bind_stream(self.ns.stream(family))
+
+    def bind_stream(self, stream: str) -> None:
+        """`bind` on a stream named in full (an agent's own: `Namespace.agent_stream`)."""
+        name = self.actor
         self.pub(
             f"{JS_API}.CONSUMER.INFO.{stream}.{name}",
             f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{name}",

@@ -218,8 +218,10 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         # reminders of their deadlines to itself.
         for spec in AGENT_BUCKETS:
             g.own_bucket(spec.name)
-        g.pub(ns.timers(me))
-        g.bind("timers")
+        # In a stream of its own: in the shared one, reminders it never took filled it for
+        # the router and the tool runtime too.
+        g.pub(ns.agent_timers(me))
+        g.bind_stream(ns.agent_stream("timers", me))
     elif role == "gate":
         g.durable("submit", ns.wildcard("submit"))
         # Reading PARLEY_SUBMIT by sequence also tells whether a cause it took in is still
@@ -315,6 +317,8 @@ def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
         if role_of(agent) != "agent":
             raise ValueError(f"{agent} is no agent: it has no buckets of its own")
         streams += [f"KV_{ns.agent_bucket(spec.name, agent)}" for spec in AGENT_BUCKETS]
+        streams.append(ns.agent_stream("timers", agent))
+        g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.agent_stream('timers', agent)}.>")  # its durable
     g.pub(f"{JS_API}.INFO", f"{JS_API}.STREAM.NAMES", f"{JS_API}.STREAM.LIST")
     for stream in streams:
         g.pub(*(f"{JS_API}.STREAM.{verb}.{stream}" for verb in ("INFO", *_STREAM_ADMIN)))
