@@ -115,7 +115,8 @@ async def _decide(args: argparse.Namespace) -> int:
             payload = item.payload
             status = str(payload.get("status", "")).upper()
             reason = payload.get("reason")
-            print(f"{args.decision}d: {payload.get('tool', 'the tool')} {status}", end="")
+            done = {"approve": "approved", "reject": "rejected"}[args.decision]
+            print(f"{done}: {payload.get('tool', 'the tool')} {status}", end="")
             print(f" ({reason})" if reason else "")
             return 0
     finally:

@@ -73,6 +73,12 @@ async def test_a_decision_that_cannot_apply_is_answered_at_once(tool_system: Too
                 f"already: approved by cli {_AT}",
                 line,
             ), line
+        # Rejected: said so ("rejectd" it was), and nothing written.
+        say, approval_id, session = await held("epsilon")
+        code, line = await decided("reject", approval_id, session)
+        assert code == 0 and line.startswith("rejected: File.Write DENIED"), line
+        assert await say.wait_exit(60) in (0, 1), say.lines
+        assert not list(workspaces.glob("*/epsilon.txt"))
         # Expired: nobody decided the delete within its rule's two seconds.
         say, approval_id, session = await held("delete")
         assert await say.wait_exit(60) == 0
