@@ -57,6 +57,7 @@ from tools._system_policy import (
     publish_system_policy,
     read_bundle_source,
 )
+from tools.provision import provision_once
 
 __all__ = ("SERVER_BACKOFF_S", "SERVER_INTENSITY", "SERVER_PERIOD_S", "ServerKeeper", "up")
 
@@ -256,6 +257,8 @@ async def up(args: argparse.Namespace) -> int:
                 names = [child.name for child in topology.actor]
                 await provision_locked(server.url, names, people=people)
                 write_nats_contexts(LOCAL_BROKER, LOCAL_CONTEXTS, server.url, locked)
+            elif bundle is not None:  # an open broker: the policy's bucket before its bundle
+                await provision_once(None, server.url)
             if bundle is not None:
                 namespace = Namespace(env.get("PARLEY_NAMESPACE", "parley"))
                 said = await publish_system_policy(

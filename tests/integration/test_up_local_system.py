@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import close_up, parley_env, parley_up
+from tests.support.processes import REPO, close_up, parley_env, parley_up
 from tests.support.system import finished, parley_cli
 
 pytestmark = pytest.mark.chaos
@@ -65,3 +65,19 @@ async def test_parley_up_with_no_argument_runs_the_system_the_readme_talks_to(
         assert await again.wait_exit(timeout=30) == 0
     finally:
         close_up(again)
+
+
+async def test_an_open_broker_system_publishes_its_policy_and_talks(tmp_path: Path) -> None:
+    """`parley up --open-broker` (docs/commands.md) published the bundle before anything had
+    made the policy's bucket, and exited 2 telling the person to run `parley up`."""
+    env = _env()
+    up = parley_up(REPO / "examples" / "collaborate", env, "--open-broker", cwd=tmp_path)
+    try:
+        await up.wait_line(r"^\[nats\] published .* as policy version 1", timeout=60)
+        await up.wait_line(r"^\[nats\] ready: ", timeout=90)
+        code, said = await finished(parley_cli(env, "collab", GOAL, cwd=tmp_path), 90)
+        assert code == 0 and said[-1].startswith("stopped: final"), said
+        up.signal(signal.SIGINT)
+        assert await up.wait_exit(timeout=30) == 0
+    finally:
+        close_up(up)
