@@ -31,6 +31,7 @@ from actors.tools._approvals import Approval, request_digest
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor, ScopeDenied
 from actors.tools._decisions import Decisions
+from actors.tools._ended_sessions import EndedSessions
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
@@ -149,6 +150,7 @@ class ToolsActor(Actor):
             self._mcp,
             records,
             artifacts,
+            EndedSessions(bus.js, ns),
         )
 
     async def stop(self) -> None:

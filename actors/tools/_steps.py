@@ -26,11 +26,12 @@ from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
 from actors.tools._artifacts import ArtifactStore
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
+from actors.tools._ended_sessions import EndedSessions
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from actors.tools._step_records import StepRecords
-from bus import BOUND_BY, SESSION, BundleStore, Context, HeaderError, parse_trace_headers
+from bus import BOUND_BY, ORIGIN, SESSION, BundleStore, Context, HeaderError, parse_trace_headers
 from schemas import (
     Capability,
     ErrorCode,
@@ -129,9 +130,12 @@ class StepRunner:
         mcp: McpHub | None = None,
         records: StepRecords | None = None,
         artifacts: ArtifactStore | None = None,
+        sessions: EndedSessions | None = None,
     ) -> None:
         """`records`: checkpoints and large outputs around each run (none: neither);
-        `artifacts`: the store Workspace.Upload writes to."""
+        `artifacts`: the store Workspace.Upload writes to; `sessions`: how sessions stand (a
+        step of an ended one is neither held nor run; none: not asked)."""
+        self._sessions = sessions
         self._records = records or StepRecords(None, 1 << 20)
         self._artifacts = artifacts
         self._options = options
@@ -195,6 +199,13 @@ class StepRunner:
             late = past_deadline(asked, int(time.time() * 1000))
             if late is not None:  # neither held nor run: its caller gave up on it
                 return late
+            owner = asked.headers.get(ORIGIN, "")
+            how = await self._sessions.ended(owner, asked.session) if self._sessions else None
+            if how is not None:  # neither held nor run: its person ended the session
+                return failed(
+                    "SESSION_EXPIRED",
+                    f"session {asked.session} has ended ({how}): no step runs in it any more",
+                )
             if scope.requires_approval and not approved:
                 return Held(scope)
             invocation = ToolInvocation(

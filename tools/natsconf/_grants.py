@@ -137,6 +137,10 @@ class Grants:
         person's list of the requests held for them (actors/tools/_pending.py)."""
         self.read_bucket("policy")
         self.read_bucket("tool_runs")
+        # How each session stands (its last message only: actors/tools/_ended_sessions.py), so
+        # no step runs in a session its person ended.
+        events = self.ns.stream("events")
+        self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.wildcard('standing')}")
         self.write_keys("tool_runs", "run.>", "approval.>", "pending.>")
         self.pub(self.ns.timers(self.actor))  # reminders of held requests' expiry, to itself
         self.bind("timers")

@@ -1,0 +1,80 @@
+"""Whether the session a step works in has ended: a step of an ended session is not run.
+
+A person who stops a task (`parley task`'s Ctrl-C, the console's cancel) ends its session at
+the router, but the agent working on it learns nothing of that: its brain went on asking for
+tool steps for minutes, each run (files written, commits made) in a session its person had
+cancelled, and an approval given meanwhile to a request held from before the stop ran it. The
+runtime is the last place that can refuse an effect, so it asks how the session stands before
+it holds or runs a step: the router keeps a copy of each session's opening and of its end on
+`parley.standing.<owner>.<session>` (`Namespace.standing`), whose last message the runtime
+reads by a direct get (one read a step; an end, once seen, is remembered).
+
+A session no router keeps a standing for (a delegation's, an orchestration's) reads as
+running. A read that fails (the server restarting) lets the step go on, as before this check:
+the step's own stores would fail the same way, and its redelivery asks again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from schemas import DecodeError, Namespace, SessionEvent, decode_envelope
+
+__all__ = ("ENDS", "EndedSessions")
+
+log = logging.getLogger("parley.actors.tools")
+
+ENDS: Final = {
+    "session_completed": "completed",
+    "session_failed": "failed",
+    "session_canceled": "canceled",
+}
+_READ_S: Final = 2.0
+_REMEMBERED: Final = 4096
+
+
+class EndedSessions:
+    """How sessions stand, read from their standing, with the ends already seen."""
+
+    def __init__(self, js: JetStreamContext, ns: Namespace) -> None:
+        self._js = js
+        self._ns = ns
+        self._stream = ns.stream("events")
+        self._ended: dict[tuple[str, str], str] = {}
+
+    async def ended(self, owner: str, session: str) -> str | None:
+        """How `owner`'s session `session` ended (`canceled`, `completed`, `failed`), or None
+        while it runs, when no standing is kept for it, or when it cannot be read now."""
+        if not owner or not session:
+            return None
+        known = self._ended.get((owner, session))
+        if known is not None:
+            return known
+        try:
+            msg = await self._js.get_msg(
+                self._stream, subject=self._ns.standing(owner, session), direct=True
+            )
+        except NotFoundError:
+            return None
+        except (NatsError, TimeoutError) as exc:
+            log.warning(
+                "could not read how a session stands: the step goes on",
+                extra={"session": session, "error": repr(exc)},
+            )
+            return None
+        try:
+            event = decode_envelope(msg.data or b"")
+        except DecodeError:
+            return None
+        if not isinstance(event, SessionEvent) or event.event_type not in ENDS:
+            return None
+        how = ENDS[event.event_type]
+        if len(self._ended) >= _REMEMBERED:
+            self._ended.pop(next(iter(self._ended)))
+        self._ended[(owner, session)] = how
+        return how
