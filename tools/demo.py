@@ -44,7 +44,6 @@ from bus import (
     provision,
     shipped,
     shutdown_tracing,
-    stop_like_interrupt,
 )
 from bus._supervisor import GiveUp
 from schemas import (
@@ -59,6 +58,7 @@ from schemas import (
     sign_payload,
     utc_now,
 )
+from tools._interruptible import all_set, run_interruptible
 from tools._still_waiting import announced
 from tools.collab import follow_session
 
@@ -267,7 +267,7 @@ async def _converse(
     supervised: asyncio.Task[None],
     out: TextIO,
 ) -> int:
-    all_ready = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in ready.values())))
+    all_ready = all_set(list(ready.values()))
     waits: set[asyncio.Future[Any]] = {all_ready, supervised}
     starting = ", ".join(ready)
     await announced(
@@ -302,7 +302,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     # With OTEL_* set, the demo's person (this process) and every actor export their spans:
     # the session is one trace (docs/interop.md).
     configure_tracing("person", "demo")
-    stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping servers and actors
     try:
         return _demo(args)
     finally:
@@ -314,13 +313,13 @@ def _demo(args: argparse.Namespace) -> int:
         # tools.demo_tools builds on this module (sign_policy): imported here, not above.
         from tools.demo_tools import run_tools_demo
 
-        return asyncio.run(run_tools_demo(sys.stdout, keep=args.keep))
+        return run_interruptible("demo", run_tools_demo(sys.stdout, keep=args.keep))
     if args.shared:
         # tools.demo_shared builds on this module (sign_bundle): imported here, not above.
         from tools.demo_shared import run_shared_demo
 
-        return asyncio.run(run_shared_demo(sys.stdout, keep=args.keep))
-    return asyncio.run(run_demo(keep=args.keep))
+        return run_interruptible("demo", run_shared_demo(sys.stdout, keep=args.keep))
+    return run_interruptible("demo", run_demo(keep=args.keep))
 
 
 def add_demo_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

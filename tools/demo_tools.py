@@ -46,6 +46,7 @@ from bus import (
 )
 from bus._supervisor import GiveUp
 from schemas import AuditRecord, Control, HumanMessage, Namespace, SessionEvent, new_id, utc_now
+from tools._interruptible import all_set
 from tools._local import lock_down, provision_locked
 from tools._local_system import key_pair
 from tools._waiting import submit_as
@@ -175,7 +176,7 @@ async def _supervised(
     try:
         async with asyncio.TaskGroup() as tasks:
             supervised = tasks.create_task(supervisor.run(stopping))
-            started = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in ready.values())))
+            started = all_set(list(ready.values()))
             try:
                 waits: set[asyncio.Future[Any]] = {started, supervised}
                 await asyncio.wait(waits, timeout=_READY_S, return_when=asyncio.FIRST_COMPLETED)

@@ -98,3 +98,7 @@ async def test_ctrl_c_in_the_middle_of_the_demo_leaves_no_process(tmp_path: Path
         demo.close()
     assert code == 130, "\n".join(lines)
     assert _processes_of(run) == []
+    # One line says so, and nothing else: no traceback, no "exception was never retrieved".
+    assert lines[-1] == "parley demo: interrupted; everything it started is stopped", lines
+    noise = [line for line in lines if "Traceback" in line or "never retrieved" in line]
+    assert not noise, "\n".join(lines)
