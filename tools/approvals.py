@@ -210,6 +210,15 @@ def add_approvals_command(commands: argparse._SubParsersAction[argparse.Argument
             help=f"how long to follow the session for the step's end (default {_WAIT_S:.0f})",
         )
         parser.add_argument("--config", type=Path, default=None, help="settings file")
-        parser.set_defaults(
-            func=lambda args: run_command("approvals", lambda: _decide(args)), command="approvals"
+        parser.set_defaults(func=_decide_command, command="approvals")
+
+
+def _decide_command(args: argparse.Namespace) -> int:
+    """Refuse a wait that cannot be waited before anything is sent (exit 2), else decide."""
+    if not args.wait > 0:  # NaN too
+        print(
+            f"parley approvals: --wait must be more than 0 seconds, got {args.wait:g}",
+            file=sys.stderr,
         )
+        return 2
+    return run_command("approvals", lambda: _decide(args))

@@ -37,6 +37,11 @@ _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 
 def _command(args: argparse.Namespace) -> int:
+    if args.http is not None and not 0 <= args.http <= 65_535:
+        print(
+            f"parley mcp: --http {args.http} is no port: 0 (any free one) to 65535", file=sys.stderr
+        )
+        return 2
     if args.http is not None and args.host not in _LOOPBACK and not args.allow_remote:
         print(
             f"parley mcp: --host {args.host} is reachable from other machines: add "

@@ -313,4 +313,12 @@ def add_task_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     cmd.add_argument("objective", nargs="+", help="what the agent should achieve")
     cmd.add_argument("--config", type=Path, help="TOML settings file")
     cmd.add_argument("--user", default="", help="user id carried by the session")
-    cmd.set_defaults(func=lambda args: run_command("task", lambda: _run(args)), command="task")
+    cmd.set_defaults(func=_command, command="task")
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Refuse a task with nothing to do before anything is sent (exit 2), else run it."""
+    if not " ".join(args.objective).strip():
+        print("parley task: invalid arguments: say what the agent should achieve", file=sys.stderr)
+        return 2
+    return run_command("task", lambda: _run(args))

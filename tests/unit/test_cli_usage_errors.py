@@ -32,3 +32,24 @@ def test_a_line_it_cannot_parse_is_one_line_naming_the_command(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(said), err
     assert "--help` lists what it takes" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["task", "@gpt", " "], "parley task: invalid arguments: say what the agent should"),
+        (
+            ["approvals", "approve", "a1", "--session", "s1", "--wait", "-1"],
+            "parley approvals: --wait must be more than 0 seconds, got -1",
+        ),
+        (["mcp", "--http", "99999"], "parley mcp: --http 99999 is no port: 0 (any free one)"),
+    ],
+)
+def test_a_command_line_that_cannot_work_is_refused_before_anything_is_sent(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newcomer's walk: `task @gpt ""` was sent, `--wait -1` waited "-1 s", and `mcp --http
+    99999` ended in Python's `OverflowError` (exit 1)."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(said), err
