@@ -203,9 +203,12 @@ class TaskRun:
         for implied, payload in self.view.apply(event.event_type, dict(event.payload)):
             self.say(f"{implied}: {payload.get('decision')}")
         if event.event_type == "approval_requested":
-            self.asking.append(str(event.payload.get("approval_id", "")))
-            if len(self.asking) == 1:
-                self._ask(event)
+            approval_id = str(event.payload.get("approval_id", ""))
+            self.asking.append(approval_id)
+            if self.input_ended:  # each one, or the second held went without its command
+                self.say(self._unanswerable(approval_id))
+            elif len(self.asking) == 1:
+                self.say(_QUESTION)
         self.asking = [
             a for a in self.asking if a in {x["approvalId"] for x in self.view.awaiting()}
         ]
@@ -213,12 +216,6 @@ class TaskRun:
             self.state = self.view.state
             self.say(f"state: {self.state}")
         return _END.get(event.event_type)
-
-    def _ask(self, event: SessionEvent) -> None:
-        if self.input_ended:
-            self.say(self._unanswerable(self.asking[0]))
-        else:
-            self.say(_QUESTION)
 
     def _unanswerable(self, approval_id: str) -> str:
         return (
