@@ -28,7 +28,7 @@ from bus._barrier_client import BarrierClient
 from bus._fsync_check import check_fsync
 from bus._lost_requests import fail_lost_requests
 from bus._metrics import ActorMetrics
-from bus._settings import Settings
+from bus._settings import ConfigError, Settings
 from schemas import Namespace
 
 __all__ = (
@@ -174,7 +174,12 @@ async def connect(
     after a close of our own: the caller tells the two apart). `on_lost` and `on_back` are
     awaited when the connection drops (not by our own close) and when it is back;
     `on_refused` is told each permission violation the server reports (nats-py says it only
-    to this callback, while the request it refused just goes unanswered)."""
+    to this callback, while the request it refused just goes unanswered).
+
+    Raises:
+        ConfigError: an actor's (`reconnect_forever`) first connect found its credentials
+            rejected: a config problem to say as one, not a server to wait for.
+        NoServersError, OSError: no server could be reached."""
     ns = Namespace(settings.namespace)
     # A command says in its own words what a lost connection means (tools/_waiting.py): each
     # failed reconnect attempt is not a line for the person waiting on it.
@@ -194,12 +199,15 @@ async def connect(
                 on_refused(text)
         elif "authorization violation" in text.lower():  # credentials this server rejects
             log.warning("authorization violation", extra={"error": text, **who})
+            if not client:
+                rejected.append(text)
         else:
             if metrics is not None:
                 metrics.connection_events.labels(actor_id, "error").inc()
             log.log(quiet_or_warn, "nats error", extra={"error": text})
 
     client: list[NATS] = []  # set once connected, so callbacks can tell a drain from a loss
+    rejected: list[str] = []  # authorization violations before the first connect
 
     async def on_disconnect() -> None:
         if client and (client[0].is_draining or client[0].is_closed):
@@ -263,7 +271,18 @@ async def connect(
     # tries each server a few times, then raises NoServersError (`connect_when_up` waits and
     # tries again); once connected, the connection reconnects as configured.
     first = {**options, "max_reconnect_attempts": FIRST_CONNECT_ATTEMPTS}
-    await connection.connect(**(first if reconnect_forever else options))
+    try:
+        await connection.connect(**(first if reconnect_forever else options))
+    except NoServersError:
+        if reconnect_forever and rejected:  # an actor: a commands says it in its own words
+            raise ConfigError(
+                f"the server at {', '.join(settings.nats_servers)} rejected the credentials of "
+                f"`{who['user']}` ({rejected[-1]}): it is not a user of this server's config. "
+                "Run it with the settings file written for this server (`parley up` writes "
+                "them under .parley/broker/actors/, `parley nats-config` under its --out), "
+                "after adding it there if it is new"
+            ) from None
+        raise
     connection.options["max_reconnect_attempts"] = options["max_reconnect_attempts"]
     client.append(connection)
     if link is not None:
@@ -292,6 +311,8 @@ async def connect_when_up(
     Raises:
         OSError, NoServersError: the server stayed unreachable for `server_wait_s`.
         FsyncCheckError: it answered, and does not fsync every write.
+        ConfigError: it answered, and rejected the actor's credentials (said at once, not
+            after `server_wait_s` of retries ending in "bus unavailable").
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.server_wait_s

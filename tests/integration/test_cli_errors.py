@@ -233,6 +233,24 @@ async def test_credentials_of_another_server_are_said_to_be_rejected(
     ], ran.err
 
 
+async def test_an_actor_whose_credentials_the_server_rejects_refuses_to_start_at_once(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """A newcomer's walk ran `parley run a2a` against a `parley up` that has no `a2a` user:
+    some 70 "authorization violation" warnings over 30 s, then "bus unavailable ...
+    NoServersError" and exit 3, which reads as a server down. Now: one error naming the
+    credentials, exit 2, before its `server_wait_s` (60 s) of waiting for a server."""
+    elsewhere = tmp_path / "elsewhere"
+    write_nats_config(elsewhere, ["gpt"], locked_down.ns)
+    env = parley_env(locked_down.server.url, locked_down.ns.root)
+    settings = str(elsewhere / "actors" / "gpt.toml")
+    started = time.monotonic()
+    ran = await run_parley(env, tmp_path, "run", "echo", "--id", "gpt", "--config", settings)
+    assert ran.code == 2, ran
+    assert time.monotonic() - started < 30, ran
+    assert "rejected the credentials of `gpt`" in ran.err and "bus unavailable" not in ran.err
+
+
 async def test_bench_fails_in_one_line_too(namespace: Namespace, tmp_path: Path) -> None:
     """`parley bench` has its own parser and the same handling: an output path under a file."""
     env = parley_env("nats://127.0.0.1:4222", namespace.root)
