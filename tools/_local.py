@@ -41,6 +41,7 @@ from typing import Any, Final
 from nats.aio.client import Client as NATS
 from nats.errors import NoServersError
 
+from actors.a2a import DEFAULT_A2A_TOKENS_FILE
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, principal_of
 from actors.relay import DeviceKeyError, served_names_of
 from bus import (
@@ -232,10 +233,15 @@ def local_server_text(server: EmbeddedServer | EmbeddedCluster) -> str:
     return f"{nodes}embedded {len(server.names)}-node cluster ready at {server.url}"
 
 
-def console_people(tokens: Path = DEFAULT_TOKENS_FILE) -> tuple[str, ...]:
-    """The principals of everyone with a console token (`parley console token`): each gets
-    credentials of its own, which the console uses to act as that person."""
-    return tuple(principal_of(person) for person in TokenStore(tokens).people())
+def console_people(
+    tokens: Path = DEFAULT_TOKENS_FILE, clients: Path = DEFAULT_A2A_TOKENS_FILE
+) -> tuple[str, ...]:
+    """The principals of everyone with a console token (`parley console token`) or an A2A
+    client token (`parley a2a token`): each gets credentials of its own, which the console or
+    the A2A edge uses to act as that person. (A client's were left out: a topology running
+    the edge refused every client, and a restart did not help.)"""
+    people = [*TokenStore(tokens).people(), *TokenStore(clients).people()]
+    return tuple(dict.fromkeys(principal_of(person) for person in people))
 
 
 def _env_value(value: object) -> str:

@@ -156,11 +156,16 @@ def test_the_token_command_refuses_a_bad_name(
 
 
 def test_parley_up_gives_everyone_with_a_token_a_principal(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens.json"
-    assert console_people(tokens) == ()
+    tokens, clients = tmp_path / "tokens.json", tmp_path / "a2a" / "tokens.json"
+    assert console_people(tokens, clients) == ()
     TokenStore(tokens).issue("bob")
     TokenStore(tokens).issue("alice")
-    assert console_people(tokens) == ("person-alice", "person-bob")
+    assert console_people(tokens, clients) == ("person-alice", "person-bob")
+    # An A2A client is a person too (the edge acts as it): a newcomer's walk found none had
+    # credentials under `parley up`, restarted or not. One with both tokens is one principal.
+    TokenStore(clients).issue("acme")
+    TokenStore(clients).issue("bob")
+    assert console_people(tokens, clients) == ("person-alice", "person-bob", "person-acme")
 
 
 def test_an_orchestrated_record_keeps_its_settings_phase_and_pending_drafts() -> None:
