@@ -91,6 +91,7 @@ from bus._rejection import Rejection
 from bus._retention import Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
+from bus._session_ends import EndedSessions
 from bus._settings import (
     ConfigError,
     Settings,
@@ -163,6 +164,7 @@ __all__ = (
     "EffectError",
     "EmbeddedCluster",
     "EmbeddedServer",
+    "EndedSessions",
     "ExitCode",
     "FsyncCheckError",
     "HeaderError",

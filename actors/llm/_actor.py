@@ -48,6 +48,7 @@ from bus import (
     BusHandle,
     ConfigError,
     Context,
+    EndedSessions,
     Input,
     Settings,
     load_public_keys,
@@ -105,6 +106,7 @@ class LlmActor(Actor):
             raise ConfigError(str(exc)) from None
         self.bundles: BundleStore | None = None
         self._answers: AnswerStore | None = None
+        self._sessions: EndedSessions | None = None
         self._providers: dict[str, ProviderClient] = {}
         self._bus: BusHandle | None = None
 
@@ -123,6 +125,7 @@ class LlmActor(Actor):
             lambda: bus.js.key_value(ns.bucket("llm_runs")), "the LLM answers bucket"
         )
         self._answers = AnswerStore(runs)
+        self._sessions = EndedSessions(bus.js, ns)
         opts = self.options
         self._providers = {
             name: ProviderClient(name, settings, opts.retries, opts.backoff_s)
@@ -164,6 +167,7 @@ class LlmActor(Actor):
         chunks: ChunkSender | None = None
         try:
             body, provider, outcomes = self._prepared(request, ctx)
+            await self._refuse_in_ended_session(ctx)
             deadline = started + self.options.timeout_s
             if ctx.deadline_ms is not None:
                 deadline = min(deadline, started + ctx.deadline_ms / 1000 - time.time())
@@ -186,6 +190,24 @@ class LlmActor(Actor):
         if chunks is not None:
             await chunks.finish(answer.text if answer.status == "succeeded" else None)
         return answer
+
+    async def _refuse_in_ended_session(self, ctx: Context) -> None:
+        """No provider is called for a session its person ended (bus/_session_ends.py): an
+        agent's brain goes on asking until its turn ends.
+
+        Raises:
+            _Refused: the session has ended.
+        """
+        owner, session = ctx.headers.get(OWNER, ""), ctx.headers.get(SESSION, "")
+        if self._sessions is None or not (valid_token(owner) and valid_token(session)):
+            return
+        how = await self._sessions.ended(owner, session)
+        if how is not None:
+            raise _Refused(
+                "denied",
+                ErrorCode.SESSION_EXPIRED,
+                f"session {session} has ended ({how}): no model call runs in it any more",
+            )
 
     def _chunks(self, request: LlmRequest, ctx: Context, provider: str) -> ChunkSender | None:
         """Where a streamed call's text goes as it is written (actors/llm/_chunks.py)."""

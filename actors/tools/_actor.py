@@ -31,7 +31,6 @@ from actors.tools._approvals import Approval, request_digest
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor, ScopeDenied
 from actors.tools._decisions import Decisions
-from actors.tools._ended_sessions import EndedSessions
 from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
 from actors.tools._git import GIT_EXECUTORS
 from actors.tools._http import execute_http
@@ -50,6 +49,7 @@ from bus import (
     BusHandle,
     ConfigError,
     Context,
+    EndedSessions,
     Input,
     Settings,
     load_public_keys,

@@ -26,12 +26,20 @@ from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
 from actors.tools._artifacts import ArtifactStore
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
-from actors.tools._ended_sessions import EndedSessions
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from actors.tools._step_records import StepRecords
-from bus import BOUND_BY, ORIGIN, SESSION, BundleStore, Context, HeaderError, parse_trace_headers
+from bus import (
+    BOUND_BY,
+    ORIGIN,
+    SESSION,
+    BundleStore,
+    Context,
+    EndedSessions,
+    HeaderError,
+    parse_trace_headers,
+)
 from schemas import (
     Capability,
     ErrorCode,

@@ -9,15 +9,28 @@ a permission violation, and only the gateway's requests carry a key.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+from nats.js.api import ConsumerInfo
 
 from tests.support.llm_server import WireServer, anthropic_message, openai_completion
 from tests.support.lockdown import LockedDown
-from tests.support.processes import READY, REPO, ProcessOutput, parley_env, start_actor
+from tests.support.processes import (
+    READY,
+    REPO,
+    ProcessOutput,
+    parley_env,
+    start_actor,
+    stopped,
+)
 from tools.demo import DEMO_GOAL, sign_policy
 
 OPENAI_KEY = "sk-gateway-openai-0001"
@@ -64,10 +77,33 @@ def _profiles(directory: Path) -> dict[str, Path]:
     return profiles
 
 
-async def test_the_fairy_tale_runs_through_the_gateway_with_no_key_in_any_agent(
-    locked_down: LockedDown, tmp_path: Path
-) -> None:
-    locked, ns = locked_down, locked_down.ns
+def _in_hand(info: ConsumerInfo) -> int:
+    """Messages of a consumer not yet acknowledged: waiting, or delivered and not acked."""
+    return (info.num_pending or 0) + (info.num_ack_pending or 0)
+
+
+@dataclass
+class GatewaySystem:
+    """Gate, router, LLM gateway and the two gateway-brained agents, each its own user, and
+    the local wire-format servers the gateway calls."""
+
+    locked: LockedDown
+    env: dict[str, str]
+    openai: WireServer
+    anthropic: WireServer
+    profiles: dict[str, Path]
+    processes: dict[str, ProcessOutput]
+
+    def config(self, actor: str) -> tuple[str, str]:
+        return "--config", str(self.locked.settings_file(actor))
+
+    def cli(self, *argv: str) -> ProcessOutput:
+        return ProcessOutput([sys.executable, "-m", "tools", *argv, *self.config("cli")], self.env)
+
+
+@asynccontextmanager
+async def _gateway_system(locked: LockedDown, tmp_path: Path) -> AsyncIterator[GatewaySystem]:
+    ns = locked.ns
     await locked.provision()
     signed, public = sign_policy(_policy(tmp_path), tmp_path / "keys")
     admin = await locked.connect("provisioner")
@@ -76,14 +112,6 @@ async def test_the_fairy_tale_runs_through_the_gateway_with_no_key_in_any_agent(
     openai, anthropic = WireServer(checks="openai"), WireServer(checks="anthropic")
     await openai.start()
     await anthropic.start()
-    anthropic.queue(
-        anthropic_message(_reply("Claude drafts: a fox named Ember.", "gpt")),
-        anthropic_message(_reply("Claude: the village glows.", "gpt")),
-    )
-    openai.queue(
-        openai_completion(_reply("GPT edits: Ember, a fox of embers.", "claude")),
-        openai_completion(_reply("GPT: done.", final=True)),
-    )
     env = parley_env(locked.server.url, ns.root)
     gate_env = {
         **env,
@@ -108,45 +136,103 @@ async def test_the_fairy_tale_runs_through_the_gateway_with_no_key_in_any_agent(
     }
     llm_env = {**env, "PARLEY_OPTIONS": json.dumps(gateway_options)}
     profiles = _profiles(tmp_path / "agents")
-
-    def config(actor: str) -> tuple[str, str]:
-        return "--config", str(locked.settings_file(actor))
-
-    processes = [
-        start_actor("gate", "gate", gate_env, *config("gate")),
-        start_actor("router", "router", env, *config("router")),
-        start_actor("llm", "llm", llm_env, *config("llm")),
-        start_actor("agent", "gpt", env, "--profile", str(profiles["gpt"]), *config("gpt")),
-        start_actor(
+    system = GatewaySystem(locked, env, openai, anthropic, profiles, {})
+    config = system.config
+    system.processes = {
+        "gate": start_actor("gate", "gate", gate_env, *config("gate")),
+        "router": start_actor("router", "router", env, *config("router")),
+        "llm": start_actor("llm", "llm", llm_env, *config("llm")),
+        "gpt": start_actor("agent", "gpt", env, "--profile", str(profiles["gpt"]), *config("gpt")),
+        "claude": start_actor(
             "agent", "claude", env, "--profile", str(profiles["claude"]), *config("claude")
         ),
-    ]
+    }
     try:
-        for process in processes:
+        for process in system.processes.values():
             await process.wait_line(READY)
-        argv = [sys.executable, "-m", "tools", "collab", *config("cli")]
-        cli = ProcessOutput([*argv, "--first", "claude", "--max-rounds", "4", DEMO_GOAL], env)
+        yield system
+    finally:
+        for process in system.processes.values():
+            process.close()
+        await openai.close()
+        await anthropic.close()
+
+
+async def test_the_fairy_tale_runs_through_the_gateway_with_no_key_in_any_agent(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    locked = locked_down
+    async with _gateway_system(locked, tmp_path) as system:
+        openai, anthropic = system.openai, system.anthropic
+        anthropic.queue(
+            anthropic_message(_reply("Claude drafts: a fox named Ember.", "gpt")),
+            anthropic_message(_reply("Claude: the village glows.", "gpt")),
+        )
+        openai.queue(
+            openai_completion(_reply("GPT edits: Ember, a fox of embers.", "claude")),
+            openai_completion(_reply("GPT: done.", final=True)),
+        )
+        cli = system.cli("collab", "--first", "claude", "--max-rounds", "4", DEMO_GOAL)
         try:
             code = await cli.wait_exit(60)
         finally:
             cli.close()
         assert code == 0, "\n".join(cli.lines)
         assert cli.lines[-1] == "stopped: final (round 4)"
-        for process in processes:
+        for process in system.processes.values():
             process.signal(signal.SIGTERM)
             assert await process.wait_exit() == 0
-        for process in processes:
+        for process in system.processes.values():
             refused = [line for line in process.lines if "permission" in line.lower()]
             assert not refused, f"{process.name}: {refused}"
-    finally:
-        for process in processes:
-            process.close()
-        await openai.close()
-        await anthropic.close()
     assert not openai.refused and not anthropic.refused, (openai.refused, anthropic.refused)
     assert len(openai.requests) == 2 and len(anthropic.requests) == 2
     assert {r.headers["authorization"] for r in openai.requests} == {f"Bearer {OPENAI_KEY}"}
     assert {r.headers["x-api-key"] for r in anthropic.requests} == {ANTHROPIC_KEY}
-    for name, path in profiles.items():
+    for name, path in system.profiles.items():
         assert "key" not in path.read_text(), name
         assert "key" not in locked.settings_file(name).read_text().replace("nkey", ""), name
+
+
+async def test_no_provider_is_called_for_a_session_its_person_stopped(
+    locked_down: LockedDown, tmp_path: Path
+) -> None:
+    """An agent's brain goes on asking its model after its person stopped the session (a
+    newcomer's walk saw a cancelled task's steps run for minutes): the gateway reads how the
+    session stands before it calls a provider (bus/_session_ends.py). Here the gateway is held
+    (SIGSTOP) with gpt's model call waiting for it, the person stops the session, and the
+    gateway, let go, answers the call refused without calling OpenAI."""
+    locked, ns = locked_down, locked_down.ns
+    async with _gateway_system(locked, tmp_path) as system:
+        gateway = system.processes["llm"]
+        gateway.signal(signal.SIGSTOP)
+        await stopped(gateway.pid)
+        say = system.cli("say", "@gpt", "Write one line about foxes.")
+        try:
+            _, opened = await say.wait_line(r"^session \S+:", timeout=30)
+            session = opened.split()[1].rstrip(":")
+            admin = await locked.connect("provisioner")
+            try:
+                js = admin.jetstream()
+                deadline = asyncio.get_running_loop().time() + 30
+                # Waiting, or handed to the held gateway's open pull: either way not yet handled.
+                while not _in_hand(await js.consumer_info(ns.stream("deliver"), "llm")):
+                    assert asyncio.get_running_loop().time() < deadline, "no model call came"
+                    await asyncio.sleep(0.05)  # a consumer's count: nothing publishes it
+                stop = system.cli("collab", "--stop", session)
+                assert await stop.wait_exit(30) in (0, 130), stop.lines
+                stop.close()
+                assert await say.wait_exit(30) == 130, say.lines
+                gateway.signal(signal.SIGCONT)
+                await gateway.wait_line(
+                    r'"msg":"llm_request_completed".*"status":"denied","code":"SESSION_EXPIRED"',
+                    timeout=30,
+                )
+                while _in_hand(info := await js.consumer_info(ns.stream("deliver"), "llm")):
+                    assert asyncio.get_running_loop().time() < deadline + 30, info
+                    await asyncio.sleep(0.05)
+            finally:
+                await admin.close()
+        finally:
+            say.close()
+        assert system.openai.requests == [], "a provider was called for an ended session"

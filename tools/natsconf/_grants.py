@@ -131,16 +131,19 @@ class Grants:
         runs = self.ns.bucket("tool_runs")
         self.pub(f"{JS_API}.DIRECT.GET.KV_{runs}.$KV.{runs}.pending.*")
 
+    def session_standings(self) -> None:
+        """Read how each session stands, its last message only (bus/_session_ends.py): the
+        tool runtime and the LLM gateway do nothing more in a session its person ended."""
+        events = self.ns.stream("events")
+        self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.wildcard('standing')}")
+
     def tool_runtime(self) -> None:
         """The tool runtime verifies the bundle itself (reading the floor, never raising it)
         and keeps each step's run, so a redelivered request is answered from it; and each
         person's list of the requests held for them (actors/tools/_pending.py)."""
         self.read_bucket("policy")
         self.read_bucket("tool_runs")
-        # How each session stands (its last message only: actors/tools/_ended_sessions.py), so
-        # no step runs in a session its person ended.
-        events = self.ns.stream("events")
-        self.pub(f"{JS_API}.DIRECT.GET.{events}.{self.ns.wildcard('standing')}")
+        self.session_standings()
         self.write_keys("tool_runs", "run.>", "approval.>", "pending.>")
         self.pub(self.ns.timers(self.actor))  # reminders of held requests' expiry, to itself
         self.bind("timers")

@@ -261,6 +261,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("policy")
         g.read_bucket("llm_runs")
         g.write_keys("llm_runs", "run.>")
+        g.session_standings()  # no model call in a session its person ended
         g.pub(ns.wildcard("chunks"))  # streamed answers, each to the principal that asked
         g.pub(ns.wildcard("typing"))  # and their visible text, to the session's person
     elif role == "auditor":

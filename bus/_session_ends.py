@@ -1,17 +1,19 @@
-"""Whether the session a step works in has ended: a step of an ended session is not run.
+"""Whether the session an action is asked in has ended: nothing more is done in it.
 
 A person who stops a task (`parley task`'s Ctrl-C, the console's cancel) ends its session at
 the router, but the agent working on it learns nothing of that: its brain went on asking for
-tool steps for minutes, each run (files written, commits made) in a session its person had
-cancelled, and an approval given meanwhile to a request held from before the stop ran it. The
-runtime is the last place that can refuse an effect, so it asks how the session stands before
-it holds or runs a step: the router keeps a copy of each session's opening and of its end on
-`parley.standing.<owner>.<session>` (`Namespace.standing`), whose last message the runtime
-reads by a direct get (one read a step; an end, once seen, is remembered).
+tool steps and model calls for minutes, each run (files written, commits made, a provider
+paid) in a session its person had cancelled, and an approval given meanwhile to a request
+held from before the stop ran it. The executing actor is the last place that can refuse an
+effect, so the tool runtime (before it holds or runs a step) and the LLM gateway (before it
+calls a provider) ask how the session stands: the router keeps a copy of each session's
+opening and of its end on `parley.standing.<owner>.<session>` (`Namespace.standing`), whose
+last message they read by a direct get (one read an action; an end, once seen, is
+remembered).
 
 A session no router keeps a standing for (a delegation's, an orchestration's) reads as
-running. A read that fails (the server restarting) lets the step go on, as before this check:
-the step's own stores would fail the same way, and its redelivery asks again.
+running. A read that fails (the server restarting) lets the action go on, as before this
+check: its own stores would fail the same way, and its redelivery asks again.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from schemas import DecodeError, Namespace, SessionEvent, decode_envelope
 
 __all__ = ("ENDS", "EndedSessions")
 
-log = logging.getLogger("parley.actors.tools")
+log = logging.getLogger("parley.bus.session_ends")
 
 ENDS: Final = {
     "session_completed": "completed",
@@ -63,7 +65,7 @@ class EndedSessions:
             return None
         except (NatsError, TimeoutError) as exc:
             log.warning(
-                "could not read how a session stands: the step goes on",
+                "could not read how a session stands: the action goes on",
                 extra={"session": session, "error": repr(exc)},
             )
             return None
