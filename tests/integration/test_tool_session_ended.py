@@ -1,4 +1,4 @@
-"""No tool step runs in a session its person ended (actors/tools/_ended_sessions.py).
+"""No tool step runs in a session its person ended (bus/_session_ends.py).
 
 A newcomer's walk stopped `parley task` at its first approval: the session ended `canceled`,
 yet the agent went on asking for steps (files read and written, a commit) for minutes, and a
