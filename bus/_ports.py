@@ -19,6 +19,7 @@ holder closes it or dies, however, and which leaves no file behind.
 
 from __future__ import annotations
 
+import errno
 import secrets
 import socket
 import sys
@@ -112,7 +113,9 @@ def free_port(taken: Collection[int] = (), claims: PortClaims | None = None) -> 
                 continue
             try:
                 claim = _claim(port)  # while the probe holds it: no draw of port 0 gets it
-            except OSError:
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise  # out of file descriptors, say: not a port someone holds
                 continue  # another draw's, for a server that is down
         if claims is None:
             if claim is not None:

@@ -18,7 +18,9 @@ check: its own stores would fail the same way, and its redelivery asks again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Final
 
 from nats.errors import Error as NatsError
@@ -37,6 +39,11 @@ ENDS: Final = {
     "session_canceled": "canceled",
 }
 _READ_S: Final = 2.0
+"""How long one read may take: a local server answers in a millisecond."""
+_UNREADABLE_FOR_S: Final = 30.0
+"""After a read went unanswered, how long actions go on without asking again: a broker config
+written before the actor was granted the read answers nothing, and each action would wait
+`_READ_S` for it."""
 _REMEMBERED: Final = 4096
 
 
@@ -48,6 +55,7 @@ class EndedSessions:
         self._ns = ns
         self._stream = ns.stream("events")
         self._ended: dict[tuple[str, str], str] = {}
+        self._unreadable_until = 0.0
 
     async def ended(self, owner: str, session: str) -> str | None:
         """How `owner`'s session `session` ended (`canceled`, `completed`, `failed`), or None
@@ -57,16 +65,21 @@ class EndedSessions:
         known = self._ended.get((owner, session))
         if known is not None:
             return known
+        if time.monotonic() < self._unreadable_until:
+            return None
         try:
-            msg = await self._js.get_msg(
-                self._stream, subject=self._ns.standing(owner, session), direct=True
-            )
+            async with asyncio.timeout(_READ_S):
+                msg = await self._js.get_msg(
+                    self._stream, subject=self._ns.standing(owner, session), direct=True
+                )
         except NotFoundError:
             return None
         except (NatsError, TimeoutError) as exc:
+            self._unreadable_until = time.monotonic() + _UNREADABLE_FOR_S
             log.warning(
-                "could not read how a session stands: the action goes on",
-                extra={"session": session, "error": repr(exc)},
+                "could not read how a session stands: actions go on unasked for a while (is "
+                "the broker config older than this release? run `parley nats-config` again)",
+                extra={"session": session, "error": repr(exc), "for_s": _UNREADABLE_FOR_S},
             )
             return None
         try:

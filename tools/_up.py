@@ -4,7 +4,7 @@
 it ends (bus/_lifeline.py); SIGINT, SIGTERM and SIGHUP (its terminal closed) stop it in order.
 Its store is locked from before anything is written for it (bus/_store_lock.py), so a second
 `parley up` on the same store is refused at once, naming the first. It writes the server's
-URL to `.parley/nats.url` and itself to `.parley/up.pid` (tools/_local.py), so no command
+URL to `.parley/nats.url` and itself to `.parley/up.pid` (tools/_local_owner.py), so no command
 follows the URL of a `parley up` that is gone.
 
 It supervises its server as it supervises its actors: a server that exits is started again on

@@ -201,10 +201,20 @@ async def tell_unfinished(
 
 
 async def _print_consumers(nc: NATS, ns: Namespace, out: TextIO) -> None:
-    """Where unfinished work sits: each consumer's pending, unacked and waiting counts."""
+    """Where unfinished work sits: each consumer's pending, unacked and waiting counts, in
+    the shared streams and in each agent's own reminders stream."""
     js = nc.jetstream()
-    for family in ("submit", "deliver", "events", "timers"):
-        stream = ns.stream(family)
+    streams = [ns.stream(family) for family in ("submit", "deliver", "events", "timers")]
+    try:
+        own = f"{ns.stream('timers')}_"
+        streams += sorted(
+            info.config.name
+            for info in await js.streams_info()
+            if info.config.name and info.config.name.startswith(own)
+        )
+    except Exception as exc:
+        print(f"  each agent's reminders: {exc!r}", file=out)
+    for stream in streams:
         try:
             state = (await js.stream_info(stream)).state
             infos = await js.consumers_info(stream)

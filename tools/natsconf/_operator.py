@@ -41,13 +41,14 @@ OPERATOR = "operator"
 
 def operator_streams(g: Grants, agents: Sequence[str]) -> list[str]:
     """Every stream and bucket of the namespace (the artifacts' object store too), and each
-    agent's own buckets."""
+    agent's own buckets and reminders stream."""
     ns = g.ns
     streams = [ns.stream(family) for family in STREAM_FAMILIES]
     streams += [f"KV_{ns.bucket(spec.name)}" for spec in BUCKETS]
     streams.append(f"OBJ_{ns.bucket(ARTIFACTS)}")
     for agent in agents:
         streams += [f"KV_{ns.agent_bucket(spec.name, agent)}" for spec in AGENT_BUCKETS]
+        streams.append(ns.agent_stream("timers", agent))
     return streams
 
 
