@@ -25,6 +25,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -37,6 +38,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
+from bus._elections import through_elections
 from bus._quotas import Quotas
 from bus._replicas import CLUSTER_REPLICAS, cluster_replicas, inferred_replicas
 from bus._retention import Retention
@@ -66,6 +68,8 @@ __all__ = (
     "provision_for",
 )
 
+T = TypeVar("T")
+
 _PLACEMENT_WAIT_S = 20.0
 """How long a replicated stream's creation is retried while the cluster lacks peers."""
 _TRANSIENT = (10005, 10008)  # no suitable peers for placement; JetStream temporarily unavailable
@@ -94,6 +98,14 @@ async def _placed(what: str, create: Callable[[], Awaitable[object]]) -> None:
         pause = min(pause * 2, 1.0)
 
 
+async def _answered(what: str, request: Callable[[], Awaitable[T]]) -> T:
+    """`request()`, asked again while its streams elect their leaders (`through_elections`):
+    a cluster started again on its stores has a metadata leader some seconds before each
+    replicated stream has one, and `parley up --cluster 3` started again failed its
+    provisioning on the first stream it looked at (`nats: timeout`)."""
+    return await through_elections(request, f"provisioning {what}")
+
+
 def _stream_shape(config: StreamConfig) -> tuple[object, ...]:
     """What provisioning sets on a stream that an update may change."""
     return (
@@ -114,7 +126,7 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
     for, not inferred, and are applied either way; else they only ever grow."""
     name = config.name or ""
     try:
-        info = await js.stream_info(name)
+        info = await _answered(f"stream {name}", lambda: js.stream_info(name))
     except NotFoundError:
         try:
             await _placed(f"stream {name}", lambda: js.add_stream(config))
@@ -123,14 +135,14 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
                 raise ProvisionError(f"cannot create stream {config.name}: {exc}") from exc
         else:
             return
-        info = await js.stream_info(name)
+        info = await _answered(f"stream {name}", lambda: js.stream_info(name))
     current = info.config
     if not exact:
         config.num_replicas = max(config.num_replicas or 1, current.num_replicas or 1)
     if _stream_shape(current) == _stream_shape(config):
         return
     try:
-        await js.update_stream(config)
+        await _answered(f"stream {name}", lambda: js.update_stream(config))
     except APIError as exc:
         raise ProvisionError(f"cannot update stream {config.name}: {exc}") from exc
 
@@ -163,7 +175,7 @@ async def _ensure_bucket(
     exact: bool,
 ) -> None:
     try:
-        await js.key_value(name)
+        await _answered(f"bucket {name}", lambda: js.key_value(name))
     except BucketNotFoundError:
         pass
     else:
@@ -203,7 +215,7 @@ async def _ensure_existing(
     key (the quarantine's marks), its quotas, its retention, per-message TTLs (an ended
     session's), the replicas of its cluster, and rollups refused where the spec says (every
     bucket but the router's sessions)."""
-    config = (await js.stream_info(f"KV_{name}")).config
+    config = (await _answered(f"bucket {name}", lambda: js.stream_info(f"KV_{name}"))).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
     if (
@@ -226,7 +238,7 @@ async def _ensure_existing(
     config.num_replicas = replicas
     config.allow_rollup_hdrs = spec.rollup
     try:
-        await js.update_stream(config)
+        await _answered(f"bucket {name}", lambda: js.update_stream(config))
     except APIError as exc:
         raise ProvisionError(f"cannot update bucket {name}: {exc}") from exc
 
@@ -240,7 +252,7 @@ async def _ensure_object_store(
     stream = f"OBJ_{name}"
     max_bytes = quotas.bucket_max_bytes(ARTIFACTS)
     try:
-        config = (await js.stream_info(stream)).config
+        config = (await _answered(stream, lambda: js.stream_info(stream))).config
     except NotFoundError:
         store = ObjectStoreConfig(
             bucket=name,
@@ -254,14 +266,14 @@ async def _ensure_object_store(
         except APIError as exc:
             if exc.err_code != 10058:
                 raise ProvisionError(f"cannot create object store {name}: {exc}") from exc
-        config = (await js.stream_info(stream)).config
+        config = (await _answered(stream, lambda: js.stream_info(stream))).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
     if (config.max_bytes, config.max_msg_size, current) == (max_bytes, max_msg_size, replicas):
         return
     config.max_bytes, config.max_msg_size, config.num_replicas = max_bytes, max_msg_size, replicas
     try:
-        await js.update_stream(config)
+        await _answered(stream, lambda: js.update_stream(config))
     except APIError as exc:
         raise ProvisionError(f"cannot update object store {name}: {exc}") from exc
 

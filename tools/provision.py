@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from bus import (
     load_settings,
     provision,
     stream_configs,
+    through_elections,
 )
 from schemas import Namespace
 from tools._errors import report_failure
@@ -119,8 +121,13 @@ async def provision_once(
             if receiver.create_consumers or not receiver.actor_id:
                 continue
             for spec in provisioned_inputs(ns, receiver.actor_id, serves[path]):
-                try:
-                    await js.add_consumer(spec.stream, consumer_config(spec, receiver))
+                try:  # a cluster started again: the stream may be electing its leader
+                    await through_elections(
+                        functools.partial(
+                            js.add_consumer, spec.stream, consumer_config(spec, receiver)
+                        ),
+                        f"the consumer {spec.durable} on {spec.stream}",
+                    )
                 except APIError as exc:
                     raise ProvisionError(
                         f"cannot create consumer {spec.durable} on {spec.stream}: {exc}"
@@ -128,7 +135,10 @@ async def provision_once(
                 created.append(f"{spec.stream}/{spec.durable}")
     finally:
         await nc.close()
-    streams = ", ".join(c.name or "" for c in stream_configs(ns))
+    streams = ", ".join(
+        [c.name or "" for c in stream_configs(ns)]
+        + [ns.agent_stream("timers", agent) for agent in agents]
+    )
     buckets = ", ".join(
         [ns.bucket(spec.name) for spec in BUCKETS]
         + [ns.agent_bucket(spec.name, agent) for agent in agents for spec in AGENT_BUCKETS]

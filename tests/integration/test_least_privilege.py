@@ -184,7 +184,7 @@ async def test_an_actor_process_runs_under_least_privilege(locked_down: LockedDo
     )
     try:
         await provisioner.wait_line(
-            r"^provisioned namespace .*; consumers \S+_DELIVER/gpt, \S+_TIMERS/gpt$"
+            r"^provisioned namespace .*; consumers \S+_DELIVER/gpt, \S+_TIMERS_gpt/gpt$"
         )
         assert await provisioner.wait_exit() == 0
     finally:
