@@ -143,8 +143,8 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _publish_bundle(signed: bytes) -> int:
-    settings = local_settings(None, POLICY_SIGNER)
+async def _publish_bundle(signed: bytes, config: Path | None) -> int:
+    settings = local_settings(config, POLICY_SIGNER)
     nc = await connect_local(settings, POLICY_SIGNER)
     try:
         js = jetstream(nc, settings)
@@ -169,7 +169,7 @@ def _publish(args: argparse.Namespace) -> int:
     if envelope.payloadType != BUNDLE_PAYLOAD_TYPE:
         raise PolicyToolError(f"{args.signed} holds {envelope.payloadType}, not a policy bundle")
     try:
-        revision = asyncio.run(_publish_bundle(signed))
+        revision = asyncio.run(_publish_bundle(signed, args.config))
     except (ConfigError, OSError, NoServersError) as exc:
         raise PolicyToolError(f"cannot publish: {exc}") from None
     print(f"published {args.signed} as revision {revision}; gates verify it before using it")
@@ -211,6 +211,12 @@ def add_policy_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "publish", help="put a signed bundle where the gates load it (NATS_URL, PARLEY_*)"
     )
     publish.add_argument("signed", type=Path)
+    publish.add_argument(
+        "--config",
+        type=Path,
+        help="the policy signer's settings file (`parley nats-config` writes "
+        "actors/policy-signer.toml); default: the one `parley up` wrote here",
+    )
     publish.set_defaults(policy_func=_publish)
 
     show = sub.add_parser("show", help="print a signed bundle's contents (without verifying)")
