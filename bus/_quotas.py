@@ -112,12 +112,20 @@ class Quotas(BaseModel):
     @field_validator("stream_bytes", "bucket_bytes")
     @classmethod
     def _with_defaults(cls, value: dict[str, int], info: ValidationInfo) -> dict[str, int]:
-        """A partial table overrides only what it names; every limit is at least 1 MiB."""
+        """A partial table overrides only what it names, which must be a stream's (or a
+        bucket's) name: a misspelled one was merged in and ignored, leaving the limit it meant
+        at its default; every limit is at least 1 MiB."""
+        streams = info.field_name == "stream_bytes"
+        defaults = DEFAULT_STREAM_BYTES if streams else DEFAULT_BUCKET_BYTES
+        unknown = sorted(set(value) - set(defaults))
+        if unknown:
+            raise ValueError(
+                f"no {'stream' if streams else 'bucket'} is named {', '.join(unknown)} "
+                f"(known: {', '.join(defaults)})"
+            )
         small = sorted(name for name, size in value.items() if size < MIB)
         if small:
             raise ValueError(f"at least 1 MiB each (too small: {', '.join(small)})")
-        streams = info.field_name == "stream_bytes"
-        defaults = DEFAULT_STREAM_BYTES if streams else DEFAULT_BUCKET_BYTES
         return {**defaults, **value}
 
     def stream_max_bytes(self, family: str) -> int:

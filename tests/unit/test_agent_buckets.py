@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
 from bus import AGENT_BUCKETS, BUCKETS, AccountLimits, Quotas
 from bus._quotas import (
     AGENT_BUCKET_NAMES,
@@ -46,3 +52,21 @@ def test_the_defaults_leave_room_for_fifty_agents_in_the_account() -> None:
     own = len(AGENT_BUCKETS) + len(AGENT_STREAM_NAMES)
     streams = shared_streams + len(BUCKETS) + 1 + 50 * own  # 1: the artifacts' object store
     assert streams <= limits.max_streams
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ({"stream_bytes": {"audti": 4 << 30}}, "no stream is named audti"),
+        ({"bucket_bytes": {"wait": 64 * MIB}}, "no bucket is named wait"),
+        ({"stream_bytes": {"audit": 1024}}, "at least 1 MiB each (too small: audit)"),
+    ],
+)
+def test_a_quota_names_a_stream_or_bucket_there_is(table: dict[str, Any], named: str) -> None:
+    """A newcomer's walk set `PARLEY_QUOTAS='{"stream_bytes": {"audti": …}}'`: merged in,
+    ignored, and the audit stream kept its default, with nothing said."""
+    with pytest.raises(ValidationError, match=re.escape(named)):
+        Quotas(**table)
+    assert Quotas(stream_bytes={"agent_timers": 16 * MIB}).stream_max_bytes("agent_timers") == (
+        16 * MIB
+    )
