@@ -4,6 +4,7 @@ that kill nodes: `size` `EmbeddedServer`s routed into one JetStream cluster on l
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -74,8 +75,10 @@ class EmbeddedCluster:
         sync_always: bool = True,
         authorization: Path | None = None,
         on_log: Callable[[str, str], None] | None = None,
+        on_exit: Callable[[str, int], None] | None = None,
     ) -> None:
-        """`on_log` gets each node's name and log line."""
+        """`on_log` gets each node's name and log line; `on_exit` each node's name and the
+        exit code of each of its processes (`EmbeddedServer`'s `on_exit`)."""
         if size < 2:  # nats-server's metadata group of one node never elects a leader
             raise NatsServerError(f"a cluster needs at least two nodes, not {size}")
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -105,6 +108,7 @@ class EmbeddedCluster:
                 authorization=authorization,
                 on_log=self._log_reader(node),
                 reserved_ports=route_ports.values(),  # a node not started yet has not bound it
+                on_exit=None if on_exit is None else functools.partial(on_exit, node),
                 extra_config=(
                     f"server_name: {node}\n"
                     "cluster {\n"

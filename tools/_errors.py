@@ -31,6 +31,7 @@ import nats.js.errors
 import pydantic
 
 from bus import ConfigError, NatsServerError, ProvisionError
+from tools._local_owner import local_system_alive
 from tools._refused import Refusals, refusal_line
 
 __all__ = (
@@ -61,6 +62,20 @@ class ServerUnreachable(ConfigError):
 
 
 _UP_HINT: Final = "is `parley up` running in this directory? (or set NATS_URL to your server)"
+_SLOW_UP_HINT: Final = (
+    "`parley up` runs in this directory and its server took too long: a cluster that lost "
+    "most of its nodes answers nothing until they are back (`parley up --cluster` restarts "
+    "none: start it again), or the machine is overloaded"
+)
+
+
+def _slow_server_hint() -> str:
+    """What to check when the server took too long: whether anything runs is known here."""
+    if "NATS_URL" not in os.environ and local_system_alive():
+        return _SLOW_UP_HINT  # a newcomer's walk was asked whether `parley up` ran: it did
+    return _UP_HINT
+
+
 _MAKERS: Final = (
     (
         ".nk",
@@ -144,7 +159,7 @@ def explain(
     if isinstance(exc, nats.errors.ConnectionClosedError | nats.errors.ConnectionDrainingError):
         return f"the connection to NATS closed: {_UP_HINT}", EXIT_UNREACHABLE
     if isinstance(exc, TimeoutError):  # nats.errors.TimeoutError too (an OSError)
-        return f"the server did not answer in time: {_UP_HINT}", EXIT_UNREACHABLE
+        return f"the server did not answer in time: {_slow_server_hint()}", EXIT_UNREACHABLE
     if isinstance(exc, nats.js.errors.NoStreamResponseError):
         return (
             "no stream stored what this command sent: the NATS server answers, but Parley's "

@@ -218,7 +218,18 @@ def local_cluster(size: int, store: Path, authorization: Path | None) -> Embedde
         if "[WRN]" in line or "[ERR]" in line or "[FTL]" in line:
             print(f"[nats {node}] {line}", flush=True)
 
-    return EmbeddedCluster(size, store, authorization=authorization, on_log=node_line)
+    def node_exit(node: str, code: int) -> None:
+        if code != 0:  # a stop's exit is 0; a death is said, or nobody knew a node was gone
+            how = f"signal {-code}" if code < 0 else f"code {code}"
+            print(
+                f"[nats {node}] exited ({how}); not restarted: the cluster goes on while most "
+                "of its nodes run, and `parley up` started again brings it back",
+                flush=True,
+            )
+
+    return EmbeddedCluster(
+        size, store, authorization=authorization, on_log=node_line, on_exit=node_exit
+    )
 
 
 def local_server_text(server: EmbeddedServer | EmbeddedCluster) -> str:

@@ -3,6 +3,7 @@ three replicas, the topology's actors running against the URL list."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -42,6 +43,11 @@ async def test_up_cluster_runs_the_topology_on_three_replicated_nodes(
                 assert info.config.num_replicas == 3, config.name
         finally:
             await nc.close()
+        # A node that dies is said (it was not: a walk's operator knew only from the
+        # streams' warnings) and stays down until `parley up` is started again, below.
+        _, n2 = await up.wait_line(r"^\[nats\] node n2 \(pid (\d+)\)")
+        os.kill(int(n2.split("(pid ")[1].split(")")[0]), signal.SIGKILL)
+        await up.wait_line(r"^\[nats n2\] exited \(signal 9\); not restarted", timeout=30)
         up.signal(signal.SIGTERM)
         assert await up.wait_exit(timeout=30) == 0
     finally:

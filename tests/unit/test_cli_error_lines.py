@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import subprocess
 import sys
+from pathlib import Path
 
 import msgspec
 import nats.errors
@@ -14,6 +15,7 @@ import pytest
 from bus import ConfigError, load_settings
 from tests.support.processes import REPO
 from tools._errors import explain, wants_debug
+from tools._local_owner import record_local_system
 from tools._refused import Refusal, Refusals, refusal_line
 
 
@@ -42,7 +44,11 @@ def test_a_refusal_says_whose_credentials_the_command_needs() -> None:
     assert refusal_line(rejected).startswith("the server rejected the credentials of `cli`")
 
 
-def test_a_timeout_after_a_refusal_is_the_refusal() -> None:
+def test_a_timeout_after_a_refusal_is_the_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no `parley up` here
+    monkeypatch.delenv("NATS_URL", raising=False)
     refusals = Refusals()
     refusals.seen.append(Refusal("cli", "cli", 'permissions violation for publish to "a.b"'))
     line, code = explain("calls", nats.errors.TimeoutError(), refusals)
@@ -51,6 +57,12 @@ def test_a_timeout_after_a_refusal_is_the_refusal() -> None:
     line, code = explain("calls", nats.errors.TimeoutError(), Refusals())
     assert line.startswith("the server did not answer in time: is `parley up` running"), line
     assert code == 3
+    # `parley up` does run here (this process plays it): a newcomer's walk, its cluster
+    # down to one node, was asked whether `parley up` ran.
+    record_local_system("nats://127.0.0.1:40001")
+    line, code = explain("calls", nats.errors.TimeoutError(), Refusals())
+    assert line.startswith("the server did not answer in time: `parley up` runs in this"), line
+    assert "a cluster that lost most of its nodes" in line and code == 3
 
 
 def test_each_cause_gets_its_advice() -> None:
