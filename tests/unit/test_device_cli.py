@@ -22,3 +22,19 @@ def test_device_keys_missing_or_kept_exit_2_with_one_line(
     said = capsys.readouterr().err
     assert said.startswith("parley device init: ") and "--force" in said, said
     assert main(["share", "--list", "--device-dir", str(tmp_path / "none")]) == 2
+
+
+def test_device_show_prints_the_public_id_alone_for_the_other_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/relay.md: `parley device show` prints the public id, which the other side gives
+    `share --with`; it printed two labelled lines, and `$(parley device show)` took both."""
+    keys = tmp_path / "device"
+    assert main(["device", "init", "--dir", str(keys)]) == 0
+    init = capsys.readouterr().out
+    assert main(["device", "show", "--dir", str(keys)]) == 0
+    shown = capsys.readouterr()
+    public = shown.out.strip()
+    assert shown.out == f"{public}\n" and f"public id:  {public}" in init, (shown, init)
+    ed25519, _, x25519 = public.partition(".")
+    assert len(ed25519) == 64 and len(x25519) == 64, public
