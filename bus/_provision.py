@@ -38,6 +38,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
+from bus._earlier_reminders import move_earlier_reminders
 from bus._elections import through_elections
 from bus._quotas import Quotas
 from bus._replicas import CLUSTER_REPLICAS, cluster_replicas, inferred_replicas
@@ -341,6 +342,7 @@ async def _ensure_agent_stores(
         ns, agent, max_msg_size=max_msg_size, replicas=replicas, quotas=quotas, retention=retention
     )
     await _ensure_stream(js, timers, exact=exact)
+    await move_earlier_reminders(js, ns, agent)  # an earlier release's, in the shared stream
 
 
 async def provision_agent(

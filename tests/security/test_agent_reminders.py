@@ -14,11 +14,15 @@ as `parley provision` does; the attacker is a raw nats-py client holding gpt's c
 
 from __future__ import annotations
 
+import nats
 import pytest
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import ConsumerConfig
 from nats.js.errors import APIError
 
+from bus import MSG_ID, EmbeddedServer, provision
 from bus._quotas import MIB
+from schemas import Namespace
 from tests.support.lockdown import LockedDown
 
 
@@ -56,3 +60,37 @@ async def test_an_agent_flooding_its_reminders_fills_only_its_own_stream(
         assert shared.state.messages == 1 and shared.state.bytes < MIB, shared.state
     finally:
         await admin.close()
+
+
+async def test_an_upgrade_moves_an_agents_earlier_reminders_into_its_own_stream(
+    nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """A deployment of the release before: gpt's reminders in `PARLEY_TIMERS`, read through
+    its durable there. Provisioning moves each into gpt's own stream, headers kept (a
+    delegation in flight at the upgrade still times out), leaves the router's, and deletes
+    the old durable; a second run finds nothing more to move. (On an open broker: a locked-down
+    one's accounts would keep the earlier streams from the test's staging; the provisioner's
+    grants for it are tests/unit/test_nats_permissions.py's.)"""
+    ns = namespace
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        await provision(js, ns)
+        durable = ConsumerConfig(durable_name="gpt", filter_subject=ns.timers("gpt"))
+        await js.add_consumer(ns.stream("timers"), durable)
+        for n in range(3):
+            await js.publish(ns.timers("gpt"), f"deadline {n}".encode(), headers={MSG_ID: f"r{n}"})
+        await js.publish(ns.timers("router"), b"the router's own", headers={MSG_ID: "router-1"})
+        for _ in range(2):
+            await provision(js, ns, agents=["gpt"])
+        own = ns.agent_stream("timers", "gpt")
+        moved = [await js.get_msg(own, seq) for seq in (1, 2, 3)]
+        assert [m.data for m in moved] == [b"deadline 0", b"deadline 1", b"deadline 2"]
+        assert [(m.headers or {}).get(MSG_ID) for m in moved] == ["r0", "r1", "r2"]
+        assert (await js.stream_info(own)).state.messages == 3  # moved once, run twice
+        shared = await js.stream_info(ns.stream("timers"), subjects_filter=">")
+        assert shared.state.subjects == {ns.timers("router"): 1}  # the router's stays
+        names = [info.name for info in await js.consumers_info(ns.stream("timers"))]
+        assert "gpt" not in names, names
+    finally:
+        await nc.close()

@@ -263,6 +263,22 @@ def test_only_the_provisioner_manages_streams(config: tuple[Namespace, list[User
     assert deleters == {PROVISIONER}
 
 
+def test_the_provisioner_may_move_an_agents_earlier_reminders(
+    config: tuple[Namespace, list[User]],
+) -> None:
+    """bus/_earlier_reminders.py: read and delete a reminder in the shared stream, publish it
+    into the agent's own; no other principal but the gate deletes a stored message."""
+    ns, users = config
+    (provisioner,) = [u for u in users if u.role == PROVISIONER]
+    timers = ns.stream("timers")
+    for agent in (u.actor for u in users if u.role == "agent"):
+        assert provisioner.publishes(ns.agent_timers(agent)), agent
+    assert provisioner.publishes(f"$JS.API.STREAM.MSG.GET.{timers}")
+    assert provisioner.publishes(f"$JS.API.STREAM.MSG.DELETE.{timers}")
+    others = {u.actor for u in users if u.publishes(f"$JS.API.STREAM.MSG.DELETE.{timers}")}
+    assert others == {PROVISIONER}, others
+
+
 def test_agents_publish_only_as_themselves(config: tuple[Namespace, list[User]]) -> None:
     ns, users = config
     for user in users:

@@ -320,6 +320,11 @@ def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
         streams += [f"KV_{ns.agent_bucket(spec.name, agent)}" for spec in AGENT_BUCKETS]
         streams.append(ns.agent_stream("timers", agent))
         g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.agent_stream('timers', agent)}.>")  # its durable
+        g.pub(ns.agent_timers(agent))  # reminders moved into it (below)
+    # The reminders an earlier release kept in the shared stream, read, moved into each
+    # agent's own and deleted there (bus/_earlier_reminders.py).
+    timers = ns.stream("timers")
+    g.pub(f"{JS_API}.STREAM.MSG.GET.{timers}", f"{JS_API}.STREAM.MSG.DELETE.{timers}")
     g.pub(f"{JS_API}.INFO", f"{JS_API}.STREAM.NAMES", f"{JS_API}.STREAM.LIST")
     for stream in streams:
         g.pub(*(f"{JS_API}.STREAM.{verb}.{stream}" for verb in ("INFO", *_STREAM_ADMIN)))
