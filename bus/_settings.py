@@ -41,6 +41,10 @@ _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
 )
 
 
+_SERVER_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
+"""The schemes nats-py connects with; a URL without one is `nats://`."""
+
+
 class ConfigError(Exception):
     """The configuration cannot be used; the message lists every problem."""
 
@@ -169,6 +173,12 @@ class Settings(BaseSettings):
         servers = [url.strip() for url in value.split(",")]
         if not all(servers):
             raise ValueError("an empty server URL in the list")
+        for url in servers:  # `htp://x` was said as "no NATS server answers"
+            scheme = url.partition("://")[0] if "://" in url else "nats"
+            if scheme not in _SERVER_SCHEMES:
+                raise ValueError(
+                    f"{url!r} is no NATS server URL: nats://HOST:PORT (or tls://, ws://, wss://)"
+                )
         return ",".join(servers)
 
     @property

@@ -25,6 +25,16 @@ def test_nats_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().nats_url == "nats://10.0.0.1:4222"
 
 
+def test_a_server_url_is_a_nats_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nats_url = "htp://x"` was said as "no NATS server answers" (a walk's typo)."""
+    monkeypatch.setenv("NATS_URL", "htp://x:4222")
+    with pytest.raises(ConfigError, match="'htp://x:4222' is no NATS server URL"):
+        load_settings()
+    for fine in ("nats://a:1,tls://b:2", "127.0.0.1:4222", "wss://c:443"):
+        monkeypatch.setenv("NATS_URL", fine)
+        assert load_settings().nats_url == fine
+
+
 def test_errors_name_field_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARLEY_ACK_WAIT_S", "-3")
     with pytest.raises(ConfigError) as caught:
