@@ -41,6 +41,7 @@ from bus._elections import (
     ELECTION_BOUND_S,
     is_election_error,
     through_elections,
+    through_elections_if_clustered,
 )
 from bus._embedded import EmbeddedServer, NatsServerError, find_nats_server
 from bus._fsync_check import FsyncCheckError, check_fsync
@@ -232,6 +233,7 @@ __all__ = (
     "stop_like_interrupt",
     "stream_configs",
     "through_elections",
+    "through_elections_if_clustered",
     "trace_publish",
     "trace_scope",
     "traceparent_for",

@@ -89,6 +89,9 @@ class EmbeddedCluster:
         self.name = name
         self.names = tuple(f"n{index}" for index in range(1, size + 1))
         self._on_log = on_log
+        self._on_exit = on_exit
+        self._stopping = False
+        """Set by `stop` and `close`: a node's exit then is theirs, not a death to tell."""
         self._changed = threading.Condition()
         self._meta_seen: dict[str, str | None] = dict.fromkeys(self.names)
         self._stream_leaders: dict[str, str] = {}
@@ -108,7 +111,7 @@ class EmbeddedCluster:
                 authorization=authorization,
                 on_log=self._log_reader(node),
                 reserved_ports=route_ports.values(),  # a node not started yet has not bound it
-                on_exit=None if on_exit is None else functools.partial(on_exit, node),
+                on_exit=None if on_exit is None else functools.partial(self._exited, node),
                 extra_config=(
                     f"server_name: {node}\n"
                     "cluster {\n"
@@ -247,6 +250,7 @@ class EmbeddedCluster:
         Raises:
             NatsServerError: a node did not start, or no leader was elected in time.
         """
+        self._stopping = False
         try:
             for node in self._nodes.values():
                 node.start(timeout)
@@ -283,14 +287,22 @@ class EmbeddedCluster:
                 )
             time.sleep(0.02)  # a state only the monitoring endpoint tells
 
+    def _exited(self, node: str, code: int) -> None:
+        """Tell `on_exit` of a node's exit that no stop of ours asked for (a stop past its
+        grace is killed, and its exit is no death)."""
+        if self._on_exit is not None and not self._stopping:
+            self._on_exit(node, code)
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop every node gracefully."""
+        self._stopping = True
         for node in self._nodes.values():
             node.stop(timeout)
 
     def close(self) -> None:
         """Stop every node, let their ports go and remove the stores the cluster created for
         itself."""
+        self._stopping = True
         for node in self._nodes.values():
             node.close()
         self._route_claims.release()

@@ -24,9 +24,18 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from nats.errors import NoRespondersError
+from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
-__all__ = ("ELECTION_BACKOFF_S", "ELECTION_BOUND_S", "is_election_error", "through_elections")
+from bus._replicas import clustered
+
+__all__ = (
+    "ELECTION_BACKOFF_S",
+    "ELECTION_BOUND_S",
+    "is_election_error",
+    "through_elections",
+    "through_elections_if_clustered",
+)
 
 log = logging.getLogger("parley.bus.elections")
 
@@ -40,9 +49,18 @@ _UNAVAILABLE = 503
 T = TypeVar("T")
 
 
+_NOT_AN_ELECTION = frozenset({10023, 10039, 10076, 10077})
+"""`503`s no election ends: insufficient resources (10023), JetStream not enabled for the
+account (10039) or at all (10076), a stream's bytes or messages at their limit (10077). Asked
+again for 45 s, a full stream held provisioning (and a publish into it) for nothing."""
+
+
 def is_election_error(exc: BaseException) -> bool:
     """Whether `exc` is what a request meets while a leader is being elected: a timeout, or
-    a `503` (no responders, or JetStream saying it is temporarily unavailable)."""
+    a `503` (no responders, or JetStream saying it is temporarily unavailable), but for the
+    `503`s that say something lasting (`_NOT_AN_ELECTION`)."""
+    if isinstance(exc, APIError) and getattr(exc, "err_code", None) in _NOT_AN_ELECTION:
+        return False
     if isinstance(
         exc, TimeoutError | NoRespondersError | NoStreamResponseError | ServiceUnavailableError
     ):
@@ -102,3 +120,17 @@ async def through_elections(
                     await asyncio.wait_for(stop.wait(), timeout=pause)
                 except TimeoutError:
                     pass
+
+
+async def through_elections_if_clustered(
+    js: JetStreamContext, call: Callable[[], Awaitable[T]], what: str
+) -> T:
+    """`through_elections` where `js` reaches a cluster (its server's INFO says so), whose
+    streams elect leaders; a single server elects nothing, so there `call` is made once and a
+    timeout (a grant missing, JetStream slow) is said at once, not after `ELECTION_BOUND_S`.
+    What provisioning asks goes through here: `parley up --cluster 3` started again on its
+    stores met streams still electing, and `parley provision` given credentials without a
+    grant would otherwise wait 45 s for each request to say so."""
+    if not clustered(js._nc._server_info):
+        return await call()
+    return await through_elections(call, what)

@@ -114,8 +114,8 @@ def free_port(taken: Collection[int] = (), claims: PortClaims | None = None) -> 
             try:
                 claim = _claim(port)  # while the probe holds it: no draw of port 0 gets it
             except OSError as exc:
-                if exc.errno != errno.EADDRINUSE:
-                    raise  # out of file descriptors, say: not a port someone holds
+                if exc.errno != errno.EADDRINUSE:  # out of file descriptors, say
+                    raise PortsExhausted(f"cannot claim a port ({exc}): not one was taken") from exc
                 continue  # another draw's, for a server that is down
         if claims is None:
             if claim is not None:

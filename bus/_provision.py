@@ -39,7 +39,7 @@ from nats.js.api import (
 from nats.js.errors import APIError, BucketNotFoundError, NotFoundError
 
 from bus._earlier_reminders import move_earlier_reminders
-from bus._elections import through_elections
+from bus._elections import through_elections_if_clustered
 from bus._quotas import Quotas
 from bus._replicas import CLUSTER_REPLICAS, cluster_replicas, inferred_replicas
 from bus._retention import Retention
@@ -99,12 +99,10 @@ async def _placed(what: str, create: Callable[[], Awaitable[object]]) -> None:
         pause = min(pause * 2, 1.0)
 
 
-async def _answered(what: str, request: Callable[[], Awaitable[T]]) -> T:
-    """`request()`, asked again while its streams elect their leaders (`through_elections`):
-    a cluster started again on its stores has a metadata leader some seconds before each
-    replicated stream has one, and `parley up --cluster 3` started again failed its
-    provisioning on the first stream it looked at (`nats: timeout`)."""
-    return await through_elections(request, f"provisioning {what}")
+async def _answered(js: JetStreamContext, what: str, request: Callable[[], Awaitable[T]]) -> T:
+    """`request()`, asked again while its streams elect their leaders on a cluster
+    (`through_elections_if_clustered`)."""
+    return await through_elections_if_clustered(js, request, f"provisioning {what}")
 
 
 def _stream_shape(config: StreamConfig) -> tuple[object, ...]:
@@ -127,7 +125,7 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
     for, not inferred, and are applied either way; else they only ever grow."""
     name = config.name or ""
     try:
-        info = await _answered(f"stream {name}", lambda: js.stream_info(name))
+        info = await _answered(js, f"stream {name}", lambda: js.stream_info(name))
     except NotFoundError:
         try:
             await _placed(f"stream {name}", lambda: js.add_stream(config))
@@ -136,14 +134,14 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig, *, exact: b
                 raise ProvisionError(f"cannot create stream {config.name}: {exc}") from exc
         else:
             return
-        info = await _answered(f"stream {name}", lambda: js.stream_info(name))
+        info = await _answered(js, f"stream {name}", lambda: js.stream_info(name))
     current = info.config
     if not exact:
         config.num_replicas = max(config.num_replicas or 1, current.num_replicas or 1)
     if _stream_shape(current) == _stream_shape(config):
         return
     try:
-        await _answered(f"stream {name}", lambda: js.update_stream(config))
+        await _answered(js, f"stream {name}", lambda: js.update_stream(config))
     except APIError as exc:
         raise ProvisionError(f"cannot update stream {config.name}: {exc}") from exc
 
@@ -176,7 +174,7 @@ async def _ensure_bucket(
     exact: bool,
 ) -> None:
     try:
-        await _answered(f"bucket {name}", lambda: js.key_value(name))
+        await _answered(js, f"bucket {name}", lambda: js.key_value(name))
     except BucketNotFoundError:
         pass
     else:
@@ -216,7 +214,7 @@ async def _ensure_existing(
     key (the quarantine's marks), its quotas, its retention, per-message TTLs (an ended
     session's), the replicas of its cluster, and rollups refused where the spec says (every
     bucket but the router's sessions)."""
-    config = (await _answered(f"bucket {name}", lambda: js.stream_info(f"KV_{name}"))).config
+    config = (await _answered(js, f"bucket {name}", lambda: js.stream_info(f"KV_{name}"))).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
     if (
@@ -239,7 +237,7 @@ async def _ensure_existing(
     config.num_replicas = replicas
     config.allow_rollup_hdrs = spec.rollup
     try:
-        await _answered(f"bucket {name}", lambda: js.update_stream(config))
+        await _answered(js, f"bucket {name}", lambda: js.update_stream(config))
     except APIError as exc:
         raise ProvisionError(f"cannot update bucket {name}: {exc}") from exc
 
@@ -253,7 +251,7 @@ async def _ensure_object_store(
     stream = f"OBJ_{name}"
     max_bytes = quotas.bucket_max_bytes(ARTIFACTS)
     try:
-        config = (await _answered(stream, lambda: js.stream_info(stream))).config
+        config = (await _answered(js, stream, lambda: js.stream_info(stream))).config
     except NotFoundError:
         store = ObjectStoreConfig(
             bucket=name,
@@ -267,14 +265,14 @@ async def _ensure_object_store(
         except APIError as exc:
             if exc.err_code != 10058:
                 raise ProvisionError(f"cannot create object store {name}: {exc}") from exc
-        config = (await _answered(stream, lambda: js.stream_info(stream))).config
+        config = (await _answered(js, stream, lambda: js.stream_info(stream))).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
     if (config.max_bytes, config.max_msg_size, current) == (max_bytes, max_msg_size, replicas):
         return
     config.max_bytes, config.max_msg_size, config.num_replicas = max_bytes, max_msg_size, replicas
     try:
-        await _answered(stream, lambda: js.update_stream(config))
+        await _answered(js, stream, lambda: js.update_stream(config))
     except APIError as exc:
         raise ProvisionError(f"cannot update object store {name}: {exc}") from exc
 

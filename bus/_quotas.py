@@ -60,6 +60,8 @@ DEFAULT_BUCKET_BYTES: Final = {
     "waits": 16 * MIB,  # each agent's own (bus/_streams.py AGENT_BUCKETS), not all agents'
     "marks": 1 * MIB,  # each agent's own quarantine marks
     "relay": 64 * MIB,
+    "tool_runs": 64 * MIB,
+    "llm_runs": 64 * MIB,
     "leases": 1 * MIB,
     "artifacts": 256 * MIB,  # the namespace's object store (bus/_streams.py ARTIFACTS)
 }

@@ -28,7 +28,7 @@ from nats.js.errors import NotFoundError
 
 from schemas import Namespace
 
-__all__ = ("CLUSTER_REPLICAS", "cluster_replicas", "inferred_replicas")
+__all__ = ("CLUSTER_REPLICAS", "cluster_replicas", "clustered", "inferred_replicas")
 
 log = logging.getLogger("parley.bus.provision")
 
@@ -43,13 +43,13 @@ routes form within a second or two of a node's start; longer means a node is dow
 def cluster_replicas(server_info: dict[str, Any]) -> int:
     """The replicas fit for the server that sent this INFO: `CLUSTER_REPLICAS` when it
     belongs to a cluster of at least that many nodes clients can reach, else 1."""
-    if not _clustered(server_info):
+    if not clustered(server_info):
         return 1
     nodes = len(set(server_info.get("connect_urls") or ()))
     return CLUSTER_REPLICAS if nodes >= CLUSTER_REPLICAS else 1
 
 
-def _clustered(server_info: dict[str, Any]) -> bool:
+def clustered(server_info: dict[str, Any]) -> bool:
     """The server belongs to a cluster and runs JetStream."""
     return bool(server_info.get("cluster")) and bool(server_info.get("jetstream"))
 
@@ -102,7 +102,7 @@ async def inferred_replicas(js: JetStreamContext, ns: Namespace) -> int:
     # nats-py keeps the server's INFO (cluster name, connect_urls) only privately.
     nc: NATS = js._nc
     replicas = cluster_replicas(nc._server_info)
-    if replicas >= CLUSTER_REPLICAS or not _clustered(nc._server_info):
+    if replicas >= CLUSTER_REPLICAS or not clustered(nc._server_info):
         return replicas
     if not await _fresh(js, ns):
         return replicas

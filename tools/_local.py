@@ -219,13 +219,13 @@ def local_cluster(size: int, store: Path, authorization: Path | None) -> Embedde
             print(f"[nats {node}] {line}", flush=True)
 
     def node_exit(node: str, code: int) -> None:
-        if code != 0:  # a stop's exit is 0; a death is said, or nobody knew a node was gone
-            how = f"signal {-code}" if code < 0 else f"code {code}"
-            print(
-                f"[nats {node}] exited ({how}); not restarted: the cluster goes on while most "
-                "of its nodes run, and `parley up` started again brings it back",
-                flush=True,
-            )
+        # Told only of exits no stop of ours asked for: said, or nobody knew a node was gone.
+        how = f"signal {-code}" if code < 0 else f"code {code}"
+        print(
+            f"[nats {node}] exited ({how}); not restarted: the cluster goes on while most "
+            "of its nodes run, and `parley up` started again brings it back",
+            flush=True,
+        )
 
     return EmbeddedCluster(
         size, store, authorization=authorization, on_log=node_line, on_exit=node_exit

@@ -40,6 +40,9 @@ def _show(args: argparse.Namespace) -> int:
     except DeviceKeyError as exc:
         print(f"parley device show: {exc}", file=sys.stderr)
         return 2
+    if args.device_id:  # for the gateway's users and the bundle's device lists
+        print(keys.device_id)
+        return 0
     # The public id alone on standard output, for `share --with "$(parley device show)"` on
     # the other side (a walk had to cut it out of two labelled lines); the rest is for eyes.
     print(f"device id {keys.device_id}; its public id, to give the other side:", file=sys.stderr)
@@ -61,6 +64,12 @@ def add_device_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     init.add_argument("--force", action="store_true", help="replace existing keys")
     init.set_defaults(func=_init)
     show = sub.add_parser("show", help="print the device's public id")
+    show.add_argument(
+        "--device-id",
+        action="store_true",
+        help="print the device id (its Ed25519 key in hex) instead: what `gateway-config "
+        "--devices` and a bundle's device lists name",
+    )
     show.add_argument(
         "--dir",
         type=Path,

@@ -39,7 +39,7 @@ from bus import (
     load_settings,
     provision,
     stream_configs,
-    through_elections,
+    through_elections_if_clustered,
 )
 from schemas import Namespace
 from tools._errors import report_failure
@@ -122,7 +122,8 @@ async def provision_once(
                 continue
             for spec in provisioned_inputs(ns, receiver.actor_id, serves[path]):
                 try:  # a cluster started again: the stream may be electing its leader
-                    await through_elections(
+                    await through_elections_if_clustered(
+                        js,
                         functools.partial(
                             js.add_consumer, spec.stream, consumer_config(spec, receiver)
                         ),

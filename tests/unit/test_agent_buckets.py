@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from bus import AGENT_BUCKETS, BUCKETS, AccountLimits, Quotas
+from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, STREAM_FAMILIES, AccountLimits, Quotas
 from bus._quotas import (
     AGENT_BUCKET_NAMES,
     AGENT_STREAM_NAMES,
@@ -70,3 +70,13 @@ def test_a_quota_names_a_stream_or_bucket_there_is(table: dict[str, Any], named:
     assert Quotas(stream_bytes={"agent_timers": 16 * MIB}).stream_max_bytes("agent_timers") == (
         16 * MIB
     )
+
+
+def test_the_quotas_name_every_stream_and_bucket_there_is() -> None:
+    """A quota table refuses names it does not know: every stream and bucket must be one
+    (`tool_runs` and `llm_runs` were missing, so their quotas were refused and left out of
+    the account's sizing)."""
+    streams = {*STREAM_FAMILIES, *AGENT_STREAM_NAMES}
+    buckets = {spec.name for spec in (*BUCKETS, *AGENT_BUCKETS)} | {ARTIFACTS}
+    assert set(DEFAULT_STREAM_BYTES) == streams
+    assert set(DEFAULT_BUCKET_BYTES) == buckets

@@ -38,3 +38,5 @@ def test_device_show_prints_the_public_id_alone_for_the_other_side(
     assert shown.out == f"{public}\n" and f"public id:  {public}" in init, (shown, init)
     ed25519, _, x25519 = public.partition(".")
     assert len(ed25519) == 64 and len(x25519) == 64, public
+    assert main(["device", "show", "--dir", str(keys), "--device-id"]) == 0
+    assert capsys.readouterr().out == f"{ed25519}\n"  # the device id: its Ed25519 key

@@ -40,7 +40,17 @@ def test_timeouts_and_503s_are_an_elections(error: Exception) -> None:
 
 
 @pytest.mark.parametrize(
-    "error", [KeyNotFoundError(), KeyWrongLastSequenceError(), ValueError("bad"), OSError()]
+    "error",
+    [
+        KeyNotFoundError(),
+        KeyWrongLastSequenceError(),
+        ValueError("bad"),
+        OSError(),
+        # 503s that no election ends: a full stream, no JetStream, no room to place it.
+        ServiceUnavailableError(code=503, err_code=10077, description="maximum bytes exceeded"),
+        ServiceUnavailableError(code=503, err_code=10039, description="not enabled for account"),
+        ServiceUnavailableError(code=503, err_code=10023, description="insufficient resources"),
+    ],
 )
 def test_answers_and_other_failures_are_not(error: Exception) -> None:
     assert not is_election_error(error)

@@ -6,7 +6,8 @@ it publishes frames *from* its device (`<root>.*.<own id>`), reads through one d
 own the frames *to* its device (`<root>.<own id>.*`), and may look the stream up; it may not
 create, change or delete streams, read other devices' frames or publish in another device's
 name. The gateway's operator creates the stream (`--create-stream` here, or the first relay
-on an open gateway). Device ids are the devices' Ed25519 keys in hex (`parley device show`).
+on an open gateway). Device ids are the devices' Ed25519 keys in hex (`parley device show
+--device-id`).
 """
 
 from __future__ import annotations
