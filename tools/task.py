@@ -171,6 +171,13 @@ class TaskRun:
             if item is None:  # Ctrl-C
                 await self.submit(stop_control(self.session_id, self.msg.user_id, "Ctrl-C"))
                 self.say("stop requested")
+                # Then what it held for the person, rejected: held on, each counted among
+                # the agent's calls in flight until it expired (a next task was refused).
+                for approval_id in [x["approvalId"] for x in self.view.awaiting()]:
+                    await self.decide(
+                        str(approval_id), approve=False, reason="the task was stopped"
+                    )
+                self.asking.clear()
             elif isinstance(item, str):
                 await self.on_line(item)
             elif isinstance(item, Decision):

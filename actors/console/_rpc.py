@@ -76,7 +76,7 @@ from actors.console._rpc_errors import (
     body_too_large,
     error_response,
 )
-from actors.console._task_rpc import decide_tool, patch_preview_of
+from actors.console._task_rpc import decide_tool, patch_preview_of, reject_held
 from actors.console._timeline import SessionRecord
 from schemas import new_id
 
@@ -264,8 +264,13 @@ class RpcSession:
         return {"sessionId": record.session_id, "envelopeId": control.id, "state": state}
 
     async def cancel_task(self, params: SessionParams) -> dict[str, Any]:
+        """The Stop first, then a task's held tool requests rejected: in the other order the
+        agent, told of a rejection, could ask its next step before the session ended."""
         record = self._running(params.sessionId)
-        return await self._steer(record, "stop", "cancel_requested", reason=params.reason)
+        answer = await self._steer(record, "stop", "cancel_requested", reason=params.reason)
+        if record.mode == "task":
+            await reject_held(self.link, record, "the task was cancelled")
+        return answer
 
     async def pause_task(self, params: SessionParams) -> dict[str, Any]:
         return await self._steer(self._running(params.sessionId), "pause", "pause_requested")

@@ -24,7 +24,7 @@ from actors.console._rpc_errors import RpcError
 from actors.console._timeline import SessionRecord
 from actors.tools import patch_preview
 
-__all__ = ("decide_tool", "patch_preview_of")
+__all__ = ("decide_tool", "patch_preview_of", "reject_held")
 
 
 async def decide_tool(
@@ -60,6 +60,22 @@ async def decide_tool(
         "approvalId": params.approvalId,
         "decision": params.decision,
     }
+
+
+async def reject_held(link: PersonLink, record: SessionRecord, reason: str) -> list[str]:
+    """Reject every tool request `record`'s task holds for its owner, as the owner: what a
+    cancelled task asked for is not wanted any more. Held on, each stayed on the person's list
+    and counted among the agent's calls in flight until it expired, and a next task was
+    refused `RATE_LIMITED` meanwhile (a newcomer's walk). The ids rejected."""
+    rejected = []
+    for held in record.task.awaiting():
+        approval_id = str(held.get("approvalId", ""))
+        if not approval_id:
+            continue
+        await link.control(record, "reject", approval_id=approval_id, reason=reason, target="tools")
+        record.task.decision_sent(approval_id)
+        rejected.append(approval_id)
+    return rejected
 
 
 async def patch_preview_of(workspaces: Path | None, record: SessionRecord) -> dict[str, Any]:

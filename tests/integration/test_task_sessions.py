@@ -12,6 +12,7 @@ from a terminal, with y/n answered on standard input.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -112,6 +113,20 @@ async def _approvals(deployment: TaskDeployment, who: str, *argv: str) -> tuple[
     return process.returncode, out.decode()
 
 
+async def _held_no_more(
+    deployment: TaskDeployment, approval_id: str, who: str = "person-alice"
+) -> None:
+    """Until `parley approvals list` no longer shows `who` `approval_id` (the runtime keeps
+    the list in a bucket, read here as they read it; no event tells its change)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        code, out = await _approvals(deployment, who, "list")
+        if code == 0 and approval_id not in out:
+            return
+        assert asyncio.get_running_loop().time() < deadline, out
+        await asyncio.sleep(0.5)
+
+
 async def _only_alice_lists(deployment: TaskDeployment, approval_id: str, session_id: str) -> None:
     """`parley approvals list|show` shows alice her held request, and bob nothing of it."""
     code, out = await _approvals(deployment, "person-alice", "list")
@@ -147,6 +162,9 @@ async def test_a_waiting_task_is_cancelled_by_its_owner_only(deployment: TaskDep
         await alice.event(session_id, "session_canceled")
         state = (await alice.call("GetSessionState", sessionId=session_id))["result"]
         assert state["taskState"] == "SESSION_CANCELLED"
+        # What the task held for her is rejected with it: held on, it stayed on her list and
+        # counted among gpt's calls in flight until it expired (a newcomer's walk).
+        await _held_no_more(deployment, asked["payload"]["approval_id"])
         signed_out = await bob.call("Shutdown")
         assert signed_out["result"] == {"signedOut": True}
     async with signed_in(deployment, "alice") as alice:  # bob's Shutdown stopped only bob
@@ -184,3 +202,38 @@ async def test_parley_task_asks_inline_and_follows_to_the_end(deployment: TaskDe
     assert "File.Write" in text and "SUCCEEDED" in text, text
     (written,) = deployment.workspaces.glob("*/gamma.txt")
     assert written.read_text() == "written for gamma\n"
+
+
+async def test_parley_task_stopped_by_ctrl_c_rejects_what_it_held(
+    deployment: TaskDeployment,
+) -> None:
+    """The walk's own case: Ctrl-C at `parley task`'s first approval; its held write stayed
+    held, and the next task was refused `RATE_LIMITED` while it did."""
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tools", "task", "@gpt", "epsilon", *deployment.config("cli")),
+        env=deployment.system.env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        while not lines or "approve? [y]es" not in lines[-1]:
+            raw = await asyncio.wait_for(process.stdout.readline(), 90)
+            assert raw, "\n".join(lines)
+            lines.append(raw.decode().rstrip("\n"))
+        code, listed = await _approvals(deployment, "cli", "list")
+        assert code == 0 and "epsilon.txt" in listed, listed
+        (held,) = [line.split()[0] for line in listed.splitlines() if "epsilon.txt" in line]
+        process.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        lines += out.decode().splitlines()
+        assert process.returncode == 130, "\n".join(lines)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert "rejected: the tool runtime is told" in lines, lines
+    await _held_no_more(deployment, held, "cli")
+    assert not list(deployment.workspaces.glob("*/epsilon.txt"))
