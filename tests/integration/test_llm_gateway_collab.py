@@ -19,8 +19,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nats.js.api import ConsumerInfo
+from nats.aio.msg import Msg
 
+from schemas import Decision, decode_envelope
 from tests.support.llm_server import WireServer, anthropic_message, openai_completion
 from tests.support.lockdown import LockedDown
 from tests.support.processes import (
@@ -75,11 +76,6 @@ def _profiles(directory: Path) -> dict[str, Path]:
         )
         profiles[name] = path
     return profiles
-
-
-def _in_hand(info: ConsumerInfo) -> int:
-    """Messages of a consumer not yet acknowledged: waiting, or delivered and not acked."""
-    return (info.num_pending or 0) + (info.num_ack_pending or 0)
 
 
 @dataclass
@@ -207,32 +203,39 @@ async def test_no_provider_is_called_for_a_session_its_person_stopped(
         gateway = system.processes["llm"]
         gateway.signal(signal.SIGSTOP)
         await stopped(gateway.pid)
+        # The gate's decision on gpt's model call, as the operator follows it live: once it
+        # is told, the call is delivered to the held gateway (the same stores' round).
+        operator = await locked.connect("operator")
+        admitted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def on_decision(msg: Msg) -> None:
+            decision = decode_envelope(msg.data)
+            if (
+                isinstance(decision, Decision)
+                and decision.envelope_kind == "llm_request"
+                and decision.allowed
+                and not admitted.done()
+            ):
+                admitted.set_result(None)
+
+        await operator.subscribe(ns.decisions("gpt"), cb=on_decision)
+        await operator.flush()
         say = system.cli("say", "@gpt", "Write one line about foxes.")
         try:
             _, opened = await say.wait_line(r"^session \S+:", timeout=30)
             session = opened.split()[1].rstrip(":")
-            admin = await locked.connect("provisioner")
-            try:
-                js = admin.jetstream()
-                deadline = asyncio.get_running_loop().time() + 30
-                # Waiting, or handed to the held gateway's open pull: either way not yet handled.
-                while not _in_hand(await js.consumer_info(ns.stream("deliver"), "llm")):
-                    assert asyncio.get_running_loop().time() < deadline, "no model call came"
-                    await asyncio.sleep(0.05)  # a consumer's count: nothing publishes it
-                stop = system.cli("collab", "--stop", session)
-                assert await stop.wait_exit(30) in (0, 130), stop.lines
-                stop.close()
-                assert await say.wait_exit(30) == 130, say.lines
-                gateway.signal(signal.SIGCONT)
-                await gateway.wait_line(
-                    r'"msg":"llm_request_completed".*"status":"denied","code":"SESSION_EXPIRED"',
-                    timeout=30,
-                )
-                while _in_hand(info := await js.consumer_info(ns.stream("deliver"), "llm")):
-                    assert asyncio.get_running_loop().time() < deadline + 30, info
-                    await asyncio.sleep(0.05)
-            finally:
-                await admin.close()
+            await asyncio.wait_for(admitted, 30)
+            stop = system.cli("collab", "--stop", session)
+            assert await stop.wait_exit(30) in (0, 130), stop.lines
+            stop.close()
+            assert await say.wait_exit(30) == 130, say.lines
+            gateway.signal(signal.SIGCONT)
+            # Its own word that it answered the call, refused, having called nobody first.
+            await gateway.wait_line(
+                r'"msg":"llm_request_completed".*"status":"denied","code":"SESSION_EXPIRED"',
+                timeout=30,
+            )
         finally:
             say.close()
+            await operator.close()
         assert system.openai.requests == [], "a provider was called for an ended session"
