@@ -92,7 +92,7 @@ from bus._rejection import Rejection
 from bus._retention import Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
-from bus._session_ends import EndedSessions
+from bus._session_ends import ENDS, EndedSessions
 from bus._settings import (
     ConfigError,
     Settings,
@@ -131,6 +131,7 @@ __all__ = (
     "DEAD_TRUNCATED",
     "ELECTION_BACKOFF_S",
     "ELECTION_BOUND_S",
+    "ENDS",
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",

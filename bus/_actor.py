@@ -46,6 +46,9 @@ class Input:
     max_ack_pending: int | None = None
     """Messages out at once; None: from `max_in_flight`. A deferred reminder stays pending
     until it comes back, so a reminder queue needs room for one per thing it watches."""
+    from_now: bool = False
+    """True: a consumer created now starts at the stream's next message, not its first: for an
+    input about what happens from now on (a session's end) on a stream that keeps a month."""
     raw: bool = False
     """True: its messages are not envelopes (dead letters hold whatever bad bytes came in), so
     the runtime decodes nothing and passes each to `Actor.handle_raw()` with its bytes and
@@ -84,6 +87,14 @@ class Input:
             -1,
             max_ack_pending=65_536,
         )
+
+    @classmethod
+    def session_ends(cls, ns: Namespace, actor_id: str) -> Input:
+        """How each session stands, as the router stores it (`Namespace.standing`): what
+        `actor_id` has held in a session is let go when it ends. The subject's third token is
+        the session's owner (only the router may publish there); the events stream keeps a
+        month of them, so a new consumer starts from now."""
+        return cls(ns.stream("events"), ns.wildcard("standing"), actor_id, "subject", from_now=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ def consumer_config(spec: Input, settings: Settings) -> ConsumerConfig:
         durable_name=spec.durable,
         filter_subject=spec.filter_subject,
         ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
+        deliver_policy=DeliverPolicy.NEW if spec.from_now else DeliverPolicy.ALL,
         ack_wait=settings.ack_wait_s,
         max_deliver=settings.max_deliver if spec.max_deliver is None else spec.max_deliver,
         max_ack_pending=spec.max_ack_pending or max(settings.max_in_flight * 4, 256),

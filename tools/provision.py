@@ -53,13 +53,15 @@ def provisioned_inputs(
 ) -> list[Input]:
     """The durables an actor that may not create its own reads: its deliveries, for the
     router, the agents and the tool runtime their reminders (actors/router/_actor.py,
-    actors/agent/_delegating.py, actors/tools/_actor.py),
-    and for the relay the deliveries of each name it serves (`relay_serves`)."""
+    actors/agent/_delegating.py, actors/tools/_actor.py), for the tool runtime how sessions
+    stand, and for the relay the deliveries of each name it serves (`relay_serves`)."""
     if role_of(actor_id) == RELAY:
         return list(relay_inputs(ns, relay_serves))
     inputs = [Input.deliver(ns, actor_id)]
     if role_of(actor_id) in ("router", TOOLS):
         inputs.append(Input.timers(ns, actor_id))
+    if role_of(actor_id) == TOOLS:
+        inputs.append(Input.session_ends(ns, actor_id))
     elif role_of(actor_id) == "agent":  # in its own stream (`Namespace.agent_stream`)
         inputs.append(Input.agent_timers(ns, actor_id))
     return inputs

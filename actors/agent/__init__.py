@@ -8,8 +8,8 @@ Inside: `_host` (the process), `_profile` (agent profiles), `_prompt` (what a br
 asked), `_reply` (checking what it answers), and `brains/` (the backends).
 """
 
-from actors.agent._host import AgentHost, call_for
+from actors.agent._host import AgentHost
 from actors.agent._profile import AgentProfile
-from actors.agent._prompt import BrainCall, system_prompt, user_prompt
+from actors.agent._prompt import BrainCall, call_for, system_prompt, user_prompt
 
 __all__ = ("AgentHost", "AgentProfile", "BrainCall", "call_for", "system_prompt", "user_prompt")

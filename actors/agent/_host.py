@@ -30,7 +30,7 @@ import msgspec
 from actors.agent._delegating import Delegator, Resumed
 from actors.agent._model_calls import ModelCalls, enter_turn
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
-from actors.agent._prompt import BrainCall, intermediate_text
+from actors.agent._prompt import BrainCall, call_for
 from actors.agent._reply import interpret_reply
 from actors.agent._subcontext import SubContexts
 from actors.agent.brains._protocol import BrainAnswer, BrainError
@@ -48,76 +48,18 @@ from schemas import (
     ProfileSummary,
     SubAgentCall,
     SubAgentResult,
-    TranscriptItem,
     derive_id,
     encode,
     profile_key,
     utc_now,
 )
 
-__all__ = ("AgentHost", "call_for")
+__all__ = ("AgentHost",)
 
 log = logging.getLogger("parley.actors.agent")
 
 _Call = AgentCall | DelegationRequest | SubAgentCall
 _CALL_KINDS = (AgentCall, DelegationRequest, SubAgentCall)
-
-
-def call_for(envelope: _Call, attempt: int) -> BrainCall:
-    """The brain's question for one delivered call, whichever kind carried it."""
-    match envelope:
-        case AgentCall():
-            return BrainCall(
-                kind="agent_call",
-                envelope_id=envelope.id,
-                call_id=envelope.call_id,
-                session_id=envelope.session_id,
-                goal=envelope.goal,
-                task=envelope.text,
-                transcript=envelope.transcript,
-                round=envelope.round,
-                max_rounds=envelope.max_rounds,
-                final_round=envelope.final_round,
-                attempt=attempt,
-            )
-        case DelegationRequest():
-            facts = tuple(
-                TranscriptItem(role="router", name="fact", text=fact)
-                for fact in envelope.handoff_data.facts
-            )
-            task = envelope.input
-            earlier = envelope.handoff_data.intermediate_results
-            if earlier is not None:  # seed 003's chain: the previous agent's result
-                shown = intermediate_text(earlier)
-                task = f"{task}\n\nIntermediate results: {shown}".strip()
-            return BrainCall(
-                kind="delegation_request",
-                envelope_id=envelope.id,
-                call_id=envelope.request_id,
-                session_id=envelope.child_session_id or envelope.parent_session_id,
-                goal=envelope.objective,
-                task=task,
-                transcript=facts,
-                attempt=attempt,
-            )
-        case SubAgentCall():
-            messages = tuple(
-                TranscriptItem(role=m.role, name=m.role, text=m.content)
-                for m in envelope.context.messages
-            )
-            task_input = "" if envelope.args.input is None else str(envelope.args.input)
-            beyond = (envelope.context.summary, envelope.context.workspace)
-            return BrainCall(
-                background="\n\n".join(part.strip() for part in beyond if part),
-                kind="sub_agent_call",
-                envelope_id=envelope.id,
-                call_id=envelope.call_id,
-                session_id=envelope.session_id,
-                goal=envelope.args.task,
-                task=task_input,
-                transcript=messages,
-                attempt=attempt,
-            )
 
 
 def _call_id_of(envelope: _Call) -> str:
@@ -257,6 +199,12 @@ class AgentHost(Actor):
         if not isinstance(envelope, _CALL_KINDS):
             raise TypeError(f"a wait holds a {type(envelope).__name__}, not a call")
         call = self._call_for(envelope, 1, wait.rounds)
+        if wait.rounds and any(result.session_ended for result in wait.rounds[-1].results):
+            # Its person ended the session: every further step and model call would be
+            # refused, and a brain asked again would only spend tokens asking for them.
+            message = "its session has ended, so the agent stopped working on this call"
+            error = self._error(envelope, call, ErrorCode.SESSION_EXPIRED, message, False)
+            return Resumed(requests=(), text="", tokens=0, answer=error)
         log.info("brain asked", extra={"call_id": call.call_id, "step": len(wait.rounds)})
         try:
             answer = await self.brain.reply(call)

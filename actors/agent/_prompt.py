@@ -14,12 +14,19 @@ from typing import Literal
 
 from actors.agent._profile import AgentProfile
 from actors.delegation import ToolRound
-from schemas import TranscriptItem, transcript_window
+from schemas import (
+    AgentCall,
+    DelegationRequest,
+    SubAgentCall,
+    TranscriptItem,
+    transcript_window,
+)
 
 __all__ = (
     "JSON_ONLY",
     "SHARED_RULES",
     "BrainCall",
+    "call_for",
     "intermediate_text",
     "system_prompt",
     "user_prompt",
@@ -137,3 +144,60 @@ def intermediate_text(earlier: object) -> str:
     if isinstance(earlier, list) and all(isinstance(item, str) for item in earlier):
         return "\n".join(earlier)
     return json.dumps(earlier)
+
+
+def call_for(envelope: AgentCall | DelegationRequest | SubAgentCall, attempt: int) -> BrainCall:
+    """The brain's question for one delivered call, whichever kind carried it."""
+    match envelope:
+        case AgentCall():
+            return BrainCall(
+                kind="agent_call",
+                envelope_id=envelope.id,
+                call_id=envelope.call_id,
+                session_id=envelope.session_id,
+                goal=envelope.goal,
+                task=envelope.text,
+                transcript=envelope.transcript,
+                round=envelope.round,
+                max_rounds=envelope.max_rounds,
+                final_round=envelope.final_round,
+                attempt=attempt,
+            )
+        case DelegationRequest():
+            facts = tuple(
+                TranscriptItem(role="router", name="fact", text=fact)
+                for fact in envelope.handoff_data.facts
+            )
+            task = envelope.input
+            earlier = envelope.handoff_data.intermediate_results
+            if earlier is not None:  # seed 003's chain: the previous agent's result
+                shown = intermediate_text(earlier)
+                task = f"{task}\n\nIntermediate results: {shown}".strip()
+            return BrainCall(
+                kind="delegation_request",
+                envelope_id=envelope.id,
+                call_id=envelope.request_id,
+                session_id=envelope.child_session_id or envelope.parent_session_id,
+                goal=envelope.objective,
+                task=task,
+                transcript=facts,
+                attempt=attempt,
+            )
+        case SubAgentCall():
+            messages = tuple(
+                TranscriptItem(role=m.role, name=m.role, text=m.content)
+                for m in envelope.context.messages
+            )
+            task_input = "" if envelope.args.input is None else str(envelope.args.input)
+            beyond = (envelope.context.summary, envelope.context.workspace)
+            return BrainCall(
+                background="\n\n".join(part.strip() for part in beyond if part),
+                kind="sub_agent_call",
+                envelope_id=envelope.id,
+                call_id=envelope.call_id,
+                session_id=envelope.session_id,
+                goal=envelope.args.task,
+                task=task_input,
+                transcript=messages,
+                attempt=attempt,
+            )

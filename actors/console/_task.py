@@ -122,7 +122,8 @@ class TaskView:
         if not held:
             return []
         reason = str(payload.get("reason", ""))
-        denied = step["status"] == "denied" and "APPROVAL_DENIED" in reason
+        refusals = ("APPROVAL_DENIED", "SESSION_EXPIRED")  # the second: its session ended first
+        denied = step["status"] == "denied" and any(code in reason for code in refusals)
         decision = ("expired" if "in time" in reason else "rejected") if denied else "approved"
         step["approval"]["decision"] = decision
         return [("approval_resolved", {"approval_id": step_id, "decision": decision})]

@@ -100,6 +100,17 @@ class RequestResult(Struct, frozen=True, kw_only=True):
         return self.status in ("success", "partial")
 
     @property
+    def session_ended(self) -> bool:
+        """The request was refused because its session had ended (`SESSION_EXPIRED` from the
+        tool runtime, the LLM gateway or an agent): nothing more will be done in it, so the
+        brain is not asked to go on (actors/agent/_host.py)."""
+        if self.status != "failed":
+            return False
+        error = self.data.get("error")
+        code = error.get("code") if isinstance(error, dict) else self.data.get("code")
+        return code == "SESSION_EXPIRED"
+
+    @property
     def readable(self) -> str:
         """The answer in words, for a report a person reads: a delegation response's result
         (else its summary), its new facts and its error. `content` is that response as the

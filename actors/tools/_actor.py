@@ -31,17 +31,14 @@ from actors.tools._approvals import Approval, request_digest
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor, ScopeDenied
 from actors.tools._decisions import Decisions
-from actors.tools._files import execute_file_delete, execute_file_read, execute_file_write
-from actors.tools._git import GIT_EXECUTORS
-from actors.tools._http import execute_http
+from actors.tools._executors import BUILT_IN_EXECUTORS, is_read_only
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
-from actors.tools._shell import execute_shell
 from actors.tools._step_records import StepRecords
 from actors.tools._steps import Asked, Held, StepRunner, failed
-from actors.tools._upload import execute_workspace_upload
 from bus import (
+    ENDS,
     MSG_ID,
     ORIGIN,
     Actor,
@@ -61,6 +58,7 @@ from schemas import (
     Control,
     Error,
     ErrorCode,
+    SessionEvent,
     ToolRequest,
     ToolResult,
     decode_envelope,
@@ -68,32 +66,12 @@ from schemas import (
     encode,
 )
 
-__all__ = ("BUILT_IN_EXECUTORS", "READ_ONLY", "ToolsActor")
+__all__ = ("ToolsActor",)
 
 log = logging.getLogger("parley.actors.tools")
 
-BUILT_IN_EXECUTORS: dict[str, Executor] = {
-    "File.Read": execute_file_read,
-    "File.Write": execute_file_write,
-    "File.Delete": execute_file_delete,
-    "Network.Http": execute_http,
-    "Shell.Exec": execute_shell,
-    "Workspace.Upload": execute_workspace_upload,
-    **GIT_EXECUTORS,
-}
-"""The executor of each capability this runtime runs itself."""
-
-READ_ONLY = frozenset({"File.Read", "Git.Status", "Git.Diff"})
-"""Capabilities whose step may run again after a crash cut it short: they change nothing."""
-
 _decode_result = msgspec.json.Decoder(ToolResult)
 _SETTLE_MARGIN_MS = 30_000
-
-
-def _is_read_only(request: ToolRequest) -> bool:
-    if request.tool_name == "Network.Http":
-        return str(request.arguments.get("method", "GET")) in ("GET", "HEAD")
-    return request.tool_name in READ_ONLY
 
 
 class ToolsActor(Actor):
@@ -119,7 +97,11 @@ class ToolsActor(Actor):
 
     def inputs(self) -> Sequence[Input]:
         ns = self.namespace
-        return (Input.deliver(ns, self.actor_id), Input.timers(ns, self.actor_id))
+        return (
+            Input.deliver(ns, self.actor_id),
+            Input.timers(ns, self.actor_id),
+            Input.session_ends(ns, self.actor_id),
+        )
 
     async def start(self, bus: BusHandle) -> None:
         ns = self.namespace
@@ -171,6 +153,10 @@ class ToolsActor(Actor):
             if isinstance(envelope, ToolRequest):
                 await self._on_reminder(envelope, ctx)
             return
+        if ctx.stream == self.namespace.stream("events"):  # how a session stands
+            if isinstance(envelope, SessionEvent) and envelope.event_type in ENDS:
+                await self._on_session_end(ctx, ENDS[envelope.event_type])
+            return
         match envelope:
             case ToolRequest():
                 await self._on_request(Asked(envelope, ctx.sender, dict(ctx.headers)), ctx)
@@ -209,7 +195,7 @@ class ToolsActor(Actor):
             await self._complete(ctx, key, begun, approval, recovering=True)
             return
         if begun.state == "running":
-            if not _is_read_only(request):
+            if not is_read_only(request):
                 await self._interrupted(ctx, asked, key, begun)
                 return
             try:
@@ -320,6 +306,25 @@ class ToolsActor(Actor):
             return
         await self._decide(ctx, key, state, approval, "expired", "", "")
 
+    async def _on_session_end(self, ctx: Context, how: str) -> None:
+        """A session ended (its person stopped it, it completed or failed): what it still
+        holds for its owner is let go, as the console's cancel does, whoever ended it. Held on,
+        each stayed on the owner's list and counted among its agent's calls in flight until it
+        expired. The agent is answered `SESSION_EXPIRED`, so its host asks its brain no more."""
+        runs, _ = self._started()
+        owner, session = ctx.sender, ctx.subject.rsplit(".", 1)[-1]
+        reason = f"session ended ({how})"
+        for entry in await runs.held_for(owner):
+            found = (
+                await runs.find_approval(entry.approval_id) if entry.session_id == session else None
+            )
+            if found is None:
+                continue
+            key, state = found
+            approval = state.run.approval
+            if approval is not None and approval.pending and approval.owner == owner:
+                await self._decide(ctx, key, state, approval, "canceled", "", reason)
+
     async def _decide(
         self,
         ctx: Context,
@@ -365,13 +370,19 @@ class ToolsActor(Actor):
             raise TypeError(f"a held request is a {type(request).__name__}")
         asked = Asked(request, approval.sender, approval.headers)
         extra = {"approval": decision, "decided_by": by, "reason": reason}
-        if decision == "approved" and recovering and not _is_read_only(request):
+        if decision == "approved" and recovering and not is_read_only(request):
             await self._interrupted(ctx, asked, key, state)
             return
         if decision == "approved":
             outcome = await steps.run(asked, approved=True)
             if isinstance(outcome, Held):  # cannot happen: approved runs are never held
                 raise RuntimeError("an approved request was held again")
+        elif decision == "canceled":  # its session ended first
+            outcome = ScopeDenied(
+                "requires_approval",
+                f"{request.tool_name} was not run: its {reason} while it waited for approval",
+                ErrorCode.SESSION_EXPIRED,
+            )
         else:
             why = f"rejected by {by}" if decision == "rejected" else "not decided in time"
             outcome = ScopeDenied(

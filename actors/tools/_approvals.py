@@ -60,7 +60,8 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True):
     sender: str
     """The agent that asked (the gate's word at delivery)."""
     expires_ms: int
-    decision: Literal["", "approved", "rejected", "expired"] = ""
+    decision: Literal["", "approved", "rejected", "expired", "canceled"] = ""
+    """"" while held; `canceled`: its session ended first (`reason` says how)."""
     decided_by: str = ""
     reason: str = ""
     decided_ms: int = 0

@@ -73,6 +73,17 @@ class PendingBook:
     async def remove(self, owner: str, approval_id: str) -> None:
         await self._change(owner, lambda items: _without(items, approval_id))
 
+    async def of(self, owner: str) -> list[PendingApproval]:
+        """`owner`'s list as stored now ([] for none, and for an owner no key may name)."""
+        key = pending_key(owner)
+        if key is None:
+            return []
+        try:
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:
+            return []
+        return decode_pending(entry.value or b"")
+
     async def _change(self, owner: str, change: _Change) -> None:
         key = pending_key(owner)
         if key is None:

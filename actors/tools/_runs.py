@@ -151,6 +151,10 @@ class RunStore:
         except Exception as exc:
             log.warning("the owner's list of held requests not updated", extra={"error": repr(exc)})
 
+    async def held_for(self, owner: str) -> list[PendingApproval]:
+        """What is held for `owner` now, as their list says (actors/tools/_pending.py)."""
+        return await self._pending.of(owner)
+
     async def find_approval(self, approval_id: str) -> tuple[str, StepState] | None:
         """The step an approval id names and its record, or None."""
         try:

@@ -13,9 +13,8 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from actors.agent._host import call_for
 from actors.agent._profile import load_profile
-from actors.agent._prompt import user_prompt
+from actors.agent._prompt import call_for, user_prompt
 from actors.agent._subcontext import SubContexts
 from actors.delegation import CallSubAgent, Wait
 from schemas import (

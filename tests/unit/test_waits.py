@@ -9,6 +9,7 @@ from actors.delegation import (
     CallSubAgent,
     Delegate,
     RequestResult,
+    UseTool,
     Wait,
     aggregate_status,
     answered_request,
@@ -29,6 +30,8 @@ from schemas import (
     SubAgentCall,
     SubAgentResult,
     TokenUsage,
+    ToolError,
+    ToolResult,
     new_id,
     utc_now,
 )
@@ -166,3 +169,26 @@ def test_requests_become_seed_envelopes_whose_answers_name_them() -> None:
     assert (
         failed.status == "failed" and "coder could not answer: TARGET_NOT_ALLOWED" in failed.content
     )
+
+
+def test_a_result_refused_because_its_session_ended_says_so_whatever_answered_it() -> None:
+    """The host stops asking its brain once a step comes back refused for an ended session
+    (actors/agent/_host.py): a tool runtime's failed result and an error envelope both say it,
+    and no other failure does."""
+    use = UseTool(request_id="t1", capability="File.Write")
+    delegate = Delegate(request_id="d1", target_employee="coder", objective="code")
+
+    def tool(code: str) -> ToolResult:
+        return ToolResult(
+            id=new_id(), created_at=utc_now(), tool_name="File.Write", session_id="s1",
+            task_id="s1", step_id="t1", status="failed", error=ToolError(code=code, message="x"),
+        )  # fmt: skip
+
+    def error(code: ErrorCode) -> Error:
+        return Error(id=new_id(), created_at=utc_now(), code=code, message="x", cause_id="d1")
+
+    assert result_of(tool("SESSION_EXPIRED"), use).session_ended
+    assert result_of(error(ErrorCode.SESSION_EXPIRED), delegate).session_ended
+    assert not result_of(tool("TOOL_EXECUTION_FAILED"), use).session_ended
+    assert not result_of(error(ErrorCode.TARGET_NOT_ALLOWED), delegate).session_ended
+    assert not _ok("t1").session_ended

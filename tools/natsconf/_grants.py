@@ -147,3 +147,4 @@ class Grants:
         self.write_keys("tool_runs", "run.>", "approval.>", "pending.>")
         self.pub(self.ns.timers(self.actor))  # reminders of held requests' expiry, to itself
         self.bind("timers")
+        self.bind("events")  # how sessions stand: what an ended one held is let go

@@ -334,8 +334,8 @@ def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
             f"{JS_API}.CONSUMER.INFO.{stream}.*",
             f"{JS_API}.CONSUMER.DELETE.{stream}.*",
         )
-    for family in ("deliver", "timers"):  # every receiver's durables
-        g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream(family)}.>")
+    for family in ("deliver", "timers", "events"):  # every receiver's durables, and the
+        g.pub(f"{JS_API}.CONSUMER.CREATE.{ns.stream(family)}.>")  # tool runtime's session ends
     g.pub(f"$KV.{ns.bucket('policy')}.>")  # publishing signed bundles is an operator's act
     g.read_stream(ns.stream("events"))  # the whole timeline is an operator's to read
 
