@@ -22,10 +22,12 @@ from actors.gate._routes import objective_of, session_of
 from bus import BundleStore
 from schemas import (
     AnyEnvelope,
+    Control,
     Decision,
     DelegationResponse,
     Error,
     ErrorCode,
+    LlmRequest,
     LlmResponse,
     SubAgentCall,
     SubAgentResult,
@@ -158,11 +160,33 @@ def _answer_figures(envelope: AnyEnvelope) -> _Figures:
 
 
 def objective(envelope: AnyEnvelope) -> str:
-    """What a call asks for (a sub-agent call's is its `task`); its context is never copied."""
-    if isinstance(envelope, SubAgentCall):
-        return envelope.args.task
-    if isinstance(envelope, ToolRequest):
-        return objective_of(envelope)  # the tool and its arguments
+    """What a call asks for (a sub-agent call's is its `task`); its context is never copied.
+
+    A person's control says what it decides (`approve <approval id>`, `reject <approval id>:
+    <reason>`, `stop: <reason>`), so the audit history tells who approved which held step
+    (seed 002 §3.6). A model call says which model, through which API, with how many
+    messages and at most how many tokens, and its answer how many tokens it took each way:
+    the request's and response's metadata (seed 002 §18), never their words.
+    """
+    match envelope:
+        case SubAgentCall():
+            return envelope.args.task
+        case ToolRequest():
+            return objective_of(envelope)  # the tool and its arguments
+        case Control():
+            decided = f"{envelope.action} {envelope.approval_id or ''}".rstrip()
+            return f"{decided}: {envelope.reason}" if envelope.reason else decided
+        case LlmRequest():
+            cap = envelope.max_output_tokens
+            asked = f"model {envelope.model} ({envelope.api}), {len(envelope.messages)} messages"
+            return asked + (f", at most {cap} output tokens" if cap else "")
+        case LlmResponse():
+            usage = envelope.usage
+            return (
+                f"model {envelope.model} ({envelope.provider or 'no provider'}): "
+                f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens"
+                + (f", finished: {envelope.finish_reason}" if envelope.finish_reason else "")
+            )
     return text_field(envelope, "objective")
 
 

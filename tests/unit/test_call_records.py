@@ -19,12 +19,16 @@ from schemas import (
     AnyEnvelope,
     ContextFilter,
     ContextMessage,
+    Control,
     Decision,
     DelegationRequest,
     DelegationResponse,
     Error,
     ErrorCode,
     FilteredContext,
+    LlmRequest,
+    LlmResponse,
+    LlmUsage,
     SubAgentArgs,
     SubAgentCall,
     SubAgentResult,
@@ -213,3 +217,54 @@ def test_the_auditor_keeps_a_calls_grant_and_deadline_and_no_context() -> None:
         assert record.tools == ("read",) and record.deadline_at == decision.deadline_at
         assert record.objective == "check the parser" and record.failure_reason is None
         assert CONTEXT.encode() not in encode(record)
+
+
+def test_a_persons_decision_on_a_held_step_is_recorded_with_what_it_decided() -> None:
+    """An audit reader can tell who approved which held step, and why one was rejected (seed
+    002 §3.6): the control's action, approval id and reason are its record's objective."""
+    approve = Control(
+        id="c1", created_at=AT, action="approve", session_id="s1", target="tools",
+        approval_id="held-1",
+    )  # fmt: skip
+    reject = msgspec.structs.replace(approve, id="c2", action="reject", reason="not that file")
+    stop = Control(id="c3", created_at=AT, action="stop", session_id="s1", reason="done")
+    objectives = [
+        _decide(control, _position("tools"), sender="person-alice").objective
+        for control in (approve, reject, stop)
+    ]
+    assert objectives == ["approve held-1", "reject held-1: not that file", "stop: done"]
+    (record, _target_copy) = records_for(
+        _decide(reject, _position("tools"), sender="person-alice"),
+        SOURCE,
+        tenant="t",
+        redactor=REDACT,
+    )
+    assert (record.requester, record.objective) == (
+        "person-alice",
+        "reject held-1: not that file",
+    )
+
+
+def test_a_model_calls_records_carry_its_metadata_and_none_of_its_words() -> None:
+    secret = "the prompt's private words"
+    request = LlmRequest(
+        id="m1", created_at=AT, request_id="m1", session_id="s1", task_id="s1", step_id="1",
+        model="gpt-4o-mini", messages=({"role": "user", "content": secret},),
+        max_output_tokens=900,
+    )  # fmt: skip
+    asked = _decide(request, _position("llm"))
+    assert asked.objective == "model gpt-4o-mini (openai), 1 messages, at most 900 output tokens"
+    answer = LlmResponse(
+        id="m2", created_at=AT, request_id="m1", session_id="s1", model="gpt-4o-mini",
+        provider="openai", status="succeeded", text="an answer",
+        usage=LlmUsage(prompt_tokens=70, completion_tokens=50, total_tokens=120),
+        finish_reason="stop",
+    )  # fmt: skip
+    answered = _decide(answer, _position("planner"), sender="llm")
+    assert answered.objective == (
+        "model gpt-4o-mini (openai): 70 prompt + 50 completion tokens, finished: stop"
+    )
+    assert answered.tokens == 120
+    assert all(
+        secret not in r.objective for r in records_for(asked, SOURCE, tenant="t", redactor=REDACT)
+    )
