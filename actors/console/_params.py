@@ -77,9 +77,32 @@ class CreateSessionParams(_SeedContext):
 
 
 class TaskOptions(Params):
+    """Seed 002 §11's task options, each honored or refused, never ignored: a person who asks
+    for no network, or for approvals of every step, must not be let believe they hold.
+
+    `maxSteps` caps a collaboration's rounds (StartTask refuses it elsewhere: a task's steps
+    are capped by its agent's profile, `max_tool_rounds`). What an agent may reach and which
+    steps wait for a person are the policy bundle's (scopes, `approval_rules`), so only the
+    values that say so are taken: `allowNetwork: true` (the bundle still decides) and
+    `approvalMode: "on_risky_actions"` (what its approval rules do)."""
+
     maxSteps: int | None = Field(default=None, ge=1, le=100)
     allowNetwork: bool | None = None
     approvalMode: str | None = None
+
+    @model_validator(mode="after")
+    def _only_what_the_policy_does(self) -> TaskOptions:
+        if self.allowNetwork is False:
+            raise ValueError(
+                "allowNetwork false is not supported: whether an agent may reach the network "
+                "is its Network.Http scope in the policy bundle"
+            )
+        if self.approvalMode not in (None, "on_risky_actions"):
+            raise ValueError(
+                f"approvalMode {self.approvalMode!r} is not supported: only "
+                "'on_risky_actions', what the policy bundle's approval_rules do"
+            )
+        return self
 
 
 class StartTaskParams(Params):

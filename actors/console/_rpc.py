@@ -13,7 +13,7 @@ Every method acts on the caller's own sessions only: another person's session id
   for `orchestrate` agents are [local, shared] and orchestrationMode, maxTurns, maxDurationMs,
   maxFailures, maxTokensBudget are seed 000's): a session reserved for the caller, state
   `created`; nothing is sent yet.
-- StartTask(sessionId, prompt, taskId?, taskOptions.maxSteps?): the human message goes to the
+- StartTask(sessionId, prompt, taskId?, taskOptions?): the human message goes to the
   router through the gate (for `delegate`, one `delegation_request` per agent goes to the
   agent itself, each answer told as a `DelegationResult` notification); state `submitted`,
   with the envelope id.
@@ -214,7 +214,14 @@ class RpcSession:
                 f"session {record.session_id} already has its task (state {record.state})",
                 sessionId=record.session_id,
             )
-        if params.taskOptions.maxSteps is not None and record.mode == "collaborate":
+        if params.taskOptions.maxSteps is not None:
+            if record.mode != "collaborate":
+                raise RpcError.refused(
+                    "INVALID_REQUEST",
+                    f"taskOptions.maxSteps caps a collaboration's rounds; a {record.mode} "
+                    "session's steps are capped by its agent's profile (max_tool_rounds)",
+                    sessionId=record.session_id,
+                )
             record.max_rounds = params.taskOptions.maxSteps
         task_id = params.taskId or new_id()
         record.task_id = task_id

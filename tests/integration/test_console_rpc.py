@@ -173,6 +173,18 @@ async def test_seed_002_error_shape_and_owner_only_sessions(deployment: ConsoleD
         assert session_id not in [s["sessionId"] for s in listed]
         not_started = await _rpc(client, alice, _call("CancelTask", {"sessionId": session_id}))
         assert not_started["error"]["data"]["code"] == "INVALID_REQUEST"
+        # Task options are honored or refused, never ignored (a requirements walk found all
+        # three accepted and without effect): nothing is submitted for a refused one.
+        for options, said in [
+            ({"allowNetwork": False}, "allowNetwork false is not supported"),
+            ({"approvalMode": "always"}, "approvalMode 'always' is not supported"),
+            ({"maxSteps": 40}, "maxSteps caps a collaboration's rounds"),
+        ]:
+            params = {"sessionId": session_id, "prompt": "p", "taskOptions": options}
+            refused = await _rpc(client, alice, _call("StartTask", params))
+            assert said in refused["error"]["message"], refused
+        state = await _rpc(client, alice, _call("GetSessionState", {"sessionId": session_id}))
+        assert state["result"]["state"] == "created", state
 
 
 async def test_a_single_call_runs_to_its_answer_with_live_notifications(
