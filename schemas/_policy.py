@@ -35,6 +35,8 @@ __all__ = (
     "LlmPolicy",
     "PolicyBundle",
     "ProfilePolicy",
+    "approval_rule_of",
+    "dangling_approval_rules",
     "decode_bundle",
     "effective_scope",
     "verify_bundle",
@@ -176,6 +178,32 @@ class PolicyBundle(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     llm_policy: LlmPolicy = LlmPolicy()
     guardrails: Guardrails = Guardrails()
     approval_rules: tuple[ApprovalRule, ...] = ()
+
+
+def approval_rule_of(bundle: PolicyBundle | None, scope: Capability) -> ApprovalRule | None:
+    """The approval rule a scope that requires approval names (`approval_rule_id`, else its
+    own capability's name), or None when the bundle has none of that id."""
+    rule_id = scope.approval_rule_id or scope.name
+    rules = bundle.approval_rules if bundle else ()
+    return next((rule for rule in rules if rule.approval_rule_id == rule_id), None)
+
+
+def dangling_approval_rules(bundle: PolicyBundle) -> list[str]:
+    """Each scope whose `approval_rule_id` names no rule of the bundle: its held requests
+    would wait the default time under no title. `parley policy sign` refuses such a bundle
+    (gates still load one signed before, as ever)."""
+    known = {rule.approval_rule_id for rule in bundle.approval_rules}
+    scopes = [("the bundle", scope) for scope in bundle.capabilities]
+    scopes += [
+        (f"profile {name}", scope)
+        for name, policy in bundle.profiles.items()
+        for scope in policy.scopes
+    ]
+    return [
+        f"{where}'s {scope.name} scope names approval rule {scope.approval_rule_id!r}"
+        for where, scope in scopes
+        if scope.approval_rule_id is not None and scope.approval_rule_id not in known
+    ]
 
 
 def effective_scope(bundle: PolicyBundle, profile: str, capability: str) -> Capability | None:

@@ -66,3 +66,25 @@ def test_sign_refuses_an_invalid_bundle(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["policy", "keygen", "--out", str(tmp_path)]) == 2, (
         "keys are never overwritten silently"
     )
+
+
+def test_sign_refuses_a_scope_naming_an_approval_rule_the_bundle_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its held requests would wait the default time under no rule's title (a requirements
+    walk signed one); the rule's id, the scope and where it is are named."""
+    assert main(["policy", "keygen", "--out", str(tmp_path)]) == 0
+    dangling = tmp_path / "dangling.toml"
+    dangling.write_text(
+        'schema_version = "1.0"\nversion = 1\ntenant_id = "t"\n'
+        'expires_at = "2099-01-01T00:00:00Z"\n'
+        "[profiles.gpt]\n"
+        'capabilities = ["File.Delete"]\n'
+        "[[profiles.gpt.scopes]]\n"
+        'name = "File.Delete"\nrequires_approval = true\napproval_rule_id = "no_such_rule"\n'
+    )
+    key, out = str(tmp_path / "policy.key"), str(tmp_path / "s")
+    assert main(["policy", "sign", "--key", key, str(dangling), "-o", out]) == 2
+    said = capsys.readouterr().err
+    assert "profile gpt's File.Delete scope names approval rule 'no_such_rule'" in said, said
+    assert not (tmp_path / "s").exists()

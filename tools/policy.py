@@ -34,6 +34,7 @@ from schemas import (
     DsseEnvelope,
     Namespace,
     PolicyBundle,
+    dangling_approval_rules,
     decode_bundle,
     key_id,
     sign_payload,
@@ -111,6 +112,12 @@ def _sign(args: argparse.Namespace) -> int:
         bundle = decode_bundle(payload)  # never sign something no gate could read
     except BundleError as exc:
         raise PolicyToolError(f"{args.bundle} is not a valid bundle: {exc}") from None
+    dangling = dangling_approval_rules(bundle)
+    if dangling:  # its held requests would wait the default time under no rule's title
+        raise PolicyToolError(
+            f"{args.bundle} is not a valid bundle: {'; '.join(dangling)}, which approval_rules "
+            "does not define"
+        )
     args.output.write_bytes(sign_payload(payload, BUNDLE_PAYLOAD_TYPE, key))
     print(f"signed {args.output}: {_summary(bundle, key_id(key.public_key()))}")
     return 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from actors.gate._tool_checks import HeldView
-from actors.tools import approval_risk
+from actors.tools import approval_risk, approval_title
 from schemas import TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
 
 __all__ = ("CALL_TOOLS", "call_event")
@@ -55,16 +55,18 @@ def call_event(
     event_type: Literal["tool_requested", "tool_completed", "approval_requested"]
     if held is not None and not refused:
         capability = decision.objective.split(" ", 1)[0]
+        rule_title = held.rule.title if held.rule else ""
         event_type = "approval_requested"
         payload = {
             "approval_id": decision.envelope_id,
-            "title": f"{decision.sender} asks to use {capability}",
+            "title": approval_title(rule_title, decision.sender, capability),
             "action_summary": held.summary,
             "risk_level": approval_risk(capability),
             "details": {
                 "capability": capability,
                 "agent": decision.sender,
                 "approval_rule_id": held.scope.approval_rule_id or capability,
+                "approval_rule_description": held.rule.description if held.rule else "",
                 "digest": held.digest,
             },
         }

@@ -27,11 +27,13 @@ from actors.tools import (
 )
 from schemas import (
     AnyEnvelope,
+    ApprovalRule,
     Capability,
     ErrorCode,
     PolicyBundle,
     ProfilePolicy,
     ToolRequest,
+    approval_rule_of,
     effective_scope,
     encode,
 )
@@ -117,6 +119,8 @@ class HeldView:
     scope: Capability
     summary: str
     digest: str
+    rule: ApprovalRule | None = None
+    """The approval rule that holds it (its title and description are shown), if named."""
 
 
 def held_for_approval(
@@ -132,7 +136,7 @@ def held_for_approval(
     if not isinstance(scope, Capability) or not scope.requires_approval:
         return None
     digest = hashlib.sha256(encode(envelope)).hexdigest()
-    return HeldView(scope, approval_summary(envelope), digest)
+    return HeldView(scope, approval_summary(envelope), digest, approval_rule_of(bundle, scope))
 
 
 """Arguments that say what a step does, shown first whatever order the agent wrote them in."""

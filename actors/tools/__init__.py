@@ -5,7 +5,7 @@ servers' tools are capabilities of their own."""
 from typing import TYPE_CHECKING
 
 from actors.tools._admission import admit_request
-from actors.tools._approvals import approval_risk, approval_summary
+from actors.tools._approvals import approval_risk, approval_summary, approval_title
 from actors.tools._arguments import (
     ARGUMENTS,
     FileDelete,
@@ -114,6 +114,7 @@ __all__ = (
     "admit_request",
     "approval_risk",
     "approval_summary",
+    "approval_title",
     "arguments_schema",
     "artifacts_bucket",
     "check_command",

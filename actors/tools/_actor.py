@@ -251,6 +251,7 @@ class ToolsActor(Actor):
             headers={k: v for k, v in asked.headers.items() if k.startswith("Parley-")},
             sender=asked.sender,
             expires_ms=_now_ms() + timeout_s * 1000,
+            rule_title=steps.approval_title(held.scope),
         )
         try:
             await runs.hold(key, begun, approval)

@@ -39,6 +39,7 @@ __all__ = (
     "approval_index_key",
     "approval_risk",
     "approval_summary",
+    "approval_title",
     "request_digest",
 )
 
@@ -60,6 +61,8 @@ class Approval(msgspec.Struct, frozen=True, kw_only=True):
     sender: str
     """The agent that asked (the gate's word at delivery)."""
     expires_ms: int
+    rule_title: str = ""
+    """The title of the approval rule that holds it, as the bundle said when it was held."""
     decision: Literal["", "approved", "rejected", "expired", "canceled"] = ""
     """"" while held; `canceled`: its session ended first (`reason` says how)."""
     decided_by: str = ""
@@ -96,6 +99,13 @@ def approval_risk(capability: str) -> Literal["low", "medium", "high"]:
 
 _SUMMARY_MAX: Final = 400
 _DECISIVE: Final = ("argv", "path", "method", "url", "repo", "remote", "branch", "cwd", "paths")
+
+
+def approval_title(rule_title: str, agent: str, capability: str) -> str:
+    """What a held request is called where its person sees it: its approval rule's title
+    (seed 002 §10), then who asks for what."""
+    asks = f"{agent} asks to use {capability}"
+    return f"{rule_title}: {asks}" if rule_title else asks
 
 
 def approval_summary(request: ToolRequest) -> str:

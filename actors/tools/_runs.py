@@ -35,6 +35,7 @@ from actors.tools._approvals import (
     approval_index_key,
     approval_risk,
     approval_summary,
+    approval_title,
 )
 from actors.tools._pending import PendingApproval, PendingBook
 from bus import SESSION
@@ -197,7 +198,7 @@ def _pending_entry(approval: Approval) -> PendingApproval:
         approval_id=approval.approval_id,
         session_id=approval.headers.get(SESSION, ""),
         task_id=request.task_id,
-        title=f"{approval.sender} asks to use {capability}",
+        title=approval_title(approval.rule_title, approval.sender, capability),
         action_summary=approval_summary(request),
         risk_level=approval_risk(capability),
         capability=capability,

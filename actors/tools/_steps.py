@@ -46,6 +46,7 @@ from schemas import (
     ToolError,
     ToolRequest,
     ToolResult,
+    approval_rule_of,
     derive_id,
     effective_scope,
     encode,
@@ -178,10 +179,13 @@ class StepRunner:
 
     def approval_timeout_s(self, scope: Capability) -> int:
         """How long a held request waits for its owner: its approval rule's `timeout_s`."""
-        bundle = self._bundles.bundle
-        rule_id = scope.approval_rule_id or scope.name
-        rules = bundle.approval_rules if bundle else ()
-        return next((r.timeout_s for r in rules if r.approval_rule_id == rule_id), 300)
+        rule = approval_rule_of(self._bundles.bundle, scope)
+        return rule.timeout_s if rule else 300
+
+    def approval_title(self, scope: Capability) -> str:
+        """The title of the rule that holds a request (seed 002 §10), "" when none names it."""
+        rule = approval_rule_of(self._bundles.bundle, scope)
+        return rule.title if rule else ""
 
     async def run(
         self, asked: Asked, *, approved: bool = False

@@ -60,6 +60,8 @@ async def test_what_a_stopped_session_held_is_let_go_and_its_agent_stops(
         found = DECIDE.search(line)
         assert found is not None
         approval_id, session = found.group(1), found.group(2)
+        # Shown under its approval rule's title (tests/support/tool_system.py's "writes").
+        assert any(line.startswith("Writes: keeper asks to use File.Write") for line in say.lines)
         await _stop(system, say, session)
         # The runtime lets the held write go at the end: keeper is answered SESSION_EXPIRED
         # (held on, it would wait its 120 s for a decision), and its host stops there.

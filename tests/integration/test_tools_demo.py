@@ -63,7 +63,9 @@ async def test_the_tools_demo_fixes_commits_is_refused_a_push_and_leaves_no_proc
     output = "\n".join(lines)
     assert code == 0, output
     # Each command waited for the person, and the demo approved it as them.
-    asked = [line for line in lines if line.startswith(f"{AGENT} asks to use Shell.Exec")]
+    # Each under its approval rule's title (deploy/policy/tools-demo.toml), then who asks.
+    asking = f"Run a command in the workspace: {AGENT} asks to use Shell.Exec"
+    asked = [line for line in lines if line.startswith(asking)]
     assert len(asked) == 4, output
     assert sum(line.endswith(_TESTS) for line in asked) == 2, output
     assert sum(bool(_APPROVED.match(line)) for line in lines) == 4, output
