@@ -21,7 +21,7 @@ import httpx
 from actors.llm._options import ProviderSettings
 from actors.llm._stream import StreamError, StreamReader, sse_data, stream_body
 from actors.llm._wire import RETRYABLE_STATUS, path_for, provider_message
-from schemas import ErrorCode
+from schemas import ErrorCode, redact
 
 __all__ = ("OnText", "ProviderClient", "ProviderFailure")
 
@@ -40,6 +40,11 @@ class ProviderFailure(Exception):
     retry_after_s: float | None = None
     """How long the provider asked to wait before trying again (`Retry-After`)."""
 
+    def __post_init__(self) -> None:
+        # A provider's error text reaches the agent and its person: one that echoes the
+        # request's Authorization header (an attack review's fake provider did) shows no key.
+        self.message = redact(self.message)
+
     def __str__(self) -> str:
         return self.message
 
@@ -50,7 +55,7 @@ class ProviderClient:
     def __init__(self, name: str, settings: ProviderSettings, retries: int, backoff_s: float):
         self.name, self.settings = name, settings
         self._retries, self._backoff_s = retries, backoff_s
-        key = settings.key()
+        key = self._key = settings.key()
         headers = {"Accept": "application/json"}
         if settings.api == "anthropic":
             headers["anthropic-version"] = settings.anthropic_version
@@ -91,6 +96,8 @@ class ProviderClient:
                     return await self._once(body, deadline)
                 return await self._streamed(body, deadline, on_text, gave_text)
             except ProviderFailure as failure:
+                if self._key:  # its own key, whatever its shape, is never told
+                    failure.message = failure.message.replace(self._key, "[REDACTED:api_key]")
                 pause = failure.retry_after_s if failure.retry_after_s is not None else wait
                 last = attempt == self._retries
                 late = time.monotonic() + pause >= deadline

@@ -84,9 +84,17 @@ SAFE_OPTIONS: Final = (
 )
 """Options before every git subcommand; `-c` settings win over the repository's config."""
 
-RECEIVE_PACK: Final = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false receive-pack"
+RECEIVE_PACK: Final = (
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
+    " -c receive.denyCurrentBranch=refuse -c receive.autogc=false"
+    " -c core.alternateRefsCommand=true receive-pack"
+)
 """The program a push to a local remote runs there, in place of the remote's configured one
-(`remote.<name>.receivepack` is a command line) and without the remote's hooks."""
+(`remote.<name>.receivepack` is a command line), with `-c` settings that win over the
+remote's own config, which an agent may have written: no hooks and no fsmonitor; no checkout
+of a pushed branch (`updateInstead` would check it out through the remote's filters, as the
+runtime: an attack review's root shell), no maintenance after the push, and no command to
+list an alternate's refs."""
 
 _REFUSED_KEYS: Final = re.compile(
     r"^(?:filter\..+\.(?:clean|smudge|process)"

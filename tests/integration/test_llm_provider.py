@@ -138,3 +138,27 @@ async def test_a_stream_event_of_an_odd_shape_fails_the_call_typed(server: WireS
     assert failed.value.code == ErrorCode.AGENT_UNAVAILABLE
     assert "could not read" in str(failed.value) and not pieces
     assert len(server.requests) == 1
+
+
+async def test_a_provider_that_echoes_the_key_in_its_error_tells_no_key(server: WireServer) -> None:
+    """An attack review's provider echoed the request's Authorization header in a 401: the
+    failure, which reaches the agent and its person, carried the key whole. Its own key is
+    cut whatever its shape, and any text shaped like a secret is redacted."""
+    key = "sk-proj-" + "Zq81Lm" * 8
+    settings = ProviderSettings(api="openai", base_url=f"{server.url}/v1", api_key=key)
+    server.queue(openai_error(401, f"bad header: Bearer {key}", "invalid_api_key"))
+    client = ProviderClient("p", settings, retries=0, backoff_s=0.05)
+    odd = ProviderSettings(api="openai", base_url=f"{server.url}/v1", api_key="hunter2-odd")
+    server.queue(openai_error(401, "bad header: Bearer hunter2-odd", "invalid_api_key"))
+    odd_client = ProviderClient("p", odd, retries=0, backoff_s=0.05)
+    try:
+        with pytest.raises(ProviderFailure) as failed:
+            await client.complete(BODY, time.monotonic() + 10)
+        with pytest.raises(ProviderFailure) as odd_failed:
+            await odd_client.complete(BODY, time.monotonic() + 10)
+    finally:
+        await client.close()
+        await odd_client.close()
+    assert "answered HTTP 401" in failed.value.message
+    assert key not in failed.value.message, failed.value.message
+    assert "hunter2-odd" not in odd_failed.value.message, odd_failed.value.message

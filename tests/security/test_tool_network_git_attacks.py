@@ -163,6 +163,34 @@ async def test_a_local_remote_runs_neither_its_configured_receive_pack_nor_its_h
     assert not marker.exists()
 
 
+async def test_a_local_remote_checks_nothing_out_and_runs_nothing_its_config_names(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """An attack review's root shell: the agent made a non-bare remote whose own config
+    checks a pushed branch out (`receive.denyCurrentBranch=updateInstead`) through a smudge
+    filter, and a push to it ran the filter as the runtime. The remote's receive-pack refuses
+    to update a checked-out branch, runs no maintenance, and never its alternates' command."""
+    marker = tmp_path / "smudged"
+    remote = workspace.root / "remotes" / "checked-out"
+    remote.mkdir(parents=True)
+    git(remote, "init", "-q", "-b", "main")
+    (remote / ".gitattributes").write_text("*.txt filter=x\n")
+    git(remote, "config", "receive.denyCurrentBranch", "updateInstead")
+    git(remote, "config", "filter.x.smudge", f"{_marker_command(marker)}; cat")
+    git(remote, "config", "core.alternateRefsCommand", _marker_command(marker))
+    git(remote, "config", "gc.auto", "1")
+    git(remote, "config", "receive.autogc", "true")
+    git(workspace.project, "remote", "add", "deploy", str(remote))
+    (workspace.project / "a.txt").write_text("pushed\n")
+    git(workspace.project, "commit", "-q", "-am", "To push")
+    outcome = await execute_git_push(
+        invocation(workspace, "Git.Push", {"remote": "deploy", "branch": "main"})
+    )
+    assert outcome.status == "failed", outcome.output_text
+    assert not marker.exists()
+    assert not (remote / "a.txt").exists()
+
+
 async def test_an_ext_remote_is_refused_though_the_repository_allows_the_protocol(
     workspace: Workspace, tmp_path: Path
 ) -> None:
