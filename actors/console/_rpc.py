@@ -17,8 +17,7 @@ Every method acts on the caller's own sessions only: another person's session id
   router through the gate (for `delegate`, one `delegation_request` per agent goes to the
   agent itself, each answer told as a `DelegationResult` notification); state `submitted`,
   with the envelope id.
-- CancelTask(sessionId, reason?): seed 001's Stop; state `cancel_requested` (the router's
-  `session_canceled` event follows).
+- CancelTask(sessionId, reason?): seed 001's Stop, `cancel_requested`; `session_canceled` follows.
 - PauseTask / ResumeTask(sessionId), TakeOverTask(sessionId, text): seed 000's Pause,
   Resume and Take over, as `control` envelopes; the router decides whether they apply now
   (a refusal comes as a `SessionError` notification).
@@ -312,7 +311,8 @@ class RpcSession:
         return {**answer, "approvalId": params.approvalId, "decision": params.decision}
 
     async def get_patch_preview(self, params: SessionParams) -> dict[str, Any]:
-        return await patch_preview_of(self.workspaces, self._session(params.sessionId))
+        record, principal = self._session(params.sessionId), self.link.principal
+        return await patch_preview_of(self.workspaces, record, principal)
 
     async def get_state(self, params: SessionParams) -> dict[str, Any]:
         return self._session(params.sessionId).state_of()

@@ -22,7 +22,7 @@ from actors.console._params import ApproveParams
 from actors.console._person import ControlAction, PersonLink
 from actors.console._rpc_errors import RpcError
 from actors.console._timeline import SessionRecord
-from actors.tools import patch_preview
+from actors.tools import patch_preview, workspace_name, workspace_owner
 
 __all__ = ("decide_tool", "patch_preview_of", "reject_held")
 
@@ -78,12 +78,24 @@ async def reject_held(link: PersonLink, record: SessionRecord, reason: str) -> l
     return rejected
 
 
-async def patch_preview_of(workspaces: Path | None, record: SessionRecord) -> dict[str, Any]:
-    """The unified diff of everything `record`'s task changed so far ("" if nothing)."""
+async def patch_preview_of(
+    workspaces: Path | None, record: SessionRecord, principal: str
+) -> dict[str, Any]:
+    """The unified diff of everything `record`'s task changed so far ("" if nothing), if its
+    workspace is `principal`'s: a session id another person names (a delegation whose parent
+    is hers, whose events then reach his timeline) shows him nothing of it
+    (actors/tools/_workspace_owner.py)."""
     if workspaces is None:
         raise RpcError.refused(
             "INTERNAL_ERROR",
             "this console cannot read the tool runtime's checkpoints (its workspaces option)",
+        )
+    owner = workspace_owner(workspaces, workspace_name(record.session_id))
+    if owner is not None and owner != principal:
+        raise RpcError.refused(
+            "SESSION_NOT_FOUND",
+            f"no session {record.session_id} of yours",
+            sessionId=record.session_id,
         )
     try:
         patch = await asyncio.to_thread(patch_preview, workspaces, record.session_id)

@@ -324,6 +324,10 @@ class ToolsActor(Actor):
             key, state = found
             approval = state.run.approval
             if approval is not None and approval.pending and approval.owner == owner:
+                log.info(
+                    "let go: its session ended",
+                    extra={"approval_id": entry.approval_id, "session": session, "how": how},
+                )
                 await self._decide(ctx, key, state, approval, "canceled", "", reason)
 
     async def _decide(

@@ -30,6 +30,7 @@ from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from actors.tools._step_records import StepRecords
+from actors.tools._workspace_owner import claim_workspace
 from bus import (
     BOUND_BY,
     ORIGIN,
@@ -204,14 +205,22 @@ class StepRunner:
             return ScopeDenied(
                 "session", "the delivery names no session (only the gate delivers tool requests)"
             )
-        workspace = self._workspaces / workspace_name(asked.session)
+        name = workspace_name(asked.session)
+        owner = asked.headers.get(ORIGIN, "")
+        another = claim_workspace(self._workspaces, name, owner)
+        if another is not None:  # bob naming alice's session, to reach her files
+            return ScopeDenied(
+                "session",
+                f"session {asked.session} is another person's: its workspace is not {owner}'s",
+                ErrorCode.SESSION_NOT_FOUND,
+            )
+        workspace = self._workspaces / name
         workspace.mkdir(exist_ok=True, mode=0o700)
         try:
             admit_request(capability, request.arguments, scope, workspace, resolve=True)
             late = past_deadline(asked, int(time.time() * 1000))
             if late is not None:  # neither held nor run: its caller gave up on it
                 return late
-            owner = asked.headers.get(ORIGIN, "")
             how = await self._sessions.ended(owner, asked.session) if self._sessions else None
             if how is not None:  # neither held nor run: its person ended the session
                 return failed(

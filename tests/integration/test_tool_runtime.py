@@ -28,7 +28,8 @@ async def test_an_agent_writes_and_reads_a_file_and_is_refused_outside_its_scope
     assert code == 0, said
     assert "data from File.Read" in said and "hi from gpt" in said, said
     assert "CAPABILITY_DENIED" in said and "/etc/hostname" in said, said
-    (written,) = tool_system.workspaces.glob("*/notes/today.txt")
+    session = next(line.split()[1].rstrip(":") for line in lines if line.startswith("session "))
+    written = tool_system.workspaces / session / "notes" / "today.txt"
     assert written.read_text() == "hi from gpt"
     tool_system.assert_healthy()
 

@@ -50,7 +50,7 @@ BUNDLE = {
     "profiles": {
         "router": {"allowed_targets": ["gpt", "claude", "keeper"], "start_traces": True},
         "cli": PERSON,
-        "person-bob": PERSON,
+        "person-bob": {**PERSON, "allowed_targets": ["router", "tools", "gpt"]},  # delegates
         "tools": {},  # the tool runtime only answers: a profile with every default
         "gpt": {
             "allowed_targets": ["router", "tools"],
