@@ -102,7 +102,6 @@ class RpcSession:
 
     link: PersonLink
     on_shutdown: Callable[[], Awaitable[None]]
-    user_id: str = ""
     audit: AuditView | None = None
     agents: AgentDirectory | None = None
     workspaces: Path | None = None
@@ -198,7 +197,7 @@ class RpcSession:
                 "maxFailures": params.maxFailures,
                 "maxTokensBudget": params.maxTokensBudget,
             }
-        self.user_id = params.userId or self.user_id
+        record.user_id = params.userId  # this session's, kept with it (HTTP asks statelessly)
         return record.summary()
 
     async def start_task(self, params: StartTaskParams) -> dict[str, Any]:
@@ -227,7 +226,7 @@ class RpcSession:
         if record.mode == "delegate":
             return await self._delegate(record, params.prompt)
         first = record.first_speaker or record.participants[0]
-        message = await self.link.start(record, params.prompt, first, task_id, self.user_id)
+        message = await self.link.start(record, params.prompt, first, task_id, record.user_id)
         return {
             "sessionId": record.session_id,
             "taskId": task_id,
@@ -239,7 +238,7 @@ class RpcSession:
         max_tokens, deadline_ms = record.delegation_limits
         try:
             requests = await self.link.delegate(
-                record, objective, self.user_id, max_tokens, deadline_ms
+                record, objective, record.user_id, max_tokens, deadline_ms
             )
         except ConnectionError as exc:
             raise RpcError.refused(

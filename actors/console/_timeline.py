@@ -123,6 +123,8 @@ class SessionRecord:
         elif self.state in ("created", "submitted"):
             self.state = "running"
         params = event_params(event)
+        if "taskId" not in params and self.task_id:  # seed 002 §13.1: each event names its task
+            params["taskId"] = self.task_id
         self.events.append(params)
         return params
 

@@ -211,11 +211,13 @@ async def test_a_single_call_runs_to_its_answer_with_live_notifications(
         while "id" not in (started := json.loads(await socket.recv())):
             early.append(started)
         assert started["id"] == 2 and started["result"]["state"] == "submitted", started
+        task_id = started["result"]["taskId"]
         kinds = []
         while True:
             frame = early.pop(0) if early else json.loads(await socket.recv())
             assert frame["method"] == "SessionEvent"
             assert frame["params"]["sessionId"] == session_id
+            assert frame["params"]["taskId"] == task_id, frame  # seed 002 §13.1
             kinds.append(frame["params"]["eventType"])
             if frame["params"]["eventType"] == "session_completed":
                 assert frame["params"]["payload"]["stopReason"] == "final"

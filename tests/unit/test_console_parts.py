@@ -335,3 +335,28 @@ def test_a_persons_link_remembers_its_newest_sessions_only() -> None:
         newest = link.reserve("collaborate", ("gpt", "claude"), 4)
     assert len(link.sessions) == KEPT_SESSIONS
     assert first.session_id not in link.sessions and newest.session_id in link.sessions
+
+
+async def test_a_sessions_user_id_is_kept_with_the_session_not_the_connection() -> None:
+    """Over HTTP each request gets its own dispatcher, so a `userId` given to CreateSession was
+    lost by StartTask (a requirements walk saw `user_id ''` in the audit); over a WebSocket it
+    carried over to the connection's later sessions. It is each session's own now."""
+
+    async def nothing() -> None:
+        return None
+
+    link = PersonLink("alice", load_settings(None))
+    create = {"mode": "single", "agents": ["gpt"], "userId": "u-7"}
+    first = await RpcSession(link, nothing).handle_one(
+        {"jsonrpc": "2.0", "id": 1, "method": "CreateSession", "params": create}
+    )
+    assert first is not None
+    assert link.sessions[first["result"]["sessionId"]].user_id == "u-7"
+    socket = RpcSession(link, nothing)
+    for request_id, params in enumerate((create, {"mode": "single", "agents": ["gpt"]})):
+        answer = await socket.handle_one(
+            {"jsonrpc": "2.0", "id": request_id, "method": "CreateSession", "params": params}
+        )
+        assert answer is not None
+        expected = params.get("userId", "")
+        assert link.sessions[answer["result"]["sessionId"]].user_id == expected
