@@ -93,6 +93,7 @@ from bus._retention import Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
 from bus._session_ends import ENDS, EndedSessions
+from bus._session_locks import SessionLocks
 from bus._settings import (
     ConfigError,
     Settings,
@@ -187,6 +188,7 @@ __all__ = (
     "Quotas",
     "Rejection",
     "Retention",
+    "SessionLocks",
     "Settings",
     "StoreInUseError",
     "StoredMessage",

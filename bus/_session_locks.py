@@ -1,8 +1,11 @@
-"""One input of a session at a time in this router process, in the order they arrived.
+"""One piece of a session's work at a time in this process, in the order they arrived.
 
 The router's handlers run concurrently (a turn waits on KV round trips, and one session must
 not hold up the others); this keeps one session's inputs in order, and its effects reach the
 timeline in the order its transitions were stored. Across replicas, compare-and-set does.
+The tool runtime's steps run concurrently too (one agent's long command must not hold up every
+other person's steps), and this keeps one session's steps one after another in its workspace,
+whose checkpoints are commits in one repository.
 """
 
 from __future__ import annotations

@@ -44,7 +44,6 @@ from actors.orchestrator import OrchestratedSession
 from actors.router._approval_wait import HeldApprovals
 from actors.router._early_stops import EarlyStops, kept_if_early
 from actors.router._effects import Emitted, RouterEffects
-from actors.router._locks import SessionLocks
 from actors.router._opener import open_or_replay
 from actors.router._opening import session_id_for
 from actors.router._orchestrated import OrchestratedSessions
@@ -60,6 +59,7 @@ from bus import (
     BusHandle,
     Context,
     Input,
+    SessionLocks,
     Settings,
     Uptime,
     dead_letters_for,

@@ -58,9 +58,8 @@ from actors.tools._pending import PendingApproval, decode_pending, pending_key
 from actors.tools._scopes import check_request, check_size, narrow_scope
 from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 from actors.tools._step_records import StepRecords
-from actors.tools._steps import workspace_name
 from actors.tools._upload import DEFAULT_MAX_UPLOAD_BYTES, execute_workspace_upload
-from actors.tools._workspace_owner import workspace_owner
+from actors.tools._workspace_owner import workspace_name, workspace_owner
 from bus import lazy_exports
 
 if TYPE_CHECKING:

@@ -12,9 +12,7 @@ against it again on the real file system, in the session's own workspace directo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
 from actors.tools._step_records import StepRecords
-from actors.tools._workspace_owner import claim_workspace
+from actors.tools._workspace_owner import claim_workspace, workspace_name
 from bus import (
     BOUND_BY,
     ORIGIN,
@@ -39,6 +37,7 @@ from bus import (
     Context,
     EndedSessions,
     HeaderError,
+    SessionLocks,
     parse_trace_headers,
 )
 from schemas import (
@@ -57,15 +56,6 @@ from schemas import (
 __all__ = ("Asked", "Held", "StepRunner", "failed", "past_deadline", "workspace_name")
 
 log = logging.getLogger("parley.actors.tools")
-
-_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def workspace_name(session_id: str) -> str:
-    """A session's directory name: its id when that is a safe name, else a digest of it."""
-    if _SAFE_NAME.fullmatch(session_id):
-        return session_id
-    return "~" + hashlib.sha256(session_id.encode()).hexdigest()[:40]  # "~": no safe id's
 
 
 def failed(code: str, message: str) -> ToolOutcome:
@@ -153,6 +143,7 @@ class StepRunner:
         self._executors = executors
         self._workspaces = workspaces
         self._mcp = mcp
+        self._in_workspace = SessionLocks()
 
     def _executor(self, capability: str) -> Executor | None:
         """The built-in executor, or the MCP hub for a tool one of its servers lists."""
@@ -216,51 +207,54 @@ class StepRunner:
             )
         workspace = self._workspaces / name
         workspace.mkdir(exist_ok=True, mode=0o700)
-        try:
-            admit_request(capability, request.arguments, scope, workspace, resolve=True)
-            late = past_deadline(asked, int(time.time() * 1000))
-            if late is not None:  # neither held nor run: its caller gave up on it
-                return late
-            how = await self._sessions.ended(owner, asked.session) if self._sessions else None
-            if how is not None:  # neither held nor run: its person ended the session
-                return failed(
-                    "SESSION_EXPIRED",
-                    f"session {asked.session} has ended ({how}): no step runs in it any more",
+        # One step at a time in a workspace (its checkpoints are commits in one repository,
+        # and a step's paths are checked just before it runs); other sessions' steps go on.
+        async with self._in_workspace.hold(name):
+            try:
+                admit_request(capability, request.arguments, scope, workspace, resolve=True)
+                late = past_deadline(asked, int(time.time() * 1000))
+                if late is not None:  # neither held nor run: its caller gave up on it
+                    return late
+                how = await self._sessions.ended(owner, asked.session) if self._sessions else None
+                if how is not None:  # neither held nor run: its person ended the session
+                    return failed(
+                        "SESSION_EXPIRED",
+                        f"session {asked.session} has ended ({how}): no step runs in it any more",
+                    )
+                if scope.requires_approval and not approved:
+                    return Held(scope)
+                invocation = ToolInvocation(
+                    capability=capability,
+                    arguments=request.arguments,
+                    scope=scope,
+                    workspace=workspace,
+                    session_id=asked.session,
+                    step_id=request.step_id,
+                    environment=dict(self._options.environment),
+                    timeout_s=self._options.timeout_s,
+                    artifacts=self._artifacts,
                 )
-            if scope.requires_approval and not approved:
-                return Held(scope)
-            invocation = ToolInvocation(
-                capability=capability,
-                arguments=request.arguments,
-                scope=scope,
-                workspace=workspace,
-                session_id=asked.session,
-                step_id=request.step_id,
-                environment=dict(self._options.environment),
-                timeout_s=self._options.timeout_s,
-                artifacts=self._artifacts,
-            )
-            log.info(
-                "step started",
-                extra={
-                    "capability": capability,
-                    "step_id": request.step_id,
-                    "session": asked.session,
-                },
-            )
-            base_error = await self._records.before(invocation)
-            outcome = await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
-            return await self._records.after(invocation, outcome, base_error)
-        except ScopeDenied as denied:
-            return denied
-        except InvalidArguments as exc:
-            return ScopeDenied("arguments", str(exc), ErrorCode.INVALID_REQUEST)
-        except TimeoutError:
-            limit = self._options.timeout_s
-            return failed("TOOL_EXECUTION_FAILED", f"timed out after {limit} s")
-        except Exception as exc:
-            log.exception("executor failed", extra={"capability": capability})
-            return failed("INTERNAL_ERROR", f"{capability} failed inside the runtime: {exc!r}")
+                log.info(
+                    "step started",
+                    extra={
+                        "capability": capability,
+                        "step_id": request.step_id,
+                        "session": asked.session,
+                    },
+                )
+                base_error = await self._records.before(invocation)
+                outcome = await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
+                return await self._records.after(invocation, outcome, base_error)
+            except ScopeDenied as denied:
+                return denied
+            except InvalidArguments as exc:
+                return ScopeDenied("arguments", str(exc), ErrorCode.INVALID_REQUEST)
+            except TimeoutError:
+                limit = self._options.timeout_s
+                return failed("TOOL_EXECUTION_FAILED", f"timed out after {limit} s")
+            except Exception as exc:
+                log.exception("executor failed", extra={"capability": capability})
+                return failed("INTERNAL_ERROR", f"{capability} failed inside the runtime: {exc!r}")
 
     @staticmethod
     def result(

@@ -15,11 +15,23 @@ before this release has no claim: its next step claims it.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
+from typing import Final
 
-__all__ = ("claim_workspace", "workspace_owner")
+__all__ = ("claim_workspace", "workspace_name", "workspace_owner")
+
+_SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def workspace_name(session_id: str) -> str:
+    """A session's directory name: its id when that is a safe name, else a digest of it."""
+    if _SAFE_NAME.fullmatch(session_id):
+        return session_id
+    return "~" + hashlib.sha256(session_id.encode()).hexdigest()[:40]  # "~": no safe id's
 
 
 def _claim_file(workspaces: Path, name: str) -> Path:

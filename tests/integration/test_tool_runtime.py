@@ -49,3 +49,32 @@ async def test_an_mcp_servers_tools_are_capabilities_through_the_gate(
     called = [json.loads(line)["tool"] for line in tool_system.mcp_calls.read_text().splitlines()]
     assert called == ["add"]
     tool_system.assert_healthy()
+
+
+async def test_one_sessions_long_command_holds_up_no_other_sessions_steps(
+    tool_system: ToolSystem,
+) -> None:
+    """An attack review's agent ran a 58 s command, and another person's File.Write waited
+    behind it for 50 s: the runtime handled one step at a time. Steps of different sessions
+    now run at once (one session's still one after another): gpt's whole task, two rounds of
+    steps, ends while sleeper's `sleep 15` still runs."""
+    await tool_system.agent("sleeper")
+    await tool_system.agent("gpt")
+    tools = tool_system.processes["tools"]
+    start = len(tools.lines)
+    sleeping = tool_system.cli("say", "@sleeper", "sleep a while")
+    try:
+        try:
+            await tools.wait_line(
+                '"step started".*"capability":"Shell.Exec"', start=start, timeout=30
+            )
+        except AssertionError:
+            raise AssertionError("\n".join(sleeping.lines)) from None
+        code, lines = await finished(tool_system.cli("say", "@gpt", "a note meanwhile"))
+        assert code == 0, lines
+        assert sleeping.process.poll() is None, "gpt's steps waited for sleeper's command"
+        code, lines = await finished(sleeping, timeout=60)
+        assert code == 0 and any("slept:" in line for line in lines), lines
+    finally:
+        sleeping.close()
+    tool_system.assert_healthy()

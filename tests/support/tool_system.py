@@ -11,7 +11,8 @@ a workspace) of its own.
 
 - `gpt` writes and reads a file within its scope and tries one outside it;
 - `claude` calls an MCP server's tools, one granted, one not;
-- `keeper` writes and deletes only with a person's approval (`writes`, `quick` rules).
+- `keeper` writes and deletes only with a person's approval (`writes`, `quick` rules);
+- `sleeper` runs `sleep 15`.
 
 The teardown stops every process with SIGTERM and requires a clean exit, and no process may
 ever have been refused by the broker (a missing grant in the least-privilege config).
@@ -48,7 +49,10 @@ BUNDLE = {
         {"approval_rule_id": "quick", "title": "Deletes", "timeout_s": 2},
     ],
     "profiles": {
-        "router": {"allowed_targets": ["gpt", "claude", "keeper"], "start_traces": True},
+        "router": {
+            "allowed_targets": ["gpt", "claude", "keeper", "sleeper"],
+            "start_traces": True,
+        },
         "cli": PERSON,
         "person-bob": {**PERSON, "allowed_targets": ["router", "tools", "gpt"]},  # delegates
         "tools": {},  # the tool runtime only answers: a profile with every default
@@ -61,6 +65,13 @@ BUNDLE = {
             ],
         },
         "claude": {"allowed_targets": ["router", "tools"], "capabilities": ["Mcp.notes.add"]},
+        "sleeper": {
+            "allowed_targets": ["router", "tools"],
+            "capabilities": ["Shell.Exec"],
+            "scopes": [
+                {"name": "Shell.Exec", "allowed_commands": ["sleep"], "allowed_paths": ["."]}
+            ],
+        },
         "keeper": {
             "allowed_targets": ["router", "tools"],
             "capabilities": ["File.Write", "File.Delete"],
@@ -140,11 +151,31 @@ step = 1
 message = "done: {results}"
 final = true
 """
-SCRIPTS = {"gpt": FILES_SCRIPT, "claude": MCP_SCRIPT, "keeper": APPROVAL_SCRIPT}
+# `sleeper` runs `sleep 15`, a command that takes long.
+SLEEP_SCRIPT = """
+[[turn]]
+step = 0
+[[turn.calls]]
+tool = "use_tool"
+to = "Shell.Exec"
+arguments = { argv = ["sleep", "15"] }
+
+[[turn]]
+step = 1
+message = "slept: {results}"
+final = true
+"""
+SCRIPTS = {
+    "gpt": FILES_SCRIPT,
+    "claude": MCP_SCRIPT,
+    "keeper": APPROVAL_SCRIPT,
+    "sleeper": SLEEP_SCRIPT,
+}
 AGENT_TOOLS = {
     "gpt": ["File.Write", "File.Read"],
     "claude": ["Mcp.notes.add", "Mcp.notes.exfiltrate"],
     "keeper": ["File.Write", "File.Delete"],
+    "sleeper": ["Shell.Exec"],
 }
 
 
@@ -213,7 +244,7 @@ async def running_tool_system(root: Path) -> AsyncIterator[ToolSystem]:
     cleanly on SIGTERM."""
     ns = Namespace(f"t{uuid.uuid4().hex[:12]}")
     config_dir = root / "nats-config"
-    write_nats_config(config_dir, [*LOCKED_ACTORS, "keeper", "person-bob"], ns)
+    write_nats_config(config_dir, [*LOCKED_ACTORS, "keeper", "sleeper", "person-bob"], ns)
     server = EmbeddedServer(root / "nats", authorization=config_dir / "authorization.conf")
     server.start()
     processes: dict[str, ProcessOutput] = {}
