@@ -124,7 +124,8 @@ class TaskView:
         reason = str(payload.get("reason", ""))
         refusals = ("APPROVAL_DENIED", "SESSION_EXPIRED")  # the second: its session ended first
         denied = step["status"] == "denied" and any(code in reason for code in refusals)
-        decision = ("expired" if "in time" in reason else "rejected") if denied else "approved"
+        undecided = "in time" in reason or "SESSION_EXPIRED" in reason  # nobody decided it
+        decision = ("expired" if undecided else "rejected") if denied else "approved"
         step["approval"]["decision"] = decision
         return [("approval_resolved", {"approval_id": step_id, "decision": decision})]
 

@@ -40,11 +40,6 @@ class ProviderFailure(Exception):
     retry_after_s: float | None = None
     """How long the provider asked to wait before trying again (`Retry-After`)."""
 
-    def __post_init__(self) -> None:
-        # A provider's error text reaches the agent and its person: one that echoes the
-        # request's Authorization header (an attack review's fake provider did) shows no key.
-        self.message = redact(self.message)
-
     def __str__(self) -> str:
         return self.message
 
@@ -69,6 +64,10 @@ class ProviderClient:
             headers=headers,
             timeout=None,  # noqa: S113
         )
+
+    def _scrub(self, text: str) -> str:
+        """`text` without this client's own key (before any cut could leave half of it)."""
+        return text.replace(self._key, "[REDACTED:api_key]") if self._key else text
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -96,8 +95,10 @@ class ProviderClient:
                     return await self._once(body, deadline)
                 return await self._streamed(body, deadline, on_text, gave_text)
             except ProviderFailure as failure:
-                if self._key:  # its own key, whatever its shape, is never told
-                    failure.message = failure.message.replace(self._key, "[REDACTED:api_key]")
+                # Its text reaches the agent and its person: a provider that echoes the
+                # request's Authorization header (an attack review's did) shows no key. Its
+                # own key first, whatever its shape; then anything shaped like a secret.
+                failure.message = redact(self._scrub(failure.message))
                 pause = failure.retry_after_s if failure.retry_after_s is not None else wait
                 last = attempt == self._retries
                 late = time.monotonic() + pause >= deadline
@@ -175,7 +176,7 @@ class ProviderClient:
         except ValueError:
             answer = None
         if response.status_code >= 400:
-            detail = provider_message(answer) or response.text[:200]
+            detail = provider_message(answer) or self._scrub(response.text)[:200]
             raise ProviderFailure(
                 ErrorCode.RATE_LIMITED
                 if response.status_code == 429

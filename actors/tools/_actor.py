@@ -94,9 +94,10 @@ class ToolsActor(Actor):
         self._steps: StepRunner | None = None
         self._held: HeldSteps | None = None
         self._mcp = McpHub(self.options.mcp_servers) if self.options.mcp_servers else None
-        self._in_hand: set[str] = set()
-        """The steps this process is handling now: a second delivery of one waits for it,
-        where a mark found `running` would otherwise be taken for a crash's leftover."""
+        self._in_hand: dict[str, asyncio.Event] = {}
+        """The steps this process is handling now, each set when done: a second delivery of
+        one waits for it (a nak would spend its deliveries), where a mark found `running`
+        would otherwise be taken for a crash's leftover."""
 
     def inputs(self) -> Sequence[Input]:
         ns = self.namespace
@@ -187,16 +188,18 @@ class ToolsActor(Actor):
                 log.info("ignored", extra={"kind": envelope.__struct_config__.tag})
 
     async def _on_request(self, asked: Asked, ctx: Context) -> None:
+        _, steps = self._started()
         request = asked.request
         key = run_key(asked.sender, asked.session, request.task_id, request.step_id)
-        if key in self._in_hand:  # this process runs it now: not a crash's leftover
-            ctx.defer(1.0)  # its result will be there
-            return
-        self._in_hand.add(key)
+        while (in_hand := self._in_hand.get(key)) is not None:
+            await in_hand.wait()  # this process runs it now: then its record has the result
+        done = self._in_hand[key] = asyncio.Event()
         try:
-            await self._take(asked, ctx, key)
+            async with steps.in_session(asked.session):  # marked running only in its turn
+                await self._take(asked, ctx, key)
         finally:
-            self._in_hand.discard(key)
+            del self._in_hand[key]
+            done.set()
 
     async def _take(self, asked: Asked, ctx: Context, key: str) -> None:
         """Answer a step from its record, go on with it after a crash, or run it."""

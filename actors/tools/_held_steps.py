@@ -27,7 +27,7 @@ from actors.tools._decisions import Decisions
 from actors.tools._executors import is_read_only
 from actors.tools._runs import RunStore, StepState
 from actors.tools._steps import Asked, Held, StepRunner, failed
-from bus import MSG_ID, ORIGIN, Context
+from bus import MSG_ID, ORIGIN, SESSION, Context
 from schemas import (
     Control,
     ErrorCode,
@@ -100,7 +100,7 @@ class HeldSteps:
             rule_title=steps.approval_title(held.scope),
         )
         try:
-            await runs.hold(key, begun, approval)
+            held_state = await runs.hold(key, begun, approval)
         except KeyWrongLastSequenceError:
             ctx.defer(1.0)  # another delivery of it got there first: see what it did
             return
@@ -109,6 +109,13 @@ class HeldSteps:
             extra={"approval_id": approval.approval_id, "owner": owner, "timeout_s": timeout_s},
         )
         await self.remind(ctx, approval)
+        # Its session may have ended between the read that let it be held and its listing:
+        # the end's handler then found nothing to let go. The end is stored before it is
+        # delivered, so this read or that handler's sees it. (The caller holds its turn.)
+        how = await steps.ended(owner, asked.session)
+        if how is not None:
+            reason = f"session ended ({how})"
+            await self._decide_in_turn(ctx, key, held_state, approval, "canceled", "", reason)
 
     async def remind(self, ctx: Context, approval: Approval) -> None:
         reminder = derive_id(approval.approval_id, "approval-expiry")
@@ -145,7 +152,8 @@ class HeldSteps:
                 if wait_ms > 0:  # its decision's handler may still be running it
                     ctx.defer(wait_ms / 1000)
                     return
-                await self.complete(ctx, key, state, approval, recovering=True)
+                async with self._steps.in_session(approval.headers.get(SESSION, "")):
+                    await self.complete(ctx, key, state, approval, recovering=True)
             return
         left_ms = approval.expires_ms - _now_ms()
         if left_ms > 0:
@@ -186,6 +194,28 @@ class HeldSteps:
         by: str,
         reason: str,
     ) -> bool:
+        """`_decide_in_turn`, once it is its session's turn (`StepRunner.in_session`): the
+        decision's time is then when its step may start, as `settles_ms` counts."""
+        async with self._steps.in_session(approval.headers.get(SESSION, "")):
+            found = await self._runs.read(key)  # as it stands now that it is our turn
+            if found is None or found.run.approval is None:
+                return False
+            state, approval = found, found.run.approval
+            if not approval.pending:
+                log.info("decided meanwhile", extra={"approval_id": approval.approval_id})
+                return False
+            return await self._decide_in_turn(ctx, key, state, approval, decision, by, reason)
+
+    async def _decide_in_turn(
+        self,
+        ctx: Context,
+        key: str,
+        state: StepState,
+        approval: Approval,
+        decision: str,
+        by: str,
+        reason: str,
+    ) -> bool:
         """Record the decision (compare-and-set: one decision wins), then complete the step;
         False: another decision won."""
         runs = self._runs
@@ -213,7 +243,8 @@ class HeldSteps:
     ) -> None:
         """Run the decided request (approved) or deny it, and answer. `recovering`: the
         runtime died after the decision and before the answer, so an approved step that
-        changes something may have run: it is not run again."""
+        changes something may have run: it is not run again. The caller holds the session's
+        turn (`StepRunner.in_session`)."""
         steps = self._steps
         decision, by, reason = approval.decision, approval.decided_by, approval.reason
         request = decode_envelope(approval.request)

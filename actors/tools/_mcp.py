@@ -144,11 +144,11 @@ class McpHub:
             )
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
-                link.mark_dead()
+                link.mark_dead(session)
                 return _died(invocation.capability, str(exc), provenance)
             return _failed(f"{invocation.capability}: {exc.message}", provenance)
         except Exception as exc:
-            link.mark_dead()
+            link.mark_dead(session)
             return _died(invocation.capability, f"{type(exc).__name__}: {exc}", provenance)
         limit = invocation.scope.max_output_bytes
         text, truncated = _cut(

@@ -117,8 +117,12 @@ class McpLink:
             task.cancel()
             await asyncio.wait({task}, timeout=STOP_TIMEOUT_S)
 
-    def mark_dead(self) -> None:
-        """The connection failed under a call: the next call starts the server again."""
+    def mark_dead(self, session: ClientSession | None = None) -> None:
+        """The connection failed under a call: the next call starts the server again.
+        `session`: the one the call failed on; a late failure of a connection already
+        replaced (calls run at once) leaves the new one alone."""
+        if session is not None and session is not self.session:
+            return
         self.ended.set()
         self._wake.set()
 

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -169,6 +170,17 @@ class StepRunner:
             )
         return reduce(narrow_scope, [s for s in scopes if s is not None])
 
+    def in_session(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold session `session_id`'s turn: one of its steps at a time, in the order they
+        came (its checkpoints are commits in one repository, and a step's paths are checked
+        right before it runs), while other sessions' steps go on. Taken before a step is
+        marked running, so a step waiting its turn is never taken for one a crash cut short."""
+        return self._in_workspace.hold(workspace_name(session_id))
+
+    async def ended(self, owner: str, session_id: str) -> str | None:
+        """How `owner`'s session ended, or None while it runs (or is not known to)."""
+        return await self._sessions.ended(owner, session_id) if self._sessions else None
+
     def approval_timeout_s(self, scope: Capability) -> int:
         """How long a held request waits for its owner: its approval rule's `timeout_s`."""
         rule = approval_rule_of(self._bundles.bundle, scope)
@@ -198,6 +210,10 @@ class StepRunner:
             )
         name = workspace_name(asked.session)
         owner = asked.headers.get(ORIGIN, "")
+        if not owner:
+            return ScopeDenied(
+                "session", "the delivery names no person its trace works for (Parley-Origin)"
+            )
         another = claim_workspace(self._workspaces, name, owner)
         if another is not None:  # bob naming alice's session, to reach her files
             return ScopeDenied(
@@ -207,54 +223,51 @@ class StepRunner:
             )
         workspace = self._workspaces / name
         workspace.mkdir(exist_ok=True, mode=0o700)
-        # One step at a time in a workspace (its checkpoints are commits in one repository,
-        # and a step's paths are checked just before it runs); other sessions' steps go on.
-        async with self._in_workspace.hold(name):
-            try:
-                admit_request(capability, request.arguments, scope, workspace, resolve=True)
-                late = past_deadline(asked, int(time.time() * 1000))
-                if late is not None:  # neither held nor run: its caller gave up on it
-                    return late
-                how = await self._sessions.ended(owner, asked.session) if self._sessions else None
-                if how is not None:  # neither held nor run: its person ended the session
-                    return failed(
-                        "SESSION_EXPIRED",
-                        f"session {asked.session} has ended ({how}): no step runs in it any more",
-                    )
-                if scope.requires_approval and not approved:
-                    return Held(scope)
-                invocation = ToolInvocation(
-                    capability=capability,
-                    arguments=request.arguments,
-                    scope=scope,
-                    workspace=workspace,
-                    session_id=asked.session,
-                    step_id=request.step_id,
-                    environment=dict(self._options.environment),
-                    timeout_s=self._options.timeout_s,
-                    artifacts=self._artifacts,
+        try:
+            admit_request(capability, request.arguments, scope, workspace, resolve=True)
+            late = past_deadline(asked, int(time.time() * 1000))
+            if late is not None:  # neither held nor run: its caller gave up on it
+                return late
+            how = await self._sessions.ended(owner, asked.session) if self._sessions else None
+            if how is not None:  # neither held nor run: its person ended the session
+                return failed(
+                    "SESSION_EXPIRED",
+                    f"session {asked.session} has ended ({how}): no step runs in it any more",
                 )
-                log.info(
-                    "step started",
-                    extra={
-                        "capability": capability,
-                        "step_id": request.step_id,
-                        "session": asked.session,
-                    },
-                )
-                base_error = await self._records.before(invocation)
-                outcome = await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
-                return await self._records.after(invocation, outcome, base_error)
-            except ScopeDenied as denied:
-                return denied
-            except InvalidArguments as exc:
-                return ScopeDenied("arguments", str(exc), ErrorCode.INVALID_REQUEST)
-            except TimeoutError:
-                limit = self._options.timeout_s
-                return failed("TOOL_EXECUTION_FAILED", f"timed out after {limit} s")
-            except Exception as exc:
-                log.exception("executor failed", extra={"capability": capability})
-                return failed("INTERNAL_ERROR", f"{capability} failed inside the runtime: {exc!r}")
+            if scope.requires_approval and not approved:
+                return Held(scope)
+            invocation = ToolInvocation(
+                capability=capability,
+                arguments=request.arguments,
+                scope=scope,
+                workspace=workspace,
+                session_id=asked.session,
+                step_id=request.step_id,
+                environment=dict(self._options.environment),
+                timeout_s=self._options.timeout_s,
+                artifacts=self._artifacts,
+            )
+            log.info(
+                "step started",
+                extra={
+                    "capability": capability,
+                    "step_id": request.step_id,
+                    "session": asked.session,
+                },
+            )
+            base_error = await self._records.before(invocation)
+            outcome = await asyncio.wait_for(executor(invocation), self._options.timeout_s + 5)
+            return await self._records.after(invocation, outcome, base_error)
+        except ScopeDenied as denied:
+            return denied
+        except InvalidArguments as exc:
+            return ScopeDenied("arguments", str(exc), ErrorCode.INVALID_REQUEST)
+        except TimeoutError:
+            limit = self._options.timeout_s
+            return failed("TOOL_EXECUTION_FAILED", f"timed out after {limit} s")
+        except Exception as exc:
+            log.exception("executor failed", extra={"capability": capability})
+            return failed("INTERNAL_ERROR", f"{capability} failed inside the runtime: {exc!r}")
 
     @staticmethod
     def result(

@@ -148,8 +148,9 @@ async def test_a_provider_that_echoes_the_key_in_its_error_tells_no_key(server: 
     settings = ProviderSettings(api="openai", base_url=f"{server.url}/v1", api_key=key)
     server.queue(openai_error(401, f"bad header: Bearer {key}", "invalid_api_key"))
     client = ProviderClient("p", settings, retries=0, backoff_s=0.05)
-    odd = ProviderSettings(api="openai", base_url=f"{server.url}/v1", api_key="hunter2-odd")
-    server.queue(openai_error(401, "bad header: Bearer hunter2-odd", "invalid_api_key"))
+    odd_key = "abcd1234efgh5678!tailSECRET99"  # a pattern would take its head, and leave the tail
+    odd = ProviderSettings(api="openai", base_url=f"{server.url}/v1", api_key=odd_key)
+    server.queue(openai_error(401, f"bad header: Bearer {odd_key}", "invalid_api_key"))
     odd_client = ProviderClient("p", odd, retries=0, backoff_s=0.05)
     try:
         with pytest.raises(ProviderFailure) as failed:
@@ -161,4 +162,4 @@ async def test_a_provider_that_echoes_the_key_in_its_error_tells_no_key(server: 
         await odd_client.close()
     assert "answered HTTP 401" in failed.value.message
     assert key not in failed.value.message, failed.value.message
-    assert "hunter2-odd" not in odd_failed.value.message, odd_failed.value.message
+    assert "tailSECRET99" not in odd_failed.value.message, odd_failed.value.message

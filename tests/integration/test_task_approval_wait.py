@@ -96,7 +96,7 @@ async def test_a_request_held_past_its_callers_deadline_is_let_go_when_its_task_
         tools = deployment.system.processes["tools"]
         await tools.wait_line(rf"held for approval.*{approval_id}")  # in time: held, not run
         # The agent host waits 6 s for its write, then answers without it: the task ends, and
-        # the runtime lets go of what the session held (actors/tools/_actor.py).
+        # the runtime lets go of what the session held (actors/tools/_held_steps.py).
         await alice.event(session_id, "session_completed")
         await tools.wait_line(rf"let go: its session ended.*{approval_id}")
 

@@ -57,24 +57,25 @@ async def test_one_sessions_long_command_holds_up_no_other_sessions_steps(
     """An attack review's agent ran a 58 s command, and another person's File.Write waited
     behind it for 50 s: the runtime handled one step at a time. Steps of different sessions
     now run at once (one session's still one after another): gpt's whole task, two rounds of
-    steps, ends while sleeper's `sleep 15` still runs."""
+    steps, ends while sleeper's command still waits for the test to let it go."""
     await tool_system.agent("sleeper")
     await tool_system.agent("gpt")
     tools = tool_system.processes["tools"]
     start = len(tools.lines)
-    sleeping = tool_system.cli("say", "@sleeper", "sleep a while")
+    waiting = tool_system.cli("say", "@sleeper", "wait for it")
     try:
+        _, line = await waiting.wait_line(r"^session \S+: sleeper", timeout=30)
+        session = line.split()[1].rstrip(":")
         try:
-            await tools.wait_line(
-                '"step started".*"capability":"Shell.Exec"', start=start, timeout=30
-            )
+            await tools.wait_line('"step started".*"Shell.Exec"', start=start, timeout=30)
         except AssertionError:
-            raise AssertionError("\n".join(sleeping.lines)) from None
+            raise AssertionError("\n".join(waiting.lines)) from None
         code, lines = await finished(tool_system.cli("say", "@gpt", "a note meanwhile"))
         assert code == 0, lines
-        assert sleeping.process.poll() is None, "gpt's steps waited for sleeper's command"
-        code, lines = await finished(sleeping, timeout=60)
-        assert code == 0 and any("slept:" in line for line in lines), lines
+        assert waiting.process.poll() is None, "gpt's steps waited for sleeper's command"
+        (tool_system.workspaces / session / "go").touch()  # now sleeper's command ends
+        code, lines = await finished(waiting, timeout=60)
+        assert code == 0 and any("went:" in line for line in lines), lines
     finally:
-        sleeping.close()
+        waiting.close()
     tool_system.assert_healthy()

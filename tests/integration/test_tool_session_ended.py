@@ -1,5 +1,5 @@
 """Nothing more is done in a session once it ended (bus/_session_ends.py,
-actors/tools/_actor.py `_on_session_end`, actors/agent/_host.py).
+actors/tools/_held_steps.py `on_session_end`, actors/agent/_host.py).
 
 A newcomer's walk stopped `parley task` at its first approval: the session ended `canceled`,
 yet the agent went on asking for steps (files read and written, a commit) for minutes, and a

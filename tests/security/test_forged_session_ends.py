@@ -1,8 +1,8 @@
 """Only the router can end a session for the tool runtime.
 
 The tool runtime lets go of what a session held for its person when the router stores the
-session's end on `parley.standing.<owner>.<session>` (actors/tools/_actor.py
-`_on_session_end`): every held request of that session is answered `SESSION_EXPIRED`, and an
+session's end on `parley.standing.<owner>.<session>` (actors/tools/_held_steps.py
+`on_session_end`): every held request of that session is answered `SESSION_EXPIRED`, and an
 approval given afterwards runs nothing. Whoever could publish there could cancel another
 person's held steps; whoever could take the runtime's durable could keep it from hearing of
 ends. Under the least-privilege config of `parley nats-config`, provisioned as `parley
@@ -16,9 +16,11 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import ConsumerConfig
 from nats.js.errors import APIError
+from prometheus_client import CollectorRegistry
 
+from bus import ActorMetrics
 from schemas import SessionEvent, encode, new_id, utc_now
-from tests.support.lockdown import LockedDown
+from tests.support.lockdown import LockedDown, violations
 
 FORGERS = ("gpt", "claude", "cli", "gate", "auditor", "tools", "llm")
 NO_WAIT = b'{"batch": 1, "no_wait": true}'
@@ -44,12 +46,16 @@ async def test_no_principal_but_the_router_stores_a_sessions_end(
     await locked.provision()
     session = new_id()
     for who in FORGERS:
-        nc = await locked.connect(who)
+        registry = CollectorRegistry()
+        nc = await locked.connect(who, ActorMetrics(registry, who))
         try:
             with pytest.raises((NatsTimeoutError, TimeoutError)):
                 await locked.js(nc, who).publish(
                     ns.standing("cli", session), _ended(session), timeout=1
                 )
+            await nc.flush()
+            await nc.flush()  # the server's answer to the publish has come (one is no barrier)
+            assert violations(registry, who) == 1, who  # refused, not merely slow
         finally:
             await nc.close()
     router = await locked.connect("router")
@@ -69,7 +75,8 @@ async def test_no_principal_takes_or_makes_the_runtimes_durable_on_session_ends(
     await locked.provision()
     events = ns.stream("events")
     for who in ("gpt", "cli", "router", "gate"):
-        nc = await locked.connect(who)
+        registry = CollectorRegistry()
+        nc = await locked.connect(who, ActorMetrics(registry, who))
         try:
             js = locked.js(nc, who)
             api = locked.settings(who).js_api_prefix
@@ -78,6 +85,9 @@ async def test_no_principal_takes_or_makes_the_runtimes_durable_on_session_ends(
             config = ConsumerConfig(durable_name="tools", filter_subject=ns.wildcard("standing"))
             with pytest.raises((NatsTimeoutError, TimeoutError, APIError)):
                 await js.add_consumer(events, config, timeout=1)
+            await nc.flush()
+            await nc.flush()
+            assert violations(registry, who) == 2, who  # both refused, not merely slow
         finally:
             await nc.close()
     tools = await locked.connect("tools")

@@ -191,6 +191,30 @@ async def test_a_local_remote_checks_nothing_out_and_runs_nothing_its_config_nam
     assert not (remote / "a.txt").exists()
 
 
+async def test_a_local_remotes_alternates_command_never_runs(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """A remote that borrows objects from another repository (`objects/info/alternates`)
+    lists that repository's refs with `core.alternateRefsCommand`, from its own config, when
+    a push asks what it has: the push runs it as `true`. To a branch that is not checked out,
+    so the push goes through (and ends without maintenance, `receive.autogc=false`)."""
+    marker = tmp_path / "alternates"
+    lender = workspace.root / "remotes" / "lender.git"
+    lender.mkdir(parents=True)
+    git(lender, "init", "-q", "--bare", "-b", "main")
+    git(workspace.allowed_remote, "config", "core.alternateRefsCommand", _marker_command(marker))
+    git(workspace.allowed_remote, "config", "gc.auto", "1")
+    alternates = workspace.allowed_remote / "objects" / "info" / "alternates"
+    alternates.write_text(f"{lender / 'objects'}\n")
+    git(workspace.project, "branch", "feature")
+    outcome = await execute_git_push(invocation(workspace, "Git.Push", {"branch": "feature"}))
+    assert outcome.status == "succeeded", outcome.error_message
+    assert git(workspace.allowed_remote, "rev-parse", "feature") == git(
+        workspace.project, "rev-parse", "feature"
+    )
+    assert not marker.exists()
+
+
 async def test_an_ext_remote_is_refused_though_the_repository_allows_the_protocol(
     workspace: Workspace, tmp_path: Path
 ) -> None:

@@ -12,7 +12,7 @@ a workspace) of its own.
 - `gpt` writes and reads a file within its scope and tries one outside it;
 - `claude` calls an MCP server's tools, one granted, one not;
 - `keeper` writes and deletes only with a person's approval (`writes`, `quick` rules);
-- `sleeper` runs `sleep 15`.
+- `sleeper` runs a command that waits until the test lets it go.
 
 The teardown stops every process with SIGTERM and requires a clean exit, and no process may
 ever have been refused by the broker (a missing grant in the least-privilege config).
@@ -69,7 +69,7 @@ BUNDLE = {
             "allowed_targets": ["router", "tools"],
             "capabilities": ["Shell.Exec"],
             "scopes": [
-                {"name": "Shell.Exec", "allowed_commands": ["sleep"], "allowed_paths": ["."]}
+                {"name": "Shell.Exec", "allowed_commands": ["python3"], "allowed_paths": ["."]}
             ],
         },
         "keeper": {
@@ -151,18 +151,19 @@ step = 1
 message = "done: {results}"
 final = true
 """
-# `sleeper` runs `sleep 15`, a command that takes long.
+# `sleeper` runs a command that waits until a file `go` appears in its workspace.
 SLEEP_SCRIPT = """
 [[turn]]
 step = 0
 [[turn.calls]]
 tool = "use_tool"
 to = "Shell.Exec"
-arguments = { argv = ["sleep", "15"] }
+[turn.calls.arguments]
+argv = ["python3", "-c", "import os, time\\nwhile not os.path.exists('go'): time.sleep(0.1)"]
 
 [[turn]]
 step = 1
-message = "slept: {results}"
+message = "went: {results}"
 final = true
 """
 SCRIPTS = {
