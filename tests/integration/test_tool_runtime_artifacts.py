@@ -1,11 +1,11 @@
 """The tool runtime as a real process (`parley run tools`) stores artifacts and checkpoints.
 
-Requests are delivered on the runtime's subject as the gate delivers them (with the sender's
-and the session's headers); its results are read from its submissions. A File.Write step's
-result names its checkpoint's diff, a Workspace.Upload step's names the uploaded file, a
-File.Read of an output too large for a message carries its first part and the whole as an
-artifact; each URI reads back from the store with its digest checked, and the patch preview
-shows the session's change.
+Requests are delivered on the runtime's subject as the gate delivers them (with the sender's,
+the session's and its person's headers); its results are read from its submissions. A
+File.Write step's result names its checkpoint's diff, a Workspace.Upload step's names the
+uploaded file, a File.Read of an output too large for a message carries its first part and the
+whole as an artifact; each URI reads back from the store with its digest checked, and the patch
+preview shows the session's change.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from actors.tools import ArtifactStore, ArtifactUri, patch_preview
-from bus import MSG_ID, SENDER, SESSION
+from bus import MSG_ID, ORIGIN, SENDER, SESSION
 from schemas import (
     Capability,
     Namespace,
@@ -93,7 +93,7 @@ class Steps:
             task_id="task-1",
             step_id=step,
         )
-        headers = {MSG_ID: request.id, SENDER: "probe", SESSION: "session-e2e"}
+        headers = {MSG_ID: request.id, SENDER: "probe", SESSION: "session-e2e", ORIGIN: "cli"}
         await self.js.publish(self.ns.deliver("tools"), encode(request), headers=headers)
         (msg,) = await self._results.fetch(1, timeout=30)
         await msg.ack()
