@@ -243,13 +243,17 @@ async def _ensure_existing(
 
 
 async def _ensure_object_store(
-    js: JetStreamContext, name: str, quotas: Quotas, max_msg_size: int, replicas: int, exact: bool
+    js: JetStreamContext,
+    name: str,
+    sizes: tuple[int, int, float],
+    replicas: int,
+    exact: bool,
 ) -> None:
     """The artifacts' object store (nats-py's layout: `OBJ_<name>`, chunks and metadata under
-    `$O.<name>.`), with the quotas' bytes, refusing new objects when full, and no chunk larger
-    than a message."""
+    `$O.<name>.`), with the quotas' bytes, refusing new objects when full, no chunk larger
+    than a message, and the retention's age (`sizes`: bytes, largest message, age in s)."""
     stream = f"OBJ_{name}"
-    max_bytes = quotas.bucket_max_bytes(ARTIFACTS)
+    max_bytes, max_msg_size, max_age = sizes
     try:
         config = (await _answered(js, stream, lambda: js.stream_info(stream))).config
     except NotFoundError:
@@ -259,6 +263,7 @@ async def _ensure_object_store(
             max_bytes=max_bytes,
             storage=StorageType.FILE,
             replicas=replicas,
+            ttl=max_age,
         )
         try:
             await _placed(f"object store {name}", lambda: js.create_object_store(name, store))
@@ -268,9 +273,12 @@ async def _ensure_object_store(
         config = (await _answered(js, stream, lambda: js.stream_info(stream))).config
     current = config.num_replicas or 1
     replicas = replicas if exact else max(replicas, current)
-    if (config.max_bytes, config.max_msg_size, current) == (max_bytes, max_msg_size, replicas):
+    wanted = (max_bytes, max_msg_size, replicas, max_age)
+    if (config.max_bytes, config.max_msg_size, current, config.max_age) == wanted:
         return
-    config.max_bytes, config.max_msg_size, config.num_replicas = max_bytes, max_msg_size, replicas
+    config.max_bytes, config.max_msg_size, config.num_replicas, config.max_age = wanted
+    if max_age and (config.duplicate_window or 0) > max_age:
+        config.duplicate_window = max_age  # never longer than an object is kept
     try:
         await _answered(js, stream, lambda: js.update_stream(config))
     except APIError as exc:
@@ -308,7 +316,8 @@ async def provision(
     for spec in BUCKETS:
         sizes = _bucket_sizes(spec, quotas, max_msg_size, retention)
         await _ensure_bucket(js, ns.bucket(spec.name), spec, sizes, replicas, exact=exact)
-    await _ensure_object_store(js, ns.bucket(ARTIFACTS), quotas, max_msg_size, replicas, exact)
+    artifacts = (quotas.bucket_max_bytes(ARTIFACTS), max_msg_size, retention.artifacts_s)
+    await _ensure_object_store(js, ns.bucket(ARTIFACTS), artifacts, replicas, exact)
     for agent in agents:
         await _ensure_agent_stores(
             js, ns, agent, max_msg_size, quotas, replicas, exact=exact, retention=retention

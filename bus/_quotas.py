@@ -14,6 +14,12 @@ the bytes land, and JetStream itself refuses what passes them:
 - the core account has JetStream limits of its own (`AccountLimits`, written into the broker
   config), a backstop over all of it.
 
+One store is written by one principal for many: the tool runtime alone writes the artifact
+store, for every person's steps. The broker bounds it whole; the runtime, the executing actor,
+bounds each person's and each agent's share of it (`artifact_bytes_per_person`,
+`artifact_bytes_per_agent`; actors/tools/_artifact_shares.py), so one agent's diffs cannot
+fill it for everyone.
+
 The defaults are sized for a laptop (a few GiB in all); docs/quotas.md says how to size them
 for a deployment. A setting is given in `[quotas]` of a settings file, or as JSON in
 `PARLEY_QUOTAS`; `parley provision` applies it to existing streams too.
@@ -21,9 +27,16 @@ for a deployment. A setting is given in `[quotas]` of a settings file, or as JSO
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = (
     "AGENT_BUCKET_NAMES",
@@ -110,6 +123,43 @@ class Quotas(BaseModel):
         ge=16,
         description="Largest value of a quarantine mark (a delivery number).",
     )
+
+    artifact_bytes_per_person: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of artifacts the tool runtime keeps for one person at a time (their "
+        "sessions' uploads, large outputs and checkpoint diffs, within `retention.artifacts_s`): "
+        "past it a step's upload fails and its output or diff is not stored, for that person "
+        "only. Unset: a quarter of the store (`bucket_bytes.artifacts`).",
+    )
+    artifact_bytes_per_agent: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of artifacts the tool runtime keeps for one agent's steps at a time, "
+        "whoever they work for: an agent serving many people cannot fill the store for all. "
+        "Unset: a quarter of the store.",
+    )
+
+    def artifact_share(self, kind: Literal["person", "agent"]) -> int:
+        """What one person's or one agent's artifacts may hold: the setting, else a quarter of
+        the store."""
+        given = (
+            self.artifact_bytes_per_person if kind == "person" else self.artifact_bytes_per_agent
+        )
+        return given if given is not None else self.bucket_max_bytes("artifacts") // 4
+
+    @model_validator(mode="after")
+    def _shares_fit_the_store(self) -> Quotas:
+        """A share larger than the store it is a share of bounds nothing."""
+        store = self.bucket_max_bytes("artifacts")
+        for name in ("artifact_bytes_per_person", "artifact_bytes_per_agent"):
+            given = getattr(self, name)
+            if given is not None and given > store:
+                raise ValueError(
+                    f"{name} ({given}) is larger than the artifact store itself "
+                    f"(bucket_bytes.artifacts, {store})"
+                )
+        return self
 
     @field_validator("stream_bytes", "bucket_bytes")
     @classmethod

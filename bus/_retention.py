@@ -1,6 +1,6 @@
 """How long Parley keeps what it stores (docs/settings.md, "Retention").
 
-Four kinds of record grow with the work, each one per session, trace or call, so each has a
+Five kinds of record grow with the work, each one per session, trace, call or step, so each has a
 retention an operator sets in `[retention]` of a settings file (or as JSON in
 `PARLEY_RETENTION`); `parley provision`, and every actor that provisions, applies it:
 
@@ -16,6 +16,11 @@ retention an operator sets in `[retention]` of a settings file (or as JSON in
   gate's id claims (`idempotency`) are kept a day longer, so no position outlives the claim of
   its id.
 - **waits** (each agent's `waits` bucket): the age limit of a wait for a called agent.
+- **artifacts** (the tool runtime's object store): the stream's age limit, counted from when
+  an artifact was stored (an upload, a large output, a checkpoint's diff). Each person's and
+  agent's share of the store (bus/_quotas.py) counts what they stored within it, so bytes
+  they stored come back to their share once expired. The runtime's `tool_runs` bucket, which
+  keeps those counts, is kept at least a day longer.
 - **audit** (the audit stream): 0 keeps the history for ever; a positive age lets JetStream
   drop the oldest records past it, and `parley audit verify` then starts from the first record
   kept, which the signed checkpoints after it still pin (actors/auditor/_chain.py).
@@ -62,6 +67,14 @@ class Retention(BaseModel):
         description="How long an agent host keeps a wait for an agent it called, after its "
         "last write.",
     )
+    artifacts_s: float = Field(
+        default=7 * DAY_S,
+        ge=1,
+        description="How long the tool runtime's artifact store keeps an artifact (an upload, "
+        "a large output, a checkpoint's diff) after it was stored; past it the object is gone "
+        "and its bytes no longer count against the share of the person and agent it was "
+        "stored for.",
+    )
     audit_s: float = Field(
         default=0.0,
         ge=0,
@@ -86,6 +99,8 @@ class Retention(BaseModel):
                 return self.traces_s + CLAIM_MARGIN_S
             case "waits":
                 return self.waits_s
+            case "tool_runs":  # it keeps each share's counts of the artifacts still stored
+                return max(default or 0.0, self.artifacts_s + DAY_S)
         return default
 
     def stream_max_age(self, family: str, default: float) -> float:

@@ -22,10 +22,12 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
+from actors.tools._artifact_shares import ArtifactShares, Payer, ShareExceeded
 from actors.tools._artifact_uris import SCHEME, ArtifactUri, BadArtifactUri, session_key
 from actors.tools._artifacts import (
     ArtifactCorrupt,
     ArtifactNotFound,
+    ArtifactShareExceeded,
     ArtifactStore,
     ArtifactStoreError,
     artifacts_bucket,
@@ -83,6 +85,8 @@ __all__ = (
     "SHELL_PATH",
     "ArtifactCorrupt",
     "ArtifactNotFound",
+    "ArtifactShareExceeded",
+    "ArtifactShares",
     "ArtifactStore",
     "ArtifactStoreError",
     "ArtifactUri",
@@ -100,9 +104,11 @@ __all__ = (
     "McpHub",
     "McpServerSettings",
     "McpTool",
+    "Payer",
     "PendingApproval",
     "Provenance",
     "ScopeDenied",
+    "ShareExceeded",
     "ShellExec",
     "ShellLimits",
     "ShellRun",

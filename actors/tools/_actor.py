@@ -29,6 +29,7 @@ from typing import ClassVar
 import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
 
+from actors.tools._artifact_shares import ArtifactShares
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor
 from actors.tools._decisions import Decisions
@@ -118,7 +119,16 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
-        artifacts = ArtifactStore(bus.js, ns, self.options.tenant, self.settings.max_payload)
+        quotas, retention = self.settings.quotas, self.settings.retention
+        shares = ArtifactShares(
+            runs,
+            per_person=quotas.artifact_share("person"),
+            per_agent=quotas.artifact_share("agent"),
+            retention_s=retention.artifacts_s,
+        )
+        artifacts = ArtifactStore(
+            bus.js, ns, self.options.tenant, self.settings.max_payload, shares
+        )
         try:
             await artifacts.check()
         except ArtifactStoreError as exc:

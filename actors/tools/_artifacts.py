@@ -15,6 +15,8 @@ creation is in effect a grant to write (tools/natsconf/_operator.py). Here a fai
 deletes the chunks it published, message by message, and a read is direct gets only.
 
 Every read checks what it got against the URI: the chunks' count, the bytes' size and SHA-256.
+Every new object is charged to the person and the agent it is stored for, within their shares
+of the store (actors/tools/_artifact_shares.py), before its first chunk is published.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import base64
 import hashlib
 import json
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -31,6 +33,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ObjectInfo, ObjectMetaOptions
 from nats.js.errors import NotFoundError
 
+from actors.tools._artifact_shares import ArtifactShares, Charge, Payer, ShareExceeded
 from actors.tools._artifact_uris import ArtifactUri, BadArtifactUri, session_key
 from bus import ARTIFACTS, read_history
 from schemas import Namespace
@@ -39,6 +42,7 @@ __all__ = (
     "CHUNK_BYTES",
     "ArtifactCorrupt",
     "ArtifactNotFound",
+    "ArtifactShareExceeded",
     "ArtifactStore",
     "ArtifactStoreError",
     "artifacts_bucket",
@@ -54,6 +58,10 @@ class ArtifactStoreError(RuntimeError):
 
 class ArtifactNotFound(ArtifactStoreError):
     """No artifact is stored under that URI's key."""
+
+
+class ArtifactShareExceeded(ArtifactStoreError):
+    """The object would pass the share of the person or the agent it is stored for."""
 
 
 class ArtifactCorrupt(ArtifactStoreError):
@@ -75,9 +83,17 @@ class ArtifactStore:
     """One tenant's artifacts in its namespace's object store, on one JetStream context."""
 
     def __init__(
-        self, js: JetStreamContext, ns: Namespace, tenant: str, max_payload: int = CHUNK_BYTES
+        self,
+        js: JetStreamContext,
+        ns: Namespace,
+        tenant: str,
+        max_payload: int = CHUNK_BYTES,
+        shares: ArtifactShares | None = None,
     ) -> None:
+        """`shares`: what each person and agent may keep stored (None: a reader's store,
+        or a test's, that charges nobody)."""
         self._js = js
+        self._shares = shares
         self.tenant = tenant
         self.chunk_bytes = min(CHUNK_BYTES, max_payload)
         """Bytes per chunk a write publishes: no chunk over the streams' message limit."""
@@ -102,22 +118,39 @@ class ArtifactStore:
         digest = hashlib.sha256(data).hexdigest()
         return ArtifactUri(self.tenant, session_key(session_id), digest, len(data), name)
 
-    async def put_bytes(self, session_id: str, data: bytes, *, name: str, step_id: str) -> str:
-        """Store `data` for the session; return its URI."""
+    async def put_bytes(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        name: str,
+        step_id: str,
+        payers: Sequence[Payer] = (),
+    ) -> str:
+        """Store `data` for the session, charged to `payers`; return its URI."""
         uri = self.uri(session_id, data, name)
-        await self.put(uri, self._slices(data), step_id=step_id)
+        await self.put(uri, self._slices(data), step_id=step_id, payers=payers)
         return str(uri)
 
     async def _slices(self, data: bytes) -> AsyncIterator[bytes]:
         for start in range(0, len(data), self.chunk_bytes):
             yield data[start : start + self.chunk_bytes]
 
-    async def put(self, uri: ArtifactUri, chunks: AsyncIterable[bytes], *, step_id: str) -> None:
-        """Store the bytes `chunks` yield under `uri`, which must name them (digest and size).
+    async def put(
+        self,
+        uri: ArtifactUri,
+        chunks: AsyncIterable[bytes],
+        *,
+        step_id: str,
+        payers: Sequence[Payer] = (),
+    ) -> None:
+        """Store the bytes `chunks` yield under `uri`, which must name them (digest and size),
+        charged to `payers` (the person and the agent it is stored for).
 
-        Content already stored under the key is kept, not written again.
+        Content already stored under the key is kept, not written again nor charged again.
 
         Raises:
+            ArtifactShareExceeded: it would pass a payer's share; nothing was stored.
             ArtifactCorrupt: the chunks were not what `uri` names (a file that changed while it
                 was stored); nothing is left stored.
             ArtifactStoreError: the store refused a chunk (full) or is unreachable.
@@ -125,6 +158,38 @@ class ArtifactStore:
         found = await self._meta(uri)
         if found is not None and found.sha256 == uri.sha256 and found.info.size == uri.size:
             return
+        charge = await self._charge(uri, payers)
+        try:
+            won = await self._write(uri, chunks, step_id)
+        except BaseException:
+            await self._give_back(charge)
+            raise
+        if not won:
+            await self._give_back(charge)
+
+    async def _charge(self, uri: ArtifactUri, payers: Sequence[Payer]) -> Charge | None:
+        if self._shares is None:
+            return None
+        if not payers:  # every write the runtime makes is some person's and some agent's
+            raise ArtifactStoreError(f"{uri.key} is stored for nobody: no share to charge")
+        try:
+            return await self._shares.charge(payers, uri.size)
+        except ShareExceeded as exc:
+            raise ArtifactShareExceeded(str(exc)) from None
+        except Exception as exc:
+            raise ArtifactStoreError(f"the artifact shares could not be counted: {exc!r}") from exc
+
+    async def _give_back(self, charge: Charge | None) -> None:
+        if self._shares is None or charge is None:
+            return
+        try:
+            await self._shares.give_back(charge)
+        except Exception:  # noqa: S110 - a charge kept overstates a share until it expires
+            pass
+
+    async def _write(self, uri: ArtifactUri, chunks: AsyncIterable[bytes], step_id: str) -> bool:
+        """Publish the chunks and the metadata; False when another replica stored the same
+        key at the same time (its object stands, ours is deleted)."""
         nuid = secrets.token_hex(11)
         subject = f"$O.{self.bucket}.C.{nuid}"
         stored: list[int] = []
@@ -149,6 +214,8 @@ class ArtifactStore:
         winner = await self._meta(uri)  # another replica stored the same key at the same time
         if winner is not None and winner.info.nuid != nuid:
             await self._forget(stored)
+            return False
+        return True
 
     async def _publish_meta(self, uri: ArtifactUri, nuid: str, chunks: int, step_id: str) -> None:
         info = ObjectInfo(

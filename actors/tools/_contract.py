@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from schemas import Capability, ErrorCode
 
 if TYPE_CHECKING:
+    from actors.tools._artifact_shares import Payer
     from actors.tools._artifacts import ArtifactStore
 
 __all__ = (
@@ -71,6 +72,9 @@ class ToolInvocation:
     """Wall-clock limit of the run; past it the executor stops the work and fails."""
     artifacts: ArtifactStore | None = None
     """The tenant's artifact store, where Workspace.Upload puts a file (None: not open)."""
+    payers: tuple[Payer, ...] = ()
+    """Whom what the step stores is charged to: the person its trace works for and the agent
+    that asked for it (actors/tools/_artifact_shares.py)."""
 
 
 @dataclass(frozen=True, slots=True)

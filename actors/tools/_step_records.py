@@ -111,6 +111,7 @@ class StepRecords:
                     diff.encode(),
                     name=f"checkpoint-{checkpoint.commit[:12]}.diff",
                     step_id=invocation.step_id,
+                    payers=invocation.payers,
                 )
                 uris = (*uris, uri)
                 details["checkpoint_diff"] = uri
@@ -135,6 +136,7 @@ class StepRecords:
                 data,
                 name=label(f"{invocation.capability}.output.txt"),
                 step_id=invocation.step_id,
+                payers=invocation.payers,
             )
         except ArtifactStoreError as exc:
             log.error("an output could not be stored", extra={"error": str(exc)})

@@ -23,6 +23,7 @@ from typing import Literal
 
 from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
+from actors.tools._artifact_shares import Payer
 from actors.tools._artifacts import ArtifactStore
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._mcp import McpHub
@@ -246,6 +247,7 @@ class StepRunner:
                 environment=dict(self._options.environment),
                 timeout_s=self._options.timeout_s,
                 artifacts=self._artifacts,
+                payers=(Payer("person", owner), Payer("agent", asked.sender)),
             )
             log.info(
                 "step started",

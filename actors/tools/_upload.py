@@ -20,7 +20,7 @@ from pathlib import Path
 
 from actors.tools._arguments import WorkspaceUpload, decode_arguments
 from actors.tools._artifact_uris import ArtifactUri, label, session_key
-from actors.tools._artifacts import CHUNK_BYTES, ArtifactCorrupt, ArtifactStoreError
+from actors.tools._artifacts import CHUNK_BYTES, ArtifactStoreError
 from actors.tools._contract import Provenance, ScopeDenied, ToolInvocation, ToolOutcome
 
 __all__ = ("DEFAULT_MAX_UPLOAD_BYTES", "execute_workspace_upload")
@@ -102,10 +102,13 @@ async def execute_workspace_upload(invocation: ToolInvocation) -> ToolOutcome:
         sha256, size = await asyncio.to_thread(_digest, fd, path, limit)
         session = session_key(invocation.session_id)
         uri = ArtifactUri(store.tenant, session, sha256, size, label(path.name))
-        await store.put(uri, _chunks(fd, size, store.chunk_bytes), step_id=invocation.step_id)
-    except ArtifactCorrupt as exc:
-        return _failed(str(exc))
-    except ArtifactStoreError as exc:
+        await store.put(
+            uri,
+            _chunks(fd, size, store.chunk_bytes),
+            step_id=invocation.step_id,
+            payers=invocation.payers,
+        )
+    except ArtifactStoreError as exc:  # corrupt (changed while stored), over a share, full
         return _failed(str(exc))
     finally:
         os.close(fd)
@@ -119,4 +122,5 @@ async def execute_workspace_upload(invocation: ToolInvocation) -> ToolOutcome:
 
 
 def _failed(message: str) -> ToolOutcome:
-    return ToolOutcome(status="failed", error_code="TOOL_EXECUTION_FAILED", error_message=message)
+    """An upload that stored nothing (seed 002's `WORKSPACE_UPLOAD_FAILED`)."""
+    return ToolOutcome(status="failed", error_code="WORKSPACE_UPLOAD_FAILED", error_message=message)

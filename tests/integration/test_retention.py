@@ -1,5 +1,6 @@
-"""Retention (bus/_retention.py): ended sessions, traces and the audit history age out as the
-settings say, while an open session, a trace in use and the audit chain's verification stay.
+"""Retention (bus/_retention.py): ended sessions, traces, artifacts and the audit history age
+out as the settings say, while an open session, a trace in use and the audit chain's
+verification stay.
 
 Short retentions are set through the settings; each test waits, with a bound, for what should
 vanish to vanish, and then checks what must stay.
@@ -13,12 +14,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
+import pytest
 from nats.aio.client import Client as NATS
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from actors.router._session import Session
 from actors.router._store import SessionStore
+from actors.tools import (
+    ArtifactNotFound,
+    ArtifactShareExceeded,
+    ArtifactShares,
+    ArtifactStore,
+    ArtifactUri,
+    Payer,
+)
 from bus import EmbeddedServer, Retention, provision
 from schemas import Namespace, key_id, new_id
 from tests.integration.test_router import alternating, router_running, run_session
@@ -192,3 +202,38 @@ async def test_audit_verify_holds_after_the_oldest_records_aged_out(
         assert (report.expired, report.records, report.covered) == (10, 20, 20)
     finally:
         auditor.close()
+
+
+async def test_artifacts_age_out_and_their_bytes_come_back_to_the_share(
+    nc: NATS, namespace: Namespace
+) -> None:
+    js = nc.jetstream()
+    retention = Retention(artifacts_s=2)
+    await provision(js, namespace, retention=retention)  # over the fixture's 7 days
+    objects = await js.stream_info(f"OBJ_{namespace.bucket('artifacts')}")
+    runs = await js.stream_info(f"KV_{namespace.bucket('tool_runs')}")
+    assert objects.config.max_age == 2
+    assert runs.config.max_age == 8 * 24 * 3600, "the counts outlive what they count"
+    assert Retention(artifacts_s=30 * 24 * 3600).bucket_ttl("tool_runs", 8.0) == 31 * 24 * 3600
+    kv = await js.key_value(namespace.bucket("tool_runs"))
+    shares = ArtifactShares(kv, per_person=1000, per_agent=1000, retention_s=2)
+    store = ArtifactStore(js, namespace, "demo", shares=shares)
+    alice = Payer("person", "alice")
+    text = await store.put_bytes("s1", b"x" * 900, name="a", step_id="1", payers=[alice])
+    with pytest.raises(ArtifactShareExceeded):
+        await store.put_bytes("s1", b"y" * 900, name="b", step_id="2", payers=[alice])
+
+    async def expired() -> bool:
+        try:
+            await store.get(ArtifactUri.parse(text))
+        except ArtifactNotFound:
+            return True
+        return False
+
+    await _within("an artifact ages out", expired)
+    await _within("its bytes leave the share", lambda: _no_bytes(shares, alice))
+    await store.put_bytes("s1", b"y" * 900, name="b", step_id="2", payers=[alice])
+
+
+async def _no_bytes(shares: ArtifactShares, payer: Payer) -> bool:
+    return await shares.used(payer) == 0

@@ -5,7 +5,9 @@ Under the least-privilege config the tool runtime stores an artifact and the ope
 (`gpt`) and a person (`cli`), each with its own credentials only, try to read the stored
 metadata and chunks and to write a chunk and a metadata record of their own; `artifacts-cli`
 tries to write and delete. Every attempt is refused by the broker and the store is as it was.
-The runtime's own grants suffice to delete the chunks of a write its quota refused.
+The runtime's own grants suffice to delete the chunks of a write its quota refused, and to
+count each person's share of the store in its `tool_runs` bucket, which no agent or person
+can write nor read there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from prometheus_client import CollectorRegistry
 
-from actors.tools import ArtifactStore, ArtifactStoreError, ArtifactUri
+from actors.tools import (
+    ArtifactShareExceeded,
+    ArtifactShares,
+    ArtifactStore,
+    ArtifactStoreError,
+    ArtifactUri,
+    Payer,
+)
 from bus import ActorMetrics
 from tests.support.lockdown import LockedDown, violations
 from tools.natsconf import ARTIFACT_READER, IMPORTED_JS_API, TOOLS
@@ -42,10 +51,18 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
         for name, registry in registries.items()
     }
     bucket = ns.bucket("artifacts")
+    runs_bucket = ns.bucket("tool_runs")
     stream = f"OBJ_{bucket}"
     try:
-        written = ArtifactStore(tools.jetstream(), ns, "demo")
-        text = await written.put_bytes("s1", b"secret build log\n", name="log.txt", step_id="1")
+        runs = await tools.jetstream().key_value(ns.bucket("tool_runs"))
+        shares = ArtifactShares(runs, per_person=64, per_agent=1 << 30, retention_s=3600)
+        written = ArtifactStore(tools.jetstream(), ns, "demo", shares=shares)
+        alice = [Payer("person", "alice"), Payer("agent", "gpt")]
+        text = await written.put_bytes(
+            "s1", b"secret build log\n", name="log.txt", step_id="1", payers=alice
+        )
+        with pytest.raises(ArtifactShareExceeded):  # counted with the runtime's grants alone
+            await written.put_bytes("s1", b"z" * 60, name="z", step_id="1b", payers=alice)
         uri = ArtifactUri.parse(text)
         readable = ArtifactStore(locked.js(reader, ARTIFACT_READER), ns, "")
         assert await readable.get(uri) == b"secret build log\n"
@@ -53,7 +70,9 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
         before = (await tools.jetstream().stream_info(stream)).state.messages
         # Past its quota a write is refused and its chunks deleted, with the runtime's grants.
         with pytest.raises(ArtifactStoreError):
-            await written.put_bytes("s1", os.urandom(1536 * 1024), name="big", step_id="2")
+            await written.put_bytes(
+                "s1", os.urandom(1536 * 1024), name="big", step_id="2", payers=alice[1:]
+            )
         assert (await tools.jetstream().stream_info(stream)).state.messages == before
 
         for name, nc in attackers.items():
@@ -65,6 +84,14 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
                 js.publish(f"$O.{bucket}.C.mine", b"planted", timeout=1),
                 js.publish(f"$O.{bucket}.M.bWluZQ==", b"{}", timeout=1),
                 js.stream_info(stream),
+                # Nor the shares' counts: neither its own nor another's, to free room.
+                js.publish(f"$KV.{runs_bucket}.usage.person.alice", b"{}", timeout=1),
+                js.publish(f"$KV.{runs_bucket}.usage.person.{name}", b"{}", timeout=1),
+                js.get_msg(
+                    f"KV_{runs_bucket}",
+                    subject=f"$KV.{runs_bucket}.usage.person.alice",
+                    direct=True,
+                ),
             ]
             outcomes = await asyncio.gather(*refused, return_exceptions=True)
             assert all(isinstance(o, _REFUSED) for o in outcomes), (name, outcomes)
@@ -81,6 +108,7 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
         assert all(isinstance(o, _REFUSED) for o in outcomes), outcomes
         assert (await tools.jetstream().stream_info(stream)).state.messages == before
         assert await readable.get(uri) == b"secret build log\n"
+        assert await shares.used(alice[0]) == len(b"secret build log\n")
     finally:
         for nc in (tools, reader, *attackers.values()):
             await nc.close()

@@ -1,0 +1,205 @@
+"""Each person's and each agent's share of the artifact store, counted by the tool runtime.
+
+The artifact store is one object store per namespace (actors/tools/_artifacts.py), written by
+the tool runtime alone for every person's steps: the broker can bound it whole, not per person.
+So the runtime, the actor that writes, charges every new object to the two principals it is
+stored for, the person the trace works for (`Parley-Origin`) and the agent whose step stored
+it, and refuses the object when either would pass their share (the quotas'
+`artifact_bytes_per_person` and `artifact_bytes_per_agent`): an agent's large diffs fill its
+own share and its person's, never the store for everyone.
+
+A share's count lives at `usage.person.<name>` or `usage.agent.<name>` in the runtime's
+`tool_runs` bucket, as bytes per window of time stored. The store drops an object
+`retention.artifacts_s` after it was stored (the stream's age limit), so a window's bytes stop
+counting once the last object it could hold has expired: the count never says less than is
+stored, and the share comes back as the store forgets. Every change is a compare-and-set,
+retried on conflict, so two steps (or two replicas) charging one person count both.
+
+A charge is made before the object's chunks are published and given back when the write
+fails or another replica stored the same object first. A runtime that dies in between leaves
+a charge with no object: the count says more than is stored until that window expires, never
+less (the safe side of a bound).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+import msgspec
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+__all__ = ("ArtifactShares", "Charge", "Payer", "ShareExceeded", "usage_key")
+
+_SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_RETRIES: Final = 32
+_WINDOWS: Final = 64
+"""Windows a retention is cut into: a record holds at most this many (and one more)."""
+
+
+class ShareExceeded(RuntimeError):
+    """Storing the object would pass a person's or an agent's share; nothing was stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """A principal an artifact is stored for: the person its trace works for, or the agent
+    whose step stored it."""
+
+    kind: Literal["person", "agent"]
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """Bytes charged to payers in one window: what `ArtifactShares.give_back` returns."""
+
+    payers: tuple[Payer, ...]
+    window: int
+    size: int
+
+
+class _Usage(msgspec.Struct, frozen=True):
+    window_ms: int
+    bytes_by_window: dict[int, int]
+    """Bytes charged in each window, by the window's index (its start / `window_ms`)."""
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(_Usage)
+
+
+def usage_key(payer: Payer) -> str:
+    """The payer's count in the `tool_runs` bucket: its name when a key may hold it, else a
+    digest of it."""
+    name = payer.name
+    if not _SAFE_NAME.fullmatch(name):
+        name = "x" + hashlib.sha256(name.encode()).hexdigest()[:40]
+    return f"usage.{payer.kind}.{name}"
+
+
+class ArtifactShares:
+    """Counts of what each person and agent has stored, within their shares."""
+
+    def __init__(
+        self,
+        kv: KeyValue,
+        *,
+        per_person: int,
+        per_agent: int,
+        retention_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`clock`: the time in seconds, which a test may move on instead of waiting."""
+        self._kv = kv
+        self._limits = {"person": per_person, "agent": per_agent}
+        self._retention_ms = round(retention_s * 1000)
+        self._window_ms = max(1000, self._retention_ms // _WINDOWS)
+        self._clock = clock
+
+    def limit(self, payer: Payer) -> int:
+        return self._limits[payer.kind]
+
+    async def charge(self, payers: Sequence[Payer], size: int) -> Charge:
+        """Charge `size` bytes to each payer, or to none.
+
+        Raises:
+            ShareExceeded: one of them would pass their share (what was charged to the
+                others first is given back).
+        """
+        now_ms = self._now_ms()
+        window = now_ms // self._window_ms
+        charged: list[Payer] = []
+        try:
+            for payer in dict.fromkeys(payers):  # a payer named twice pays once
+                await self._change(payer, window, size, now_ms)
+                charged.append(payer)
+        except BaseException:
+            await self.give_back(Charge(tuple(charged), window, size))
+            raise
+        return Charge(tuple(charged), window, size)
+
+    async def give_back(self, charge: Charge) -> None:
+        """Take back a charge whose object was not stored (or was stored by another first)."""
+        for payer in charge.payers:
+            await self._change(payer, charge.window, -charge.size, self._now_ms())
+
+    async def used(self, payer: Payer) -> int:
+        """Bytes counted against the payer's share now."""
+        usage, _ = await self._read(payer)
+        return sum(self._live(usage, self._now_ms()).values())
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def _read(self, payer: Payer) -> tuple[_Usage | None, int | None]:
+        try:
+            entry = await self._kv.get(usage_key(payer))
+        except KeyNotFoundError:
+            return None, None
+        if not entry.value:
+            return None, entry.revision
+        try:
+            return _decoder.decode(entry.value), entry.revision
+        except msgspec.DecodeError:  # only the runtime writes it; start again rather than die
+            return None, entry.revision
+
+    def _live(self, usage: _Usage | None, now_ms: int) -> dict[int, int]:
+        """The windows whose objects may still be stored (an object of window `i` is gone
+        `retention` after the window's end at the latest)."""
+        if usage is None:
+            return {}
+        width = usage.window_ms
+        return {
+            index: size
+            for index, size in usage.bytes_by_window.items()
+            if (index + 1) * width + self._retention_ms > now_ms and size > 0
+        }
+
+    async def _change(self, payer: Payer, window: int, size: int, now_ms: int) -> None:
+        key = usage_key(payer)
+        for _ in range(_RETRIES):
+            usage, revision = await self._read(payer)
+            live = self._live(usage, now_ms)
+            if usage is not None and usage.window_ms != self._window_ms and live:
+                # Counted in windows of another width (the retention changed): the total
+                # moves to the current window, so the count never says less than it did.
+                live = {now_ms // self._window_ms: sum(live.values())}
+            if size > 0:
+                used, limit = sum(live.values()), self._limits[payer.kind]
+                if used + size > limit:
+                    raise ShareExceeded(self._refusal(payer, used, size, limit, live))
+            left = live.get(window, 0) + size
+            if left > 0:
+                live[window] = left
+            else:
+                live.pop(window, None)
+            value = _encoder.encode(_Usage(self._window_ms, live))
+            try:
+                if revision is None:
+                    await self._kv.create(key, value)
+                else:
+                    await self._kv.update(key, value, last=revision)
+                return
+            except KeyWrongLastSequenceError:
+                continue  # another step charged or gave back first: count again
+        raise RuntimeError(f"the artifact share of {payer.kind} {payer.name} kept changing")
+
+    def _refusal(self, payer: Payer, used: int, size: int, limit: int, live: dict[int, int]) -> str:
+        oldest = min((i for i, s in live.items() if s > 0), default=None)
+        frees = ""
+        if oldest is not None:
+            at_s = ((oldest + 1) * self._window_ms + self._retention_ms) / 1000
+            when = datetime.fromtimestamp(at_s, UTC).isoformat(timespec="seconds")
+            frees = f"; the oldest of them expire by {when} (retention.artifacts_s)"
+        setting = f"artifact_bytes_per_{payer.kind}"
+        return (
+            f"the artifact store keeps {used} bytes for {payer.kind} {payer.name}, whose "
+            f"share is {limit} ({setting}): {size} more would pass it{frees}"
+        )
