@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from actors.tools._artifact_uris import session_key
+from actors.tools._workspace_owner import workspace_name
 
 __all__ = (
     "CHANGING",
@@ -241,7 +241,7 @@ def patch_preview(workspaces: Path, session_id: str) -> str:
     """Everything session `session_id` changed in its workspace under `workspaces` (the tool
     runtime's `workspaces` option), as a unified diff: seed 002 §11 `GetPatchPreview`.
     Blocking."""
-    return workspace_patch(workspaces / session_key(session_id))
+    return workspace_patch(workspaces / workspace_name(session_id))
 
 
 def workspace_patch(workspace: Path) -> str:

@@ -8,6 +8,7 @@ checkpoint's diff is stored in the namespace's object store on a real nats-serve
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -22,6 +23,7 @@ from actors.tools import (
     ToolInvocation,
     ToolOutcome,
     patch_preview,
+    workspace_name,
 )
 from actors.tools._checkpoints import shadow_repository
 from actors.tools._files import execute_file_delete, execute_file_write
@@ -95,6 +97,18 @@ async def test_each_changing_step_has_a_checkpoint_with_its_diff_and_the_preview
     assert "+++ b/project/src.py" in preview
     assert patch_preview(workspaces, "session-b") == ""
     assert shadow_repository(workspaces / "session-a").parent == workspaces / ".checkpoints"
+
+
+async def test_the_preview_of_a_session_whose_id_is_no_safe_name_finds_its_workspace(
+    steps: StepRecords, workspaces: Path
+) -> None:
+    session = "alice's task #1"  # the runtime names its directory by a digest
+    workspace = workspaces / workspace_name(session)
+    workspace.mkdir()
+    asked = _invocation(workspaces, "File.Write", "s1", path="a.txt", content="one\n")
+    wrote = await _step(steps, dataclasses.replace(asked, workspace=workspace, session_id=session))
+    assert "checkpoint_diff" in wrote.details
+    assert "+++ b/a.txt" in patch_preview(workspaces, session)
 
 
 async def test_a_snapshot_never_follows_a_link_out_of_the_workspace(
