@@ -3,10 +3,11 @@
 The program is an argv, executed directly (never through a shell). It runs in a process
 group of its own, under resource limits (`ShellLimits`), with only the environment it is
 given, under bubblewrap where it can run (`_sandbox`) and, when the runtime is root, as a
-user of its own (`_confinement`). Its stdout and stderr are read together as they come,
-kept up to the output cap and counted past it, so a flood never blocks it nor fills the
-runtime's memory. On its wall-clock timeout, or when its caller is cancelled, every process
-of the run is killed: nothing a run starts outlives it.
+user of its own (`_confinement`). Its stdout and stderr are read together as they come (or
+apart, for a caller that parses stdout: git), kept up to the output cap and counted past
+it, so a flood never blocks it nor fills the runtime's memory. On its wall-clock timeout, or
+when its caller is cancelled, every process of the run is killed: nothing a run starts
+outlives it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ checks `argv[0]` by name, so the name must not resolve to a program the workspac
 _DRAIN_GRACE_S: Final = 2.0
 """How long the output is still read once every process of the run is gone or killed."""
 
+_ERRORS_CAP: Final = 16 * 1024
+"""The stderr kept when it is read apart (the rest is read and dropped)."""
+
 _LIMIT_SIGNALS: Final[dict[int, str]] = {
     signal.SIGXCPU: "cpu_seconds (CPU time limit)",
     signal.SIGXFSZ: "file_size_bytes (file size limit)",
@@ -55,7 +59,8 @@ class ShellRun:
     """What one contained run produced."""
 
     output: bytes
-    """stdout and stderr, interleaved as written, up to the cap."""
+    """stdout and stderr, interleaved as written, up to the cap (stdout alone when stderr
+    was read apart)."""
     exit_code: int | None
     """The program's exit status; None when a signal ended it."""
     signal: int | None
@@ -68,6 +73,8 @@ class ShellRun:
     duration_s: float
     containment: str
     """`bubblewrap`, `sandbox-user` (no bubblewrap, runtime root) or `limits-only`."""
+    errors: bytes = b""
+    """stderr's first 16 KiB, when it was read apart."""
 
     @property
     def limit_hit(self) -> str | None:
@@ -89,6 +96,7 @@ async def run_contained(
     limits: ShellLimits,
     network: bool = False,
     bubblewrap: bool | None = None,
+    stderr_apart: bool = False,
 ) -> ShellRun:
     """Run `argv` contained, in `cwd` inside `workspace`, and say what came of it.
 
@@ -96,6 +104,7 @@ async def run_contained(
         network: whether the command may reach the network (only bubblewrap, or a root
             runtime, can take it away).
         bubblewrap: run under bubblewrap; None (the default) where it can run here.
+        stderr_apart: read stderr apart from stdout (`ShellRun.errors`).
 
     Raises:
         OSError: the program could not be started (not found, not executable).
@@ -125,7 +134,7 @@ async def run_contained(
                     *command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
+                    stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT,
                     env=_child_environment(environment, workspace),
                     start_new_session=True,
                     preexec_fn=child_setup(
@@ -169,6 +178,7 @@ async def run_contained(
         containment="bubblewrap"
         if unusable is None
         else ("sandbox-user" if own_user else "limits-only"),
+        errors=bytes(run.errors),
     )
 
 
@@ -205,10 +215,15 @@ class _Run(asyncio.SubprocessProtocol):
         self.cap = cap
         self.kept = bytearray()
         self.dropped = 0
+        self.errors = bytearray()
         self.exited = asyncio.Event()
         self.closed = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == 2:  # stderr, read apart
+            room = _ERRORS_CAP - len(self.errors)
+            self.errors += data[: max(room, 0)] if isinstance(data, bytes) else b""
+            return
         room = self.cap - len(self.kept)
         self.kept += data[:room] if isinstance(data, bytes) else b""
         self.dropped += max(0, len(data) - room)

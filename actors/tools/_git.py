@@ -130,8 +130,10 @@ def _limit(scope: Capability) -> int:
     return DEFAULT_MAX_OUTPUT_BYTES if scope.max_output_bytes is None else scope.max_output_bytes
 
 
-async def _checked(repository: Repository, *arguments: str, limit: int = _SMALL) -> GitRun:
-    run = await run_git(repository, *arguments, limit=limit)
+async def _checked(
+    repository: Repository, *arguments: str, limit: int = _SMALL, network: bool = False
+) -> GitRun:
+    run = await run_git(repository, *arguments, limit=limit, network=network)
     if run.exit_code != 0:
         raise _Failed(run.failure(), exit_code=run.exit_code)
     return run
@@ -144,7 +146,7 @@ def _outcome(
         status="succeeded",
         output_text=run.text,
         truncated=run.truncated,
-        details={"exit_code": run.exit_code, **details},
+        details={"exit_code": run.exit_code, "containment": run.containment, **details},
         provenance=Provenance(
             source=invocation.capability, locator=str(repository.root), trust="workspace"
         ),
@@ -212,6 +214,7 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
     urls = await _checked(repository, "remote", "get-url", "--push", "--all", arguments.remote)
     for url in urls.text.splitlines():
         push_url_allowed(invocation.scope, repository.workspace, repository.root, url)
+    remote_https = any(url.lower().startswith("https://") for url in urls.text.splitlines())
     ref = f"refs/heads/{arguments.branch}"
     run = await _checked(
         repository,
@@ -223,6 +226,7 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
         arguments.remote,
         f"{ref}:{ref}",
         limit=_limit(invocation.scope),
+        network=remote_https,  # a local remote is in the workspace: no network needed
     )
     return _outcome(invocation, repository, run, remote_urls=urls.text.splitlines())
 

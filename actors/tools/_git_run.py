@@ -23,20 +23,25 @@ repository:
 - refused (`RefusedRepository`): a config setting any key of `_REFUSED_KEYS` (filter
   drivers, URL rewriting, includes, `http.*`, credential settings, remote helpers and
   proxies), since their names are the config's own and no fixed override reaches them all.
+
+And then every git run is contained as a Shell.Exec command is (actors/tools/_contained.py):
+under bubblewrap, as a sandbox user when the runtime is root, seeing only its workspace and,
+unless it pushes to an https remote, no network. The list above is a first line: a setting
+it misses runs a program as that sandbox user, in that sandbox, never as the runtime (an
+attack review ran a local remote's smudge filter as root before the runs were contained).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import shutil
-import signal
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from actors.tools._confinement import ShellLimits
+from actors.tools._contained import run_contained
 
 __all__ = (
     "AGENT_IDENTITY",
@@ -105,7 +110,6 @@ _REFUSED_KEYS: Final = re.compile(
     r"|remote\..+\.(?:vcs|proxy|uploadpack)"
     r"|core\.(?:alternaterefscommand|sshcommand|gitproxy))$"
 )
-_STDERR_LIMIT: Final = 16 * 1024
 _CONFIG_LIMIT: Final = 1024 * 1024
 
 
@@ -143,6 +147,8 @@ class GitRun:
     stdout: bytes
     truncated: bool
     stderr: str
+    containment: str = ""
+    """How it ran contained (`ShellRun.containment`: `bubblewrap`, `sandbox-user`, ...)."""
 
     @property
     def text(self) -> str:
@@ -171,7 +177,7 @@ def open_repository(workspace: Path, repo: str) -> Repository:
     return Repository(root=root, workspace=workspace.resolve())
 
 
-def git_environment(repository: Repository, git_dir: Path | None = None) -> dict[str, str]:
+def git_environment(repository: Repository) -> dict[str, str]:
     """The whole environment of a git command: nothing from the runtime's but PATH."""
     name, email = AGENT_IDENTITY
     return {
@@ -180,7 +186,7 @@ def git_environment(repository: Repository, git_dir: Path | None = None) -> dict
         "LC_ALL": "C",
         "HOME": str(repository.workspace),
         "XDG_CONFIG_HOME": "/dev/null",
-        "GIT_DIR": str(git_dir or repository.git_dir),
+        "GIT_DIR": str(repository.git_dir),
         "GIT_WORK_TREE": str(repository.root),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -200,65 +206,60 @@ def git_environment(repository: Repository, git_dir: Path | None = None) -> dict
     }
 
 
-async def _read_capped(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, bool]:
-    """The first `limit` bytes; the rest is read and dropped, so git never blocks on a pipe."""
-    kept = bytearray()
-    truncated = False
-    while stream is not None and (chunk := await stream.read(65536)):
-        room = limit - len(kept)
-        if len(chunk) > room:
-            truncated = True
-        kept += chunk[: max(room, 0)]
-    return bytes(kept), truncated
+GIT_LIMITS: Final = ShellLimits()
+"""The resource limits of a git run: Shell.Exec's defaults (a push runs a few processes)."""
 
 
 async def run_git(
-    repository: Repository, *arguments: str, limit: int, git_dir: Path | None = None
+    repository: Repository,
+    *arguments: str,
+    limit: int,
+    network: bool = False,
+    timeout_s: float = 600.0,
 ) -> GitRun:
-    """Run `git SAFE_OPTIONS arguments...` as an argv in the repository, output capped.
+    """Run `git SAFE_OPTIONS arguments...` as an argv in the repository, contained as a
+    Shell.Exec command is (actors/tools/_contained.py): under bubblewrap where it runs, as a
+    sandbox user when the runtime is root, seeing only the workspace; stdout capped at `limit`.
 
-    The command runs in its own process group, killed whole if the caller is cancelled or
-    times out (a push runs helpers of its own).
+    Everything the overrides above close is closed again by the containment: a setting they
+    miss runs as the sandbox user, inside the sandbox, never as the runtime. `network`: the
+    run may reach the network (a push to an https remote). Every process of the run is
+    killed if the caller is cancelled or times out, or after `timeout_s`.
 
     Raises:
         GitUnavailable: no `git` program on PATH.
+        TimeoutError: it ran past `timeout_s`.
     """
-    environment = git_environment(repository, git_dir)
-    program = shutil.which("git", path=environment["PATH"])
-    if program is None:
-        raise GitUnavailable("no git program on PATH")
-    process = await asyncio.create_subprocess_exec(
-        program,
-        *SAFE_OPTIONS,
-        *arguments,
-        cwd=repository.root,
-        env=environment,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    environment = git_environment(repository)
+    del environment["PATH"], environment["HOME"]  # the sandbox's fixed ones (HOME the same)
     try:
-        async with asyncio.TaskGroup() as group:
-            out = group.create_task(_read_capped(process.stdout, limit))
-            err = group.create_task(_read_capped(process.stderr, _STDERR_LIMIT))
-        exit_code = await process.wait()
-    except BaseException:
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await asyncio.shield(process.wait())
-        raise
-    stdout, truncated = out.result()
-    return GitRun(exit_code, stdout, truncated, err.result()[0].decode("utf-8", "replace"))
+        run = await run_contained(
+            ["git", *SAFE_OPTIONS, *arguments],
+            cwd=repository.root,
+            workspace=repository.workspace,
+            environment=environment,
+            timeout_s=timeout_s,
+            max_output_bytes=limit,
+            limits=GIT_LIMITS,
+            network=network,
+            stderr_apart=True,
+        )
+    except FileNotFoundError:
+        raise GitUnavailable("no git program on PATH") from None
+    if run.timed_out:
+        raise TimeoutError(f"git ran past {timeout_s:g} s")
+    exit_code = run.exit_code if run.exit_code is not None else 128 + (run.signal or 0)
+    errors = run.errors.decode("utf-8", "replace")
+    return GitRun(exit_code, run.output, run.truncated, errors, run.containment)
 
 
-async def refused_settings(repository: Repository, git_dir: Path | None = None) -> list[str]:
+async def refused_settings(repository: Repository) -> list[str]:
     """The keys of the repository's config (includes expanded) that `_REFUSED_KEYS` names.
 
     The `-c` overrides of `SAFE_OPTIONS` are listed too, in scope `command`: they are ours.
     """
     listing = await run_git(
-        repository, "config", "--list", "-z", "--show-scope", limit=_CONFIG_LIMIT, git_dir=git_dir
+        repository, "config", "--list", "-z", "--show-scope", limit=_CONFIG_LIMIT
     )
     if listing.exit_code != 0 or listing.truncated:
         return ["its configuration (unreadable or over 1 MiB)"]

@@ -8,7 +8,9 @@ it was sent" is a server with no hits.
 Git: repositories whose own `.git/config` (which any File.Write into the repository can
 change) names a program to run: hooks by `core.hooksPath` or in `.git/hooks`,
 `core.fsmonitor`, a clean filter, a local remote's `receivepack` and the remote's own hooks,
-an `ext::` remote. Each would create a marker file; the marker never appears.
+an `ext::` remote. Each would create a marker file; the marker never appears. And what no
+setting names: an alternates file that lends the repository another's objects, outside the
+workspace, which git contained in the sandbox cannot see.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from actors.tools import (
     ScopeDenied,
     ToolInvocation,
     execute_git_commit,
+    execute_git_diff,
     execute_git_push,
     execute_git_status,
     execute_http,
 )
 from actors.tools._git_run import open_repository, run_git
+from actors.tools._sandbox import bubblewrap_unusable
 from schemas import Capability, ErrorCode
 from tests.support.git_repos import Workspace, git, invocation, make_workspace
 from tests.support.http_origin import origin
@@ -286,3 +290,28 @@ async def test_a_repository_whose_config_redirects_or_runs_programs_is_refused(
     outcome = await execute_git_status(invocation(workspace, "Git.Status", {}))
     assert outcome.status == "failed"
     assert outcome.details["refused_config"] == [listed_as]
+
+
+@pytest.mark.skipif(bubblewrap_unusable() is not None, reason="bubblewrap cannot run here")
+async def test_git_reads_no_objects_outside_the_workspace(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Another repository on the machine (another person's workspace, say) whose commit id
+    the agent learned: its project's alternates name that repository's objects and its
+    branch that commit. Run as the runtime, `git diff --staged` printed the other's file."""
+    other = tmp_path / "elsewhere" / "alices"
+    other.mkdir(parents=True)
+    git(other, "init", "-q", "-b", "main")
+    (other / "secret.txt").write_text("alice's secret\n")
+    git(other, "add", "secret.txt")
+    git(other, "commit", "-q", "-m", "hers")
+    commit = git(other, "rev-parse", "HEAD").strip()
+    dot_git = workspace.project / ".git"
+    (dot_git / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
+    (dot_git / "refs" / "heads" / "main").write_text(f"{commit}\n")
+    git(workspace.project, "read-tree", "--empty")  # the test's git sees the other repo
+
+    outcome = await execute_git_diff(invocation(workspace, "Git.Diff", {"staged": True}))
+    said = f"{outcome.output_text} {outcome.error_message}"
+    assert "alice's secret" not in said, said  # an empty diff: HEAD names no object it sees
+    assert outcome.details["containment"] == "bubblewrap"
