@@ -89,7 +89,7 @@ from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
 from bus._quotas import AccountLimits, Quotas
 from bus._rejection import Rejection
-from bus._retention import Retention
+from bus._retention import DAY_S, Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
 from bus._session_ends import ENDS, EndedSessions
@@ -121,6 +121,7 @@ __all__ = (
     "BUCKETS",
     "BUNDLE_KEY",
     "CAUSATION_ID",
+    "DAY_S",
     "DEADLINE",
     "DEAD_ACTOR",
     "DEAD_ATTEMPT",

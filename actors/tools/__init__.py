@@ -22,7 +22,7 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
-from actors.tools._artifact_shares import ArtifactShares, Payer, ShareExceeded
+from actors.tools._artifact_shares import ArtifactShares, Payer, ShareExceeded, usage_key
 from actors.tools._artifact_uris import SCHEME, ArtifactUri, BadArtifactUri, session_key
 from actors.tools._artifacts import (
     ArtifactCorrupt,
@@ -31,6 +31,7 @@ from actors.tools._artifacts import (
     ArtifactStore,
     ArtifactStoreError,
     artifacts_bucket,
+    stored_bytes,
 )
 from actors.tools._checkpoints import CHANGING, patch_preview, workspace_patch
 from actors.tools._commands import check_command
@@ -145,6 +146,8 @@ __all__ = (
     "push_url_allowed",
     "run_contained",
     "session_key",
+    "stored_bytes",
+    "usage_key",
     "workspace_name",
     "workspace_owner",
     "workspace_patch",

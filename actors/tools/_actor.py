@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
 
 from actors.tools._artifact_shares import ArtifactShares
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
@@ -41,6 +42,7 @@ from actors.tools._runs import RunStore, StepState, run_key
 from actors.tools._step_records import StepRecords
 from actors.tools._steps import Asked, Held, StepRunner
 from bus import (
+    DAY_S,
     ENDS,
     Actor,
     BundleStore,
@@ -119,20 +121,13 @@ class ToolsActor(Actor):
             lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
-        quotas, retention = self.settings.quotas, self.settings.retention
-        shares = ArtifactShares(
-            runs,
-            per_person=quotas.artifact_share("person"),
-            per_agent=quotas.artifact_share("agent"),
-            retention_s=retention.artifacts_s,
-        )
         artifacts = ArtifactStore(
-            bus.js, ns, self.options.tenant, self.settings.max_payload, shares
+            bus.js,
+            ns,
+            self.options.tenant,
+            self.settings.max_payload,
+            await self._shares(bus, runs),
         )
-        try:
-            await artifacts.check()
-        except ArtifactStoreError as exc:
-            raise ConfigError(str(exc)) from None
         records = StepRecords(artifacts, self.settings.max_payload)
         self._workspaces.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self._mcp is not None:
@@ -155,6 +150,35 @@ class ToolsActor(Actor):
             timers=ns.timers(self.actor_id),
             longest_step_s=self.options.timeout_s,
             finish=self._finish,
+        )
+
+    async def _shares(self, bus: BusHandle, runs: KeyValue) -> ArtifactShares:
+        """Each person's and agent's share of the artifact store, counted for as long as the
+        store keeps an object: the settings' retention, or the store's own age limit where
+        it is longer (a runtime whose settings changed before `parley provision` ran)."""
+        quotas = self.settings.quotas
+        store = ArtifactStore(bus.js, self.namespace, self.options.tenant)
+        try:
+            kept_s = await store.check()
+        except ArtifactStoreError as exc:
+            raise ConfigError(str(exc)) from None
+        if kept_s == 0:
+            raise ConfigError(
+                f"the artifact store {store.bucket} keeps objects for ever (made by an "
+                "earlier release): run `parley provision` to give it retention.artifacts_s"
+            )
+        retention_s = max(self.settings.retention.artifacts_s, kept_s)
+        counts_kept_s = (await runs.status()).ttl or 0.0
+        if counts_kept_s and counts_kept_s < retention_s + DAY_S:
+            raise ConfigError(
+                f"the tool_runs bucket keeps a record {counts_kept_s:g} s, less than the "
+                f"artifacts' {retention_s:g} s and a day: run `parley provision`"
+            )
+        return ArtifactShares(
+            runs,
+            per_person=quotas.artifact_share("person"),
+            per_agent=quotas.artifact_share("agent"),
+            retention_s=retention_s,
         )
 
     async def stop(self) -> None:

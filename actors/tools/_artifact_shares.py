@@ -11,19 +11,24 @@ own share and its person's, never the store for everyone.
 A share's count lives at `usage.person.<name>` or `usage.agent.<name>` in the runtime's
 `tool_runs` bucket, as bytes per window of time stored. The store drops an object
 `retention.artifacts_s` after it was stored (the stream's age limit), so a window's bytes stop
-counting once the last object it could hold has expired: the count never says less than is
-stored, and the share comes back as the store forgets. Every change is a compare-and-set,
+counting once the last object it could hold has expired, a window later still (an upload
+that ran past its window's end, the server's expiry sweeps): the count never says less than
+is stored, and the share comes back as the store forgets. A count that cannot be read is
+not taken for zero: the write is refused until it can be. Every change is a compare-and-set,
 retried on conflict, so two steps (or two replicas) charging one person count both.
 
-A charge is made before the object's chunks are published and given back when the write
-fails or another replica stored the same object first. A runtime that dies in between leaves
-a charge with no object: the count says more than is stored until that window expires, never
-less (the safe side of a bound).
+A charge is made before the object's chunks are published and given back only when nothing
+of the write is left in the store (actors/tools/_artifacts.py decides: every chunk it
+published deleted, none unanswered, no metadata sent), or when another replica stored the
+same object first. A runtime that dies in between leaves a charge with no object: the count
+says more than is stored until that window expires, never less (the safe side of a bound).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import random
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -77,10 +82,10 @@ _decoder = msgspec.json.Decoder(_Usage)
 
 def usage_key(payer: Payer) -> str:
     """The payer's count in the `tool_runs` bucket: its name when a key may hold it, else a
-    digest of it."""
+    digest of it, under `h.` (no name holds a dot, so no name is taken for a digest)."""
     name = payer.name
     if not _SAFE_NAME.fullmatch(name):
-        name = "x" + hashlib.sha256(name.encode()).hexdigest()[:40]
+        name = "h." + hashlib.sha256(name.encode()).hexdigest()[:40]
     return f"usage.{payer.kind}.{name}"
 
 
@@ -121,7 +126,10 @@ class ArtifactShares:
                 await self._change(payer, window, size, now_ms)
                 charged.append(payer)
         except BaseException:
-            await self.give_back(Charge(tuple(charged), window, size))
+            try:
+                await self.give_back(Charge(tuple(charged), window, size))
+            except Exception:  # noqa: S110 - kept, it overstates a share until it expires
+                pass  # and the refusal (whose share) is what the caller must see
             raise
         return Charge(tuple(charged), window, size)
 
@@ -147,24 +155,25 @@ class ArtifactShares:
             return None, entry.revision
         try:
             return _decoder.decode(entry.value), entry.revision
-        except msgspec.DecodeError:  # only the runtime writes it; start again rather than die
-            return None, entry.revision
+        except msgspec.DecodeError:  # never taken for zero: that would free the whole share
+            raise RuntimeError(f"the count {usage_key(payer)} cannot be read") from None
 
     def _live(self, usage: _Usage | None, now_ms: int) -> dict[int, int]:
-        """The windows whose objects may still be stored (an object of window `i` is gone
-        `retention` after the window's end at the latest)."""
+        """The windows whose objects may still be stored: an object charged in window `i` is
+        gone `retention` after the window's end, and one window more covers chunks published
+        after that end and the server's sweeps."""
         if usage is None:
             return {}
         width = usage.window_ms
         return {
             index: size
             for index, size in usage.bytes_by_window.items()
-            if (index + 1) * width + self._retention_ms > now_ms and size > 0
+            if (index + 2) * width + self._retention_ms > now_ms and size > 0
         }
 
     async def _change(self, payer: Payer, window: int, size: int, now_ms: int) -> None:
         key = usage_key(payer)
-        for _ in range(_RETRIES):
+        for attempt in range(_RETRIES):
             usage, revision = await self._read(payer)
             live = self._live(usage, now_ms)
             if usage is not None and usage.window_ms != self._window_ms and live:
@@ -188,14 +197,17 @@ class ArtifactShares:
                     await self._kv.update(key, value, last=revision)
                 return
             except KeyWrongLastSequenceError:
-                continue  # another step charged or gave back first: count again
+                # Another step charged or gave back first: count again, after a moment that
+                # grows with the tries, so many steps of one person do not collide in step.
+                await asyncio.sleep(random.uniform(0, 0.002 * attempt))  # noqa: S311
+                continue
         raise RuntimeError(f"the artifact share of {payer.kind} {payer.name} kept changing")
 
     def _refusal(self, payer: Payer, used: int, size: int, limit: int, live: dict[int, int]) -> str:
         oldest = min((i for i, s in live.items() if s > 0), default=None)
         frees = ""
         if oldest is not None:
-            at_s = ((oldest + 1) * self._window_ms + self._retention_ms) / 1000
+            at_s = ((oldest + 2) * self._window_ms + self._retention_ms) / 1000
             when = datetime.fromtimestamp(at_s, UTC).isoformat(timespec="seconds")
             frees = f"; the oldest of them expire by {when} (retention.artifacts_s)"
         setting = f"artifact_bytes_per_{payer.kind}"

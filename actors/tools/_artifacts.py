@@ -21,6 +21,7 @@ of the store (actors/tools/_artifact_shares.py), before its first chunk is publi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -31,7 +32,7 @@ from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 from nats.js.api import ObjectInfo, ObjectMetaOptions
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from actors.tools._artifact_shares import ArtifactShares, Charge, Payer, ShareExceeded
 from actors.tools._artifact_uris import ArtifactUri, BadArtifactUri, session_key
@@ -46,10 +47,33 @@ __all__ = (
     "ArtifactStore",
     "ArtifactStoreError",
     "artifacts_bucket",
+    "stored_bytes",
 )
 
 CHUNK_BYTES = 128 * 1024
 """Bytes per stored chunk (nats-py's default), unless the message size limit is smaller."""
+_OBJECT_OVERHEAD = 1024
+"""About what an object's metadata record takes in the stream."""
+_CHUNK_OVERHEAD = 128
+"""About what a chunk's subject, headers and index take beside its bytes."""
+
+
+def stored_bytes(size: int, chunk_bytes: int) -> int:
+    """What an object of `size` bytes is charged: its bytes and what storing it costs
+    besides (its metadata record, each chunk's subject and headers), so that many tiny
+    objects cannot fill the store under every share."""
+    chunks = -(-size // chunk_bytes)
+    return size + _OBJECT_OVERHEAD + chunks * _CHUNK_OVERHEAD
+
+
+class _Attempt:
+    """What one write may have left in the store: its charge is given back only when
+    nothing is (every chunk it published deleted, none in flight, no metadata)."""
+
+    __slots__ = ("nothing_left",)
+
+    def __init__(self) -> None:
+        self.nothing_left = False
 
 
 class ArtifactStoreError(RuntimeError):
@@ -100,18 +124,20 @@ class ArtifactStore:
         self.bucket = artifacts_bucket(ns)
         self.stream = f"OBJ_{self.bucket}"
 
-    async def check(self) -> None:
-        """That the bucket exists (provisioning makes it).
+    async def check(self) -> float:
+        """That the bucket exists (provisioning makes it); how long it keeps an object, in
+        seconds (0: for ever).
 
         Raises:
             ArtifactStoreError: it does not.
         """
         try:
-            await self._js.stream_info(self.stream)
+            info = await self._js.stream_info(self.stream)
         except NotFoundError:
             raise ArtifactStoreError(
                 f"no artifact store {self.bucket}: run `parley provision`"
             ) from None
+        return info.config.max_age or 0.0
 
     def uri(self, session_id: str, data: bytes, name: str = "") -> ArtifactUri:
         """The URI `data` is stored under for `session_id`."""
@@ -159,13 +185,12 @@ class ArtifactStore:
         if found is not None and found.sha256 == uri.sha256 and found.info.size == uri.size:
             return
         charge = await self._charge(uri, payers)
+        attempt = _Attempt()
         try:
-            won = await self._write(uri, chunks, step_id)
-        except BaseException:
-            await self._give_back(charge)
-            raise
-        if not won:
-            await self._give_back(charge)
+            await self._write(uri, chunks, step_id, attempt)
+        finally:
+            if attempt.nothing_left:  # else its bytes count until they expire
+                await asyncio.shield(self._give_back(charge))
 
     async def _charge(self, uri: ArtifactUri, payers: Sequence[Payer]) -> Charge | None:
         if self._shares is None:
@@ -173,7 +198,7 @@ class ArtifactStore:
         if not payers:  # every write the runtime makes is some person's and some agent's
             raise ArtifactStoreError(f"{uri.key} is stored for nobody: no share to charge")
         try:
-            return await self._shares.charge(payers, uri.size)
+            return await self._shares.charge(payers, stored_bytes(uri.size, self.chunk_bytes))
         except ShareExceeded as exc:
             raise ArtifactShareExceeded(str(exc)) from None
         except Exception as exc:
@@ -187,35 +212,50 @@ class ArtifactStore:
         except Exception:  # noqa: S110 - a charge kept overstates a share until it expires
             pass
 
-    async def _write(self, uri: ArtifactUri, chunks: AsyncIterable[bytes], step_id: str) -> bool:
-        """Publish the chunks and the metadata; False when another replica stored the same
-        key at the same time (its object stands, ours is deleted)."""
+    async def _write(
+        self,
+        uri: ArtifactUri,
+        chunks: AsyncIterable[bytes],
+        step_id: str,
+        attempt: _Attempt,
+    ) -> None:
+        """Publish the chunks and the metadata, saying in `attempt` whether anything of them
+        may be left in the store. Another replica that stored the same key at the same time
+        wins: its object stands, ours is deleted."""
         nuid = secrets.token_hex(11)
         subject = f"$O.{self.bucket}.C.{nuid}"
         stored: list[int] = []
         digest, size = hashlib.sha256(), 0
+        in_flight = False  # a publish sent whose outcome we do not know: it may be stored
         try:
             async for chunk in chunks:
                 digest.update(chunk)
                 size += len(chunk)
-                stored.append((await self._js.publish(subject, chunk)).seq)
+                in_flight = True
+                ack = await self._js.publish(subject, chunk)
+                in_flight = False
+                stored.append(ack.seq)
             if digest.hexdigest() != uri.sha256 or size != uri.size:
                 raise ArtifactCorrupt(
                     f"{uri.name or uri.key} changed while it was stored "
                     f"({size} bytes, sha256 {digest.hexdigest()}): not stored"
                 )
+            in_flight = True  # from here on the object may be whole: its charge stays
             await self._publish_meta(uri, nuid, len(stored), step_id)
-        except ArtifactCorrupt:
-            await self._forget(stored)
+        except BaseException as exc:  # cancelled too: what it published is deleted
+            if isinstance(exc, APIError):
+                in_flight = False  # the server refused it (full): not stored
+            cleaned = await asyncio.shield(self._forget(stored))
+            attempt.nothing_left = cleaned and not in_flight
+            if isinstance(exc, Exception) and not isinstance(exc, ArtifactStoreError):
+                raise ArtifactStoreError(f"the artifact store refused {uri.key}: {exc!r}") from exc
             raise
-        except Exception as exc:
-            await self._forget(stored)
-            raise ArtifactStoreError(f"the artifact store refused {uri.key}: {exc!r}") from exc
-        winner = await self._meta(uri)  # another replica stored the same key at the same time
+        try:  # another replica may have stored the same key at the same time
+            winner = await self._meta(uri)
+        except Exception:  # ours or theirs, the object stands: its charge stays
+            return
         if winner is not None and winner.info.nuid != nuid:
-            await self._forget(stored)
-            return False
-        return True
+            attempt.nothing_left = await self._forget(stored)
 
     async def _publish_meta(self, uri: ArtifactUri, nuid: str, chunks: int, step_id: str) -> None:
         info = ObjectInfo(
@@ -236,13 +276,18 @@ class ArtifactStore:
             headers={"Nats-Rollup": "sub"},
         )
 
-    async def _forget(self, sequences: list[int]) -> None:
-        """Delete chunks a failed write left (best effort: each is one message)."""
+    async def _forget(self, sequences: list[int]) -> bool:
+        """Delete chunks a failed write left (best effort: each is one message); whether
+        none is left."""
+        cleaned = True
         for seq in sequences:
             try:
                 await self._js.delete_msg(self.stream, seq)
-            except Exception:  # noqa: S112 - a chunk left behind costs bytes, never correctness
-                continue
+            except NotFoundError:
+                continue  # gone already
+            except Exception:  # a chunk left behind costs bytes (counted), never correctness
+                cleaned = False
+        return cleaned
 
     def _meta_subject(self, key: str) -> str:
         encoded = base64.urlsafe_b64encode(key.encode()).decode()

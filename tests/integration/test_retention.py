@@ -216,7 +216,7 @@ async def test_artifacts_age_out_and_their_bytes_come_back_to_the_share(
     assert runs.config.max_age == 8 * 24 * 3600, "the counts outlive what they count"
     assert Retention(artifacts_s=30 * 24 * 3600).bucket_ttl("tool_runs", 8.0) == 31 * 24 * 3600
     kv = await js.key_value(namespace.bucket("tool_runs"))
-    shares = ArtifactShares(kv, per_person=1000, per_agent=1000, retention_s=2)
+    shares = ArtifactShares(kv, per_person=3000, per_agent=3000, retention_s=2)
     store = ArtifactStore(js, namespace, "demo", shares=shares)
     alice = Payer("person", "alice")
     text = await store.put_bytes("s1", b"x" * 900, name="a", step_id="1", payers=[alice])

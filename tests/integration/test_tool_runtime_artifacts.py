@@ -43,10 +43,10 @@ MAX_PAYLOAD = 64 * 1024
 
 @asynccontextmanager
 async def running_runtime(
-    nc: NATS, namespace: Namespace, tmp_path: Path, **settings: str
+    nc: NATS, namespace: Namespace, tmp_path: Path, ready_line: str = READY, **settings: str
 ) -> AsyncIterator[tuple[ProcessOutput, Path]]:
     """`parley run tools` with a bundle letting agent `probe` read, write and upload, and
-    `settings` (`PARLEY_<NAME>`) besides the test's."""
+    `settings` (`PARLEY_<NAME>`) besides the test's, once it logged `ready_line`."""
     signer = Signer.create(tmp_path)
     everything = Capability(name="File.Read", allowed_paths=(".",), max_output_bytes=1 << 20)
     writes = Capability(name="File.Write", allowed_paths=(".",))
@@ -74,7 +74,7 @@ async def running_runtime(
     env["NATS_URL"] = nc.connected_url.geturl() if nc.connected_url else ""
     process = start_actor("tools", "tools", env)
     try:
-        await process.wait_line(READY)
+        await process.wait_line(ready_line)
         yield process, workspaces
     finally:
         process.close()
@@ -219,3 +219,22 @@ async def test_one_agent_fills_its_own_and_its_persons_share_of_the_store_never_
         assert wrote.status == "succeeded", wrote.error
         assert "artifact_bytes_per_agent" in wrote.details["checkpoint_error"]
         assert (workspaces / "s-carol" / "big.txt").exists()
+
+
+async def test_the_runtime_refuses_to_start_on_a_store_that_keeps_objects_for_ever(
+    nc: NATS, namespace: Namespace, tmp_path: Path
+) -> None:
+    """An earlier release's store had no age limit: counting shares on it would free bytes
+    the store still holds, so a runtime that does not provision (least privilege) asks for
+    `parley provision` instead."""
+    js = nc.jetstream()
+    stream = f"OBJ_{namespace.bucket('artifacts')}"
+    config = (await js.stream_info(stream)).config
+    config.max_age = 0
+    await js.update_stream(config)
+    async with running_runtime(
+        nc, namespace, tmp_path, ready_line="keeps objects for ever", provision="false"
+    ) as started:
+        process, _ = started
+        assert await process.wait_exit() != 0
+        assert any("run `parley provision`" in line for line in process.lines)

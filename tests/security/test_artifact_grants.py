@@ -29,6 +29,7 @@ from actors.tools import (
     ArtifactStoreError,
     ArtifactUri,
     Payer,
+    stored_bytes,
 )
 from bus import ActorMetrics
 from tests.support.lockdown import LockedDown, violations
@@ -55,14 +56,14 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
     stream = f"OBJ_{bucket}"
     try:
         runs = await tools.jetstream().key_value(ns.bucket("tool_runs"))
-        shares = ArtifactShares(runs, per_person=64, per_agent=1 << 30, retention_s=3600)
+        shares = ArtifactShares(runs, per_person=2000, per_agent=1 << 30, retention_s=3600)
         written = ArtifactStore(tools.jetstream(), ns, "demo", shares=shares)
         alice = [Payer("person", "alice"), Payer("agent", "gpt")]
         text = await written.put_bytes(
             "s1", b"secret build log\n", name="log.txt", step_id="1", payers=alice
         )
         with pytest.raises(ArtifactShareExceeded):  # counted with the runtime's grants alone
-            await written.put_bytes("s1", b"z" * 60, name="z", step_id="1b", payers=alice)
+            await written.put_bytes("s1", b"z" * 900, name="z", step_id="1b", payers=alice)
         uri = ArtifactUri.parse(text)
         readable = ArtifactStore(locked.js(reader, ARTIFACT_READER), ns, "")
         assert await readable.get(uri) == b"secret build log\n"
@@ -108,7 +109,7 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
         assert all(isinstance(o, _REFUSED) for o in outcomes), outcomes
         assert (await tools.jetstream().stream_info(stream)).state.messages == before
         assert await readable.get(uri) == b"secret build log\n"
-        assert await shares.used(alice[0]) == len(b"secret build log\n")
+        assert await shares.used(alice[0]) == stored_bytes(len(b"secret build log\n"), 1 << 17)
     finally:
         for nc in (tools, reader, *attackers.values()):
             await nc.close()
