@@ -28,9 +28,10 @@ from typing import ClassVar
 import msgspec
 
 from actors.agent._delegating import Delegator, Resumed
-from actors.agent._model_calls import ModelCalls, enter_turn
+from actors.agent._model_calls import ModelCalls, current_turn, enter_turn
 from actors.agent._profile import DEFAULT_AGENTS_DIR, AgentProfile, load_profile
 from actors.agent._prompt import BrainCall, call_for
+from actors.agent._provenance import sources_of
 from actors.agent._reply import interpret_reply
 from actors.agent._subcontext import SubContexts
 from actors.agent.brains._protocol import BrainAnswer, BrainError
@@ -206,6 +207,9 @@ class AgentHost(Actor):
             error = self._error(envelope, call, ErrorCode.SESSION_EXPIRED, message, False)
             return Resumed(requests=(), text="", tokens=0, answer=error)
         log.info("brain asked", extra={"call_id": call.call_id, "step": len(wait.rounds)})
+        turn = current_turn()
+        if turn is not None:  # its model calls say where what it is shown came from
+            turn.sources = sources_of(wait.rounds)
         try:
             answer = await self.brain.reply(call)
         except BrainError as exc:

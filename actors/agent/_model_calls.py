@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from bus import Context
-from schemas import AnyEnvelope, Error, LlmResponse, derive_id
+from schemas import AnyEnvelope, Error, LlmResponse, SourceProvenance, derive_id
 
 __all__ = ("ModelCalls", "Turn", "current_turn", "enter_turn")
 
@@ -32,6 +32,9 @@ class Turn:
     session_id: str
     calls: ModelCalls
     count: int = 0
+    sources: tuple[SourceProvenance, ...] = ()
+    """Where the results the brain is shown in this handling came from
+    (actors/agent/_provenance.py): its model calls' `context_metadata`."""
 
     def next_request_id(self) -> str:
         self.count += 1

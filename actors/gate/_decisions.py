@@ -179,7 +179,17 @@ def objective(envelope: AnyEnvelope) -> str:
         case LlmRequest():
             cap = envelope.max_output_tokens
             asked = f"model {envelope.model} ({envelope.api}), {len(envelope.messages)} messages"
-            return asked + (f", at most {cap} output tokens" if cap else "")
+            sources = envelope.context_metadata.source_provenance
+            untrusted = sum(1 for s in sources if s.trust_level == "untrusted")
+            return (
+                asked
+                + (f", at most {cap} output tokens" if cap else "")
+                + (
+                    f", context from {len(sources)} sources ({untrusted} untrusted)"
+                    if sources
+                    else ""
+                )
+            )
         case LlmResponse():
             usage = envelope.usage
             return (

@@ -377,3 +377,40 @@ async def test_a_trace_over_max_session_tokens_is_stopped_by_what_the_provider_r
     assert answer.code == "LLM_BUDGET_EXCEEDED"
     assert "has spent 120 of its 100 tokens" in answer.message
     assert len(system.server.requests) == 1
+
+
+async def test_a_model_call_after_a_round_says_where_the_results_it_shows_came_from(
+    nc: NATS,
+    nats_server: EmbeddedServer,
+    namespace: Namespace,
+    tmp_path: Path,
+    closing: list[System],
+) -> None:
+    """Seed 002 §12.2's `contextMetadata.sourceProvenance`: the planner's second model call
+    shows it the coder's answer, so the call names the coder as an untrusted source, and
+    the person's timeline shows it with the call (never the answer's words)."""
+    policy = LlmPolicy(allowed_models=("model-x",))
+    system = await _system(nc, nats_server, namespace, tmp_path, policy, with_coder=True)
+    closing.append(system)
+    arguments = json.dumps({"target_employee": "coder", "objective": "Write it"})
+    system.server.queue(
+        openai_tool_calls(("call_1", "delegate_to_agent", arguments)),
+        openai_completion(FINAL),
+    )
+    answer = await system.delegate("Write the parser", session_id="sess-sources")
+    assert isinstance(answer, DelegationResponse), answer
+    timeline = await nc.jetstream().pull_subscribe(
+        namespace.events("cli", "sess-sources"), durable="tl", stream=namespace.stream("events")
+    )
+    started: list[SessionEvent] = []
+    while len(started) < 2:
+        for msg in await timeline.fetch(1, timeout=20):
+            event = decode_envelope(msg.data)
+            if isinstance(event, SessionEvent) and event.event_type == "llm_request_started":
+                started.append(event)
+    first, second = started
+    assert first.payload["sources"] == []
+    assert second.payload["sources"] == [
+        {"source_type": "agent", "path": "coder", "trust_level": "untrusted"}
+    ]
+    assert "coder did" not in json.dumps(second.payload)

@@ -25,7 +25,7 @@ from actors.agent.brains._anthropic import AnthropicBrain
 from actors.agent.brains._openai import OpenAIBrain
 from actors.agent.brains._protocol import Brain, BrainError
 from bus import ConfigError
-from schemas import ErrorCode, LlmRequest, LlmResponse, utc_now
+from schemas import ErrorCode, LlmContext, LlmRequest, LlmResponse, utc_now
 
 __all__ = ("gateway_brain",)
 
@@ -64,6 +64,7 @@ class _ViaGateway:
             api=self._gateway.api,
             messages=tuple(messages),
             options=options,
+            context_metadata=LlmContext(source_provenance=turn.sources),
             max_output_tokens=cap,
             stream=self._gateway.stream,
             target=self._gateway.target,
