@@ -12,6 +12,7 @@ from bus._ackinbox import (
     wire_size,
 )
 from bus._actor import Actor, BusHandle, Input
+from bus._bundle_reader import BundleReader
 from bus._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY, BundleStore, load_public_keys
 from bus._cluster import EmbeddedCluster
 from bus._connection import (
@@ -155,6 +156,7 @@ __all__ = (
     "ActorRuntime",
     "AppendRefused",
     "AppendTimeout",
+    "BundleReader",
     "BundleStore",
     "BusHandle",
     "ChildProcess",

@@ -1,8 +1,9 @@
 """`parley run console`: the web console and JSON-RPC control API as an actor process.
 
 It reads no stream and owns no state on the bus: it is an HTTP server (uvicorn) and, for each
-person, that person's own principal (actors/console/_person.py). Its own nkey user only beats
-its heartbeat; everything it does for a person goes through the gate as that person.
+person, that person's own principal (actors/console/_person.py). Its own nkey user beats its
+heartbeat and reads the policy bundle (to check it before a session starts, seed 002 §6);
+everything it does for a person goes through the gate as that person.
 """
 
 from __future__ import annotations
@@ -16,9 +17,21 @@ import uvicorn
 
 from actors.console._agents import AgentDirectory
 from actors.console._app import MAX_BODY_BYTES, console_app
+from actors.console._handshake import Handshake
 from actors.console._options import ConsoleOptions
 from actors.console._people import People
-from bus import Actor, BusHandle, Context, Input, Settings, validated_options
+from bus import (
+    Actor,
+    BundleReader,
+    BusHandle,
+    ConfigError,
+    Context,
+    Input,
+    Settings,
+    load_public_keys,
+    through_elections,
+    validated_options,
+)
 from schemas import AnyEnvelope
 
 __all__ = ("ConsoleActor",)
@@ -41,7 +54,27 @@ class ConsoleActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         self.people.agents = AgentDirectory(bus.js, bus.namespace)
+        if self.options.policy_keys:
+            features = {
+                "patchPreview": self.options.workspaces is not None,
+                "auditViews": self.options.audit_reader is not None,
+            }
+            self.people.handshake = Handshake(await self._bundle_reader(bus), features)
         await self.people.open_all()
+
+    async def _bundle_reader(self, bus: BusHandle) -> BundleReader:
+        """The bundle in force, verified with the signers' keys as the gate verifies it, read
+        by a stored message's get (the console serves HTTP: no consumer)."""
+        try:
+            trusted = load_public_keys(list(self.options.policy_keys))
+        except ValueError as exc:
+            raise ConfigError(f"console option policy_keys: {exc}") from None
+        policy = await through_elections(
+            lambda: bus.js.key_value(bus.namespace.bucket("policy")), "the policy bucket"
+        )
+        reader = BundleReader(policy, trusted, self.options.tenant)
+        await reader.refresh()
+        return reader
 
     async def background(self, stopping: asyncio.Event) -> None:
         """Bind and listen first (so the logged URL already accepts connections), then serve

@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from actors.console._bounds import MAX_BODY_BYTES, parse_bounded
 from actors.console._people import People
-from actors.console._person import Notification
+from actors.console._person import Notification, PersonLink
 from actors.console._rpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -158,9 +158,7 @@ def console_app(people: People, allowed_hosts: Sequence[str]) -> App:
         if body is None:
             refusal = body_too_large(f"body over {MAX_BODY_BYTES} bytes")
             return JSONResponse(error_response(refusal), status_code=413)
-        answer = await RpcSession(
-            link, sign_out, audit=people.audit, agents=people.agents, workspaces=people.workspaces
-        ).handle_body(body)
+        answer = await _rpc_session(people, link, sign_out).handle_body(body)
         if answer is None:
             return Response(status_code=204)
         return JSONResponse(answer)
@@ -241,9 +239,7 @@ async def _serve_socket(websocket: WebSocket, people: People) -> None:
         people.sign_ins.close(token)
         signed_out.set()
 
-    session = RpcSession(
-        link, sign_out, audit=people.audit, agents=people.agents, workspaces=people.workspaces
-    )
+    session = _rpc_session(people, link, sign_out)
     undo = link.listen(push)
     outgoing.put_nowait({"jsonrpc": "2.0", "id": first_id, "result": {"person": person}})
 
@@ -276,3 +272,17 @@ async def _serve_socket(websocket: WebSocket, people: People) -> None:
         undo()
     if sending in done:  # signed out or overflowed: close our side
         await websocket.close(code=1000)
+
+
+def _rpc_session(
+    people: People, link: PersonLink, sign_out: Callable[[], Awaitable[None]]
+) -> RpcSession:
+    """The methods for one signed-in person, with what the console serves everyone."""
+    return RpcSession(
+        link,
+        sign_out,
+        audit=people.audit,
+        agents=people.agents,
+        workspaces=people.workspaces,
+        handshake=people.handshake,
+    )

@@ -39,6 +39,12 @@ class ConsoleOptions(BaseModel):
     workspaces: Path | None = None
     """The tool runtime's `workspaces` directory (`parley up`: `.parley/workspaces`), where
     GetPatchPreview reads a task's checkpoints; None: the method says it is not offered."""
+    policy_keys: tuple[str, ...] = ()
+    """The policy signers' public keys (the gate's `policy_keys`): with them, CreateSession
+    checks the bundle in force and answers seed 002's handshake (actors/console/_handshake.py);
+    without, it creates sessions with no handshake."""
+    tenant: str = "default"
+    """The tenant whose bundle the console checks (the gate's `tenant`)."""
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and
     account settings, as `parley nats-config` writes them) is found."""

@@ -9,6 +9,7 @@ from nats.errors import Error as NatsError
 
 from actors.console._agents import AgentDirectory
 from actors.console._audit import AuditView
+from actors.console._handshake import Handshake
 from actors.console._options import ConsoleOptions
 from actors.console._person import PersonLink, person_settings
 from actors.console._tokens import SignIns, TokenStore, TokenStoreError
@@ -32,6 +33,8 @@ class People:
         self._lock = asyncio.Lock()
         self.audit: AuditView | None = None
         self.agents: AgentDirectory | None = None
+        self.handshake: Handshake | None = None
+        """CreateSession's handshake, when the console has the signers' keys."""
         self.workspaces = options.workspaces
         """Set once the console's own connection is up (its `start`)."""
 

@@ -12,7 +12,8 @@ Every method acts on the caller's own sessions only: another person's session id
 - CreateSession(mode `collaborate`|`single`|`orchestrate`|`task`, agents, firstSpeaker?, maxRounds?;
   for `orchestrate` agents are [local, shared] and orchestrationMode, maxTurns, maxDurationMs,
   maxFailures, maxTokensBudget are seed 000's): a session reserved for the caller, state
-  `created`; nothing is sent yet.
+  `created`, with seed 002 §6's `handshake` (actors/console/_handshake.py); nothing is sent
+  yet. Refused while no policy bundle is trusted or the one in force has expired.
 - StartTask(sessionId, prompt, taskId?, taskOptions?): the human message goes to the
   router through the gate (for `delegate`, one `delegation_request` per agent goes to the
   agent itself, each answer told as a `DelegationResult` notification); state `submitted`,
@@ -54,6 +55,7 @@ from pydantic import ValidationError
 from actors.console._agents import AgentDirectory, AgentsUnreadable
 from actors.console._audit import AuditUnreadable, AuditView, reason_of
 from actors.console._bounds import TooLarge, parse_bounded
+from actors.console._handshake import Handshake
 from actors.console._params import (
     ApproveParams,
     CreateSessionParams,
@@ -75,7 +77,13 @@ from actors.console._rpc_errors import (
     body_too_large,
     error_response,
 )
-from actors.console._task_rpc import decide_tool, patch_preview_of, reject_held
+from actors.console._task_rpc import (
+    SUBMITTED,
+    decide_tool,
+    delegate_task,
+    patch_preview_of,
+    reject_held,
+)
 from actors.console._timeline import SessionRecord
 from schemas import new_id
 
@@ -92,8 +100,6 @@ log = logging.getLogger("parley.console.rpc")
 
 _MAX_BATCH: Final = 50
 _ENDED: Final = ("completed", "failed", "canceled", "refused")
-SUBMITTED: Final = "submitted"
-"""What StartTask did, as its reply says (the session's own state may be ahead of it)."""
 
 
 @dataclass
@@ -106,6 +112,8 @@ class RpcSession:
     agents: AgentDirectory | None = None
     workspaces: Path | None = None
     """The tool runtime's workspaces directory, for GetPatchPreview (None: not offered)."""
+    handshake: Handshake | None = None
+    """Seed 002 §6 at CreateSession (None: the console has no signers' keys to check with)."""
 
     async def handle_body(self, body: bytes | str) -> dict[str, Any] | list[Any] | None:
         """The answer to one HTTP body or WebSocket frame (None: nothing to answer); its size
@@ -180,6 +188,9 @@ class RpcSession:
         first = params.firstSpeaker or agents[0]
         if first not in agents:
             raise RpcError(INVALID_PARAMS, f"Invalid params: firstSpeaker {first!r} not in agents")
+        handshake = None  # seed 002 §6: a session starts only under a bundle in force
+        if self.handshake is not None:
+            handshake = await self.handshake.answer(agents, params.supportedCapabilities)
         max_rounds = params.maxRounds if params.mode == "collaborate" else 1
         if params.mode == "orchestrate":
             max_rounds = params.maxTurns
@@ -198,7 +209,7 @@ class RpcSession:
                 "maxTokensBudget": params.maxTokensBudget,
             }
         record.user_id = params.userId  # this session's, kept with it (HTTP asks statelessly)
-        return record.summary()
+        return {**record.summary(), **({"handshake": handshake} if handshake else {})}
 
     async def start_task(self, params: StartTaskParams) -> dict[str, Any]:
         """Submit the session's task; the reply's state is what this call did (`submitted`).
@@ -224,31 +235,13 @@ class RpcSession:
         task_id = params.taskId or new_id()
         record.task_id = task_id
         if record.mode == "delegate":
-            return await self._delegate(record, params.prompt)
+            return await delegate_task(self.link, record, params.prompt)
         first = record.first_speaker or record.participants[0]
         message = await self.link.start(record, params.prompt, first, task_id, record.user_id)
         return {
             "sessionId": record.session_id,
             "taskId": task_id,
             "envelopeId": message.id,
-            "state": SUBMITTED,
-        }
-
-    async def _delegate(self, record: SessionRecord, objective: str) -> dict[str, Any]:
-        max_tokens, deadline_ms = record.delegation_limits
-        try:
-            requests = await self.link.delegate(
-                record, objective, record.user_id, max_tokens, deadline_ms
-            )
-        except ConnectionError as exc:
-            raise RpcError.refused(
-                "INTERNAL_ERROR", str(exc), retryable=True, sessionId=record.session_id
-            ) from None
-        return {
-            "sessionId": record.session_id,
-            "taskId": record.task_id,
-            "envelopeId": requests[0].id,
-            "envelopeIds": [r.id for r in requests],
             "state": SUBMITTED,
         }
 

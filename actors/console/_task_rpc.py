@@ -1,4 +1,5 @@
-"""The console's methods on a task session's tools: a held request's decision, the patch.
+"""The console's methods on a task session's tools: a held request's decision, the patch;
+and a delegation session's task, sent to each of its agents.
 
 - ApproveAction on a task session decides a tool request the runtime holds for the session's
   owner (docs/tools.md, "Approvals"): `approved` or `rejected`, sent as a `control` to the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from actors.console._params import ApproveParams
 from actors.console._person import ControlAction, PersonLink
@@ -24,7 +25,28 @@ from actors.console._rpc_errors import RpcError
 from actors.console._timeline import SessionRecord
 from actors.tools import patch_preview, workspace_name, workspace_owner
 
-__all__ = ("decide_tool", "patch_preview_of", "reject_held")
+__all__ = ("SUBMITTED", "decide_tool", "delegate_task", "patch_preview_of", "reject_held")
+
+SUBMITTED: Final = "submitted"
+"""What StartTask did, as its reply says (the session's own state may be ahead of it)."""
+
+
+async def delegate_task(link: PersonLink, record: SessionRecord, objective: str) -> dict[str, Any]:
+    """StartTask of a `delegate` session: one `delegation_request` per agent (seed 003)."""
+    max_tokens, deadline_ms = record.delegation_limits
+    try:
+        requests = await link.delegate(record, objective, record.user_id, max_tokens, deadline_ms)
+    except ConnectionError as exc:
+        raise RpcError.refused(
+            "INTERNAL_ERROR", str(exc), retryable=True, sessionId=record.session_id
+        ) from None
+    return {
+        "sessionId": record.session_id,
+        "taskId": record.task_id,
+        "envelopeId": requests[0].id,
+        "envelopeIds": [r.id for r in requests],
+        "state": SUBMITTED,
+    }
 
 
 async def decide_tool(

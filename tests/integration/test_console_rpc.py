@@ -153,6 +153,12 @@ async def test_seed_002_error_shape_and_owner_only_sessions(deployment: ConsoleD
         )["result"]
         session_id = created["sessionId"]
         assert created["state"] == "created"
+        # Seed 002 §6: the console checked the bundle in force with its own least grants.
+        handshake = created["handshake"]
+        assert handshake["policyBundle"]["tenantId"] == "demo"
+        assert handshake["policyBundle"]["label"] == "demo-1"
+        assert handshake["compatibility"]["status"] == "compatible"
+        assert handshake["featureFlags"]["auditViews"] is True
         theirs = await _rpc(client, bob, _call("GetSessionState", {"sessionId": session_id}))
         assert theirs["error"]["code"] == -32000
         assert theirs["error"]["data"] == {

@@ -168,6 +168,8 @@ async def console_deployment(root: Path, ns: Namespace) -> AsyncIterator[Console
                 "people_dir": str(config_dir / "actors"),
                 "audit_reader": str(locked.settings_file("audit-cli")),
                 "audit_tenant": "demo",
+                "policy_keys": [str(root / "keys" / "policy.pub")],  # as sign_policy wrote it
+                "tenant": "demo",
             }
             env = {**parley_env(server.url, ns.root), "PARLEY_OPTIONS": json.dumps(options)}
             config = ("--config", str(locked.settings_file("console")))

@@ -7,7 +7,8 @@ consumer, one bucket key or one subject family; nobody gets `>`, `_INBOX.>` or `
 
 The roles, by actor id: `gate`, `router`, `auditor`, `cli` (a person, as is any
 `person-<name>`), `console` (the web console's own process: it acts for people only as each
-person, with that person's own credentials, so its own user just beats), `a2a` (the A2A edge:
+person, with that person's own credentials, so its own user just beats and reads the policy
+bundle, which it checks before a session starts), `a2a` (the A2A edge:
 likewise for its clients, and it reads the policy bundle), `relay` (the
 shared-agent relay, in an account of its own), `provisioner`,
 `policy-signer` (`parley policy publish`), `audit-cli` (`parley audit`, `trace`, `tail`),
@@ -241,6 +242,9 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("registry")
     elif role == A2A:
         a2a_grants(g)
+    elif role == CONSOLE:  # seed 002 §6: no session starts under no trusted bundle
+        policy = f"KV_{ns.bucket('policy')}"  # by a stored message's get, as the A2A edge
+        g.pub(f"{JS_API}.STREAM.INFO.{policy}", f"{JS_API}.STREAM.MSG.GET.{policy}")
     elif role == "router":
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
