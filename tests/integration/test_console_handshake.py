@@ -16,7 +16,7 @@ from nats.aio.client import Client as NATS
 
 from actors.console._handshake import Handshake
 from actors.console._rpc_errors import RpcError
-from bus import BundleReader, load_public_keys
+from bus import TRUSTED_VERSION_KEY, BundleReader, load_public_keys
 from schemas import ApprovalRule, Capability, Namespace, utc_now
 from tests.support.gate import Signer, make_bundle, publish_bundle
 
@@ -93,8 +93,9 @@ async def test_no_session_starts_without_a_trusted_bundle_or_once_it_expired(
     assert none.value.data is not None and none.value.data["code"] == "POLICY_BUNDLE_INVALID"
 
     await publish_bundle(nc.jetstream(), namespace, forger.sign(make_bundle(1, gpt={})))
-    with pytest.raises(RpcError, match="no policy bundle is trusted"):
+    with pytest.raises(RpcError, match=r"no policy bundle is trusted.*no trusted key") as forged:
         await handshake.answer(["gpt"], None)
+    assert forged.value.data is not None and forged.value.data["code"] == "POLICY_BUNDLE_INVALID"
 
     await publish_bundle(nc.jetstream(), namespace, signer.sign(make_bundle(2, gpt={})))
     assert (await handshake.answer(["gpt"], None))["policyBundle"]["version"] == 2
@@ -102,3 +103,24 @@ async def test_no_session_starts_without_a_trusted_bundle_or_once_it_expired(
     with pytest.raises(RpcError, match="expired") as late:
         await expired.answer(["gpt"], None)
     assert late.value.data is not None and late.value.data["code"] == "POLICY_EXPIRED"
+
+
+async def test_the_console_keeps_what_the_gates_keep_when_the_newest_bundle_fails(
+    nc: NATS, namespace: Namespace, tmp_path: Path
+) -> None:
+    """A console started after a foreign or a rolled-back value was stored: the gates keep
+    the bundle their floor (`trusted.version`) proves, and so does the console, rather than
+    refuse every session or take the rollback."""
+    signer, forger = Signer.create(tmp_path), Signer.create(tmp_path, "forger")
+    js = nc.jetstream()
+    trusted = signer.sign(make_bundle(2, gpt={}))
+    await publish_bundle(js, namespace, trusted)
+    policy = await js.key_value(namespace.bucket("policy"))
+    await policy.put(TRUSTED_VERSION_KEY, trusted)  # as a gate that trusted it writes it
+    await publish_bundle(js, namespace, forger.sign(make_bundle(3, gpt={})))
+    assert (await (await _handshake(nc, namespace, signer)).answer(["gpt"], None))["policyBundle"][
+        "version"
+    ] == 2
+    await publish_bundle(js, namespace, signer.sign(make_bundle(1, gpt={})))  # a rollback
+    console = await _handshake(nc, namespace, signer)
+    assert (await console.answer(["gpt"], None))["policyBundle"]["version"] == 2

@@ -72,7 +72,8 @@ from dataclasses import dataclass, field
 
 from bus import AGENT_BUCKETS, ARTIFACTS, BUCKETS, RETIRED_BUCKETS, STREAM_FAMILIES
 from schemas import Namespace, check_token
-from tools.natsconf._edge import A2A, a2a_grants
+from tools.natsconf._artifacts import artifact_grants
+from tools.natsconf._edge import A2A, a2a_grants, console_grants
 from tools.natsconf._grants import ADVISORY, JS_API, Grants
 from tools.natsconf._operator import OPERATOR, operator_denies, operator_grants
 from tools.natsconf._relay import relay_grants
@@ -242,9 +243,8 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         g.read_bucket("registry")
     elif role == A2A:
         a2a_grants(g)
-    elif role == CONSOLE:  # seed 002 §6: no session starts under no trusted bundle
-        policy = f"KV_{ns.bucket('policy')}"  # by a stored message's get, as the A2A edge
-        g.pub(f"{JS_API}.STREAM.INFO.{policy}", f"{JS_API}.STREAM.MSG.GET.{policy}")
+    elif role == CONSOLE:
+        console_grants(g)
     elif role == "router":
         g.read_bucket("sessions")
         g.write_keys("sessions", ">")
@@ -259,7 +259,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
     elif role == TOOLS:
         g.tool_runtime()
         g.pub(ns.wildcard("events"))  # a decision it cannot apply, told to the one who sent it
-        _artifact_grants(g, write=True)
+        artifact_grants(g, write=True)
     elif role == LLM:
         # It verifies the bundle itself and keeps each answer (never answered twice).
         g.read_bucket("policy")
@@ -289,24 +289,7 @@ def _operator_grants(g: Grants, role: str) -> None:
         audit = g.ns.stream("audit")
         g.pub(f"{JS_API}.DIRECT.GET.{audit}", f"{JS_API}.STREAM.INFO.{audit}")
     elif role == ARTIFACT_READER:
-        _artifact_grants(g, write=False)
-
-
-def _artifact_grants(g: Grants, *, write: bool) -> None:
-    """The artifacts' object store (actors/tools/_artifacts.py): read by direct gets (its
-    metadata by subject, its chunks in batches), which creates no consumer; written by the tool
-    runtime alone, which deletes the chunks of a write that failed, message by message. Nobody
-    gets its purge: that is stream administration, the provisioner's."""
-    bucket = g.ns.bucket(ARTIFACTS)
-    stream = f"OBJ_{bucket}"
-    g.pub(f"{JS_API}.DIRECT.GET.{stream}", f"{JS_API}.DIRECT.GET.{stream}.>")
-    if write:
-        g.pub(
-            f"{JS_API}.STREAM.INFO.{stream}",
-            f"$O.{bucket}.C.>",
-            f"$O.{bucket}.M.>",
-            f"{JS_API}.STREAM.MSG.DELETE.{stream}",
-        )
+        artifact_grants(g, write=False)
 
 
 def _provisioner_grants(g: Grants, agents: Sequence[str]) -> None:
