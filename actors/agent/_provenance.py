@@ -23,22 +23,22 @@ from schemas import SourceProvenance
 __all__ = ("MAX_SOURCES", "sources_of")
 
 MAX_SOURCES: Final = 64
-"""Sources a model call names at most (the first ones, in the order they were asked for):
-a long tool loop's request stays far below a message's size."""
+"""Sources a model call names at most (the newest ones): a long tool loop's request stays
+far below a message's size."""
 _TEXT_MAX: Final = 512
 
 
 def sources_of(rounds: Sequence[ToolRound]) -> tuple[SourceProvenance, ...]:
-    """Each distinct source of the results of `rounds` that succeeded, in order."""
+    """Each distinct source of the results of `rounds`, in the order they came, the newest
+    `MAX_SOURCES` of a longer loop. A failed result counts too: its text may be a command's
+    or a server's words (git's error output, another agent's error)."""
     found: dict[SourceProvenance, None] = {}
     for round_ in rounds:
         for request, result in zip(round_.requests, round_.results, strict=False):
-            if not result.ok:
-                continue  # an error text is the host's or the gate's words, not a source
-            found.setdefault(_source(request, result))
-            if len(found) >= MAX_SOURCES:
-                return tuple(found)
-    return tuple(found)
+            source = _source(request, result)
+            found.pop(source, None)  # seen again: it moves to the newest
+            found[source] = None
+    return tuple(found)[-MAX_SOURCES:]
 
 
 def _source(request: AgentRequest, result: RequestResult) -> SourceProvenance:

@@ -54,13 +54,13 @@ class ConsoleActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         self.people.agents = AgentDirectory(bus.js, bus.namespace)
+        await self.people.open_all()
         if self.options.policy_keys:
             features = {
                 "patchPreview": self.options.workspaces is not None,
-                "auditViews": self.options.audit_reader is not None,
+                "auditViews": self.people.audit is not None,  # configured, and it opened
             }
             self.people.handshake = Handshake(await self._bundle_reader(bus), features)
-        await self.people.open_all()
 
     async def _bundle_reader(self, bus: BusHandle) -> BundleReader:
         """The bundle in force, verified with the signers' keys as the gate verifies it, read

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Final, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -24,6 +25,7 @@ import msgspec
 from msgspec import Struct
 
 from actors.tools._arguments import GitCommit, GitDiff, GitPush, GitStatus
+from actors.tools._confinement import lease_sandbox_user, sandbox_user_unusable
 from actors.tools._contract import (
     Executor,
     Provenance,
@@ -107,6 +109,8 @@ def push_url_allowed(scope: Capability, workspace: Path, repo_root: Path, url: s
     bases = [(workspace / entry).resolve() for entry in scope.allowed_paths]
     if not _within(local.resolve(), bases):
         raise ScopeDenied("allowed_domains", f"the remote {url!r} is not in allowed_paths")
+    if not _within(local.resolve(), [workspace.resolve()]):  # git sees the workspace alone
+        raise ScopeDenied("allowed_paths", f"the remote {url!r} is outside the session's workspace")
 
 
 def _decode(invocation: ToolInvocation, kind: type[_Arguments]) -> _Arguments:
@@ -232,10 +236,16 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
 
 
 async def _execute(invocation: ToolInvocation, work: Executor) -> ToolOutcome:
-    """Run one git executor under the invocation's timeout, failures as `failed` outcomes."""
+    """Run one git executor under the invocation's timeout, failures as `failed` outcomes.
+
+    Its git runs share one sandbox user (when the runtime is root): the workspace is handed
+    to it and back once for the step, not at every run (each is a walk of the workspace)."""
     try:
-        async with asyncio.timeout(invocation.timeout_s):
-            return await work(invocation)
+        with ExitStack() as lease:
+            if sandbox_user_unusable() is None:
+                lease.enter_context(lease_sandbox_user(invocation.workspace.resolve()))
+            async with asyncio.timeout(invocation.timeout_s):
+                return await work(invocation)
     except TimeoutError:
         return _failed(ErrorCode.DEADLINE_EXCEEDED, f"git ran past {invocation.timeout_s:g} s")
     except RefusedRepository as exc:

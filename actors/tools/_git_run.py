@@ -149,6 +149,8 @@ class GitRun:
     stderr: str
     containment: str = ""
     """How it ran contained (`ShellRun.containment`: `bubblewrap`, `sandbox-user`, ...)."""
+    limit_hit: str | None = None
+    """The resource limit that ended it, if one did."""
 
     @property
     def text(self) -> str:
@@ -156,18 +158,25 @@ class GitRun:
 
     def failure(self) -> str:
         said = (self.stderr.strip() or self.text.strip())[-2000:]
-        return f"git exited with {self.exit_code}: {said}"
+        limit = f" (stopped by its {self.limit_hit})" if self.limit_hit else ""
+        return f"git exited with {self.exit_code}{limit}: {said}"
 
 
 def open_repository(workspace: Path, repo: str) -> Repository:
     """The repository `repo` names (relative to the workspace unless absolute).
 
     Raises:
-        GitUnavailable: no such directory, or its `.git` is a symlink, a `gitdir:` file or
-            shares another repository's (`commondir`).
+        GitUnavailable: no such directory, one outside the workspace (git runs contained in
+            the workspace alone), or its `.git` is a symlink, a `gitdir:` file or shares
+            another repository's (`commondir`).
     """
     root = (workspace / repo).resolve()
     git_dir = root / ".git"
+    if not root.is_relative_to(workspace.resolve()):
+        raise GitUnavailable(
+            f"{repo!r} is outside the session's workspace: git runs in the workspace alone, "
+            "contained as a command is (docs/tools.md)"
+        )
     if not root.is_dir():
         raise GitUnavailable(f"{repo!r} is not a directory")
     if git_dir.is_symlink() or not git_dir.is_dir():
@@ -206,8 +215,11 @@ def git_environment(repository: Repository) -> dict[str, str]:
     }
 
 
-GIT_LIMITS: Final = ShellLimits()
-"""The resource limits of a git run: Shell.Exec's defaults (a push runs a few processes)."""
+GIT_LIMITS: Final = ShellLimits(
+    cpu_seconds=600, file_size_bytes=4 << 30, open_files=4096, processes=64
+)
+"""The resource limits of a git run: the step's timeout bounds it first; room for a large
+file added or a large pack pushed (Shell.Exec's 128 MiB file limit would stop them)."""
 
 
 async def run_git(
@@ -250,7 +262,7 @@ async def run_git(
         raise TimeoutError(f"git ran past {timeout_s:g} s")
     exit_code = run.exit_code if run.exit_code is not None else 128 + (run.signal or 0)
     errors = run.errors.decode("utf-8", "replace")
-    return GitRun(exit_code, run.output, run.truncated, errors, run.containment)
+    return GitRun(exit_code, run.output, run.truncated, errors, run.containment, run.limit_hit)
 
 
 async def refused_settings(repository: Repository) -> list[str]:

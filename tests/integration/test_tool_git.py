@@ -129,3 +129,32 @@ async def test_a_push_that_is_not_a_fast_forward_is_rejected_not_forced(
     outcome = await execute_git_push(invocation(workspace, "Git.Push", {"branch": "main"}))
     assert outcome.status == "failed"
     assert git(workspace.allowed_remote, "rev-parse", "main") == remote_head
+
+
+async def test_git_works_in_the_workspace_alone_whatever_the_scope_allows(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Git runs contained, seeing the session's workspace only: a repository or a local
+    remote an absolute `allowed_paths` entry names outside it is refused, saying why, rather
+    than failing inside the sandbox (an internal error, a remote git could not find)."""
+    outside = tmp_path / "elsewhere"
+    elsewhere = (*("project", "remotes"), str(outside))
+    project = tmp_path / "elsewhere" / "project"
+    project.mkdir(parents=True)
+    git(project, "init", "-q", "-b", "main")
+    status = invocation(workspace, "Git.Status", {"repo": str(project)}, allowed_paths=elsewhere)
+    refused = await execute_git_status(status)
+    assert refused.status == "failed"
+    assert "outside the session's workspace" in (refused.error_message or "")
+    with pytest.raises(ScopeDenied) as denied:
+        await execute_git_push(
+            invocation(
+                workspace,
+                "Git.Push",
+                {"remote": "other", "branch": "main"},
+                allowed_paths=elsewhere,
+            )
+        )
+    assert denied.value.rule == "allowed_paths"
+    assert "outside the session's workspace" in str(denied.value)
+    assert git(workspace.other_remote, "for-each-ref") == ""

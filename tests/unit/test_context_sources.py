@@ -27,16 +27,17 @@ def _round(*pairs: tuple[object, RequestResult]) -> ToolRound:
     )
 
 
-def test_each_source_once_in_order_and_no_failed_result() -> None:
+def test_each_source_once_where_it_was_last_seen_failed_results_too() -> None:
     asked = Delegate(request_id="d1", target_employee="coder", objective="o")
-    answered = RequestResult(request_id="d1", status="success", content="done")
+    answered = RequestResult(request_id="d1", status="failed", content="coder's error")
     rounds = [
         _round(_read("r1", "src/a.py"), (asked, answered)),
-        _round(_read("r2", "src/a.py"), _read("r3", "secret.txt", status="failed")),
+        _round(_read("r2", "notes.txt", status="failed"), _read("r3", "src/a.py")),
     ]
     assert sources_of(rounds) == (
-        SourceProvenance(source_type="File.Read", path="src/a.py", trust_level="workspace"),
         SourceProvenance(source_type="agent", path="coder", trust_level="untrusted"),
+        SourceProvenance(source_type="File.Read", path="notes.txt", trust_level="workspace"),
+        SourceProvenance(source_type="File.Read", path="src/a.py", trust_level="workspace"),
     )
 
 
@@ -47,4 +48,6 @@ def test_a_result_without_a_label_is_untrusted_and_a_long_loop_is_capped() -> No
         SourceProvenance(source_type="Network.Http", trust_level="untrusted"),
     )
     many = [_round(_read(f"r{n}", f"f{n}.txt")) for n in range(MAX_SOURCES + 10)]
-    assert len(sources_of(many)) == MAX_SOURCES
+    kept = sources_of(many)
+    assert len(kept) == MAX_SOURCES
+    assert kept[-1].path == f"f{MAX_SOURCES + 9}.txt"  # the newest are kept
