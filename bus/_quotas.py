@@ -130,27 +130,33 @@ class Quotas(BaseModel):
         description="Bytes of artifacts the tool runtime keeps for one person at a time (their "
         "sessions' uploads, large outputs and checkpoint diffs, within `retention.artifacts_s`): "
         "past it a step's upload fails and its output or diff is not stored, for that person "
-        "only. Unset: a quarter of the store (`bucket_bytes.artifacts`).",
+        "only. Unset: an eighth of the store (`bucket_bytes.artifacts`).",
     )
     artifact_bytes_per_agent: int | None = Field(
         default=None,
         ge=1,
         description="Bytes of artifacts the tool runtime keeps for one agent's steps at a time, "
         "whoever they work for: an agent serving many people cannot fill the store for all. "
-        "Unset: a quarter of the store.",
+        "At least a person's share, so one person cannot use up an agent for everyone else "
+        "(four persons' full shares can). Unset: half the store, or a person's share if larger.",
     )
 
     def artifact_share(self, kind: Literal["person", "agent"]) -> int:
-        """What one person's or one agent's artifacts may hold: the setting, else a quarter of
-        the store."""
-        given = (
-            self.artifact_bytes_per_person if kind == "person" else self.artifact_bytes_per_agent
-        )
-        return given if given is not None else self.bucket_max_bytes("artifacts") // 4
+        """What one person's or one agent's artifacts may hold: the setting, else the
+        default share of the store."""
+        store = self.bucket_max_bytes("artifacts")
+        person = self.artifact_bytes_per_person
+        if person is None:
+            person = store // 8
+        if kind == "person":
+            return person
+        agent = self.artifact_bytes_per_agent
+        return agent if agent is not None else max(store // 2, person)
 
     @model_validator(mode="after")
     def _shares_fit_the_store(self) -> Quotas:
-        """A share larger than the store it is a share of bounds nothing."""
+        """A share larger than the store it is a share of bounds nothing; an agent's share
+        below a person's lets one person use the agent up for everyone else."""
         store = self.bucket_max_bytes("artifacts")
         for name in ("artifact_bytes_per_person", "artifact_bytes_per_agent"):
             given = getattr(self, name)
@@ -159,6 +165,12 @@ class Quotas(BaseModel):
                     f"{name} ({given}) is larger than the artifact store itself "
                     f"(bucket_bytes.artifacts, {store})"
                 )
+        if self.artifact_share("agent") < self.artifact_share("person"):
+            raise ValueError(
+                f"artifact_bytes_per_agent ({self.artifact_share('agent')}) is below a "
+                f"person's share ({self.artifact_share('person')}): one person could fill an "
+                "agent's share and stop it storing for everyone else"
+            )
         return self
 
     @field_validator("stream_bytes", "bucket_bytes")

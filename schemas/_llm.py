@@ -37,17 +37,18 @@ ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
 class SourceProvenance(Struct, frozen=True, kw_only=True):
-    """Where part of a prompt came from (seed 002 §12.2 `sourceProvenance`)."""
+    """Where part of a prompt came from (seed 002 §12.2 `sourceProvenance`), as the calling
+    agent reports it: nobody checks it, and every field is bounded (it is shown to a person)."""
 
-    source_type: str
-    path: str = ""
-    trust_level: str = "untrusted"
+    source_type: Annotated[str, Meta(max_length=200)]
+    path: Annotated[str, Meta(max_length=1024)] = ""
+    trust_level: Annotated[str, Meta(max_length=64)] = "untrusted"
 
 
 class LlmContext(Struct, frozen=True, kw_only=True):
     """Seed 002 §12.2 `contextMetadata`."""
 
-    source_provenance: tuple[SourceProvenance, ...] = ()
+    source_provenance: Annotated[tuple[SourceProvenance, ...], Meta(max_length=64)] = ()
     redaction_applied: bool = False
 
 

@@ -60,7 +60,9 @@ class ConsoleActor(Actor):
                 "patchPreview": self.options.workspaces is not None,
                 "auditViews": self.people.audit is not None,  # configured, and it opened
             }
-            self.people.handshake = Handshake(await self._bundle_reader(bus), features)
+            self.people.handshake = Handshake(
+                await self._bundle_reader(bus), features, directory=self.people.agents
+            )
 
     async def _bundle_reader(self, bus: BusHandle) -> BundleReader:
         """The bundle in force, verified with the signers' keys as the gate verifies it, read

@@ -20,7 +20,9 @@ words where it has them):
 - `policyBundle`: the bundle's version, schema version, tenant, expiry and label;
 - `llmGateway`: the target model calls are addressed to, and the models allowed;
 - `limits`: the bundle's token limits and each agent's budgets;
-- `capabilities`: what each of the session's agents may use;
+- `capabilities`: what each of the session's agents may use (a name that is no registered
+  agent, another person's or a system actor's, is described as one the bundle has no profile
+  for: nothing of their limits is told);
 - `approvalRules`: the rules that hold those capabilities' requests for the person;
 - `featureFlags`: what this console offers (patch previews, the audit views).
 
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from actors.console._agents import AgentDirectory, AgentsUnreadable
 from actors.console._rpc_errors import RpcError
 from bus import BundleReader
 from schemas import Capability, PolicyBundle, approval_rule_of, effective_scope, utc_now
@@ -50,8 +53,11 @@ class Handshake:
         features: dict[str, bool],
         llm_target: str = "llm",
         clock: Callable[[], datetime] = utc_now,
+        directory: AgentDirectory | None = None,
     ) -> None:
-        """`clock`: now, which a test may move past a bundle's expiry."""
+        """`directory`: the registered agents, the only names the handshake describes (None:
+        every name); `clock`: now, which a test may move past a bundle's expiry."""
+        self._directory = directory
         self._bundles = bundles
         self._features = features
         self._llm_target = llm_target
@@ -69,7 +75,10 @@ class Handshake:
         """
         await self._bundles.refresh()
         bundle = self._trusted()
-        held = {agent: _capabilities(bundle, agent) for agent in agents}
+        described = await self._agents(agents)
+        held = {
+            agent: _capabilities(bundle, agent) if agent in described else [] for agent in agents
+        }
         needed = sorted({name for names in held.values() for name in names})
         unsupported = [] if supported is None else [c for c in needed if c not in supported]
         llm = bundle.llm_policy
@@ -90,12 +99,27 @@ class Handshake:
                 "maxInputTokens": llm.max_input_tokens,
                 "maxOutputTokens": llm.max_output_tokens,
                 "maxSessionTokens": llm.max_session_tokens,
-                "agents": {agent: _budgets(bundle, agent) for agent in agents},
+                "agents": {
+                    agent: _budgets(bundle, agent) if agent in described else None
+                    for agent in agents
+                },
             },
             "capabilities": held,
             "approvalRules": _approval_rules(bundle, agents, held),
             "featureFlags": dict(self._features),
         }
+
+    async def _agents(self, names: Sequence[str]) -> frozenset[str]:
+        """Which of `names` are registered agents: a person's or a system actor's profile
+        (another person's budgets, the router's rate) is nobody's business here, so such a
+        name is described as one without a profile, exactly like a name nobody has."""
+        if self._directory is None:
+            return frozenset(names)
+        try:
+            registered = set(await self._directory.names())
+        except AgentsUnreadable:
+            return frozenset()  # described as unknown; the session itself is not refused
+        return frozenset(name for name in names if name in registered)
 
     def _trusted(self) -> PolicyBundle:
         bundle = self._bundles.bundle

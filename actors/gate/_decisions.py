@@ -185,7 +185,7 @@ def objective(envelope: AnyEnvelope) -> str:
                 asked
                 + (f", at most {cap} output tokens" if cap else "")
                 + (
-                    f", context from {len(sources)} sources ({untrusted} untrusted)"
+                    f", context from {len(sources)} sources by its word ({untrusted} untrusted)"
                     if sources
                     else ""
                 )

@@ -3,7 +3,8 @@
 Like the calls agents make to each other (actors/gate/_timeline.py), an agent's model calls
 are seen by the gate alone, so the gate tells them from the decision it has just made:
 `llm_request_started` when it admits (or refuses) an `llm_request`, with the model and where
-what the agent is shown came from (its `context_metadata`: a file's path, a URL, an agent);
+the calling agent says what it is shown came from (its `context_metadata`: a file's path, a
+URL, an agent; the agent's word, bounded, never checked);
 `llm_request_completed` when the gateway's answer comes, with its status, the tokens in and
 out as the provider reported them, the latency, and every guardrail decision by rule id.
 Never a message's contents: a person's timeline shows what happened, not what was said.
@@ -20,7 +21,9 @@ __all__ = ("llm_event",)
 
 _REASON_MAX: Final = 300
 _SOURCES_MAX: Final = 16
-"""Sources an event names at most: the person's timeline, not the request, is bounded here."""
+"""Sources an event names at most, each field cut at `_FIELD_MAX` characters: an event the
+person reads stays small whatever the calling agent reported."""
+_FIELD_MAX: Final = 256
 
 
 def llm_event(decision: Decision, envelope: AnyEnvelope, session_id: str) -> SessionEvent | None:
@@ -37,8 +40,13 @@ def llm_event(decision: Decision, envelope: AnyEnvelope, session_id: str) -> Ses
             "caller": decision.sender,
             "model": envelope.model,
             "status": "refused" if refused else "requested",
+            # As the caller reports them (nobody checks them), each field cut for the person.
             "sources": [
-                {"source_type": s.source_type, "path": s.path, "trust_level": s.trust_level}
+                {
+                    "source_type": s.source_type[:_FIELD_MAX],
+                    "path": s.path[:_FIELD_MAX],
+                    "trust_level": s.trust_level[:_FIELD_MAX],
+                }
                 for s in envelope.context_metadata.source_provenance[:_SOURCES_MAX]
             ],
         }

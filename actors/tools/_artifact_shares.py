@@ -204,13 +204,21 @@ class ArtifactShares:
         raise RuntimeError(f"the artifact share of {payer.kind} {payer.name} kept changing")
 
     def _refusal(self, payer: Payer, used: int, size: int, limit: int, live: dict[int, int]) -> str:
+        """Why a write was refused, for the person whose step it was: their own share's
+        figures, and of an agent's share (which others' steps fill too) only that it is full."""
+        setting = f"artifact_bytes_per_{payer.kind}"
+        if payer.kind == "agent":
+            return (
+                f"agent {payer.name}'s share of the artifact store ({setting}) has no room "
+                f"for {size} more bytes now; its oldest artifacts expire within "
+                f"{self._retention_ms // 1000} s (retention.artifacts_s)"
+            )
         oldest = min((i for i, s in live.items() if s > 0), default=None)
         frees = ""
         if oldest is not None:
             at_s = ((oldest + 2) * self._window_ms + self._retention_ms) / 1000
             when = datetime.fromtimestamp(at_s, UTC).isoformat(timespec="seconds")
             frees = f"; the oldest of them expire by {when} (retention.artifacts_s)"
-        setting = f"artifact_bytes_per_{payer.kind}"
         return (
             f"the artifact store keeps {used} bytes for {payer.kind} {payer.name}, whose "
             f"share is {limit} ({setting}): {size} more would pass it{frees}"

@@ -8,7 +8,7 @@ That one choice gives three defences: the process limit binds (it counts only th
 processes), the command cannot write anything the runtime owns outside its workspace, and
 "every process of the run" is well defined, so `sweep_user` can kill one that left the
 process group (`setsid`). The workspace is handed to that user for the run and taken back
-after it.
+after it (actors/tools/_sandbox_lease.py).
 
 A runtime that is not root cannot switch users: the process limit is then set above the
 processes its own user already has (it counts them too), and a process that left the group
@@ -21,24 +21,19 @@ import ctypes
 import functools
 import logging
 import os
-import random
 import resource
 import shutil
 import signal
-import stat
 import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 __all__ = (
     "SANDBOX_UIDS",
-    "SandboxUser",
     "ShellLimits",
     "child_setup",
-    "lease_sandbox_user",
     "network_isolation_unusable",
     "processes_of",
     "sandbox_user_unusable",
@@ -178,96 +173,6 @@ def network_isolation_unusable() -> str | None:
 def _unshare_network() -> None:
     if _libc.unshare(_CLONE_NEWNET) != 0:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
-
-
-_leases: dict[Path, tuple[int, int]] = {}
-"""Workspace -> (leased uid, runs using it) in this process."""
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxUser:
-    """The uid a run's processes have, leased with its workspace."""
-
-    uid: int
-    workspace: Path
-
-    def alone(self) -> bool:
-        """Whether no other run uses the uid now: only then may one run's end kill every
-        process of the uid (a run beside it in the workspace would lose its own)."""
-        return _leases.get(self.workspace, (0, 0))[1] == 1
-
-
-@contextmanager
-def lease_sandbox_user(workspace: Path) -> Iterator[SandboxUser]:
-    """A sandbox user for a run in `workspace`, with the workspace handed to it meanwhile.
-
-    Runs in the same workspace at once share the uid (each must be able to write there);
-    when the last one ends, every process of the uid is killed and the workspace is the
-    runtime's again.
-    """
-    uid, users = _leases.get(workspace, (0, 0))
-    if users == 0:
-        uid = _free_uid()
-        _hand_over(workspace, uid)
-    _leases[workspace] = (uid, users + 1)
-    try:
-        yield SandboxUser(uid, workspace)
-    finally:
-        uid, users = _leases.pop(workspace)
-        if users > 1:
-            _leases[workspace] = (uid, users - 1)
-        else:
-            sweep_user(uid)
-            _take_back(workspace, uid)
-
-
-def _free_uid() -> int:
-    taken = {uid for uid, _ in _leases.values()}
-    while True:
-        uid = random.choice(SANDBOX_UIDS)  # noqa: S311 - uniqueness, not secrecy, is needed
-        if uid not in taken and not processes_of(uid):
-            return uid
-
-
-def _hand_over(workspace: Path, uid: int) -> None:
-    """Give the runtime's entries of the workspace to `uid`, without following links.
-
-    A file with several hard links is left as it is: it may be a link the command made to a
-    file outside the workspace, which must never become the sandbox user's.
-    """
-    runtime = os.getuid()
-    for entry in _entries(workspace):
-        if entry.st_uid == runtime and (stat.S_ISDIR(entry.st_mode) or entry.st_nlink == 1):
-            os.lchown(entry.path, uid, uid)
-
-
-def _take_back(workspace: Path, uid: int) -> None:
-    """Give every entry the sandbox user owns in the workspace back to the runtime."""
-    for entry in _entries(workspace):
-        if entry.st_uid == uid:
-            os.lchown(entry.path, os.getuid(), os.getgid())
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    path: str
-    st_uid: int
-    st_mode: int
-    st_nlink: int
-
-
-def _entries(root: Path) -> Iterator[_Entry]:
-    """The workspace and everything under it, symbolic links as themselves (never followed)."""
-    top = os.lstat(root)
-    yield _Entry(str(root), top.st_uid, top.st_mode, top.st_nlink)
-    for directory, dirnames, filenames in os.walk(root):
-        for name in (*dirnames, *filenames):
-            path = os.path.join(directory, name)
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            yield _Entry(path, info.st_uid, info.st_mode, info.st_nlink)
 
 
 def processes_of(uid: int) -> list[int]:

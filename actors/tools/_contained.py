@@ -20,21 +20,20 @@ import signal
 import subprocess
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, cast
 
 from actors.tools._confinement import (
-    SandboxUser,
     ShellLimits,
     child_setup,
-    lease_sandbox_user,
     network_isolation_unusable,
     sandbox_user_unusable,
     sweep_user,
 )
 from actors.tools._sandbox import bubblewrap_argv, bubblewrap_unusable
+from actors.tools._sandbox_lease import SandboxUser, lease_sandbox_user
 
 __all__ = ("SHELL_PATH", "ShellRun", "run_contained")
 
@@ -120,8 +119,8 @@ async def run_contained(
     own_user = sandbox_user_unusable() is None
     started = time.monotonic()
     loop = asyncio.get_running_loop()
-    with ExitStack() as stack:
-        user = stack.enter_context(lease_sandbox_user(workspace)) if own_user else None
+    async with AsyncExitStack() as stack:
+        user = await stack.enter_async_context(lease_sandbox_user(workspace)) if own_user else None
         uid = user.uid if user else None
         command = list(argv)
         if unusable is None:

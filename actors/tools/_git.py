@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Final, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -25,7 +25,7 @@ import msgspec
 from msgspec import Struct
 
 from actors.tools._arguments import GitCommit, GitDiff, GitPush, GitStatus
-from actors.tools._confinement import lease_sandbox_user, sandbox_user_unusable
+from actors.tools._confinement import sandbox_user_unusable
 from actors.tools._contract import (
     Executor,
     Provenance,
@@ -44,6 +44,7 @@ from actors.tools._git_run import (
     refused_settings,
     run_git,
 )
+from actors.tools._sandbox_lease import lease_sandbox_user
 from schemas import Capability, ErrorCode
 
 __all__ = (
@@ -241,9 +242,10 @@ async def _execute(invocation: ToolInvocation, work: Executor) -> ToolOutcome:
     Its git runs share one sandbox user (when the runtime is root): the workspace is handed
     to it and back once for the step, not at every run (each is a walk of the workspace)."""
     try:
-        with ExitStack() as lease:
+        async with AsyncExitStack() as lease:
             if sandbox_user_unusable() is None:
-                lease.enter_context(lease_sandbox_user(invocation.workspace.resolve()))
+                workspace = invocation.workspace.resolve()
+                await lease.enter_async_context(lease_sandbox_user(workspace))
             async with asyncio.timeout(invocation.timeout_s):
                 return await work(invocation)
     except TimeoutError:

@@ -159,6 +159,14 @@ async def test_seed_002_error_shape_and_owner_only_sessions(deployment: ConsoleD
         assert handshake["policyBundle"]["label"] == "demo-1"
         assert handshake["compatibility"]["status"] == "compatible"
         assert handshake["featureFlags"]["auditViews"] is True
+        assert handshake["limits"]["agents"]["gpt"]["traceMessageBudget"] > 0
+        # Another person's profile, or the router's, is nobody's business here: told as of a
+        # name nobody has (an attack review read bob's budgets and the router's rate).
+        for names in (["person-bob", "person-nobody"], ["router", "gate"]):
+            params: dict[str, object] = {"mode": "collaborate", "agents": names}
+            told = (await _rpc(client, alice, _call("CreateSession", params)))["result"]
+            assert told["handshake"]["limits"]["agents"] == dict.fromkeys(names)
+            assert told["handshake"]["capabilities"] == {name: [] for name in names}
         theirs = await _rpc(client, bob, _call("GetSessionState", {"sessionId": session_id}))
         assert theirs["error"]["code"] == -32000
         assert theirs["error"]["data"] == {
