@@ -128,6 +128,7 @@ class ToolsActor(Actor):
             self.settings.max_payload,
             await self._shares(bus, runs),
         )
+        await artifacts.check()  # its age limit: an object half way to it is stored anew
         records = StepRecords(artifacts, self.settings.max_payload)
         self._workspaces.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self._mcp is not None:

@@ -118,6 +118,9 @@ class ArtifactStore:
         or a test's, that charges nobody)."""
         self._js = js
         self._shares = shares
+        self.kept_s = 0.0
+        """How long the store keeps an object (its age limit; 0: unknown or for ever), as
+        `check` read it."""
         self.tenant = tenant
         self.chunk_bytes = min(CHUNK_BYTES, max_payload)
         """Bytes per chunk a write publishes: no chunk over the streams' message limit."""
@@ -137,7 +140,8 @@ class ArtifactStore:
             raise ArtifactStoreError(
                 f"no artifact store {self.bucket}: run `parley provision`"
             ) from None
-        return info.config.max_age or 0.0
+        self.kept_s = info.config.max_age or 0.0
+        return self.kept_s
 
     def uri(self, session_id: str, data: bytes, name: str = "") -> ArtifactUri:
         """The URI `data` is stored under for `session_id`."""
@@ -183,7 +187,8 @@ class ArtifactStore:
         """
         found = await self._meta(uri)
         if found is not None and found.sha256 == uri.sha256 and found.info.size == uri.size:
-            return
+            if not self._expiring(found):
+                return
         charge = await self._charge(uri, payers)
         attempt = _Attempt()
         try:
@@ -191,6 +196,17 @@ class ArtifactStore:
         finally:
             if attempt.nothing_left:  # else its bytes count until they expire
                 await asyncio.shield(self._give_back(charge))
+
+    def _expiring(self, found: _Meta) -> bool:
+        """Whether a stored object has lived half the store's age limit: a URI handed out
+        now must not name bytes about to go, so it is stored again (a new object)."""
+        if not self.kept_s:
+            return False
+        try:
+            stored = datetime.fromisoformat(found.info.mtime or "")
+        except ValueError:
+            return True
+        return (datetime.now(UTC) - stored).total_seconds() > self.kept_s / 2
 
     async def _charge(self, uri: ArtifactUri, payers: Sequence[Payer]) -> Charge | None:
         if self._shares is None:
@@ -306,7 +322,8 @@ class ArtifactStore:
         """The bytes `uri` names, checked against it.
 
         Raises:
-            ArtifactNotFound: nothing stored under its key.
+            ArtifactNotFound: nothing stored under its key, or what is left of an object
+                that is expiring.
             ArtifactCorrupt: what is stored is not what it names.
         """
         found = await self._meta(uri)
@@ -317,6 +334,11 @@ class ArtifactStore:
         subject = f"$O.{self.bucket}.C.{found.info.nuid}"
         chunks = [m.data async for m in read_history(self._js, self.stream, subject=subject)]
         data = b"".join(chunks)
+        if len(chunks) < (found.info.chunks or 0):  # the oldest messages go first: expiring
+            raise ArtifactNotFound(
+                f"{uri.key}: {len(chunks)} of its {found.info.chunks} chunks are left in "
+                f"{self.bucket}: it expired (retention.artifacts_s) or was deleted"
+            )
         if len(chunks) != (found.info.chunks or 0) or len(data) != uri.size:
             raise ArtifactCorrupt(f"{uri.key}: {len(chunks)} chunks of {len(data)} bytes stored")
         if hashlib.sha256(data).hexdigest() != uri.sha256:

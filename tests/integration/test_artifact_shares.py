@@ -185,3 +185,23 @@ async def test_an_unreadable_count_refuses_the_write_rather_than_free_the_share(
     with pytest.raises(RuntimeError, match="cannot be read"):
         await shares.charge([ALICE], 900)
     assert usage_key(Payer("person", "alice@example.com")).startswith("usage.person.h.")
+
+
+async def test_content_stored_half_its_age_ago_is_stored_again_not_reused(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """A URI handed out must not name bytes about to expire: an object that has lived half
+    the store's age limit is stored anew (and charged) rather than reused."""
+    shares = await _shares(nc, namespace, Clock(), per_person=1 << 20, per_agent=1 << 20)
+    store = ArtifactStore(nc.jetstream(), namespace, "demo", shares=shares)
+    assert await store.check() == 7 * 24 * 3600  # the default retention, as provisioned
+    stream = f"OBJ_{namespace.bucket('artifacts')}"
+    await store.put_bytes("s1", b"log line\n", name="log", step_id="1", payers=[ALICE])
+    stored = (await nc.jetstream().stream_info(stream)).state.messages
+    await store.put_bytes("s1", b"log line\n", name="log", step_id="2", payers=[ALICE])
+    assert (await nc.jetstream().stream_info(stream)).state.messages == stored  # reused
+    store.kept_s = 0.001  # as if it had been stored long ago under this age limit
+    text = await store.put_bytes("s1", b"log line\n", name="log", step_id="3", payers=[ALICE])
+    assert (await nc.jetstream().stream_info(stream)).state.messages > stored
+    assert await shares.used(ALICE) == 2 * stored_bytes(9, store.chunk_bytes)
+    assert await store.get(ArtifactUri.parse(text)) == b"log line\n"

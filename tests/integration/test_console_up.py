@@ -93,7 +93,11 @@ async def test_a_person_runs_a_session_through_the_console_under_parley_up(
             await socket.send(_call("SignIn", {"token": sign_in}, 0))
             assert json.loads(await socket.recv())["result"] == {"person": "alice"}
             await socket.send(_call("CreateSession", {"agents": ["gpt", "claude"]}, 1))
-            session_id = json.loads(await socket.recv())["result"]["sessionId"]
+            created = json.loads(await socket.recv())["result"]
+            session_id = created["sessionId"]
+            # The shipped topology gives the console the signers' keys: the bundle published
+            # after it started is the one it checked (seed 002 §6).
+            assert created["handshake"]["policyBundle"]["label"] == "demo-1"
             goal = "Summarize this in 1 sentence, then stop."
             await socket.send(_call("StartTask", {"sessionId": session_id, "prompt": goal}, 2))
             assert json.loads(await socket.recv())["result"]["state"] == "submitted"

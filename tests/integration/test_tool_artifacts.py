@@ -18,6 +18,7 @@ from nats.aio.client import Client as NATS
 
 from actors.tools import (
     ArtifactCorrupt,
+    ArtifactNotFound,
     ArtifactStore,
     ArtifactStoreError,
     ArtifactUri,
@@ -224,3 +225,16 @@ async def test_a_full_store_refuses_an_artifact_and_keeps_none_of_its_chunks(
     assert "output_artifact_error" in result.details
     assert output.startswith(result.output_text) and len(result.output_text) <= 256 * 1024
     assert (await nc.jetstream().stream_info(stream)).state.messages == 0
+
+
+async def test_an_object_whose_chunks_expired_first_reads_as_gone_not_corrupt(
+    nc: NATS, namespace: Namespace, store: ArtifactStore
+) -> None:
+    """The store's age limit drops the oldest messages first, an object's chunks before its
+    metadata: for that moment it is expiring, not corrupt (a CI run read it corrupt)."""
+    text = await store.put_bytes("s1", os.urandom(300 * 1024), name="big", step_id="1")
+    js = nc.jetstream()
+    stream = f"OBJ_{namespace.bucket('artifacts')}"
+    await js.delete_msg(stream, 1)  # the first chunk, as the age limit would take it
+    with pytest.raises(ArtifactNotFound, match="expired"):
+        await store.get(ArtifactUri.parse(text))
