@@ -19,7 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ from actors.tools._confinement import (
 )
 from actors.tools._sandbox import bubblewrap_argv, bubblewrap_unusable
 from actors.tools._sandbox_lease import SandboxUser, lease_sandbox_user
+from actors.tools._uninterrupted import uninterrupted
 
 __all__ = ("SHELL_PATH", "ShellRun", "run_contained")
 
@@ -127,7 +128,9 @@ async def run_contained(
             prefix = bubblewrap_argv(workspace=workspace, cwd=cwd, network=network, sandbox_uid=uid)
             command = prefix + command
         try:
-            (transport, run), cancelled = await _started(
+            # Never interrupted: asyncio would kill the program alone and wait for pipes a
+            # process it started holds open; a cancelled run is killed whole below instead.
+            (transport, run), cancelled = await uninterrupted(
                 loop.subprocess_exec(
                     lambda: _Run(max_output_bytes),
                     *command,
@@ -179,26 +182,6 @@ async def run_contained(
         else ("sandbox-user" if own_user else "limits-only"),
         errors=bytes(run.errors),
     )
-
-
-async def _started(
-    starting: Awaitable[tuple[asyncio.SubprocessTransport, _Run]],
-) -> tuple[tuple[asyncio.SubprocessTransport, _Run], bool]:
-    """The started program, and whether the step was cancelled while it started.
-
-    A start is never interrupted: asyncio would kill the program alone and then wait for
-    its pipes, which a process it already started holds open (a cancelled step then hung
-    until that process ended). The caller kills the whole run instead.
-    """
-    start = asyncio.ensure_future(starting)
-    cancelled = False
-    while True:
-        try:
-            return await asyncio.shield(start), cancelled
-        except asyncio.CancelledError:
-            if start.cancelled():
-                raise
-            cancelled = True
 
 
 class _Run(asyncio.SubprocessProtocol):

@@ -15,17 +15,15 @@ import asyncio
 import os
 import random
 import stat
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from actors.tools._confinement import SANDBOX_UIDS, processes_of, sweep_user
+from actors.tools._uninterrupted import uninterrupted
 
 __all__ = ("SandboxUser", "lease_sandbox_user")
-
-T = TypeVar("T")
 
 _leases: dict[Path, tuple[int, int]] = {}
 """Workspace -> (leased uid, runs using it) in this process."""
@@ -57,14 +55,14 @@ async def lease_sandbox_user(workspace: Path) -> AsyncIterator[SandboxUser]:
     """
     lock = _want(workspace)
     try:
-        user, cancelled = await _finished(_acquire(workspace, lock))
+        user, cancelled = await uninterrupted(_acquire(workspace, lock))
         if cancelled:  # handed over whole while cancelled: taken back whole, never used
-            await _finished(_release(workspace, lock))
+            await uninterrupted(_release(workspace, lock))
             raise asyncio.CancelledError
         try:
             yield user
         finally:
-            _, cancelled = await _finished(_release(workspace, lock))
+            _, cancelled = await uninterrupted(_release(workspace, lock))
             if cancelled:
                 raise asyncio.CancelledError
     finally:
@@ -109,21 +107,6 @@ async def _release(workspace: Path, lock: asyncio.Lock) -> None:
             return
         sweep_user(uid)
         await asyncio.to_thread(_take_back, workspace, uid)
-
-
-async def _finished(work: Awaitable[T]) -> tuple[T, bool]:
-    """`work` run to its end even when the caller is cancelled meanwhile (a walk stopped
-    halfway would leave the workspace half handed over), and whether the caller was: the
-    caller raises the cancellation once it has put things right."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            return await asyncio.shield(task), cancelled
-        except asyncio.CancelledError:
-            if task.cancelled():
-                raise
-            cancelled = True
 
 
 def _free_uid() -> int:
