@@ -13,20 +13,27 @@ two read the list the same way:
 A name that matches is not enough to connect: the addresses it resolves to must be public,
 unless the list names the address (or its network) itself. That is what keeps an allowed
 name that resolves to loopback, the cloud metadata address or the office network from
-reaching them (`address_allowed`).
+reaching them (`address_allowed`), and `allowed_addresses` resolves a name once, checks
+every address, and gives them to the caller to connect to, never the name again: a second DNS
+answer (rebinding) can then send nothing elsewhere.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
+import socket
 from typing import Final
 
+from actors.tools._contract import ScopeDenied
 from schemas import Capability
 
 __all__ = (
     "Address",
+    "Unresolvable",
     "address_allowed",
+    "allowed_addresses",
     "host_allowed",
     "ip_literal",
     "normalize_host",
@@ -135,3 +142,44 @@ def special_address(address: Address) -> bool:
 def address_allowed(scope: Capability, address: Address) -> bool:
     """Whether a resolved address may be connected to: public, or listed itself."""
     return not special_address(address) or _listed(scope, address)
+
+
+class Unresolvable(Exception):
+    """The host resolves to no address: the work failed, nothing was refused or sent."""
+
+
+async def allowed_addresses(scope: Capability, host: str, port: int) -> list[Address]:
+    """The addresses `host` (normalized, allowed by name) resolves to, every one allowed.
+
+    An IP literal is its own address. The caller connects to these addresses, never to the
+    name again, so what was checked is where the connection goes.
+
+    Raises:
+        ScopeDenied: rule `allowed_domains`, naming the first address that is not allowed.
+        Unresolvable: the name does not resolve, or to no address.
+    """
+    literal = ip_literal(host)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except socket.gaierror as exc:
+            raise Unresolvable(f"{host} does not resolve: {exc.strerror}") from None
+        addresses = []
+        for info in infos:
+            address = ip_literal(str(info[4][0]).partition("%")[0])
+            if address is not None and address not in addresses:
+                addresses.append(address)
+    for address in addresses:
+        if not address_allowed(scope, address):
+            raise ScopeDenied(
+                "allowed_domains",
+                f"{host} resolves to {address}, which is not a public address and "
+                "is not in allowed_domains",
+            )
+    if not addresses:
+        raise Unresolvable(f"{host} resolves to no address")
+    return addresses

@@ -10,6 +10,11 @@ Git.Push checks where the push goes, by the URLs git would push to (`git remote 
 it); a local remote (a path, or `file://`) must lie within `allowed_paths`, compared
 component by component after symlinks are resolved. Anything else (ssh, `http://`, a
 remote helper) is refused. A push never forces: its refspec has no `+` and no `--force`.
+
+An https host allowed by name must also resolve to addresses `allowed_domains` allows (public
+ones, or listed), as Network.Http's must: git is told those addresses
+(`http.curloptResolve`), so it never asks DNS again, and follows no redirect, so the push
+reaches what was checked and nothing else (not the host's loopback services).
 """
 
 from __future__ import annotations
@@ -33,7 +38,14 @@ from actors.tools._contract import (
     ToolInvocation,
     ToolOutcome,
 )
-from actors.tools._destinations import host_allowed, normalize_host
+from actors.tools._destinations import (
+    Address,
+    Unresolvable,
+    allowed_addresses,
+    host_allowed,
+    ip_literal,
+    normalize_host,
+)
 from actors.tools._git_run import (
     RECEIVE_PACK,
     GitRun,
@@ -112,6 +124,46 @@ def push_url_allowed(scope: Capability, workspace: Path, repo_root: Path, url: s
         raise ScopeDenied("allowed_domains", f"the remote {url!r} is not in allowed_paths")
     if not _within(local.resolve(), [workspace.resolve()]):  # git sees the workspace alone
         raise ScopeDenied("allowed_paths", f"the remote {url!r} is outside the session's workspace")
+
+
+def curl_resolve(host: str, port: int, addresses: list[Address]) -> str:
+    """The git setting that makes curl connect to `addresses` for `host:port`, asking no DNS
+    (curl's `CURLOPT_RESOLVE` entry; an IPv6 address in brackets)."""
+    listed = ",".join(f"[{a}]" if a.version == 6 else str(a) for a in addresses)
+    return f"http.curloptResolve={host}:{port}:{listed}"
+
+
+async def https_pins(scope: Capability, urls: list[str]) -> list[str]:
+    """The `-c` options that send a push to the https URLs' checked addresses, and only there.
+
+    Empty when no URL is https. Each host is resolved once and every address checked
+    (`allowed_addresses`); git is told those (`http.curloptResolve`, curl's own pinning) and
+    follows no redirect, so neither a second DNS answer nor a server's Location reaches
+    anything the check did not allow.
+
+    Raises:
+        ScopeDenied: rule `allowed_domains`: a host resolves to an address not allowed.
+    """
+    pins: list[str] = []
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "https":
+            continue
+        host = normalize_host(parts.hostname or "")
+        try:
+            port = parts.port or 443
+        except ValueError:
+            raise ScopeDenied("allowed_domains", f"the remote {url!r} has no valid port") from None
+        if host is None or ip_literal(host) is not None:
+            continue  # a literal is its own address, checked with the name by push_url_allowed
+        try:
+            addresses = await allowed_addresses(scope, host, port)
+        except Unresolvable as exc:
+            raise _Failed(str(exc)) from None
+        pins += ["-c", curl_resolve(host, port, addresses)]
+    if any(url.lower().startswith("https://") for url in urls):
+        pins += ["-c", "http.followRedirects=false"]
+    return pins
 
 
 def _decode(invocation: ToolInvocation, kind: type[_Arguments]) -> _Arguments:
@@ -219,10 +271,11 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
     urls = await _checked(repository, "remote", "get-url", "--push", "--all", arguments.remote)
     for url in urls.text.splitlines():
         push_url_allowed(invocation.scope, repository.workspace, repository.root, url)
-    remote_https = any(url.lower().startswith("https://") for url in urls.text.splitlines())
+    pins = await https_pins(invocation.scope, urls.text.splitlines())
     ref = f"refs/heads/{arguments.branch}"
     run = await _checked(
         repository,
+        *pins,
         "push",
         "--porcelain",
         "--no-verify",
@@ -231,7 +284,7 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
         arguments.remote,
         f"{ref}:{ref}",
         limit=_limit(invocation.scope),
-        network=remote_https,  # a local remote is in the workspace: no network needed
+        network=bool(pins),  # a local remote is in the workspace: no network needed
     )
     return _outcome(invocation, repository, run, remote_urls=urls.text.splitlines())
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import ssl
 from dataclasses import dataclass
 from functools import cache
@@ -32,7 +31,8 @@ from actors.tools._arguments import HttpRequest
 from actors.tools._contract import Provenance, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._destinations import (
     Address,
-    address_allowed,
+    Unresolvable,
+    allowed_addresses,
     host_allowed,
     ip_literal,
     normalize_host,
@@ -136,30 +136,10 @@ def check_url(scope: Capability, url: str) -> None:
 
 async def _resolve(scope: Capability, target: _Target) -> list[Address]:
     """The host's addresses, every one allowed, or ScopeDenied naming the first that is not."""
-    literal = ip_literal(target.host)
-    if literal is not None:
-        addresses = [literal]
-    else:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                target.host, target.port, type=socket.SOCK_STREAM
-            )
-        except socket.gaierror as exc:
-            raise _Failed(f"{target.host} does not resolve: {exc.strerror}") from None
-        addresses = []
-        for info in infos:
-            address = ip_literal(str(info[4][0]).partition("%")[0])
-            if address is not None and address not in addresses:
-                addresses.append(address)
-    for address in addresses:
-        if not address_allowed(scope, address):
-            raise _deny(
-                f"{target.host} resolves to {address}, which is not a public address and "
-                "is not in allowed_domains"
-            )
-    if not addresses:
-        raise _Failed(f"{target.host} resolves to no address")
-    return addresses
+    try:
+        return await allowed_addresses(scope, target.host, target.port)
+    except Unresolvable as exc:
+        raise _Failed(str(exc)) from None
 
 
 class _Failed(Exception):

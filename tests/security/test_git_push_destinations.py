@@ -1,0 +1,116 @@
+"""Git.Push reaches only the addresses its scope allows, as Network.Http does.
+
+An https remote's host allowed by name is not enough: the addresses it resolves to must be
+public or listed, and git is pinned to them. The listeners are real TCP servers counting
+every connection, so "refused before anything was sent" is a listener that saw none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from actors.tools import ScopeDenied, execute_git_push
+from actors.tools._git import curl_resolve
+from actors.tools._git_run import open_repository, run_git
+from tests.support.git_repos import Workspace, git, invocation, make_workspace
+
+
+class _Listener:
+    """A TCP server on loopback that closes each connection at once, counting them."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.connected = asyncio.Event()
+        self.port = 0
+
+    async def _accept(self, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.connected.set()
+        writer.close()
+
+
+@asynccontextmanager
+async def _listening(host: str) -> AsyncIterator[_Listener]:
+    listener = _Listener()
+    server = await asyncio.start_server(listener._accept, host, 0)
+    listener.port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield listener
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return make_workspace(tmp_path)
+
+
+async def test_a_push_to_an_allowed_name_that_resolves_to_loopback_is_refused_unsent(
+    workspace: Workspace,
+) -> None:
+    """`localhost` is allowed by name; its addresses are not listed. Without the resolved
+    check git connected to the host's own service on that port."""
+    async with _listening("127.0.0.1") as service:
+        url = f"https://localhost:{service.port}/repo.git"
+        git(workspace.project, "remote", "add", "web", url)
+        with pytest.raises(ScopeDenied) as denied:
+            await execute_git_push(
+                invocation(
+                    workspace,
+                    "Git.Push",
+                    {"remote": "web", "branch": "main"},
+                    allowed_domains=("localhost",),
+                )
+            )
+        assert service.connections == 0
+    assert denied.value.rule == "allowed_domains"
+    assert "localhost resolves to" in str(denied.value)
+
+
+async def test_a_push_to_listed_addresses_goes_there(workspace: Workspace) -> None:
+    """Listing the addresses lets the push out; it fails at TLS (the listener is no https
+    server), having connected to the address that was checked."""
+    async with _listening("127.0.0.1") as service:
+        git(workspace.project, "remote", "add", "web", f"https://localhost:{service.port}/r.git")
+        outcome = await execute_git_push(
+            invocation(
+                workspace,
+                "Git.Push",
+                {"remote": "web", "branch": "main"},
+                allowed_domains=("localhost", "127.0.0.1", "::1"),
+            )
+        )
+        assert outcome.status == "failed"
+        assert service.connections >= 1
+
+
+async def test_git_connects_to_the_pinned_addresses_without_asking_dns(
+    workspace: Workspace,
+) -> None:
+    """A name no resolver knows (`.invalid`) reaches the listener only through the pin: the
+    setting is read as curl reads it, an IPv6 address (unreachable here) first."""
+    async with _listening("127.0.0.1") as service:
+        host = "parley-pinned.invalid"
+        pin = curl_resolve(
+            host,
+            service.port,
+            [ipaddress.ip_address("::1"), ipaddress.ip_address("127.0.0.1")],
+        )
+        repository = open_repository(workspace.root, "project")
+        run = await run_git(
+            repository,
+            "-c",
+            pin,
+            "ls-remote",
+            f"https://{host}:{service.port}/r.git",
+            limit=4096,
+            network=True,
+            timeout_s=30.0,
+        )
+        assert run.exit_code != 0  # no https server there
+        await asyncio.wait_for(service.connected.wait(), timeout=10)
+        assert service.connections >= 1
