@@ -20,7 +20,13 @@ from typing import TypeVar
 
 from msgspec import Struct
 
-from actors.gate._llm_checks import charge_tokens, spent_call_budget
+from actors.gate._llm_checks import (
+    charge_tokens,
+    session_key,
+    spent_call_budget,
+    spent_session_tokens,
+    tokens_spent,
+)
 from actors.gate._plan import Deny, Route
 from actors.gate._records import (
     CallAnswer,
@@ -28,6 +34,7 @@ from actors.gate._records import (
     Inflight,
     LiveCall,
     RateBucket,
+    SessionTokens,
     TraceState,
     answer_key,
     fanout_key,
@@ -37,15 +44,11 @@ from actors.gate._records import (
 )
 from actors.gate._trace_calls import ANSWER_GRACE_MS, Closing, closing_of, trace_calls
 from schemas import (
-    AgentResponse,
     AnyEnvelope,
     DelegationRequest,
-    DelegationResponse,
     Error,
     ErrorCode,
-    LlmResponse,
     PolicyBundle,
-    SubAgentResult,
 )
 
 __all__ = (
@@ -56,6 +59,7 @@ __all__ = (
     "decide",
     "implied_root_trace",
     "required_keys",
+    "session_key_charged",
     "spends_rate",
 )
 
@@ -120,7 +124,18 @@ def required_keys(route: Route) -> tuple[str, ...]:
         keys.append(inflight_key(route.target))
         if answers_call(route) and route.answered is not None:
             keys.append(answer_key(route.answered.call_id))
+    session_k = session_key(route)
+    if session_k and (route.role == "call" or session_key_charged(route)):
+        keys.append(session_k)
     return tuple(keys)
+
+
+def session_key_charged(route: Route) -> str:
+    """The session tokens record admitting `route` charges, "" if none: an answer that
+    reports tokens, in a trace of a session."""
+    if not answers_call(route) or tokens_spent(route.sub.envelope) <= 0:
+        return ""
+    return session_key(route)
 
 
 def answers_call(route: Route) -> bool:
@@ -211,15 +226,11 @@ def decide(
         over = spent_call_budget(in_trace.live, route)
         if over is not None:
             return over
-        session_limit = bundle.llm_policy.max_session_tokens
-        if session_limit is not None and tokens >= session_limit:
-            return Deny(
-                ErrorCode.LLM_BUDGET_EXCEEDED,
-                "max_session_tokens",
-                f"trace {route.position.trace_id} has spent {tokens} of its {session_limit} tokens",
-                limit=session_limit,
-                value=tokens,
-            )
+        session_k = session_key(route)
+        session = ledger.get(session_k, SessionTokens) if session_k else None
+        over_tokens = spent_session_tokens(route, bundle, tokens, session)
+        if over_tokens is not None:
+            return over_tokens
         children = len(siblings) + 1
         person_fan_out = not fanout_k and isinstance(sub.envelope, DelegationRequest)
         if person_fan_out:
@@ -296,8 +307,19 @@ def decide(
         if fanout_k:
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
     elif is_answer:
-        if not trace_paid:  # before its call leaves `live`: what its model calls measured
-            tokens += charge_tokens(in_trace.live, route, _tokens_spent(sub.envelope))
+        # Before its call leaves `live`: what its model calls measured. A trace already
+        # charged (an earlier round committed it) is not marked again, yet its session may
+        # still be owed the charge.
+        session_k = session_key_charged(route)
+        owes_session = bool(session_k) and closing.charge_trace and session_k not in paid
+        if not trace_paid or owes_session:
+            live = in_trace.live if not trace_paid else dict(in_trace.live)
+            charge = charge_tokens(live, route, tokens_spent(sub.envelope))
+            if not trace_paid:
+                tokens += charge
+            if owes_session and charge:
+                session = ledger.get(session_k, SessionTokens) or SessionTokens()
+                ledger.put(session_k, SessionTokens(tokens=session.tokens + charge))
         in_trace.live.pop(answered, None)
         if closing.create_record:
             ledger.put(answer_k, CallAnswer(answer_id=own))
@@ -344,15 +366,3 @@ def implied_root_trace(user_id: str, *, counted: bool = True) -> TraceState:
     else. The gate does not write it (one write fewer per conversation started); whoever
     finds no record for a trace that has a root reads this instead."""
     return TraceState(count=1 if counted else 0, user_id=user_id)
-
-
-def _tokens_spent(envelope: AnyEnvelope) -> int:
-    match envelope:
-        case AgentResponse() | DelegationResponse():
-            return envelope.token_usage.total
-        case SubAgentResult():
-            return envelope.tokens_used
-        case LlmResponse():
-            return envelope.usage.total_tokens  # as the provider reported it
-        case _:
-            return 0

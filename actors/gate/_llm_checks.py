@@ -3,20 +3,37 @@ the prompt's size, before the LLM gateway sees it. Pure.
 
 The rules themselves are the gateway's (actors/llm/_policy.py), applied here first so a
 refused call costs no delivery, and again by the gateway on the bundle it verified itself.
-The session's tokens are `decide()`'s: an `llm_response` charges its trace with the usage
-the provider reported (`charge_tokens`).
+The session's tokens are `decide()`'s: an `llm_response` charges its trace, and the
+person's session the trace works in, with the usage the provider reported (`charge_tokens`);
+a call is refused once either has spent `max_session_tokens` (`spent_session_tokens`).
 """
 
 from __future__ import annotations
 
 from msgspec import structs
 
-from actors.gate._records import LiveCall
+from actors.gate._records import LiveCall, SessionTokens, session_tokens_key
 from actors.gate._routes import Deny, Route, Submission
 from actors.llm import check_llm_policy
-from schemas import ErrorCode, LlmRequest, LlmResponse, PolicyBundle
+from schemas import (
+    AgentResponse,
+    AnyEnvelope,
+    DelegationResponse,
+    ErrorCode,
+    LlmRequest,
+    LlmResponse,
+    PolicyBundle,
+    SubAgentResult,
+)
 
-__all__ = ("charge_tokens", "check_llm_request", "spent_call_budget")
+__all__ = (
+    "charge_tokens",
+    "check_llm_request",
+    "session_key",
+    "spent_call_budget",
+    "spent_session_tokens",
+    "tokens_spent",
+)
 
 
 def check_llm_request(sub: Submission, envelope: LlmRequest, bundle: PolicyBundle) -> Deny | None:
@@ -73,3 +90,50 @@ def spent_call_budget(live: dict[str, LiveCall], route: Route) -> Deny | None:
         limit=budget,
         value=call.measured_tokens,
     )
+
+
+def session_key(route: Route) -> str:
+    """The session tokens record of the trace's session, "" for a trace in none (a call
+    from `parley delegate`): the gate's own record of the root's session and origin."""
+    position = route.position
+    if not position.session_id or not position.origin:
+        return ""
+    return session_tokens_key(position.origin, position.session_id)
+
+
+def spent_session_tokens(
+    route: Route, bundle: PolicyBundle, trace_tokens: int, session: SessionTokens | None
+) -> Deny | None:
+    """A call refused because its session has spent `max_session_tokens`: all the traces
+    of a person's session together (each message is a trace of its own), or the trace
+    alone when it works in no session."""
+    limit = bundle.llm_policy.max_session_tokens
+    if limit is None:
+        return None
+    session_k = session_key(route)
+    spent = max(trace_tokens, session.tokens if session is not None else 0)
+    if spent < limit:
+        return None
+    what = (
+        f"session {route.position.session_id}" if session_k else f"trace {route.position.trace_id}"
+    )
+    return Deny(
+        ErrorCode.LLM_BUDGET_EXCEEDED,
+        "max_session_tokens",
+        f"{what} has spent {spent} of its {limit} tokens",
+        limit=limit,
+        value=spent,
+    )
+
+
+def tokens_spent(envelope: AnyEnvelope) -> int:
+    """The tokens an answer reports it spent (a model answer: what the provider reported)."""
+    match envelope:
+        case AgentResponse() | DelegationResponse():
+            return envelope.token_usage.total
+        case SubAgentResult():
+            return envelope.tokens_used
+        case LlmResponse():
+            return envelope.usage.total_tokens  # as the provider reported it
+        case _:
+            return 0

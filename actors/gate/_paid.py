@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from actors.gate._decide import Allow, spends_rate
+from actors.gate._decide import Allow, session_key_charged, spends_rate
 from actors.gate._plan import Deny
 from actors.gate._records import Position, rate_key, trace_key
 
@@ -47,6 +47,9 @@ class PaidCharges:
         charged = {trace_key(route.position.trace_id)}
         if spends_rate(route):
             charged.add(rate_key(route.sub.sender, route.target))
+        session_k = session_key_charged(route)
+        if session_k:
+            charged.add(session_k)
         paid = self.of(envelope_id) | (charged & committed)
         if paid:
             self._paid[envelope_id] = paid

@@ -7,7 +7,8 @@ recipient, one `Level` per agent currently inside a call. A later envelope names
 a sender cannot shorten its chain, restart its hop count or change trace by editing headers.
 
 Counters (per trace, per (profile, target) rate bucket, per profile calls in flight, per
-parent fan-out, per call the answer that closed it) are updated with compare-and-set on their
+parent fan-out, per call the answer that closed it, per person's session the tokens its
+traces spent) are updated with compare-and-set on their
 KV revision, so two gate replicas never both spend the last unit of a limit.
 
 Keys are built here and nowhere else. Ids chosen by senders may hold characters a KV key may
@@ -33,6 +34,7 @@ __all__ = (
     "OpenCall",
     "Position",
     "RateBucket",
+    "SessionTokens",
     "TraceState",
     "answer_key",
     "fanout_key",
@@ -40,6 +42,7 @@ __all__ = (
     "inflight_key",
     "position_key",
     "rate_key",
+    "session_tokens_key",
     "trace_key",
 )
 
@@ -84,6 +87,12 @@ def inflight_key(profile: str) -> str:
 
 def fanout_key(parent_id: str) -> str:
     return f"fanout.{_token(parent_id)}"
+
+
+def session_tokens_key(origin: str, session_id: str) -> str:
+    """The tokens spent in `origin`'s session `session_id`, by all its traces
+    (`SessionTokens`): each message a person sends in a session is a trace of its own."""
+    return f"stokens.{_token(origin)}.{_token(session_id)}"
 
 
 class Level(Struct, frozen=True, kw_only=True):
@@ -247,6 +256,13 @@ class Inflight(Struct, frozen=True, kw_only=True):
     calls: dict[str, int] = {}
     shared: dict[str, int] = {}
     """The subset that are calls to shared agents (seed 000 `maxConcurrentSharedCalls`)."""
+
+
+class SessionTokens(Struct, frozen=True, kw_only=True):
+    """Per session of a trace's origin: the tokens its traces were charged, together
+    (`max_session_tokens` bounds a session, not each message of it)."""
+
+    tokens: int = 0
 
 
 class Children(Struct, frozen=True, kw_only=True):

@@ -35,6 +35,7 @@ from actors.gate._records import (
     Inflight,
     Position,
     RateBucket,
+    SessionTokens,
     TraceState,
     position_key,
 )
@@ -54,6 +55,7 @@ _DECODERS: dict[str, msgspec.json.Decoder[Struct]] = {
     "inflight": msgspec.json.Decoder(Inflight),
     "fanout": msgspec.json.Decoder(Children),
     "answer": msgspec.json.Decoder(CallAnswer),
+    "stokens": msgspec.json.Decoder(SessionTokens),
 }
 _encoder = msgspec.json.Encoder()
 

@@ -10,10 +10,17 @@ from datetime import timedelta
 import pytest
 from msgspec import structs
 
-from actors.gate._decide import Allow, implied_root_trace
-from actors.gate._plan import Deny
-from actors.gate._records import TraceState, position_key, trace_key
-from bus import HOP_COUNT, ORIGIN, TRACE_ID
+from actors.gate._batch import plan_batch
+from actors.gate._decide import Allow, decide, implied_root_trace, required_keys
+from actors.gate._plan import Deny, Route, Submission
+from actors.gate._records import (
+    SessionTokens,
+    TraceState,
+    position_key,
+    session_tokens_key,
+    trace_key,
+)
+from bus import CAUSATION_ID, HOP_COUNT, ORIGIN, TRACE_ID
 from schemas import Control, ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
 from tests.support.gatesim import (
     NOW,
@@ -499,6 +506,65 @@ def test_rule(name: str) -> None:
     assert isinstance(outcome, Deny), outcome
     assert outcome.code == case.code, outcome
     assert case.message in outcome.message, outcome.message
+
+
+def _session_turn(sim: GateSim, sender: str, session_id: str, tokens: int) -> Allow | Deny:
+    """One message of `sender` in a session (a trace of its own): the router calls a, and
+    a answers having spent `tokens`; the router's next call is the one judged."""
+    root = structs.replace(human(), session_id=session_id)
+    _ok(sim.submit(sender, root))
+    first = call("a")
+    _ok(sim.submit("router", first, cause=root.id))
+    answer = response("a", tokens=tokens)
+    _ok(sim.submit("a", answer, cause=first.id))
+    return sim.submit("router", call("a"), cause=answer.id)
+
+
+def test_max_session_tokens_counts_every_message_of_a_session() -> None:
+    """Each message a person sends is a trace of its own; the tokens of a session are all
+    of them together (seed 002 `maxSessionTokens`), and another session starts afresh."""
+    policy = structs.replace(
+        bundle(cli2=CLI, **PROFILES), llm_policy=LlmPolicy(max_session_tokens=4000)
+    )
+    sim = GateSim(policy)
+    _ok(_session_turn(sim, "cli", "s-1", 2500))
+    refused = _session_turn(sim, "cli", "s-1", 2000)
+    assert isinstance(refused, Deny), refused
+    assert refused.code == ErrorCode.LLM_BUDGET_EXCEEDED
+    assert "session s-1 has spent 4500 of its 4000 tokens" in refused.message
+    _ok(_session_turn(sim, "cli", "s-2", 2500))  # another session of the same person
+    _ok(_session_turn(sim, "cli2", "s-1", 2500))  # another person's session of that name
+
+
+@pytest.mark.parametrize(
+    ("committed", "session_charged"),
+    [((), 1200), (("trace",), 1200), (("trace", "session"), None)],
+)
+def test_a_session_is_charged_once_whatever_an_earlier_round_committed(
+    committed: tuple[str, ...], session_charged: int | None
+) -> None:
+    """An answer decided again after a round committed some of its counters (another
+    replica won a compare-and-set on the rest) charges the session if, and only if, its
+    session record was not among them, and never the trace twice."""
+    policy = structs.replace(bundle(**PROFILES), llm_policy=LlmPolicy(max_session_tokens=4000))
+    sim = GateSim(policy)
+    root = structs.replace(human(), session_id="s-1")
+    _ok(sim.submit("cli", root))
+    first = call("a")
+    _ok(sim.submit("router", first, cause=root.id))
+    answer = sim._naming_its_call(response("a", tokens=1200), first.id)
+    sub = Submission(answer, "a", first.id, {CAUSATION_ID: first.id}, sim.now_ms)
+    causes = {position_key(first.id): sim.position(first.id)}
+    (route,) = plan_batch([sub], [None], causes, policy, "no bundle")
+    assert isinstance(route, Route)
+    keys = {"trace": trace_key(root.id), "session": session_tokens_key("cli", "s-1")}
+    for key in required_keys(route):
+        sim.ledger.values.setdefault(key, None)
+    _ok(decide(route, sim.ledger, policy, frozenset(keys[name] for name in committed)))
+    session = sim.ledger.get(keys["session"], SessionTokens)
+    assert (session.tokens if session else None) == session_charged
+    trace = sim.ledger.get(keys["trace"], TraceState)
+    assert trace is not None and trace.tokens == (0 if "trace" in committed else 1200)
 
 
 def test_an_operator_may_send_control_but_not_speak_for_a_person() -> None:
