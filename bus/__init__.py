@@ -89,6 +89,7 @@ from bus._provision import (
 from bus._puller import Puller, PullRefusedError
 from bus._quarantine import Quarantine, handling_key
 from bus._quotas import AccountLimits, Quotas
+from bus._refusals import ConnectionRefusals, asked_at_start
 from bus._rejection import Rejection
 from bus._retention import DAY_S, Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
@@ -162,6 +163,7 @@ __all__ = (
     "ChildProcess",
     "ChildSpec",
     "ConfigError",
+    "ConnectionRefusals",
     "ConsumerBindError",
     "ConsumerLoop",
     "Context",
@@ -201,6 +203,7 @@ __all__ = (
     "Uptime",
     "actor_command",
     "agent_timers_config",
+    "asked_at_start",
     "carried_traceparent",
     "check_fsync",
     "configure_logging",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from nats.aio.client import Client as NATS
@@ -20,6 +20,7 @@ from bus._connection import Link, Uptime
 from bus._context import Context
 from bus._metrics import ActorMetrics
 from bus._outbox import Outbox
+from bus._refusals import ConnectionRefusals
 from bus._rejection import Rejection
 from bus._settings import Settings
 from schemas import AnyEnvelope, Namespace
@@ -111,6 +112,10 @@ class BusHandle:
     link: Link
     """Whether the connection is up now; an actor's own `AckInbox` is given it, so what it
     had in flight when the connection dropped fails once it is back (`PublishLost`)."""
+    refusals: ConnectionRefusals = field(default_factory=ConnectionRefusals)
+    """The permissions the server refused this connection: `start()`'s look-ups go through
+    `asked_at_start(bus.refusals, ...)`, so a grant missing is said at once, not waited out
+    as an election."""
 
 
 class Actor(ABC):

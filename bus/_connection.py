@@ -299,6 +299,7 @@ async def connect_when_up(
     uptime: Uptime,
     stopping: asyncio.Event,
     link: Link | None = None,
+    on_refused: Callable[[str], None] | None = None,
 ) -> NATS | None:
     """Check the server fsyncs (`check_fsync`) and connect, waiting up to `server_wait_s` for
     a server that is unreachable; None when `stopping` came first.
@@ -323,7 +324,9 @@ async def connect_when_up(
                 await check_fsync(settings)
                 checked = True
             connecting = asyncio.ensure_future(
-                connect(settings, actor_id, metrics, uptime=uptime, link=link)
+                connect(
+                    settings, actor_id, metrics, uptime=uptime, link=link, on_refused=on_refused
+                )
             )
             stop = asyncio.ensure_future(stopping.wait())
             await asyncio.wait((connecting, stop), return_when=asyncio.FIRST_COMPLETED)

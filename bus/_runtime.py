@@ -43,6 +43,7 @@ from bus._metrics import ActorMetrics
 from bus._outbox import settle, wait_all
 from bus._provision import provision_for
 from bus._quarantine import Quarantine, Settled, alert_possible_death
+from bus._refusals import ConnectionRefusals
 from bus._traced import Batch, batch_traced, handle_traced
 from schemas import Namespace
 
@@ -102,8 +103,9 @@ class ActorRuntime:
         actor_id = self.actor.actor_id
         async with AsyncExitStack() as stack:
             uptime = Uptime()
+            refusals = ConnectionRefusals()
             nc = await connect_when_up(
-                settings, actor_id, self.metrics, uptime, stopping, self._link
+                settings, actor_id, self.metrics, uptime, stopping, self._link, refusals.note
             )
             if nc is None:
                 return  # stopped while waiting for an unreachable server
@@ -128,7 +130,9 @@ class ActorRuntime:
             self._failures = Failures(self.actor, *failed, self._settled)
             quarantine = Quarantine(js, self.namespace, actor_id, settings.marks_bucket)
             self._quarantine = quarantine
-            handle = BusHandle(nc, js, self.namespace, settings, self.metrics, uptime, self._link)
+            handle = BusHandle(
+                nc, js, self.namespace, settings, self.metrics, uptime, self._link, refusals
+            )
             await self.actor.start(handle)
             stack.push_async_callback(self.actor.stop)
             collect_less()

@@ -25,8 +25,8 @@ from bus import (
     Context,
     Input,
     Settings,
+    asked_at_start,
     load_public_keys,
-    through_elections,
     validated_options,
 )
 from schemas import AnyEnvelope
@@ -60,8 +60,10 @@ class A2aActor(Actor):
         return self.exposure.agents() if self.exposure is not None else frozenset()
 
     async def start(self, bus: BusHandle) -> None:
-        policy = await through_elections(
-            lambda: bus.js.key_value(self.namespace.bucket("policy")), "the policy bucket"
+        policy = await asked_at_start(
+            bus.refusals,
+            lambda: bus.js.key_value(self.namespace.bucket("policy")),
+            "the policy bucket",
         )
         self.exposure = Exposure(policy, self._trusted, self.options.tenant)
         await self.exposure.refresh()

@@ -28,8 +28,8 @@ from bus import (
     Context,
     Input,
     Settings,
+    asked_at_start,
     load_public_keys,
-    through_elections,
     validated_options,
 )
 from schemas import AnyEnvelope
@@ -71,8 +71,10 @@ class ConsoleActor(Actor):
             trusted = load_public_keys(list(self.options.policy_keys))
         except ValueError as exc:
             raise ConfigError(f"console option policy_keys: {exc}") from None
-        policy = await through_elections(
-            lambda: bus.js.key_value(bus.namespace.bucket("policy")), "the policy bucket"
+        policy = await asked_at_start(
+            bus.refusals,
+            lambda: bus.js.key_value(bus.namespace.bucket("policy")),
+            "the policy bucket",
         )
         reader = BundleReader(policy, trusted, self.options.tenant)
         await reader.refresh()

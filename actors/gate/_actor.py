@@ -75,8 +75,8 @@ from bus import (
     Outbox,
     Rejection,
     Settings,
+    asked_at_start,
     load_public_keys,
-    through_elections,
     validated_options,
 )
 from schemas import AnyEnvelope
@@ -126,14 +126,17 @@ class GateActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         ns = self.namespace
-        # Each look-up of a bucket rides through a cluster election (bus's through_elections).
-        policy = await through_elections(
-            lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
+        # Each look-up of a bucket rides through a cluster election, and is said at once when
+        # the server refused it (bus's asked_at_start).
+        policy = await asked_at_start(
+            bus.refusals, lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
         )
         self.bundles = BundleStore(policy, self._trusted, self._tenant)
         await self.bundles.load()
         bucket = ns.bucket("traces")
-        traces = await through_elections(lambda: bus.js.key_value(bucket), "the traces bucket")
+        traces = await asked_at_start(
+            bus.refusals, lambda: bus.js.key_value(bucket), "the traces bucket"
+        )
         # Compare-and-set writes answer on the gate's own inbox: one subscription, no request
         # machinery per write, and a refusal comes back as an error, not a timeout.
         acks = AckInbox(bus.nc, link=bus.link)
@@ -143,7 +146,7 @@ class GateActor(Actor):
         await last.open()
         wait_s = self.settings.ack_wait_s / 2  # as the counters' commit waits
         self._ids = IdClaims(acks, last, ns.bucket("idempotency"), self._cache_size, wait_s)
-        await through_elections(self._ids.check_server, "the id claims' server check")
+        await asked_at_start(bus.refusals, self._ids.check_server, "the id claims' server check")
         self._effects = GateEffects(
             ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
         )

@@ -51,8 +51,8 @@ from bus import (
     EndedSessions,
     Input,
     Settings,
+    asked_at_start,
     load_public_keys,
-    through_elections,
     validated_options,
 )
 from schemas import (
@@ -116,13 +116,13 @@ class LlmActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         ns = self.namespace
         self._bus = bus
-        policy = await through_elections(
-            lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
+        policy = await asked_at_start(
+            bus.refusals, lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
         )
         self.bundles = BundleStore(policy, self._trusted, self.options.tenant, keeps_floor=False)
         await self.bundles.load()
-        runs = await through_elections(
-            lambda: bus.js.key_value(ns.bucket("llm_runs")), "the LLM answers bucket"
+        runs = await asked_at_start(
+            bus.refusals, lambda: bus.js.key_value(ns.bucket("llm_runs")), "the LLM answers bucket"
         )
         self._answers = AnswerStore(runs)
         self._sessions = EndedSessions(bus.js, ns)

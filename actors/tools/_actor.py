@@ -52,8 +52,8 @@ from bus import (
     EndedSessions,
     Input,
     Settings,
+    asked_at_start,
     load_public_keys,
-    through_elections,
     validated_options,
 )
 from schemas import (
@@ -112,13 +112,13 @@ class ToolsActor(Actor):
 
     async def start(self, bus: BusHandle) -> None:
         ns = self.namespace
-        policy = await through_elections(
-            lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
+        policy = await asked_at_start(
+            bus.refusals, lambda: bus.js.key_value(ns.bucket("policy")), "the policy bucket"
         )
         self.bundles = BundleStore(policy, self._trusted, self.options.tenant, keeps_floor=False)
         await self.bundles.load()
-        runs = await through_elections(
-            lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
+        runs = await asked_at_start(
+            bus.refusals, lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
         self._runs = RunStore(runs)
         artifacts = ArtifactStore(
