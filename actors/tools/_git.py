@@ -104,6 +104,11 @@ def push_url_allowed(scope: Capability, workspace: Path, repo_root: Path, url: s
     Raises:
         ScopeDenied: rule `allowed_domains`, naming the URL.
     """
+    if not (url.isascii() and url.isprintable()) or any(ch.isspace() for ch in url):
+        raise ScopeDenied(
+            "allowed_domains",
+            f"the remote {url!r} holds whitespace, control or non-ASCII characters",
+        )
     parts = urlsplit(url) if "://" in url else None
     if parts is not None and parts.scheme.lower() == "https":
         host = normalize_host(parts.hostname or "")
@@ -160,7 +165,10 @@ async def https_pins(scope: Capability, urls: list[str]) -> list[str]:
             addresses = await allowed_addresses(scope, host, port)
         except Unresolvable as exc:
             raise _Failed(str(exc)) from None
+        # curl looks a name up as the URL spells it: `host.` finds no pin for `host`, and
+        # would ask DNS itself (an attack review's rebinding), so both forms are pinned.
         pins += ["-c", curl_resolve(host, port, addresses)]
+        pins += ["-c", curl_resolve(f"{host}.", port, addresses)]
     if any(url.lower().startswith("https://") for url in urls):
         pins += ["-c", "http.followRedirects=false"]
     return pins
@@ -269,9 +277,13 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
         )
     repository = await _open(invocation, arguments.repo)
     urls = await _checked(repository, "remote", "get-url", "--push", "--all", arguments.remote)
-    for url in urls.text.splitlines():
+    # One URL a line, split on "\n" alone: str.splitlines() also splits at U+2028 and the
+    # like, which git and curl keep inside a URL (an attack review pushed to a host no
+    # check saw, past the part of the URL before such a character).
+    remote_urls = [url for url in urls.text.split("\n") if url]
+    for url in remote_urls:
         push_url_allowed(invocation.scope, repository.workspace, repository.root, url)
-    pins = await https_pins(invocation.scope, urls.text.splitlines())
+    pins = await https_pins(invocation.scope, remote_urls)
     ref = f"refs/heads/{arguments.branch}"
     run = await _checked(
         repository,
@@ -286,7 +298,7 @@ async def _push(invocation: ToolInvocation) -> ToolOutcome:
         limit=_limit(invocation.scope),
         network=bool(pins),  # a local remote is in the workspace: no network needed
     )
-    return _outcome(invocation, repository, run, remote_urls=urls.text.splitlines())
+    return _outcome(invocation, repository, run, remote_urls=remote_urls)
 
 
 async def _execute(invocation: ToolInvocation, work: Executor) -> ToolOutcome:

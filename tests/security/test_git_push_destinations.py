@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from actors.tools import ScopeDenied, execute_git_push
-from actors.tools._git import curl_resolve
+from actors.tools._git import curl_resolve, https_pins
 from actors.tools._git_run import open_repository, run_git
+from schemas import Capability
 from tests.support.git_repos import Workspace, git, invocation, make_workspace
 
 
@@ -94,7 +95,7 @@ async def test_git_connects_to_the_pinned_addresses_without_asking_dns(
     """A name no resolver knows (`.invalid`) reaches the listener only through the pin: the
     setting is read as curl reads it, an IPv6 address (unreachable here) first."""
     async with _listening("127.0.0.1") as service:
-        host = "parley-pinned.invalid"
+        host = "parley-pinned.invalid."  # curl reads a pin of the name as it is spelled
         pin = curl_resolve(
             host,
             service.port,
@@ -114,3 +115,34 @@ async def test_git_connects_to_the_pinned_addresses_without_asking_dns(
         assert run.exit_code != 0  # no https server there
         await asyncio.wait_for(service.connected.wait(), timeout=10)
         assert service.connections >= 1
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+async def test_a_push_url_cut_by_a_line_separator_is_refused(
+    workspace: Workspace, separator: str
+) -> None:
+    """git keeps U+2028 and the like inside a URL, and curl reads what precedes `@` as a
+    user: the URL goes to 127.0.0.1, while a split at the separator checked `8.8.8.8` and a
+    "local path". Refused whole, before anything is resolved or sent."""
+    url = f"https://8.8.8.8{separator}@127.0.0.1/r.git"
+    git(workspace.project, "remote", "add", "web", url)
+    with pytest.raises(ScopeDenied) as denied:
+        await execute_git_push(
+            invocation(
+                workspace,
+                "Git.Push",
+                {"remote": "web", "branch": "main"},
+                allowed_domains=("8.8.8.8",),
+            )
+        )
+    assert "whitespace, control or non-ASCII" in str(denied.value)
+
+
+async def test_a_host_spelled_with_its_final_dot_is_pinned_as_spelled() -> None:
+    """curl matches a pin by the name as the URL spells it: `localhost.` is pinned too, or
+    curl would ask DNS for it (a second answer could then be anything)."""
+    scope = Capability(name="Git.Push", allowed_domains=("localhost", "127.0.0.1", "::1"))
+    pins = await https_pins(scope, ["https://localhost.:8443/r.git"])
+    hosts = {pin.split("=", 1)[1].split(":", 1)[0] for pin in pins if "curloptResolve" in pin}
+    assert hosts == {"localhost", "localhost."}
+    assert "http.followRedirects=false" in pins
