@@ -88,3 +88,16 @@ def test_sign_refuses_a_scope_naming_an_approval_rule_the_bundle_lacks(
     said = capsys.readouterr().err
     assert "profile gpt's File.Delete scope names approval rule 'no_such_rule'" in said, said
     assert not (tmp_path / "s").exists()
+
+
+def test_sign_finds_the_shipped_bundle_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/console.md signs `deploy/policy/demo.toml` in a directory of the person's own,
+    where `parley up deploy/topologies/console.toml` finds its topology beside Parley."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "keygen", "--out", "keys"]) == 0
+    signed = tmp_path / "demo.signed.json"
+    sign = ["policy", "sign", "--key", "keys/policy.key", "deploy/policy/demo.toml"]
+    assert main([*sign, "-o", str(signed)]) == 0
+    assert signed.exists()

@@ -27,6 +27,7 @@ from bus import (
     load_private_key,
     load_public_key,
     provision,
+    shipped,
 )
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
@@ -67,7 +68,10 @@ def _load_public(path: Path) -> Ed25519PublicKey:
 
 
 def _bundle_bytes(path: Path) -> bytes:
-    """The bytes to sign: a JSON file as it is, or a TOML source turned into JSON."""
+    """The bytes to sign: a JSON file as it is, or a TOML source turned into JSON. A shipped
+    bundle (`deploy/policy/demo.toml`) is found from any directory, as `parley up` finds its
+    topology (bus/_shipped.py)."""
+    path = shipped(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
