@@ -51,6 +51,7 @@ from schemas._delegation import (
     SubAgentResult,
 )
 from schemas._errors import ErrorCode
+from schemas._ids import derive_id
 from schemas._llm import (
     GuardrailOutcome,
     LlmChunk,
@@ -196,6 +197,12 @@ class HumanMessage(Envelope, frozen=True, kw_only=True, tag="human_message"):
     max_rounds: Annotated[int, Meta(ge=1, le=100)] = 6
     session_id: Id | None = None
     orchestration: Orchestration | None = None
+
+    def opened_session(self) -> str:
+        """The session this message is in: its own `session_id`, or one derived from the
+        message's id (the same on redelivery). The router opens that session; the gate
+        counts the session's tokens under it; both read it here."""
+        return self.session_id or derive_id(self.id, "session")
 
 
 class AgentCall(Envelope, frozen=True, kw_only=True, tag="agent_call"):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from msgspec import Struct
 
-from actors.gate._decide import Allow, Ledger, decide, required_keys
+from actors.gate._decide import NOTHING_PAID, Allow, Ledger, Paid, decide, required_keys
 from actors.gate._plan import Deny, Route, Submission, plan
 from actors.gate._records import Position, position_key, trace_key
 from actors.gate._refusals import sender_position, waiting_on
@@ -80,11 +80,11 @@ def decide_batch(
     causes: Mapping[str, Struct | None],
     ledger: Ledger,
     bundle: PolicyBundle | None,
-    paid: Callable[[str], frozenset[str]] = lambda _: frozenset(),
+    paid: Callable[[str], Paid] = lambda _: NOTHING_PAID,
 ) -> list[Judged]:
     """Decide each route in order against `ledger` (which records what each admitted one
-    spends, so the next is decided against it); `paid(envelope_id)` names counters that
-    already hold an envelope's charge."""
+    spends, so the next is decided against it); `paid(envelope_id)` is what an earlier round
+    of an envelope committed of its charge."""
     judged: list[Judged] = []
     for sub, route in zip(subs, routes, strict=True):
         if isinstance(route, Position):

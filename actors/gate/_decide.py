@@ -53,8 +53,10 @@ from schemas import (
 
 __all__ = (
     "ANSWER_GRACE_MS",
+    "NOTHING_PAID",
     "Allow",
     "Ledger",
+    "Paid",
     "answers_call",
     "decide",
     "implied_root_trace",
@@ -67,11 +69,30 @@ S = TypeVar("S", bound=Struct)
 
 
 @dataclass(frozen=True, slots=True)
+class Paid:
+    """What an earlier round of the same submission committed before another of its
+    counters lost a compare-and-set (actors/gate/_paid.py): those counters are neither
+    checked nor charged again."""
+
+    keys: frozenset[str] = frozenset()
+    session_charge: int = 0
+    """That round's charge for the session, owed still when its session record is not
+    among `keys` (its trace no longer holds the call the charge was computed from)."""
+
+
+NOTHING_PAID = Paid()
+
+
+@dataclass(frozen=True, slots=True)
 class Allow:
     """Admitted: deliver `envelope` (possibly a redacted copy) to `route.target`."""
 
     route: Route
     envelope: AnyEnvelope
+    session_charge: int = 0
+    """The tokens it charges its session (`session_key_charged`): kept with what an
+    earlier round committed, since the trace's record it was computed from changes once
+    that round's trace write lands."""
 
     def unborn_keys(self) -> tuple[str, ...]:
         """Records this admission makes certain do not exist yet: the count of the envelope's
@@ -160,16 +181,18 @@ def _live(calls: dict[str, int], now_ms: int, but: str = "") -> dict[str, int]:
 
 
 def decide(
-    route: Route, ledger: Ledger, bundle: PolicyBundle, paid: frozenset[str] = frozenset()
+    route: Route, ledger: Ledger, bundle: PolicyBundle, earlier: Paid = NOTHING_PAID
 ) -> Allow | Deny:
     """Apply the counted limits to a planned route; on admission, record what it spends.
 
     Args:
-        paid: counters this envelope's charge is already committed to (an earlier round
-            of the same submission committed them before another counter of it lost its
-            compare-and-set): they are neither checked nor charged again, so an envelope
-            is charged once however often it is decided.
+        earlier: what an earlier round of the same submission committed before another
+            counter of it lost its compare-and-set (`Paid`): those counters are neither
+            checked nor charged again, so an envelope is charged once however often it
+            is decided.
     """
+    paid = earlier.keys
+    session_charge = 0
     sub, profile = route.sub, route.profile
     now = sub.now_ms
     trace_k = trace_key(route.position.trace_id)
@@ -308,18 +331,17 @@ def decide(
             ledger.put(fanout_k, Children(ids=(*siblings, own)))
     elif is_answer:
         # Before its call leaves `live`: what its model calls measured. A trace already
-        # charged (an earlier round committed it) is not marked again, yet its session may
-        # still be owed the charge.
+        # charged by an earlier round is not charged again, yet its session may still be
+        # owed that round's charge; an answer decided again after a crash charges neither.
+        if not trace_paid:
+            session_charge = charge_tokens(in_trace.live, route, tokens_spent(sub.envelope))
+            tokens += session_charge
+        elif trace_k in paid:  # charged by an earlier round: what it computed then
+            session_charge = earlier.session_charge
         session_k = session_key_charged(route)
-        owes_session = bool(session_k) and closing.charge_trace and session_k not in paid
-        if not trace_paid or owes_session:
-            live = in_trace.live if not trace_paid else dict(in_trace.live)
-            charge = charge_tokens(live, route, tokens_spent(sub.envelope))
-            if not trace_paid:
-                tokens += charge
-            if owes_session and charge:
-                session = ledger.get(session_k, SessionTokens) or SessionTokens()
-                ledger.put(session_k, SessionTokens(tokens=session.tokens + charge))
+        if session_k and session_k not in paid and session_charge:
+            session = ledger.get(session_k, SessionTokens) or SessionTokens()
+            ledger.put(session_k, SessionTokens(tokens=session.tokens + session_charge))
         in_trace.live.pop(answered, None)
         if closing.create_record:
             ledger.put(answer_k, CallAnswer(answer_id=own))
@@ -341,7 +363,7 @@ def decide(
             open_calls=in_trace.answered_before,
         ),
     )
-    return Allow(route=route, envelope=sub.envelope)
+    return Allow(route=route, envelope=sub.envelope, session_charge=session_charge)
 
 
 def _rate_allows(ledger: Ledger, key: str, rate_per_minute: int, now: int) -> bool:

@@ -93,10 +93,10 @@ def spent_call_budget(live: dict[str, LiveCall], route: Route) -> Deny | None:
 
 
 def session_key(route: Route) -> str:
-    """The session tokens record of the trace's session, "" for a trace in none (a call
-    from `parley delegate`): the gate's own record of the root's session and origin."""
+    """The session tokens record of the trace's session: the gate's own record of the
+    root's session and origin; "" for a trace in none, or when no limit is set."""
     position = route.position
-    if not position.session_id or not position.origin:
+    if not route.counts_session_tokens or not position.session_id or not position.origin:
         return ""
     return session_tokens_key(position.origin, position.session_id)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from actors.gate._decide import Allow, session_key_charged, spends_rate
+from actors.gate._decide import NOTHING_PAID, Allow, Paid, session_key_charged, spends_rate
 from actors.gate._plan import Deny
 from actors.gate._records import Position, rate_key, trace_key
 
@@ -23,11 +23,11 @@ class PaidCharges:
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
-        self._paid: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._paid: OrderedDict[str, Paid] = OrderedDict()
 
-    def of(self, envelope_id: str) -> frozenset[str]:
-        """The counters that already hold `envelope_id`'s charge."""
-        return self._paid.get(envelope_id, frozenset())
+    def of(self, envelope_id: str) -> Paid:
+        """The counters that already hold `envelope_id`'s charge, and its session's charge."""
+        return self._paid.get(envelope_id, NOTHING_PAID)
 
     def note(
         self,
@@ -50,9 +50,9 @@ class PaidCharges:
         session_k = session_key_charged(route)
         if session_k:
             charged.add(session_k)
-        paid = self.of(envelope_id) | (charged & committed)
+        paid = self.of(envelope_id).keys | (charged & committed)
         if paid:
-            self._paid[envelope_id] = paid
+            self._paid[envelope_id] = Paid(paid, outcome.session_charge)
             self._paid.move_to_end(envelope_id)
             if len(self._paid) > self._capacity:
                 self._paid.popitem(last=False)

@@ -196,4 +196,5 @@ def plan(
         answered=answered,
         objective=objective,
         shared=shared,
+        counts_session_tokens=bundle.llm_policy.max_session_tokens is not None,
     )

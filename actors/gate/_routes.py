@@ -98,6 +98,9 @@ class Route:
     """For a return: the level it closes (the call being answered)."""
     objective: str = ""
     shared: bool = False
+    counts_session_tokens: bool = False
+    """The bundle sets `max_session_tokens`: its session's tokens are read and charged (no
+    record is kept, and no key contended for, while no limit asks for it)."""
 
     @property
     def is_root(self) -> bool:
@@ -202,9 +205,12 @@ def user_id_of(envelope: AnyEnvelope) -> str:
 
 
 def session_of(envelope: AnyEnvelope) -> str:
-    """The session an envelope was made in (a delegation names it `parent_session_id`)."""
+    """The session an envelope was made in (a delegation names it `parent_session_id`; a
+    person's message naming none is in the one the router opens for it)."""
     if isinstance(envelope, DelegationRequest):
         return envelope.parent_session_id
+    if isinstance(envelope, HumanMessage):
+        return envelope.opened_session()
     value = getattr(envelope, "session_id", None)
     return value if isinstance(value, str) else ""
 

@@ -31,7 +31,7 @@ _COMMAND = re.compile(r"^\s*@router\s+collaborate\s+([a-z0-9_\- ]+?)\s*:\s*(.+)$
 
 def session_id_for(msg: HumanMessage) -> str:
     """The message's own session id, or one derived from its id (the same on redelivery)."""
-    return msg.session_id or derive_id(msg.id, "session")
+    return msg.opened_session()
 
 
 def _parse(msg: HumanMessage, limits: Limits) -> tuple[str, tuple[str, ...], str, str] | str:

@@ -26,7 +26,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 
-from actors.gate._decide import Allow, Ledger, decide
+from actors.gate._decide import Allow, Ledger, Paid, decide
 from actors.gate._plan import Route, Submission, plan
 from actors.gate._records import (
     Position,
@@ -245,7 +245,7 @@ def test_an_envelope_decided_again_after_a_lost_compare_and_set_is_charged_once(
     assert isinstance(decide(route, ledger, policy), Allow)
     committed = dict(ledger.values)
     again = Ledger(dict(committed))
-    assert isinstance(decide(route, again, policy, frozenset(keys)), Allow)
+    assert isinstance(decide(route, again, policy, Paid(frozenset(keys))), Allow)
     trace = again.values[keys[0]]
     bucket = again.values[keys[1]]
     assert isinstance(trace, TraceState) and trace.count == 1

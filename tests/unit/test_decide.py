@@ -11,7 +11,7 @@ import pytest
 from msgspec import structs
 
 from actors.gate._batch import plan_batch
-from actors.gate._decide import Allow, decide, implied_root_trace, required_keys
+from actors.gate._decide import Allow, Ledger, Paid, decide, implied_root_trace, required_keys
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._records import (
     SessionTokens,
@@ -20,8 +20,18 @@ from actors.gate._records import (
     session_tokens_key,
     trace_key,
 )
+from actors.router._opening import session_id_for
 from bus import CAUSATION_ID, HOP_COUNT, ORIGIN, TRACE_ID
-from schemas import Control, ErrorCode, LlmPolicy, ProfilePolicy, ToolRequest, new_id, utc_now
+from schemas import (
+    Control,
+    ErrorCode,
+    LlmPolicy,
+    ProfilePolicy,
+    ToolRequest,
+    derive_id,
+    new_id,
+    utc_now,
+)
 from tests.support.gatesim import (
     NOW,
     GateSim,
@@ -536,16 +546,28 @@ def test_max_session_tokens_counts_every_message_of_a_session() -> None:
     _ok(_session_turn(sim, "cli2", "s-1", 2500))  # another person's session of that name
 
 
+def test_a_message_naming_no_session_is_counted_in_the_one_the_router_opens() -> None:
+    """The router opens a session for a message that names none (derived from its id);
+    the gate records that session for the trace, so its tokens count there too."""
+    sim = GateSim(bundle(**PROFILES))
+    root = human()
+    assert root.session_id is None
+    _ok(sim.submit("cli", root))
+    assert sim.position(root.id).session_id == derive_id(root.id, "session")
+    assert session_id_for(root) == derive_id(root.id, "session")
+
+
 @pytest.mark.parametrize(
-    ("committed", "session_charged"),
-    [((), 1200), (("trace",), 1200), (("trace", "session"), None)],
+    ("committed", "session_after"),
+    [(("trace",), 100 + 1200), (("session",), 100), (("trace", "session"), 100)],
 )
 def test_a_session_is_charged_once_whatever_an_earlier_round_committed(
-    committed: tuple[str, ...], session_charged: int | None
+    committed: tuple[str, ...], session_after: int
 ) -> None:
     """An answer decided again after a round committed some of its counters (another
-    replica won a compare-and-set on the rest) charges the session if, and only if, its
-    session record was not among them, and never the trace twice."""
+    replica won a compare-and-set on the rest, and wrote 100 tokens of its own to the
+    session) charges each counter once: the session the first round's charge when only the
+    trace was committed, though the trace no longer holds the call it was computed from."""
     policy = structs.replace(bundle(**PROFILES), llm_policy=LlmPolicy(max_session_tokens=4000))
     sim = GateSim(policy)
     root = structs.replace(human(), session_id="s-1")
@@ -558,13 +580,27 @@ def test_a_session_is_charged_once_whatever_an_earlier_round_committed(
     (route,) = plan_batch([sub], [None], causes, policy, "no bundle")
     assert isinstance(route, Route)
     keys = {"trace": trace_key(root.id), "session": session_tokens_key("cli", "s-1")}
+    before = dict(sim.ledger.values)
     for key in required_keys(route):
-        sim.ledger.values.setdefault(key, None)
-    _ok(decide(route, sim.ledger, policy, frozenset(keys[name] for name in committed)))
-    session = sim.ledger.get(keys["session"], SessionTokens)
-    assert (session.tokens if session else None) == session_charged
-    trace = sim.ledger.get(keys["trace"], TraceState)
-    assert trace is not None and trace.tokens == (0 if "trace" in committed else 1200)
+        before.setdefault(key, None)
+    first_round = decide(route, Ledger(dict(before)), policy)
+    assert isinstance(first_round, Allow) and first_round.session_charge == 1200
+    after_first = Ledger(dict(before))
+    decide(route, after_first, policy)
+    # The store now holds what the first round committed, and the other replica's write.
+    stored = dict(before)
+    for name in committed:
+        stored[keys[name]] = after_first.values[keys[name]]
+    stored[keys["session"]] = SessionTokens(tokens=100 + (1200 if "session" in committed else 0))
+    if "session" in committed:
+        session_after += 1200
+    ledger = Ledger(stored)
+    paid = Paid(frozenset(keys[name] for name in committed), first_round.session_charge)
+    _ok(decide(route, ledger, policy, paid))
+    session = ledger.get(keys["session"], SessionTokens)
+    assert session is not None and session.tokens == session_after
+    trace = ledger.get(keys["trace"], TraceState)
+    assert trace is not None and trace.tokens == 1200  # charged once, by whichever round
 
 
 def test_an_operator_may_send_control_but_not_speak_for_a_person() -> None:
