@@ -5,7 +5,8 @@ agents or auditor, so nothing they then typed could work, and nothing shipped ra
 that `parley audit`, `trace`, `calls` and the console's audit views read. Now it starts the
 system the README describes: the gate, the router, the auditor, an agent host per agent (the
 shipped profiles in `deploy/agents/`: scripted brains unless a profile names a provider), the
-tool runtime, the LLM gateway and the web console, locked down like any `parley up`.
+tool runtime, the LLM gateway, the web console and the A2A edge, locked down like any
+`parley up`.
 
 A system is a `SystemSpec`: which agents run and which policy bundle source the gate trusts.
 With no argument `parley up` runs `LOCAL_SYSTEM`, every shipped agent under the demo bundle,
@@ -83,6 +84,11 @@ class SystemSpec(BaseModel):
     llm: bool = False
     """Run the LLM gateway (`parley run llm`), with the provider keys of `parley up`'s
     environment in its own settings alone (tools/_llm_settings.py). The local system runs it."""
+    a2a: bool = False
+    """Run the A2A edge (`parley run a2a`) on a free port, its URL in `.parley/a2a.url`: the
+    agents the bundle exposes (`a2a_exposed`) answer A2A clients, each a person of the
+    bundle signed in with `parley a2a token --client NAME` and acting with that person's
+    own credentials. The local system runs it."""
 
     @field_validator("agents")
     @classmethod
@@ -98,6 +104,7 @@ LOCAL_SYSTEM: Final = SystemSpec(
     policy=Path("deploy/policy/demo.toml"),
     tools=True,
     llm=True,
+    a2a=True,
 )
 """`parley up` with no argument: every shipped agent, under the demo bundle (tenant `demo`)."""
 
@@ -196,4 +203,7 @@ def system_topology(
         children.append(ChildSpec(name="llm", run="llm", config=settings.resolve()))
     if spec.console:
         children.append(ChildSpec(name="console", run="console", env=options(console)))
+    if spec.a2a:
+        a2a = {**gate, "port": 0, "url_file": str(LOCAL_DIR / "a2a.url")}
+        children.append(ChildSpec(name="a2a", run="a2a", env=options(a2a)))
     return Topology(settings={"log_level": "info"}, actor=tuple(children))

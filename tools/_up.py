@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import sys
 import time
@@ -74,6 +75,9 @@ SERVER_STABLE_S = 10.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 READY_HINT = "run parley commands in another terminal, from this directory; Ctrl-C stops everything"
 """Said once every actor has said it is ready: what a person does next."""
+CONSOLE_LINE = re.compile(r"^Console: (\S+)")
+"""The console's line for a person (actors/console/_actor.py): its URL goes on the ready
+line, which a person reads, not forty lines of JSON above it."""
 
 
 def _say(line: str) -> None:
@@ -227,15 +231,22 @@ async def up(args: argparse.Namespace) -> int:
             topology = lock_down(topology, locked, people=people)
 
     waiting_for = {child.name for child in topology.actor}
+    console_urls: list[str] = []
 
     def child_line(name: str, line: str) -> None:
         targets.line(name, line)  # before the line is shown: a reader of both sees them agree
         print(f"[{name}] {line}", flush=True)
+        console = CONSOLE_LINE.match(line)
+        if console is not None:
+            console_urls.append(console.group(1))
+            if not waiting_for:  # told after the ready line: said again where it is read
+                _say(f"the console: {console.group(1)}")
         if waiting_for and name in waiting_for and '"msg":"ready"' in line:
             waiting_for.discard(name)
             if not waiting_for:
                 names = ", ".join(child.name for child in topology.actor)
-                _say(f"ready: {names}; {READY_HINT}")
+                console_at = "".join(f"; the console: {url}" for url in console_urls)
+                _say(f"ready: {names}{console_at}; {READY_HINT}")
 
     stopping = asyncio.Event()
     for signum in STOP_SIGNALS:

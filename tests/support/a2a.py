@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -74,11 +75,9 @@ async def a2a_deployment(root: Path, ns: Namespace) -> AsyncIterator[A2aDeployme
     server.start()
     try:
         locked = LockedDown(server, config_dir, ns)
-        policy = root / "policy.toml"
-        demo = (REPO / "deploy/policy/demo.toml").read_text()
-        old = "[profiles.gpt]\n"
-        assert old in demo, "the demo bundle changed: gpt's profile is not where it was"
-        policy.write_text(demo.replace(old, old + "a2a_exposed = true\n", 1))
+        policy = REPO / "deploy/policy/demo.toml"  # it exposes gpt, and not claude
+        exposed = tomllib.loads(policy.read_text())["profiles"]
+        assert exposed["gpt"].get("a2a_exposed") and not exposed["claude"].get("a2a_exposed")
         agents = {"gpt": _gpt_profile(root / "agents"), "claude": "claude"}
         async with running_locked_system(locked, root / "keys", agents, policy=policy) as system:
             auditor = {"signing_key": str(AuditorKeys(root).private_path), "tenant": "demo"}
