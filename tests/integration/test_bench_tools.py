@@ -27,6 +27,7 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tests.support.kv import stored_keys
 from tools.bench import main
 from tools.bench._rawtools import AGENT, guarded_step
 from tools.bench._toolcall import AIM_RATIO, PATHS, summarise_tools
@@ -92,7 +93,7 @@ async def test_the_guarded_reference_makes_the_stores_of_parleys_path(
         for key in (f"trace.{envelope_id}", f"pos.{envelope_id}"):
             assert (await traces.get(key)).value
     runs = await js.key_value(namespace.bucket("tool_runs"))
-    (run,) = await runs.keys()
+    (run,) = await stored_keys(js, namespace.bucket("tool_runs"))
     entry = await runs.get(run)
     assert entry.revision == 2 and b"four kib stand-in" in (entry.value or b"")
     delivered = await js.get_last_msg(namespace.stream("deliver"), namespace.deliver(AGENT))

@@ -13,11 +13,11 @@ import asyncio
 
 from msgspec import structs
 from nats.aio.client import Client as NATS
-from nats.js.errors import NoKeysError
 from nats.js.kv import KeyValue
 
 from bus import EmbeddedServer, TraceHeaders
 from schemas import AgentCall, Control, Namespace
+from tests.support.kv import stored_keys
 from tests.support.processes import READY, parley_env, start_actor
 from tests.support.router_wire import (
     RouterWire,
@@ -44,13 +44,6 @@ async def _kept(kv: KeyValue, session_id: str, sender: str = "*") -> None:
         await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
 
 
-async def _keys(kv: KeyValue) -> list[str]:
-    try:
-        return list(await kv.keys())
-    except NoKeysError:
-        return []
-
-
 async def test_a_stop_before_the_opening_ends_the_session_when_it_opens(
     nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
 ) -> None:
@@ -72,8 +65,7 @@ async def test_a_stop_before_the_opening_ends_the_session_when_it_opens(
         # sessions that never open cannot fill the bucket every session is stored in.
         status = await kv.status()
         assert status.ttl == 24 * 3600 and (status.stream_info.config.max_bytes or 0) > 0
-        sessions = await js.key_value(namespace.bucket("sessions"))
-        assert not [k for k in await _keys(sessions) if k.startswith("early-stop.")]
+        assert await stored_keys(js, namespace.bucket("sessions"), "early-stop.>") == []
         await wire.start(msg)
         end = await timeline.until_end()
         assert (end.event_type, end.stop_reason) == ("session_canceled", "canceled")
