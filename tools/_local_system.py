@@ -173,7 +173,6 @@ def system_topology(
         "port": 0,
         "url_file": str(LOCAL_DIR / "console.url"),
         "audit_reader": str(LOCAL_BROKER / "actors" / "audit-cli.toml"),
-        "audit_tenant": tenant,
         **gate,  # seed 002 §6: it checks the bundle in force before a session starts
     }
     agent = {"agents_dir": str(agents_dir)}

@@ -232,11 +232,14 @@ async def up(args: argparse.Namespace) -> int:
 
     waiting_for = {child.name for child in topology.actor}
     console_urls: list[str] = []
+    consoles = {child.name for child in topology.actor if child.run == "console"}
 
     def child_line(name: str, line: str) -> None:
         targets.line(name, line)  # before the line is shown: a reader of both sees them agree
         print(f"[{name}] {line}", flush=True)
-        console = CONSOLE_LINE.match(line)
+        # Only a console's own line: another child's output (an agent's program) could print
+        # the same words to send a person elsewhere.
+        console = CONSOLE_LINE.match(line) if name in consoles else None
         if console is not None:
             console_urls.append(console.group(1))
             if not waiting_for:  # told after the ready line: said again where it is read

@@ -30,8 +30,10 @@ class ConsoleOptions(BaseModel):
     """The audit reader's settings file (`audit-cli`, an operator role; `parley up` writes
     `.parley/broker/actors/audit-cli.toml`): with it, a person sees their own audit records
     and the trace trees of their sessions (actors/console/_audit.py says why only those)."""
-    audit_tenant: str = "default"
-    """The tenant the auditor records under (its own `tenant` option)."""
+    audit_tenant: str | None = None
+    """The tenant the auditor records under (its own `tenant` option); unset, the console's
+    `tenant`, since one deployment's gate and auditor are the same tenant's
+    (`audit_tenant_in_force`)."""
     tokens_file: Path = DEFAULT_TOKENS_FILE
     max_sign_ins_per_person: int = Field(default=MAX_SIGN_INS_PER_PERSON, ge=1, le=10_000)
     """Sign-ins (12-hour tokens held in memory) one person may hold at once; one more revokes
@@ -48,3 +50,8 @@ class ConsoleOptions(BaseModel):
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and
     account settings, as `parley nats-config` writes them) is found."""
+
+    @property
+    def audit_tenant_in_force(self) -> str:
+        """The tenant whose audit records the console reads: `audit_tenant`, else `tenant`."""
+        return self.audit_tenant if self.audit_tenant is not None else self.tenant

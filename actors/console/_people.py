@@ -44,7 +44,7 @@ class People:
         reader = self.options.audit_reader
         if reader is not None:
             try:
-                audit = AuditView(reader, self.nats_url, self.options.audit_tenant)
+                audit = AuditView(reader, self.nats_url, self.options.audit_tenant_in_force)
                 await audit.open()
                 self.audit = audit
             except (ConfigError, OSError, TimeoutError, NatsError) as exc:

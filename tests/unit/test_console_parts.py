@@ -360,3 +360,10 @@ async def test_a_sessions_user_id_is_kept_with_the_session_not_the_connection() 
         assert answer is not None
         expected = params.get("userId", "")
         assert link.sessions[answer["result"]["sessionId"]].user_id == expected
+
+
+def test_the_audit_tenant_is_the_consoles_tenant_unless_set_apart() -> None:
+    """One deployment's gate and auditor are one tenant's: `tenant` alone sets both."""
+    assert ConsoleOptions(tenant="acme").audit_tenant_in_force == "acme"
+    both = ConsoleOptions(tenant="acme", audit_tenant="audits")
+    assert both.audit_tenant_in_force == "audits"
