@@ -60,3 +60,26 @@ def test_provision_without_a_server_says_so(
     monkeypatch.setenv("NATS_URL", "nats://127.0.0.1:9")  # discard port: nobody listens
     assert main(["provision"]) == 3
     assert "parley provision:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("listen", "url"),
+    [
+        ("127.0.0.1:5333", "nats://127.0.0.1:5333"),
+        ("0.0.0.0:6222", "nats://127.0.0.1:6222"),
+        ("[::]:7222", "nats://[::1]:7222"),
+        ("10.1.2.3:4222", "nats://10.1.2.3:4222"),
+    ],
+)
+def test_the_settings_name_the_address_the_server_listens_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listen: str, url: str
+) -> None:
+    """A server told `--listen` elsewhere than the default was one the actors' settings did
+    not reach: they named no URL, and connected to 127.0.0.1:4222."""
+    for name in ("NATS_URL", "PARLEY_NATS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "nats"
+    assert main(["nats-config", "--out", str(out), "--actors", "gate", "--listen", listen]) == 0
+    assert f"listen: {json.dumps(listen)}" in (out / "nats-server.conf").read_text()
+    assert load_settings(out / "actors" / "gate.toml").nats_url == url
+    assert load_settings(out / "actors" / "provisioner.toml").nats_url == url

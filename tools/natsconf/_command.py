@@ -119,6 +119,21 @@ def _toml_value(value: object) -> str:
     return json.dumps(str(value))  # a JSON string is a valid TOML basic string
 
 
+DEFAULT_LISTEN = "127.0.0.1:4222"
+"""Where the server listens unless `--listen` says otherwise: the address every actor and
+command connects to by default, so its settings need not name it."""
+
+
+def client_url(listen: str) -> str:
+    """The URL this machine's actors connect to for a server listening on `listen` (`HOST:PORT`
+    or a port alone): an unspecified host (`0.0.0.0`, `::`) is reached on loopback."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::"):  # noqa: S104 - a listen address read, not bound
+        host = "127.0.0.1" if host != "::" else "::1"
+    return f"nats://[{host}]:{port}" if ":" in host else f"nats://{host}:{port}"
+
+
 def _server_conf(store_dir: str, example: bool, listen: str) -> str:
     return (
         "# Parley's nats-server config, written by `parley nats-config`.\n"
@@ -143,7 +158,7 @@ def write_nats_config(
     *,
     example: bool = False,
     store_dir: str = "jetstream",
-    listen: str = "127.0.0.1:4222",
+    listen: str = DEFAULT_LISTEN,
     relay_serves: Sequence[str] = (),
     limits: AccountLimits | None = None,
     system_user: bool = False,
@@ -187,8 +202,12 @@ def write_nats_config(
                 **settings_for(actor, ns),
                 "nkey_seed_file": str((seeds_dir / f"{actor}.nk").resolve()),
             }
+            if listen != DEFAULT_LISTEN:  # else the default URL: a settings file would pin it
+                values["nats_url"] = client_url(listen)
             lines = [f"{key} = {_toml_value(value)}" for key, value in values.items()]
-            header = f"# Settings for {actor} under deploy/nats permissions (parley nats-config).\n"
+            header = (
+                f"# Settings for {actor} under this config's permissions (parley nats-config).\n"
+            )
             (out / "actors" / f"{actor}.toml").write_text(header + "\n".join(lines) + "\n")
     header = (
         f"# One nkey user per actor of namespace {ns.root!r}, written by `parley nats-config`;\n"
@@ -318,8 +337,11 @@ def add_natsconf_commands(commands: Any) -> None:
     cmd.add_argument("--namespace", default="parley", help="subject root (default parley)")
     cmd.add_argument(
         "--listen",
-        default="127.0.0.1:4222",
-        help="the server's client address (default 127.0.0.1:4222: this machine only)",
+        default=DEFAULT_LISTEN,
+        help=(
+            "the server's client address (default 127.0.0.1:4222: this machine only); the "
+            "actors' settings name the URL to reach it"
+        ),
     )
     cmd.add_argument(
         "--example", action="store_true", help="config files only, keys' seeds thrown away"
