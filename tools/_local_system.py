@@ -163,6 +163,8 @@ def system_topology(
     settings alone."""
     key_pair(keys / "policy.key", keys / "policy.pub")
     key_pair(keys / "audit.key", keys / "audit.pub")
+    for url_file in ("console.url", "a2a.url"):  # an earlier run's, killed: its port is no
+        (LOCAL_DIR / url_file).unlink(missing_ok=True)  # longer ours; the new one writes anew
     agents_dir = shipped(spec.agents_dir).resolve()
     missing = [name for name in spec.agents if not (agents_dir / f"{name}.toml").exists()]
     if missing:

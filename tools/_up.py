@@ -241,7 +241,7 @@ async def up(args: argparse.Namespace) -> int:
         # the same words to send a person elsewhere.
         console = CONSOLE_LINE.match(line) if name in consoles else None
         if console is not None:
-            console_urls.append(console.group(1))
+            console_urls[:] = [console.group(1)]  # a console restarted since: its newest
             if not waiting_for:  # told after the ready line: said again where it is read
                 _say(f"the console: {console.group(1)}")
         if waiting_for and name in waiting_for and '"msg":"ready"' in line:

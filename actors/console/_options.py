@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.console._tokens import DEFAULT_TOKENS_FILE, MAX_SIGN_INS_PER_PERSON
+from schemas import check_token
 
 __all__ = ("ConsoleOptions",)
 
@@ -50,6 +51,12 @@ class ConsoleOptions(BaseModel):
     people_dir: Path = Path(".parley/broker/actors")
     """Where each person's settings file (`person-<name>.toml`: its nkey seed file and
     account settings, as `parley nats-config` writes them) is found."""
+
+    @field_validator("tenant", "audit_tenant")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        """A tenant is a subject token (the audit subjects name it): never a wildcard."""
+        return None if value is None else check_token(value, "tenant")
 
     @property
     def audit_tenant_in_force(self) -> str:

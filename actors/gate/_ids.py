@@ -178,10 +178,14 @@ class IdClaims:
         gets (nats-server 2.11 or later).
 
         Raises:
-            ConfigError: the server refused or did not answer a look-up.
+            ConfigError: the server answered the look-up with an error.
+            TimeoutError: it did not answer (an election, or a grant missing: the caller,
+                `asked_at_start`, tells the two apart).
         """
         try:
             await self._last.read(self._stream, [self._prefix + id_key("start-probe")])
+        except TimeoutError:
+            raise
         except Exception as exc:
             raise ConfigError(
                 "the gate looks envelope ids up with batched direct gets, which need "

@@ -367,3 +367,6 @@ def test_the_audit_tenant_is_the_consoles_tenant_unless_set_apart() -> None:
     assert ConsoleOptions(tenant="acme").audit_tenant_in_force == "acme"
     both = ConsoleOptions(tenant="acme", audit_tenant="audits")
     assert both.audit_tenant_in_force == "audits"
+    for wildcard in ("*", "a.>", "a b"):  # the audit subjects name it: no wildcard reads more
+        with pytest.raises(ValueError, match="tenant"):
+            ConsoleOptions(tenant=wildcard)

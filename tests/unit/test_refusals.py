@@ -1,43 +1,60 @@
-"""The person's error answers as a load generator reads them (tools/_refusals.py): each one
-counted by code once, and handed to whoever waits on the envelope it answers."""
+"""Which timeouts `asked_at_start` takes as a refusal: only one after a permission violation
+told while its own look-up ran (the real server's side is tests/integration/
+test_start_refusals.py; here the look-up's outcomes are scripted to pin the rule down)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 
-from schemas import Error, ErrorCode, encode, new_id, utc_now
-from tools._refusals import Refusals
-from tools.demo import demo_message
+import pytest
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 
+from bus import ConfigError, ConnectionRefusals, asked_at_start
 
-def _error(code: ErrorCode, cause: str | None) -> Error:
-    return Error(id=new_id(), created_at=utc_now(), code=code, message="no", cause_id=cause)
-
-
-async def test_a_refusal_wakes_its_waiter_and_is_counted_once() -> None:
-    refusals = Refusals()
-    waiting, other = refusals.expect("m1"), refusals.expect("m2")
-    refused = _error(ErrorCode.RATE_LIMITED, "m1")
-    assert refusals.take(encode(refused)) == refused
-    assert refusals.take(encode(refused)) is None  # redelivered: the same answer
-    assert await asyncio.wait_for(waiting, 1) == refused
-    assert not other.done()
-    assert refusals.counts == {"RATE_LIMITED": 1} and refusals.total() == 1
+_VIOLATION = 'nats: permissions violation for publish to "$JS.API.STREAM.INFO.KV_x"'
 
 
-async def test_a_duplicate_id_refusal_is_counted_but_wakes_nobody() -> None:
-    """It answers a repeat of an envelope already decided: the first decision stands."""
-    refusals = Refusals()
-    waiting = refusals.expect("m1")
-    refusals.take(encode(_error(ErrorCode.DUPLICATE_ENVELOPE, "m1")))
-    assert not waiting.done()
-    assert refusals.counts == {"DUPLICATE_ENVELOPE": 1}
-    refusals.forget("m1")
-    assert waiting.cancelled()
+def _look_up(
+    outcomes: list[BaseException | None], during: Callable[[], None] = lambda: None
+) -> Callable[[], Awaitable[str]]:
+    """A look-up failing with each of `outcomes` in turn (None: it answers), calling `during`
+    on its first attempt."""
+    attempts: list[int] = []
+
+    async def call() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            during()
+        outcome = outcomes[len(attempts) - 1]
+        if outcome is not None:
+            raise outcome
+        return "answered"
+
+    return call
 
 
-async def test_other_deliveries_are_not_refusals_and_bad_bytes_are_counted() -> None:
-    refusals = Refusals()
-    assert refusals.take(b"not an envelope") is None
-    assert refusals.take(encode(demo_message())) is None
-    assert refusals.counts == {"undecodable": 1}
+async def test_a_timeout_after_a_refusal_during_the_look_up_is_said_as_one() -> None:
+    refusals = ConnectionRefusals()
+    call = _look_up([NatsTimeoutError(), None], during=lambda: refusals.note(_VIOLATION))
+    with pytest.raises(ConfigError) as refused:
+        await asked_at_start(refusals, call, "the policy bucket")
+    assert str(refused.value).startswith("the policy bucket: the server refused this actor's")
+    assert _VIOLATION in str(refused.value) and "parley nats-config" in str(refused.value)
+
+
+async def test_a_refusal_told_before_the_look_up_says_nothing_of_it() -> None:
+    """Something else was refused earlier: the look-up's timeout is an election's, asked
+    again, and answered."""
+    refusals = ConnectionRefusals()
+    refusals.note(_VIOLATION)
+    call = _look_up([NatsTimeoutError(), None])
+    assert await asked_at_start(refusals, call, "the policy bucket") == "answered"
+
+
+async def test_a_503_is_an_answer_not_a_refusal() -> None:
+    """No responders is the server answering: asked again as during an election, even with
+    a refusal told meanwhile."""
+    refusals = ConnectionRefusals()
+    call = _look_up([NoRespondersError(), None], during=lambda: refusals.note(_VIOLATION))
+    assert await asked_at_start(refusals, call, "the policy bucket") == "answered"

@@ -1,0 +1,26 @@
+"""What `parley up`'s local system leaves of an earlier run: no URL a killed run wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools._local import LOCAL_DIR
+from tools._local_system import LOCAL_SYSTEM, system_topology
+
+
+def test_an_earlier_runs_urls_are_gone_before_the_system_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed outright left its console's and A2A edge's URL files: their ports are no
+    longer this system's, and a client following `$(cat .parley/a2a.url)` would send its
+    token to whatever took the port."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / LOCAL_DIR).mkdir(parents=True)
+    for name in ("console.url", "a2a.url"):
+        (tmp_path / LOCAL_DIR / name).write_text("http://127.0.0.1:1/\n")
+    topology = system_topology(LOCAL_SYSTEM, "demo", tmp_path / "keys")
+    assert {child.name for child in topology.actor} >= {"console", "a2a"}
+    assert not (tmp_path / LOCAL_DIR / "console.url").exists()
+    assert not (tmp_path / LOCAL_DIR / "a2a.url").exists()
