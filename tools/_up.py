@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from collections import deque
+from typing import Final
 from urllib.parse import urlsplit
 
 from bus import (
@@ -78,6 +79,16 @@ READY_HINT = "run parley commands in another terminal, from this directory; Ctrl
 CONSOLE_LINE = re.compile(r"^Console: (\S+)")
 """The console's line for a person (actors/console/_actor.py): its URL goes on the ready
 line, which a person reads, not forty lines of JSON above it."""
+
+
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x9b]")
+"""Control characters but tab: a carriage return or an escape sequence in a child's output
+(an agent's own program writes there) could redraw the terminal's line as `parley up`'s."""
+
+
+def shown(line: str) -> str:
+    """A child's output line as `parley up` prints it: its control characters made visible."""
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", line)
 
 
 def _say(line: str) -> None:
@@ -236,7 +247,7 @@ async def up(args: argparse.Namespace) -> int:
 
     def child_line(name: str, line: str) -> None:
         targets.line(name, line)  # before the line is shown: a reader of both sees them agree
-        print(f"[{name}] {line}", flush=True)
+        print(f"[{name}] {shown(line)}", flush=True)
         # Only a console's own line: another child's output (an agent's program) could print
         # the same words to send a person elsewhere.
         console = CONSOLE_LINE.match(line) if name in consoles else None

@@ -1,4 +1,5 @@
-"""What `parley up`'s local system leaves of an earlier run: no URL a killed run wrote."""
+"""What `parley up` leaves of an earlier run and shows of its children: no URL a killed run
+wrote, no control character a child printed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from tools._local import LOCAL_DIR
 from tools._local_system import LOCAL_SYSTEM, system_topology
+from tools._up import shown
 
 
 def test_an_earlier_runs_urls_are_gone_before_the_system_starts(
@@ -24,3 +26,13 @@ def test_an_earlier_runs_urls_are_gone_before_the_system_starts(
     assert {child.name for child in topology.actor} >= {"console", "a2a"}
     assert not (tmp_path / LOCAL_DIR / "console.url").exists()
     assert not (tmp_path / LOCAL_DIR / "a2a.url").exists()
+
+
+def test_a_childs_control_characters_are_shown_not_obeyed() -> None:
+    """An agent's own program writes into `parley up`'s output: a carriage return or an
+    escape sequence there could redraw the line as one of `parley up`'s own."""
+    forged = "thinking\r[nats] ready: all; the console: http://evil/\x1b[2K\x9b1A\tdone"
+    line = shown(forged)
+    assert "\r" not in line and "\x1b" not in line and "\x9b" not in line
+    assert line.count("\N{REPLACEMENT CHARACTER}") == 3 and "\tdone" in line
+    assert shown('{"msg":"ready"}') == '{"msg":"ready"}'
