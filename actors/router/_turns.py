@@ -145,8 +145,8 @@ def _on_control(
     sender's own claim, so it only narrows further, it never grants.
     """
     if not operator and (not session.opener or sender != session.opener):
-        opener = session.opener or "a principal this router did not record"
-        why = f"{sender} cannot {control.action} a session opened by {opener}"
+        # Who opened it is not told: a stranger who learned a session's id learns no more.
+        why = f"{sender} cannot {control.action} a session it did not open"
         return session, (error_for(clock, ErrorCode.UNAUTHORIZED, why, control.id, "router"),)
     if not operator and session.user_id and control.user_id != session.user_id:
         why = f"user {control.user_id!r} cannot {control.action} another user's session"

@@ -371,7 +371,7 @@ async def test_only_the_opener_or_an_operator_steers_a_session(
         await wire.deliver(other, "alice", other_person)
         refused = await line.refusal()
         assert refused.code is ErrorCode.UNAUTHORIZED, refused
-        assert "alice cannot stop a session opened by cli" in refused.message
+        assert "alice cannot stop a session it did not open" in refused.message
         kv = await nc.jetstream().key_value(ns.bucket("sessions"))
         entry = await kv.get(f"session.{msg.session_id}")
         assert entry.value is not None
