@@ -68,6 +68,9 @@ def test_provision_without_a_server_says_so(
         ("127.0.0.1:5333", "nats://127.0.0.1:5333"),
         ("0.0.0.0:6222", "nats://127.0.0.1:6222"),
         ("[::]:7222", "nats://[::1]:7222"),
+        ("[::0]:7223", "nats://[::1]:7223"),
+        (":7224", "nats://127.0.0.1:7224"),
+        ("nats.example.com:4333", "nats://nats.example.com:4333"),
         ("10.1.2.3:4222", "nats://10.1.2.3:4222"),
     ],
 )
@@ -83,3 +86,13 @@ def test_the_settings_name_the_address_the_server_listens_on(
     assert f"listen: {json.dumps(listen)}" in (out / "nats-server.conf").read_text()
     assert load_settings(out / "actors" / "gate.toml").nats_url == url
     assert load_settings(out / "actors" / "provisioner.toml").nats_url == url
+
+
+@pytest.mark.parametrize("listen", ["4222", "foo", "127.0.0.1:0", "127.0.0.1:65536", "h:x"])
+def test_a_listen_address_that_is_no_host_and_port_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], listen: str
+) -> None:
+    out = tmp_path / "nats"
+    assert main(["nats-config", "--out", str(out), "--actors", "gate", "--listen", listen]) == 2
+    assert "is no HOST:PORT" in capsys.readouterr().err
+    assert not out.exists()

@@ -81,8 +81,9 @@ CONSOLE_LINE = re.compile(r"^Console: (\S+)")
 line, which a person reads, not forty lines of JSON above it."""
 
 
-_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x9b]")
-"""Control characters but tab: a carriage return or an escape sequence in a child's output
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+"""Control characters but tab, C1 ones too (a terminal may obey U+009B, U+008D...): a
+carriage return or an escape sequence in a child's output
 (an agent's own program writes there) could redraw the terminal's line as `parley up`'s."""
 
 

@@ -44,7 +44,8 @@ def on_control(
     operator: bool,
 ) -> Result:
     if not operator and sender != session.opener:
-        why = f"{sender} cannot {control.action} a session opened by {session.opener}"
+        # Who opened it is not told: a stranger who learned a session's id learns no more.
+        why = f"{sender} cannot {control.action} a session it did not open"
         return _refuse(session, clock, control, why, ErrorCode.UNAUTHORIZED)
     if not operator and session.user_id and control.user_id != session.user_id:
         why = f"user {control.user_id!r} cannot steer another user's session"

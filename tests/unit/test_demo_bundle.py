@@ -1,5 +1,7 @@
-"""The demo bundle grants each seed's flow whole: a collaboration of seed 001's largest size
-(`--max-rounds 100`) runs to its last round through the gate's own decisions."""
+"""The shipped bundles grant their flows whole: a collaboration of seed 001's largest size
+(`--max-rounds 100`) runs to its last round through the gate's own decisions, and every
+profile an orchestrated session's trace passes through has room for seed 000's largest one
+(100 turns)."""
 
 from __future__ import annotations
 
@@ -17,14 +19,20 @@ _ROUNDS = 100
 """Seed 001's largest `max_rounds`: each round is one call and its answer in one trace."""
 
 
-def _demo() -> PolicyBundle:
-    source = tomllib.loads((REPO / "deploy" / "policy" / "demo.toml").read_text())
+DEMO = "deploy/policy/demo.toml"
+
+
+def _bundle(path: str = DEMO) -> PolicyBundle:
+    source = tomllib.loads((REPO / path).read_text())
     return msgspec.convert(source, PolicyBundle)
 
 
-@pytest.mark.parametrize("person", ["cli", "person-alice"])
-def test_a_hundred_round_collaboration_fits_the_demo_bundles_budgets(person: str) -> None:
-    sim = GateSim(_demo())
+@pytest.mark.parametrize(
+    ("path", "person"),
+    [(DEMO, "cli"), (DEMO, "person-alice"), ("examples/collaborate/policy.toml", "cli")],
+)
+def test_a_hundred_round_collaboration_fits_the_bundles_budgets(path: str, person: str) -> None:
+    sim = GateSim(_bundle(path))
     root = human()
     assert isinstance(sim.submit(person, root), Allow)
     cause = root.id
@@ -42,7 +50,19 @@ def test_a_hundred_round_collaboration_fits_the_demo_bundles_budgets(person: str
 def test_the_budgets_leave_room_for_a_model_call_each_turn() -> None:
     """A gateway brain's turn is four envelopes (the call, its model call and answer, its
     answer): every profile a collaboration's trace passes through has room for them all."""
-    profiles = _demo().profiles
+    profiles = _bundle().profiles
     needed = 1 + 4 * _ROUNDS
     for name in ("cli", "person-alice", "person-bob", "router", "gpt", "claude", "llm"):
         assert profiles[name].trace_message_budget >= needed, name
+
+
+@pytest.mark.parametrize("path", [DEMO, "examples/orchestrate/policy.toml"])
+def test_an_orchestrated_session_of_a_hundred_turns_fits_the_bundles_budgets(path: str) -> None:
+    """In `full_auto` every turn stays in one trace: the call to the local agent and its
+    draft, the call to the shared agent and its answer, and each one's model call and answer:
+    eight envelopes a turn at most."""
+    profiles = _bundle(path).profiles
+    needed = 1 + 8 * _ROUNDS
+    senders = [name for name in ("cli", "router", "local", "claude", "llm") if name in profiles]
+    for name in senders:
+        assert profiles[name].trace_message_budget >= needed, (path, name)

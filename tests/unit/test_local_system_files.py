@@ -31,8 +31,8 @@ def test_an_earlier_runs_urls_are_gone_before_the_system_starts(
 def test_a_childs_control_characters_are_shown_not_obeyed() -> None:
     """An agent's own program writes into `parley up`'s output: a carriage return or an
     escape sequence there could redraw the line as one of `parley up`'s own."""
-    forged = "thinking\r[nats] ready: all; the console: http://evil/\x1b[2K\x9b1A\tdone"
+    forged = "thinking\r[nats] ready: all; the console: http://evil/\x1b[2K\x9b1A\x8d\x9d8;;\tdone"
     line = shown(forged)
-    assert "\r" not in line and "\x1b" not in line and "\x9b" not in line
-    assert line.count("\N{REPLACEMENT CHARACTER}") == 3 and "\tdone" in line
-    assert shown('{"msg":"ready"}') == '{"msg":"ready"}'
+    assert not [ch for ch in line if ch != "\t" and (ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F)]
+    assert line.count("\N{REPLACEMENT CHARACTER}") == 5 and "\tdone" in line
+    assert shown('{"msg":"ready","text":"déjà vu — ok"}') == '{"msg":"ready","text":"déjà vu — ok"}'

@@ -370,6 +370,7 @@ def test_only_the_owner_or_an_operator_steers() -> None:
     session = session_of(opened())
     [error] = refusals(control(session, "stop", sender="mallory"))
     assert error.code == ErrorCode.UNAUTHORIZED
+    assert error.message == "mallory cannot stop a session it did not open"  # names no opener
     assert session_of(control(session, "stop", sender="ops", operator=True)).state == "stopped"
 
 

@@ -24,6 +24,7 @@ seeds are thrown away: the committed `deploy/nats/` example is made that way.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import sys
@@ -125,12 +126,23 @@ command connects to by default, so its settings need not name it."""
 
 
 def client_url(listen: str) -> str:
-    """The URL this machine's actors connect to for a server listening on `listen` (`HOST:PORT`
-    or a port alone): an unspecified host (`0.0.0.0`, `::`) is reached on loopback."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]")
-    if host in ("", "0.0.0.0", "::"):  # noqa: S104 - a listen address read, not bound
-        host = "127.0.0.1" if host != "::" else "::1"
+    """The URL this machine's actors connect to for a server listening on `listen`
+    (`HOST:PORT`): an unspecified host (`0.0.0.0`, `::`, none) is reached on loopback. Actors
+    on other machines name the server's own address instead (their settings' `nats_url`).
+
+    Raises:
+        ValueError: `listen` is no `HOST:PORT` with a port from 1 to 65535.
+    """
+    host, colon, port = listen.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--listen {listen!r} is no HOST:PORT (a port from 1 to 65535)")
+    host = host.removeprefix("[").removesuffix("]")
+    try:
+        unspecified = not host or ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a name
+        unspecified = False
+    if unspecified:
+        host = "::1" if ":" in host else "127.0.0.1"
     return f"nats://[{host}]:{port}" if ":" in host else f"nats://{host}:{port}"
 
 
@@ -174,9 +186,11 @@ def write_nats_config(
 
     Raises:
         SubjectTokenError: an actor id is not a valid subject token.
-        ValueError: an actor is named `system`, the system user's name.
+        ValueError: an actor is named `system`, the system user's name; `listen` is no
+            `HOST:PORT`.
     """
     names = list(dict.fromkeys([*(check_token(a, "actor id") for a in actors), PROVISIONER]))
+    url = client_url(listen) if listen != DEFAULT_LISTEN else None  # before anything is written
     if SYSTEM_USER in names:
         raise ValueError(f"{SYSTEM_USER!r} is the system user's name (--system-user), no actor's")
     out.mkdir(parents=True, exist_ok=True)
@@ -202,8 +216,8 @@ def write_nats_config(
                 **settings_for(actor, ns),
                 "nkey_seed_file": str((seeds_dir / f"{actor}.nk").resolve()),
             }
-            if listen != DEFAULT_LISTEN:  # else the default URL: a settings file would pin it
-                values["nats_url"] = client_url(listen)
+            if url is not None:  # else the default URL: a settings file would pin it
+                values["nats_url"] = url
             lines = [f"{key} = {_toml_value(value)}" for key, value in values.items()]
             header = (
                 f"# Settings for {actor} under this config's permissions (parley nats-config).\n"
