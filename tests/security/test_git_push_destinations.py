@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.tools import ScopeDenied, execute_git_push
+from actors.tools import ScopeDenied, ToolOutcome, execute_git_push
 from actors.tools._git import curl_resolve, https_pins
 from actors.tools._git_run import open_repository, run_git
 from schemas import Capability
@@ -50,23 +50,22 @@ def workspace(tmp_path: Path) -> Workspace:
     return make_workspace(tmp_path)
 
 
+async def _push_to(workspace: Workspace, url: str, *allowed_domains: str) -> ToolOutcome:
+    """Git.Push of `main` to a remote `web` at `url`, under a scope allowing those domains."""
+    git(workspace.project, "remote", "add", "web", url)
+    arguments: dict[str, object] = {"remote": "web", "branch": "main"}
+    push = invocation(workspace, "Git.Push", arguments, allowed_domains=allowed_domains)
+    return await execute_git_push(push)
+
+
 async def test_a_push_to_an_allowed_name_that_resolves_to_loopback_is_refused_unsent(
     workspace: Workspace,
 ) -> None:
     """`localhost` is allowed by name; its addresses are not listed. Without the resolved
     check git connected to the host's own service on that port."""
     async with _listening("127.0.0.1") as service:
-        url = f"https://localhost:{service.port}/repo.git"
-        git(workspace.project, "remote", "add", "web", url)
         with pytest.raises(ScopeDenied) as denied:
-            await execute_git_push(
-                invocation(
-                    workspace,
-                    "Git.Push",
-                    {"remote": "web", "branch": "main"},
-                    allowed_domains=("localhost",),
-                )
-            )
+            await _push_to(workspace, f"https://localhost:{service.port}/repo.git", "localhost")
         assert service.connections == 0
     assert denied.value.rule == "allowed_domains"
     assert "localhost resolves to" in str(denied.value)
@@ -76,15 +75,8 @@ async def test_a_push_to_listed_addresses_goes_there(workspace: Workspace) -> No
     """Listing the addresses lets the push out; it fails at TLS (the listener is no https
     server), having connected to the address that was checked."""
     async with _listening("127.0.0.1") as service:
-        git(workspace.project, "remote", "add", "web", f"https://localhost:{service.port}/r.git")
-        outcome = await execute_git_push(
-            invocation(
-                workspace,
-                "Git.Push",
-                {"remote": "web", "branch": "main"},
-                allowed_domains=("localhost", "127.0.0.1", "::1"),
-            )
-        )
+        url = f"https://localhost:{service.port}/r.git"
+        outcome = await _push_to(workspace, url, "localhost", "127.0.0.1", "::1")
         assert outcome.status == "failed"
         assert service.connections >= 1
 
@@ -124,17 +116,8 @@ async def test_a_push_url_cut_by_a_line_separator_is_refused(
     """git keeps U+2028 and the like inside a URL, and curl reads what precedes `@` as a
     user: the URL goes to 127.0.0.1, while a split at the separator checked `8.8.8.8` and a
     "local path". Refused whole, before anything is resolved or sent."""
-    url = f"https://8.8.8.8{separator}@127.0.0.1/r.git"
-    git(workspace.project, "remote", "add", "web", url)
     with pytest.raises(ScopeDenied) as denied:
-        await execute_git_push(
-            invocation(
-                workspace,
-                "Git.Push",
-                {"remote": "web", "branch": "main"},
-                allowed_domains=("8.8.8.8",),
-            )
-        )
+        await _push_to(workspace, f"https://8.8.8.8{separator}@127.0.0.1/r.git", "8.8.8.8")
     assert "whitespace, control or non-ASCII" in str(denied.value)
 
 
