@@ -54,6 +54,7 @@ __all__ = (
     "live_news",
     "read_live",
     "stored_end",
+    "unopened_line",
 )
 
 ENDS: Final = {"session_completed": 0, "session_failed": 1, "session_canceled": 130}
@@ -200,6 +201,9 @@ class CaughtUp:
     first: list[SessionEvent | Error]
     shown: str | None = None
     """The id of the stored event when it is shown from the store: its live copy is dropped."""
+    nothing_stored: bool = False
+    """The timeline and the standing were read and held nothing of the session: it has not
+    opened yet (a session just detached), or its id is mistyped or another person's."""
 
 
 async def caught_up(
@@ -256,6 +260,8 @@ async def _catch_up(
         if not news:  # it had ended before the command subscribed
             return CaughtUp(end, [])
         return CaughtUp(None, joined(end, news), end.id)  # it ended meanwhile: in its place
+    if stored is None and standing is None and not news:
+        return CaughtUp(None, [], nothing_stored=True)
     first = joined(stored, news)
     if stored is None or first[0] is not stored:  # nothing stored, or its live copy is in
         return CaughtUp(None, first)
@@ -266,3 +272,12 @@ def ended_line(session_id: str, event: SessionEvent) -> str:
     """What `--stop` says of a session that had ended already: nothing was sent."""
     how = f"{event.stop_reason} (round {event.round})"
     return f"session {session_id} had ended already: {how}; nothing to stop"
+
+
+def unopened_line(session_id: str, limit_s: float) -> str:
+    """What `--follow` says of a session of which nothing is stored: it waits, and why."""
+    return (
+        f"nothing of session {session_id} is stored yet: waiting up to {limit_s:.0f} s for it "
+        "to open (a session just detached opens in a moment; an id mistyped, or another "
+        "person's, never does)"
+    )

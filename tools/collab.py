@@ -57,7 +57,7 @@ from schemas import (
 from tools._collab_args import check_arguments, human_message
 from tools._local import local_settings
 from tools._session_lines import call_line, render
-from tools._stored_events import ENDS, caught_up, read_live
+from tools._stored_events import ENDS, caught_up, read_live, unopened_line
 from tools._typing_line import TypingLine
 from tools._waiting import (
     EXIT_LOST,
@@ -170,6 +170,9 @@ async def follow_session(
                     news.put_nowait(first)
                 shown = caught.shown
                 print(f"following session {msg.session_id} (Ctrl-C stops it)", file=out, flush=True)
+                if caught.nothing_stored:
+                    waiting_for = f"session {msg.session_id} to open"
+                    print(unopened_line(msg.session_id, _OPENING_S), file=out, flush=True)
             reader = tasks.create_task(read_live(timeline, news, shown))
             while True:
                 wait_s = timeout if timeout is not None else _wait_s(ends_by)

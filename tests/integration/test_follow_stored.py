@@ -71,6 +71,7 @@ async def test_follow_and_stop_of_an_ended_session_say_how_it_ended_at_once(
         )
         code_stop, stopped = await finished(stop, STOP_TIMEOUT_S + 15)
         took_stop = time.monotonic() - started
+        unopened = await _follow_of_an_id_never_opened(system.env, config)
         logs = [line for process in system.processes.values() for line in process.lines]
     output = "\n".join(followed)
     assert code == 0, output  # the session's own: it completed
@@ -85,6 +86,25 @@ async def test_follow_and_stop_of_an_ended_session_say_how_it_ended_at_once(
     assert code_stop == 1, stopped  # nothing was stopped
     assert took_stop < STOP_TIMEOUT_S / 3, f"{took_stop:.1f} s:\n" + "\n".join(stopped)
     assert not [line for line in logs if "permission violation" in line]
+    assert "nothing of session" not in output, output  # its session was stored: no such line
+    never = "01a22c11-0000-7000-8000-000000000000"
+    assert (
+        f"nothing of session {never} is stored yet: waiting up to 60 s for it to open (a "
+        "session just detached opens in a moment; an id mistyped, or another person's, "
+        "never does)"
+    ) in unopened, unopened
+
+
+async def _follow_of_an_id_never_opened(env: dict[str, str], config: tuple[str, str]) -> list[str]:
+    """Follow an id no session has: its lines up to saying so, at once (before, it said only
+    that it waited for "the session's next event", for a minute). Terminated then."""
+    follow = parley_cli(env, "collab", *config, "--follow", "01a22c11-0000-7000-8000-000000000000")
+    try:
+        await follow.wait_line(r"^nothing of session ", timeout=20)
+    finally:
+        follow.kill()
+        follow.close()
+    return follow.lines
 
 
 async def _refused_after_the_end(locked: LockedDown, session_id: str) -> Error:
