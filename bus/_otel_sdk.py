@@ -2,22 +2,88 @@
 
 Imported only when an endpoint is configured (bus/_tracing.py), so a process without the
 `parley[otel]` extra never imports the SDK.
+
+A collector that does not answer is said once per outage: the SDK's exporter logs every
+retry of every batch (three warnings and an error each few seconds, in every process of
+`parley up`), which buried a system's own lines when an endpoint was set and no collector
+ran. `CollectorOutage` passes on the first complaint as one line of Parley's, holds the
+rest, and says when spans reach the collector again.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
+from collections.abc import Sequence
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler
 
-__all__ = ("make_provider",)
+__all__ = ("EXPORTER_LOG", "OUTAGE", "CollectorOutage", "make_provider")
+
+EXPORTER_LOG = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+"""The logger the SDK's OTLP/HTTP span exporter and its HTTP client complain on."""
+
+log = logging.getLogger("parley.bus.tracing")
+
+
+class CollectorOutage(logging.Filter):
+    """Filters the exporter's log: its first complaint of an outage becomes one line of
+    Parley's, the rest are dropped until an export succeeds (`answered`). Both run on the
+    batch processor's one export thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.down:
+            return False
+        if record.levelno < logging.WARNING:
+            return True
+        self.down = True
+        log.warning(
+            "spans cannot reach the OTLP collector: they are dropped until it answers, and "
+            "the exporter's retries are not logged meanwhile",
+            extra={"endpoint": _endpoint(), "error": record.getMessage()},
+        )
+        return False
+
+    def answered(self) -> None:
+        if self.down:
+            self.down = False
+            log.info("spans reach the OTLP collector again", extra={"endpoint": _endpoint()})
+
+
+class _ReportingExporter(OTLPSpanExporter):
+    """The SDK's exporter, telling `outage` of each batch the collector took."""
+
+    def __init__(self, outage: CollectorOutage) -> None:
+        super().__init__()
+        self._outage = outage
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        if result is SpanExportResult.SUCCESS:
+            self._outage.answered()
+        return result
+
+
+OUTAGE = CollectorOutage()
+"""The process's one filter: a provider made again (tests, a restart of tracing) reuses it."""
+
+
+def _endpoint() -> str:
+    env = os.environ
+    return env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", ""
+    )
 
 
 class _ParleyTraceIds(RandomIdGenerator):
@@ -48,7 +114,8 @@ def make_provider(
     provider = TracerProvider(
         resource=resource, id_generator=_ParleyTraceIds(root_trace_id), sampler=_sampler()
     )
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    logging.getLogger(EXPORTER_LOG).addFilter(OUTAGE)  # once: a filter is added once
+    provider.add_span_processor(BatchSpanProcessor(_ReportingExporter(OUTAGE)))
     trace.set_tracer_provider(provider)
     return provider
 

@@ -61,6 +61,9 @@ class OtlpReceiver:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
         self.errors: list[str] = []
+        self.unavailable = False
+        """While set, every export is answered 503 (a collector overloaded or restarting:
+        the exporter retries, then drops the batch)."""
         self._lock = threading.Lock()
         receiver = self
 
@@ -70,6 +73,9 @@ class OtlpReceiver:
                 if self.path != "/v1/traces":
                     receiver.errors.append(f"export to {self.path}")
                     self.send_error(404)
+                    return
+                if receiver.unavailable:
+                    self.send_error(503)
                     return
                 receiver.take(ExportTraceServiceRequest.FromString(body))
                 answer = ExportTraceServiceResponse().SerializeToString()

@@ -4,6 +4,8 @@ OTLP/HTTP to a real receiver in this test."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from bus import (
@@ -15,6 +17,7 @@ from bus import (
     trace_publish,
     traceparent_for,
 )
+from bus._otel_sdk import EXPORTER_LOG
 from bus._tracing import boundary_of, continue_carried
 from schemas import HumanMessage, encode, new_id, utc_now
 from tests.support.otlp import otel_env, otlp_receiver
@@ -132,3 +135,47 @@ def test_a_sender_cannot_turn_tracing_off_with_its_traceparent_flags(
         spans = list(receiver.spans)
     [span] = spans
     assert (span.trace_id, span.parent_id) == ("ab" * 16, "cd" * 8)
+
+
+def test_a_collector_that_does_not_answer_is_said_once_and_its_return_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's exporter logs three retries and an error for every batch a collector does
+    not take; an outage is one line of Parley's, and its end another."""
+    caplog.set_level(logging.INFO)
+    with otlp_receiver() as receiver:
+        for name, value in otel_env(receiver.endpoint).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")  # a batch given up in 1 s
+        assert configure_tracing("gate", "gate") is True
+        provider = _tracing._provider
+        assert provider is not None
+        receiver.unavailable = True
+        for _ in range(2):  # two batches dropped, each after its retries
+            trace_publish(
+                "parley.submit.cli", b"{}", TraceHeaders(trace_id=new_id()).to_headers(new_id())
+            )
+            provider.force_flush()
+        receiver.unavailable = False
+        trace_publish(
+            "parley.submit.cli", b"{}", TraceHeaders(trace_id=new_id()).to_headers(new_id())
+        )
+        provider.force_flush()
+        shutdown_tracing()
+        delivered = len(receiver.spans)
+    said_records = [r for r in caplog.records if "OTLP collector" in r.getMessage()]
+    said = [(r.name, r.levelname, r.getMessage()) for r in said_records]
+    exporter = [r for r in caplog.records if r.name == EXPORTER_LOG]
+    assert delivered == 1
+    assert said == [
+        (
+            "parley.bus.tracing",
+            "WARNING",
+            "spans cannot reach the OTLP collector: they are dropped until it answers, and "
+            "the exporter's retries are not logged meanwhile",
+        ),
+        ("parley.bus.tracing", "INFO", "spans reach the OTLP collector again"),
+    ]
+    [outage] = [r for r in caplog.records if r.levelno == logging.WARNING and r in said_records]
+    assert "Service Unavailable" in outage.__dict__["error"]  # the collector's own answer
+    assert exporter == [], [r.getMessage() for r in exporter]
