@@ -85,6 +85,7 @@ from schemas._frames import (
 from schemas._ids import derive_id, new_id, utc_now
 from schemas._jsonschema import json_schemas, render_schema
 from schemas._policy import (
+    APPROVAL_TIMEOUT_S,
     BUNDLE_PAYLOAD_TYPE,
     SUPPORTED_SCHEMA_VERSIONS,
     ApprovalRule,
@@ -96,6 +97,7 @@ from schemas._policy import (
     PolicyBundle,
     ProfilePolicy,
     approval_rule_of,
+    approval_timeout_s,
     dangling_approval_rules,
     decode_bundle,
     effective_scope,
@@ -118,6 +120,7 @@ from schemas._subjects import Namespace, SubjectTokenError, check_token, valid_t
 from schemas._transcript import DEFAULT_WINDOW_CHARS, DEFAULT_WINDOW_ITEMS, transcript_window
 
 __all__ = (
+    "APPROVAL_TIMEOUT_S",
     "BUNDLE_PAYLOAD_TYPE",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_WINDOW_CHARS",
@@ -207,6 +210,7 @@ __all__ = (
     "ToolResult",
     "TranscriptItem",
     "approval_rule_of",
+    "approval_timeout_s",
     "call_kinds",
     "check_token",
     "dangling_approval_rules",

@@ -100,7 +100,7 @@ class ApprovalRule(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     approval_rule_id: str
     title: str
     description: str = ""
-    timeout_s: Annotated[int, Meta(ge=1, le=86_400)] = 300
+    timeout_s: Annotated[int, Meta(ge=1, le=86_400)] = 300  # APPROVAL_TIMEOUT_S
     """How long a held request waits for its owner's decision; then it is denied."""
 
 
@@ -186,6 +186,16 @@ def approval_rule_of(bundle: PolicyBundle | None, scope: Capability) -> Approval
     rule_id = scope.approval_rule_id or scope.name
     rules = bundle.approval_rules if bundle else ()
     return next((rule for rule in rules if rule.approval_rule_id == rule_id), None)
+
+
+APPROVAL_TIMEOUT_S: Final = 300
+"""How long a request held under no rule of the bundle waits, as a rule's own default."""
+
+
+def approval_timeout_s(bundle: PolicyBundle | None, scope: Capability) -> int:
+    """How long a request `scope` holds waits for its owner: its rule's `timeout_s`."""
+    rule = approval_rule_of(bundle, scope)
+    return rule.timeout_s if rule else APPROVAL_TIMEOUT_S
 
 
 def dangling_approval_rules(bundle: PolicyBundle) -> list[str]:

@@ -16,9 +16,11 @@ say so at once, from the last event its timeline stored (tools/_stored_events.py
 
 The wait follows the session's own clock: each call the router makes carries the moment the
 session ends at the latest (its deadline plus the sweep's margin, `ends_by`), and the command
-waits until then plus `_SLACK_S` before saying what it was waiting for and giving up;
-`--timeout` replaces that with a fixed silence. A session given up on is stopped, and a lost
-connection ends the wait within seconds (tools/_waiting.py, docs/cli.md).
+waits until then plus `SLACK_S` before saying what it was waiting for and giving up, longer
+while a tool request waits for the person's approval, as the router waits
+(tools/_session_wait.py); `--timeout` replaces that with a fixed silence. A session given up
+on is stopped, and a lost connection ends the wait within seconds (tools/_waiting.py,
+docs/cli.md).
 
 Exit codes: 0 the session completed, 1 it failed, was refused or went silent, 2 the arguments
 (or the configuration) are invalid, 3 NATS cannot be reached or was lost, 130 it was
@@ -34,7 +36,6 @@ import asyncio
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -52,11 +53,11 @@ from schemas import (
     Namespace,
     SessionEvent,
     decode_envelope,
-    utc_now,
 )
 from tools._collab_args import check_arguments, human_message
 from tools._local import local_settings
 from tools._session_lines import call_line, render
+from tools._session_wait import OPENING_S, SessionWait
 from tools._stored_events import ENDS, caught_up, read_live, unopened_line
 from tools._typing_line import TypingLine
 from tools._waiting import (
@@ -80,10 +81,6 @@ __all__ = ("SessionEnd", "add_collab_commands", "call_line", "follow_session", "
 """Where `parley up` writes its embedded server's URL for the commands run beside it."""
 
 SENDER: Final = "cli"
-_OPENING_S: Final = 60.0
-"""How long to wait for a session to open (its first call names its own deadline)."""
-_SLACK_S: Final = 10.0
-"""Past a session's `ends_by`: the router's sweep runs every few seconds."""
 _END = ENDS
 _STOP_WAIT_S: Final = 10.0
 """How long `--stop` waits to see the session end before saying the Stop is stored."""
@@ -144,8 +141,7 @@ async def follow_session(
         subs.append(await nc.subscribe(ns.typing(person, msg.session_id), cb=on_typing))
     seen: list[SessionEvent] = []
     max_rounds = msg.max_rounds if msg.mode == "collaborate" else 1
-    waiting_for = "the router to open the session" if opens else "the session's next event"
-    ends_by: datetime | None = None
+    wait = SessionWait("the router to open the session" if opens else "the session's next event")
     reader: asyncio.Task[None] | None = None
     shown: str | None = None  # the event shown from the store, whose live copy is dropped
     async with asyncio.TaskGroup() as tasks:
@@ -171,11 +167,12 @@ async def follow_session(
                 shown = caught.shown
                 print(f"following session {msg.session_id} (Ctrl-C stops it)", file=out, flush=True)
                 if caught.nothing_stored:
-                    waiting_for = f"session {msg.session_id} to open"
-                    print(unopened_line(msg.session_id, _OPENING_S), file=out, flush=True)
+                    wait = SessionWait(f"session {msg.session_id} to open")
+                    print(unopened_line(msg.session_id, OPENING_S), file=out, flush=True)
             reader = tasks.create_task(read_live(timeline, news, shown))
             while True:
-                wait_s = timeout if timeout is not None else _wait_s(ends_by)
+                wait_s = timeout if timeout is not None else wait.wait_s()
+                waiting_for = wait.waiting_for
                 try:
                     item = await waited(news.get(), wait_s, watch, what=waiting_for)
                 except TimeoutError:
@@ -210,10 +207,7 @@ async def follow_session(
                     on_event(item)
                 if item.event_type == "session_created":
                     max_rounds = int(item.payload.get("max_rounds", max_rounds))
-                if item.event_type == "step_started":
-                    ends_by = _when(item.payload.get("ends_by"))
-                    due = f", due by {ends_by:%H:%M:%S} UTC" if ends_by else ""
-                    waiting_for = f"{item.speaker}'s answer in round {item.round}{due}"
+                wait.on_event(item)
                 line = render(item, max_rounds)
                 if line is not None:
                     print(line, file=out, flush=True)
@@ -231,20 +225,6 @@ async def follow_session(
             if not nc.is_closed:
                 for sub in subs:
                     await sub.unsubscribe()
-
-
-def _when(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-
-
-def _wait_s(ends_by: datetime | None) -> float:
-    """How long to wait for the next event: to the session's `ends_by` plus slack."""
-    if ends_by is None:
-        return _OPENING_S
-    return max((ends_by - utc_now()).total_seconds(), 0.0) + _SLACK_S
 
 
 async def _on_stop(

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from actors.gate._tool_checks import HeldView
 from actors.tools import approval_risk, approval_title
-from schemas import TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
+from schemas import APPROVAL_TIMEOUT_S, TOLD_FROM_DECISION, Decision, SessionEvent, derive_id
 
 __all__ = ("CALL_TOOLS", "call_event")
 
@@ -62,6 +62,7 @@ def call_event(
             "title": approval_title(rule_title, decision.sender, capability),
             "action_summary": held.summary,
             "risk_level": approval_risk(capability),
+            "expires_in_s": held.rule.timeout_s if held.rule else APPROVAL_TIMEOUT_S,
             "details": {
                 "capability": capability,
                 "agent": decision.sender,

@@ -49,6 +49,7 @@ from schemas import (
     ToolRequest,
     ToolResult,
     approval_rule_of,
+    approval_timeout_s,
     derive_id,
     effective_scope,
     encode,
@@ -184,8 +185,7 @@ class StepRunner:
 
     def approval_timeout_s(self, scope: Capability) -> int:
         """How long a held request waits for its owner: its approval rule's `timeout_s`."""
-        rule = approval_rule_of(self._bundles.bundle, scope)
-        return rule.timeout_s if rule else 300
+        return approval_timeout_s(self._bundles.bundle, scope)
 
     def approval_title(self, scope: Capability) -> str:
         """The title of the rule that holds a request (seed 002 §10), "" when none names it."""

@@ -14,6 +14,7 @@ is real, under the least-privilege broker config.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from datetime import datetime
 import pytest
 
 from schemas import Namespace, utc_now
+from tests.support.system import finished, parley_cli
 from tests.support.task_socket import TaskSocket, signed_in, start_task
 from tests.support.task_system import LATE_GOAL, TaskDeployment, task_deployment
 
@@ -114,3 +116,30 @@ async def test_a_request_held_past_its_callers_deadline_is_let_go_when_its_task_
     assert "APPROVAL_ALREADY_DECIDED" in told and "session ended (completed)" in told, told
     assert _step_runs(deployment, session_id) == []
     assert not list(deployment.workspaces.glob(f"*/{LATE_GOAL}.txt"))
+
+
+async def test_parley_say_waits_for_its_persons_decision_as_long_as_the_request_waits(
+    deployment: TaskDeployment,
+) -> None:
+    """`parley say` judged its wait by the turn alone: with the request still held it gave up
+    at the turn's deadline plus its slack (here about 25 s) and stopped the session. It waits
+    as the router does now, a turn past the request's expiry (120 s), and the approval given
+    then completes the session."""
+    config = deployment.config("cli")
+    say = parley_cli(deployment.system.env, "say", *config, "@gpt", "waited")
+    try:
+        _, approve = await say.wait_line(r"^  approve: parley approvals approve ", timeout=60)
+        approval_id, session_id = re.findall(r"approve (\S+) --session (\S+)$", approve)[0]
+        _, waiting = await say.wait_line(r"^waiting for your decision on ", timeout=30)
+        patience = re.search(r"giving up after (\d+) s\)$", waiting)
+        assert patience is not None and int(patience.group(1)) > 120, waiting
+        argv = ("approvals", "approve", approval_id, "--session", session_id, *config)
+        decided, told = await finished(parley_cli(deployment.system.env, *argv))
+        assert decided == 0, told
+        code = await say.wait_exit(60)
+    finally:
+        say.close()
+    assert code == 0, "\n".join(say.lines)
+    assert "gave up" not in "\n".join(say.lines), say.lines
+    (written,) = deployment.workspaces.glob("*/waited.txt")
+    assert written.read_text() == "written for waited\n"

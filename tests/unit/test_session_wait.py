@@ -1,0 +1,85 @@
+"""How long a command following a session waits (tools/_session_wait.py): the turn's
+`ends_by`, moved as the router moves the call's deadline while a tool request waits for the
+person's approval, and back to a turn once the request is decided."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from schemas import SessionEvent, new_id, utc_now
+from tools._session_wait import OPENING_S, SLACK_S, SessionWait
+
+START = utc_now()
+TURN = timedelta(seconds=120)
+
+
+def _event(event_type: str, at: datetime, **payload: Any) -> SessionEvent:
+    return SessionEvent(
+        id=new_id(),
+        created_at=at,
+        session_id=new_id(),
+        event_type=event_type,  # type: ignore[arg-type]  # one of the names the test means
+        round=1,
+        speaker="gpt",
+        payload=payload,
+    )
+
+
+def _started() -> SessionWait:
+    wait = SessionWait("the router to open the session")
+    wait.on_event(_event("step_started", START, ends_by=(START + TURN).isoformat()))
+    return wait
+
+
+def test_before_a_call_the_opening_waits_and_a_call_names_its_answer() -> None:
+    wait = SessionWait("the router to open the session")
+    assert (wait.waiting_for, wait.wait_s()) == ("the router to open the session", OPENING_S)
+    wait = _started()
+    assert wait.ends_by == START + TURN
+    assert wait.waiting_for == f"gpt's answer in round 1, due by {START + TURN:%H:%M:%S} UTC"
+
+
+def test_a_held_request_moves_the_wait_a_turn_past_its_expiry_and_its_answer_a_turn_on() -> None:
+    wait = _started()
+    asked = START + timedelta(seconds=5)
+    held = _event("approval_requested", asked, approval_id="a1", expires_in_s=600)
+    wait.on_event(held)
+    expires = asked + timedelta(seconds=600)
+    assert wait.ends_by == expires + TURN
+    assert wait.waiting_for == f"your decision on a1 (it waits until {expires:%H:%M:%S} UTC)"
+    assert wait.wait_s() > 600 + SLACK_S
+
+    decided = asked + timedelta(seconds=30)
+    wait.on_event(_event("tool_completed", decided, call_id="a1", status="succeeded"))
+    assert wait.ends_by == expires + TURN  # never earlier than it was
+    assert wait.waiting_for.startswith("gpt's answer in round 1, due by ")
+
+    other = _event("tool_completed", decided, call_id="not-held", status="succeeded")
+    wait.on_event(other)
+    assert wait.ends_by == expires + TURN
+
+
+def test_an_answer_after_the_expiry_still_gives_the_agent_a_turn() -> None:
+    wait = _started()
+    wait.on_event(_event("approval_requested", START, approval_id="a1", expires_in_s=1))
+    late = START + timedelta(hours=1)
+    wait.on_event(_event("tool_completed", late, call_id="a1", status="denied"))
+    assert wait.ends_by == late + TURN
+
+
+def test_a_request_whose_gate_names_no_expiry_leaves_the_turn_alone() -> None:
+    for said in (None, "600", True, 1.5):
+        wait = _started()
+        wait.on_event(_event("approval_requested", START, approval_id="a1", expires_in_s=said))
+        assert wait.ends_by == START + TURN, said
+        assert wait.waiting_for.startswith("gpt's answer"), said
+
+
+def test_a_new_call_forgets_what_the_last_one_held() -> None:
+    wait = _started()
+    wait.on_event(_event("approval_requested", START, approval_id="a1", expires_in_s=600))
+    later = START + timedelta(seconds=60)
+    wait.on_event(_event("step_started", later, ends_by=(later + TURN).isoformat()))
+    assert wait.ends_by == later + TURN
+    assert wait.waiting_for.startswith("gpt's answer")
