@@ -75,7 +75,13 @@ from bus._logging import configure_logging, current_trace_id, trace_scope
 from bus._lost_requests import fail_lost_requests
 from bus._metrics import ActorMetrics, serve_metrics
 from bus._outbox import EffectError, Outbox
-from bus._process import ACTOR_READY, ChildProcess, actor_command, python_command
+from bus._process import (
+    ACTOR_READY,
+    PYTHON_PLACEHOLDER,
+    ChildProcess,
+    actor_command,
+    python_command,
+)
 from bus._provision import (
     AGENT_BUCKETS,
     ARTIFACTS,
@@ -140,6 +146,7 @@ __all__ = (
     "MSG_ID",
     "ORIGIN",
     "OWNER",
+    "PYTHON_PLACEHOLDER",
     "RECONNECT_WINDOW_S",
     "RETIRED_BUCKETS",
     "SENDER",

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, BinaryIO, Literal
+from typing import IO, BinaryIO, Final, Literal
 
 from bus._lifeline import owned_argv, spawn
 
@@ -46,6 +46,12 @@ ACTOR_READY = '"msg":"ready"'
 
 _KILL_WAIT_S = 10.0
 _READER_JOIN_S = 5.0
+
+
+PYTHON_PLACEHOLDER: Final = "{python}"
+"""In a command line a person writes (an agent's subprocess brain, an MCP server), the
+interpreter running Parley: a Python program it names finds Parley's packages and their
+dependencies, whatever `python3` is on PATH."""
 
 
 def python_command(*args: str) -> list[str]:

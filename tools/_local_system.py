@@ -26,7 +26,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Final, Self
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
@@ -42,8 +42,10 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
+from actors.tools import McpServerSettings
 from bus import ChildSpec, ConfigError, Topology, describe_invalid, load_private_key, shipped
 from tools._llm_settings import write_gateway_settings
 from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_KEYS
@@ -89,6 +91,22 @@ class SystemSpec(BaseModel):
     agents the bundle exposes (`a2a_exposed`) answer A2A clients, each a person of the
     bundle signed in with `parley a2a token --client NAME` and acting with that person's
     own credentials. The local system runs it."""
+    mcp_servers: tuple[McpServerSettings, ...] = ()
+    """MCP servers the tool runtime starts or reaches, each tool `T` of server `S` the
+    capability `Mcp.S.T` (docs/tools.md, "MCP servers as tools"): the runtime's own
+    `mcp_servers` setting, given here because `parley up` writes the runtime's options.
+    `command = "{python}"` is Parley's interpreter; a server's `cwd` is relative to the
+    system's directory, and is that directory when unset. Needs `tools`."""
+
+    @model_validator(mode="after")
+    def _servers_of_a_runtime(self) -> Self:
+        if self.mcp_servers and not self.tools:
+            raise ValueError("mcp_servers are the tool runtime's: set `tools = true` to run it")
+        names = [server.name for server in self.mcp_servers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"mcp_servers names a server twice: {', '.join(twice)}")
+        return self
 
     @field_validator("agents")
     @classmethod
@@ -129,7 +147,18 @@ def load_system(directory: Path) -> SystemSpec:
     except ValidationError as exc:
         raise ConfigError(describe_invalid(f"invalid system {path}", exc, "(system)")) from None
     agents_dir = directory / spec.agents_dir if "agents_dir" in data else spec.agents_dir
-    return spec.model_copy(update={"policy": directory / spec.policy, "agents_dir": agents_dir})
+    servers = tuple(_placed_in(directory, server) for server in spec.mcp_servers)
+    return spec.model_copy(
+        update={"policy": directory / spec.policy, "agents_dir": agents_dir, "mcp_servers": servers}
+    )
+
+
+def _placed_in(directory: Path, server: McpServerSettings) -> McpServerSettings:
+    """A stdio server's working directory as an absolute path, relative to `directory` (the
+    runtime runs in `parley up`'s directory, not the system's)."""
+    if server.command is None:
+        return server
+    return server.model_copy(update={"cwd": str((directory / (server.cwd or ".")).resolve())})
 
 
 def key_pair(private: Path, public: Path | None = None) -> Ed25519PrivateKey:
@@ -178,7 +207,11 @@ def system_topology(
         **gate,  # seed 002 §6: it checks the bundle in force before a session starts
     }
     agent = {"agents_dir": str(agents_dir)}
-    runtime = {**gate, "workspaces": str((LOCAL_DIR / "workspaces").resolve())}
+    runtime: dict[str, object] = {**gate, "workspaces": str((LOCAL_DIR / "workspaces").resolve())}
+    if spec.mcp_servers:
+        runtime["mcp_servers"] = [
+            server.model_dump(mode="json", exclude_defaults=True) for server in spec.mcp_servers
+        ]
     if spec.tools:  # GetPatchPreview reads a task's checkpoints where the runtime keeps them
         console["workspaces"] = runtime["workspaces"]
 

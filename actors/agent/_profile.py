@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from actors.agent._delegating import MAX_TOOL_ROUNDS
-from bus import ConfigError, describe_invalid, shipped
+from bus import PYTHON_PLACEHOLDER, ConfigError, describe_invalid, shipped
 from schemas import DEFAULT_WINDOW_ITEMS, SubjectTokenError, check_token
 
 __all__ = (
@@ -36,7 +36,6 @@ __all__ = (
 )
 
 DEFAULT_AGENTS_DIR = shipped("deploy/agents")
-PYTHON_PLACEHOLDER = "{python}"
 
 
 class _Strict(BaseModel):

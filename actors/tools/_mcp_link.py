@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from typing import Final
 
 import anyio
@@ -33,6 +34,7 @@ from actors.tools._mcp_settings import (
     UntrustedText,
     mcp_capability,
 )
+from bus import PYTHON_PLACEHOLDER
 
 __all__ = ("McpLink", "McpUnavailable")
 
@@ -169,7 +171,9 @@ class McpLink:
         if settings.command is not None:
             return stdio_client(
                 StdioServerParameters(
-                    command=settings.command,
+                    command=sys.executable  # Parley's interpreter, its packages beside it
+                    if settings.command == PYTHON_PLACEHOLDER
+                    else settings.command,
                     args=list(settings.args),
                     env=dict(settings.env),
                     cwd=settings.cwd,

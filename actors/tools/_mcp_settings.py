@@ -46,7 +46,8 @@ class McpServerSettings(BaseModel):
     name: str = Field(pattern=SERVER_NAME)
     """Its tools are the capabilities `Mcp.<name>.<tool>`."""
     command: str | None = None
-    """The program to run (stdio transport)."""
+    """The program to run (stdio transport); `{python}` is the interpreter running the tool
+    runtime, so a server written in Python with the `mcp` SDK finds it installed."""
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     """The only variables the server sees beyond the SDK's short safe list (HOME, LOGNAME,

@@ -1,14 +1,18 @@
 """What `parley up` leaves of an earlier run and shows of its children: no URL a killed run
-wrote, no control character a child printed."""
+wrote, no control character a child printed; and what a system's `system.toml` gives its
+tool runtime (MCP servers)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from actors.tools import McpServerSettings
+from bus import ConfigError
 from tools._local import LOCAL_DIR
-from tools._local_system import LOCAL_SYSTEM, system_topology
+from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
 from tools._up import shown
 
 
@@ -36,3 +40,68 @@ def test_a_childs_control_characters_are_shown_not_obeyed() -> None:
     assert not [ch for ch in line if ch != "\t" and (ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F)]
     assert line.count("\N{REPLACEMENT CHARACTER}") == 5 and "\tdone" in line
     assert shown('{"msg":"ready","text":"déjà vu — ok"}') == '{"msg":"ready","text":"déjà vu — ok"}'
+
+
+def _system(directory: Path, extra: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "system.toml").write_text(
+        f'agents = ["gpt"]\npolicy = "policy.toml"\n{extra}', encoding="utf-8"
+    )
+    return directory
+
+
+def test_a_systems_mcp_servers_reach_its_tool_runtime_placed_in_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`parley up` writes the runtime's options, so a system's `[[mcp_servers]]` are the only
+    way to give it MCP servers (a newcomer's walk found none); a stdio server runs in the
+    system's directory, a `url` is passed on as it is."""
+    monkeypatch.chdir(tmp_path)
+    system = _system(
+        tmp_path / "mine",
+        'tools = true\n[[mcp_servers]]\nname = "notes"\ncommand = "{python}"\n'
+        'args = ["notes_server.py"]\n[[mcp_servers]]\nname = "db"\ncommand = "db-mcp"\n'
+        'cwd = "data"\n[[mcp_servers]]\nname = "web"\nurl = "http://127.0.0.1:8931/mcp"\n',
+    )
+    spec = load_system(system)
+    topology = system_topology(spec, "demo", tmp_path / "keys")
+    (runtime,) = [child for child in topology.actor if child.name == "tools"]
+    options = json.loads(runtime.env["PARLEY_OPTIONS"])
+    assert options["mcp_servers"] == [
+        {
+            "name": "notes",
+            "command": "{python}",  # the runtime's own interpreter, when it starts it
+            "args": ["notes_server.py"],
+            "cwd": str(system.resolve()),
+        },
+        {"name": "db", "command": "db-mcp", "cwd": str((system / "data").resolve())},
+        {"name": "web", "url": "http://127.0.0.1:8931/mcp"},
+    ]
+    assert [McpServerSettings.model_validate(s).name for s in options["mcp_servers"]] == [
+        "notes",
+        "db",
+        "web",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ('[[mcp_servers]]\nname = "notes"\ncommand = "x"\n', "set `tools = true` to run it"),
+        (
+            'tools = true\n[[mcp_servers]]\nname = "a"\ncommand = "x"\n'
+            '[[mcp_servers]]\nname = "a"\nurl = "http://127.0.0.1:1/mcp"\n',
+            "names a server twice: a",
+        ),
+        (
+            'tools = true\n[[mcp_servers]]\nname = "far"\nurl = "http://10.0.0.1/mcp"\n',
+            "not on a loopback address",
+        ),
+    ],
+)
+def test_a_systems_mcp_servers_are_checked_when_it_is_read(
+    tmp_path: Path, extra: str, said: str
+) -> None:
+    with pytest.raises(ConfigError, match="invalid system") as refused:
+        load_system(_system(tmp_path / "mine", extra))
+    assert said in str(refused.value), refused.value
