@@ -223,3 +223,42 @@ async def test_anthropic_failures(
     with pytest.raises(BrainError) as caught:
         await anthropic.reply(CALL)
     assert (caught.value.code, caught.value.retryable) == (code, retryable)
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+async def test_a_key_variable_the_host_lacks_is_said_at_start(
+    backend: str,
+    server: WireServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A profile copied from the shipped comments named `OPENAI_API_KEY`, which `parley up`
+    gives its agent hosts no more: every request went without a key, and nothing said so."""
+    monkeypatch.delenv("PARLEY_TEST_PROVIDER_KEY", raising=False)
+    said = []
+    for key_env, value in [
+        ("PARLEY_TEST_PROVIDER_KEY", None),
+        ("PARLEY_TEST_PROVIDER_KEY", "k"),
+        ("", None),
+    ]:
+        if value is not None:
+            monkeypatch.setenv("PARLEY_TEST_PROVIDER_KEY", value)
+        caplog.clear()
+        config: OpenAIBrainConfig | AnthropicBrainConfig
+        if backend == "openai":
+            config = OpenAIBrainConfig(backend="openai", base_url=server.url, api_key_env=key_env)
+            brain: OpenAIBrain | AnthropicBrain = OpenAIBrain(profile_for(config), config)
+        else:
+            config = AnthropicBrainConfig(
+                backend="anthropic", base_url=server.url, api_key_env=key_env
+            )
+            brain = AnthropicBrain(profile_for(config), config)
+        await brain.start()
+        await brain.close()
+        said.append([r.getMessage() for r in caplog.records if r.levelname == "WARNING"])
+    missing, present, none_named = said
+    assert len(missing) == 1 and missing[0].startswith(
+        "PARLEY_TEST_PROVIDER_KEY is not set in this agent host's environment"
+    ), missing
+    assert 'backend = "gateway"' in missing[0]
+    assert present == [] and none_named == [], said

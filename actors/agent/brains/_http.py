@@ -21,6 +21,7 @@ still gets wrong after being told what was wrong (actors/agent/brains/_tools.py)
 
 from __future__ import annotations
 
+import logging
 import os
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
@@ -33,6 +34,8 @@ from actors.agent.brains._protocol import BrainError
 from actors.agent.brains._tools import ParsedToolCalls
 from actors.llm import RETRYABLE_STATUS, provider_message
 from schemas import ErrorCode
+
+log = logging.getLogger("parley.actors.agent")
 
 __all__ = ("HttpBrain",)
 
@@ -77,7 +80,19 @@ class HttpBrain(ABC, Generic[_Config]):
         return None
 
     async def start(self) -> None:
-        """Open the client; its timeout bounds every phase of a request."""
+        """Open the client; its timeout bounds every phase of a request. A key named by a
+        variable this host does not have is said once: `parley up` gives provider keys to
+        the LLM gateway alone, and a profile copied from a comment sent every request
+        without one, each refused by the provider, with nothing said at start."""
+        env = self._config.api_key_env
+        if not self._config.api_key and env and not os.environ.get(env):
+            log.warning(
+                f"{env} is not set in this agent host's environment: its model requests go "
+                "without a key, which a hosted provider refuses. Under `parley up` provider "
+                'keys reach the LLM gateway alone: use `backend = "gateway"` (README, "A real '
+                'model"); a local server that needs no key: `api_key_env = ""`',
+                extra={"api_key_env": env, "base_url": self._config.base_url},
+            )
         self._client = httpx.AsyncClient(
             base_url=self._config.base_url.rstrip("/") + "/",
             headers={"Accept": "application/json", **self.wire_headers(self.api_key())},
