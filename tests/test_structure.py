@@ -122,6 +122,39 @@ def test_released_versions_still_decode(fixture: Path) -> None:
     assert envelope.__struct_config__.tag == fixture.stem
 
 
+_SPAWNS = ("create_subprocess_exec", "Popen")
+
+
+def _unowned_spawns(path: Path) -> list[str]:
+    """The process starts in `path` whose command is not `owned_argv(...)`: a child that
+    outlives its parent killed outright (bus/_lifeline.py)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr not in _SPAWNS or not node.args:
+            continue
+        argv = node.args[0].value if isinstance(node.args[0], ast.Starred) else node.args[0]
+        owned = isinstance(argv, ast.Call) and getattr(argv.func, "id", "") == "owned_argv"
+        if not owned:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_every_child_process_dies_with_its_parent() -> None:
+    """Anything a person starts leaves no process behind, killed outright included: a
+    chaos run's model provider and its provisioning, a benchmark's `audit verify`, the
+    tools demo's git outlived a SIGKILLed command (an operator's walk). Every start of a
+    child goes through `owned_argv`, which has the kernel kill it with its parent."""
+    unowned = [
+        where
+        for layer in LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        for where in _unowned_spawns(path)
+    ]
+    assert not unowned, f"children that outlive a killed parent: {unowned}"
+
+
 MAX_LINES = 400
 """A module a newcomer reads in one sitting; past this, it holds more than one concept."""
 

@@ -42,6 +42,7 @@ from bus import (
     connect,
     jetstream,
     load_settings,
+    owned_argv,
     shipped,
 )
 from bus._supervisor import GiveUp
@@ -270,9 +271,7 @@ async def _git(repository: Path, *arguments: str) -> tuple[int, str]:
     }
     options = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
     process = await asyncio.create_subprocess_exec(
-        "git",
-        *options,
-        *arguments,
+        *owned_argv(["git", *options, *arguments]),  # dies with the demo, however it ends
         cwd=repository,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,

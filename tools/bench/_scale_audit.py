@@ -45,7 +45,7 @@ from actors.auditor import (
     seal,
     sign_checkpoint,
 )
-from bus import MSG_ID, EmbeddedServer, Quotas, provision, python_command
+from bus import MSG_ID, EmbeddedServer, Quotas, owned_argv, provision, python_command
 from schemas import AuditRecord, Namespace, derive_id, encode, utc_now
 from tools.bench._audit import _decision
 
@@ -161,7 +161,9 @@ def _wait_for(child: subprocess.Popen[bytes], started: float) -> _Outcome:
 
 
 def _spawn(argv: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(  # dies with the benchmark, however it ends
+        owned_argv(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
 
 
 async def _run_verify(argv: list[str], cwd: Path) -> _Outcome:

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from actors.delegation import Delegate
-from bus import python_command
+from bus import owned_argv, python_command
 from tools.chaos._agents import LLM_AGENT
 from tools.chaos._delegations import DEADLINE_MS
 from tools.chaos._schedule import PlannedFault
@@ -98,7 +98,7 @@ class Provider:
             RuntimeError: it exited or said nothing within its bound.
         """
         self._process = await asyncio.create_subprocess_exec(
-            *python_command("-c", _SERVE, str(self.log)),
+            *owned_argv(python_command("-c", _SERVE, str(self.log))),  # dies with the run
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
         )

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bus import python_command
+from bus import owned_argv, python_command
 from schemas import Namespace
 from tools.natsconf import AUTHORIZATION, write_nats_config
 from tools.natsconf._permissions import PROVISIONER
@@ -94,7 +94,7 @@ class LockedBroker:
         argv = python_command("-m", "tools", "provision")
         argv += ["--config", str(self.settings_file(PROVISIONER)), *map(str, actors)]
         process = await asyncio.create_subprocess_exec(
-            *argv,
+            *owned_argv(argv),  # dies with the run, however it ends
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
