@@ -61,7 +61,14 @@ from tools._system_policy import (
 )
 from tools.provision import provision_once
 
-__all__ = ("SERVER_BACKOFF_S", "SERVER_INTENSITY", "SERVER_PERIOD_S", "ServerKeeper", "up")
+__all__ = (
+    "SERVER_BACKOFF_S",
+    "SERVER_INTENSITY",
+    "SERVER_PERIOD_S",
+    "SERVER_STABLE_S",
+    "ServerKeeper",
+    "up",
+)
 
 SERVER_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 """The pause before each successive restart of the server."""
@@ -125,7 +132,7 @@ class ServerKeeper:
                 return
             now = time.monotonic()
             if now - started > SERVER_STABLE_S:  # it held: a new failure starts the backoff over
-                attempt = 0
+                attempt = 0  # (a restart that failed did not hold: `started` is its attempt's)
             self._restarts.append(now)
             while self._restarts and now - self._restarts[0] > SERVER_PERIOD_S:
                 self._restarts.popleft()
@@ -146,6 +153,7 @@ class ServerKeeper:
                 return
             except TimeoutError:
                 pass
+            started = time.monotonic()  # judged from the attempt: one that failed did not hold
             try:
                 await asyncio.to_thread(self.server.start)
             except NatsServerError as exc:  # its exit is queued; the next turn counts it
@@ -155,7 +163,6 @@ class ServerKeeper:
                 _say(f"restart failed: {exc!r}")
                 self._exits.put_nowait(_NOT_STARTED)  # counted like an exit, toward giving up
                 continue
-            started = time.monotonic()
             _say(f"restarted (pid {self.server.pid}) at {self.server.url}")
 
     async def _next_exit(self, stopping: asyncio.Event) -> int | None:

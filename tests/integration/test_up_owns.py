@@ -29,9 +29,10 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from bus import RECONNECT_WINDOW_S
+from bus._embedded import find_nats_server
 from tests.support.processes import READY, REPO, SUPPORT_PATH, ProcessOutput, close_up, parley_up
 from tests.support.system import finished, parley_cli
-from tools._up import SERVER_INTENSITY, SERVER_PERIOD_S
+from tools._up import SERVER_INTENSITY, SERVER_PERIOD_S, SERVER_STABLE_S
 from tools.demo import DEMO_GOAL, sign_policy
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.chaos]
@@ -357,3 +358,39 @@ async def test_a_server_that_keeps_dying_is_given_up_on_by_name(tmp_path: Path) 
         assert not [line for line in up.lines if line.startswith("[echo-a] exited")]
     finally:
         close_up(up)
+
+
+async def test_restarts_that_fail_back_off_longer_each_time(tmp_path: Path) -> None:
+    """A server that cannot start again is retried after 0.5, 1, 2 and 4 s, as one that
+    restarts and dies again is; once the first server had held `SERVER_STABLE_S`, the
+    backoff started over at every failed attempt (five tries 0.5 s apart, given up on within
+    3 s: an operator's walk), since each failure was judged against that first start. Here the binary refuses to run once its first server is
+    up (`PARLEY_NATS_SERVER`, a script that execs the real one until told not to)."""
+    broken = tmp_path / "broken"
+    wrapper = tmp_path / "nats-server"
+    wrapper.write_text(
+        f'#!/bin/sh\n[ -e "{broken}" ] && exit 3\nexec "{find_nats_server()}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    topology = tmp_path / "echo.toml"
+    topology.write_text('[[actor]]\nname = "echo-a"\nrun = "echo"\n')
+    env = {**_env(), "PARLEY_NATS_SERVER": str(wrapper)}
+    up = parley_up(topology, env, "--open-broker", cwd=tmp_path)
+    try:
+        _, line = await up.wait_line(
+            r"^\[nats\] embedded nats-server \(pid \d+\)", timeout=STARTUP_S
+        )
+        found = re.search(r"\(pid (\d+)\)", line)
+        assert found is not None, line
+        # The clock passing is the point: a server that held this long counts as stable,
+        # and a failure after it starts the backoff over, once, from 0.5 s.
+        await asyncio.sleep(SERVER_STABLE_S + 0.5)
+        broken.touch()
+        os.kill(int(found.group(1)), signal.SIGKILL)
+        assert await up.wait_exit(timeout=60) == 1
+    finally:
+        close_up(up)
+    said = "\n".join(up.lines)
+    delays = re.findall(r"^\[nats\] exited \(.*\); restarting in ([\d.]+)s$", said, re.M)
+    assert delays == ["0.5", "1", "2", "4", "4"], up.lines[-30:]
+    assert "giving up: nats-server keeps dying" in said, up.lines[-30:]
