@@ -364,8 +364,9 @@ async def test_restarts_that_fail_back_off_longer_each_time(tmp_path: Path) -> N
     """A server that cannot start again is retried after 0.5, 1, 2 and 4 s, as one that
     restarts and dies again is; once the first server had held `SERVER_STABLE_S`, the
     backoff started over at every failed attempt (five tries 0.5 s apart, given up on within
-    3 s: an operator's walk), since each failure was judged against that first start. Here the binary refuses to run once its first server is
-    up (`PARLEY_NATS_SERVER`, a script that execs the real one until told not to)."""
+    3 s: an operator's walk), since each failure was judged against that first start. Here
+    the binary refuses to run once its first server is up (`PARLEY_NATS_SERVER`, a script
+    that execs the real one until told not to)."""
     broken = tmp_path / "broken"
     wrapper = tmp_path / "nats-server"
     wrapper.write_text(
