@@ -76,7 +76,8 @@ class SystemSpec(BaseModel):
     policy: Path
     """The bundle source (TOML) signed with the system's key and published to the gate."""
     agents_dir: Path = Path("deploy/agents")
-    """Where the agents' profiles are (the shipped ones unless the system names its own)."""
+    """Where the agents' profiles are: each agent's in this directory (the working
+    directory's, for a relative one) if it is there, else Parley's own."""
     console: bool = True
     """Run the web console too."""
     tools: bool = False
@@ -194,10 +195,15 @@ def system_topology(
     key_pair(keys / "audit.key", keys / "audit.pub")
     for url_file in ("console.url", "a2a.url"):  # an earlier run's, killed: its port is no
         (LOCAL_DIR / url_file).unlink(missing_ok=True)  # longer ours; the new one writes anew
-    agents_dir = shipped(spec.agents_dir).resolve()
-    missing = [name for name in spec.agents if not (agents_dir / f"{name}.toml").exists()]
+    # Each profile where this directory has it, else Parley's own: a person who writes
+    # deploy/agents/gpt.toml to give gpt a model keeps the shipped profiles of the others.
+    profiles = {name: shipped(spec.agents_dir / f"{name}.toml") for name in spec.agents}
+    missing = [name for name, profile in profiles.items() if not profile.exists()]
     if missing:
-        raise ConfigError(f"no agent profile for {', '.join(missing)} in {agents_dir}")
+        raise ConfigError(
+            f"no agent profile for {', '.join(missing)} in {spec.agents_dir} (nor among "
+            "Parley's own)"
+        )
     gate = {"policy_keys": [str((keys / "policy.pub").resolve())], "tenant": tenant}
     auditor = {"signing_key": str((keys / "audit.key").resolve()), "tenant": tenant}
     console = {
@@ -206,7 +212,6 @@ def system_topology(
         "audit_reader": str(LOCAL_BROKER / "actors" / "audit-cli.toml"),
         **gate,  # seed 002 §6: it checks the bundle in force before a session starts
     }
-    agent = {"agents_dir": str(agents_dir)}
     runtime: dict[str, object] = {**gate, "workspaces": str((LOCAL_DIR / "workspaces").resolve())}
     if spec.mcp_servers:
         runtime["mcp_servers"] = [
@@ -222,7 +227,14 @@ def system_topology(
         ChildSpec(name="gate", run="gate", env=options(gate)),
         ChildSpec(name="router", run="router"),
         ChildSpec(name="auditor", run="auditor", env=options(auditor)),
-        *(ChildSpec(name=name, run="agent", env=options(agent)) for name in spec.agents),
+        *(
+            ChildSpec(
+                name=name,
+                run="agent",
+                env=options({"agents_dir": str(profiles[name].parent.resolve())}),
+            )
+            for name in spec.agents
+        ),
     ]
     if spec.tools:
         children.append(ChildSpec(name="tools", run="tools", env=options(runtime)))

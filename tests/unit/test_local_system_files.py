@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from actors.tools import McpServerSettings
-from bus import ConfigError
+from bus import SHIPPED_ROOT, ConfigError
 from tools._local import LOCAL_DIR
 from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
 from tools._up import shown
@@ -105,3 +105,32 @@ def test_a_systems_mcp_servers_are_checked_when_it_is_read(
     with pytest.raises(ConfigError, match="invalid system") as refused:
         load_system(_system(tmp_path / "mine", extra))
     assert said in str(refused.value), refused.value
+
+
+def test_a_profile_of_this_directory_replaces_only_its_own_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README "A real model": writing deploy/agents/gpt.toml here gives gpt a model; `parley
+    up` refused to start for want of every other agent's profile, and with them copied the
+    local agent's program, named relative to its profile, was not found (a newcomer's walk).
+    Each agent's profile is this directory's if it has it, else Parley's own."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deploy" / "agents").mkdir(parents=True)
+    (tmp_path / "deploy" / "agents" / "gpt.toml").write_text('name = "gpt"\n')
+    topology = system_topology(LOCAL_SYSTEM, "demo", tmp_path / "keys")
+    dirs = {
+        child.name: Path(json.loads(child.env["PARLEY_OPTIONS"])["agents_dir"])
+        for child in topology.actor
+        if child.run == "agent"
+    }
+    assert dirs["gpt"] == (tmp_path / "deploy" / "agents").resolve()
+    shipped_dir = (SHIPPED_ROOT / "deploy" / "agents").resolve()
+    assert {name for name, where in dirs.items() if where == shipped_dir} == set(
+        LOCAL_SYSTEM.agents
+    ) - {"gpt"}
+
+
+def test_an_agent_with_no_profile_anywhere_is_named(tmp_path: Path) -> None:
+    system = _system(tmp_path / "mine", 'agents_dir = "agents"\n')  # of its own: gpt is not there
+    with pytest.raises(ConfigError, match="no agent profile for gpt in "):
+        system_topology(load_system(system), "demo", tmp_path / "keys")
