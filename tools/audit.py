@@ -74,9 +74,12 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
 
 
 def read_off_box(lines: Iterable[str]) -> list[bytes]:
-    """Signed checkpoints from the auditor's log lines (or from bare DSSE JSON lines)."""
+    """Signed checkpoints from the auditor's log lines (or from bare DSSE JSON lines), as
+    the auditor wrote them or as `parley up` shows them (`[auditor] {...}`): an operator who
+    keeps `parley up`'s output as the off-box copy gave a file this read nothing of."""
     found = []
-    for line in lines:
+    for raw_line in lines:
+        line = raw_line[raw_line.find("{") :] if raw_line.startswith("[") else raw_line
         try:
             entry = json.loads(line)
         except ValueError:
@@ -225,9 +228,15 @@ async def _verify(args: argparse.Namespace) -> int:
     for path in args.checkpoints or ():
         try:
             text = await asyncio.to_thread(Path(path).read_text)
-            off_box += read_off_box(text.splitlines())
         except OSError as exc:
             raise AuditToolError(f"cannot read {path}: {exc}") from None
+        found = read_off_box(text.splitlines())
+        if not found:  # compared against nothing, the chain's end would go unchecked, unsaid
+            raise AuditToolError(
+                f"{path} holds no checkpoint: give the auditor's log, or `parley up`'s output "
+                "(their `checkpoint` lines)"
+            )
+        off_box += found
     nc, ns, js = await _open(args)
     try:
         report = await verify_stream(
@@ -244,8 +253,10 @@ async def _verify(args: argparse.Namespace) -> int:
         f"{_counted(report.records, 'record')}, {_counted(report.checkpoints, 'checkpoint')}, "
         f"{report.covered} pinned by a signed checkpoint"
     )
+    if off_box:
+        summary += f", {_counted(len(off_box), 'off-box checkpoint')} compared"
     if args.json:
-        print(json.dumps({**report.__dict__, "ok": report.ok}))
+        print(json.dumps({**report.__dict__, "ok": report.ok, "off_box": len(off_box)}))
         return 0 if report.ok else 1
     if report.ok:
         print(f"audit chain intact: {summary}")

@@ -220,6 +220,23 @@ async def test_two_hundred_random_tamperings_are_all_caught(
     assert result.returncode == 0 and "intact" in result.stdout, result.stdout
     result = await asyncio.to_thread(_cli, nats_server.url, [*argv, "--strict"])
     assert result.returncode == 1 and "pinned by no checkpoint" in result.stdout, result.stdout
+    # `parley up`'s output as the off-box copy: its lines are the auditor's, named. Read as
+    # nothing, it left the cut unseen; a file of no checkpoint at all is refused, not ignored.
+    shown = tmp_path / "up.log"
+    shown.write_text("\n".join(f"[auditor] {line}" for line in auditor.lines))
+    result = await asyncio.to_thread(_cli, nats_server.url, [*argv, "--checkpoints", str(shown)])
+    assert result.returncode == 1 and "missing from the stream" in result.stdout, result.stdout
+    whole = await _copy(js, f"{namespace.root}y", list(original))
+    intact = ["audit", "verify", "--stream", whole, "--key", str(keys.public_path)]
+    result = await asyncio.to_thread(_cli, nats_server.url, [*intact, "--checkpoints", str(shown)])
+    compared = f"{len(off_box)} off-box checkpoints compared"
+    assert result.returncode == 0 and compared in result.stdout, result.stdout
+    await js.delete_stream(whole)
+    empty = tmp_path / "nothing.log"
+    empty.write_text("not a log of the auditor\n")
+    result = await asyncio.to_thread(_cli, nats_server.url, [*argv, "--checkpoints", str(empty)])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{empty} holds no checkpoint" in result.stderr, result.stderr
 
     rng = random.Random(6)  # noqa: S311 - reproducible tamperings, not key material
     missed: list[str] = []
