@@ -43,13 +43,18 @@ def test_a_line_it_cannot_parse_is_one_line_naming_the_command(
             "parley approvals: --wait must be more than 0 seconds, got -1",
         ),
         (["mcp", "--http", "99999"], "parley mcp: --http 99999 is no port: 0 (any free one)"),
+        (["chaos", "--duration", "0"], "parley chaos: --duration 0 must be more than 0"),
+        (["chaos", "--sessions", "0", "--plan"], "parley chaos: --sessions 0 must be more than"),
+        (["chaos", "--llm", "-1", "--plan"], "parley chaos: --llm -1 must be 0 or more"),
+        (["chaos", "--shared", "--ack-wait", "0"], "parley chaos: --ack-wait 0 must be more"),
     ],
 )
 def test_a_command_line_that_cannot_work_is_refused_before_anything_is_sent(
     argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A newcomer's walk: `task @gpt ""` was sent, `--wait -1` waited "-1 s", and `mcp --http
-    99999` ended in Python's `OverflowError` (exit 1)."""
+    99999` ended in Python's `OverflowError` (exit 1); an operator's: `chaos --duration 0`
+    started the whole topology to fail, `--sessions 0` ran four, `--llm -1` was planned."""
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(said), err

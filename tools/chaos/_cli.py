@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
@@ -50,7 +51,27 @@ def _cmd_shared(args: argparse.Namespace) -> int:
     return code
 
 
+def _out_of_range(args: argparse.Namespace) -> str | None:
+    """What is wrong with the figures given, said before anything starts: a `--duration 0`
+    started the whole topology to fail, `--sessions 0` ran the default number silently, and
+    negative workers were planned (an operator's walk)."""
+    positive = {"--duration": args.duration, "--ack-wait": args.ack_wait}
+    positive |= {"--sessions": args.sessions, "--kill-router-every": args.kill_router_every}
+    for flag, value in positive.items():
+        if value is not None and not value > 0:
+            return f"{flag} {value:g} must be more than 0"
+    counts = {"--delegations": args.delegations, "--tools": args.tools, "--llm": args.llm}
+    for flag, value in counts.items():
+        if value < 0:
+            return f"{flag} {value} must be 0 or more"
+    return None
+
+
 def _cmd_chaos(args: argparse.Namespace) -> int:
+    wrong = _out_of_range(args)
+    if wrong is not None:
+        print(f"parley chaos: {wrong}", file=sys.stderr)
+        return 2
     stop_like_interrupt()  # SIGTERM, SIGHUP: unwind like Ctrl-C, stopping every process started
     if args.shared:
         return _cmd_shared(args)
