@@ -166,6 +166,7 @@ async def connect(
     on_lost: Callable[[], Awaitable[None]] | None = None,
     on_back: Callable[[], Awaitable[None]] | None = None,
     on_refused: Callable[[str], None] | None = None,
+    first_attempts: int | None = None,
 ) -> NATS:
     """Open the actor's connection and return it (already connected); `link` follows it.
 
@@ -174,7 +175,9 @@ async def connect(
     after a close of our own: the caller tells the two apart). `on_lost` and `on_back` are
     awaited when the connection drops (not by our own close) and when it is back;
     `on_refused` is told each permission violation the server reports (nats-py says it only
-    to this callback, while the request it refused just goes unanswered).
+    to this callback, while the request it refused just goes unanswered). A command's first
+    connect tries as often as its reconnects, unless `first_attempts` bounds it: each try at
+    a server that accepts the socket and never answers costs the connect timeout.
 
     Raises:
         ConfigError: an actor's (`reconnect_forever`) first connect found its credentials
@@ -270,9 +273,9 @@ async def connect(
     # ignored Ctrl-C and SIGTERM, and its `server_wait_s` never ran out). The first connect
     # tries each server a few times, then raises NoServersError (`connect_when_up` waits and
     # tries again); once connected, the connection reconnects as configured.
-    first = {**options, "max_reconnect_attempts": FIRST_CONNECT_ATTEMPTS}
+    first = {**options, "max_reconnect_attempts": first_attempts or FIRST_CONNECT_ATTEMPTS}
     try:
-        await connection.connect(**(first if reconnect_forever else options))
+        await connection.connect(**(first if reconnect_forever or first_attempts else options))
     except NoServersError:
         if reconnect_forever and rejected:  # an actor: a commands says it in its own words
             raise ConfigError(

@@ -34,12 +34,9 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
-
-from nats.aio.client import Client as NATS
-from nats.errors import NoServersError
 
 from actors.a2a import DEFAULT_A2A_TOKENS_FILE
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, principal_of
@@ -52,11 +49,9 @@ from bus import (
     EmbeddedServer,
     Settings,
     Topology,
-    connect,
     load_settings,
 )
 from schemas import Namespace
-from tools._errors import ServerUnreachable
 from tools._local_owner import (
     LOCAL_DIR,
     LOCAL_OWNER_FILE,
@@ -66,8 +61,6 @@ from tools._local_owner import (
     local_system_alive,
     record_local_system,
 )
-from tools._refused import Refusals, refusal_line
-from tools._still_waiting import announced
 from tools.natsconf import (
     ARTIFACT_READER,
     AUDIT_READER,
@@ -93,7 +86,6 @@ __all__ = (
     "NO_LOCAL_SYSTEM",
     "SERVER_RESTART_WINDOW_S",
     "claim_local_directory",
-    "connect_local",
     "console_people",
     "forget_local_system",
     "local_cluster",
@@ -164,49 +156,6 @@ def local_settings(config: Path | None, role: str, **overrides: Any) -> Settings
     if url != settings.nats_url:
         settings = settings.model_copy(update={"nats_url": url})
     return settings
-
-
-async def connect_local(
-    settings: Settings,
-    role: str,
-    *,
-    on_closed: Callable[[], Awaitable[None]] | None = None,
-    on_lost: Callable[[], Awaitable[None]] | None = None,
-    on_back: Callable[[], Awaitable[None]] | None = None,
-) -> NATS:
-    """Connect a command as `role`, or fail with what to set. The connection reconnects for a
-    few seconds only (`reconnect_window_s`); `on_closed`, `on_lost` and `on_back`
-    (bus.connect's) hear how it fares (tools/_waiting.py watches it).
-
-    Raises:
-        ServerUnreachable: no server answered at the settings' URL.
-        ConfigError: the server rejected the credentials.
-    """
-    refusals = Refusals().install()  # rejected credentials also end as "no servers"
-    try:
-        return await announced(
-            connect(
-                settings,
-                role,
-                reconnect_forever=False,
-                reconnect_window_s=reconnect_window_s(settings),
-                on_closed=on_closed,
-                on_lost=on_lost,
-                on_back=on_back,
-            ),
-            f"the NATS server at {settings.nats_url} to answer (connecting as `{role}`)",
-        )
-    except (NoServersError, OSError, TimeoutError) as exc:
-        rejected = refusals.first()
-        if rejected is not None and rejected.credentials_rejected:
-            raise ConfigError(refusal_line(rejected)) from None
-        raise ServerUnreachable(
-            f"no NATS server answers at {settings.nats_url} ({exc.__class__.__name__}): "
-            "start the local system with `parley up` in this directory, or set NATS_URL "
-            "(and --config with this role's credentials for a locked-down broker)"
-        ) from None
-    finally:
-        refusals.remove()
 
 
 def local_cluster(size: int, store: Path, authorization: Path | None) -> EmbeddedCluster:

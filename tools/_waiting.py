@@ -56,8 +56,9 @@ from schemas import (
     new_id,
     utc_now,
 )
+from tools._command_connection import connect_local
 from tools._errors import debug_traceback, report_failure
-from tools._local import connect_local, reconnect_window_s
+from tools._local import reconnect_window_s
 from tools._still_waiting import announced
 from tools._stored_events import StoredUnreadable, ended_line, stored_end
 from tools._terminal_gone import guarded_output, silence_terminal, when_terminal_gone

@@ -22,8 +22,9 @@ from nats.aio.client import Client as NATS
 from actors.tools import ArtifactStore, ArtifactStoreError, ArtifactUri, BadArtifactUri
 from bus import ConfigError, HistoryError, jetstream
 from schemas import Namespace
+from tools._command_connection import connect_local
 from tools._errors import report_failure
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
 from tools.natsconf import ARTIFACT_READER
 
 __all__ = ("add_artifacts_commands",)

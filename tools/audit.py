@@ -42,8 +42,9 @@ from schemas import (
     check_token,
     key_id,
 )
+from tools._command_connection import connect_local
 from tools._errors import refusal_seen, report_failure
-from tools._local import LOCAL_AUDIT_KEY, connect_local, local_settings
+from tools._local import LOCAL_AUDIT_KEY, local_settings
 from tools._terminal_text import terminal_safe
 from tools._trace_keys import named_key, read_for_key, records_of
 from tools._tracetree import render_trace

@@ -29,9 +29,10 @@ from typing import Final
 
 from bus import ConfigError, HistoryError, jetstream
 from schemas import AuditRecord, Namespace
+from tools._command_connection import connect_local
 from tools._errors import report_failure
 from tools._interactions import Interaction, decisions_by_envelope, interactions, verdict
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
 from tools._trace_keys import named_key, read_for_key, records_of, traces_named
 from tools.audit import query_records
 from tools.natsconf import AUDIT_READER

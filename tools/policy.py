@@ -42,8 +42,9 @@ from schemas import (
     utc_now,
     verify_bundle,
 )
+from tools._command_connection import connect_local
 from tools._errors import report_failure
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
 from tools.natsconf._permissions import POLICY_SIGNER
 
 __all__ = ("add_policy_commands",)

@@ -31,8 +31,9 @@ from bus import (
     jetstream,
 )
 from schemas import Namespace
+from tools._command_connection import connect_local
 from tools._errors import report_failure
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
 from tools.natsconf import PROVISIONER
 
 __all__ = ("Usage", "add_storage_command", "read_usage", "render_usage")

@@ -15,8 +15,9 @@ from nats.aio.msg import Msg
 
 from bus import ConfigError
 from schemas import DecodeError, Namespace, decode_envelope
+from tools._command_connection import connect_local
 from tools._errors import refusal_seen, report_failure
-from tools._local import connect_local, local_settings
+from tools._local import local_settings
 from tools.natsconf import AUDIT_READER
 
 __all__ = ("NotASubject", "SubscriptionRefused", "add_tail_command", "check_subject")

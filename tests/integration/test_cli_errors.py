@@ -10,6 +10,8 @@ credentials is refused by the broker itself.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import sys
 import time
@@ -113,6 +115,31 @@ async def test_a_command_that_reads_says_no_server_as_a_waiting_one_does(
     debug = await run_parley(env, tmp_path, "--debug", *command)
     assert debug.code == 3, debug
     assert "Traceback (most recent call last)" in debug.err, debug.err
+
+
+async def test_a_server_that_takes_connections_and_never_answers_is_said_so_soon(
+    namespace: Namespace, tmp_path: Path
+) -> None:
+    """A stopped (SIGSTOP) server accepts the socket and never answers: commands waited about
+    two minutes, a connect timeout per try, then told the person to start a `parley up` that
+    was running (an operator's walk). Two tries, then what it is."""
+    server = EmbeddedServer(tmp_path / "nats")
+    await asyncio.to_thread(server.start)
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        ran = await run_parley(parley_env(server.url, namespace.root), tmp_path, "storage")
+        took = time.monotonic() - started
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        server.close()
+    assert ran.code == 3, ran
+    assert ran.err_lines[-1] == (
+        f"parley storage: the NATS server at {server.url} takes connections but does not answer "
+        "them: it is stopped (SIGSTOP), overloaded, or no NATS server listens there"
+    ), ran.err
+    assert took < 30, f"{took:.0f} s"
 
 
 async def test_a_server_without_parley_is_one_line_not_a_traceback(
