@@ -51,6 +51,7 @@ from tools._llm_settings import write_gateway_settings
 from tools._local import LOCAL_BROKER, LOCAL_DIR, LOCAL_KEYS
 
 __all__ = (
+    "GATEWAY_SETTINGS",
     "LOCAL_SYSTEM",
     "SYSTEM_FILE",
     "SystemSpec",
@@ -117,6 +118,10 @@ class SystemSpec(BaseModel):
             raise ValueError(f"names an agent twice: {', '.join(twice)}")
         return agents
 
+
+GATEWAY_SETTINGS: Final = LOCAL_DIR / "llm.toml"
+"""The LLM gateway's settings, with the provider keys: written at each start of a system that
+runs the gateway, removed when `parley up` stops."""
 
 LOCAL_SYSTEM: Final = SystemSpec(
     agents=("gpt", "claude", "local", "planner", "researcher", "coder", "reviewer"),
@@ -240,7 +245,7 @@ def system_topology(
         children.append(ChildSpec(name="tools", run="tools", env=options(runtime)))
     if spec.llm:
         settings = write_gateway_settings(
-            LOCAL_DIR / "llm.toml",
+            GATEWAY_SETTINGS,
             keys / "policy.pub",
             tenant,
             provider_keys or {},

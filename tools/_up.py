@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from collections import deque
+from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -50,7 +51,7 @@ from tools._local import (
     provision_locked,
     record_local_system,
 )
-from tools._local_system import LOCAL_SYSTEM, load_system, system_topology
+from tools._local_system import GATEWAY_SETTINGS, LOCAL_SYSTEM, load_system, system_topology
 from tools._metrics_targets import TARGETS_FILE, MetricsTargets
 from tools._nats_contexts import LOCAL_CONTEXTS, context_hint, write_nats_contexts
 from tools._system_policy import (
@@ -215,24 +216,9 @@ async def up(args: argparse.Namespace) -> int:
     bundle: BundleSource | None = None
     env = dict(os.environ)
     claim = claim_local_directory()  # before anything is written under `.parley/`
-    if args.topology is None or shipped(args.topology).is_dir():
-        spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
-        bundle = read_bundle_source(spec.policy)
-        keys: dict[str, str] = {}
-        if spec.llm:  # the keys are the gateway's alone: no process started here inherits them
-            keys = take_provider_keys(os.environ)
-            take_provider_keys(env)
-        topology = system_topology(spec, bundle.tenant, provider_keys=keys)
-    else:
-        topology = load_topology(shipped(args.topology))
-    people = bundle.people if bundle is not None else ()
-    # Every actor serves metrics on a free port of its own, listed in the targets file.
-    env.setdefault("PARLEY_METRICS_PORT", "0")
-    targets = MetricsTargets(LOCAL_DIR / TARGETS_FILE)
     loop = asyncio.get_running_loop()
     server: EmbeddedServer | EmbeddedCluster | None = None
     keeper: ServerKeeper | None = None
-    locked: Namespace | None = None  # the namespace locked down, when it is
     if "NATS_URL" not in env:
         store = args.store or LOCAL_DIR / ("cluster" if args.cluster else "nats")
         authorization = None if args.open_broker else LOCAL_BROKER / "authorization.conf"
@@ -244,6 +230,24 @@ async def up(args: argparse.Namespace) -> int:
                 store, on_log=_server_line, authorization=authorization, on_exit=keeper.exited
             )
         server.lock_store()  # before anything is written for it: a second `parley up` stops here
+    gateway_settings: Path | None = None  # the provider keys' file, removed at the end
+    if args.topology is None or shipped(args.topology).is_dir():
+        spec = LOCAL_SYSTEM if args.topology is None else load_system(shipped(args.topology))
+        bundle = read_bundle_source(spec.policy)
+        keys: dict[str, str] = {}
+        if spec.llm:  # the keys are the gateway's alone: no process started here inherits them
+            keys = take_provider_keys(os.environ)
+            take_provider_keys(env)
+        topology = system_topology(spec, bundle.tenant, provider_keys=keys)
+        gateway_settings = GATEWAY_SETTINGS if spec.llm else None
+    else:
+        topology = load_topology(shipped(args.topology))
+    people = bundle.people if bundle is not None else ()
+    # Every actor serves metrics on a free port of its own, listed in the targets file.
+    env.setdefault("PARLEY_METRICS_PORT", "0")
+    targets = MetricsTargets(LOCAL_DIR / TARGETS_FILE)
+    locked: Namespace | None = None  # the namespace locked down, when it is
+    if server is not None:
         if not args.open_broker:
             root = topology.settings.get("namespace", env.get("PARLEY_NAMESPACE", "parley"))
             locked = Namespace(str(root))
@@ -331,6 +335,8 @@ async def up(args: argparse.Namespace) -> int:
         if server is not None:
             forget_local_system()
             await asyncio.to_thread(server.stop)
+        if gateway_settings is not None:  # the keys stay no longer than the gateway needs them
+            gateway_settings.unlink(missing_ok=True)
         claim.close()  # last: a second `parley up` here finds this one's server gone
     print("parley up: stopped", flush=True)
     return 0

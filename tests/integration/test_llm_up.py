@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from pathlib import Path
 
 from tests.support.llm_server import WireServer
@@ -61,6 +62,11 @@ async def test_the_readme_real_model_profiles_reach_the_provider_through_the_gat
         assert "gpt is writing: 1. bread 2. go 3. eat" in written, written
         assert "is writing" not in "".join(said), said
         assert len([line for line in said if "1. bread 2. go 3. eat" in line]) == 1, said
+        gateway_settings = tmp_path / ".parley" / "llm.toml"
+        assert KEY in gateway_settings.read_text()  # the gateway's, while it runs
+        up.signal(signal.SIGINT)
+        assert await up.wait_exit(timeout=60) == 0, up.lines[-20:]
+        assert not gateway_settings.exists()  # no key left on disk once it stops (a walk)
     finally:
         close_up(up)
         await server.close()

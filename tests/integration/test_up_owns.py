@@ -239,6 +239,31 @@ async def test_a_second_up_in_the_same_directory_is_refused_naming_the_first(
         close_up(first)
 
 
+async def test_a_store_another_up_runs_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """`parley up --store` naming the store of a `parley up` running elsewhere is refused; it
+    wrote the system's keys and the LLM gateway's settings, with any provider key, first (an
+    operator's walk)."""
+    home = Home(tmp_path / "first")
+    first = await home.up()
+    try:
+        elsewhere = tmp_path / "second"
+        elsewhere.mkdir()
+        store = home.root / ".parley" / "nats"
+        env = {**home.env, "OPENAI_API_KEY": "sk-not-to-be-written"}
+        second = parley_up(None, env, "--store", str(store), cwd=elsewhere)
+        try:
+            assert await second.wait_exit(timeout=30) == 2, second.lines
+        finally:
+            close_up(second)
+        assert [line for line in second.lines if line.startswith("parley up:")], second.lines
+        written = sorted(str(p.relative_to(elsewhere)) for p in elsewhere.rglob("*"))
+        assert not [p for p in written if "keys" in p or p.endswith("llm.toml")], written
+    finally:
+        close_up(first)
+
+
 async def test_a_url_left_by_a_killed_up_is_not_followed(tmp_path: Path) -> None:
     home = Home(tmp_path)
     first = await home.up()
