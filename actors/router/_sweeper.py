@@ -28,6 +28,12 @@ log = logging.getLogger("parley.actors.router")
 
 _LIST_TIMEOUT_S = 30.0
 """Listing the sessions may take this long before the sweep gives up until next time."""
+_LISTING_GONE_S = 5.0
+"""How soon the server deletes a listing's consumer once the listing has stopped: nats-py
+leaves a watch's ordered consumer to its inactivity threshold, five minutes by default,
+which kept about thirty idle consumers per router replica on the sessions bucket (a
+listing every `sweep_every_s`). While the listing reads, the consumer has interest and is
+never inactive."""
 _CLOSED_KEPT = 65_536
 """Ended sessions the sweep remembers so as not to read them again (it forgets them all at
 once past this many, and reads each once more)."""
@@ -108,7 +114,12 @@ class SessionSweeper:
         """
         keys: list[str] = []
         async with asyncio.timeout(_LIST_TIMEOUT_S):
-            watcher = await kv.watch("session.>", ignore_deletes=True, meta_only=True)
+            watcher = await kv.watch(
+                "session.>",
+                ignore_deletes=True,
+                meta_only=True,
+                inactive_threshold=_LISTING_GONE_S,
+            )
             try:
                 async for entry in watcher:
                     if entry is None:
