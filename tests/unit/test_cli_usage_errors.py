@@ -4,6 +4,8 @@ failure does (docs/cli.md), not the whole usage of `parley`: a newcomer's `parle
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tools.cli import main
@@ -47,6 +49,7 @@ def test_a_line_it_cannot_parse_is_one_line_naming_the_command(
         (["chaos", "--sessions", "0", "--plan"], "parley chaos: --sessions 0 must be more than"),
         (["chaos", "--llm", "-1", "--plan"], "parley chaos: --llm -1 must be 0 or more"),
         (["chaos", "--shared", "--ack-wait", "0"], "parley chaos: --ack-wait 0 must be more"),
+        (["nats-config", "--out", "x", "--actors", " ,"], "parley nats-config: --actors names no"),
     ],
 )
 def test_a_command_line_that_cannot_work_is_refused_before_anything_is_sent(
@@ -58,3 +61,15 @@ def test_a_command_line_that_cannot_work_is_refused_before_anything_is_sent(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(said), err
+
+
+def test_limits_out_of_range_are_said_as_every_invalid_setting_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nats-config --max-file -1` printed pydantic's own text and its web address."""
+    assert main(["nats-config", "--out", str(tmp_path / "c"), "--max-file", "-1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "parley nats-config: invalid limits:",
+        "  max_file: Input should be greater than or equal to 1048576 (got -1)",
+    ]
+    assert not (tmp_path / "c").exists()

@@ -35,7 +35,7 @@ from typing import Any
 import nkeys
 from pydantic import ValidationError
 
-from bus import AccountLimits
+from bus import AccountLimits, describe_invalid
 from schemas import Namespace, SubjectTokenError, check_token
 from tools.natsconf._follows import follow_publishers
 from tools.natsconf._permissions import (
@@ -310,6 +310,9 @@ def read_accounts(path: Path) -> dict[str, dict[str, Any]]:
 def _cmd_nats_config(args: argparse.Namespace) -> int:
     actors = [a.strip() for a in args.actors.split(",") if a.strip()]
     serves = [a.strip() for a in args.relay_serves.split(",") if a.strip()]
+    if not actors:  # a config of the provisioner alone runs no system
+        print("parley nats-config: --actors names no actor", file=sys.stderr)
+        return 2
     try:
         manifest = write_nats_config(
             args.out,
@@ -326,7 +329,10 @@ def _cmd_nats_config(args: argparse.Namespace) -> int:
             ),
             system_user=args.system_user,
         )
-    except (SubjectTokenError, OSError, ValidationError, ValueError) as exc:
+    except ValidationError as exc:
+        print(describe_invalid("parley nats-config: invalid limits", exc), file=sys.stderr)
+        return 2
+    except (SubjectTokenError, OSError, ValueError) as exc:
         print(f"parley nats-config: {exc}", file=sys.stderr)
         return 2
     for actor, entry in manifest.items():
@@ -346,7 +352,9 @@ def add_natsconf_commands(commands: Any) -> None:
         "--actors",
         default=",".join(DEFAULT_ACTORS),
         help="comma-separated actor ids (gate, router, auditor, cli are roles; others are "
-        "agents); the provisioner is always added",
+        "agents); the provisioner is always added. Naming them replaces the default list: "
+        "name the operator roles too (policy-signer, audit-cli, artifacts-cli, operator) for "
+        "`parley policy publish`, `parley audit`, `parley artifacts` and the nats contexts",
     )
     cmd.add_argument("--namespace", default="parley", help="subject root (default parley)")
     cmd.add_argument(
