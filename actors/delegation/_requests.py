@@ -15,11 +15,11 @@ while waiting resumes from them) and each provider's wire format re-sends them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from msgspec import Meta, Struct
 
-from schemas import SubAgentArgs
+from schemas import APPROVAL_TIMEOUT_S, SubAgentArgs
 
 __all__ = (
     "DELEGATE_TOOL",
@@ -67,15 +67,24 @@ class CallSubAgent(Struct, frozen=True, kw_only=True, tag="call_sub_agent"):
     deadline_ms: Annotated[int, Meta(ge=1)] = 300_000
 
 
+USE_TOOL_DEADLINE_MS: Final = (APPROVAL_TIMEOUT_S + 60) * 1000
+"""How long an agent host waits for a tool request's result unless its brain says otherwise."""
+
+
 class UseTool(Struct, frozen=True, kw_only=True, tag="use_tool"):
     """A tool the brain asks to run (seed 002 §13.2), by its capability's name (`File.Read`,
     `Mcp.<server>.<tool>`), with the id the brain gave this request. It goes to the tool
-    runtime as a `tool_request`; the gate checks the capability and its scope first."""
+    runtime as a `tool_request`; the gate checks the capability and its scope first.
+
+    `deadline_ms`, how long the host waits for its result, is by default an approval rule's
+    default wait and a minute to run: a request held for its person's approval under the
+    defaults could be approved and then never run, the host having given up at 120 s (a
+    newcomer's walk)."""
 
     request_id: str
     capability: Annotated[str, Meta(min_length=1, max_length=200)]
     arguments: dict[str, Any] = {}
-    deadline_ms: Annotated[int, Meta(ge=1)] = 120_000
+    deadline_ms: Annotated[int, Meta(ge=1)] = USE_TOOL_DEADLINE_MS
 
 
 AgentRequest = Delegate | CallSubAgent | UseTool

@@ -22,6 +22,8 @@ from actors.delegation import (
     start_round,
 )
 from schemas import (
+    APPROVAL_TIMEOUT_S,
+    ApprovalRule,
     DelegationRequest,
     DelegationResponse,
     Error,
@@ -192,3 +194,12 @@ def test_a_result_refused_because_its_session_ended_says_so_whatever_answered_it
     assert not result_of(tool("TOOL_EXECUTION_FAILED"), use).session_ended
     assert not result_of(error(ErrorCode.TARGET_NOT_ALLOWED), delegate).session_ended
     assert not _ok("t1").session_ended
+
+
+def test_a_tool_request_waits_past_a_default_approval_and_its_run() -> None:
+    """A brain that names no deadline (a model's tool call) waits for a request held under
+    an approval rule's default wait, and a minute of running after it: at 120 s, a request
+    approved in the rule's last three minutes was never run (a newcomer's walk)."""
+    waited_s = UseTool(request_id="r1", capability="File.Write").deadline_ms / 1000
+    assert waited_s >= APPROVAL_TIMEOUT_S + 60
+    assert waited_s == ApprovalRule(approval_rule_id="r", title="t").timeout_s + 60
