@@ -94,6 +94,7 @@ __all__ = (
     "local_system_alive",
     "local_url",
     "lock_down",
+    "missing_credentials",
     "provision_locked",
     "reconnect_window_s",
     "record_local_system",
@@ -156,6 +157,18 @@ def local_settings(config: Path | None, role: str, **overrides: Any) -> Settings
     if url != settings.nats_url:
         settings = settings.model_copy(update={"nats_url": url})
     return settings
+
+
+def missing_credentials(principal: str) -> str | None:
+    """What to do when `parley up` runs here without broker credentials for `principal` (a
+    person whose token was just issued), else None: it writes them at its start only."""
+    if not local_system_alive() or (LOCAL_BROKER / "actors" / f"{principal}.toml").is_file():
+        return None
+    return (
+        f"`parley up` runs here without credentials for {principal}: restart it to write "
+        f"them; its policy bundle needs a profile `{principal}` (as `cli`'s: "
+        "speaks_for_person, start_traces) for the gate to admit what the person sends"
+    )
 
 
 def local_cluster(size: int, store: Path, authorization: Path | None) -> EmbeddedCluster:

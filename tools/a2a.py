@@ -17,6 +17,7 @@ from pathlib import Path
 
 from actors.a2a import DEFAULT_A2A_TOKENS_FILE
 from actors.console import TokenStore, TokenStoreError, principal_of
+from tools._local import missing_credentials
 
 __all__ = ("add_a2a_command",)
 
@@ -34,6 +35,9 @@ def _cmd_token(args: argparse.Namespace) -> int:
         f"stored hashed in {store.path}",
         file=sys.stderr,
     )
+    missing = missing_credentials(principal_of(args.client))
+    if missing is not None:  # said now, not at the client's first call: a newcomer's walk
+        print(missing, file=sys.stderr)
     return 0
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, TokenStoreError, principal_of
-from tools._local import LOCAL_BROKER, local_system_alive
+from tools._local import missing_credentials
 
 __all__ = ("add_console_command",)
 
@@ -34,14 +34,9 @@ def _cmd_token(args: argparse.Namespace) -> int:
         f"signs in {args.person} (principal {principal}); stored hashed in {store.path}",
         file=sys.stderr,
     )
-    if local_system_alive() and not (LOCAL_BROKER / "actors" / f"{principal}.toml").is_file():
-        # Said now, not at the first sign-in ("no credentials for …"): a newcomer's walk.
-        print(
-            f"`parley up` runs here without credentials for {principal}: restart it to write "
-            f"them; its policy bundle needs a profile `{principal}` (as `cli`'s: "
-            "speaks_for_person, start_traces) for the gate to admit what the person sends",
-            file=sys.stderr,
-        )
+    missing = missing_credentials(principal)
+    if missing is not None:  # said now, not at the first sign-in: a newcomer's walk
+        print(missing, file=sys.stderr)
     return 0
 
 

@@ -196,6 +196,10 @@ async def test_a_token_issued_while_up_runs_says_what_the_person_still_needs(
         parley_cli(env, "console", "token", "--person", "bob", cwd=local.home)
     )
     assert code == 0 and not any("without credentials" in line for line in said), said
+    # An A2A client is a person too (`person-<client>`): the same, said at its token.
+    code, said = await finished(parley_cli(env, "a2a", "token", "--client", "dave", cwd=local.home))
+    needs = "`parley up` runs here without credentials for person-dave: restart it"
+    assert code == 0 and any(line.startswith(needs) for line in said), said
 
 
 async def test_a_browser_connection_leaves_no_traceback_or_warning(local: LocalConsole) -> None:
