@@ -45,6 +45,7 @@ from schemas import (
 __all__ = (
     "APPLIED_KEPT",
     "CANCEL_NOTICE",
+    "SINGLE_CANCEL_NOTICE",
     "Applied",
     "Effect",
     "EventClock",
@@ -59,6 +60,9 @@ __all__ = (
 )
 
 CANCEL_NOTICE: Final = "Collaboration canceled by user."
+"""Seed 001's words for a collaboration stopped by its person."""
+SINGLE_CANCEL_NOTICE: Final = "Canceled by user."
+"""The same for a single call (`parley say`, `parley task`), which is no collaboration."""
 """What the router posts when a person presses Stop (seed 001 §7)."""
 
 APPLIED_KEPT: Final = 8

@@ -13,6 +13,7 @@ from datetime import datetime
 from actors.router._calling import call_agent, error_for, record, replace
 from actors.router._session import (
     CANCEL_NOTICE,
+    SINGLE_CANCEL_NOTICE,
     Effect,
     EventClock,
     Limits,
@@ -59,7 +60,7 @@ def _end(
     if warning:
         payload["warning"] = warning
     if reason == "canceled":
-        payload["message"] = CANCEL_NOTICE
+        payload["message"] = _cancel_notice(session)
         if why:  # the Stop's own reason: Ctrl-C, or a command that gave up waiting
             payload["reason"] = why
     if error is not None:
@@ -158,7 +159,9 @@ def _on_control(
         return session, (error_for(clock, ErrorCode.INVALID_REQUEST, why, control.id, "router"),)
     if not session.open:
         return session, ()
-    notice = TranscriptItem(role="router", name="all", text=CANCEL_NOTICE, created_at=clock.now)
+    notice = TranscriptItem(
+        role="router", name="all", text=_cancel_notice(session), created_at=clock.now
+    )
     session = replace(session, transcript=(*session.transcript, notice))
     return _end(session, clock, "canceled", envelope_ids=(control.id,), why=control.reason)
 
@@ -230,6 +233,10 @@ def _on_response(
                 session, clock, handoff.to, call_id, attempts=1, limits=limits
             )
     return session, (completed, *end)
+
+
+def _cancel_notice(session: Session) -> str:
+    return CANCEL_NOTICE if session.mode == "collaborate" else SINGLE_CANCEL_NOTICE
 
 
 def _peers_of(session: Session, peers: tuple[str, ...]) -> tuple[str, ...]:

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 from msgspec import structs
 
 from actors.router._opening import open_session, refuse_duplicate
-from actors.router._session import APPLIED_KEPT, CANCEL_NOTICE, Limits, Session, Step
+from actors.router._session import (
+    APPLIED_KEPT,
+    CANCEL_NOTICE,
+    SINGLE_CANCEL_NOTICE,
+    Limits,
+    Session,
+    Step,
+)
 from actors.router._turns import advance
 from schemas import (
     AgentCall,
@@ -271,6 +278,16 @@ def test_a_handoff_to_a_stranger_ends_naming_it_and_the_peers() -> None:
     assert result.session is not None and result.session.stop_reason == "unknown_peer"
     warning = str(end_event(result).payload["warning"])
     assert "'llama', who is not one of its peers in this session (" in warning, warning
+
+
+def test_a_stopped_single_call_is_not_called_a_collaboration() -> None:
+    """`parley task` and `parley say` printed seed 001's "Collaboration canceled by user." for
+    a call of one agent (a newcomer's walk)."""
+    session, _ = started(goal(mode="single", participants=("gpt",), first_speaker="gpt"))
+    result = step(session, Control(id="stop-1", created_at=T0, action="stop", session_id="s-1"))
+    assert result.session is not None and result.session.status == "canceled"
+    assert end_event(result).payload["message"] == SINGLE_CANCEL_NOTICE == "Canceled by user."
+    assert result.session.transcript[-1].text == SINGLE_CANCEL_NOTICE
 
 
 def test_e_stop_cancels_with_the_notice_and_a_late_answer_changes_nothing() -> None:
