@@ -121,7 +121,8 @@ def refusal_line(refusal: Refusal, more: int = 0) -> str:
             "file `parley nats-config` wrote"
         )
     return (
-        f"{head}: the broker's config does not grant it to `{user}`: run the command with the "
-        "credentials of a role that has it (--config), or regenerate the broker's config "
-        "(restart `parley up`, or rerun `parley nats-config`)"
+        f"{head}: the broker's config does not grant it to `{user}`: check that the names it "
+        "uses are this system's (a `--stream`, the namespace: PARLEY_NAMESPACE, --namespace), "
+        "then run the command with the credentials of a role that has it (--config), or "
+        "regenerate the broker's config (restart `parley up`, or rerun `parley nats-config`)"
     )

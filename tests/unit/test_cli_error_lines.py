@@ -40,6 +40,10 @@ def test_a_refusal_says_whose_credentials_the_command_needs() -> None:
     own = Refusal("cli", "cli", 'permissions violation for publish to "a.b"')
     assert "does not grant it to `cli`" in refusal_line(own, more=2)
     assert "(and 2 more refusal(s))" in refusal_line(own, more=2)
+    # A mistyped stream or namespace is refused as a grant lacking (an operator's walk).
+    assert "check that the names it uses are this system's (a `--stream`, the namespace" in (
+        refusal_line(own)
+    )
     rejected = Refusal("cli", "cli", "nats: 'Authorization Violation'")
     assert refusal_line(rejected).startswith("the server rejected the credentials of `cli`")
 
