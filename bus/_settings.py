@@ -9,6 +9,7 @@ Errors name the field, the problem and the value, in one readable line each.
 from __future__ import annotations
 
 import contextvars
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -268,5 +270,17 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         raise ConfigError(describe_invalid("invalid configuration", exc, "(settings)")) from None
+    except SettingsError as exc:  # a variable of a table (PARLEY_QUOTAS) that is no JSON
+        raise ConfigError(f"invalid configuration: {_unparsed(exc)}") from None
     finally:
         _config_file.reset(token)
+
+
+def _unparsed(error: SettingsError) -> str:
+    """pydantic-settings' "error parsing value for field "quotas" from source …", said as
+    the variable that holds it and what it must be (docs/settings.md)."""
+    found = re.search(r'field "(\w+)"', str(error))
+    if found is None:
+        return str(error)
+    field = found.group(1)
+    return f"PARLEY_{field.upper()}: not a JSON object ({error.__cause__ or error})"

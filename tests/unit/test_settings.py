@@ -44,6 +44,18 @@ def test_errors_name_field_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "actor_id" in text and "a.b" in text
 
 
+@pytest.mark.parametrize("variable", ["PARLEY_QUOTAS", "PARLEY_RETENTION"])
+def test_a_table_variable_that_is_no_json_is_named(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic-settings' own SettingsError escaped (exit 1, "error parsing value for field …
+    from source EnvSettingsSource"): an operator's walk."""
+    monkeypatch.setenv(variable, "{bad")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"invalid configuration: {variable}: not a JSON object")
+
+
 def test_bad_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "missing.toml")
