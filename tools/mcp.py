@@ -37,6 +37,17 @@ _LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
 
 
 def _command(args: argparse.Namespace) -> int:
+    http_only = [f for f, v in (("--host", args.host), ("--token-file", args.token_file)) if v]
+    if args.http is None and http_only:  # over stdio they would be ignored, without a word
+        verb = "apply" if len(http_only) > 1 else "applies"
+        print(
+            f"parley mcp: {' and '.join(http_only)} {verb} only with --http PORT (without it, "
+            "the server speaks over stdio)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.host is None:
+        args.host = "127.0.0.1"
     if args.http is not None and not 0 <= args.http <= 65_535:
         print(
             f"parley mcp: --http {args.http} is no port: 0 (any free one) to 65535", file=sys.stderr
@@ -72,7 +83,7 @@ def add_mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="PORT",
         help="serve streamable HTTP on this port (0: any free one) instead of stdio",
     )
-    mcp.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    mcp.add_argument("--host", help="HTTP address (default 127.0.0.1; with --http only)")
     mcp.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     mcp.add_argument(
         "--token-file",

@@ -45,6 +45,7 @@ def test_a_line_it_cannot_parse_is_one_line_naming_the_command(
             "parley approvals: --wait must be more than 0 seconds, got -1",
         ),
         (["mcp", "--http", "99999"], "parley mcp: --http 99999 is no port: 0 (any free one)"),
+        (["mcp", "--host", "0.0.0.0"], "parley mcp: --host applies only with --http"),
         (["chaos", "--duration", "0"], "parley chaos: --duration 0 must be more than 0"),
         (["chaos", "--sessions", "0", "--plan"], "parley chaos: --sessions 0 must be more than"),
         (["chaos", "--llm", "-1", "--plan"], "parley chaos: --llm -1 must be 0 or more"),
