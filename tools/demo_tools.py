@@ -151,6 +151,13 @@ async def run_tools_demo(out: TextIO, *, keep: Path | None = None) -> int:
             return await _supervised(work, server, topology, ns, out)
         finally:
             await asyncio.to_thread(server.stop)
+            if keep is not None:  # what it kept, where: a newcomer's walk found no word of it
+                print(
+                    f"kept in {work}: the server's store (nats/), the broker config (broker/), "
+                    "the keys (keys/) and the session's workspace (workspaces/)",
+                    file=out,
+                    flush=True,
+                )
 
 
 async def _supervised(

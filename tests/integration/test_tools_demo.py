@@ -83,7 +83,8 @@ async def test_the_tools_demo_fixes_commits_is_refused_a_push_and_leaves_no_proc
     assert len(results) == 2, output
     assert "test_even_median) ... FAIL" in results[0] and "test_even_median) ... ok" in results[1]
     assert sum(" cli → tools  control (approve)  ALLOW" in line for line in lines) == 4, output
-    assert lines[-1] == "parley demo --tools: done", output
+    assert lines[-2] == "parley demo --tools: done", output
+    assert lines[-1].startswith(f"kept in {run.resolve()}: the server's store"), output
     assert _processes_of(run) == []
     assert not (tmp_path / ".parley").exists()  # it ran in a directory of its own
 
