@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tools.chaos._cli import _verdict_or_interrupted
 from tools.cli import main
 
 
@@ -74,3 +75,17 @@ def test_limits_out_of_range_are_said_as_every_invalid_setting_is(
         "  max_file: Input should be greater than or equal to 1048576 (got -1)",
     ]
     assert not (tmp_path / "c").exists()
+
+
+def test_a_chaos_run_stopped_before_its_verdict_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGINT, SIGTERM or SIGHUP ended `parley chaos` with 130 and no word (an operator's
+    walk): a person reading the terminal could not tell a stop from a crash."""
+
+    def stopped() -> int:
+        raise KeyboardInterrupt  # how a stop signal reaches the run (stop_like_interrupt)
+
+    assert _verdict_or_interrupted(stopped) == 130
+    assert capsys.readouterr().err == (
+        "parley chaos: interrupted before its verdict; everything it started is stopped\n"
+    )
+    assert _verdict_or_interrupted(lambda: 1) == 1

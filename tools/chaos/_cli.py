@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from bus import stop_like_interrupt
@@ -47,8 +48,20 @@ def _cmd_shared(args: argparse.Namespace) -> int:
         ack_wait_s=args.ack_wait,
         keep=args.keep,
     )
-    code, _ = asyncio.run(run_shared_chaos(options))
-    return code
+    return _verdict_or_interrupted(lambda: asyncio.run(run_shared_chaos(options))[0])
+
+
+def _verdict_or_interrupted(run: Callable[[], int]) -> int:
+    """The run's exit code; 130 and one line when a stop signal ended it before its verdict
+    (it ended silently: an operator's walk)."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print(
+            "parley chaos: interrupted before its verdict; everything it started is stopped",
+            file=sys.stderr,
+        )
+        return 130
 
 
 def _out_of_range(args: argparse.Namespace) -> str | None:
@@ -107,8 +120,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         for fault in plan:
             print(fault.describe())
         return 0
-    code, _ = asyncio.run(run_chaos(options))
-    return code
+    return _verdict_or_interrupted(lambda: asyncio.run(run_chaos(options))[0])
 
 
 def add_chaos_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
