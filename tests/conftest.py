@@ -28,9 +28,10 @@ from tools.natsconf import write_nats_config
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
     """One nats-server for the whole session; tests keep apart through their namespace.
 
-    Each namespace's streams and buckets reserve their byte quotas (about 2.8 GiB by default),
-    and a session makes hundreds of namespaces: the server may promise far more than the
-    disk's three quarters it promises by default. What the tests store stays small."""
+    Each namespace's streams and buckets reserve their byte quotas (3.2 GiB by default,
+    `Quotas.total_bytes`), and a session makes hundreds of namespaces: the server may promise
+    far more than the disk's three quarters it promises by default. What the tests store
+    stays small."""
     server = EmbeddedServer(tmp_path_factory.mktemp("nats-shared"), max_file_store="1PB")
     server.start()
     yield server

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from actors.agent._profile import AgentProfile
+from bus import Quotas
 from tools.cli import _parser
 from tools.flag_reference import every_parser, with_flag_section
 
@@ -213,3 +214,15 @@ def test_every_whole_profile_in_the_agent_docs_is_a_valid_profile() -> None:
     whole = [block for block in blocks if "\n[brain]\n" in block]
     backends = {AgentProfile.model_validate(tomllib.loads(block)).brain.backend for block in whole}
     assert backends == {"openai", "anthropic", "gateway"}
+
+
+def test_the_quota_totals_quotas_md_gives_are_the_defaults_own() -> None:
+    """docs/quotas.md said "about 3 GiB" and "2.8 GiB" in two places, and 16 MiB per agent,
+    against 3.2 GiB and 25 MiB (an operator's walk): the figures follow the code."""
+    text = (ROOT / "docs" / "quotas.md").read_text()
+    quotas = Quotas()
+    total = f"{quotas.total_bytes(0) / 2**30:.1f} GiB"
+    per_agent = f"{(quotas.total_bytes(1) - quotas.total_bytes(0)) / 2**20:.0f} MiB more per agent"
+    seven = f"{quotas.total_bytes(7) / 2**30:.2f} GiB for `parley up`'s seven agents"
+    for figure in (f"{total} of reservations in all", per_agent, seven, f"defaults are {total}"):
+        assert figure in " ".join(text.split()), figure
