@@ -4,13 +4,14 @@ person's approval, and back to a turn once the request is decided."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schemas import SessionEvent, new_id, utc_now
 from tools._session_wait import OPENING_S, SLACK_S, SessionWait
 
-START = utc_now()
+START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+"""A fixed clock: only `wait_s` reads the real one, and its test starts from it."""
 TURN = timedelta(seconds=120)
 
 
@@ -26,9 +27,9 @@ def _event(event_type: str, at: datetime, **payload: Any) -> SessionEvent:
     )
 
 
-def _started() -> SessionWait:
+def _started(start: datetime = START) -> SessionWait:
     wait = SessionWait("the router to open the session")
-    wait.on_event(_event("step_started", START, ends_by=(START + TURN).isoformat()))
+    wait.on_event(_event("step_started", start, ends_by=(start + TURN).isoformat()))
     return wait
 
 
@@ -41,8 +42,9 @@ def test_before_a_call_the_opening_waits_and_a_call_names_its_answer() -> None:
 
 
 def test_a_held_request_moves_the_wait_a_turn_past_its_expiry_and_its_answer_a_turn_on() -> None:
-    wait = _started()
-    asked = START + timedelta(seconds=5)
+    now = utc_now()  # `wait_s` reads the real clock
+    wait = _started(now)
+    asked = now + timedelta(seconds=5)
     held = _event("approval_requested", asked, approval_id="a1", expires_in_s=600)
     wait.on_event(held)
     expires = asked + timedelta(seconds=600)
