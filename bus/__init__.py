@@ -16,7 +16,6 @@ from bus._bundle_reader import BundleReader
 from bus._bundles import BUNDLE_KEY, TRUSTED_VERSION_KEY, BundleStore, load_public_keys
 from bus._cluster import EmbeddedCluster
 from bus._connection import (
-    FIRST_CONNECT_ATTEMPTS,
     RECONNECT_WAIT_S,
     RECONNECT_WINDOW_S,
     Link,
@@ -144,7 +143,6 @@ __all__ = (
     "ELECTION_BACKOFF_S",
     "ELECTION_BOUND_S",
     "ENDS",
-    "FIRST_CONNECT_ATTEMPTS",
     "HOP_COUNT",
     "MSG_ID",
     "ORIGIN",

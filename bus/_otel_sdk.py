@@ -16,6 +16,7 @@ import contextvars
 import logging
 import os
 from collections.abc import Sequence
+from typing import Final
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -32,6 +33,10 @@ EXPORTER_LOG = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
 
 log = logging.getLogger("parley.bus.tracing")
 
+_UNREACHED: Final = ("Transient error", "Failed to export")
+"""How the exporter's HTTP client begins each complaint of a batch the collector did not take:
+each retry, then the batch given up (its format strings, before their arguments)."""
+
 
 class CollectorOutage(logging.Filter):
     """Filters the exporter's log: its first complaint of an outage becomes one line of
@@ -43,10 +48,10 @@ class CollectorOutage(logging.Filter):
         self.down = False
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(_UNREACHED):
+            return True  # not the collector's absence (a batch too large, one not encoded)
         if self.down:
             return False
-        if record.levelno < logging.WARNING:
-            return True
         self.down = True
         log.warning(
             "spans cannot reach the OTLP collector: they are dropped until it answers, and "

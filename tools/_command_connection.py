@@ -5,9 +5,8 @@ A command connects as the role its settings name and reconnects for a few second
 (`reconnect_window_s`): a person waits on it. Its first connect is tried again while nothing
 listens at the address, for the same window (a server `parley up` is restarting); a server
 that takes the socket and never answers (stopped, overloaded, or no NATS server) is said at
-once, after two tries, since each try costs the connect timeout: a frozen server kept
-commands waiting two minutes, then told them to start a `parley up` that was running (an
-operator's walk).
+once, after two tries of the connect timeout each: a frozen server kept commands waiting two
+minutes, then told them to start a `parley up` that was running (an operator's walk).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from urllib.parse import urlsplit
 from nats.aio.client import Client as NATS
 from nats.errors import NoServersError
 
-from bus import FIRST_CONNECT_ATTEMPTS, RECONNECT_WAIT_S, ConfigError, Settings, connect
+from bus import RECONNECT_WAIT_S, ConfigError, Settings, connect
 from tools._errors import ServerUnreachable
 from tools._local import reconnect_window_s
 from tools._refused import Refusals, refusal_line
@@ -30,6 +29,11 @@ __all__ = ("connect_local",)
 
 _LISTENING_S: Final = 1.0
 """How long a look at whether anything listens at the server's address waits."""
+_TRIES_BEYOND_THE_FIRST: Final = 1
+"""nats-py gives up on a server after its first try and this many more: two tries a round."""
+_SILENT_AFTER_S: Final = 8.0
+"""A round this long waited out its tries' connect timeouts (5 s each), where a server that is
+down refuses them at once."""
 
 
 async def connect_local(
@@ -53,6 +57,7 @@ async def connect_local(
 
     async def first_connect() -> NATS:
         while True:
+            started = loop.time()
             try:
                 return await connect(
                     settings,
@@ -62,12 +67,15 @@ async def connect_local(
                     on_closed=on_closed,
                     on_lost=on_lost,
                     on_back=on_back,
-                    first_attempts=FIRST_CONNECT_ATTEMPTS,
+                    first_attempts=_TRIES_BEYOND_THE_FIRST,
                 )
             except (NoServersError, OSError, TimeoutError):
                 if refusals.first() is not None or loop.time() >= deadline:
                     raise
-                if await _listening(settings.nats_servers):
+                # Refused at once, it was down; then listening, a restart has just begun:
+                # tried again. Only tries that each waited out the timeout mean silence.
+                silent = loop.time() - started >= _SILENT_AFTER_S
+                if silent and await _listening(settings.nats_servers):
                     raise
             await asyncio.sleep(RECONNECT_WAIT_S)  # a server being restarted: try again
 

@@ -68,7 +68,8 @@ class SessionWait:
             if self.ends_by is not None:
                 self._turn = self.ends_by - event.created_at
             self._call = (event.speaker, event.round)
-            self._held.clear()  # a new call: what its predecessor held was decided
+            if self._held:  # still held from an earlier call: the router waits for it too
+                self._later(max(self._held.values()) + self._turn_or_opening())
         elif event.event_type == "approval_requested":
             expires_in_s = payload.get("expires_in_s")
             if not isinstance(expires_in_s, int) or isinstance(expires_in_s, bool):

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -74,13 +74,20 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
         raise AuditToolError(str(exc)) from None
 
 
+_CHILD_PREFIX: Final = re.compile(r"\[([\w.-]+)\] ")
+"""How `parley up` names the child a line of its output came from."""
+
+
 def read_off_box(lines: Iterable[str]) -> list[bytes]:
     """Signed checkpoints from the auditor's log lines (or from bare DSSE JSON lines), as
     the auditor wrote them or as `parley up` shows them (`[auditor] {...}`): an operator who
     keeps `parley up`'s output as the off-box copy gave a file this read nothing of."""
     found = []
     for raw_line in lines:
-        line = raw_line[raw_line.find("{") :] if raw_line.startswith("[") else raw_line
+        named = _CHILD_PREFIX.match(raw_line)
+        if named is not None and not named.group(1).startswith("auditor"):
+            continue  # another child's line: an agent's own program may print anything
+        line = raw_line[named.end() :] if named is not None else raw_line
         try:
             entry = json.loads(line)
         except ValueError:

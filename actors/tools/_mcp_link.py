@@ -34,7 +34,7 @@ from actors.tools._mcp_settings import (
     UntrustedText,
     mcp_capability,
 )
-from bus import PYTHON_PLACEHOLDER
+from bus import PYTHON_PLACEHOLDER, owned_argv
 
 __all__ = ("McpLink", "McpUnavailable")
 
@@ -169,12 +169,14 @@ class McpLink:
     ) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
         settings = self.settings
         if settings.command is not None:
+            program = sys.executable if settings.command == PYTHON_PLACEHOLDER else settings.command
+            # Through `owned_argv`: the kernel kills the server with a runtime SIGKILLed, which
+            # never closes its stdin (a server that waits for that outlived it).
+            command, *args = owned_argv([program, *settings.args])
             return stdio_client(
                 StdioServerParameters(
-                    command=sys.executable  # Parley's interpreter, its packages beside it
-                    if settings.command == PYTHON_PLACEHOLDER
-                    else settings.command,
-                    args=list(settings.args),
+                    command=command,
+                    args=args,
                     env=dict(settings.env),
                     cwd=settings.cwd,
                 )

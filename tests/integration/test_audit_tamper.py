@@ -223,7 +223,8 @@ async def test_two_hundred_random_tamperings_are_all_caught(
     # `parley up`'s output as the off-box copy: its lines are the auditor's, named. Read as
     # nothing, it left the cut unseen; a file of no checkpoint at all is refused, not ignored.
     shown = tmp_path / "up.log"
-    shown.write_text("\n".join(f"[auditor] {line}" for line in auditor.lines))
+    other_child = '[gpt] {"checkpoint": "an agent\'s program printed this"}'  # not the auditor's
+    shown.write_text("\n".join([other_child, *(f"[auditor] {line}" for line in auditor.lines)]))
     result = await asyncio.to_thread(_cli, nats_server.url, [*argv, "--checkpoints", str(shown)])
     assert result.returncode == 1 and "missing from the stream" in result.stdout, result.stdout
     whole = await _copy(js, f"{namespace.root}y", list(original))

@@ -139,7 +139,7 @@ async def test_a_server_that_takes_connections_and_never_answers_is_said_so_soon
         f"parley storage: the NATS server at {server.url} takes connections but does not answer "
         "them: it is stopped (SIGSTOP), overloaded, or no NATS server listens there"
     ), ran.err
-    assert took < 30, f"{took:.0f} s"
+    assert took < 20, f"{took:.0f} s"  # two tries of 5 s, where it took two minutes
 
 
 async def test_a_server_without_parley_is_one_line_not_a_traceback(

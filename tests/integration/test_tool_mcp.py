@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tests.support.mcp_hub import (
     stdio_settings,
 )
 from tests.support.mcp_tools_server import HOSTILE_DESCRIPTION
+from tests.support.processes import REPO
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -243,3 +245,49 @@ def test_settings_format() -> None:
         McpServerSettings(name="Has.Dot", command="srv")
     with pytest.raises(ValueError, match="more than once"):
         McpHub([McpServerSettings(name="a", command="x"), McpServerSettings(name="a", command="y")])
+
+
+_HOLDS_A_HUB = """
+import asyncio, sys
+from pathlib import Path
+from actors.tools import McpHub
+from tests.support.mcp_hub import invocation, stdio_settings
+
+async def main() -> None:
+    notes = stdio_settings("notes", Path(sys.argv[1]))
+    lingering = notes.model_copy(update={"args": (*notes.args, "--linger")})
+    async with McpHub([lingering]) as hub:
+        pid = await hub.call(invocation("Mcp.notes.pid", workspace=Path(sys.argv[2])))
+        print(pid.output_text, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_stdio_server_dies_with_a_runtime_killed_outright(
+    record: Path, workspace: Path
+) -> None:
+    """A server that does not end with its input outlived a tool runtime SIGKILLed (a review of
+    the MCP servers `parley up` now starts): the kernel kills it with the runtime."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runtime = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDS_A_HUB, str(record), str(workspace),
+        env=env, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert runtime.stdout is not None
+        server_pid = int(await asyncio.wait_for(runtime.stdout.readline(), 60))
+        server = os.pidfd_open(server_pid)
+    finally:
+        runtime.kill()
+        await runtime.wait()
+    try:
+        gone = asyncio.Event()
+        asyncio.get_running_loop().add_reader(server, gone.set)  # readable once it has exited
+        await asyncio.wait_for(gone.wait(), 20)
+    finally:
+        asyncio.get_running_loop().remove_reader(server)
+        with contextlib.suppress(ProcessLookupError):  # a failed run leaves nothing either
+            signal.pidfd_send_signal(server, signal.SIGKILL)
+        os.close(server)

@@ -14,7 +14,8 @@ Tools: `add(a, b)`, `read_note(path)` (reads a file), `fail()` (an `isError` res
 claims new grants: untrusted text), `Shell.Exec(argv)` (a dotted name posing as the built-in
 capability), `hang()` (never answers),
 `grow()` (adds the tool `late` and tells the client the tool list changed) and `pid()` (the
-server's process id, so a test can kill it).
+server's process id, so a test can kill it). `--linger` keeps the process alive once its
+stdin has ended, as a server that does not stop with its input would.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import anyio
@@ -120,10 +122,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record", type=Path, default=None)
     parser.add_argument("--http", type=int, default=None, metavar="PORT")
     parser.add_argument("--announce", default=None, metavar="UNIX_SOCKET")
+    parser.add_argument("--linger", action="store_true", help="stay alive after stdin ends")
     options = parser.parse_args(argv)
     server = build(options.record, options.announce)
     if options.http is None:
         server.run("stdio")
+        if options.linger:  # as a server would that does not end with its input
+            time.sleep(3600)
     else:
         anyio.run(serve_http, server, options.http)
 

@@ -100,8 +100,9 @@ def test_a_systems_mcp_servers_reach_its_tool_runtime_placed_in_its_directory(
     ],
 )
 def test_a_systems_mcp_servers_are_checked_when_it_is_read(
-    tmp_path: Path, extra: str, said: str
+    tmp_path: Path, extra: str, said: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="invalid system") as refused:
         load_system(_system(tmp_path / "mine", extra))
     assert said in str(refused.value), refused.value
@@ -130,7 +131,10 @@ def test_a_profile_of_this_directory_replaces_only_its_own_agent(
     ) - {"gpt"}
 
 
-def test_an_agent_with_no_profile_anywhere_is_named(tmp_path: Path) -> None:
+def test_an_agent_with_no_profile_anywhere_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the topology clears `.parley/`'s URL files where it runs
     system = _system(tmp_path / "mine", 'agents_dir = "agents"\n')  # of its own: gpt is not there
     with pytest.raises(ConfigError, match="no agent profile for gpt in "):
         system_topology(load_system(system), "demo", tmp_path / "keys")

@@ -78,10 +78,16 @@ def test_a_request_whose_gate_names_no_expiry_leaves_the_turn_alone() -> None:
         assert wait.waiting_for.startswith("gpt's answer"), said
 
 
-def test_a_new_call_forgets_what_the_last_one_held() -> None:
+def test_a_request_still_held_holds_the_next_call_too() -> None:
+    """The router moves a call's deadline for any request of the session still held, not only
+    its own call's (actors/router/_approval_wait.py); so does the command, until it is
+    answered (a review: a new call forgot it, and the command could stop the session early)."""
     wait = _started()
     wait.on_event(_event("approval_requested", START, approval_id="a1", expires_in_s=600))
     later = START + timedelta(seconds=60)
     wait.on_event(_event("step_started", later, ends_by=(later + TURN).isoformat()))
-    assert wait.ends_by == later + TURN
+    assert wait.ends_by == START + timedelta(seconds=600) + TURN
+    assert wait.waiting_for.startswith("your decision on a1")
+    answered = later + timedelta(seconds=5)
+    wait.on_event(_event("tool_completed", answered, call_id="a1", status="denied"))
     assert wait.waiting_for.startswith("gpt's answer")

@@ -17,7 +17,7 @@ from bus import (
     trace_publish,
     traceparent_for,
 )
-from bus._otel_sdk import EXPORTER_LOG
+from bus._otel_sdk import EXPORTER_LOG, CollectorOutage
 from bus._tracing import boundary_of, continue_carried
 from schemas import HumanMessage, encode, new_id, utc_now
 from tests.support.otlp import otel_env, otlp_receiver
@@ -180,3 +180,20 @@ def test_a_collector_that_does_not_answer_is_said_once_and_its_return_once(
     [outage] = [r for r in caplog.records if r.levelno == logging.WARNING and r in said_records]
     assert "Service Unavailable" in outage.__dict__["error"]  # the collector's own answer
     assert exporter == [], [r.getMessage() for r in exporter]
+
+
+def test_an_exporter_complaint_that_is_no_outage_is_not_held() -> None:
+    """A batch too large to send is the exporter's to say, every time: taken for an outage,
+    it was told as "cannot reach the collector" and every later complaint held."""
+    outage = CollectorOutage()
+    too_large = logging.LogRecord(
+        EXPORTER_LOG, logging.WARNING, __file__, 1, "Dropping span batch: %d bytes", (9,), None
+    )
+    retry = logging.LogRecord(
+        EXPORTER_LOG, logging.WARNING, __file__, 1, "Transient error %s ...", ("503",), None
+    )
+    assert outage.filter(too_large) and not outage.down
+    assert not outage.filter(retry) and outage.down
+    assert outage.filter(too_large)  # still said during an outage
+    outage.answered()
+    assert not outage.down
