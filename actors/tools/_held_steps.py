@@ -266,10 +266,15 @@ class HeldSteps:
                 ErrorCode.SESSION_EXPIRED,
             )
         else:
-            why = f"rejected by {by}" if decision == "rejected" else "not decided in time"
+            # "Shell.Exec was expired: not decided in time" read oddly (a newcomer's walk).
+            ended = (
+                f"was rejected by {by}"
+                if decision == "rejected"
+                else "expired: not decided in time"
+            )
             outcome = ScopeDenied(
                 "requires_approval",
-                f"{request.tool_name} was {decision}: {why}{': ' + reason if reason else ''}",
+                f"{request.tool_name} {ended}{': ' + reason if reason else ''}",
                 ErrorCode.APPROVAL_DENIED,
             )
         await self._finish(ctx, asked, key, state, steps.result(request, outcome, extra))

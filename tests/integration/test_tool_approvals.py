@@ -84,7 +84,7 @@ async def test_held_writes_wait_for_their_owner_and_nothing_else(tool_system: To
         # Nobody decides: the rule's two seconds pass and the delete is denied.
         say, _, _ = await held("delete")
         assert await say.wait_exit(60) == 0
-        assert "not decided in time" in "\n".join(say.lines), say.lines
+        assert " expired: not decided in time" in "\n".join(say.lines), say.lines  # not "was"
         system.assert_healthy()
     finally:
         for process in opened:
