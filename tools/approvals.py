@@ -97,6 +97,14 @@ async def _decide(args: argparse.Namespace) -> int:
         while True:
             try:
                 item = await waited(news.get(), args.wait, watch, what="the tool's result")
+            except asyncio.CancelledError:  # Ctrl-C: the decision is stored; say so
+                print(
+                    f"interrupted: the decision on {args.approval_id} was sent, and stands; "
+                    "`parley approvals list` shows whether the request still waits",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                raise
             except TimeoutError:
                 print(
                     f"the gate admitted the decision; step {args.approval_id} has not ended "

@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from nats.aio.client import Client as NATS
 
 from bus import ELECTION_BOUND_S, EmbeddedServer
 from schemas import Namespace
 from tests.support.lockdown import LockedDown
-from tests.support.processes import parley_env
+from tests.support.processes import ProcessOutput, parley_env
 from tools.natsconf import write_nats_config
 
 RUN_WITHIN_S = 60.0
@@ -302,3 +303,26 @@ async def test_reading_the_audit_of_a_server_without_parley_says_so(
         "responders): is Parley's system running here, provisioned? (`parley up` in this "
         "directory)"
     ], ran.err
+
+
+async def test_an_approval_interrupted_while_it_waits_says_the_decision_stands(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """Ctrl-C during `approvals approve --wait` exited 130 without a word, though the decision
+    had been sent and would apply (a newcomer's walk)."""
+    env = parley_env(nats_server.url, namespace.root)
+    argv = ("approvals", "approve", "a1", "--session", "s1", "--wait", "60")
+    approve = ProcessOutput([sys.executable, "-m", "tools", *argv], env, name="ap", cwd=tmp_path)
+    try:
+        await approve.wait_line(r"^waiting for the tool's result", timeout=30)  # sent by then
+        approve.signal(signal.SIGINT)
+        code = await approve.wait_exit(30)
+    finally:
+        approve.close()
+    assert code == 130, approve.lines
+    assert approve.lines[-1] == (
+        "interrupted: the decision on a1 was sent, and stands; `parley approvals list` shows "
+        "whether the request still waits"
+    ), approve.lines
+    stored = await nc.jetstream().stream_info(namespace.stream("submit"))
+    assert stored.state.messages == 1  # the decision, kept for the gate
