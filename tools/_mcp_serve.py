@@ -72,12 +72,12 @@ async def serve(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot work in --dir {args.dir}: {exc.strerror}") from None
     settings = local_settings(args.config, PERSON)
     principal = settings.actor_id or PERSON  # one person, one principal (its own settings)
-    token = None
-    if args.http is not None:
-        token = token_of(args.token_file or LOCAL_DIR / f"mcp-{principal}.token")
     person = McpPerson(settings, principal)
-    await person.open()
+    await person.open()  # first: a token is made only for a server that can serve
     try:
+        token = None
+        if args.http is not None:
+            token = token_of(args.token_file or LOCAL_DIR / f"mcp-{principal}.token")
         server = build_server(person)
         if args.http is None:
             _say(f"serving {principal}'s tools over stdio (nats at {settings.nats_url})")

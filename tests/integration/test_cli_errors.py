@@ -326,3 +326,13 @@ async def test_an_approval_interrupted_while_it_waits_says_the_decision_stands(
     ), approve.lines
     stored = await nc.jetstream().stream_info(namespace.stream("submit"))
     assert stored.state.messages == 1  # the decision, kept for the gate
+
+
+async def test_mcp_over_http_with_no_server_writes_no_token(
+    nowhere: str, namespace: Namespace, tmp_path: Path
+) -> None:
+    """It wrote `.parley/mcp-cli.token`, a credential for a server it never served, before
+    finding no NATS server (a newcomer's walk)."""
+    ran = await run_parley(parley_env(nowhere, namespace.root), tmp_path, "mcp", "--http", "0")
+    assert ran.code == 3, ran
+    assert not (tmp_path / ".parley").exists(), list((tmp_path / ".parley").iterdir())
