@@ -47,8 +47,9 @@ async def _list(args: argparse.Namespace) -> int:
         found = await store.list(args.session)
         for uri in found:
             print(f"{uri}\t{uri.size}\t{uri.name}")
-        if not found:
-            print(f"parley artifacts: none stored for session {args.session}", file=sys.stderr)
+        if not found:  # under a tenant given, say so: another tenant's may be there
+            of = f" under tenant {args.tenant}" if args.tenant else ""
+            print(f"parley artifacts: none stored for session {args.session}{of}", file=sys.stderr)
         return 0
 
     return await _with_store(args, args.tenant or "", use)

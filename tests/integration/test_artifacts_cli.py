@@ -49,6 +49,11 @@ async def test_a_person_lists_and_gets_a_sessions_artifacts_checked_against_thei
     assert code == 0, err
     assert out.splitlines() == [f"{text}\t{len(content)}\tpytest output.txt"]
 
+    # Another tenant's filter finds none, and says under which tenant it looked.
+    code, out, err = await _parley(locked, "list", "--session", "s1", "--tenant", "acme")
+    assert (code, out) == (0, ""), err
+    assert err.strip() == "parley artifacts: none stored for session s1 under tenant acme", err
+
     target = tmp_path / "got.txt"
     code, _, err = await _parley(locked, "get", text, "-o", str(target))
     assert code == 0, err
