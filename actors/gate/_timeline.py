@@ -41,6 +41,17 @@ _ANSWER_TOOLS: Final = {
 }
 
 
+def _expires_in_s(decision: Decision, held: HeldView) -> int:
+    """How long a held request waits for its owner: its rule's `timeout_s`, or less when the
+    call chain's deadline comes first. The sender stops waiting for the result then, and the
+    runtime holds the request no longer (actors/tools/_held_steps.py)."""
+    timeout_s = held.rule.timeout_s if held.rule else APPROVAL_TIMEOUT_S
+    if decision.deadline_at is None or decision.decided_at is None:
+        return timeout_s
+    left_s = int((decision.deadline_at - decision.decided_at).total_seconds())
+    return max(0, min(timeout_s, left_s))
+
+
 def call_event(
     decision: Decision, session_id: str, held: HeldView | None = None
 ) -> SessionEvent | None:
@@ -62,7 +73,7 @@ def call_event(
             "title": approval_title(rule_title, decision.sender, capability),
             "action_summary": held.summary,
             "risk_level": approval_risk(capability),
-            "expires_in_s": held.rule.timeout_s if held.rule else APPROVAL_TIMEOUT_S,
+            "expires_in_s": _expires_in_s(decision, held),
             "details": {
                 "capability": capability,
                 "agent": decision.sender,

@@ -26,7 +26,7 @@ from actors.tools._contract import ScopeDenied
 from actors.tools._decisions import Decisions
 from actors.tools._executors import is_read_only
 from actors.tools._runs import RunStore, StepState
-from actors.tools._steps import Asked, Held, StepRunner, failed
+from actors.tools._steps import Asked, Held, StepRunner, chain_deadline_ms, failed
 from bus import MSG_ID, ORIGIN, SESSION, Context
 from schemas import (
     Control,
@@ -89,6 +89,13 @@ class HeldSteps:
         runs, steps = self._runs, self._steps
         owner = asked.headers.get(ORIGIN, "")
         timeout_s = steps.approval_timeout_s(held.scope)
+        expires_ms = _now_ms() + timeout_s * 1000
+        # Not past the chain's deadline: the sender stops waiting for the result then, so an
+        # approval after it would run a step nobody waits for (the gate tells the person
+        # the same shorter window, actors/gate/_timeline.py).
+        deadline_ms = chain_deadline_ms(asked)
+        if deadline_ms is not None:
+            expires_ms = min(expires_ms, deadline_ms)
         approval = Approval(
             approval_id=asked.request.id,
             owner=owner,
@@ -96,7 +103,7 @@ class HeldSteps:
             request=encode(asked.request),
             headers={k: v for k, v in asked.headers.items() if k.startswith("Parley-")},
             sender=asked.sender,
-            expires_ms=_now_ms() + timeout_s * 1000,
+            expires_ms=expires_ms,
             rule_title=steps.approval_title(held.scope),
         )
         try:
@@ -106,7 +113,11 @@ class HeldSteps:
             return
         log.info(
             "held for approval",
-            extra={"approval_id": approval.approval_id, "owner": owner, "timeout_s": timeout_s},
+            extra={
+                "approval_id": approval.approval_id,
+                "owner": owner,
+                "expires_in_s": round((expires_ms - _now_ms()) / 1000, 1),
+            },
         )
         await self.remind(ctx, approval)
         # Its session may have ended between the read that let it be held and its listing:

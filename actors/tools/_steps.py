@@ -56,7 +56,15 @@ from schemas import (
     utc_now,
 )
 
-__all__ = ("Asked", "Held", "StepRunner", "failed", "past_deadline", "workspace_name")
+__all__ = (
+    "Asked",
+    "Held",
+    "StepRunner",
+    "chain_deadline_ms",
+    "failed",
+    "past_deadline",
+    "workspace_name",
+)
 
 log = logging.getLogger("parley.actors.tools")
 
@@ -65,14 +73,19 @@ def failed(code: str, message: str) -> ToolOutcome:
     return ToolOutcome(status="failed", error_code=code, error_message=message)
 
 
-def past_deadline(asked: Asked, now_ms: int) -> ToolOutcome | None:
-    """The failure of a step whose call chain's deadline (`Parley-Deadline`, as the gate
-    delivered it) has passed: whoever asked has given up on it, so it is not started; None
-    while there is time, or when the chain has no deadline."""
+def chain_deadline_ms(asked: Asked) -> int | None:
+    """The call chain's deadline (`Parley-Deadline`, as the gate delivered it: the shortest of
+    its callers' and the sender's own wait), or None when the chain has none."""
     try:
-        deadline_ms = parse_trace_headers(asked.headers, asked.request.id).deadline_ms
+        return parse_trace_headers(asked.headers, asked.request.id).deadline_ms
     except HeaderError:  # only the gate writes a delivery's headers: none is garbled
         return None
+
+
+def past_deadline(asked: Asked, now_ms: int) -> ToolOutcome | None:
+    """The failure of a step whose call chain's deadline has passed: whoever asked has given
+    up on it, so it is not started; None while there is time, or when the chain has none."""
+    deadline_ms = chain_deadline_ms(asked)
     if deadline_ms is None or now_ms < deadline_ms:
         return None
     late_ms = now_ms - deadline_ms

@@ -5,15 +5,18 @@ her approval, and she approves only once the turn's deadline has passed: the rou
 the call's deadline while the request was held (actors/router/_approval_wait.py), so the
 task completes and the write runs once. Her second task's agent waits only 6 s for its
 write (the host's `deadline_ms`, told to the runtime as the request's `Parley-Deadline`),
-then answers without it, and the task ends: the runtime lets go of the held write, and her
-approval after that applies to nothing (the runtime's own deadline check, for a session that
-goes on past a step's deadline, is tests/unit/test_tool_request_deadline.py's). Every process
-is real, under the least-privilege broker config.
+then answers without it, and the task ends. The request is held only that long, not its
+rule's 300 s: the gate tells her so (`expires_in_s`), the runtime denies it then (or lets it
+go with the task, whichever comes first), and her approval after that applies to nothing
+(the runtime's own deadline check, for a session that goes on past a step's deadline, is
+tests/unit/test_tool_request_deadline.py's). Every process is real, under the least-privilege
+broker config.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 import uuid
@@ -88,19 +91,23 @@ async def test_an_approval_after_the_turn_timeout_still_completes_the_task(
     assert moved, "the router never moved the call's deadline"
 
 
-async def test_a_request_held_past_its_callers_deadline_is_let_go_when_its_task_ends(
+async def test_a_request_is_held_no_longer_than_its_caller_waits(
     deployment: TaskDeployment,
 ) -> None:
     async with signed_in(deployment, "alice") as alice:
         session_id = await start_task(alice, LATE_GOAL)
         asked = await alice.event(session_id, "approval_requested")
         approval_id = asked["payload"]["approval_id"]
+        # Her window is the host's 6 s wait, not the rule's 300 s: approved later, the step
+        # would run for nobody.
+        assert 0 <= asked["payload"]["expires_in_s"] <= 6, asked["payload"]
         tools = deployment.system.processes["tools"]
-        await tools.wait_line(rf"held for approval.*{approval_id}")  # in time: held, not run
-        # The agent host waits 6 s for its write, then answers without it: the task ends, and
-        # the runtime lets go of what the session held (actors/tools/_held_steps.py).
+        _, held = await tools.wait_line(rf"held for approval.*{approval_id}")  # held, not run
+        assert json.loads(held)["expires_in_s"] <= 6.0, held
+        # The agent host waits 6 s for its write, then answers without it, and the task ends.
+        # The runtime has denied the write as expired by then, or lets it go with the session
+        # (actors/tools/_held_steps.py); a decision later than its expiry counts as expired.
         await alice.event(session_id, "session_completed")
-        await tools.wait_line(rf"let go: its session ended.*{approval_id}")
 
     # The console offers nothing to decide in an ended task; alice's terminal still can.
     argv = ("approvals", "approve", approval_id, "--session", session_id)
@@ -113,7 +120,8 @@ async def test_a_request_held_past_its_callers_deadline_is_let_go_when_its_task_
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     told = out.decode()
     assert process.returncode == 1, told
-    assert "APPROVAL_ALREADY_DECIDED" in told and "session ended (completed)" in told, told
+    assert "APPROVAL_ALREADY_DECIDED" in told, told
+    assert "expired" in told or "session ended (completed)" in told, told
     assert _step_runs(deployment, session_id) == []
     assert not list(deployment.workspaces.glob(f"*/{LATE_GOAL}.txt"))
 
