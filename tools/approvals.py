@@ -14,7 +14,8 @@ tool runtime, which applies it only if it comes from that same person (docs/tool
 "Approvals"). Then it follows the session's timeline until the step ends, and prints how. A
 decision the runtime cannot apply it answers on the same timeline, at once (actors/tools/
 _decisions.py): `APPROVAL_NOT_FOUND` (no request of yours is held by that id: mistyped, or
-someone else's) or `APPROVAL_ALREADY_DECIDED` (approved, rejected or expired before, and how).
+someone else's) or `APPROVAL_ALREADY_DECIDED` (approved, rejected, expired or canceled with its
+session before, and how).
 Nothing is looked up before the decision is sent: the runtime's record decides.
 
 Exit codes: 0 the decision was applied and the step ended (`list`, `show`: read), 1 the gate

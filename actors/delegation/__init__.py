@@ -15,6 +15,7 @@ from actors.delegation._messages import (
 from actors.delegation._requests import (
     DELEGATE_TOOL,
     SUB_AGENT_TOOL,
+    USE_TOOL_DEADLINE_MS,
     AgentRequest,
     CallSubAgent,
     Delegate,
@@ -38,6 +39,7 @@ __all__ = (
     "DELEGATE_TOOL",
     "SUB_AGENT_TOOL",
     "SUMMARY_HEADING",
+    "USE_TOOL_DEADLINE_MS",
     "AgentRequest",
     "CallSubAgent",
     "Delegate",

@@ -24,6 +24,7 @@ from schemas import APPROVAL_TIMEOUT_S, SubAgentArgs
 __all__ = (
     "DELEGATE_TOOL",
     "SUB_AGENT_TOOL",
+    "USE_TOOL_DEADLINE_MS",
     "AgentRequest",
     "CallSubAgent",
     "Delegate",

@@ -314,7 +314,12 @@ async def _execute(invocation: ToolInvocation, work: Executor) -> ToolOutcome:
             async with asyncio.timeout(invocation.timeout_s):
                 return await work(invocation)
     except TimeoutError:
-        return _failed(ErrorCode.DEADLINE_EXCEEDED, f"git ran past {invocation.timeout_s:g} s")
+        # A step past its own limit failed to run, as Shell.Exec's does; DEADLINE_EXCEEDED
+        # says the call chain's deadline passed (actors/tools/_steps.py `past_deadline`).
+        return _failed(
+            ErrorCode.TOOL_EXECUTION_FAILED,
+            f"git ran past its limit timeout_s ({invocation.timeout_s:g} s)",
+        )
     except RefusedRepository as exc:
         return _failed(ErrorCode.TOOL_EXECUTION_FAILED, str(exc), refused_config=list(exc.keys))
     except GitUnavailable as exc:

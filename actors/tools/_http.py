@@ -265,7 +265,12 @@ async def execute_http(invocation: ToolInvocation) -> ToolOutcome:
         async with asyncio.timeout(invocation.timeout_s):
             return await _run(invocation, request)
     except TimeoutError:
-        return _failed(ErrorCode.DEADLINE_EXCEEDED, f"no answer within {invocation.timeout_s:g} s")
+        # A step past its own limit failed to run, as Shell.Exec's does; DEADLINE_EXCEEDED
+        # says the call chain's deadline passed (actors/tools/_steps.py `past_deadline`).
+        return _failed(
+            ErrorCode.TOOL_EXECUTION_FAILED,
+            f"no answer within its limit timeout_s ({invocation.timeout_s:g} s)",
+        )
     except _Failed as exc:
         return _failed(ErrorCode.TOOL_EXECUTION_FAILED, str(exc))
     except httpx.HTTPError as exc:

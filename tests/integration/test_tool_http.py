@@ -8,6 +8,7 @@ tests/security/test_tool_network_git_attacks.py.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,20 @@ async def test_a_refused_connection_is_a_failed_run() -> None:
     outcome = await execute_http(_invocation(f"http://127.0.0.1:{port}/hello", "127.0.0.1"))
     assert outcome.status == "failed"
     assert outcome.error_code == ErrorCode.TOOL_EXECUTION_FAILED
+
+
+async def test_a_server_that_never_answers_fails_the_run_at_its_timeout() -> None:
+    """Past its own `timeout_s` the step failed to run, as a Shell.Exec command killed at its
+    limit does: TOOL_EXECUTION_FAILED (it said DEADLINE_EXCEEDED, the code of a call chain's
+    deadline passed, which an agent reads as no time left at all)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connections queue, unanswered
+        port = silent.getsockname()[1]
+        outcome = await execute_http(
+            _invocation(f"http://127.0.0.1:{port}/hello", "127.0.0.1", timeout_s=0.5)
+        )
+    assert outcome.status == "failed"
+    assert outcome.error_code == ErrorCode.TOOL_EXECUTION_FAILED, outcome.error_message
+    assert outcome.error_message == "no answer within its limit timeout_s (0.5 s)"
 
 
 async def test_arguments_that_do_not_fit_are_a_failed_run() -> None:

@@ -8,6 +8,7 @@ every connection, so "refused before anything was sent" is a listener that saw n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ import pytest
 from actors.tools import ScopeDenied, ToolOutcome, execute_git_push
 from actors.tools._git import curl_resolve, https_pins
 from actors.tools._git_run import open_repository, run_git
-from schemas import Capability
+from schemas import Capability, ErrorCode
 from tests.support.git_repos import Workspace, git, invocation, make_workspace
 
 
@@ -79,6 +80,36 @@ async def test_a_push_to_listed_addresses_goes_there(workspace: Workspace) -> No
         outcome = await _push_to(workspace, url, "localhost", "127.0.0.1", "::1")
         assert outcome.status == "failed"
         assert service.connections >= 1
+
+
+async def test_a_push_past_its_timeout_is_a_failed_run_not_a_chain_deadline(
+    workspace: Workspace,
+) -> None:
+    """A remote that takes the connection and never answers: the step fails at its own
+    `timeout_s` with TOOL_EXECUTION_FAILED, as Shell.Exec's does (it said DEADLINE_EXCEEDED,
+    the code of a call chain's deadline passed)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # kept open, never written to
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        git(workspace.project, "remote", "add", "web", f"https://127.0.0.1:{port}/r.git")
+        push = invocation(
+            workspace,
+            "Git.Push",
+            {"remote": "web", "branch": "main"},
+            allowed_domains=("127.0.0.1",),
+        )
+        outcome = await execute_git_push(dataclasses.replace(push, timeout_s=1.0))
+        for writer in held:
+            writer.close()
+    assert held, "git never connected"
+    assert outcome.status == "failed"
+    assert outcome.error_code == ErrorCode.TOOL_EXECUTION_FAILED, outcome.error_message
+    assert "ran past its limit timeout_s (1 s)" in (outcome.error_message or "")
 
 
 async def test_git_connects_to_the_pinned_addresses_without_asking_dns(

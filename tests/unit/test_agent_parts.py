@@ -19,7 +19,8 @@ from actors.agent._prompt import (
 )
 from actors.agent._reply import EMPTY_REPLY_TEXT, interpret_reply, reply_json_schema
 from actors.agent.brains._protocol import BrainError
-from actors.agent.brains._scripted import ScriptedBrain
+from actors.agent.brains._scripted import ScriptedBrain, ScriptedCall
+from actors.delegation import USE_TOOL_DEADLINE_MS, Delegate, UseTool
 from bus import ConfigError
 from schemas import ErrorCode, TranscriptItem
 from tests.support.agents import FAIRY_TALE
@@ -221,3 +222,20 @@ def test_a_script_with_a_bad_placeholder_fails_at_load(tmp_path: Path) -> None:
     config = ScriptedBrainConfig(backend="scripted", script=script)
     with pytest.raises(ConfigError, match="bad placeholder"):
         ScriptedBrain(AgentProfile(name="a", brain=config), config)
+
+
+def test_a_scripted_tool_request_waits_as_long_as_a_models_for_its_approval() -> None:
+    """A scripted `use_tool` left its `deadline_ms` at a call's 15 s: held for a person's
+    approval, its request was let go after 15 s, long before the rule's 300 s. It waits as a
+    model's tool call does (`USE_TOOL_DEADLINE_MS`); a call to an agent still 15 s."""
+    asked = call("write it")
+    tool = ScriptedCall(tool="use_tool", to="File.Write", arguments={"path": "a.txt"})
+    request = tool.request(0, asked, {"task": "t"})
+    assert isinstance(request, UseTool)
+    assert request.deadline_ms == USE_TOOL_DEADLINE_MS
+    delegated = ScriptedCall(to="gpt").request(1, asked, {"task": "t"})
+    assert isinstance(delegated, Delegate) and delegated.deadline_ms == 15_000
+    told = ScriptedCall(tool="use_tool", to="File.Read", deadline_ms=4_000).request(
+        2, asked, {"task": "t"}
+    )
+    assert isinstance(told, UseTool) and told.deadline_ms == 4_000

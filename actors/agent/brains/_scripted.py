@@ -56,6 +56,7 @@ from actors.agent._prompt import BrainCall, system_prompt, user_prompt
 from actors.agent.brains._protocol import BrainAnswer, BrainError, estimate_tokens, usage_of
 from actors.delegation import (
     SUB_AGENT_TOOL,
+    USE_TOOL_DEADLINE_MS,
     AgentRequest,
     CallSubAgent,
     Delegate,
@@ -67,6 +68,8 @@ from schemas import ContextFilter, ErrorCode, SubAgentArgs
 __all__ = ("Script", "ScriptedBrain", "ScriptedTurn", "load_script")
 
 CRASH_EXIT_CODE = 70
+_AGENT_CALL_DEADLINE_MS = 15_000
+"""How long a scripted call to another agent is waited for, unless the script says."""
 _FIELDS = ("name", "goal", "task", "round", "max_rounds", "results", "transcript")
 _REPORT_FIELDS = frozenset(
     {"summary", "artifacts", "new_facts", "used_sources", "confidence", "requires_followup"}
@@ -93,7 +96,9 @@ class ScriptedCall(BaseModel):
     input: str = ""
     chain: bool = False
     """Pass the previous step's results on as `handoff_data.intermediate_results`."""
-    deadline_ms: int = Field(default=15000, ge=1)
+    deadline_ms: int | None = Field(default=None, ge=1)
+    """How long the host waits for the answer: 15 s for a call to an agent; a tool request's
+    default is `UseTool`'s, long enough for a person's approval (actors/delegation)."""
     max_tokens: int = Field(default=1200, ge=1)
     context: dict[str, Any] | None = None
     """A sub-agent call's `ContextFilter` fields (seed 004)."""
@@ -113,7 +118,7 @@ class ScriptedCall(BaseModel):
                 request_id=f"call-{index}",
                 capability=self.to,
                 arguments=arguments,
-                deadline_ms=self.deadline_ms,
+                deadline_ms=self.deadline_ms or USE_TOOL_DEADLINE_MS,
             )
         if self.tool == SUB_AGENT_TOOL:
             context = None
@@ -128,7 +133,9 @@ class ScriptedCall(BaseModel):
                 allowed_tools=self.allowed_tools,
                 allow_nested_calls=self.allow_nested_calls,
             )
-            return CallSubAgent(request_id=f"call-{index}", args=args, deadline_ms=self.deadline_ms)
+            return CallSubAgent(
+                request_id=f"call-{index}", args=args, deadline_ms=self._agent_wait_ms
+            )
         previous = call.rounds[-1].results if call.rounds and self.chain else ()
         return Delegate(
             request_id=f"call-{index}",
@@ -137,8 +144,12 @@ class ScriptedCall(BaseModel):
             input=text_input,
             intermediate_results=[r.readable for r in previous] if previous else None,
             max_tokens=self.max_tokens,
-            deadline_ms=self.deadline_ms,
+            deadline_ms=self._agent_wait_ms,
         )
+
+    @property
+    def _agent_wait_ms(self) -> int:
+        return self.deadline_ms or _AGENT_CALL_DEADLINE_MS
 
 
 class ScriptedTurn(BaseModel):
