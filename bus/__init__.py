@@ -101,6 +101,7 @@ from bus._rejection import Rejection
 from bus._retention import DAY_S, Retention
 from bus._runner import ExitCode, dump_tasks, run_actor
 from bus._runtime import ActorRuntime
+from bus._scratch import abandoned_scratch, scratch_directory
 from bus._session_ends import ENDS, EndedSessions
 from bus._session_locks import SessionLocks
 from bus._settings import (
@@ -210,6 +211,7 @@ __all__ = (
     "Topology",
     "TraceHeaders",
     "Uptime",
+    "abandoned_scratch",
     "actor_command",
     "agent_timers_config",
     "asked_at_start",
@@ -245,6 +247,7 @@ __all__ = (
     "read_history",
     "read_history_batches",
     "run_actor",
+    "scratch_directory",
     "serve_metrics",
     "shipped",
     "shutdown_tracing",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bus._embedded import EmbeddedServer, NatsServerError
 from bus._ports import PortClaims, PortsExhausted, free_port
+from bus._scratch import scratch_directory
 
 __all__ = ("EmbeddedCluster",)
 
@@ -83,7 +84,7 @@ class EmbeddedCluster:
             raise NatsServerError(f"a cluster needs at least two nodes, not {size}")
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
-            self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-cluster-")
+            self._owned_dir = scratch_directory("parley-cluster-")
             store_dir = Path(self._owned_dir.name)
         self.store_dir = store_dir
         self.name = name

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bus._ports import PortClaims, PortsExhausted, free_port
 from bus._process import ChildProcess
+from bus._scratch import scratch_directory
 from bus._store_lock import StoreLock
 
 __all__ = ("EmbeddedServer", "NatsServerError", "find_nats_server")
@@ -94,7 +95,7 @@ class EmbeddedServer:
         count a death that never happened to a running server."""
         self._owned_dir: tempfile.TemporaryDirectory[str] | None = None
         if store_dir is None:
-            self._owned_dir = tempfile.TemporaryDirectory(prefix="parley-nats-")
+            self._owned_dir = scratch_directory("parley-nats-")
             store_dir = Path(self._owned_dir.name)
         self.store_dir = store_dir
         self.sync_always = sync_always

@@ -155,6 +155,23 @@ def test_every_child_process_dies_with_its_parent() -> None:
     assert not unowned, f"children that outlive a killed parent: {unowned}"
 
 
+def test_every_scratch_directory_is_removed_after_a_killed_run() -> None:
+    """A SIGKILLed demo, chaos run or benchmark left its temporary store behind for ever: every
+    one is made by `scratch_directory`, which names it for its process and removes those of
+    processes that ended (bus/_scratch.py)."""
+    made_elsewhere = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for layer in LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if path.name != "_scratch.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", ""))
+        in {"TemporaryDirectory", "mkdtemp"}
+    ]
+    assert not made_elsewhere, f"temporary directories a killed run leaves: {made_elsewhere}"
+
+
 MAX_LINES = 400
 """A module a newcomer reads in one sitting; past this, it holds more than one concept."""
 

@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +41,7 @@ from bus import (
     Topology,
     configure_tracing,
     provision,
+    scratch_directory,
     shipped,
     shutdown_tracing,
 )
@@ -213,7 +213,7 @@ def print_trace(decisions: list[Decision], out: TextIO) -> None:
 async def run_demo(out: TextIO = sys.stdout, *, keep: Path | None = None) -> int:
     """Run the demo; return the exit code."""
     ns = Namespace("parley")
-    with tempfile.TemporaryDirectory(prefix="parley-demo-") as scratch:
+    with scratch_directory("parley-demo-") as scratch:
         work = keep or Path(scratch)
         server = EmbeddedServer(work / "nats")
         await asyncio.to_thread(server.start)

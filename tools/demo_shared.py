@@ -14,14 +14,13 @@ turn limit and no text was found.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Final, TextIO
 
 from nats.aio.msg import Msg
 
 from actors.relay import frame_devices, gateway_stream
-from bus import EmbeddedServer
+from bus import EmbeddedServer, scratch_directory
 from bus._supervisor import GiveUp
 from schemas import SessionEvent
 from tools._shared_deployments import (
@@ -101,7 +100,7 @@ async def _gateway_report(
 
 async def run_shared_demo(out: TextIO, *, keep: Path | None = None) -> int:
     """Run the shared-agent demo; return the exit code."""
-    with tempfile.TemporaryDirectory(prefix="parley-demo-shared-") as scratch:
+    with scratch_directory("parley-demo-shared-") as scratch:
         try:
             async with shared_deployments(keep or Path(scratch), out) as running:
                 return await _run(running, out)

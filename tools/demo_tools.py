@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -43,6 +42,7 @@ from bus import (
     jetstream,
     load_settings,
     owned_argv,
+    scratch_directory,
     shipped,
 )
 from bus._supervisor import GiveUp
@@ -126,7 +126,7 @@ def tools_message() -> HumanMessage:
 async def run_tools_demo(out: TextIO, *, keep: Path | None = None) -> int:
     """Run the tools demo; return the exit code. Every process it started is gone when it
     returns or raises (Ctrl-C included): the supervisor stops the actors, the server stops."""
-    with tempfile.TemporaryDirectory(prefix="parley-demo-tools-") as scratch:
+    with scratch_directory("parley-demo-tools-") as scratch:
         work = (keep or Path(scratch)).resolve()
         # Without bubblewrap a command runs as a sandbox user at the workspace's real path,
         # and git resolves it: the user must pass through (never list) the dirs above it.

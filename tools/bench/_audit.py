@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,14 @@ from nats.aio.client import Client as NATS
 from prometheus_client import CollectorRegistry
 
 from actors import AuditorActor
-from bus import ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
+from bus import (
+    ActorMetrics,
+    ActorRuntime,
+    EmbeddedServer,
+    load_settings,
+    provision,
+    scratch_directory,
+)
 from schemas import Decision, ErrorCode, Namespace, encode, key_id, new_id, utc_now
 from tools.audit import verify_stream
 from tools.bench._kit import AckCounter
@@ -119,7 +125,7 @@ async def audit_rows(rounds: int, count: int) -> dict[str, Any]:
     parley_rates: list[float] = []
     chain_ok = True
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        scratch_directory("parley-bench-") as store,
         EmbeddedServer(Path(store), sync_always=True) as server,
     ):
         nc = await nats.connect(server.url)

@@ -28,7 +28,6 @@ import asyncio
 import functools
 import json
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
@@ -50,6 +49,7 @@ from bus import (
     EmbeddedServer,
     load_settings,
     provision,
+    scratch_directory,
     stop_like_interrupt,
 )
 from schemas import (
@@ -221,7 +221,7 @@ async def _jetstream_rows(
     fsync: bool, args: argparse.Namespace, rounds: list[dict[str, Any]]
 ) -> None:
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        scratch_directory("parley-bench-") as store,
         EmbeddedServer(Path(store), sync_always=fsync) as server,
     ):
         label = "always" if fsync else "lazy"
@@ -260,7 +260,7 @@ def _summarise(rounds: list[dict[str, Any]], name: str, fsync: str) -> Row:
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[Row] = []
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        scratch_directory("parley-bench-") as store,
         EmbeddedServer(Path(store)) as server,
     ):
         nc = await nats.connect(server.url)

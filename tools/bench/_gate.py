@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import statistics
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -40,7 +39,15 @@ from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 
 from actors.gate import BUNDLE_KEY, Allow, GateActor, Ledger, Route, Submission, decide, plan
-from bus import MSG_ID, ActorMetrics, ActorRuntime, EmbeddedServer, load_settings, provision
+from bus import (
+    MSG_ID,
+    ActorMetrics,
+    ActorRuntime,
+    EmbeddedServer,
+    load_settings,
+    provision,
+    scratch_directory,
+)
 from schemas import (
     BUNDLE_PAYLOAD_TYPE,
     AgentCall,
@@ -220,7 +227,7 @@ async def gate_rounds(fsync: bool, count: int, backlog: int, rounds: int) -> lis
     results: list[dict[str, Any]] = []
     key = Ed25519PrivateKey.generate()
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-gate-") as store,
+        scratch_directory("parley-bench-gate-") as store,
         EmbeddedServer(Path(store) / "nats", sync_always=fsync) as server,
     ):
         keys = Path(store) / "policy.pub"

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -50,6 +49,7 @@ from bus import (
     owned_argv,
     provision,
     python_command,
+    scratch_directory,
 )
 from schemas import (
     LlmChunk,
@@ -204,7 +204,7 @@ async def _parley(
     server: EmbeddedServer, nc: NATS, ns: Namespace, url: str
 ) -> AsyncIterator[Supervisor]:
     """The gate and the LLM gateway, real processes under the supervisor, both ready."""
-    with tempfile.TemporaryDirectory(prefix="parley-bench-llm-") as directory:
+    with scratch_directory("parley-bench-llm-") as directory:
         signed, public = await asyncio.to_thread(
             sign_bundle, json.dumps(_bundle()).encode(), Path(directory)
         )
@@ -249,7 +249,7 @@ async def llm_rows(calls: int, rounds: int) -> tuple[Samples, dict[str, Any]]:
     """Each path's (first chunk, whole answer) seconds, `calls` a round, alternating rounds;
     then the long answer's figure."""
     measured: dict[str, list[tuple[float, float]]] = {path: [] for path in PATHS}
-    with tempfile.TemporaryDirectory(prefix="parley-bench-llm-") as directory:
+    with scratch_directory("parley-bench-llm-") as directory:
         server = EmbeddedServer(Path(directory) / "nats", sync_always=True)
         await asyncio.to_thread(server.start)
         nc = await nats.connect(server.url)

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import functools
 import statistics
-import tempfile
 import time
 import timeit
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from bus import (
     _tracing,
     load_settings,
     provision,
+    scratch_directory,
 )
 from schemas import AgentResponse, AnyEnvelope, Namespace, Reply, derive_id, new_id, utc_now
 from tools.bench._kit import AckCounter, preload
@@ -155,7 +155,7 @@ async def otel_rows(backlog: int, rounds: int) -> dict[str, Any]:
     switch = _span_maker()
     modes = ["off", "on"] if switch is not None else ["off"]
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        scratch_directory("parley-bench-") as store,
         EmbeddedServer(Path(store), sync_always=False) as server,
     ):
         for turn in range(rounds):

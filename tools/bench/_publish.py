@@ -25,7 +25,6 @@ import asyncio
 import json
 import resource
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -36,7 +35,7 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus import EmbeddedServer
+from bus import EmbeddedServer, scratch_directory
 from tools.bench._cpu import Descendants
 
 __all__ = ("MODES", "publish_rows")
@@ -175,7 +174,7 @@ async def _run(nc: NATS, server: Descendants, mode: str, batches: int) -> dict[s
 async def _fsync_rows(sync_always: bool, rounds: int, batches: int) -> list[dict[str, Any]]:
     runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-") as store,
+        scratch_directory("parley-bench-") as store,
         EmbeddedServer(Path(store), sync_always=sync_always) as server,
     ):
         processes = Descendants()

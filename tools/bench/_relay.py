@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -39,7 +38,16 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from actors.relay import DeviceKeys, save_shared_agent
-from bus import MSG_ID, SENDER, EmbeddedServer, TraceHeaders, owned_argv, provision, python_command
+from bus import (
+    MSG_ID,
+    SENDER,
+    EmbeddedServer,
+    TraceHeaders,
+    owned_argv,
+    provision,
+    python_command,
+    scratch_directory,
+)
 from schemas import AgentCall, Namespace, SharedAgent, encode, new_id, utc_now
 from tools._shared_deployments import shared_deployments
 from tools._shared_sessions import orchestrate
@@ -230,7 +238,7 @@ async def _run(
 
 async def relay_rows(backlog: int, calls: int, rounds: int) -> list[RelayRow]:
     """`rounds` runs of each path (alternating which goes first); one row per path."""
-    with tempfile.TemporaryDirectory(prefix="parley-bench-relay-") as scratch:
+    with scratch_directory("parley-bench-relay-") as scratch:
         directory = Path(scratch)
         home = EmbeddedServer(directory / "home")
         await asyncio.to_thread(home.start)
@@ -267,7 +275,7 @@ async def relay_rows(backlog: int, calls: int, rounds: int) -> list[RelayRow]:
 async def turn_rows(turns: int, rounds: int) -> list[TurnRow]:
     """`rounds` full_auto sessions of `turns` turns per path; one row per path."""
     legs: dict[str, list[float]] = {"byte-doc": [], "bob-byte-doc": []}
-    with tempfile.TemporaryDirectory(prefix="parley-bench-turns-") as scratch:
+    with scratch_directory("parley-bench-turns-") as scratch:
         async with shared_deployments(
             Path(scratch), sys.stdout, local_copy=True, rate_per_minute=10_000_000
         ) as running:

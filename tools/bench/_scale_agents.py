@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,7 +37,7 @@ import nats
 from nats.js.kv import KeyValue
 
 from actors.gate import BUNDLE_KEY
-from bus import EmbeddedServer, Supervisor, load_settings, provision
+from bus import EmbeddedServer, Supervisor, load_settings, provision, scratch_directory
 from schemas import (
     ActorHeartbeat,
     Namespace,
@@ -213,7 +212,7 @@ async def registry_scale(
     """Register `agents` agents and beat for them; the readers' and server's CPU; verdict."""
     period_s = load_settings().heartbeat_s
     ns = Namespace("benchagents")
-    with tempfile.TemporaryDirectory(prefix="parley-bench-agents-") as scratch:
+    with scratch_directory("parley-bench-agents-") as scratch:
         async with _readers(ns, Path(scratch), sync_always) as (url, pids):
             idle = await _window(pids, window_s)
             nc = await nats.connect(url)

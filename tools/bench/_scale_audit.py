@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,7 +44,15 @@ from actors.auditor import (
     seal,
     sign_checkpoint,
 )
-from bus import MSG_ID, EmbeddedServer, Quotas, owned_argv, provision, python_command
+from bus import (
+    MSG_ID,
+    EmbeddedServer,
+    Quotas,
+    owned_argv,
+    provision,
+    python_command,
+    scratch_directory,
+)
 from schemas import AuditRecord, Namespace, derive_id, encode, utc_now
 from tools.bench._audit import _decision
 
@@ -189,7 +196,7 @@ async def audit_verify_scale(
     key = Ed25519PrivateKey.generate()
     ns = Namespace("benchscale")
     with (
-        tempfile.TemporaryDirectory(prefix="parley-bench-") as work,
+        scratch_directory("parley-bench-") as work,
         EmbeddedServer(Path(work) / "store", sync_always=False) as server,
     ):
         nc = await nats.connect(server.url)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nats
 
-from bus import EmbeddedServer, provision, shipped
+from bus import EmbeddedServer, provision, scratch_directory, shipped
 from schemas import HumanMessage, Namespace, new_id, utc_now
 from tools.bench._collab import _Waiter, submit_sessions
 from tools.bench._store_floor import (
@@ -166,7 +165,7 @@ async def _wave(
 async def sessions_scale(few: int, many: int) -> dict[str, Any]:
     """Waves of `few` then `many` sessions; the figures and their verdicts."""
     ns = Namespace("benchsessions")
-    with tempfile.TemporaryDirectory(prefix="parley-bench-sessions-") as scratch:
+    with scratch_directory("parley-bench-sessions-") as scratch:
         env = _agents_env(Path(scratch), max(few, many))
         async with demo_system(ns, child_env=env) as system:
             waiter = _Waiter()
@@ -203,7 +202,7 @@ async def _floor(stores: list[StreamStores], ns: Namespace) -> float:
     """`floor_sessions_per_s` on a server of its own, once the system is down: nothing of
     Parley's (the auditor catching up, heartbeats) shares the machine with it."""
     floor_ns = Namespace("benchfloor")
-    with tempfile.TemporaryDirectory(prefix="parley-bench-floor-") as scratch:
+    with scratch_directory("parley-bench-floor-") as scratch:
         server = EmbeddedServer(Path(scratch) / "nats")
         await asyncio.to_thread(server.start)
         try:

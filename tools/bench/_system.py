@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import tomllib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -22,7 +21,7 @@ import nats
 from nats.aio.client import Client as NATS
 
 from actors.gate import BUNDLE_KEY
-from bus import EmbeddedServer, Supervisor, provision
+from bus import EmbeddedServer, Supervisor, provision, scratch_directory
 from schemas import Namespace
 from tools.demo import DEMO_POLICY, demo_topology, sign_bundle
 
@@ -57,7 +56,7 @@ async def demo_system(
     A child's errors are printed as they happen, so a row that stalls says why. `child_env`
     adds environment variables to the children it names (an agent's profile, its settings).
     """
-    with tempfile.TemporaryDirectory(prefix="parley-bench-system-") as scratch:
+    with scratch_directory("parley-bench-system-") as scratch:
         server = EmbeddedServer(Path(scratch) / "nats")
         await asyncio.to_thread(server.start)
         nc = await nats.connect(server.url)

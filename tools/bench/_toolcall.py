@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from bus import (
     owned_argv,
     provision,
     python_command,
+    scratch_directory,
 )
 from schemas import (
     Error,
@@ -276,7 +276,7 @@ async def tools_rows(calls: int, rounds: int, fsync: bool = True) -> dict[str, _
     fsyncs every write (`fsync`) or leaves it to the kernel."""
     roots = {path: f"benchtools{path}" for path in PATHS}
     measured = {path: _Measured() for path in PATHS}
-    with tempfile.TemporaryDirectory(prefix="parley-bench-tools-") as directory:
+    with scratch_directory("parley-bench-tools-") as directory:
         scratch = Path(directory)
         workspaces = scratch / "workspaces"
         (workspaces / _SESSION / _FILE).parent.mkdir(parents=True, mode=0o700)

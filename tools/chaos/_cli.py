@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bus import stop_like_interrupt
+from bus import scratch_directory, stop_like_interrupt
 from tools.chaos._command import CHAOS_POLICY, ChaosOptions, run_chaos
 from tools.chaos._llm_mix import gateway_kills
 from tools.chaos._schedule import SERVER, cluster_targets, merged, plan_faults, router_kills
@@ -104,7 +103,7 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
         llm=args.llm,
     )
     if args.plan:
-        with tempfile.TemporaryDirectory(prefix="parley-chaos-plan-") as scratch:
+        with scratch_directory("parley-chaos-plan-") as scratch:
             # demo_topology writes the auditor's key beside the policy key: keep it out of cwd
             work = Path(scratch)
             topology = run_topology(

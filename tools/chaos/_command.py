@@ -36,12 +36,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from bus import ChildProcess, EmbeddedCluster, EmbeddedServer, Topology, provision, shipped
+from bus import (
+    ChildProcess,
+    EmbeddedCluster,
+    EmbeddedServer,
+    Topology,
+    provision,
+    scratch_directory,
+    shipped,
+)
 from schemas import Namespace
 from tools.chaos._agents import LLM_AGENT, TOOL_AGENT
 from tools.chaos._checker import ChaosReport, check_history, format_report
@@ -119,7 +126,7 @@ def _actor_ids(topology: Topology) -> list[str]:
 async def run_chaos(options: ChaosOptions, out: TextIO = sys.stdout) -> tuple[int, ChaosReport]:
     """One chaos run; returns the exit code and the checker's report."""
     ns = Namespace("parley")
-    with tempfile.TemporaryDirectory(prefix="parley-chaos-") as scratch:
+    with scratch_directory("parley-chaos-") as scratch:
         work = options.keep or Path(scratch)
         keys = work / "keys"
         keys.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Final, TextIO
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-from bus import ChildProcess, ChildSpec
+from bus import ChildProcess, ChildSpec, scratch_directory
 from tools._refusals import Refusals
 from tools._shared_deployments import (
     Deployment,
@@ -135,7 +134,7 @@ async def run_shared_chaos(
             "stall_margin_s": STALL_MARGIN_S,
         },
     )
-    with tempfile.TemporaryDirectory(prefix="parley-chaos-shared-") as scratch:
+    with scratch_directory("parley-chaos-shared-") as scratch:
         work = options.keep or Path(scratch)
         async with prepared_deployments(work, rate_per_minute=RATE_PER_MINUTE, tuning=tuning) as up:
             children = _children(up, work)
