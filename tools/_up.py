@@ -100,8 +100,11 @@ def shown(line: str) -> str:
     return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", line)
 
 
-def _say(line: str) -> None:
-    print(f"[nats] {line}", flush=True)
+def _say(text: str) -> None:
+    """Each line as the server's own (a failed restart's reason spans several: the server's
+    last words), so none reads as another process's."""
+    for line in text.splitlines() or [""]:
+        print(f"[nats] {line}", flush=True)
 
 
 class ServerKeeper:

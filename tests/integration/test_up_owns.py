@@ -420,3 +420,7 @@ async def test_restarts_that_fail_back_off_longer_each_time(tmp_path: Path) -> N
     delays = re.findall(r"^\[nats\] exited \(.*\); restarting in ([\d.]+)s$", said, re.M)
     assert delays == ["0.5", "1", "2", "4", "4"], up.lines[-30:]
     assert "giving up: nats-server keeps dying" in said, up.lines[-30:]
+    # A failed restart's reason (the server's last words) is the server's on every line.
+    failed_at = next(i for i, line in enumerate(up.lines) if "restart failed" in line)
+    reason = up.lines[failed_at : failed_at + 3]
+    assert all(line.startswith("[nats] ") for line in reason), reason
