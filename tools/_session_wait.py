@@ -12,7 +12,9 @@ timeline says: the gate's `approval_requested` names how long the request waits
 (`expires_in_s`, the approval rule's `timeout_s`), and the runtime's answer to the request (its
 `tool_completed`, naming the request as `call_id`) says it was decided. Judged by the turn
 alone, `parley say` gave up on a session that waited for its own person's decision, and
-stopped it, while the request could still be approved.
+stopped it, while the request could still be approved. A command that joins a session held
+so (`parley collab --follow`) has seen no call start: the session's opening, which the
+router keeps (`session_created`), names its turn and the sweep's margin.
 """
 
 from __future__ import annotations
@@ -63,7 +65,12 @@ class SessionWait:
     def on_event(self, event: SessionEvent) -> None:
         """Move the deadline, and say what is awaited, as `event` tells."""
         payload = event.payload
-        if event.event_type == "step_started":
+        if event.event_type == "session_created":
+            turn_s = _seconds(payload.get("turn_timeout_s"))
+            margin_s = _seconds(payload.get("stall_margin_s"))
+            if self._turn is None and turn_s is not None and margin_s is not None:
+                self._turn = timedelta(seconds=turn_s + margin_s)  # a call's own says better
+        elif event.event_type == "step_started":
             self.ends_by = _when(payload.get("ends_by"))
             if self.ends_by is not None:
                 self._turn = self.ends_by - event.created_at
@@ -88,6 +95,12 @@ class SessionWait:
     def _later(self, when: datetime) -> None:
         if self.ends_by is None or when > self.ends_by:
             self.ends_by = when
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
 
 
 def _when(value: object) -> datetime | None:

@@ -204,6 +204,9 @@ class CaughtUp:
     nothing_stored: bool = False
     """The timeline and the standing were read and held nothing of the session: it has not
     opened yet (a session just detached), or its id is mistyped or another person's."""
+    opening: SessionEvent | None = None
+    """The session's opening (`session_created`, as the router keeps it) when it runs: its
+    limits say how long a call may run (tools/_session_wait.py)."""
 
 
 async def caught_up(
@@ -263,9 +266,12 @@ async def _catch_up(
     if stored is None and standing is None and not news:
         return CaughtUp(None, [], nothing_stored=True)
     first = joined(stored, news)
+    opening = (
+        standing if standing is not None and standing.event_type == "session_created" else None
+    )
     if stored is None or first[0] is not stored:  # nothing stored, or its live copy is in
-        return CaughtUp(None, first)
-    return CaughtUp(None, first, stored.id)
+        return CaughtUp(None, first, opening=opening)
+    return CaughtUp(None, first, stored.id, opening=opening)
 
 
 def ended_line(session_id: str, event: SessionEvent) -> str:

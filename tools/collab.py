@@ -162,6 +162,9 @@ async def follow_session(
                     print(f"session {msg.session_id} had ended already", file=out)
                     print(render(caught.ended, max_rounds) or "", file=out, flush=True)
                     return SessionEnd(caught.ended, _END[caught.ended.event_type], (caught.ended,))
+                if caught.opening is not None:  # its limits, and how many rounds it has
+                    wait.on_event(caught.opening)
+                    max_rounds = int(caught.opening.payload.get("max_rounds", max_rounds))
                 for first in caught.first:
                     news.put_nowait(first)
                 shown = caught.shown

@@ -108,6 +108,10 @@ def open_session(
             "participants": list(participants),
             "max_rounds": session.max_rounds,
             "user_id": msg.user_id,
+            # How long a call may run unmoved before the session ends (its turn, then the
+            # sweep's margin): a command that joins a session mid-call waits as long.
+            "turn_timeout_s": limits.turn_timeout_s,
+            "stall_margin_s": limits.stall_margin_s,
         },
     )
     started = clock.event("session_started", round_=1, speaker=first)

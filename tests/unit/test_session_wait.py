@@ -91,3 +91,24 @@ def test_a_request_still_held_holds_the_next_call_too() -> None:
     answered = later + timedelta(seconds=5)
     wait.on_event(_event("tool_completed", answered, call_id="a1", status="denied"))
     assert wait.waiting_for.startswith("gpt's answer")
+
+
+def test_a_command_joining_at_a_held_request_waits_the_sessions_own_turn_past_it() -> None:
+    """`parley collab --follow` joined at a stored `approval_requested` has seen no call start,
+    and took a turn to be 60 s: under a longer `turn_timeout_s` (and the sweep's margin) it
+    gave up before the router did. The session's opening names both (a review)."""
+    wait = SessionWait("the session's next event")
+    opening = _event("session_created", START, max_rounds=1, turn_timeout_s=200, stall_margin_s=45)
+    wait.on_event(opening)
+    asked = START + timedelta(seconds=3)
+    wait.on_event(_event("approval_requested", asked, approval_id="a1", expires_in_s=300))
+    assert wait.ends_by == asked + timedelta(seconds=300 + 200 + 45)
+
+
+def test_an_opening_that_names_no_limits_leaves_the_opening_wait() -> None:
+    """A session opened by a router before its opening named its limits: 60 s, as before."""
+    for limits in ({}, {"turn_timeout_s": "200", "stall_margin_s": 45}, {"turn_timeout_s": 200}):
+        wait = SessionWait("the session's next event")
+        wait.on_event(_event("session_created", START, **limits))
+        wait.on_event(_event("approval_requested", START, approval_id="a1", expires_in_s=300))
+        assert wait.ends_by == START + timedelta(seconds=300 + OPENING_S), limits

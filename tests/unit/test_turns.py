@@ -159,6 +159,17 @@ def test_opening_calls_the_first_speaker_with_the_goal_verbatim_at_round_one() -
     assert result.session is not None and result.session.pending is not None
 
 
+def test_the_opening_names_how_long_a_call_may_run() -> None:
+    """A command joining the session mid-call waits as long as the router lets a call run
+    (tools/_session_wait.py): the opening, which the router keeps, names the turn and the
+    sweep's margin."""
+    limits = Limits(turn_timeout_s=200, stall_margin_s=30)
+    result = open_session(goal(), session_id="s-1", sender="cli", now=T0, limits=limits)
+    created = events(result)[0]
+    assert created.event_type == "session_created"
+    assert (created.payload["turn_timeout_s"], created.payload["stall_margin_s"]) == (200, 30)
+
+
 def test_defaults_are_the_seeds_two_agents_six_rounds_first_participant_first() -> None:
     msg = HumanMessage(id="h", created_at=T0, text="plan a hike", call_id="c", mode="collaborate")
     result = open_session(msg, session_id="s-9", sender="cli", now=T0, limits=LIMITS)
