@@ -138,3 +138,37 @@ async def test_a_command_with_no_system_to_talk_to_says_what_to_set(tmp_path: Pa
         text = "\n".join(lines)
         assert "parley up" in text and "NATS_URL" in text, text
         assert "Traceback" not in text, text
+
+
+async def test_a_bundle_published_by_hand_is_kept_by_the_next_systems_up(tmp_path: Path) -> None:
+    """One example, then a bundle published by hand (docs/collaboration.md), then another
+    example in the same directory: `parley up` must keep the published bundle and say so. It
+    read the stored bundle as the policy signer, whose grants had no read of it, and exited 2
+    on the broker's refusal (a newcomer's walk)."""
+    env = _env()
+    first = parley_up(REPO / "examples/collaborate", env, cwd=tmp_path)
+    try:
+        await first.wait_line(r"^\[nats\] published .* as policy version 1", timeout=60)
+        await first.wait_line(r"^\[nats\] embedded nats-server .*locked down", timeout=60)
+        own = tmp_path / "own.signed.json"
+        key = tmp_path / ".parley" / "keys" / "policy.key"
+        argv = ("policy", "sign", str(REPO / "examples/delegate/policy.toml"), "--key", str(key))
+        code, lines = await finished(parley_cli(env, *argv, "-o", str(own), cwd=tmp_path))
+        assert code == 0, lines
+        code, lines = await finished(parley_cli(env, "policy", "publish", str(own), cwd=tmp_path))
+        assert code == 0, lines
+        first.signal(signal.SIGINT)
+        assert await first.wait_exit(timeout=30) == 0
+    finally:
+        close_up(first)
+
+    second = parley_up(REPO / "examples/delegate", env, cwd=tmp_path)
+    try:
+        await second.wait_line(r"^\[nats\] kept the policy bundle in force", timeout=60)
+        await second.wait_line(r"^\[nats\] embedded nats-server .*locked down", timeout=30)
+        second.signal(signal.SIGINT)
+        assert await second.wait_exit(timeout=30) == 0
+    finally:
+        close_up(second)
+    refused = [line for line in second.lines if "violation" in line.lower()]
+    assert not refused, refused

@@ -281,10 +281,14 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
 
 def _operator_grants(g: Grants, role: str) -> None:
     """Operators' tools, each only what its commands do: the signer puts the bundle (the gates
-    verify it before they trust it); the audit reader gets audit records by direct get (no
-    consumer) and the stream's info, and follows live traffic through a read-only import."""
+    verify it before they trust it) and reads the policy bucket back; the audit reader gets
+    audit records by direct get (no consumer) and the stream's info, and follows live traffic
+    through a read-only import."""
     if role == POLICY_SIGNER:
         g.write_keys("policy", "bundle")
+        # And read what is stored: `parley up` keeps a bundle someone published and says so
+        # (tools/_system_policy.py). Bundles are signed, not secret: every gate reads them.
+        g.pub(f"{JS_API}.STREAM.MSG.GET.KV_{g.ns.bucket('policy')}")
     elif role == AUDIT_READER:  # its info too: `audit verify` reads its retention
         audit = g.ns.stream("audit")
         g.pub(f"{JS_API}.DIRECT.GET.{audit}", f"{JS_API}.STREAM.INFO.{audit}")
