@@ -17,7 +17,7 @@ the bytes land, and JetStream itself refuses what passes them:
 One store is written by one principal for many: the tool runtime alone writes the artifact
 store, for every person's steps. The broker bounds it whole; the runtime, the executing actor,
 bounds each person's and each agent's share of it (`artifact_bytes_per_person`,
-`artifact_bytes_per_agent`; actors/tools/_artifact_shares.py), so one agent's diffs cannot
+`artifact_bytes_per_agent`; actors/tools/_shares.py), so one agent's diffs cannot
 fill it for everyone.
 
 The defaults are sized for a laptop (a few GiB in all); docs/quotas.md says how to size them
@@ -141,36 +141,66 @@ class Quotas(BaseModel):
         "(four persons' full shares can). Unset: half the store, or a person's share if larger.",
     )
 
+    step_record_bytes_per_person: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of step records the tool runtime keeps for one person at a time "
+        "(each step's result and held request, in `tool_runs`, for its age limit): past it "
+        "that person's new steps are refused `RATE_LIMITED` until their oldest expire. Unset: "
+        "an eighth of the bucket (`bucket_bytes.tool_runs`).",
+    )
+    step_record_bytes_per_agent: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of step records the tool runtime keeps for one agent's steps at a "
+        "time, whoever they work for: one agent's stream of large results cannot fill the "
+        "bucket every step needs. At least a person's share. Unset: half the bucket, or a "
+        "person's share if larger.",
+    )
+
     def artifact_share(self, kind: Literal["person", "agent"]) -> int:
         """What one person's or one agent's artifacts may hold: the setting, else the
         default share of the store."""
-        store = self.bucket_max_bytes("artifacts")
-        person = self.artifact_bytes_per_person
+        return self._share("artifacts", "artifact_bytes", kind)
+
+    def step_record_share(self, kind: Literal["person", "agent"]) -> int:
+        """What one person's or one agent's step records may hold: the setting, else the
+        default share of the `tool_runs` bucket."""
+        return self._share("tool_runs", "step_record_bytes", kind)
+
+    def _share(self, bucket: str, setting: str, kind: Literal["person", "agent"]) -> int:
+        store = self.bucket_max_bytes(bucket)
+        person: int | None = getattr(self, f"{setting}_per_person")
         if person is None:
             person = store // 8
         if kind == "person":
             return person
-        agent = self.artifact_bytes_per_agent
+        agent: int | None = getattr(self, f"{setting}_per_agent")
         return agent if agent is not None else max(store // 2, person)
 
     @model_validator(mode="after")
     def _shares_fit_the_store(self) -> Quotas:
         """A share larger than the store it is a share of bounds nothing; an agent's share
         below a person's lets one person use the agent up for everyone else."""
-        store = self.bucket_max_bytes("artifacts")
-        for name in ("artifact_bytes_per_person", "artifact_bytes_per_agent"):
-            given = getattr(self, name)
-            if given is not None and given > store:
+        for bucket, setting, store_name in (
+            ("artifacts", "artifact_bytes", "the artifact store"),
+            ("tool_runs", "step_record_bytes", "the tool_runs bucket"),
+        ):
+            store = self.bucket_max_bytes(bucket)
+            for name in (f"{setting}_per_person", f"{setting}_per_agent"):
+                given = getattr(self, name)
+                if given is not None and given > store:
+                    raise ValueError(
+                        f"{name} ({given}) is larger than {store_name} itself "
+                        f"(bucket_bytes.{bucket}, {store})"
+                    )
+            agent = self._share(bucket, setting, "agent")
+            person = self._share(bucket, setting, "person")
+            if agent < person:
                 raise ValueError(
-                    f"{name} ({given}) is larger than the artifact store itself "
-                    f"(bucket_bytes.artifacts, {store})"
+                    f"{setting}_per_agent ({agent}) is below a person's share ({person}): one "
+                    "person could fill an agent's share and stop it storing for everyone else"
                 )
-        if self.artifact_share("agent") < self.artifact_share("person"):
-            raise ValueError(
-                f"artifact_bytes_per_agent ({self.artifact_share('agent')}) is below a "
-                f"person's share ({self.artifact_share('person')}): one person could fill an "
-                "agent's share and stop it storing for everyone else"
-            )
         return self
 
     @field_validator("stream_bytes", "bucket_bytes")

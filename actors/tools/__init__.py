@@ -22,7 +22,6 @@ from actors.tools._arguments import (
     arguments_schema,
     decode_arguments,
 )
-from actors.tools._artifact_shares import ArtifactShares, Payer, ShareExceeded, usage_key
 from actors.tools._artifact_uris import SCHEME, ArtifactUri, BadArtifactUri, session_key
 from actors.tools._artifacts import (
     ArtifactCorrupt,
@@ -59,6 +58,7 @@ from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText
 from actors.tools._paths import check_path
 from actors.tools._pending import PendingApproval, decode_pending, pending_key
 from actors.tools._scopes import check_request, check_size, narrow_scope
+from actors.tools._shares import Payer, ShareExceeded, Shares, usage_key
 from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 from actors.tools._step_records import StepRecords
 from actors.tools._upload import DEFAULT_MAX_UPLOAD_BYTES, execute_workspace_upload
@@ -87,7 +87,6 @@ __all__ = (
     "ArtifactCorrupt",
     "ArtifactNotFound",
     "ArtifactShareExceeded",
-    "ArtifactShares",
     "ArtifactStore",
     "ArtifactStoreError",
     "ArtifactUri",
@@ -110,6 +109,7 @@ __all__ = (
     "Provenance",
     "ScopeDenied",
     "ShareExceeded",
+    "Shares",
     "ShellExec",
     "ShellLimits",
     "ShellRun",

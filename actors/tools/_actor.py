@@ -30,7 +30,6 @@ import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from actors.tools._artifact_shares import ArtifactShares
 from actors.tools._artifacts import ArtifactStore, ArtifactStoreError
 from actors.tools._contract import Executor
 from actors.tools._decisions import Decisions
@@ -39,8 +38,9 @@ from actors.tools._held_steps import HeldSteps, interrupted
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
+from actors.tools._shares import RECORD_TERMS, ShareExceeded, Shares
 from actors.tools._step_records import StepRecords
-from actors.tools._steps import Asked, Held, StepRunner
+from actors.tools._steps import Asked, Held, StepRunner, failed
 from bus import (
     DAY_S,
     ENDS,
@@ -60,6 +60,7 @@ from schemas import (
     AnyEnvelope,
     Control,
     Error,
+    ErrorCode,
     SessionEvent,
     ToolRequest,
     ToolResult,
@@ -120,13 +121,10 @@ class ToolsActor(Actor):
         runs = await asked_at_start(
             bus.refusals, lambda: bus.js.key_value(ns.bucket("tool_runs")), "the tool runs bucket"
         )
-        self._runs = RunStore(runs)
+        artifact_shares, record_shares = await self._shares(bus, runs)
+        self._runs = RunStore(runs, record_shares)
         artifacts = ArtifactStore(
-            bus.js,
-            ns,
-            self.options.tenant,
-            self.settings.max_payload,
-            await self._shares(bus, runs),
+            bus.js, ns, self.options.tenant, self.settings.max_payload, artifact_shares
         )
         await artifacts.check()  # its age limit: an object half way to it is stored anew
         records = StepRecords(artifacts, self.settings.max_payload)
@@ -153,10 +151,11 @@ class ToolsActor(Actor):
             finish=self._finish,
         )
 
-    async def _shares(self, bus: BusHandle, runs: KeyValue) -> ArtifactShares:
+    async def _shares(self, bus: BusHandle, runs: KeyValue) -> tuple[Shares, Shares]:
         """Each person's and agent's share of the artifact store, counted for as long as the
         store keeps an object: the settings' retention, or the store's own age limit where
-        it is longer (a runtime whose settings changed before `parley provision` ran)."""
+        it is longer (a runtime whose settings changed before `parley provision` ran); and
+        their shares of the step records, counted for the `tool_runs` bucket's age limit."""
         quotas = self.settings.quotas
         store = ArtifactStore(bus.js, self.namespace, self.options.tenant)
         try:
@@ -175,12 +174,20 @@ class ToolsActor(Actor):
                 f"the tool_runs bucket keeps a record {counts_kept_s:g} s, less than the "
                 f"artifacts' {retention_s:g} s and a day: run `parley provision`"
             )
-        return ArtifactShares(
+        artifact_shares = Shares(
             runs,
             per_person=quotas.artifact_share("person"),
             per_agent=quotas.artifact_share("agent"),
             retention_s=retention_s,
         )
+        record_shares = Shares(
+            runs,
+            per_person=quotas.step_record_share("person"),
+            per_agent=quotas.step_record_share("agent"),
+            retention_s=counts_kept_s or DAY_S * 8,  # a bucket that keeps them for ever: 8 days
+            terms=RECORD_TERMS,
+        )
+        return artifact_shares, record_shares
 
     async def stop(self) -> None:
         if self._mcp is not None:
@@ -241,6 +248,15 @@ class ToolsActor(Actor):
         runs, steps = self._started()
         held = self._held_steps()
         request = asked.request
+        try:
+            await runs.room_for(key, asked.payers)
+        except ShareExceeded as exc:  # nothing of it stored: refused, and nothing stored
+            log.warning(
+                "step refused: a share of the step records is full", extra={"error": str(exc)}
+            )
+            refused = failed(str(ErrorCode.RATE_LIMITED), f"not run: {exc}")
+            await steps.answer(ctx, asked, StepRunner.result(request, refused))
+            return
         begun = await runs.begin(key, _now_ms(), ctx.attempt)
         if begun.state == "done" and begun.run.result is not None:
             stored = _decode_result.decode(begun.run.result)
@@ -283,7 +299,7 @@ class ToolsActor(Actor):
         answered with theirs."""
         runs, steps = self._started()
         try:
-            await runs.finish(key, begun, encode(result))
+            await runs.finish(key, begun, encode(result), asked.payers)
         except KeyWrongLastSequenceError:
             found = await runs.read(key)
             if found is None or found.run.result is None:

@@ -107,7 +107,7 @@ class HeldSteps:
             rule_title=steps.approval_title(held.scope),
         )
         try:
-            held_state = await runs.hold(key, begun, approval)
+            held_state = await runs.hold(key, begun, approval, asked.payers)
         except KeyWrongLastSequenceError:
             ctx.defer(1.0)  # another delivery of it got there first: see what it did
             return

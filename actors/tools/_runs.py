@@ -16,13 +16,20 @@ finds one of three things:
 Keys are `run.<digest>`, the digest of the step's identity: who asked (the gate's word), in
 which session and task, for which step. A step id is the caller's choice, so it names a step
 only within its caller's own work.
+
+The bucket is shared by every person's steps and written by the runtime alone, so the broker
+bounds it only whole: one agent asking for large results as fast as its rate allows filled it
+within minutes (an attack review), and then no step of anyone's could be marked. Each result
+and held request stored is charged to the step's person and agent (actors/tools/_shares.py,
+`step_record_bytes_per_person` and `_per_agent`), and a new step is taken only while both have
+room (`room_for`); the marks themselves are small and bounded by the steps in flight.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,6 +45,7 @@ from actors.tools._approvals import (
     approval_title,
 )
 from actors.tools._pending import PendingApproval, PendingBook
+from actors.tools._shares import Payer, ShareExceeded, Shares
 from bus import SESSION
 from schemas import ToolRequest, decode_envelope
 
@@ -85,9 +93,38 @@ def run_key(sender: str, session_id: str, task_id: str, step_id: str) -> str:
 class RunStore:
     """The runtime's steps, in the `tool_runs` bucket (written by the runtime alone)."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, kv: KeyValue, shares: Shares | None = None) -> None:
+        """`shares`: each person's and agent's share of the bucket (None: unbounded, for a
+        test of the records alone)."""
         self._kv = kv
+        self._shares = shares
         self._pending = PendingBook(kv)
+
+    async def room_for(self, key: str, payers: Sequence[Payer]) -> bool:
+        """Whether a step may be taken: its payers' shares have room, or it is stored already
+        (a redelivery, answered or completed from its record, stores nothing new).
+
+        Raises:
+            ShareExceeded: neither (nothing of it is stored, and nothing will be).
+        """
+        if self._shares is None:
+            return True
+        try:
+            await self._shares.check_room(payers)
+        except ShareExceeded:
+            if await self.read(key) is None:
+                raise
+        return True
+
+    async def _charge(self, payers: Sequence[Payer], run: Run) -> None:
+        """Count what was just stored for `payers`; a count that cannot be written now is
+        logged (it says less than is stored until the next charge), never in the step's way."""
+        if self._shares is None:
+            return
+        try:
+            await self._shares.charge_anyway(payers, len(_encoder.encode(run)))
+        except Exception as exc:
+            log.warning("a step record not counted", extra={"error": repr(exc)})
 
     async def begin(self, key: str, started_ms: int, attempt: int) -> StepState:
         """Mark the step as started, or say what an earlier delivery left of it."""
@@ -129,16 +166,20 @@ class RunStore:
         revision = await self._kv.update(key, _encoder.encode(run), last=found.revision)
         return StepState(found.state, revision, run)
 
-    async def hold(self, key: str, found: StepState, approval: Approval) -> StepState:
+    async def hold(
+        self, key: str, found: StepState, approval: Approval, payers: Sequence[Payer] = ()
+    ) -> StepState:
         """Store the request held for approval in its step's record, and the index that
-        leads from its approval id to the step."""
+        leads from its approval id to the step; charged to `payers`."""
         # The owner's list and the index first: either left without its record leads nowhere
         # and harms nothing, while a record left without the index could be decided by nobody.
         # The list only shows the person what waits (`parley approvals list`): a list that
         # cannot be written now must not stop the hold, whose id the person is told anyway.
         await self._advisory(self._pending.add(approval.owner, _pending_entry(approval)))
         await self._kv.put(approval_index_key(approval.approval_id), key.encode())
-        return await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
+        held = await self.update(key, found, msgspec.structs.replace(found.run, approval=approval))
+        await self._charge(payers, held.run)
+        return held
 
     async def settled(self, approval: Approval) -> None:
         """A held request was decided (or expired): off its owner's list. Never in the way of
@@ -179,14 +220,18 @@ class RunStore:
         state: Literal["running", "done"] = "done" if run.result is not None else "running"
         return StepState(state, entry.revision, run)
 
-    async def finish(self, key: str, begun: StepState, result: bytes) -> None:
-        """Store the step's result over its mark (compare-and-set on the mark's revision).
+    async def finish(
+        self, key: str, begun: StepState, result: bytes, payers: Sequence[Payer] = ()
+    ) -> None:
+        """Store the step's result over its mark (compare-and-set on the mark's revision),
+        charged to `payers`.
 
         Raises:
             KeyWrongLastSequenceError: someone else ended or took the step first.
         """
         ended = msgspec.structs.replace(begun.run, result=result)
         await self._kv.update(key, _encoder.encode(ended), last=begun.revision)
+        await self._charge(payers, ended)
 
 
 def _pending_entry(approval: Approval) -> PendingApproval:

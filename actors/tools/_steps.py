@@ -23,12 +23,12 @@ from typing import Literal
 
 from actors.tools._admission import admit_request
 from actors.tools._arguments import InvalidArguments
-from actors.tools._artifact_shares import Payer
 from actors.tools._artifacts import ArtifactStore
 from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOutcome
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
+from actors.tools._shares import Payer
 from actors.tools._step_records import StepRecords
 from actors.tools._workspace_owner import claim_workspace, workspace_name
 from bus import (
@@ -119,6 +119,12 @@ class Asked:
         """The session whose workspace the request works in: the gate's word (its trace's
         session), never the `session_id` the agent wrote, which could name anyone's."""
         return self.headers.get(SESSION, "")
+
+    @property
+    def payers(self) -> tuple[Payer, Payer]:
+        """Whom what the step stores is charged to (actors/tools/_shares.py): the person the
+        trace works for (the gate's `Parley-Origin`) and the agent that asked."""
+        return Payer("person", self.headers.get(ORIGIN, "")), Payer("agent", self.sender)
 
     @property
     def holders(self) -> tuple[str, ...]:
@@ -260,7 +266,7 @@ class StepRunner:
                 environment=dict(self._options.environment),
                 timeout_s=self._options.timeout_s,
                 artifacts=self._artifacts,
-                payers=(Payer("person", owner), Payer("agent", asked.sender)),
+                payers=asked.payers,
             )
             log.info(
                 "step started",

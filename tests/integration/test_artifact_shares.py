@@ -1,4 +1,4 @@
-"""Each person's and agent's share of the artifact store (actors/tools/_artifact_shares.py),
+"""Each person's and agent's share of the artifact store (actors/tools/_shares.py),
 counted in the runtime's `tool_runs` bucket on a real nats-server.
 
 Time is the shares' own clock, moved on by the test instead of waited for; the store's
@@ -17,12 +17,12 @@ from nats.aio.client import Client as NATS
 
 from actors.tools import (
     ArtifactShareExceeded,
-    ArtifactShares,
     ArtifactStore,
     ArtifactStoreError,
     ArtifactUri,
     Payer,
     ShareExceeded,
+    Shares,
     stored_bytes,
     usage_key,
 )
@@ -49,9 +49,9 @@ async def _shares(
     per_person: int = 1000,
     per_agent: int = 10_000,
     retention_s: float = 64.0,
-) -> ArtifactShares:
+) -> Shares:
     kv = await nc.jetstream().key_value(namespace.bucket("tool_runs"))
-    return ArtifactShares(
+    return Shares(
         kv,
         per_person=per_person,
         per_agent=per_agent,

@@ -24,10 +24,10 @@ from actors.router._store import SessionStore
 from actors.tools import (
     ArtifactNotFound,
     ArtifactShareExceeded,
-    ArtifactShares,
     ArtifactStore,
     ArtifactUri,
     Payer,
+    Shares,
 )
 from bus import EmbeddedServer, Retention, provision
 from schemas import Namespace, key_id, new_id
@@ -216,7 +216,7 @@ async def test_artifacts_age_out_and_their_bytes_come_back_to_the_share(
     assert runs.config.max_age == 8 * 24 * 3600, "the counts outlive what they count"
     assert Retention(artifacts_s=30 * 24 * 3600).bucket_ttl("tool_runs", 8.0) == 31 * 24 * 3600
     kv = await js.key_value(namespace.bucket("tool_runs"))
-    shares = ArtifactShares(kv, per_person=3000, per_agent=3000, retention_s=2)
+    shares = Shares(kv, per_person=3000, per_agent=3000, retention_s=2)
     store = ArtifactStore(js, namespace, "demo", shares=shares)
     alice = Payer("person", "alice")
     text = await store.put_bytes("s1", b"x" * 900, name="a", step_id="1", payers=[alice])
@@ -235,5 +235,5 @@ async def test_artifacts_age_out_and_their_bytes_come_back_to_the_share(
     await store.put_bytes("s1", b"y" * 900, name="b", step_id="2", payers=[alice])
 
 
-async def _no_bytes(shares: ArtifactShares, payer: Payer) -> bool:
+async def _no_bytes(shares: Shares, payer: Payer) -> bool:
     return await shares.used(payer) == 0

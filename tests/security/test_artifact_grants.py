@@ -24,11 +24,11 @@ from prometheus_client import CollectorRegistry
 
 from actors.tools import (
     ArtifactShareExceeded,
-    ArtifactShares,
     ArtifactStore,
     ArtifactStoreError,
     ArtifactUri,
     Payer,
+    Shares,
     stored_bytes,
 )
 from bus import ActorMetrics
@@ -56,7 +56,7 @@ async def test_only_the_runtime_writes_and_only_the_reader_reads_artifacts(
     stream = f"OBJ_{bucket}"
     try:
         runs = await tools.jetstream().key_value(ns.bucket("tool_runs"))
-        shares = ArtifactShares(runs, per_person=2000, per_agent=1 << 30, retention_s=3600)
+        shares = Shares(runs, per_person=2000, per_agent=1 << 30, retention_s=3600)
         written = ArtifactStore(tools.jetstream(), ns, "demo", shares=shares)
         alice = [Payer("person", "alice"), Payer("agent", "gpt")]
         text = await written.put_bytes(

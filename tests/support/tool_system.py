@@ -24,7 +24,7 @@ import json
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,9 +240,11 @@ def _write_agents(agents: Path) -> None:
 
 
 @asynccontextmanager
-async def running_tool_system(root: Path) -> AsyncIterator[ToolSystem]:
+async def running_tool_system(
+    root: Path, tools_env: Mapping[str, str] | None = None
+) -> AsyncIterator[ToolSystem]:
     """Start the system under `root`; stop it on the way out, requiring every process to exit
-    cleanly on SIGTERM."""
+    cleanly on SIGTERM. `tools_env`: more settings of the tool runtime (`PARLEY_QUOTAS`)."""
     ns = Namespace(f"t{uuid.uuid4().hex[:12]}")
     config_dir = root / "nats-config"
     write_nats_config(config_dir, [*LOCKED_ACTORS, "keeper", "sleeper", "person-bob"], ns)
@@ -274,9 +276,8 @@ async def running_tool_system(root: Path) -> AsyncIterator[ToolSystem]:
             **{name: {"agents_dir": str(root / "agents")} for name in AGENT_TOOLS},
         }
         for actor in ("gate", "router", "tools"):
-            processes[actor] = start_actor(
-                actor, actor, system.actor_env(actor), *system.config(actor)
-            )
+            env = system.actor_env(actor) | (dict(tools_env or {}) if actor == "tools" else {})
+            processes[actor] = start_actor(actor, actor, env, *system.config(actor))
         for process in processes.values():
             await process.wait_line(READY)
         yield system

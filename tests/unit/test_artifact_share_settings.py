@@ -26,3 +26,15 @@ def test_an_agent_share_below_a_persons_or_a_share_over_the_store_is_refused() -
         Quotas(artifact_bytes_per_person=8 * MIB, artifact_bytes_per_agent=4 * MIB)
     with pytest.raises(ValidationError, match="larger than the artifact store"):
         Quotas(bucket_bytes={"artifacts": 4 * MIB}, artifact_bytes_per_agent=8 * MIB)
+
+
+def test_the_step_records_shares_are_drawn_from_the_tool_runs_bucket_alike() -> None:
+    """The step records' shares (actors/tools/_runs.py) follow the same rules, of their own
+    bucket: an attack review's agent filled it for every person."""
+    quotas = Quotas()
+    assert quotas.step_record_share("person") == 8 * MIB  # of the default 64 MiB
+    assert quotas.step_record_share("agent") == 32 * MIB
+    with pytest.raises(ValidationError, match="step_record_bytes_per_agent .* below a person"):
+        Quotas(step_record_bytes_per_person=8 * MIB, step_record_bytes_per_agent=4 * MIB)
+    with pytest.raises(ValidationError, match="larger than the tool_runs bucket"):
+        Quotas(bucket_bytes={"tool_runs": 4 * MIB}, step_record_bytes_per_person=8 * MIB)

@@ -141,11 +141,12 @@ class Grants:
         """The tool runtime verifies the bundle itself (reading the floor, never raising it)
         and keeps each step's run, so a redelivered request is answered from it; and each
         person's list of the requests held for them (actors/tools/_pending.py), and what each
-        person and agent keeps in the artifact store (actors/tools/_artifact_shares.py)."""
+        person and agent keeps in the artifact store and in the step records
+        (actors/tools/_shares.py)."""
         self.read_bucket("policy")
         self.read_bucket("tool_runs")
         self.session_standings()
-        self.write_keys("tool_runs", "run.>", "approval.>", "pending.>", "usage.>")
+        self.write_keys("tool_runs", "run.>", "approval.>", "pending.>", "usage.>", "records.>")
         self.pub(self.ns.timers(self.actor))  # reminders of held requests' expiry, to itself
         self.bind("timers")
         self.bind("events")  # how sessions stand: what an ended one held is let go

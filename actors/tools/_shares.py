@@ -1,27 +1,31 @@
-"""Each person's and each agent's share of the artifact store, counted by the tool runtime.
+"""Each person's and each agent's share of a store the tool runtime writes for everyone.
 
-The artifact store is one object store per namespace (actors/tools/_artifacts.py), written by
-the tool runtime alone for every person's steps: the broker can bound it whole, not per person.
-So the runtime, the actor that writes, charges every new object to the two principals it is
-stored for, the person the trace works for (`Parley-Origin`) and the agent whose step stored
-it, and refuses the object when either would pass their share (the quotas'
-`artifact_bytes_per_person` and `artifact_bytes_per_agent`): an agent's large diffs fill its
-own share and its person's, never the store for everyone.
+The artifact store (actors/tools/_artifacts.py) and the step records (`tool_runs`,
+actors/tools/_runs.py) are written by the tool runtime alone for every person's steps: the
+broker can bound each whole, not per person. So the runtime, the actor that writes, charges
+what it stores to the two principals it is stored for, the person the trace works for
+(`Parley-Origin`) and the agent whose step stored it, within their shares (the quotas'
+`artifact_bytes_per_person` and `_per_agent`, `step_record_bytes_per_person` and
+`_per_agent`): an agent's large diffs, or its stream of large results, fill its own share and
+its person's, never the store for everyone. `ShareTerms` names a store's counts and settings.
 
-A share's count lives at `usage.person.<name>` or `usage.agent.<name>` in the runtime's
-`tool_runs` bucket, as bytes per window of time stored. The store drops an object
-`retention.artifacts_s` after it was stored (the stream's age limit), so a window's bytes stop
-counting once the last object it could hold has expired, a window later still (an upload
-that ran past its window's end, the server's expiry sweeps): the count never says less than
-is stored, and the share comes back as the store forgets. A count that cannot be read is
-not taken for zero: the write is refused until it can be. Every change is a compare-and-set,
-retried on conflict, so two steps (or two replicas) charging one person count both.
+A share's count lives at `<prefix>.person.<name>` or `<prefix>.agent.<name>` in the runtime's
+`tool_runs` bucket (`usage.` for the artifacts, `records.` for the step records), as bytes per
+window of time stored. The store drops what it holds its retention after it was stored, so a
+window's bytes stop counting once the last thing it could hold has expired, a window later
+still (a write that ran past its window's end, the server's expiry sweeps): the count never
+says less than is stored, and the share comes back as the store forgets. A count that cannot
+be read is not taken for zero: the write is refused until it can be. Every change is a
+compare-and-set, retried on conflict, so two steps (or two replicas) charging one person count
+both.
 
-A charge is made before the object's chunks are published and given back only when nothing
-of the write is left in the store (actors/tools/_artifacts.py decides: every chunk it
-published deleted, none unanswered, no metadata sent), or when another replica stored the
-same object first. A runtime that dies in between leaves a charge with no object: the count
-says more than is stored until that window expires, never less (the safe side of a bound).
+An artifact is charged before its chunks are published and given back only when nothing of
+the write is left in the store (actors/tools/_artifacts.py decides: every chunk it published
+deleted, none unanswered, no metadata sent), or when another replica stored the same object
+first. A runtime that dies in between leaves a charge with no object: the count says more than
+is stored until that window expires, never less (the safe side of a bound). A step's record is
+charged once written (`charge_anyway`: a step that ran keeps its result whatever its share),
+and a new step starts only while both shares have room (`check_room`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,16 @@ import msgspec
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-__all__ = ("ArtifactShares", "Charge", "Payer", "ShareExceeded", "usage_key")
+__all__ = (
+    "ARTIFACT_TERMS",
+    "RECORD_TERMS",
+    "Charge",
+    "Payer",
+    "ShareExceeded",
+    "ShareTerms",
+    "Shares",
+    "usage_key",
+)
 
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RETRIES: Final = 32
@@ -49,7 +62,32 @@ _WINDOWS: Final = 64
 
 
 class ShareExceeded(RuntimeError):
-    """Storing the object would pass a person's or an agent's share; nothing was stored."""
+    """Storing it would pass a person's or an agent's share; nothing was stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareTerms:
+    """What a store's shares are called where a person reads of them."""
+
+    store: str
+    """The store, as a refusal names it ("the artifact store")."""
+    prefix: str
+    """The counts' keys: `<prefix>.<kind>.<name>` in `tool_runs`."""
+    setting: str
+    """The quotas' settings, `<setting>_per_person` and `<setting>_per_agent`."""
+    retention: str
+    """What says how long the store keeps what it holds."""
+
+
+ARTIFACT_TERMS: Final = ShareTerms(
+    "the artifact store", "usage", "artifact_bytes", "retention.artifacts_s"
+)
+RECORD_TERMS: Final = ShareTerms(
+    "the tool runtime's step records",
+    "records",
+    "step_record_bytes",
+    "the tool_runs bucket's age limit",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +101,7 @@ class Payer:
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """Bytes charged to payers in one window: what `ArtifactShares.give_back` returns."""
+    """Bytes charged to payers in one window: what `Shares.give_back` returns."""
 
     payers: tuple[Payer, ...]
     window: int
@@ -80,17 +118,17 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(_Usage)
 
 
-def usage_key(payer: Payer) -> str:
+def usage_key(payer: Payer, terms: ShareTerms = ARTIFACT_TERMS) -> str:
     """The payer's count in the `tool_runs` bucket: its name when a key may hold it, else a
     digest of it, under `h.` (no name holds a dot, so no name is taken for a digest)."""
     name = payer.name
     if not _SAFE_NAME.fullmatch(name):
         name = "h." + hashlib.sha256(name.encode()).hexdigest()[:40]
-    return f"usage.{payer.kind}.{name}"
+    return f"{terms.prefix}.{payer.kind}.{name}"
 
 
-class ArtifactShares:
-    """Counts of what each person and agent has stored, within their shares."""
+class Shares:
+    """Counts of what each person and agent has stored in one store, within their shares."""
 
     def __init__(
         self,
@@ -99,10 +137,12 @@ class ArtifactShares:
         per_person: int,
         per_agent: int,
         retention_s: float,
+        terms: ShareTerms = ARTIFACT_TERMS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`clock`: the time in seconds, which a test may move on instead of waiting."""
         self._kv = kv
+        self._terms = terms
         self._limits = {"person": per_person, "agent": per_agent}
         self._retention_ms = round(retention_s * 1000)
         self._window_ms = max(1000, self._retention_ms // _WINDOWS)
@@ -133,6 +173,27 @@ class ArtifactShares:
             raise
         return Charge(tuple(charged), window, size)
 
+    async def charge_anyway(self, payers: Sequence[Payer], size: int) -> None:
+        """Count `size` bytes stored for each payer, past their shares if need be: what was
+        written already (a step's record, once it ran) is counted, never refused."""
+        now_ms = self._now_ms()
+        for payer in dict.fromkeys(payers):
+            await self._change(payer, now_ms // self._window_ms, size, now_ms, bounded=False)
+
+    async def check_room(self, payers: Sequence[Payer]) -> None:
+        """Whether each payer's share has room left now.
+
+        Raises:
+            ShareExceeded: one of them has used their whole share.
+        """
+        now_ms = self._now_ms()
+        for payer in dict.fromkeys(payers):
+            usage, _ = await self._read(payer)
+            live = self._live(usage, now_ms)
+            used, limit = sum(live.values()), self._limits[payer.kind]
+            if used >= limit:
+                raise ShareExceeded(self._refusal(payer, used, 0, limit, live))
+
     async def give_back(self, charge: Charge) -> None:
         """Take back a charge whose object was not stored (or was stored by another first)."""
         for payer in charge.payers:
@@ -148,7 +209,7 @@ class ArtifactShares:
 
     async def _read(self, payer: Payer) -> tuple[_Usage | None, int | None]:
         try:
-            entry = await self._kv.get(usage_key(payer))
+            entry = await self._kv.get(usage_key(payer, self._terms))
         except KeyNotFoundError:
             return None, None
         if not entry.value:
@@ -156,7 +217,8 @@ class ArtifactShares:
         try:
             return _decoder.decode(entry.value), entry.revision
         except msgspec.DecodeError:  # never taken for zero: that would free the whole share
-            raise RuntimeError(f"the count {usage_key(payer)} cannot be read") from None
+            key = usage_key(payer, self._terms)
+            raise RuntimeError(f"the count {key} cannot be read") from None
 
     def _live(self, usage: _Usage | None, now_ms: int) -> dict[int, int]:
         """The windows whose objects may still be stored: an object charged in window `i` is
@@ -171,8 +233,10 @@ class ArtifactShares:
             if (index + 2) * width + self._retention_ms > now_ms and size > 0
         }
 
-    async def _change(self, payer: Payer, window: int, size: int, now_ms: int) -> None:
-        key = usage_key(payer)
+    async def _change(
+        self, payer: Payer, window: int, size: int, now_ms: int, *, bounded: bool = True
+    ) -> None:
+        key = usage_key(payer, self._terms)
         for attempt in range(_RETRIES):
             usage, revision = await self._read(payer)
             live = self._live(usage, now_ms)
@@ -180,7 +244,7 @@ class ArtifactShares:
                 # Counted in windows of another width (the retention changed): the total
                 # moves to the current window, so the count never says less than it did.
                 live = {now_ms // self._window_ms: sum(live.values())}
-            if size > 0:
+            if size > 0 and bounded:
                 used, limit = sum(live.values()), self._limits[payer.kind]
                 if used + size > limit:
                     raise ShareExceeded(self._refusal(payer, used, size, limit, live))
@@ -201,25 +265,31 @@ class ArtifactShares:
                 # grows with the tries, so many steps of one person do not collide in step.
                 await asyncio.sleep(random.uniform(0, 0.002 * attempt))  # noqa: S311
                 continue
-        raise RuntimeError(f"the artifact share of {payer.kind} {payer.name} kept changing")
+        raise RuntimeError(
+            f"the share of {self._terms.store} of {payer.kind} {payer.name} kept changing"
+        )
 
     def _refusal(self, payer: Payer, used: int, size: int, limit: int, live: dict[int, int]) -> str:
         """Why a write was refused, for the person whose step it was: their own share's
-        figures, and of an agent's share (which others' steps fill too) only that it is full."""
-        setting = f"artifact_bytes_per_{payer.kind}"
+        figures, and of an agent's share (which others' steps fill too) only that it is full.
+        `size` 0: a step refused before it wrote anything."""
+        terms = self._terms
+        setting = f"{terms.setting}_per_{payer.kind}"
+        more = f"for {size} more bytes" if size else "left"
         if payer.kind == "agent":
             return (
-                f"agent {payer.name}'s share of the artifact store ({setting}) has no room "
-                f"for {size} more bytes now; its oldest artifacts expire within "
-                f"{self._retention_ms // 1000} s (retention.artifacts_s)"
+                f"agent {payer.name}'s share of {terms.store} ({setting}) has no room {more} "
+                f"now; its oldest bytes expire within {self._retention_ms // 1000} s "
+                f"({terms.retention})"
             )
         oldest = min((i for i, s in live.items() if s > 0), default=None)
         frees = ""
         if oldest is not None:
             at_s = ((oldest + 2) * self._window_ms + self._retention_ms) / 1000
             when = datetime.fromtimestamp(at_s, UTC).isoformat(timespec="seconds")
-            frees = f"; the oldest of them expire by {when} (retention.artifacts_s)"
+            frees = f"; the oldest of them expire by {when} ({terms.retention})"
+        passed = f"{size} more would pass it" if size else "it is used up"
         return (
-            f"the artifact store keeps {used} bytes for {payer.kind} {payer.name}, whose "
-            f"share is {limit} ({setting}): {size} more would pass it{frees}"
+            f"{terms.store} keeps {used} bytes for {payer.kind} {payer.name}, whose share "
+            f"is {limit} ({setting}): {passed}{frees}"
         )
