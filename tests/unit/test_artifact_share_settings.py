@@ -34,7 +34,7 @@ def test_the_step_records_shares_are_drawn_from_the_tool_runs_bucket_alike() -> 
     quotas = Quotas()
     assert quotas.step_record_share("person") == 8 * MIB  # of the default 64 MiB
     assert quotas.step_record_share("agent") == 32 * MIB
-    with pytest.raises(ValidationError, match="step_record_bytes_per_agent .* below a person"):
+    with pytest.raises(ValidationError, match=r"step_record_bytes_per_agent .* below a person"):
         Quotas(step_record_bytes_per_person=8 * MIB, step_record_bytes_per_agent=4 * MIB)
     with pytest.raises(ValidationError, match="larger than the tool_runs bucket"):
         Quotas(bucket_bytes={"tool_runs": 4 * MIB}, step_record_bytes_per_person=8 * MIB)
