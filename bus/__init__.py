@@ -111,6 +111,17 @@ from bus._settings import (
     load_settings,
     validated_options,
 )
+from bus._shares import (
+    ANSWER_TERMS,
+    ARTIFACT_TERMS,
+    RECORD_TERMS,
+    Charge,
+    Payer,
+    ShareExceeded,
+    Shares,
+    ShareTerms,
+    usage_key,
+)
 from bus._shipped import SHIPPED_ROOT, shipped
 from bus._store_lock import StoreInUseError
 from bus._stream_configs import agent_timers_config, stream_configs
@@ -126,7 +137,9 @@ from bus._tracing import (
 __all__ = (
     "ACTOR_READY",
     "AGENT_BUCKETS",
+    "ANSWER_TERMS",
     "ARTIFACTS",
+    "ARTIFACT_TERMS",
     "BOUND_BY",
     "BUCKETS",
     "BUNDLE_KEY",
@@ -151,6 +164,7 @@ __all__ = (
     "PYTHON_PLACEHOLDER",
     "RECONNECT_WAIT_S",
     "RECONNECT_WINDOW_S",
+    "RECORD_TERMS",
     "RETIRED_BUCKETS",
     "SENDER",
     "SENDER_ROLE",
@@ -170,6 +184,7 @@ __all__ = (
     "BundleReader",
     "BundleStore",
     "BusHandle",
+    "Charge",
     "ChildProcess",
     "ChildSpec",
     "ConfigError",
@@ -194,6 +209,7 @@ __all__ = (
     "MessageTooLarge",
     "NatsServerError",
     "Outbox",
+    "Payer",
     "ProvisionError",
     "PublishLost",
     "PublishStalled",
@@ -205,6 +221,9 @@ __all__ = (
     "Retention",
     "SessionLocks",
     "Settings",
+    "ShareExceeded",
+    "ShareTerms",
+    "Shares",
     "StoreInUseError",
     "StoredMessage",
     "Supervisor",
@@ -258,6 +277,7 @@ __all__ = (
     "trace_publish",
     "trace_scope",
     "traceparent_for",
+    "usage_key",
     "validated_options",
     "well_formed_traceparent",
     "wire_size",

@@ -17,7 +17,7 @@ the bytes land, and JetStream itself refuses what passes them:
 One store is written by one principal for many: the tool runtime alone writes the artifact
 store, for every person's steps. The broker bounds it whole; the runtime, the executing actor,
 bounds each person's and each agent's share of it (`artifact_bytes_per_person`,
-`artifact_bytes_per_agent`; actors/tools/_shares.py), so one agent's diffs cannot
+`artifact_bytes_per_agent`; bus/_shares.py), so one agent's diffs cannot
 fill it for everyone.
 
 The defaults are sized for a laptop (a few GiB in all); docs/quotas.md says how to size them
@@ -158,6 +158,22 @@ class Quotas(BaseModel):
         "person's share if larger.",
     )
 
+    model_answer_bytes_per_person: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of model answers the LLM gateway keeps for one person at a time (in "
+        "`llm_runs`, for its age limit, so a redelivered request is never answered twice): "
+        "past it that person's new model calls are refused `RATE_LIMITED` until their oldest "
+        "expire. Unset: an eighth of the bucket (`bucket_bytes.llm_runs`).",
+    )
+    model_answer_bytes_per_agent: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of model answers the LLM gateway keeps for one agent at a time, "
+        "whoever it works for. At least a person's share. Unset: half the bucket, or a "
+        "person's share if larger.",
+    )
+
     def artifact_share(self, kind: Literal["person", "agent"]) -> int:
         """What one person's or one agent's artifacts may hold: the setting, else the
         default share of the store."""
@@ -167,6 +183,11 @@ class Quotas(BaseModel):
         """What one person's or one agent's step records may hold: the setting, else the
         default share of the `tool_runs` bucket."""
         return self._share("tool_runs", "step_record_bytes", kind)
+
+    def model_answer_share(self, kind: Literal["person", "agent"]) -> int:
+        """What one person's or one agent's model answers may hold: the setting, else the
+        default share of the `llm_runs` bucket."""
+        return self._share("llm_runs", "model_answer_bytes", kind)
 
     def _share(self, bucket: str, setting: str, kind: Literal["person", "agent"]) -> int:
         store = self.bucket_max_bytes(bucket)
@@ -185,6 +206,7 @@ class Quotas(BaseModel):
         for bucket, setting, store_name in (
             ("artifacts", "artifact_bytes", "the artifact store"),
             ("tool_runs", "step_record_bytes", "the tool_runs bucket"),
+            ("llm_runs", "model_answer_bytes", "the llm_runs bucket"),
         ):
             store = self.bucket_max_bytes(bucket)
             for name in (f"{setting}_per_person", f"{setting}_per_agent"):

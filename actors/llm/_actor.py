@@ -41,6 +41,7 @@ from actors.llm._provider import ProviderClient, ProviderFailure
 from actors.llm._typing import TypingSender
 from actors.llm._wire import read_answer, request_body
 from bus import (
+    ORIGIN,
     OWNER,
     SESSION,
     Actor,
@@ -50,7 +51,9 @@ from bus import (
     Context,
     EndedSessions,
     Input,
+    Payer,
     Settings,
+    ShareExceeded,
     asked_at_start,
     load_public_keys,
     validated_options,
@@ -124,7 +127,7 @@ class LlmActor(Actor):
         runs = await asked_at_start(
             bus.refusals, lambda: bus.js.key_value(ns.bucket("llm_runs")), "the LLM answers bucket"
         )
-        self._answers = AnswerStore(runs)
+        self._answers = await AnswerStore.opened(runs, self.settings.quotas)
         self._sessions = EndedSessions(bus.js, ns)
         opts = self.options
         self._providers = {
@@ -155,8 +158,16 @@ class LlmActor(Actor):
         if stored is not None:
             log.info("answered again from the store", extra={"request_id": envelope.request_id})
         if stored is None:
+            payers = (Payer("person", ctx.headers.get(ORIGIN, "")), Payer("agent", ctx.sender))
+            try:
+                await answers.room_for(payers)
+            except ShareExceeded as exc:  # no provider asked: refused, and nothing kept
+                log.warning("model call refused: a share is full", extra={"why": str(exc)})
+                refused = _Refused("failed", ErrorCode.RATE_LIMITED, f"not asked: {exc}")
+                await ctx.submit(self._failed(envelope, ctx, "", refused, [], time.monotonic()))
+                return
             answer = await self._answer(envelope, ctx)
-            stored = await answers.keep(key, encode(answer))
+            stored = await answers.keep(key, encode(answer), payers)
         again = decode_envelope(stored)
         await ctx.submit(msgspec.structs.replace(again, id=ctx.derive_id("llm_response")))
 

@@ -9,14 +9,25 @@ nothing can be answered twice. Of two replicas that both asked, the first to sto
 the other publishes the stored answer instead of its own.
 
 Keys are `run.<digest>` of who asked (the gate's word) and the request id.
+
+The bucket is shared by every person's model calls and written by the gateway alone, so the
+broker bounds it only whole: each answer kept is charged to the call's person and agent
+(bus/_shares.py, `model_answer_bytes_per_person` and `_per_agent`), and a provider is asked
+only while both have room, so one agent's calls cannot fill the store every call needs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Sequence
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
+
+from bus import ANSWER_TERMS, DAY_S, Payer, Quotas, Shares
+
+log = logging.getLogger("parley.actors.llm")
 
 __all__ = ("AnswerStore", "answer_key")
 
@@ -29,8 +40,32 @@ def answer_key(sender: str, request_id: str) -> str:
 class AnswerStore:
     """The gateway's answers, in the `llm_runs` bucket (written by the gateway alone)."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, kv: KeyValue, shares: Shares | None = None) -> None:
+        """`shares`: each person's and agent's share of the bucket (None: unbounded)."""
         self._kv = kv
+        self._shares = shares
+
+    @classmethod
+    async def opened(cls, kv: KeyValue, quotas: Quotas) -> AnswerStore:
+        """The store with the quotas' shares, counted for the bucket's age limit."""
+        kept_s = (await kv.status()).ttl or 8 * DAY_S  # a bucket kept for ever: 8 days
+        shares = Shares(
+            kv,
+            per_person=quotas.model_answer_share("person"),
+            per_agent=quotas.model_answer_share("agent"),
+            retention_s=kept_s,
+            terms=ANSWER_TERMS,
+        )
+        return cls(kv, shares)
+
+    async def room_for(self, payers: Sequence[Payer]) -> None:
+        """Whether a new answer may be asked for and kept.
+
+        Raises:
+            ShareExceeded: a payer's share is used up.
+        """
+        if self._shares is not None:
+            await self._shares.check_room(payers)
 
     async def find(self, key: str) -> bytes | None:
         """The stored answer (an encoded `llm_response`), if any."""
@@ -40,8 +75,9 @@ class AnswerStore:
             return None
         return entry.value or None
 
-    async def keep(self, key: str, answer: bytes) -> bytes:
-        """Store `answer` unless one is stored already; return the one that counts."""
+    async def keep(self, key: str, answer: bytes, payers: Sequence[Payer] = ()) -> bytes:
+        """Store `answer` unless one is stored already, charged to `payers`; return the one
+        that counts."""
         try:
             await self._kv.create(key, answer)
         except KeyWrongLastSequenceError:
@@ -49,4 +85,9 @@ class AnswerStore:
             if stored is None:
                 raise
             return stored
+        if self._shares is not None:
+            try:
+                await self._shares.charge_anyway(payers, len(answer))
+            except Exception as exc:  # counted short until the next charge; never in the way
+                log.warning("a model answer not counted", extra={"error": repr(exc)})
         return answer

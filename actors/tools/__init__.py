@@ -58,7 +58,6 @@ from actors.tools._mcp_settings import McpServerSettings, McpTool, UntrustedText
 from actors.tools._paths import check_path
 from actors.tools._pending import PendingApproval, decode_pending, pending_key
 from actors.tools._scopes import check_request, check_size, narrow_scope
-from actors.tools._shares import Payer, ShareExceeded, Shares, usage_key
 from actors.tools._shell import DEFAULT_MAX_OUTPUT_BYTES, execute_shell
 from actors.tools._step_records import StepRecords
 from actors.tools._upload import DEFAULT_MAX_UPLOAD_BYTES, execute_workspace_upload
@@ -104,12 +103,9 @@ __all__ = (
     "McpHub",
     "McpServerSettings",
     "McpTool",
-    "Payer",
     "PendingApproval",
     "Provenance",
     "ScopeDenied",
-    "ShareExceeded",
-    "Shares",
     "ShellExec",
     "ShellLimits",
     "ShellRun",
@@ -147,7 +143,6 @@ __all__ = (
     "run_contained",
     "session_key",
     "stored_bytes",
-    "usage_key",
     "workspace_name",
     "workspace_owner",
     "workspace_patch",

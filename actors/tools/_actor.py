@@ -38,12 +38,12 @@ from actors.tools._held_steps import HeldSteps, interrupted
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._runs import RunStore, StepState, run_key
-from actors.tools._shares import RECORD_TERMS, ShareExceeded, Shares
 from actors.tools._step_records import StepRecords
 from actors.tools._steps import Asked, Held, StepRunner, failed
 from bus import (
     DAY_S,
     ENDS,
+    RECORD_TERMS,
     Actor,
     BundleStore,
     BusHandle,
@@ -52,6 +52,8 @@ from bus import (
     EndedSessions,
     Input,
     Settings,
+    ShareExceeded,
+    Shares,
     asked_at_start,
     load_public_keys,
     validated_options,

@@ -16,7 +16,7 @@ deletes the chunks it published, message by message, and a read is direct gets o
 
 Every read checks what it got against the URI: the chunks' count, the bytes' size and SHA-256.
 Every new object is charged to the person and the agent it is stored for, within their shares
-of the store (actors/tools/_shares.py), before its first chunk is published.
+of the store (bus/_shares.py), before its first chunk is published.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from nats.js.api import ObjectInfo, ObjectMetaOptions
 from nats.js.errors import APIError, NotFoundError
 
 from actors.tools._artifact_uris import ArtifactUri, BadArtifactUri, session_key
-from actors.tools._shares import Charge, Payer, ShareExceeded, Shares
-from bus import ARTIFACTS, read_history
+from bus import ARTIFACTS, Charge, Payer, ShareExceeded, Shares, read_history
 from schemas import Namespace
 
 __all__ = (

@@ -25,7 +25,7 @@ from schemas import Capability, ErrorCode
 
 if TYPE_CHECKING:
     from actors.tools._artifacts import ArtifactStore
-    from actors.tools._shares import Payer
+    from bus import Payer
 
 __all__ = (
     "BUILT_IN_CAPABILITIES",
@@ -74,7 +74,7 @@ class ToolInvocation:
     """The tenant's artifact store, where Workspace.Upload puts a file (None: not open)."""
     payers: tuple[Payer, ...] = ()
     """Whom what the step stores is charged to: the person its trace works for and the agent
-    that asked for it (actors/tools/_shares.py)."""
+    that asked for it (bus/_shares.py)."""
 
 
 @dataclass(frozen=True, slots=True)

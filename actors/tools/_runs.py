@@ -20,7 +20,7 @@ only within its caller's own work.
 The bucket is shared by every person's steps and written by the runtime alone, so the broker
 bounds it only whole: one agent asking for large results as fast as its rate allows filled it
 within minutes (an attack review), and then no step of anyone's could be marked. Each result
-and held request stored is charged to the step's person and agent (actors/tools/_shares.py,
+and held request stored is charged to the step's person and agent (bus/_shares.py,
 `step_record_bytes_per_person` and `_per_agent`), and a new step is taken only while both have
 room (`room_for`); the marks themselves are small and bounded by the steps in flight.
 """
@@ -45,8 +45,7 @@ from actors.tools._approvals import (
     approval_title,
 )
 from actors.tools._pending import PendingApproval, PendingBook
-from actors.tools._shares import Payer, ShareExceeded, Shares
-from bus import SESSION
+from bus import SESSION, Payer, ShareExceeded, Shares
 from schemas import ToolRequest, decode_envelope
 
 log = logging.getLogger("parley.tools.runs")

@@ -28,7 +28,6 @@ from actors.tools._contract import Executor, ScopeDenied, ToolInvocation, ToolOu
 from actors.tools._mcp import McpHub
 from actors.tools._options import ToolsOptions
 from actors.tools._scopes import narrow_scope
-from actors.tools._shares import Payer
 from actors.tools._step_records import StepRecords
 from actors.tools._workspace_owner import claim_workspace, workspace_name
 from bus import (
@@ -39,6 +38,7 @@ from bus import (
     Context,
     EndedSessions,
     HeaderError,
+    Payer,
     SessionLocks,
     parse_trace_headers,
 )
@@ -122,7 +122,7 @@ class Asked:
 
     @property
     def payers(self) -> tuple[Payer, Payer]:
-        """Whom what the step stores is charged to (actors/tools/_shares.py): the person the
+        """Whom what the step stores is charged to (bus/_shares.py): the person the
         trace works for (the gate's `Parley-Origin`) and the agent that asked."""
         return Payer("person", self.headers.get(ORIGIN, "")), Payer("agent", self.sender)
 

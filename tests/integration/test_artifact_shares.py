@@ -1,4 +1,4 @@
-"""Each person's and agent's share of the artifact store (actors/tools/_shares.py),
+"""Each person's and agent's share of the artifact store (bus/_shares.py),
 counted in the runtime's `tool_runs` bucket on a real nats-server.
 
 Time is the shares' own clock, moved on by the test instead of waited for; the store's
@@ -20,12 +20,9 @@ from actors.tools import (
     ArtifactStore,
     ArtifactStoreError,
     ArtifactUri,
-    Payer,
-    ShareExceeded,
-    Shares,
     stored_bytes,
-    usage_key,
 )
+from bus import Payer, ShareExceeded, Shares, usage_key
 from schemas import Namespace
 
 ALICE, BOB, AGENT = Payer("person", "alice"), Payer("person", "bob"), Payer("agent", "gpt")

@@ -86,6 +86,7 @@ async def _system(
     guardrails: Guardrails | None = None,
     model: str = "model-x",
     with_coder: bool = False,
+    llm_settings: dict[str, str] | None = None,
 ) -> System:
     js = nc.jetstream()
     server = WireServer(checks="openai")
@@ -114,7 +115,13 @@ async def _system(
         "models": {"model-x": "local", "model-y": "local"},
         "backoff_s": 0.05,
     }
-    llm_env = parley_env(nats_server.url, ns.root, ack_wait_s="5", options=json.dumps(options))
+    llm_env = parley_env(
+        nats_server.url,
+        ns.root,
+        ack_wait_s="5",
+        options=json.dumps(options),
+        **(llm_settings or {}),
+    )
     processes = [
         start_gate(nats_server.url, ns, signer, ack_wait_s="5"),
         start_actor("llm", "llm", llm_env),

@@ -21,15 +21,8 @@ from nats.js.kv import KeyValue
 
 from actors.router._session import Session
 from actors.router._store import SessionStore
-from actors.tools import (
-    ArtifactNotFound,
-    ArtifactShareExceeded,
-    ArtifactStore,
-    ArtifactUri,
-    Payer,
-    Shares,
-)
-from bus import EmbeddedServer, Retention, provision
+from actors.tools import ArtifactNotFound, ArtifactShareExceeded, ArtifactStore, ArtifactUri
+from bus import EmbeddedServer, Payer, Retention, Shares, provision
 from schemas import Namespace, key_id, new_id
 from tests.integration.test_router import alternating, router_running, run_session
 from tests.support.audit import AuditorKeys, decision, publish_fact, start_auditor

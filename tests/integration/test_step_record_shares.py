@@ -1,5 +1,5 @@
 """Each person's and agent's share of the step records (actors/tools/_runs.py with
-actors/tools/_shares.py), on a real nats-server's `tool_runs` bucket.
+bus/_shares.py), on a real nats-server's `tool_runs` bucket.
 
 An attack review's agent filled the bucket every person's steps are recorded in with its own
 large results, within minutes at its rate limit, and no step of anyone's could be marked
@@ -13,9 +13,8 @@ from __future__ import annotations
 import pytest
 from nats.aio.client import Client as NATS
 
-from actors.tools import Payer, ShareExceeded, Shares
 from actors.tools._runs import RunStore, run_key
-from actors.tools._shares import RECORD_TERMS
+from bus import RECORD_TERMS, Payer, ShareExceeded, Shares
 from schemas import Namespace
 
 ALICE, BOB, AGENT = Payer("person", "alice"), Payer("person", "bob"), Payer("agent", "gpt")

@@ -27,11 +27,9 @@ from actors.tools import (
     ArtifactStore,
     ArtifactStoreError,
     ArtifactUri,
-    Payer,
-    Shares,
     stored_bytes,
 )
-from bus import ActorMetrics
+from bus import ActorMetrics, Payer, Shares
 from tests.support.lockdown import LockedDown, violations
 from tools.natsconf import ARTIFACT_READER, IMPORTED_JS_API, TOOLS
 

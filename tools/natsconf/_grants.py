@@ -142,7 +142,7 @@ class Grants:
         and keeps each step's run, so a redelivered request is answered from it; and each
         person's list of the requests held for them (actors/tools/_pending.py), and what each
         person and agent keeps in the artifact store and in the step records
-        (actors/tools/_shares.py)."""
+        (bus/_shares.py)."""
         self.read_bucket("policy")
         self.read_bucket("tool_runs")
         self.session_standings()

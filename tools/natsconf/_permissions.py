@@ -264,7 +264,7 @@ def _actor_grants(g: Grants, role: str, serves: Sequence[str] = ()) -> None:
         # It verifies the bundle itself and keeps each answer (never answered twice).
         g.read_bucket("policy")
         g.read_bucket("llm_runs")
-        g.write_keys("llm_runs", "run.>")
+        g.write_keys("llm_runs", "run.>", "shares.>")  # answers, and whose share they are
         g.session_standings()  # no model call in a session its person ended
         g.pub(ns.wildcard("chunks"))  # streamed answers, each to the principal that asked
         g.pub(ns.wildcard("typing"))  # and their visible text, to the session's person

@@ -1,31 +1,32 @@
-"""Each person's and each agent's share of a store the tool runtime writes for everyone.
+"""Each person's and each agent's share of a store one actor writes for everyone.
 
-The artifact store (actors/tools/_artifacts.py) and the step records (`tool_runs`,
-actors/tools/_runs.py) are written by the tool runtime alone for every person's steps: the
-broker can bound each whole, not per person. So the runtime, the actor that writes, charges
-what it stores to the two principals it is stored for, the person the trace works for
-(`Parley-Origin`) and the agent whose step stored it, within their shares (the quotas'
-`artifact_bytes_per_person` and `_per_agent`, `step_record_bytes_per_person` and
-`_per_agent`): an agent's large diffs, or its stream of large results, fill its own share and
-its person's, never the store for everyone. `ShareTerms` names a store's counts and settings.
+The artifact store (actors/tools/_artifacts.py), the tool runtime's step records (`tool_runs`,
+actors/tools/_runs.py) and the LLM gateway's answers (`llm_runs`, actors/llm/_answers.py) are
+each written by one actor alone for every person's work: the broker can bound each whole, not
+per person. So the actor that writes charges what it stores to the two principals it is stored
+for, the person the trace works for (`Parley-Origin`) and the agent whose step or model call
+stored it, within their shares (the quotas' `artifact_bytes_per_person` and `_per_agent`,
+`step_record_bytes_…`, `model_answer_bytes_…`): an agent's large diffs, or its stream of large
+results, fill its own share and its person's, never the store for everyone. `ShareTerms`
+names a store's counts and settings.
 
-A share's count lives at `<prefix>.person.<name>` or `<prefix>.agent.<name>` in the runtime's
-`tool_runs` bucket (`usage.` for the artifacts, `records.` for the step records), as bytes per
-window of time stored. The store drops what it holds its retention after it was stored, so a
-window's bytes stop counting once the last thing it could hold has expired, a window later
-still (a write that ran past its window's end, the server's expiry sweeps): the count never
-says less than is stored, and the share comes back as the store forgets. A count that cannot
-be read is not taken for zero: the write is refused until it can be. Every change is a
-compare-and-set, retried on conflict, so two steps (or two replicas) charging one person count
-both.
+A share's count lives at `<prefix>.person.<name>` or `<prefix>.agent.<name>` in the writer's
+own bucket (`usage.` and `records.` in `tool_runs` for the artifacts and the step records,
+`shares.` in `llm_runs` for the answers), as bytes per window of time stored. The store drops
+what it holds its retention after it was stored, so a window's bytes stop counting once the
+last thing it could hold has expired, a window later still (a write that ran past its window's
+end, the server's expiry sweeps): the count never says less than is stored, and the share comes
+back as the store forgets. A count that cannot be read is not taken for zero: the write is
+refused until it can be. Every change is a compare-and-set, retried on conflict, so two steps
+(or two replicas) charging one person count both.
 
 An artifact is charged before its chunks are published and given back only when nothing of
 the write is left in the store (actors/tools/_artifacts.py decides: every chunk it published
 deleted, none unanswered, no metadata sent), or when another replica stored the same object
 first. A runtime that dies in between leaves a charge with no object: the count says more than
-is stored until that window expires, never less (the safe side of a bound). A step's record is
-charged once written (`charge_anyway`: a step that ran keeps its result whatever its share),
-and a new step starts only while both shares have room (`check_room`).
+is stored until that window expires, never less (the safe side of a bound). A step's record or
+a model's answer is charged once written (`charge_anyway`: what ran keeps its result whatever
+its share), and new work starts only while both shares have room (`check_room`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 __all__ = (
+    "ANSWER_TERMS",
     "ARTIFACT_TERMS",
     "RECORD_TERMS",
     "Charge",
@@ -81,6 +83,12 @@ class ShareTerms:
 
 ARTIFACT_TERMS: Final = ShareTerms(
     "the artifact store", "usage", "artifact_bytes", "retention.artifacts_s"
+)
+ANSWER_TERMS: Final = ShareTerms(
+    "the LLM gateway's answers",
+    "shares",
+    "model_answer_bytes",
+    "the llm_runs bucket's age limit",
 )
 RECORD_TERMS: Final = ShareTerms(
     "the tool runtime's step records",
