@@ -75,6 +75,16 @@ from tools._waiting import (
 
 __all__ = ("add_orchestrate_command", "banner", "render_event")
 
+_KEYS: Final = {
+    **{word: word[0] for word in ("yes", "no", "edit", "pause", "resume", "stop")},
+    **{word[0]: word[0] for word in ("yes", "no", "edit", "pause", "resume", "stop")},
+    "t": "t",
+    "take over": "t",
+    "takeover": "t",
+}
+"""The lines that are keys, each a whole line: "send it" or "stop here" are not a `s`, nor
+"no thanks" a rejection (a newcomer's walk: any line was taken by its first letter)."""
+
 SENDER: Final = "cli"
 _SILENCE_S: Final = 60.0  # for the session to open
 _SLACK_S: Final = 30.0  # past the call in flight's `ends_by`, when the router judges it
@@ -140,7 +150,7 @@ class Run:
         self.news.put_nowait(END_OF_INPUT)
 
     async def on_line(self, line: str) -> None:
-        key = line[:1].lower()
+        key = _KEYS.get(line.lower(), "")
         if line == END_OF_INPUT:
             self.input_ended = True
             if self.approval is not None:
@@ -156,9 +166,12 @@ class Run:
             self.say("your message to send:")
             if (text := await self._next_text()) is not None:
                 await self.control("take_over", text=text)
+        elif key:  # y, n or e with no draft awaiting an answer
+            self.say("no draft awaits your approval now: nothing was sent")
         elif line:
             self.say(
-                "keys: y/n/e for a draft awaiting approval; p pause, r resume, s stop, t take over"
+                f"not a key: {line[:40]!r}; y/n/e for a draft awaiting approval; "
+                "p pause, r resume, s stop, t take over (a whole line each)"
             )
 
     async def _answer(self, key: str, approval: str) -> None:
