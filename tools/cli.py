@@ -123,6 +123,27 @@ def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
     return parser
 
 
+def _intermixed(
+    arguments: list[str],
+    args: argparse.Namespace,
+    chosen: argparse.ArgumentParser,
+    extra: list[str],
+) -> list[str]:
+    """Parse a command that takes a list of words again, its words and options in any order,
+    into `args`; what is left unparsed. argparse ends a list at the first option, so `parley
+    delegate @coder --max-tokens 10 "…"` called the objective an unrecognized argument and
+    `parley say @gpt --detach "…"` dropped `@gpt` for the words after the option (a
+    newcomer's walk). A subcommand's own subcommands are left as they were parsed."""
+    takes_words = any(not a.option_strings and a.nargs in ("*", "+") for a in chosen._actions)
+    if not takes_words or args.command not in arguments or chosen.prog.split()[-1] != args.command:
+        return extra
+    at = arguments.index(args.command)
+    parsed, unparsed = chosen.parse_known_intermixed_args(arguments[at + 1 :])
+    for name, value in vars(parsed).items():
+        setattr(args, name, value)
+    return [word for word in extra if word in arguments[:at]] + unparsed
+
+
 def _parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = _OneLineParser(prog="parley", description=__doc__)
     parser.add_argument(  # read by `wants_debug` before parsing; here for --help
@@ -219,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_guarded("bench", lambda: bench_main(arguments[1:]), debug=debug)
     parser = _parser()
     args, extra = parser.parse_known_args(arguments)
+    extra = _intermixed(arguments, args, _chosen(parser, args), extra)
     if extra:  # named by the subcommand that did not take them, unless given before it
         at = arguments.index(args.command)
         before = any(word in arguments[:at] for word in extra)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import cli
 from tools.chaos._cli import _verdict_or_interrupted
 from tools.cli import main
 
@@ -89,3 +90,32 @@ def test_a_chaos_run_stopped_before_its_verdict_says_so(capsys: pytest.CaptureFi
         "parley chaos: interrupted before its verdict; everything it started is stopped\n"
     )
     assert _verdict_or_interrupted(lambda: 1) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (
+            ["delegate", "@coder", "--max-tokens", "10", "Assess the parser"],
+            {"words": ["@coder", "Assess the parser"], "max_tokens": 10},
+        ),
+        (
+            ["say", "@gpt", "--timeout", "5", "hello", "there"],
+            {"agent": "@gpt", "text": ["hello", "there"], "timeout": 5.0},
+        ),
+        (
+            ["collab", "write", "--max-rounds", "2", "a tale"],
+            {"goal": ["write", "a tale"], "max_rounds": 2},
+        ),
+    ],
+)
+def test_words_and_options_may_come_in_any_order(
+    argv: list[str], parsed: dict[str, object]
+) -> None:
+    """`parley delegate @coder --max-tokens 10 "…"` said the objective was an unrecognized
+    argument, and `parley say @gpt --timeout 5 hello` kept only the words after the option
+    (a newcomer's walk): argparse ends a list of words at the first option."""
+    parser = cli._parser()
+    args, extra = parser.parse_known_args(argv)
+    assert cli._intermixed(argv, args, cli._chosen(parser, args), extra) == []
+    assert {name: getattr(args, name) for name in parsed} == parsed
