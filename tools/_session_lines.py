@@ -124,7 +124,7 @@ def _render_event(event: SessionEvent, max_turns: int) -> str | None:
                 f"objective: {payload.get('objective', '')}\n"
                 f"Local Agent: {payload.get('local_agent')} · Remote Agent: "
                 f"{payload.get('shared_agent')} · mode {payload.get('orchestration_mode')} · "
-                f"up to {max_turns} turns"
+                f"up to {max_turns} {'turn' if max_turns == 1 else 'turns'}"
             )
         case "step_completed", "local_agent":
             return f"[Local Agent · {turn}] {payload.get('message', '')}"
