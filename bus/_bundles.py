@@ -177,7 +177,13 @@ class BundleStore:
                 newest_foreign = newest_foreign or index == 0
                 if record.revision not in self._reported:
                     self._reported.add(record.revision)
-                    log.error(
+                    # Signed by a key this gate does not trust: another system's gate in the
+                    # same store, or a key since rotated out (a bundle published by hand,
+                    # docs/collaboration.md), said at every start as an error (a newcomer's
+                    # walk). A record that is no signed bundle at all stays an error.
+                    level = logging.WARNING if exc.reason == "unknown_key" else logging.ERROR
+                    log.log(
+                        level,
                         "foreign trusted-version record ignored",
                         extra={
                             "revision": record.revision,
