@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from actors.console import DEFAULT_TOKENS_FILE, TokenStore, TokenStoreError, principal_of
-from tools._local import missing_credentials
+from tools._local import local_system_alive, missing_credentials
 
 __all__ = ("add_console_command",)
 
@@ -37,6 +37,15 @@ def _cmd_token(args: argparse.Namespace) -> int:
     missing = missing_credentials(principal)
     if missing is not None:  # said now, not at the first sign-in: a newcomer's walk
         print(missing, file=sys.stderr)
+    elif args.tokens == DEFAULT_TOKENS_FILE and not local_system_alive():
+        # Issued in a directory where no system runs, the token signs in nowhere yet: a
+        # `parley up` elsewhere reads its own directory's store (a newcomer's walk).
+        print(
+            "no `parley up` runs in this directory yet: the token signs in to the console of "
+            f"a `parley up` started here; one running elsewhere reads {DEFAULT_TOKENS_FILE} "
+            "in its own directory (issue the token there, or pass --tokens that file)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -11,6 +11,7 @@ import pytest
 from actors.console._audit import reason_of
 from actors.console._credentials import principal_settings
 from bus import ConfigError
+from tools.cli import main
 
 
 def test_the_files_values_win_over_the_consoles_own_environment(
@@ -43,3 +44,18 @@ def test_a_missing_or_broken_settings_file_is_a_config_error(tmp_path: Path) -> 
 def test_an_error_without_a_message_is_named_by_its_type() -> None:
     assert reason_of(TimeoutError()) == "TimeoutError (raised without a message)"
     assert reason_of(ConnectionError("closed")) == "closed"
+
+
+def test_a_token_issued_where_no_system_runs_says_where_it_signs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newcomer issued a token outside the directory `parley up` ran in: a new, empty
+    store was written there and the token printed, and the running console refused it as
+    unknown, with no word of why."""
+    monkeypatch.chdir(tmp_path)  # no `.parley/` here: no system runs in this directory
+    assert main(["console", "token", "--person", "alice"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip()  # the token, for a `parley up` started here later
+    assert "no `parley up` runs in this directory yet" in err, err
+    assert main(["console", "token", "--person", "bob", "--tokens", "own.json"]) == 0
+    assert "no `parley up` runs" not in capsys.readouterr().err  # a store named on purpose
