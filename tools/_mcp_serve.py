@@ -38,12 +38,39 @@ def token_of(path: Path) -> str:
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(descriptor, "w") as out:
                 out.write(secrets.token_urlsafe(32) + "\n")
+        _check_own(path)
         token = path.read_text().strip()
     except OSError as exc:
         raise ConfigError(f"cannot use the token file {path}: {exc.strerror or exc}") from None
     if not token:
         raise ConfigError(f"the token file {path} is empty: delete it to have one made")
+    if len(token) < _SHORTEST_TOKEN:
+        raise ConfigError(
+            f"the token in {path} has {len(token)} characters, fewer than {_SHORTEST_TOKEN}: "
+            "delete the file to have a strong one made"
+        )
     return token
+
+
+_SHORTEST_TOKEN = 32
+"""A token the file may hold: one made here has 43 characters (32 random bytes)."""
+
+
+def _check_own(path: Path) -> None:
+    """A token file someone else could have written, or can read, names a token they know
+    (an attack review: one under /tmp, made by another local user, was trusted as it was).
+
+    Raises:
+        ConfigError: it is not this user's own, or others may read or write it.
+    """
+    status = path.stat()
+    if status.st_uid != os.getuid():
+        raise ConfigError(f"the token file {path} is not yours (uid {status.st_uid}): not used")
+    if status.st_mode & 0o077:
+        raise ConfigError(
+            f"the token file {path} may be read or written by others (mode "
+            f"{status.st_mode & 0o777:o}): `chmod 600` it, or delete it to have one made"
+        )
 
 
 def bearer_guard(app: ASGIApp, token: str) -> ASGIApp:
