@@ -250,16 +250,20 @@ class ToolsActor(Actor):
         runs, steps = self._started()
         held = self._held_steps()
         request = asked.request
-        try:
-            await runs.room_for(key, asked.payers)
-        except ShareExceeded as exc:  # nothing of it stored: refused, and nothing stored
-            log.warning(
-                "step refused: a share of the step records is full", extra={"error": str(exc)}
-            )
-            refused = failed(str(ErrorCode.RATE_LIMITED), f"not run: {exc}")
-            await steps.answer(ctx, asked, StepRunner.result(request, refused))
-            return
         begun = await runs.begin(key, _now_ms(), ctx.attempt)
+        if begun.run.refused:  # refused before it ran: so again, as the first delivery was
+            await steps.answer(ctx, asked, _refusal(request, begun.run.refused))
+            return
+        if begun.state == "new":
+            try:
+                await runs.check_room(asked.payers)
+            except ShareExceeded as exc:
+                log.warning(
+                    "step refused: a share of the step records is full", extra={"why": str(exc)}
+                )
+                await runs.refuse(key, begun, str(exc))
+                await steps.answer(ctx, asked, _refusal(request, str(exc)))
+                return
         if begun.state == "done" and begun.run.result is not None:
             stored = _decode_result.decode(begun.run.result)
             # The same step asked again, maybe in a new envelope: the stored result, as the
@@ -308,6 +312,11 @@ class ToolsActor(Actor):
                 raise
             result = _decode_result.decode(found.run.result)
         await steps.answer(ctx, asked, result)
+
+
+def _refusal(request: ToolRequest, reason: str) -> ToolResult:
+    """The answer to a step refused before it ran, the same at every delivery."""
+    return StepRunner.result(request, failed(str(ErrorCode.RATE_LIMITED), f"not run: {reason}"))
 
 
 def _now_ms() -> int:

@@ -22,7 +22,8 @@ bounds it only whole: one agent asking for large results as fast as its rate all
 within minutes (an attack review), and then no step of anyone's could be marked. Each result
 and held request stored is charged to the step's person and agent (bus/_shares.py,
 `step_record_bytes_per_person` and `_per_agent`), and a new step is taken only while both have
-room (`room_for`); the marks themselves are small and bounded by the steps in flight.
+room (`check_room`); one refused keeps its refusal on its mark, so that a redelivery is
+answered the same and never run.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from actors.tools._approvals import (
     approval_title,
 )
 from actors.tools._pending import PendingApproval, PendingBook
-from bus import SESSION, Payer, ShareExceeded, Shares
+from bus import SESSION, Payer, Shares
 from schemas import ToolRequest, decode_envelope
 
 log = logging.getLogger("parley.tools.runs")
@@ -62,6 +63,9 @@ class Run(msgspec.Struct, frozen=True, kw_only=True):
     """The encoded `tool_result` envelope, once the step ended."""
     approval: Approval | None = None
     """The request held for its owner's approval (actors/tools/_approvals.py)."""
+    refused: str = ""
+    """Why the step was refused before it ran (a share of the records full): every delivery of
+    it is answered so, never run, as the first was told."""
 
     @property
     def held(self) -> bool:
@@ -99,21 +103,25 @@ class RunStore:
         self._shares = shares
         self._pending = PendingBook(kv)
 
-    async def room_for(self, key: str, payers: Sequence[Payer]) -> bool:
-        """Whether a step may be taken: its payers' shares have room, or it is stored already
-        (a redelivery, answered or completed from its record, stores nothing new).
+    async def check_room(self, payers: Sequence[Payer]) -> None:
+        """Whether a new step (one just marked) may run: its payers' shares have room.
 
         Raises:
-            ShareExceeded: neither (nothing of it is stored, and nothing will be).
+            ShareExceeded: one of them has used their whole share.
         """
-        if self._shares is None:
-            return True
-        try:
+        if self._shares is not None:
             await self._shares.check_room(payers)
-        except ShareExceeded:
-            if await self.read(key) is None:
-                raise
-        return True
+
+    async def refuse(self, key: str, begun: StepState, reason: str) -> None:
+        """Keep on the step's mark that it was refused before it ran, so a redelivery is
+        answered the same, never run (it was told "not run"). A few hundred bytes, charged
+        to nobody: its payers' shares are full already.
+
+        Raises:
+            KeyWrongLastSequenceError: another delivery took the step first.
+        """
+        refused = msgspec.structs.replace(begun.run, refused=reason[:300])
+        await self._kv.update(key, _encoder.encode(refused), last=begun.revision)
 
     async def _charge(self, payers: Sequence[Payer], run: Run) -> None:
         """Count what was just stored for `payers`; a count that cannot be written now is

@@ -37,18 +37,25 @@ async def test_a_person_past_their_share_gets_no_new_step_and_a_stored_one_still
 ) -> None:
     runs, shares = await _runs(nc, namespace, per_person=2000)
     first = run_key("gpt", "s1", "t", "step-1")
-    assert await runs.room_for(first, [ALICE, AGENT])
     begun = await runs.begin(first, 1, 1)
+    await runs.check_room([ALICE, AGENT])
     await runs.finish(first, begun, b"r" * 3000, [ALICE, AGENT])  # a step that ran is kept
     assert await shares.used(ALICE) > 3000 and await shares.used(AGENT) > 3000
 
+    second = run_key("gpt", "s1", "t", "step-2")
+    marked = await runs.begin(second, 2, 1)
+    assert marked.state == "new"
     with pytest.raises(ShareExceeded) as refused:
-        await runs.room_for(run_key("gpt", "s1", "t", "step-2"), [ALICE, AGENT])
+        await runs.check_room([ALICE, AGENT])
     said = str(refused.value)
     assert "the tool runtime's step records keeps" in said and "person alice" in said, said
     assert "step_record_bytes_per_person" in said and "it is used up" in said, said
-    assert await runs.room_for(first, [ALICE, AGENT])  # stored: its redelivery is answered
-    assert await runs.room_for(run_key("gpt", "s2", "t", "step-1"), [BOB, AGENT])  # another's
+    await runs.refuse(second, marked, said)
+    again = await runs.begin(second, 3, 2)  # its redelivery, however much room there is now
+    assert again.run.refused == said[:300] and again.run.result is None
+    stored = await runs.begin(first, 4, 2)  # the step that ran: answered from its record
+    assert stored.state == "done" and stored.run.result == b"r" * 3000
+    await runs.check_room([BOB, AGENT])  # another person's share has room
 
 
 async def test_an_agents_share_bounds_its_records_whoever_they_work_for(
@@ -58,11 +65,12 @@ async def test_an_agents_share_bounds_its_records_whoever_they_work_for(
     for index in range(11):
         person = Payer("person", f"p{index}")
         key = run_key("gpt", f"s{index}", "t", "step")
+        begun = await runs.begin(key, 1, 1)
         if index == 10:
             with pytest.raises(ShareExceeded) as refused:
-                await runs.room_for(key, [person, AGENT])
+                await runs.check_room([person, AGENT])
             assert "agent gpt's share of the tool runtime's step records" in str(refused.value)
             break
-        await runs.room_for(key, [person, AGENT])
-        await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1000, [person, AGENT])
+        await runs.check_room([person, AGENT])
+        await runs.finish(key, begun, b"r" * 1000, [person, AGENT])
     assert await shares.used(AGENT) >= 10_000
