@@ -138,6 +138,8 @@ def _intermixed(
     if not takes_words or args.command not in arguments or chosen.prog.split()[-1] != args.command:
         return extra
     at = arguments.index(args.command)
+    if "--" in arguments[at + 1 :]:  # words that look like options, as the person said
+        return extra  # (intermixed parsing drops a `--` before the first word)
     parsed, unparsed = chosen.parse_known_intermixed_args(arguments[at + 1 :])
     for name, value in vars(parsed).items():
         setattr(args, name, value)

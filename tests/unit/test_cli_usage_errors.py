@@ -107,6 +107,11 @@ def test_a_chaos_run_stopped_before_its_verdict_says_so(capsys: pytest.CaptureFi
             ["collab", "write", "--max-rounds", "2", "a tale"],
             {"goal": ["write", "a tale"], "max_rounds": 2},
         ),
+        (  # after `--`, words that look like options are words (a review)
+            ["collab", "--", "--agents", "explained"],
+            {"goal": ["--agents", "explained"], "agents": "gpt,claude"},
+        ),
+        (["say", "--", "@gpt", "-h"], {"agent": "@gpt", "text": ["-h"]}),
     ],
 )
 def test_words_and_options_may_come_in_any_order(
