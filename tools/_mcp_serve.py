@@ -38,8 +38,12 @@ def token_of(path: Path) -> str:
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(descriptor, "w") as out:
                 out.write(secrets.token_urlsafe(32) + "\n")
-        _check_own(path)
-        token = path.read_text().strip()
+        # Opened once, never through a link, and checked by its descriptor: a name swapped
+        # for a link between a check and a read would pass the check (a review).
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(descriptor) as file:
+            _check_own(path, os.fstat(file.fileno()))
+            token = file.read().strip()
     except OSError as exc:
         raise ConfigError(f"cannot use the token file {path}: {exc.strerror or exc}") from None
     if not token:
@@ -56,14 +60,13 @@ _SHORTEST_TOKEN = 32
 """A token the file may hold: one made here has 43 characters (32 random bytes)."""
 
 
-def _check_own(path: Path) -> None:
+def _check_own(path: Path, status: os.stat_result) -> None:
     """A token file someone else could have written, or can read, names a token they know
     (an attack review: one under /tmp, made by another local user, was trusted as it was).
 
     Raises:
         ConfigError: it is not this user's own, or others may read or write it.
     """
-    status = path.stat()
     if status.st_uid != os.getuid():
         raise ConfigError(f"the token file {path} is not yours (uid {status.st_uid}): not used")
     if status.st_mode & 0o077:

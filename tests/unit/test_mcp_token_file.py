@@ -49,3 +49,13 @@ def test_another_users_file_is_refused(tmp_path: Path) -> None:
     os.chown(path, 12345, 12345)
     with pytest.raises(ConfigError, match="is not yours"):
         token_of(path)
+
+
+def test_a_link_is_never_followed(tmp_path: Path) -> None:
+    """A link in a directory others may write could be swapped between a check and a read."""
+    real = tmp_path / "real.token"
+    token_of(real)
+    link = tmp_path / "mcp.token"
+    link.symlink_to(real)
+    with pytest.raises(ConfigError, match="cannot use the token file"):
+        token_of(link)
