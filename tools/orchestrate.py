@@ -166,6 +166,8 @@ class Run:
             self.say("your message to send:")
             if (text := await self._next_text()) is not None:
                 await self.control("take_over", text=text)
+        elif key and self.approval is not None:  # answered already, not resolved yet
+            self.say("your answer to this draft was sent: waiting for the router to apply it")
         elif key:  # y, n or e with no draft awaiting an answer
             self.say("no draft awaits your approval now: nothing was sent")
         elif line:

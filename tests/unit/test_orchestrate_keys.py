@@ -59,3 +59,11 @@ def test_an_answer_with_no_draft_awaiting_it_says_so() -> None:
     out = io.StringIO()
     asyncio.run(_run(out).on_line("y"))
     assert "no draft awaits your approval now: nothing was sent" in out.getvalue()
+
+
+def test_a_second_answer_to_a_draft_says_the_first_was_sent() -> None:
+    out = io.StringIO()
+    run = _run(out)
+    run.approval, run.asking = "a1", False  # answered, and not resolved by the router yet
+    asyncio.run(run.on_line("yes"))
+    assert "your answer to this draft was sent" in out.getvalue()
