@@ -12,7 +12,16 @@ from typing import Annotated
 
 from msgspec import Meta, Struct
 
-__all__ = ("PROTOCOL_VERSION", "Envelope", "Id", "Name", "NonNegative", "TokenUsage", "UtcTime")
+__all__ = (
+    "PROTOCOL_VERSION",
+    "Envelope",
+    "Id",
+    "Name",
+    "NonNegative",
+    "TokenUsage",
+    "UserId",
+    "UtcTime",
+)
 
 PROTOCOL_VERSION = 1
 
@@ -20,6 +29,10 @@ Id = Annotated[str, Meta(min_length=1, max_length=128)]
 Name = Annotated[str, Meta(pattern=r"^[a-z0-9_-]{1,64}$")]
 UtcTime = Annotated[datetime, Meta(tz=True)]
 NonNegative = Annotated[int, Meta(ge=0)]
+UserId = Annotated[str, Meta(max_length=256)]
+"""The end user an envelope is for (seed 003's `user_id`): a label, copied by the gate and the
+router into what they keep (positions, sessions, early Stops, reminders, audit records), so
+bounded: a 300 KB one was kept a dozen times over (a review of what one principal can fill)."""
 
 
 class Envelope(Struct, frozen=True, kw_only=True, tag_field="kind"):

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-from schemas._base import Envelope, Id, Name, NonNegative, TokenUsage, UtcTime
+from schemas._base import Envelope, Id, Name, NonNegative, TokenUsage, UserId, UtcTime
 
 __all__ = (
     "Artifact",
@@ -57,7 +57,7 @@ class DelegationRequest(Envelope, frozen=True, kw_only=True, tag="delegation_req
     request_id: Id
     origin_employee: Name
     target_employee: Name
-    user_id: str
+    user_id: UserId
     parent_session_id: Id
     child_session_id: Id | None = None
     objective: str
@@ -160,7 +160,7 @@ class SubAgentCall(Envelope, frozen=True, kw_only=True, tag="sub_agent_call"):
     session_id: Id
     args: SubAgentArgs
     context: FilteredContext = FilteredContext()
-    user_id: str = ""
+    user_id: UserId = ""
 
 
 class SubAgentResult(Envelope, frozen=True, kw_only=True, tag="sub_agent_result"):

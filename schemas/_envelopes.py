@@ -32,6 +32,7 @@ from schemas._base import (
     Name,
     NonNegative,
     TokenUsage,
+    UserId,
     UtcTime,
 )
 from schemas._delegation import (
@@ -190,7 +191,7 @@ class HumanMessage(Envelope, frozen=True, kw_only=True, tag="human_message"):
     thread: str = "default"
     text: str
     call_id: Id
-    user_id: str = ""
+    user_id: UserId = ""
     mode: Literal["single", "collaborate", "orchestrate"] = "single"
     participants: tuple[Name, ...] = ()
     first_speaker: Name | None = None
@@ -219,7 +220,7 @@ class AgentCall(Envelope, frozen=True, kw_only=True, tag="agent_call"):
     goal: str
     transcript: tuple[TranscriptItem, ...] = ()
     final_round: bool = False
-    user_id: str = ""
+    user_id: UserId = ""
 
 
 class AgentResponse(Envelope, frozen=True, kw_only=True, tag="agent_response"):
@@ -271,7 +272,7 @@ class Control(Envelope, frozen=True, kw_only=True, tag="control"):
     target: Name = "router"
     approval_id: Id | None = None
     reason: str = ""
-    user_id: str = ""
+    user_id: UserId = ""
     text: str = ""
 
 

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-from schemas._base import Envelope, Id, Name, NonNegative
+from schemas._base import Envelope, Id, Name, NonNegative, UserId
 
 __all__ = (
     "GuardrailOutcome",
@@ -72,7 +72,7 @@ class LlmRequest(Envelope, frozen=True, kw_only=True, tag="llm_request"):
     stream: bool = False
     max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
     target: Name = "llm"
-    user_id: str = ""
+    user_id: UserId = ""
 
 
 class LlmUsage(Struct, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-from schemas._base import Envelope, Id, Name, NonNegative, UtcTime
+from schemas._base import Envelope, Id, Name, NonNegative, UserId, UtcTime
 from schemas._errors import ErrorCode
 
 __all__ = ("ApprovalRequest", "AuditRecord", "Decision", "ToolError", "ToolRequest", "ToolResult")
@@ -28,7 +28,7 @@ class ToolRequest(Envelope, frozen=True, kw_only=True, tag="tool_request"):
     step_id: Id
     capability: str | None = None
     target: Name = "tools"
-    user_id: str = ""
+    user_id: UserId = ""
 
 
 class ToolError(Struct, frozen=True, kw_only=True):

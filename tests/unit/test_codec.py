@@ -171,3 +171,27 @@ def test_invalid_utf8_is_a_decode_error(data: bytes) -> None:
     # msgspec raises UnicodeDecodeError here, which an actor's edge must not let through.
     with pytest.raises(DecodeError):
         decode_envelope(data)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "human_message",
+        "agent_call",
+        "control",
+        "delegation_request",
+        "sub_agent_call",
+        "llm_request",
+        "tool_request",
+    ],
+)
+def test_a_user_id_is_a_label_not_a_payload(kind: str) -> None:
+    """The gate and the router copy `user_id` into what they keep (positions, sessions, early
+    Stops, reminders, audit records): a 300 KB one from a person's Stop was kept a dozen
+    times over, filling buckets everyone needs (a review of what one principal can fill)."""
+    (example,) = [e for e in example_envelopes() if e.__struct_config__.tag == kind]
+    fits = msgspec.structs.replace(example, user_id="u" * 256)
+    assert decode_envelope(encode(fits)) == fits
+    too_long = msgspec.structs.replace(example, user_id="u" * 257)
+    with pytest.raises(DecodeError, match="user_id"):
+        decode_envelope(encode(too_long))
