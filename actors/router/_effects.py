@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from msgspec import structs
 from prometheus_client import CollectorRegistry
 
 from actors.orchestrator import Reminder
@@ -21,7 +22,7 @@ from actors.router._unsettled import UnsettledInputs
 from bus import CAUSATION_ID, MSG_ID, Context, DeadLetters
 from schemas import AgentCall, Error, Namespace, SessionEvent, derive_id, valid_token
 
-__all__ = ("Emitted", "RouterEffects")
+__all__ = ("Emitted", "RouterEffects", "reminder_of")
 
 
 class _Owned(Protocol):
@@ -52,6 +53,14 @@ def _changes_standing(event: SessionEvent, session: _Owned | None) -> bool:
     if event.event_type in ENDING_EVENTS:
         return True
     return event.event_type == "session_created" and (session is None or session.open)
+
+
+def reminder_of(call: AgentCall) -> AgentCall:
+    """The reminder to check on `call`: the call without its words (text, goal, transcript).
+    A reminder is judged by the call's id, session, target and time alone; a copy of the whole
+    call, goal twice, let a person's large goals fill the reminders stream every session's
+    calls are watched through (a review of what one principal can fill)."""
+    return structs.replace(call, text="", goal="", transcript=())
 
 
 class RouterEffects:
@@ -95,7 +104,7 @@ class RouterEffects:
             match effect:
                 case AgentCall():
                     await ctx.submit(effect)
-                    await ctx.publish(self._timers, effect)  # the reminder to check on it
+                    await ctx.publish(self._timers, reminder_of(effect))  # to check on it
                 case SessionEvent():
                     await ctx.publish(self.namespace.events(owner, effect.session_id), effect)
                     if _changes_standing(effect, session):
