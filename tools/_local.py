@@ -196,11 +196,12 @@ def local_cluster(size: int, store: Path, authorization: Path | None) -> Embedde
 
 def local_server_text(server: EmbeddedServer | EmbeddedCluster) -> str:
     """What `parley up` says it started: the server's pid and URL; for a cluster, one line per
-    node (its pid, to kill it and watch the others carry on) and then the URL list."""
+    node (its pid, to kill it and watch the others carry on) and then the URL list (`parley
+    up` prefixes each line)."""
     if isinstance(server, EmbeddedServer):
         return f"embedded nats-server (pid {server.pid}) ready at {server.url}"
     nodes = "".join(
-        f"node {name} (pid {server.node(name).pid}) at {server.node(name).url}\n[nats] "
+        f"node {name} (pid {server.node(name).pid}) at {server.node(name).url}\n"
         for name in server.names
     )
     return f"{nodes}embedded {len(server.names)}-node cluster ready at {server.url}"
