@@ -15,8 +15,7 @@ own bucket (`usage.` and `records.` in `tool_runs` for the artifacts and the ste
 `shares.` in `llm_runs` for the answers), as bytes per window of time stored. The store drops
 what it holds its retention after it was stored, so a window's bytes stop counting once the
 last thing it could hold has expired, a window later still (a write that ran past its window's
-end, the server's expiry sweeps): the count never says less than is stored, and the share comes
-back as the store forgets. A count that cannot be read is not taken for zero: the write is
+end, the server's expiry sweeps), and the share comes back as the store forgets. A count that cannot be read is not taken for zero: the write is
 refused until it can be. Every change is a compare-and-set, retried on conflict, so two steps
 (or two replicas) charging one person count both.
 
@@ -26,7 +25,9 @@ deleted, none unanswered, no metadata sent), or when another replica stored the 
 first. A runtime that dies in between leaves a charge with no object: the count says more than
 is stored until that window expires, never less (the safe side of a bound). A step's record or
 a model's answer is charged once written (`charge_anyway`: what ran keeps its result whatever
-its share), and new work starts only while both shares have room (`check_room`).
+its share), and new work starts only while both shares have room (`check_room`); there a charge
+that cannot be written (the broker down a moment, the writer killed between the write and its
+charge) is lost, and the count says less than is stored until that window expires.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class ShareTerms:
     store: str
     """The store, as a refusal names it ("the artifact store")."""
     prefix: str
-    """The counts' keys: `<prefix>.<kind>.<name>` in `tool_runs`."""
+    """The counts' keys: `<prefix>.<kind>.<name>` in the writer's bucket."""
     setting: str
     """The quotas' settings, `<setting>_per_person` and `<setting>_per_agent`."""
     retention: str
@@ -100,8 +101,8 @@ RECORD_TERMS: Final = ShareTerms(
 
 @dataclass(frozen=True, slots=True)
 class Payer:
-    """A principal an artifact is stored for: the person its trace works for, or the agent
-    whose step stored it."""
+    """A principal something is stored for: the person its trace works for, or the agent
+    whose step or model call stored it."""
 
     kind: Literal["person", "agent"]
     name: str
@@ -127,7 +128,7 @@ _decoder = msgspec.json.Decoder(_Usage)
 
 
 def usage_key(payer: Payer, terms: ShareTerms = ARTIFACT_TERMS) -> str:
-    """The payer's count in the `tool_runs` bucket: its name when a key may hold it, else a
+    """The payer's count in the writer's bucket: its name when a key may hold it, else a
     digest of it, under `h.` (no name holds a dot, so no name is taken for a digest)."""
     name = payer.name
     if not _SAFE_NAME.fullmatch(name):
