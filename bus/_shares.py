@@ -15,9 +15,10 @@ own bucket (`usage.` and `records.` in `tool_runs` for the artifacts and the ste
 `shares.` in `llm_runs` for the answers), as bytes per window of time stored. The store drops
 what it holds its retention after it was stored, so a window's bytes stop counting once the
 last thing it could hold has expired, a window later still (a write that ran past its window's
-end, the server's expiry sweeps), and the share comes back as the store forgets. A count that cannot be read is not taken for zero: the write is
-refused until it can be. Every change is a compare-and-set, retried on conflict, so two steps
-(or two replicas) charging one person count both.
+end, the server's expiry sweeps), and the share comes back as the store forgets. A count that
+cannot be read is not taken for zero: the write is refused until it can be. Every change is a
+compare-and-set, retried on conflict, so two steps (or two replicas) charging one person count
+both.
 
 An artifact is charged before its chunks are published and given back only when nothing of
 the write is left in the store (actors/tools/_artifacts.py decides: every chunk it published
