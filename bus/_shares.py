@@ -190,18 +190,18 @@ class Shares:
         for payer in dict.fromkeys(payers):
             await self._change(payer, now_ms // self._window_ms, size, now_ms, bounded=False)
 
-    async def check_room(self, payers: Sequence[Payer]) -> None:
-        """Whether each payer's share has room left now.
+    async def check_room(self, payers: Sequence[Payer], *, times: int = 1) -> None:
+        """Whether each payer has used less than `times` its share now.
 
         Raises:
-            ShareExceeded: one of them has used their whole share.
+            ShareExceeded: one of them has used that much.
         """
         now_ms = self._now_ms()
         for payer in dict.fromkeys(payers):
             usage, _ = await self._read(payer)
             live = self._live(usage, now_ms)
             used, limit = sum(live.values()), self._limits[payer.kind]
-            if used >= limit:
+            if used >= limit * times:
                 raise ShareExceeded(self._refusal(payer, used, 0, limit, live))
 
     async def give_back(self, charge: Charge) -> None:

@@ -52,7 +52,6 @@ from bus import (
     EndedSessions,
     Input,
     Settings,
-    ShareExceeded,
     Shares,
     asked_at_start,
     load_public_keys,
@@ -250,20 +249,22 @@ class ToolsActor(Actor):
         runs, steps = self._started()
         held = self._held_steps()
         request = asked.request
+        why = await runs.refusal(key, asked.payers)
+        if why is not None:  # nothing of it stored, and a payer's share used up
+            log.warning("step refused: a share of the step records is full", extra={"why": why})
+            if await runs.keeps_refusals(asked.payers):
+                begun = await runs.begin(key, _now_ms(), ctx.attempt)
+                if begun.state == "new":  # else another delivery got there first: its record
+                    await runs.refuse(key, begun, why, asked.payers)
+                    await steps.answer(ctx, asked, _refusal(request, why))
+                    return
+            else:  # flooding past twice a share: refused, and nothing more kept
+                await steps.answer(ctx, asked, _refusal(request, why))
+                return
         begun = await runs.begin(key, _now_ms(), ctx.attempt)
         if begun.run.refused:  # refused before it ran: so again, as the first delivery was
             await steps.answer(ctx, asked, _refusal(request, begun.run.refused))
             return
-        if begun.state == "new":
-            try:
-                await runs.check_room(asked.payers)
-            except ShareExceeded as exc:
-                log.warning(
-                    "step refused: a share of the step records is full", extra={"why": str(exc)}
-                )
-                await runs.refuse(key, begun, str(exc))
-                await steps.answer(ctx, asked, _refusal(request, str(exc)))
-                return
         if begun.state == "done" and begun.run.result is not None:
             stored = _decode_result.decode(begun.run.result)
             # The same step asked again, maybe in a new envelope: the stored result, as the

@@ -22,8 +22,9 @@ bounds it only whole: one agent asking for large results as fast as its rate all
 within minutes (an attack review), and then no step of anyone's could be marked. Each result
 and held request stored is charged to the step's person and agent (bus/_shares.py,
 `step_record_bytes_per_person` and `_per_agent`), and a new step is taken only while both have
-room (`check_room`); one refused keeps its refusal on its mark, so that a redelivery is
-answered the same and never run.
+room (`refusal`); one refused keeps its refusal on its mark, charged too, so that a
+redelivery is answered the same and never run, until a payer has used twice its share: past
+that nothing more is kept for it (`keeps_refusals`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from actors.tools._approvals import (
     approval_title,
 )
 from actors.tools._pending import PendingApproval, PendingBook
-from bus import SESSION, Payer, Shares
+from bus import SESSION, Payer, ShareExceeded, Shares
 from schemas import ToolRequest, decode_envelope
 
 log = logging.getLogger("parley.tools.runs")
@@ -103,25 +104,47 @@ class RunStore:
         self._shares = shares
         self._pending = PendingBook(kv)
 
-    async def check_room(self, payers: Sequence[Payer]) -> None:
-        """Whether a new step (one just marked) may run: its payers' shares have room.
-
-        Raises:
-            ShareExceeded: one of them has used their whole share.
-        """
-        if self._shares is not None:
+    async def refusal(self, key: str, payers: Sequence[Payer]) -> str | None:
+        """Why the step is refused before it runs (a payer's share is used up), or None: it
+        may be taken, or it is stored already (a redelivery, answered or completed from its
+        record whatever the counts say, even when they cannot be read now)."""
+        if self._shares is None:
+            return None
+        try:
             await self._shares.check_room(payers)
+            return None
+        except ShareExceeded as exc:
+            why = str(exc)
+        except Exception:
+            if await self.read(key) is not None:
+                return None
+            raise
+        return None if await self.read(key) is not None else why
 
-    async def refuse(self, key: str, begun: StepState, reason: str) -> None:
+    async def keeps_refusals(self, payers: Sequence[Payer]) -> bool:
+        """Whether a refusal is kept on its step's mark: while each payer has used less than
+        twice its share (the refusals count too). A sender flooding past that is refused with
+        nothing kept, so its refusals cannot fill the bucket either."""
+        if self._shares is None:
+            return True
+        try:
+            await self._shares.check_room(payers, times=2)
+        except ShareExceeded:
+            return False
+        return True
+
+    async def refuse(
+        self, key: str, begun: StepState, reason: str, payers: Sequence[Payer]
+    ) -> None:
         """Keep on the step's mark that it was refused before it ran, so a redelivery is
-        answered the same, never run (it was told "not run"). A few hundred bytes, charged
-        to nobody: its payers' shares are full already.
+        answered the same, never run (it was told "not run"); charged to `payers`.
 
         Raises:
             KeyWrongLastSequenceError: another delivery took the step first.
         """
         refused = msgspec.structs.replace(begun.run, refused=reason[:300])
         await self._kv.update(key, _encoder.encode(refused), last=begun.revision)
+        await self._charge(payers, refused)
 
     async def _charge(self, payers: Sequence[Payer], run: Run) -> None:
         """Count what was just stored for `payers`; a count that cannot be written now is

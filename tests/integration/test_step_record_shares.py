@@ -10,11 +10,10 @@ whole system refusing such steps is tests/security/test_step_record_shares.py's.
 
 from __future__ import annotations
 
-import pytest
 from nats.aio.client import Client as NATS
 
 from actors.tools._runs import RunStore, run_key
-from bus import RECORD_TERMS, Payer, ShareExceeded, Shares
+from bus import RECORD_TERMS, Payer, Shares
 from schemas import Namespace
 
 ALICE, BOB, AGENT = Payer("person", "alice"), Payer("person", "bob"), Payer("agent", "gpt")
@@ -37,25 +36,41 @@ async def test_a_person_past_their_share_gets_no_new_step_and_a_stored_one_still
 ) -> None:
     runs, shares = await _runs(nc, namespace, per_person=2000)
     first = run_key("gpt", "s1", "t", "step-1")
+    assert await runs.refusal(first, [ALICE, AGENT]) is None
     begun = await runs.begin(first, 1, 1)
-    await runs.check_room([ALICE, AGENT])
     await runs.finish(first, begun, b"r" * 3000, [ALICE, AGENT])  # a step that ran is kept
     assert await shares.used(ALICE) > 3000 and await shares.used(AGENT) > 3000
 
     second = run_key("gpt", "s1", "t", "step-2")
-    marked = await runs.begin(second, 2, 1)
-    assert marked.state == "new"
-    with pytest.raises(ShareExceeded) as refused:
-        await runs.check_room([ALICE, AGENT])
-    said = str(refused.value)
+    said = await runs.refusal(second, [ALICE, AGENT])
+    assert said is not None
     assert "the tool runtime's step records keeps" in said and "person alice" in said, said
     assert "step_record_bytes_per_person" in said and "it is used up" in said, said
-    await runs.refuse(second, marked, said)
+    assert await runs.keeps_refusals([ALICE, AGENT])  # under twice the share: kept
+    marked = await runs.begin(second, 2, 1)
+    await runs.refuse(second, marked, said, [ALICE, AGENT])
     again = await runs.begin(second, 3, 2)  # its redelivery, however much room there is now
     assert again.run.refused == said[:300] and again.run.result is None
-    stored = await runs.begin(first, 4, 2)  # the step that ran: answered from its record
-    assert stored.state == "done" and stored.run.result == b"r" * 3000
-    await runs.check_room([BOB, AGENT])  # another person's share has room
+    assert await runs.refusal(second, [ALICE, AGENT]) is None  # stored: its record answers
+    assert await runs.refusal(first, [ALICE, AGENT]) is None  # and the one that ran
+    assert await runs.refusal(run_key("gpt", "s2", "t", "s"), [BOB, AGENT]) is None  # another's
+
+
+async def test_past_twice_a_share_nothing_more_is_kept_for_refusals(
+    nc: NATS, namespace: Namespace
+) -> None:
+    """A flood of refused steps keeps its refusals only while its payer has used less than
+    twice its share (refusals counted): past that nothing is written for it, so the flood
+    cannot fill the bucket with refusals either."""
+    runs, shares = await _runs(nc, namespace, per_person=1000)
+    key = run_key("gpt", "s1", "t", "big")
+    await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1500, [ALICE, AGENT])
+    assert await runs.keeps_refusals([ALICE, AGENT])  # 1,500 of 1,000: under twice
+    key = run_key("gpt", "s1", "t", "more")
+    await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 600, [ALICE, AGENT])
+    assert await shares.used(ALICE) >= 2000
+    assert not await runs.keeps_refusals([ALICE, AGENT])
+    assert await runs.keeps_refusals([BOB, AGENT])  # the agent's share (10,000) has room
 
 
 async def test_an_agents_share_bounds_its_records_whoever_they_work_for(
@@ -65,12 +80,10 @@ async def test_an_agents_share_bounds_its_records_whoever_they_work_for(
     for index in range(11):
         person = Payer("person", f"p{index}")
         key = run_key("gpt", f"s{index}", "t", "step")
-        begun = await runs.begin(key, 1, 1)
+        said = await runs.refusal(key, [person, AGENT])
         if index == 10:
-            with pytest.raises(ShareExceeded) as refused:
-                await runs.check_room([person, AGENT])
-            assert "agent gpt's share of the tool runtime's step records" in str(refused.value)
+            assert said is not None and "agent gpt's share of the tool runtime's step" in said
             break
-        await runs.check_room([person, AGENT])
-        await runs.finish(key, begun, b"r" * 1000, [person, AGENT])
+        assert said is None
+        await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1000, [person, AGENT])
     assert await shares.used(AGENT) >= 10_000
