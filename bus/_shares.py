@@ -190,8 +190,8 @@ class Shares:
         for payer in dict.fromkeys(payers):
             await self._change(payer, now_ms // self._window_ms, size, now_ms, bounded=False)
 
-    async def check_room(self, payers: Sequence[Payer], *, times: int = 1) -> None:
-        """Whether each payer has used less than `times` its share now.
+    async def check_room(self, payers: Sequence[Payer], *, allowance: int = 0) -> None:
+        """Whether each payer has used less than its share (and `allowance` bytes more) now.
 
         Raises:
             ShareExceeded: one of them has used that much.
@@ -201,7 +201,7 @@ class Shares:
             usage, _ = await self._read(payer)
             live = self._live(usage, now_ms)
             used, limit = sum(live.values()), self._limits[payer.kind]
-            if used >= limit * times:
+            if used >= limit + allowance:
                 raise ShareExceeded(self._refusal(payer, used, 0, limit, live))
 
     async def give_back(self, charge: Charge) -> None:

@@ -253,12 +253,13 @@ class ToolsActor(Actor):
         if why is not None:  # nothing of it stored, and a payer's share used up
             log.warning("step refused: a share of the step records is full", extra={"why": why})
             if await runs.keeps_refusals(asked.payers):
-                begun = await runs.begin(key, _now_ms(), ctx.attempt)
-                if begun.state == "new":  # else another delivery got there first: its record
-                    await runs.refuse(key, begun, why, asked.payers)
+                refusing = await runs.begin(
+                    key, _now_ms(), ctx.attempt, refused=why, payers=asked.payers
+                )
+                if refusing.state == "new":  # else another delivery got there first: its record
                     await steps.answer(ctx, asked, _refusal(request, why))
                     return
-            else:  # flooding past twice a share: refused, and nothing more kept
+            else:  # flooding well past a share: refused, and nothing more kept
                 await steps.answer(ctx, asked, _refusal(request, why))
                 return
         begun = await runs.begin(key, _now_ms(), ctx.attempt)

@@ -23,8 +23,8 @@ within minutes (an attack review), and then no step of anyone's could be marked.
 and held request stored is charged to the step's person and agent (bus/_shares.py,
 `step_record_bytes_per_person` and `_per_agent`), and a new step is taken only while both have
 room (`refusal`); one refused keeps its refusal on its mark, charged too, so that a
-redelivery is answered the same and never run, until a payer has used twice its share: past
-that nothing more is kept for it (`keeps_refusals`).
+redelivery is answered the same and never run, until a payer is past its share by
+`REFUSALS_KEPT_BYTES`: past that nothing more is kept for it (`keeps_refusals`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
@@ -52,7 +52,13 @@ from schemas import ToolRequest, decode_envelope
 
 log = logging.getLogger("parley.tools.runs")
 
-__all__ = ("Run", "RunStore", "StepState", "run_key")
+__all__ = ("REFUSALS_KEPT_BYTES", "Run", "RunStore", "StepState", "run_key")
+
+REFUSALS_KEPT_BYTES: Final = 64 * 1024
+"""How far past a share refusals are still kept on their marks: about a hundred, enough for
+the redeliveries of the steps in flight when the share filled."""
+_RECORD_OVERHEAD: Final = 160
+"""What a record costs the bucket besides its value: its key, subject and headers."""
 
 
 class Run(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,29 +128,16 @@ class RunStore:
         return None if await self.read(key) is not None else why
 
     async def keeps_refusals(self, payers: Sequence[Payer]) -> bool:
-        """Whether a refusal is kept on its step's mark: while each payer has used less than
-        twice its share (the refusals count too). A sender flooding past that is refused with
-        nothing kept, so its refusals cannot fill the bucket either."""
+        """Whether a refusal is kept on its step's mark: while no payer has passed its share
+        by more than `REFUSALS_KEPT_BYTES` (the refusals count too). A sender flooding past
+        that is refused with nothing kept, so its refusals cannot fill the bucket either."""
         if self._shares is None:
             return True
         try:
-            await self._shares.check_room(payers, times=2)
+            await self._shares.check_room(payers, allowance=REFUSALS_KEPT_BYTES)
         except ShareExceeded:
             return False
         return True
-
-    async def refuse(
-        self, key: str, begun: StepState, reason: str, payers: Sequence[Payer]
-    ) -> None:
-        """Keep on the step's mark that it was refused before it ran, so a redelivery is
-        answered the same, never run (it was told "not run"); charged to `payers`.
-
-        Raises:
-            KeyWrongLastSequenceError: another delivery took the step first.
-        """
-        refused = msgspec.structs.replace(begun.run, refused=reason[:300])
-        await self._kv.update(key, _encoder.encode(refused), last=begun.revision)
-        await self._charge(payers, refused)
 
     async def _charge(self, payers: Sequence[Payer], run: Run) -> None:
         """Count what was just stored for `payers`; a count that cannot be written now is
@@ -152,16 +145,30 @@ class RunStore:
         if self._shares is None:
             return
         try:
-            await self._shares.charge_anyway(payers, len(_encoder.encode(run)))
+            stored = len(_encoder.encode(run)) + _RECORD_OVERHEAD
+            await self._shares.charge_anyway(payers, stored)
         except Exception as exc:
             log.warning("a step record not counted", extra={"error": repr(exc)})
 
-    async def begin(self, key: str, started_ms: int, attempt: int) -> StepState:
-        """Mark the step as started, or say what an earlier delivery left of it."""
-        fresh = Run(started_ms=started_ms, attempt=attempt)
+    async def begin(
+        self,
+        key: str,
+        started_ms: int,
+        attempt: int,
+        *,
+        refused: str = "",
+        payers: Sequence[Payer] = (),
+    ) -> StepState:
+        """Mark the step as started, or say what an earlier delivery left of it. `refused`:
+        mark it refused before it ran instead, in the same one write (a mark left between a
+        start and a refusal would be taken for a crash's, a review found), charged to
+        `payers`."""
+        fresh = Run(started_ms=started_ms, attempt=attempt, refused=refused[:300])
         for _ in range(3):
             try:
                 revision = await self._kv.create(key, _encoder.encode(fresh))
+                if refused:
+                    await self._charge(payers, fresh)
                 return StepState("new", revision, fresh)
             except KeyWrongLastSequenceError:
                 pass

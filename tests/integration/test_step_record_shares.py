@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from nats.aio.client import Client as NATS
 
-from actors.tools._runs import RunStore, run_key
+from actors.tools._runs import REFUSALS_KEPT_BYTES, RunStore, run_key
 from bus import RECORD_TERMS, Payer, Shares
 from schemas import Namespace
 
@@ -46,9 +46,9 @@ async def test_a_person_past_their_share_gets_no_new_step_and_a_stored_one_still
     assert said is not None
     assert "the tool runtime's step records keeps" in said and "person alice" in said, said
     assert "step_record_bytes_per_person" in said and "it is used up" in said, said
-    assert await runs.keeps_refusals([ALICE, AGENT])  # under twice the share: kept
-    marked = await runs.begin(second, 2, 1)
-    await runs.refuse(second, marked, said, [ALICE, AGENT])
+    assert await runs.keeps_refusals([ALICE, AGENT])  # just past the share: kept
+    marked = await runs.begin(second, 2, 1, refused=said, payers=[ALICE, AGENT])  # one write
+    assert marked.state == "new" and marked.run.refused == said[:300]
     again = await runs.begin(second, 3, 2)  # its redelivery, however much room there is now
     assert again.run.refused == said[:300] and again.run.result is None
     assert await runs.refusal(second, [ALICE, AGENT]) is None  # stored: its record answers
@@ -56,34 +56,39 @@ async def test_a_person_past_their_share_gets_no_new_step_and_a_stored_one_still
     assert await runs.refusal(run_key("gpt", "s2", "t", "s"), [BOB, AGENT]) is None  # another's
 
 
-async def test_past_twice_a_share_nothing_more_is_kept_for_refusals(
+async def test_well_past_a_share_nothing_more_is_kept_for_refusals(
     nc: NATS, namespace: Namespace
 ) -> None:
-    """A flood of refused steps keeps its refusals only while its payer has used less than
-    twice its share (refusals counted): past that nothing is written for it, so the flood
-    cannot fill the bucket with refusals either."""
+    """A flood of refused steps keeps its refusals only until its payer is past its share by
+    `REFUSALS_KEPT_BYTES` (refusals counted): then nothing is written for it, so the flood
+    cannot fill the bucket with refusals either (twice a share, a review found, is the whole
+    bucket for an agent's)."""
     runs, shares = await _runs(nc, namespace, per_person=1000)
     key = run_key("gpt", "s1", "t", "big")
     await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1500, [ALICE, AGENT])
-    assert await runs.keeps_refusals([ALICE, AGENT])  # 1,500 of 1,000: under twice
+    assert await runs.keeps_refusals([ALICE, AGENT])  # past the share, within the allowance
     key = run_key("gpt", "s1", "t", "more")
-    await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 600, [ALICE, AGENT])
-    assert await shares.used(ALICE) >= 2000
+    await runs.finish(key, await runs.begin(key, 1, 1), b"r" * REFUSALS_KEPT_BYTES, [ALICE, AGENT])
+    assert await shares.used(ALICE) >= 1000 + REFUSALS_KEPT_BYTES
     assert not await runs.keeps_refusals([ALICE, AGENT])
-    assert await runs.keeps_refusals([BOB, AGENT])  # the agent's share (10,000) has room
+    assert await runs.keeps_refusals([BOB, Payer("agent", "claude")])  # others' have room
 
 
 async def test_an_agents_share_bounds_its_records_whoever_they_work_for(
     nc: NATS, namespace: Namespace
 ) -> None:
-    runs, shares = await _runs(nc, namespace, per_person=1000)  # the agent's: 10,000
-    for index in range(11):
+    """Persons of their own, each well within their share: the agent's share (20,000 bytes,
+    each record charged with what it costs the bucket besides its value) stops them."""
+    runs, shares = await _runs(nc, namespace, per_person=2000)  # the agent's: 20,000
+    taken = 0
+    for index in range(40):
         person = Payer("person", f"p{index}")
         key = run_key("gpt", f"s{index}", "t", "step")
         said = await runs.refusal(key, [person, AGENT])
-        if index == 10:
-            assert said is not None and "agent gpt's share of the tool runtime's step" in said
+        if said is not None:
+            assert "agent gpt's share of the tool runtime's step records" in said, said
             break
-        assert said is None
         await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1000, [person, AGENT])
-    assert await shares.used(AGENT) >= 10_000
+        taken += 1
+    assert 10 <= taken < 20, taken  # each person used about 1,200 of 2,000
+    assert await shares.used(AGENT) >= 20_000
