@@ -12,6 +12,7 @@ import hmac
 import os
 import secrets
 import socket
+import stat
 import sys
 from pathlib import Path
 
@@ -40,7 +41,8 @@ def token_of(path: Path) -> str:
                 out.write(secrets.token_urlsafe(32) + "\n")
         # Opened once, never through a link, and checked by its descriptor: a name swapped
         # for a link between a check and a read would pass the check (a review).
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # Not blocking either: a FIFO put there would hang the start (a review).
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(descriptor) as file:
             _check_own(path, os.fstat(file.fileno()))
             token = file.read().strip()
@@ -67,6 +69,8 @@ def _check_own(path: Path, status: os.stat_result) -> None:
     Raises:
         ConfigError: it is not this user's own, or others may read or write it.
     """
+    if not stat.S_ISREG(status.st_mode):
+        raise ConfigError(f"the token file {path} is not a regular file: not used")
     if status.st_uid != os.getuid():
         raise ConfigError(f"the token file {path} is not yours (uid {status.st_uid}): not used")
     if status.st_mode & 0o077:

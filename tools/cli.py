@@ -134,15 +134,23 @@ def _intermixed(
     delegate @coder --max-tokens 10 "…"` called the objective an unrecognized argument and
     `parley say @gpt --detach "…"` dropped `@gpt` for the words after the option (a
     newcomer's walk). A subcommand's own subcommands are left as they were parsed."""
-    takes_words = any(not a.option_strings and a.nargs in ("*", "+") for a in chosen._actions)
-    if not takes_words or args.command not in arguments or chosen.prog.split()[-1] != args.command:
+    lists = [a for a in chosen._actions if not a.option_strings and a.nargs in ("*", "+")]
+    if not lists or args.command not in arguments or chosen.prog.split()[-1] != args.command:
         return extra
     at = arguments.index(args.command)
-    if "--" in arguments[at + 1 :]:  # words that look like options, as the person said
-        return extra  # (intermixed parsing drops a `--` before the first word)
-    parsed, unparsed = chosen.parse_known_intermixed_args(arguments[at + 1 :])
+    after, words = arguments[at + 1 :], []
+    if "--" in after:  # words that look like options, as the person said
+        if not extra:
+            return extra  # the plain parse took them all
+        # Intermixed parsing drops a `--` before the first word: what follows it is put on
+        # the end of the command's list of words by hand (a review).
+        after, words = after[: after.index("--")], after[after.index("--") + 1 :]
+    parsed, unparsed = chosen.parse_known_intermixed_args(after)
     for name, value in vars(parsed).items():
         setattr(args, name, value)
+    if words:
+        dest = lists[-1].dest
+        setattr(args, dest, [*(getattr(args, dest) or []), *words])
     return [word for word in extra if word in arguments[:at]] + unparsed
 
 

@@ -112,6 +112,10 @@ def test_a_chaos_run_stopped_before_its_verdict_says_so(capsys: pytest.CaptureFi
             {"goal": ["--agents", "explained"], "agents": "gpt,claude"},
         ),
         (["say", "--", "@gpt", "-h"], {"agent": "@gpt", "text": ["-h"]}),
+        (
+            ["delegate", "@coder", "--max-tokens", "10", "--", "-x", "y"],
+            {"words": ["@coder", "-x", "y"], "max_tokens": 10},
+        ),
     ],
 )
 def test_words_and_options_may_come_in_any_order(

@@ -59,3 +59,11 @@ def test_a_link_is_never_followed(tmp_path: Path) -> None:
     link.symlink_to(real)
     with pytest.raises(ConfigError, match="cannot use the token file"):
         token_of(link)
+
+
+def test_a_fifo_in_its_place_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Another local user's FIFO at the path hung the start before any check."""
+    path = tmp_path / "mcp.token"
+    os.mkfifo(path, 0o600)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        token_of(path)
