@@ -186,9 +186,13 @@ class Shares:
     async def charge_anyway(self, payers: Sequence[Payer], size: int) -> None:
         """Count `size` bytes stored for each payer, past their shares if need be: what was
         written already (a step's record, once it ran) is counted, never refused."""
-        now_ms = self._now_ms()
-        for payer in dict.fromkeys(payers):
-            await self._change(payer, now_ms // self._window_ms, size, now_ms, bounded=False)
+        now_ms, window = self._now_ms(), self._now_ms() // self._window_ms
+        await asyncio.gather(  # one round trip's time for both payers, not two
+            *(
+                self._change(payer, window, size, now_ms, bounded=False)
+                for payer in dict.fromkeys(payers)
+            )
+        )
 
     async def check_room(self, payers: Sequence[Payer], *, allowance: int = 0) -> None:
         """Whether each payer has used less than its share (and `allowance` bytes more) now.
@@ -197,8 +201,9 @@ class Shares:
             ShareExceeded: one of them has used that much.
         """
         now_ms = self._now_ms()
-        for payer in dict.fromkeys(payers):
-            usage, _ = await self._read(payer)
+        named = list(dict.fromkeys(payers))
+        counts = await asyncio.gather(*(self._read(payer) for payer in named))  # at once
+        for payer, (usage, _) in zip(named, counts, strict=True):
             live = self._live(usage, now_ms)
             used, limit = sum(live.values()), self._limits[payer.kind]
             if used >= limit + allowance:

@@ -167,7 +167,12 @@ class LlmActor(Actor):
                 await ctx.submit(self._failed(envelope, ctx, "", refused, [], time.monotonic()))
                 return
             answer = await self._answer(envelope, ctx)
-            stored = await answers.keep(key, encode(answer), payers)
+            stored, kept = await answers.keep(key, encode(answer))
+            again = decode_envelope(stored)
+            await ctx.submit(msgspec.structs.replace(again, id=ctx.derive_id("llm_response")))
+            if kept:
+                await answers.charge(payers, stored)  # once the answer is on its way
+            return
         again = decode_envelope(stored)
         await ctx.submit(msgspec.structs.replace(again, id=ctx.derive_id("llm_response")))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
+from typing import Final
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
@@ -28,6 +29,9 @@ from nats.js.kv import KeyValue
 from bus import ANSWER_TERMS, DAY_S, Payer, Quotas, Shares
 
 log = logging.getLogger("parley.actors.llm")
+
+_RECORD_OVERHEAD: Final = 160
+"""What an answer costs the bucket besides its value: its key, subject and headers."""
 
 __all__ = ("AnswerStore", "answer_key")
 
@@ -75,19 +79,24 @@ class AnswerStore:
             return None
         return entry.value or None
 
-    async def keep(self, key: str, answer: bytes, payers: Sequence[Payer] = ()) -> bytes:
-        """Store `answer` unless one is stored already, charged to `payers`; return the one
-        that counts."""
+    async def keep(self, key: str, answer: bytes) -> tuple[bytes, bool]:
+        """Store `answer` unless one is stored already; the one that counts, and whether it
+        is this one (to `charge` once it is on its way)."""
         try:
             await self._kv.create(key, answer)
         except KeyWrongLastSequenceError:
             stored = await self.find(key)
             if stored is None:
                 raise
-            return stored
-        if self._shares is not None:
-            try:
-                await self._shares.charge_anyway(payers, len(answer))
-            except Exception as exc:  # counted short until the next charge; never in the way
-                log.warning("a model answer not counted", extra={"error": repr(exc)})
-        return answer
+            return stored, False
+        return answer, True
+
+    async def charge(self, payers: Sequence[Payer], answer: bytes) -> None:
+        """Count a kept answer for `payers`, with what a record costs besides its value; a
+        count that cannot be written is logged (it stays short), never in the call's way."""
+        if self._shares is None:
+            return
+        try:
+            await self._shares.charge_anyway(payers, len(answer) + _RECORD_OVERHEAD)
+        except Exception as exc:
+            log.warning("a model answer not counted", extra={"error": repr(exc)})

@@ -307,13 +307,15 @@ class ToolsActor(Actor):
         answered with theirs."""
         runs, steps = self._started()
         try:
-            await runs.finish(key, begun, encode(result), asked.payers)
+            stored = await runs.finish(key, begun, encode(result))
         except KeyWrongLastSequenceError:
             found = await runs.read(key)
             if found is None or found.run.result is None:
                 raise
-            result = _decode_result.decode(found.run.result)
+            await steps.answer(ctx, asked, _decode_result.decode(found.run.result))
+            return
         await steps.answer(ctx, asked, result)
+        await runs.charge(asked.payers, stored)  # once the result is on its way
 
 
 def _refusal(request: ToolRequest, reason: str) -> ToolResult:

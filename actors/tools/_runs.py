@@ -257,18 +257,21 @@ class RunStore:
         state: Literal["running", "done"] = "done" if run.result is not None else "running"
         return StepState(state, entry.revision, run)
 
-    async def finish(
-        self, key: str, begun: StepState, result: bytes, payers: Sequence[Payer] = ()
-    ) -> None:
-        """Store the step's result over its mark (compare-and-set on the mark's revision),
-        charged to `payers`.
+    async def finish(self, key: str, begun: StepState, result: bytes) -> Run:
+        """Store the step's result over its mark (compare-and-set on the mark's revision);
+        the record stored, for `charge` once the result is on its way.
 
         Raises:
             KeyWrongLastSequenceError: someone else ended or took the step first.
         """
         ended = msgspec.structs.replace(begun.run, result=result)
         await self._kv.update(key, _encoder.encode(ended), last=begun.revision)
-        await self._charge(payers, ended)
+        return ended
+
+    async def charge(self, payers: Sequence[Payer], run: Run) -> None:
+        """Count a stored record for `payers` (after its result is sent: the count is not
+        what the caller waits for; a runtime killed between the two counts it short)."""
+        await self._charge(payers, run)
 
 
 def _pending_entry(approval: Approval) -> PendingApproval:

@@ -97,6 +97,6 @@ async def test_the_first_answer_kept_wins(nc: NATS, namespace: Namespace) -> Non
     key = answer_key("planner", "r-1")
     assert key != answer_key("coder", "r-1")  # a request id names a call within its sender's
     assert await store.find(key) is None
-    assert await store.keep(key, b"one") == b"one"
-    assert await store.keep(key, b"two") == b"one"
+    assert await store.keep(key, b"one") == (b"one", True)
+    assert await store.keep(key, b"two") == (b"one", False)
     assert await store.find(key) == b"one"

@@ -31,14 +31,19 @@ async def _runs(nc: NATS, namespace: Namespace, per_person: int) -> tuple[RunSto
     return RunStore(kv, shares), shares
 
 
+async def _ran(runs: RunStore, key: str, result: bytes, payers: list[Payer]) -> None:
+    """A step marked, run and stored, then charged, as the runtime does."""
+    stored = await runs.finish(key, await runs.begin(key, 1, 1), result)
+    await runs.charge(payers, stored)
+
+
 async def test_a_person_past_their_share_gets_no_new_step_and_a_stored_one_still_answers(
     nc: NATS, namespace: Namespace
 ) -> None:
     runs, shares = await _runs(nc, namespace, per_person=2000)
     first = run_key("gpt", "s1", "t", "step-1")
     assert await runs.refusal(first, [ALICE, AGENT]) is None
-    begun = await runs.begin(first, 1, 1)
-    await runs.finish(first, begun, b"r" * 3000, [ALICE, AGENT])  # a step that ran is kept
+    await _ran(runs, first, b"r" * 3000, [ALICE, AGENT])  # a step that ran is kept
     assert await shares.used(ALICE) > 3000 and await shares.used(AGENT) > 3000
 
     second = run_key("gpt", "s1", "t", "step-2")
@@ -65,10 +70,10 @@ async def test_well_past_a_share_nothing_more_is_kept_for_refusals(
     bucket for an agent's)."""
     runs, shares = await _runs(nc, namespace, per_person=1000)
     key = run_key("gpt", "s1", "t", "big")
-    await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1500, [ALICE, AGENT])
+    await _ran(runs, key, b"r" * 1500, [ALICE, AGENT])
     assert await runs.keeps_refusals([ALICE, AGENT])  # past the share, within the allowance
     key = run_key("gpt", "s1", "t", "more")
-    await runs.finish(key, await runs.begin(key, 1, 1), b"r" * REFUSALS_KEPT_BYTES, [ALICE, AGENT])
+    await _ran(runs, key, b"r" * REFUSALS_KEPT_BYTES, [ALICE, AGENT])
     assert await shares.used(ALICE) >= 1000 + REFUSALS_KEPT_BYTES
     assert not await runs.keeps_refusals([ALICE, AGENT])
     assert await runs.keeps_refusals([BOB, Payer("agent", "claude")])  # others' have room
@@ -88,7 +93,7 @@ async def test_an_agents_share_bounds_its_records_whoever_they_work_for(
         if said is not None:
             assert "agent gpt's share of the tool runtime's step records" in said, said
             break
-        await runs.finish(key, await runs.begin(key, 1, 1), b"r" * 1000, [person, AGENT])
+        await _ran(runs, key, b"r" * 1000, [person, AGENT])
         taken += 1
     assert 10 <= taken < 20, taken  # each person used about 1,200 of 2,000
     assert await shares.used(AGENT) >= 20_000
