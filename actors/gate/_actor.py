@@ -41,7 +41,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 from msgspec import Struct
@@ -51,14 +51,15 @@ from actors.gate._batch import counters_needed, decide_batch, new_traces, plan_b
 from actors.gate._decide import Allow, Ledger, implied_root_trace, required_keys
 from actors.gate._effects import ALLOWED_TOOLS, GateEffects
 from actors.gate._ids import Claim, IdClaims, claim_of
-from actors.gate._metrics import DecisionCounter
+from actors.gate._metrics import DecisionCounter, QuietRefusals
 from actors.gate._options import GateOptions
 from actors.gate._paid import PaidCharges
 from actors.gate._plan import Route, Submission
 from actors.gate._rate_leases import RateLeases
-from actors.gate._records import Position, position_key, trace_key
-from actors.gate._redaction import redacted, redaction_key
-from actors.gate._refusals import error_position
+from actors.gate._records import position_key, trace_key
+from actors.gate._redaction import redaction_key
+from actors.gate._refusal_budget import RefusalBudget
+from actors.gate._rejected import tell_rejected
 from actors.gate._store import GateStore
 from actors.gate._unfinished_causes import UnfinishedCauses
 from actors.gate._verdicts import Decided, Verdict
@@ -107,6 +108,7 @@ class GateActor(Actor):
         self._tenant = options.tenant
         self._redact_key = redaction_key(options.redaction_key_file, settings)
         self._cache_size = options.cache_entries
+        self._refusals = RefusalBudget(options.refusals_per_minute, options.refusals_exempt)
         self._me = f"{self.actor_id}/{os.getpid()}"
         # Unique per process start: replicas in containers often share a pid, and two
         # replicas under one lease name would overwrite each other's leases.
@@ -114,6 +116,7 @@ class GateActor(Actor):
         self._store: GateStore | None = None
         self._ids: IdClaims | None = None
         self._effects: GateEffects | None = None
+        self._quieted = QuietRefusals(None, self.actor_id)  # registered once started
         self._paid = PaidCharges(self._cache_size)
         self._unfinished = UnfinishedCauses(settings.backoff_s, settings.max_deliver)
         self.bundles: BundleStore | None = None
@@ -148,10 +151,18 @@ class GateActor(Actor):
         self._ids = IdClaims(acks, last, ns.bucket("idempotency"), self._cache_size, wait_s)
         await asked_at_start(bus.refusals, self._ids.check_server, "the id claims' server check")
         self._effects = GateEffects(
-            ns, self.actor_id, self._me, self.bundles, self._ids, self._store, self._redact_key
+            ns,
+            self.actor_id,
+            self._me,
+            self.bundles,
+            self._ids,
+            self._store,
+            self._redact_key,
+            self._refusals,
         )
         self._unfinished.open(bus.js, ns.bucket("idempotency"), ns.stream("submit"))
         self._effects.decisions = DecisionCounter(bus.metrics.registry, self.actor_id)
+        self._quieted = QuietRefusals(bus.metrics.registry, self.actor_id)
         self._max_message = min(bus.nc.max_payload, self.settings.max_payload)
 
     async def background(self, stopping: asyncio.Event) -> None:
@@ -176,7 +187,9 @@ class GateActor(Actor):
 
         First every message's envelope id is looked up (actors/gate/_ids.py): one whose id
         another submission holds is refused at once, before anything is planned or charged
-        for it; one whose id nobody holds yet claims it with its effects.
+        for it; one whose id nobody holds yet claims it with its effects. A sender past its
+        refusal budget (actors/gate/_refusal_budget.py) claims an id only once admitted, and
+        its refusals record nothing.
         """
         store, bundles, ids = self._store, self.bundles, self._ids
         if store is None or bundles is None or ids is None or self._effects is None:
@@ -185,6 +198,9 @@ class GateActor(Actor):
         pending: list[tuple[AnyEnvelope, Context]] = []
         unclaimed: dict[int, Claim] = {}
         mine_of = {id(ctx): claim_of(ctx) for _, ctx in batch}
+        quiet = {
+            id(ctx) for _, ctx in batch if ctx.attempt == 1 and self._refusals.quiet(ctx.sender)
+        }
         # One loop turn lets the look-up's task send it first (after the claims it mostly read
         # them back); the claims go before it is answered. Only speed, not safety, rests on it.
         wanted = [envelope.id for envelope, _ in batch]
@@ -193,7 +209,7 @@ class GateActor(Actor):
         early: dict[int, asyncio.Future[PubAck]] = {}
         claiming: dict[int, asyncio.Future[PubAck]] = {}
         try:
-            early = await ids.claim_early(batch, mine_of)
+            early = await ids.claim_early([m for m in batch if id(m[1]) not in quiet], mine_of)
             try:
                 holders = await looking_up
             except Exception as exc:  # the whole batch is retried
@@ -202,6 +218,14 @@ class GateActor(Actor):
             seen: set[int] = set()
             for (envelope, ctx), held in zip(batch, holders, strict=True):
                 mine = mine_of[id(ctx)]
+                if id(ctx) in quiet and held != mine:
+                    if held is None:
+                        pending.append((envelope, ctx))  # claimed if admitted
+                    else:
+                        self._quieted.count(ctx.sender)  # a repeated id, refused unrecorded
+                        results[id(ctx)] = None
+                    continue
+                quiet.discard(id(ctx))  # its claim is stored: decided as any other
                 if held == mine and id(ctx) in early:
                     held = None  # the look-up found this message's own early claim stored
                 if held == mine or ctx.attempt > 1:
@@ -228,7 +252,7 @@ class GateActor(Actor):
                 if round_:
                     await asyncio.sleep(random.uniform(0, 0.002 * 2**round_))  # noqa: S311
                 conflicts = await self._decide_and_commit(
-                    store, bundles, pending, claiming, frozenset(seen)
+                    store, bundles, pending, claiming, frozenset(seen), frozenset(quiet)
                 )
                 for (_, ctx), failure in zip(pending, conflicts, strict=True):
                     results[id(ctx)] = failure
@@ -243,12 +267,17 @@ class GateActor(Actor):
         store: GateStore,
         bundles: BundleStore,
         batch: Sequence[tuple[AnyEnvelope, Context]],
-        claiming: Mapping[int, asyncio.Future[PubAck]],
+        claiming: dict[int, asyncio.Future[PubAck]],
         seen: frozenset[int],
+        quiet: frozenset[int],
     ) -> list[Exception | None]:
         """One round: decide, commit the counters, then publish what did not conflict, each
         message once its id's claim (in `claiming`, by `id(ctx)`) is stored; `seen` holds
-        (by `id(ctx)`) the messages handed to a gate before."""
+        (by `id(ctx)`) the messages handed to a gate before, `quiet` those whose refusal
+        records nothing and whose claim is made once they are admitted."""
+        ids, effects = self._ids, self._effects
+        if ids is None or effects is None:
+            raise RuntimeError("the gate handled a message before it started")
         decided = await self._decide_batch(store, bundles, batch, seen)
         ledger, local = decided.ledger, decided.local
         taken = self._leases.grants(ledger, decided.planned, local, decided.now_ms)
@@ -271,24 +300,34 @@ class GateActor(Actor):
                 continue
             if isinstance(deferred, Exception):  # its cause could not be looked up: retried
                 failure = failure or deferred
-            claim = claiming.get(id(verdict.ctx))
-            if failure is None and claim is not None and self._ids and self._effects:
-                ctx, envelope = verdict.ctx, verdict.envelope
-                held = await self._ids.settled(claim, envelope.id, ctx)
+            ctx, envelope = verdict.ctx, verdict.envelope
+            if id(ctx) in quiet and failure is None:
+                if not isinstance(verdict.outcome, Allow):  # refused: nothing recorded
+                    self._paid.note(envelope.id, verdict.outcome, None, committed)
+                    self._quieted.count(ctx.sender)
+                    results.append(None)
+                    continue
+                claiming[id(ctx)] = await ids.create(envelope.id, claim_of(ctx))
+            claim = claiming.get(id(ctx))
+            if failure is None and claim is not None:
+                held = await ids.settled(claim, envelope.id, ctx)
                 if isinstance(held, Claim):  # another submission's claim was stored first
                     self._paid.note(envelope.id, verdict.outcome, None, committed)
-                    await self._effects.refuse_duplicate(ctx, envelope, held)
+                    if id(ctx) in quiet:
+                        self._quieted.count(ctx.sender)
+                    else:
+                        await effects.refuse_duplicate(ctx, envelope, held)
                     results.append(None)
                     continue
                 failure = held
-            self._paid.note(verdict.envelope.id, verdict.outcome, failure, committed)
+            self._paid.note(envelope.id, verdict.outcome, failure, committed)
             if failure is None:
                 if isinstance(verdict.outcome, Allow) and verdict.outcome.route.is_root:
                     position = verdict.outcome.route.position
                     key = trace_key(position.trace_id)
                     if ledger.values[key] != implied_root_trace(position.user_id):
-                        await GateEffects.record(store, verdict.ctx, key, ledger.values[key])
-                await self._publish(store, verdict)
+                        await GateEffects.record(store, ctx, key, ledger.values[key])
+                await effects.publish(store, verdict)
             results.append(failure)
         return results
 
@@ -345,42 +384,7 @@ class GateActor(Actor):
             )
         return None
 
-    async def _publish(self, store: GateStore, verdict: Verdict) -> None:
-        """Record positions and publish the effects of one decided message, pipelined."""
-        effects = self._effects
-        if effects is None:
-            raise RuntimeError("the gate handled a message before it started")
-        outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
-        if isinstance(outcome, Position):
-            log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
-            bundle = self.bundles.bundle if self.bundles else None
-            profile = bundle.profiles.get(ctx.sender) if bundle else None
-            copy = redacted(envelope, profile.redact_pii if profile else True, self._redact_key)
-            await effects.deliver(ctx, envelope, outcome, redacted=copy)
-            await effects.decide_record(ctx, copy or envelope, "allow", outcome, None)
-            return
-        if isinstance(outcome, Allow):
-            position = outcome.route.position
-            await effects.record(store, ctx, position_key(position.envelope_id), position)
-            copy = redacted(envelope, outcome.route.profile.redact_pii, self._redact_key)
-            await effects.deliver(ctx, envelope, position, redacted=copy)
-            # The decision's preview is taken from what was delivered: redacted if it was.
-            await effects.decide_record(ctx, copy or envelope, "allow", position, None)
-            store.known_absent(outcome.unborn_keys())
-            return
-        cause = verdict.judged.cause
-        if cause is not None:
-            at = error_position(envelope, ctx.sender, cause)
-            await effects.claim_own(ctx, at.envelope_id)
-            await effects.record(store, ctx, position_key(at.envelope_id), at)
-        await effects.refuse(ctx, envelope, outcome, cause)
-        if verdict.judged.refused_return is not None:
-            await effects.tell_caller(
-                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.judged.refused_return,
-                answering=claim_of(ctx),
-            )  # fmt: skip
-
     async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
         """Tell the sender of a submission that will not be handled why."""
-        if self._effects is not None:
-            await self._effects.rejected(rejection, outbox)
+        if self._effects is not None and self._store is not None:
+            await tell_rejected(self._effects, self._store, rejection, outbox)

@@ -11,9 +11,11 @@ batches (bus/_fastbatch.py): one answer per stream and batch, not one per messag
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from msgspec import Struct, structs
 
+from actors.gate._decide import Allow
 from actors.gate._decisions import decision_for, tag
 from actors.gate._ids import Claim, IdClaims, claim_of
 from actors.gate._llm_timeline import llm_event
@@ -21,12 +23,14 @@ from actors.gate._metrics import DecisionCounter
 from actors.gate._plan import Deny, Route, Submission
 from actors.gate._records import Position, position_key
 from actors.gate._redaction import redacted
-from actors.gate._refusals import error_for, in_call, sender_position, waiting_on
+from actors.gate._refusal_budget import RefusalBudget
+from actors.gate._refusals import error_for, error_position, sender_position, waiting_on
 from actors.gate._roles import ALLOWED_TOOLS, role_of, told_to_receiver
 from actors.gate._store import GateStore
 from actors.gate._timeline import call_event
 from actors.gate._tool_checks import held_for_approval
-from bus import SENDER, BundleStore, Context, Outbox, Rejection, TraceHeaders, wire_size
+from actors.gate._verdicts import Verdict
+from bus import SENDER, BundleStore, Context, Outbox, TraceHeaders, wire_size
 from schemas import (
     AnyEnvelope,
     Decision,
@@ -64,6 +68,7 @@ class GateEffects:
         ids: IdClaims,
         store: GateStore,
         redact_key: bytes,
+        refusals: RefusalBudget,
     ) -> None:
         self.namespace = namespace
         self.actor_id = actor_id
@@ -72,6 +77,8 @@ class GateEffects:
         self._ids = ids
         self._store = store
         self._redact_key = redact_key
+        self.refusals = refusals
+        """Each sender's refusals a minute: the one that spends the last says so."""
         self._deliver_stream = namespace.stream("deliver")
         self._events_stream = namespace.stream("events")
         self.decisions: DecisionCounter | None = None
@@ -255,6 +262,9 @@ class GateEffects:
 
         `basis` is what the effects' ids derive from (the envelope's id unless given).
         """
+        notice = self.refusals.spend(ctx.sender)
+        if notice:
+            deny = replace(deny, message=deny.message + notice)
         error = error_for(envelope, deny, "refused", basis)
         trace = cause.trace_id if cause else envelope.id
         headers = TraceHeaders(
@@ -276,61 +286,37 @@ class GateEffects:
         )
         await self.decide_record(ctx, envelope, deny.rule, where, deny, basis=basis)
 
-    async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
-        """Tell the sender of a submission that will not be handled why, on its own deliver
-        subject (the sender is the subject's token: known even when nothing decoded).
-
-        The error's id derives from the input's stream sequence, so a redelivery of the same
-        bad input is de-duplicated instead of told twice.
-        """
-        if rejection.stream != self.namespace.stream("submit") or not rejection.sender:
+    async def publish(self, store: GateStore, verdict: Verdict) -> None:
+        """Record positions and publish the effects of one decided message, pipelined."""
+        outcome, ctx, envelope = verdict.outcome, verdict.ctx, verdict.envelope
+        if isinstance(outcome, Position):
+            log.info("delivering again an envelope admitted before", extra={"id": envelope.id})
+            bundle = self._bundles.bundle
+            profile = bundle.profiles.get(ctx.sender) if bundle else None
+            copy = redacted(envelope, profile.redact_pii if profile else True, self._redact_key)
+            await self.deliver(ctx, envelope, outcome, redacted=copy)
+            await self.decide_record(ctx, copy or envelope, "allow", outcome, None)
             return
-        input_id = f"{rejection.stream}:{rejection.seq}"
-        cause = rejection.envelope_id
-        details: dict[str, object] = {
-            "field": rejection.field,
-            "reason": rejection.problem,
-            "rule": rejection.reason,
-            "stream_seq": rejection.seq,
-        }
-        if rejection.value is not None:
-            details["value"] = rejection.value
-        error = Error(
-            id=derive_id(input_id, rejection.reason),
-            created_at=utc_now(),
-            code=ErrorCode.INVALID_REQUEST,
-            message=f"submission refused ({rejection.reason}): {rejection.field}: "
-            f"{rejection.problem}"[:1000],
-            details=details,
-            cause_id=cause or None,
-        )
-        headers = TraceHeaders(
-            trace_id=error.id, causation_id=cause, origin=rejection.sender
-        ).to_headers(error.id)
-        headers[SENDER] = self.actor_id
-        await outbox.publish(self.namespace.deliver(rejection.sender), encode(error), headers)
-        if rejection.kind in _RETURN_TAGS and rejection.causation_id and self._store is not None:
-            # An answer that does not decode is still an answer its caller waits for. The
-            # causation is a claim: it counts only if the gate delivered it to this sender.
-            causes = await self._store.load([position_key(rejection.causation_id)])
-            cause_of = causes.get(position_key(rejection.causation_id))
-            within = in_call(
-                cause_of
-                if isinstance(cause_of, Position) and cause_of.target == rejection.sender
-                else None
-            )
-            if within is not None:
-                deny = Deny(ErrorCode.INVALID_REQUEST, rejection.reason, error.message)
-                await self.tell_caller(
-                    self._store,
-                    outbox,
-                    rejection.sender,
-                    cause or error.id,
-                    deny,
-                    within,
-                    answering=None,  # a rejection keeps no payload to match its claim by
-                    basis=error.id,
-                )
+        if isinstance(outcome, Allow):
+            position = outcome.route.position
+            await self.record(store, ctx, position_key(position.envelope_id), position)
+            copy = redacted(envelope, outcome.route.profile.redact_pii, self._redact_key)
+            await self.deliver(ctx, envelope, position, redacted=copy)
+            # The decision's preview is taken from what was delivered: redacted if it was.
+            await self.decide_record(ctx, copy or envelope, "allow", position, None)
+            store.known_absent(outcome.unborn_keys())
+            return
+        cause = verdict.judged.cause
+        if cause is not None:
+            at = error_position(envelope, ctx.sender, cause)
+            await self.claim_own(ctx, at.envelope_id)
+            await self.record(store, ctx, position_key(at.envelope_id), at)
+        await self.refuse(ctx, envelope, outcome, cause)
+        if verdict.judged.refused_return is not None:
+            await self.tell_caller(
+                store, ctx.outbox, ctx.sender, envelope.id, outcome, verdict.judged.refused_return,
+                answering=claim_of(ctx),
+            )  # fmt: skip
 
     async def decide_record(
         self,

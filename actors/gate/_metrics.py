@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter
 from bus import Context
 from schemas import Decision, ErrorCode
 
-__all__ = ("DecisionCounter",)
+__all__ = ("DecisionCounter", "QuietRefusals")
 
 
 class DecisionCounter:
@@ -43,3 +43,22 @@ class DecisionCounter:
             labels = self._counter.labels(self._actor_id, decision.envelope_kind, allowed, code)
             increment = self._increments[key] = labels.inc
         ctx.outbox.when_acked(increment)
+
+
+class QuietRefusals:
+    """`parley_gate_quiet_refusals_total{actor, sender}`: refusals that recorded nothing, the
+    sender being past its refusal budget (actors/gate/_refusal_budget.py). Counted as decided:
+    such a refusal has no effect to wait for."""
+
+    def __init__(self, registry: CollectorRegistry | None, actor_id: str) -> None:
+        self._actor_id = actor_id
+        self._counter = Counter(
+            "parley_gate_quiet_refusals",
+            "Submissions refused without an error, a decision or an id claim, their sender "
+            "being past its refusals_per_minute; by sender.",
+            ["actor", "sender"],
+            registry=registry,
+        )
+
+    def count(self, sender: str) -> None:
+        self._counter.labels(self._actor_id, sender).inc()

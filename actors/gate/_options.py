@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from actors.gate._refusal_budget import DEFAULT_EXEMPT
+
 __all__ = ("GateOptions",)
 
 
@@ -20,6 +22,11 @@ class GateOptions(BaseModel):
     """The deployment secret keying redaction markers (actors/gate/_redaction.py)."""
     cache_entries: int = Field(default=200_000, ge=1)
     """Records (and id claims) each cache holds."""
+    refusals_per_minute: int = Field(default=60, ge=1)
+    """Refusals of one sender's submissions recorded a minute; past it, until the minute
+    ends, its refusals record nothing (actors/gate/_refusal_budget.py)."""
+    refusals_exempt: tuple[str, ...] = DEFAULT_EXEMPT
+    """Senders whose refusals are always recorded: those that submit for many principals."""
 
     @field_validator("policy_keys", mode="before")
     @classmethod

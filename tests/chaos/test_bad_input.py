@@ -195,7 +195,14 @@ async def world(locked_down: LockedDown, tmp_path: Path) -> AsyncIterator[World]
         # Publishing a bundle is an operator's act.
         await publish_bundle(connections["provisioner"].jetstream(), ns, signer.sign(bundle))
         env = parley_env(url, ns.root)
-        options = {"policy_keys": [str(signer.pub_path)], "tenant": "test"}
+        options = {
+            "policy_keys": [str(signer.pub_path)],
+            "tenant": "test",
+            # The echo answers each call the test delivers with the gate's credentials, and the
+            # gate refuses those answers (it delivered no such call): thousands a minute, and
+            # its answers to the good messages must each be decided, on the record.
+            "refusals_per_minute": 1_000_000,
+        }
         gate_env = {**env, "PARLEY_OPTIONS": json.dumps(options)}
         auditor_env = parley_env(url, ns.root, allow_lazy_fsync="true")
         auditor_config = _auditor_config(locked, AuditorKeys(tmp_path), ack_wait)

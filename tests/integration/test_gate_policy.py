@@ -25,6 +25,10 @@ from tests.support.processes import READY
 
 pytestmark = pytest.mark.chaos
 
+_EVERY_REFUSAL_RECORDED = {"refusals_per_minute": 100_000}
+"""These bursts are refused past their limits hundreds of times a minute, and each refusal's
+decision is what the tests count: none may go unrecorded (actors/gate/_refusal_budget.py)."""
+
 
 def _note(text: str = "hi", target: str = "sink") -> HumanMessage:
     return HumanMessage(
@@ -62,7 +66,14 @@ async def test_two_replicas_never_admit_more_than_the_limits(
     await publish_bundle(js, namespace, signer.sign(bundle))
     decisions = await Decisions(js, namespace).open()
     gates = [
-        start_gate(nats_server.url, namespace, signer, ack_wait_s="5", fetch_batch="16")
+        start_gate(
+            nats_server.url,
+            namespace,
+            signer,
+            _EVERY_REFUSAL_RECORDED,
+            ack_wait_s="5",
+            fetch_batch="16",
+        )
         for _ in range(2)
     ]
     try:
@@ -127,7 +138,14 @@ async def test_two_replicas_spending_leased_rate_tokens_stay_within_the_bucket(
     for note in notes:
         await submit(js, namespace, "notes", note)
     gates = [
-        start_gate(nats_server.url, namespace, signer, ack_wait_s="5", fetch_batch="16")
+        start_gate(
+            nats_server.url,
+            namespace,
+            signer,
+            _EVERY_REFUSAL_RECORDED,
+            ack_wait_s="5",
+            fetch_batch="16",
+        )
         for _ in range(2)
     ]
     try:

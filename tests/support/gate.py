@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -66,10 +67,19 @@ async def publish_bundle(js: JetStreamContext, ns: Namespace, signed: bytes) -> 
     await kv.put(BUNDLE_KEY, signed)
 
 
-def start_gate(url: str, ns: Namespace, signer: Signer, **settings: str) -> ProcessOutput:
-    """Start `parley run gate` as a real process trusting `signer`, for tenant `test`."""
-    options = msgspec.json.encode({"policy_keys": [str(signer.pub_path)], "tenant": "test"})
-    env = parley_env(url, ns.root, options=options.decode(), **settings)
+def start_gate(
+    url: str,
+    ns: Namespace,
+    signer: Signer,
+    options: Mapping[str, object] | None = None,
+    **settings: str,
+) -> ProcessOutput:
+    """Start `parley run gate` as a real process trusting `signer`, for tenant `test`, with
+    `options` besides those."""
+    encoded = msgspec.json.encode(
+        {"policy_keys": [str(signer.pub_path)], "tenant": "test", **(options or {})}
+    )
+    env = parley_env(url, ns.root, options=encoded.decode(), **settings)
     return start_actor("gate", "gate", env)
 
 

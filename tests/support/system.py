@@ -103,6 +103,7 @@ async def running_locked_system(
     agents: Mapping[str, str] = DEMO_AGENTS,
     *,
     router_options: Mapping[str, object] | None = None,
+    gate_options: Mapping[str, object] | None = None,
     policy: Path = REPO / "deploy/policy/demo.toml",
     **settings: str,
 ) -> AsyncIterator[System]:
@@ -126,7 +127,9 @@ async def running_locked_system(
 
     gate_env = {
         **env,
-        "PARLEY_OPTIONS": json.dumps({"policy_keys": [str(public)], "tenant": "demo"}),
+        "PARLEY_OPTIONS": json.dumps(
+            {"policy_keys": [str(public)], "tenant": "demo", **(gate_options or {})}
+        ),
     }
     router_env = {**env, "PARLEY_OPTIONS": json.dumps(dict(router_options or {}))}
     try:
