@@ -174,6 +174,20 @@ class Quotas(BaseModel):
         "person's share if larger.",
     )
 
+    session_bytes_per_person: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bytes of the sessions bucket one person's sessions may hold at a time "
+        "(each session's state, open or ended, within `retention.ended_sessions_s`): past it "
+        "that person's new sessions are refused `RATE_LIMITED` until their oldest expire; "
+        "sessions already open go on. Unset: an eighth of the bucket (`bucket_bytes.sessions`).",
+    )
+
+    def session_share(self) -> int:
+        """What one person's sessions may hold: the setting, else an eighth of the bucket."""
+        given = self.session_bytes_per_person
+        return given if given is not None else self.bucket_max_bytes("sessions") // 8
+
     def artifact_share(self, kind: Literal["person", "agent"]) -> int:
         """What one person's or one agent's artifacts may hold: the setting, else the
         default share of the store."""
@@ -223,6 +237,17 @@ class Quotas(BaseModel):
                     f"{setting}_per_agent ({agent}) is below a person's share ({person}): one "
                     "person could fill an agent's share and stop it storing for everyone else"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _session_share_fits_the_bucket(self) -> Quotas:
+        sessions = self.bucket_max_bytes("sessions")
+        given = self.session_bytes_per_person
+        if given is not None and given > sessions:
+            raise ValueError(
+                f"session_bytes_per_person ({given}) is larger than the sessions bucket "
+                f"itself (bucket_bytes.sessions, {sessions})"
+            )
         return self
 
     @field_validator("stream_bytes", "bucket_bytes")

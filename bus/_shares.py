@@ -51,6 +51,7 @@ __all__ = (
     "ANSWER_TERMS",
     "ARTIFACT_TERMS",
     "RECORD_TERMS",
+    "SESSION_TERMS",
     "Charge",
     "Payer",
     "ShareExceeded",
@@ -91,6 +92,12 @@ ANSWER_TERMS: Final = ShareTerms(
     "shares",
     "model_answer_bytes",
     "the llm_runs bucket's age limit",
+)
+SESSION_TERMS: Final = ShareTerms(
+    "the sessions bucket",
+    "shares",
+    "session_bytes",
+    "retention.ended_sessions_s",
 )
 RECORD_TERMS: Final = ShareTerms(
     "the tool runtime's step records",
@@ -183,16 +190,16 @@ class Shares:
             raise
         return Charge(tuple(charged), window, size)
 
-    async def charge_anyway(self, payers: Sequence[Payer], size: int) -> None:
+    async def charge_anyway(self, payers: Sequence[Payer], size: int) -> dict[Payer, int]:
         """Count `size` bytes stored for each payer, past their shares if need be: what was
-        written already (a step's record, once it ran) is counted, never refused."""
+        written already (a step's record, once it ran) is counted, never refused. Returns
+        what each payer has used since, as counted then."""
         now_ms, window = self._now_ms(), self._now_ms() // self._window_ms
-        await asyncio.gather(  # one round trip's time for both payers, not two
-            *(
-                self._change(payer, window, size, now_ms, bounded=False)
-                for payer in dict.fromkeys(payers)
-            )
+        named = list(dict.fromkeys(payers))
+        totals = await asyncio.gather(  # one round trip's time for both payers, not two
+            *(self._change(payer, window, size, now_ms, bounded=False) for payer in named)
         )
+        return dict(zip(named, totals, strict=True))
 
     async def check_room(self, payers: Sequence[Payer], *, allowance: int = 0) -> None:
         """Whether each payer has used less than its share (and `allowance` bytes more) now.
@@ -250,7 +257,8 @@ class Shares:
 
     async def _change(
         self, payer: Payer, window: int, size: int, now_ms: int, *, bounded: bool = True
-    ) -> None:
+    ) -> int:
+        """Add `size` to the payer's count in `window`; returns its total since."""
         key = usage_key(payer, self._terms)
         for attempt in range(_RETRIES):
             usage, revision = await self._read(payer)
@@ -274,7 +282,7 @@ class Shares:
                     await self._kv.create(key, value)
                 else:
                     await self._kv.update(key, value, last=revision)
-                return
+                return sum(live.values())
             except KeyWrongLastSequenceError:
                 # Another step charged or gave back first: count again, after a moment that
                 # grows with the tries, so many steps of one person do not collide in step.

@@ -124,6 +124,9 @@ class OrchestratedSession(Struct, frozen=True, kw_only=True):
     origin_id: str
     opener: str
     """The principal that opened it (the gate's sender): only it, or an operator, steers."""
+    charged_bytes: int = 0
+    """Bytes of the sessions bucket charged to the opener's share for this session so far
+    (actors/router/_session_charges.py)."""
     user_id: str = ""
     thread: str = "default"
     objective: str

@@ -48,6 +48,7 @@ from actors.router._opener import open_or_replay
 from actors.router._opening import session_id_for
 from actors.router._orchestrated import OrchestratedSessions
 from actors.router._session import Limits, Session, Step
+from actors.router._session_charges import session_charges
 from actors.router._store import Conflict, SessionStore
 from actors.router._sweep import stall
 from actors.router._sweeper import SessionSweeper
@@ -114,14 +115,15 @@ class RouterActor(Actor):
     async def start(self, bus: BusHandle) -> None:
         kv = await bus.js.key_value(bus.namespace.bucket("sessions"))
         ended_ttl_s = bus.settings.retention.ended_session_ttl_s
-        self._store = SessionStore(kv, Session, "session", ended_ttl_s=ended_ttl_s)
+        charges = session_charges(kv, bus.settings)
+        self._store = SessionStore(kv, Session, "session", ended_ttl_s=ended_ttl_s, charges=charges)
         self._early = EarlyStops(await bus.js.key_value(bus.namespace.bucket("early_stops")))
         registry = await bus.js.key_value(bus.namespace.bucket("registry"))
         self._uptime = bus.uptime
         self._watcher = CallWatcher(registry, bus.uptime, self.limits)
         self._held = HeldApprovals(bus.nc, bus.settings.js_api_prefix, bus.namespace, self.limits)
         self._orchestrated = OrchestratedSessions(
-            SessionStore(kv, OrchestratedSession, "orch", ended_ttl_s=ended_ttl_s),
+            SessionStore(kv, OrchestratedSession, "orch", ended_ttl_s=ended_ttl_s, charges=charges),
             self._store,
             self.limits.orchestration,
             self._watcher,

@@ -16,7 +16,7 @@ before any effect goes out.
 
 from __future__ import annotations
 
-from actors.router._opening import open_session, refuse_duplicate
+from actors.router._opening import open_session, refuse_duplicate, refuse_full
 from actors.router._session import Limits, Session, Step
 from actors.router._store import SessionStore
 from bus import Context
@@ -58,6 +58,9 @@ async def open_or_replay(
                 return step
             read_first = True  # refused: unless its id is in use, then as a duplicate
             continue
+        full = await store.charges.refusal(ctx.sender) if store.charges else None
+        if full is not None:
+            return refuse_full(msg, session_id=session_id, sender=ctx.sender, now=now, why=full)
         if await store.create_linked(step.session, ctx.trace_id):
             return step
         read_first = True  # the id is in use: by this message's earlier attempt, or another's

@@ -127,10 +127,24 @@ def _invalid(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Err
     )
 
 
-def _refused(clock: EventClock, msg: HumanMessage, sender: str, why: str) -> Step:
+def refuse_full(
+    msg: HumanMessage, *, session_id: str, sender: str, now: datetime, why: str
+) -> Step:
+    """Refuse an opening whose opener's share of the sessions bucket is used up
+    (actors/router/_session_charges.py): retryable once their oldest sessions expire."""
+    clock = EventClock(session_id, msg.id, now)
+    error = error_for(
+        clock, ErrorCode.RATE_LIMITED, f"cannot start a session: {why}", msg.id, sender
+    )
+    return _refused(clock, msg, sender, why, error)
+
+
+def _refused(
+    clock: EventClock, msg: HumanMessage, sender: str, why: str, error: Error | None = None
+) -> Step:
     """Refuse an unusable opening message: an error to its sender, and, when its session id
     can name a subject, a `session_failed` event for whoever follows that session."""
-    error = _invalid(clock, msg, sender, why)
+    error = error or _invalid(clock, msg, sender, why)
     try:
         check_token(clock.session_id, "session id")
     except SubjectTokenError:

@@ -92,6 +92,10 @@ class OrchestratedSessions:
             )
             if step.session is None:
                 return step
+            charges = self._store.charges
+            full = await charges.refusal(ctx.sender) if charges else None
+            if full is not None:
+                return _refused(msg, ctx, ErrorCode.RATE_LIMITED, full)
             await self._store.link_trace(ctx.trace_id, session_id)
             try:
                 await self._store.create(step.session)
@@ -195,12 +199,20 @@ class OrchestratedSessions:
 
 
 def _in_use(msg: HumanMessage, session_id: str, ctx: Context) -> Step:
+    why = f"session id {session_id!r} is already in use"
+    return _refused(msg, ctx, ErrorCode.INVALID_REQUEST, why, session_id=session_id)
+
+
+def _refused(
+    msg: HumanMessage, ctx: Context, code: ErrorCode, why: str, *, session_id: str = ""
+) -> Step:
+    details = {"session_id": session_id} if session_id else {}
     refusal = Error(
         id=ctx.derive_id("error"),
         created_at=utc_now(),
-        code=ErrorCode.INVALID_REQUEST,
-        message=f"cannot start a session: session id {session_id!r} is already in use",
+        code=code,
+        message=f"cannot start a session: {why}",
         cause_id=msg.id,
-        details={"session_id": session_id, "target": ctx.sender},
+        details={**details, "target": ctx.sender},
     )
     return Step(session=None, effects=(refusal,))

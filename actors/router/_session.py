@@ -168,6 +168,9 @@ class Session(Struct, frozen=True, kw_only=True):
     """The principal that opened the session (the gate's `Parley-Sender`, from its subject):
     only it, or an operator, may steer the session. Empty in sessions stored before it was
     recorded: those only an operator may steer."""
+    charged_bytes: int = 0
+    """Bytes of the sessions bucket charged to the opener's share for this session so far
+    (actors/router/_session_charges.py)."""
     thread: str = "default"
     first_speaker: str
     round: int = 1

@@ -28,6 +28,7 @@ import msgspec
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from actors.router._session_charges import SessionCharges
 from bus import Outbox
 from schemas import encode
 
@@ -49,6 +50,12 @@ class _Stored(Protocol):
 
     @property
     def open(self) -> bool: ...
+
+    @property
+    def opener(self) -> str: ...
+
+    @property
+    def charged_bytes(self) -> int: ...
 
 
 S = TypeVar("S", bound=_Stored)
@@ -75,8 +82,19 @@ class Stored(msgspec.Struct, Generic[S], frozen=True):
 class SessionStore(Generic[S]):
     """Reads and compare-and-set writes of sessions, with a small cache of what we wrote."""
 
-    def __init__(self, kv: KeyValue, kind: type[S], prefix: str, *, ended_ttl_s: int) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        kind: type[S],
+        prefix: str,
+        *,
+        ended_ttl_s: int,
+        charges: SessionCharges | None = None,
+    ) -> None:
+        """`charges`: what each write adds to its opener's share (None: nothing is counted)."""
         self._kv = kv
+        self.charges = charges
+        self._charging: set[asyncio.Future[None]] = set()
         self._ended_ttl_s = ended_ttl_s
         self._decoder = msgspec.json.Decoder(kind)
         self._prefix = prefix
@@ -105,11 +123,27 @@ class SessionStore(Generic[S]):
 
     async def create(self, session: S) -> None:
         """Store a new session; `Conflict` if the id is already taken."""
+        session, value, grown = self._stamped(session, encode(session))
         try:
-            revision = await self._kv.create(self._key(session.session_id), encode(session))
+            revision = await self._kv.create(self._key(session.session_id), value)
         except KeyWrongLastSequenceError:
             raise Conflict(session.session_id) from None
         self._remember(Stored(session, int(revision), False))
+        self._charge(session, grown)
+
+    def _stamped(self, session: S, value: bytes) -> tuple[S, bytes, int]:
+        if self.charges is None:
+            return session, value, 0
+        return self.charges.stamped(session, value)
+
+    def _charge(self, session: S, grown: int) -> None:
+        """Charge a written session's growth beside what follows, not before it: the count
+        needs two round trips, which no opening or turn waits for (a charge that cannot be
+        made is logged and lost, actors/router/_session_charges.py)."""
+        if grown and self.charges is not None:
+            charging = asyncio.ensure_future(self.charges.charge(session.opener, grown))
+            self._charging.add(charging)
+            charging.add_done_callback(self._charging.discard)
 
     async def update(
         self, session: S, revision: int, *, trace_id: str = "", outbox: Outbox | None = None
@@ -124,7 +158,8 @@ class SessionStore(Generic[S]):
         the input is acked, as they are, instead of before them: a session's end waits two
         round trips less before its effects go out.
         """
-        key, value = self._key(session.session_id), encode(session)
+        session, value, grown = self._stamped(session, encode(session))
+        key = self._key(session.session_id)
         linked: asyncio.Future[str | None] | None = None
         if not session.open and trace_id and trace_id.isascii():
             linked = asyncio.ensure_future(self.session_of_trace(trace_id))
@@ -142,6 +177,7 @@ class SessionStore(Generic[S]):
                 raise Conflict(session.session_id) from None
             raise
         self._remember(Stored(session, int(new), False))
+        self._charge(session, grown)
         if linked is not None and await linked == session.session_id:
             link, owner = f"trace.{trace_id}", session.session_id.encode()
             if outbox is None:

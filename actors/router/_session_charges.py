@@ -1,0 +1,135 @@
+"""Each person's share of the sessions bucket: what their sessions hold, charged as it grows.
+
+The router alone writes the `sessions` bucket, for every person: the broker bounds it whole
+(128 MiB by default), not per person. A session keeps its goal and its transcript, open for
+as long as it runs and ended for `retention.ended_sessions_s` (30 days), so one person opening
+sessions at their rate limit filled it for everyone (a storage review: 200 KB goals, five
+sessions to 4 MiB, the default bucket in about three minutes), and then nobody's session could
+open or end.
+
+So each session's stored size is charged to the principal that opened it, within its share
+(the quotas' `session_bytes_per_person`, bus/_shares.py with `SESSION_TERMS`). What is charged
+is kept in the session itself (`charged_bytes`), rounded up to whole `STEP`s: a write that
+grows the session past what was charged charges the difference, once, so a session is charged
+its largest size (a revision rewrites the whole state, and an ended session's revisions roll
+up into one, so that is what it holds for its retention), and most turns charge nothing. A
+new session is refused `RATE_LIMITED` while its opener's share is used up, naming it and when
+its oldest bytes expire; a session already open goes on (its growth is charged past the share:
+what ran is kept), so one person can pass their share by what their open sessions grow. The
+router checks the count its last charge for that person returned (`SessionCharges.refusal`),
+so an opening waits for no read; with several router replicas, each learns of the others'
+charges at its own next charge for that person, and a person can pass their share by what
+the others took since.
+
+A charge is made once the session is written: one that cannot be (the broker gone a moment,
+the router killed in between) is logged and lost, and the count says less than is stored
+until its window expires (docs/quotas.md). The windows follow `retention.ended_sessions_s`
+from the write: a session open longer than that is counted for less than it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Final, Protocol, TypeVar, cast
+
+import msgspec
+from nats.js.kv import KeyValue
+
+from bus import SESSION_TERMS, Payer, Settings, ShareExceeded, Shares
+from schemas import encode
+
+__all__ = ("STEP", "SessionCharges", "session_charges")
+
+log = logging.getLogger("parley.actors.router")
+
+STEP: Final = 1024
+"""Bytes a session is charged in: a turn rarely crosses a step, so rarely writes a charge."""
+_OPENERS_KNOWN: Final = 10_000
+"""Openers whose counts are remembered; the least recent is read afresh when it opens."""
+_DIGITS: Final = 16
+"""Room for `charged_bytes`' own digits, which the encoding that was measured may lack."""
+
+
+class _Charged(Protocol):
+    @property
+    def opener(self) -> str: ...
+
+    @property
+    def charged_bytes(self) -> int: ...
+
+
+C = TypeVar("C", bound=_Charged)
+
+
+class SessionCharges:
+    """Charges what sessions hold to their openers' shares."""
+
+    def __init__(self, shares: Shares, limit: int) -> None:
+        self._shares = shares
+        self._limit = limit
+        self._known: OrderedDict[str, int] = OrderedDict()
+        """Each opener's count as this router last charged it."""
+
+    async def refusal(self, opener: str) -> str | None:
+        """Why `opener` may open no session now (its share is used up), or None.
+
+        An opening waits for no read while the opener's count, as this router last wrote it
+        (every charge returns it, other replicas' charges included), leaves room: reading it
+        first cost every opening a round trip before its create. An opener this router has not
+        charged yet is let open, and the charge of that opening tells its count; one whose
+        count is used up is read again, fresh (room comes back as its bytes expire).
+        """
+        known = self._known.get(opener)
+        if known is None or known < self._limit:
+            return None
+        try:
+            await self._shares.check_room([Payer("person", opener)])
+        except ShareExceeded as exc:
+            return str(exc)
+        self._known.pop(opener, None)  # room came back: told again by its next charge
+        return None
+
+    def _remember(self, opener: str, used: int) -> None:
+        self._known[opener] = used
+        self._known.move_to_end(opener)
+        while len(self._known) > _OPENERS_KNOWN:
+            self._known.popitem(last=False)
+
+    @staticmethod
+    def stamped(session: C, value: bytes) -> tuple[C, bytes, int]:
+        """`session` (encoded as `value`) with what it is charged now, its encoding, and the
+        bytes to charge for it (0: what was charged covers it)."""
+        needed = -(-(len(value) + _DIGITS) // STEP) * STEP
+        grown = needed - session.charged_bytes
+        if grown <= 0 or not session.opener:  # a session stored before openers were
+            return session, value, 0
+        struct = msgspec.structs.replace(cast(msgspec.Struct, session), charged_bytes=needed)
+        return cast(C, struct), encode(struct), grown
+
+    async def charge(self, opener: str, grown: int) -> None:
+        """Count `grown` more bytes of a written session against its opener's share."""
+        payer = Payer("person", opener)
+        try:
+            totals = await self._shares.charge_anyway([payer], grown)
+        except Exception as exc:  # the session is written; only the count falls behind
+            log.warning(
+                "could not charge a session's bytes to its opener's share",
+                extra={"opener": opener, "bytes": grown, "error": repr(exc)},
+            )
+            return
+        self._remember(opener, totals[payer])
+
+
+def session_charges(kv: KeyValue, settings: Settings) -> SessionCharges:
+    """Charges kept in the sessions bucket `kv` itself (`shares.person.<name>`), each person's
+    share the quotas' `session_bytes_per_person`, counted for `retention.ended_sessions_s`."""
+    quotas = settings.quotas
+    shares = Shares(
+        kv,
+        per_person=quotas.session_share(),
+        per_agent=quotas.bucket_max_bytes("sessions"),  # sessions are charged to persons only
+        retention_s=settings.retention.ended_sessions_s,
+        terms=SESSION_TERMS,
+    )
+    return SessionCharges(shares, quotas.session_share())
