@@ -52,6 +52,7 @@ __all__ = (
     "ARTIFACT_TERMS",
     "RECORD_TERMS",
     "SESSION_TERMS",
+    "SHARE_WINDOWS",
     "Charge",
     "Payer",
     "ShareExceeded",
@@ -62,7 +63,7 @@ __all__ = (
 
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RETRIES: Final = 32
-_WINDOWS: Final = 64
+SHARE_WINDOWS: Final = 64
 """Windows a retention is cut into: a record holds at most this many (and one more)."""
 
 
@@ -162,7 +163,7 @@ class Shares:
         self._terms = terms
         self._limits = {"person": per_person, "agent": per_agent}
         self._retention_ms = round(retention_s * 1000)
-        self._window_ms = max(1000, self._retention_ms // _WINDOWS)
+        self._window_ms = max(1000, self._retention_ms // SHARE_WINDOWS)
         self._clock = clock
 
     def limit(self, payer: Payer) -> int:

@@ -219,7 +219,9 @@ class GateActor(Actor):
             for (envelope, ctx), held in zip(batch, holders, strict=True):
                 mine = mine_of[id(ctx)]
                 if id(ctx) in quiet and held != mine:
-                    if held is None:
+                    if held is None:  # nobody's yet, unless an earlier message of this batch's
+                        held = first_in_batch.setdefault(envelope.id, mine)
+                    if held == mine:
                         pending.append((envelope, ctx))  # claimed if admitted
                     else:
                         self._quieted.count(ctx.sender)  # a repeated id, refused unrecorded
@@ -292,6 +294,11 @@ class GateActor(Actor):
         results: list[Exception | None] = []
         committed = (updates.keys() - stale) | local
         later = await self._unfinished.all_deferred(decided.verdicts, store)
+        for verdict in decided.verdicts:  # quiet admissions' claims, all sent before any waits
+            ctx = verdict.ctx
+            if id(ctx) in quiet and isinstance(verdict.outcome, Allow):
+                if self._conflict(verdict, stale) is None:
+                    claiming[id(ctx)] = await ids.create(verdict.envelope.id, claim_of(ctx))
         for verdict in decided.verdicts:
             failure = self._conflict(verdict, stale)
             deferred = later.get(id(verdict.ctx))
@@ -301,13 +308,11 @@ class GateActor(Actor):
             if isinstance(deferred, Exception):  # its cause could not be looked up: retried
                 failure = failure or deferred
             ctx, envelope = verdict.ctx, verdict.envelope
-            if id(ctx) in quiet and failure is None:
-                if not isinstance(verdict.outcome, Allow):  # refused: nothing recorded
-                    self._paid.note(envelope.id, verdict.outcome, None, committed)
-                    self._quieted.count(ctx.sender)
-                    results.append(None)
-                    continue
-                claiming[id(ctx)] = await ids.create(envelope.id, claim_of(ctx))
+            if id(ctx) in quiet and failure is None and not isinstance(verdict.outcome, Allow):
+                self._paid.note(envelope.id, verdict.outcome, None, committed)
+                self._quieted.count(ctx.sender)  # refused: nothing recorded
+                results.append(None)
+                continue
             claim = claiming.get(id(ctx))
             if failure is None and claim is not None:
                 held = await ids.settled(claim, envelope.id, ctx)
@@ -387,4 +392,5 @@ class GateActor(Actor):
     async def rejected(self, rejection: Rejection, outbox: Outbox) -> None:
         """Tell the sender of a submission that will not be handled why."""
         if self._effects is not None and self._store is not None:
-            await tell_rejected(self._effects, self._store, rejection, outbox)
+            if not await tell_rejected(self._effects, self._store, rejection, outbox):
+                self._quieted.count(rejection.sender)

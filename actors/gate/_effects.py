@@ -262,7 +262,7 @@ class GateEffects:
 
         `basis` is what the effects' ids derive from (the envelope's id unless given).
         """
-        notice = self.refusals.spend(ctx.sender)
+        notice = self.refusals.spend(ctx.sender) if deny.rule != "no_bundle" else ""
         if notice:
             deny = replace(deny, message=deny.message + notice)
         error = error_for(envelope, deny, "refused", basis)

@@ -19,9 +19,11 @@ limit, whatever it sends.
 
 A caller waiting on an answer refused quietly is not told: it waits for its deadline, as for
 an answer never sent. The senders that submit for many principals (the router, the tool
-runtime, the LLM gateway, the relay: `exempt`) are always on the record, since their refusals
-come from other principals' traffic, which the gate bounds where it enters. Only a first
-delivery is refused quietly: a redelivery may follow an attempt that recorded something.
+runtime, the LLM gateway: `exempt`) are always on the record, since their refusals come from
+other principals' traffic, which the gate bounds where it enters; a relay submits as each name
+it serves, each with a budget of its own. A refusal for want of a policy bundle is the gate's
+state, not the sender's doing, and spends nothing. Only a first delivery is refused quietly: a
+redelivery may follow an attempt that recorded something.
 
 Each gate replica counts for itself, in memory: with several replicas a sender's budget is
 theirs added up, and a restarted replica begins afresh. A bound, not an account.
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 
 __all__ = ("DEFAULT_EXEMPT", "RefusalBudget")
 
-DEFAULT_EXEMPT = ("router", "tools", "llm", "relay")
+DEFAULT_EXEMPT = ("router", "tools", "llm")
 """The principals that submit for many others: their refusals are always on the record."""
 
 _WINDOW_S = 60.0

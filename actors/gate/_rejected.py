@@ -24,18 +24,19 @@ _RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in return_kind
 
 async def tell_rejected(
     effects: GateEffects, store: GateStore, rejection: Rejection, outbox: Outbox
-) -> None:
+) -> bool:
     """Tell the sender of a submission that will not be handled why, on its own deliver
     subject (the sender is the subject's token: known even when nothing decoded).
 
     The error's id derives from the input's stream sequence, so a redelivery of the same
     bad input is de-duplicated instead of told twice. It counts as a refusal of the sender's.
+    False: the sender is past its refusal budget, and nothing was told.
     """
     namespace = effects.namespace
     if rejection.stream != namespace.stream("submit") or not rejection.sender:
-        return
+        return True  # not a submission: nobody to tell
     if effects.refusals.quiet(rejection.sender):
-        return
+        return False
     notice = effects.refusals.spend(rejection.sender)
     input_id = f"{rejection.stream}:{rejection.seq}"
     cause = rejection.envelope_id
@@ -83,3 +84,4 @@ async def tell_rejected(
                 answering=None,  # a rejection keeps no payload to match its claim by
                 basis=error.id,
             )
+    return True

@@ -60,6 +60,9 @@ async def open_or_replay(
             continue
         full = await store.charges.refusal(ctx.sender) if store.charges else None
         if full is not None:
+            if not read_first:  # refused: unless its id is in use (a refusal ends nothing)
+                read_first = True
+                continue
             return refuse_full(msg, session_id=session_id, sender=ctx.sender, now=now, why=full)
         if await store.create_linked(step.session, ctx.trace_id):
             return step

@@ -95,7 +95,7 @@ class OrchestratedSessions:
             charges = self._store.charges
             full = await charges.refusal(ctx.sender) if charges else None
             if full is not None:
-                return _refused(msg, ctx, ErrorCode.RATE_LIMITED, full)
+                return _refused(msg, ctx, ErrorCode.RATE_LIMITED, full, session_id=session_id)
             await self._store.link_trace(ctx.trace_id, session_id)
             try:
                 await self._store.create(step.session)

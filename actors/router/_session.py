@@ -171,6 +171,9 @@ class Session(Struct, frozen=True, kw_only=True):
     charged_bytes: int = 0
     """Bytes of the sessions bucket charged to the opener's share for this session so far
     (actors/router/_session_charges.py)."""
+    charged_at_ms: int = 0
+    """When it was last charged (Unix ms): an ended session written again long after is
+    charged anew, for the retention its write starts."""
     thread: str = "default"
     first_speaker: str
     round: int = 1

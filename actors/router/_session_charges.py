@@ -21,22 +21,27 @@ so an opening waits for no read; with several router replicas, each learns of th
 charges at its own next charge for that person, and a person can pass their share by what
 the others took since.
 
-A charge is made once the session is written: one that cannot be (the broker gone a moment,
-the router killed in between) is logged and lost, and the count says less than is stored
-until its window expires (docs/quotas.md). The windows follow `retention.ended_sessions_s`
-from the write: a session open longer than that is counted for less than it holds.
+A charge is made once the session is written, beside what follows: one that cannot be (the
+broker gone a moment, the router killed in between) is logged and lost, and the count says
+less than is stored until its window expires (docs/quotas.md). A charge counts for
+`retention.ended_sessions_s` from its write, and a session is kept that long from its end: for
+as long as it was open without growing, the count says less than it holds; an ended session
+written again (an input recorded after the end, which starts its retention afresh) long after
+its last charge is charged whole again (`charged_at_ms`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Final, Protocol, TypeVar, cast
 
 import msgspec
 from nats.js.kv import KeyValue
 
-from bus import SESSION_TERMS, Payer, Settings, ShareExceeded, Shares
+from bus import SESSION_TERMS, SHARE_WINDOWS, Payer, Settings, ShareExceeded, Shares
 from schemas import encode
 
 __all__ = ("STEP", "SessionCharges", "session_charges")
@@ -58,6 +63,12 @@ class _Charged(Protocol):
     @property
     def charged_bytes(self) -> int: ...
 
+    @property
+    def charged_at_ms(self) -> int: ...
+
+    @property
+    def open(self) -> bool: ...
+
 
 C = TypeVar("C", bound=_Charged)
 
@@ -65,9 +76,20 @@ C = TypeVar("C", bound=_Charged)
 class SessionCharges:
     """Charges what sessions hold to their openers' shares."""
 
-    def __init__(self, shares: Shares, limit: int) -> None:
+    def __init__(
+        self,
+        shares: Shares,
+        limit: int,
+        renew_after_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`renew_after_s`: how long after its last charge an ended session's write is
+        charged anew, whole (the shares' window: a charge is counted that much past the
+        retention anyway)."""
         self._shares = shares
         self._limit = limit
+        self._renew_ms = int(renew_after_s * 1000)
+        self._clock = clock
         self._known: OrderedDict[str, int] = OrderedDict()
         """Each opener's count as this router last charged it."""
 
@@ -96,15 +118,26 @@ class SessionCharges:
         while len(self._known) > _OPENERS_KNOWN:
             self._known.popitem(last=False)
 
-    @staticmethod
-    def stamped(session: C, value: bytes) -> tuple[C, bytes, int]:
+    def stamped(self, session: C, value: bytes) -> tuple[C, bytes, int]:
         """`session` (encoded as `value`) with what it is charged now, its encoding, and the
-        bytes to charge for it (0: what was charged covers it)."""
-        needed = -(-(len(value) + _DIGITS) // STEP) * STEP
-        grown = needed - session.charged_bytes
-        if grown <= 0 or not session.opener:  # a session stored before openers were
+        bytes to charge for it (0: what was charged covers it).
+
+        An ended session's write starts its retention afresh (a person's input recorded
+        after the end): written long after its last charge, which will expire before it does,
+        it is charged its whole size again."""
+        if not session.opener:  # a session stored before openers were recorded
             return session, value, 0
-        struct = msgspec.structs.replace(cast(msgspec.Struct, session), charged_bytes=needed)
+        needed = -(-(len(value) + _DIGITS) // STEP) * STEP
+        now_ms = int(self._clock() * 1000)
+        renewed = not session.open and now_ms - session.charged_at_ms >= self._renew_ms
+        grown = needed if renewed else needed - session.charged_bytes
+        if grown <= 0:
+            return session, value, 0
+        struct = msgspec.structs.replace(
+            cast(msgspec.Struct, session),
+            charged_bytes=max(needed, session.charged_bytes),
+            charged_at_ms=now_ms,
+        )
         return cast(C, struct), encode(struct), grown
 
     async def charge(self, opener: str, grown: int) -> None:
@@ -132,4 +165,5 @@ def session_charges(kv: KeyValue, settings: Settings) -> SessionCharges:
         retention_s=settings.retention.ended_sessions_s,
         terms=SESSION_TERMS,
     )
-    return SessionCharges(shares, quotas.session_share())
+    window_s = max(1.0, settings.retention.ended_sessions_s / SHARE_WINDOWS)
+    return SessionCharges(shares, quotas.session_share(), renew_after_s=window_s)

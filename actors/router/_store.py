@@ -57,6 +57,9 @@ class _Stored(Protocol):
     @property
     def charged_bytes(self) -> int: ...
 
+    @property
+    def charged_at_ms(self) -> int: ...
+
 
 S = TypeVar("S", bound=_Stored)
 

@@ -1,13 +1,28 @@
 """What a session write charges its opener (actors/router/_session_charges.py): its size in
-whole steps, once, as it grows; nothing for a session stored before openers were."""
+whole steps, once, as it grows; its whole size again when it is written ended long after its
+last charge; nothing for a session stored before openers were."""
 
 from __future__ import annotations
+
+from unittest.mock import sentinel
 
 import msgspec
 
 from actors.router._session import Session
 from actors.router._session_charges import STEP, SessionCharges
 from schemas import TranscriptItem, encode, utc_now
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _charges(clock: _Clock) -> SessionCharges:
+    return SessionCharges(sentinel.shares, limit=1 << 20, renew_after_s=3600, clock=clock)
 
 
 def _session(goal: str, opener: str = "cli") -> Session:
@@ -26,23 +41,39 @@ def _session(goal: str, opener: str = "cli") -> Session:
 
 
 def test_a_session_is_charged_in_whole_steps_as_it_grows_and_never_twice() -> None:
+    clock = _Clock()
+    charges = _charges(clock)
     opened = _session("a short goal")
-    session, value, grown = SessionCharges.stamped(opened, encode(opened))
+    session, value, grown = charges.stamped(opened, encode(opened))
     assert grown == STEP == session.charged_bytes >= len(value)
     assert value == encode(session)
 
-    same, same_value, again = SessionCharges.stamped(session, value)
+    same, same_value, again = charges.stamped(session, value)
     assert again == 0 and same is session and same_value is value  # within what was charged
 
     reply = TranscriptItem(role="gpt", name="gpt", text="x" * 3000, created_at=utc_now())
     longer = msgspec.structs.replace(session, transcript=(*session.transcript, reply))
-    longer, value, grown = SessionCharges.stamped(longer, encode(longer))
+    longer, value, grown = charges.stamped(longer, encode(longer))
     assert longer.charged_bytes % STEP == 0 and longer.charged_bytes >= len(value)
     assert grown == longer.charged_bytes - STEP > 0
     assert msgspec.json.decode(value)["charged_bytes"] == longer.charged_bytes  # stored so
 
 
+def test_an_ended_session_written_long_after_its_last_charge_is_charged_whole_again() -> None:
+    clock = _Clock()
+    charges = _charges(clock)
+    opened = _session("a goal")
+    session, _, _ = charges.stamped(opened, encode(opened))
+    ended = msgspec.structs.replace(session, status="completed")
+    clock.now += 3599  # the end, soon after: what was charged covers it
+    assert charges.stamped(ended, encode(ended))[2] == 0
+    clock.now += 1  # an input recorded an hour after the last charge: a new retention
+    again, _, grown = charges.stamped(ended, encode(ended))
+    assert grown == again.charged_bytes == STEP
+    assert again.charged_at_ms == 1_003_600_000
+
+
 def test_a_session_without_an_opener_charges_nobody() -> None:
     old = _session("stored before openers were recorded", opener="")
-    session, _, grown = SessionCharges.stamped(old, encode(old))
+    session, _, grown = _charges(_Clock()).stamped(old, encode(old))
     assert grown == 0 and session.charged_bytes == 0
