@@ -209,7 +209,7 @@ class GateActor(Actor):
         early: dict[int, asyncio.Future[PubAck]] = {}
         claiming: dict[int, asyncio.Future[PubAck]] = {}
         try:
-            early = await ids.claim_early([m for m in batch if id(m[1]) not in quiet], mine_of)
+            early = await ids.claim_early(batch, mine_of, later=quiet)
             try:
                 holders = await looking_up
             except Exception as exc:  # the whole batch is retried

@@ -51,6 +51,8 @@ log = logging.getLogger("parley.actors.gate")
 
 _RETURN_KINDS = return_kinds()
 _RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in _RETURN_KINDS)
+_THE_GATES_STATE = frozenset({"no_bundle", "expired"})
+"""Refusals for want of a bundle in force: not the sender's doing, so no budget is spent."""
 _HEADER_BOUND = 2048
 """More than a delivery's headers without an allowed-tools list can take (its ids are at most
 128 characters, its names subject tokens): a payload this far below the limit fits as is."""
@@ -262,7 +264,7 @@ class GateEffects:
 
         `basis` is what the effects' ids derive from (the envelope's id unless given).
         """
-        notice = self.refusals.spend(ctx.sender) if deny.rule != "no_bundle" else ""
+        notice = "" if deny.rule in _THE_GATES_STATE else self.refusals.spend(ctx.sender)
         if notice:
             deny = replace(deny, message=deny.message + notice)
         error = error_for(envelope, deny, "refused", basis)

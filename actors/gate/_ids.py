@@ -51,7 +51,7 @@ import asyncio
 import functools
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import msgspec
 from msgspec import Struct
@@ -129,11 +129,15 @@ class IdClaims:
             self._cache.popitem(last=False)
 
     async def claim_early(
-        self, batch: Sequence[tuple[AnyEnvelope, Context]], mine_of: Mapping[int, Claim]
+        self,
+        batch: Sequence[tuple[AnyEnvelope, Context]],
+        mine_of: Mapping[int, Claim],
+        later: Collection[int] = (),
     ) -> dict[int, asyncio.Future[PubAck]]:
         """Claim, before their look-up, the ids of first deliveries this process knows no
         claim of (the first message of the batch to carry each id); `create`'s futures, by
-        `id(ctx)`.
+        `id(ctx)`. A message in `later` (by `id(ctx)`: claimed once admitted) claims nothing
+        now, but its id is still its own against the messages after it.
 
         Create-only, so a claim of an id that turns out to be held stores nothing and is
         refused; sent beside the look-up rather than after it, a free id's claim is stored
@@ -145,6 +149,8 @@ class IdClaims:
             if envelope.id in named:
                 continue
             named.add(envelope.id)
+            if id(ctx) in later:
+                continue
             if ctx.attempt == 1 and id_key(envelope.id) not in self._cache:
                 early[id(ctx)] = await self.create(envelope.id, mine_of[id(ctx)])
         return early

@@ -46,19 +46,20 @@ class DecisionCounter:
 
 
 class QuietRefusals:
-    """`parley_gate_quiet_refusals_total{actor, sender}`: refusals that recorded nothing, the
-    sender being past its refusal budget (actors/gate/_refusal_budget.py). Counted as decided:
-    such a refusal has no effect to wait for."""
+    """`parley_gate_quiet_refusals_total{actor}`: refusals that recorded nothing, their
+    senders being past their refusal budgets (actors/gate/_refusal_budget.py, which logs
+    each sender whose budget runs out). Counted as decided: such a refusal has no effect to
+    wait for. Not by sender: under an open broker any subject token is a sender."""
 
     def __init__(self, registry: CollectorRegistry | None, actor_id: str) -> None:
-        self._actor_id = actor_id
-        self._counter = Counter(
+        counter = Counter(
             "parley_gate_quiet_refusals",
             "Submissions refused without an error, a decision or an id claim, their sender "
-            "being past its refusals_per_minute; by sender.",
-            ["actor", "sender"],
+            "being past its refusals_per_minute.",
+            ["actor"],
             registry=registry,
         )
+        self._increment = counter.labels(actor_id).inc
 
     def count(self, sender: str) -> None:
-        self._counter.labels(self._actor_id, sender).inc()
+        self._increment()

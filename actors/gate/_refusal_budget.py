@@ -17,13 +17,13 @@ admitted as ever, each id claimed once it is admitted rather than before: a floo
 costs a sender no good one. What one sender writes is then bounded by its budget and its rate
 limit, whatever it sends.
 
-A caller waiting on an answer refused quietly is not told: it waits for its deadline, as for
-an answer never sent. The senders that submit for many principals (the router, the tool
-runtime, the LLM gateway: `exempt`) are always on the record, since their refusals come from
-other principals' traffic, which the gate bounds where it enters; a relay submits as each name
-it serves, each with a budget of its own. A refusal for want of a policy bundle is the gate's
-state, not the sender's doing, and spends nothing. Only a first delivery is refused quietly: a
-redelivery may follow an attempt that recorded something.
+A caller waiting on an answer refused quietly is not told: it waits for its deadline, as for an
+answer never sent. The senders that submit for many principals (the router, the tool runtime,
+the LLM gateway: `exempt`) are always on the record, since their refusals come from other
+principals' traffic, which the gate bounds where it enters; a relay submits as each name it
+serves, each with a budget of its own. A refusal for want of a policy bundle is the gate's
+state, not the sender's doing, and spends nothing (nor one for an expired bundle). Only a first
+delivery is refused quietly: a redelivery may follow an attempt that recorded something.
 
 Each gate replica counts for itself, in memory: with several replicas a sender's budget is
 theirs added up, and a restarted replica begins afresh. A bound, not an account.
@@ -31,11 +31,14 @@ theirs added up, and a restarted replica begins afresh. A bound, not an account.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 __all__ = ("DEFAULT_EXEMPT", "RefusalBudget")
+
+log = logging.getLogger("parley.actors.gate")
 
 DEFAULT_EXEMPT = ("router", "tools", "llm")
 """The principals that submit for many others: their refusals are always on the record."""
@@ -79,6 +82,10 @@ class RefusalBudget:
         window.refused += 1
         if window.refused != self.per_minute:
             return ""
+        log.warning(
+            "a sender's refusals go unrecorded for the rest of the minute",
+            extra={"sender": sender, "refusals_per_minute": self.per_minute},
+        )
         return (
             f" ({sender}'s submissions were refused {self.per_minute} times within a minute, "
             f"its budget: for the next {self._left_s(window, now):.0f} s the gate refuses them "

@@ -35,8 +35,8 @@ async def tell_rejected(
     namespace = effects.namespace
     if rejection.stream != namespace.stream("submit") or not rejection.sender:
         return True  # not a submission: nobody to tell
-    if effects.refusals.quiet(rejection.sender):
-        return False
+    if rejection.attempt == 1 and effects.refusals.quiet(rejection.sender):
+        return False  # a later attempt may follow one that told it: told again, the same
     notice = effects.refusals.spend(rejection.sender)
     input_id = f"{rejection.stream}:{rejection.seq}"
     cause = rejection.envelope_id

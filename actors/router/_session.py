@@ -172,8 +172,11 @@ class Session(Struct, frozen=True, kw_only=True):
     """Bytes of the sessions bucket charged to the opener's share for this session so far
     (actors/router/_session_charges.py)."""
     charged_at_ms: int = 0
-    """When it was last charged (Unix ms): an ended session written again long after is
-    charged anew, for the retention its write starts."""
+    """When it was last charged (Unix ms): a session that ends long after is charged anew,
+    whole, for the retention its end starts."""
+    ended_at_ms: int = 0
+    """When it ended (Unix ms), set by the write that ended it: it expires
+    `retention.ended_sessions_s` after that, however often it is written again."""
     thread: str = "default"
     first_speaker: str
     round: int = 1

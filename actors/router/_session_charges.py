@@ -24,10 +24,10 @@ the others took since.
 A charge is made once the session is written, beside what follows: one that cannot be (the
 broker gone a moment, the router killed in between) is logged and lost, and the count says
 less than is stored until its window expires (docs/quotas.md). A charge counts for
-`retention.ended_sessions_s` from its write, and a session is kept that long from its end: for
-as long as it was open without growing, the count says less than it holds; an ended session
-written again (an input recorded after the end, which starts its retention afresh) long after
-its last charge is charged whole again (`charged_at_ms`).
+`retention.ended_sessions_s` from its write, and a session is kept that long from its end
+(`ended_at_ms`, however often it is written after), so one that ends more than a window of the
+shares after its last charge is charged whole once more by the write that ends it
+(`charged_at_ms`); within that window the count says less than it holds.
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ class _Charged(Protocol):
 
     @property
     def charged_at_ms(self) -> int: ...
+
+    @property
+    def ended_at_ms(self) -> int: ...
 
     @property
     def open(self) -> bool: ...
@@ -120,16 +123,15 @@ class SessionCharges:
 
     def stamped(self, session: C, value: bytes) -> tuple[C, bytes, int]:
         """`session` (encoded as `value`) with what it is charged now, its encoding, and the
-        bytes to charge for it (0: what was charged covers it).
-
-        An ended session's write starts its retention afresh (a person's input recorded
-        after the end): written long after its last charge, which will expire before it does,
-        it is charged its whole size again."""
+        bytes to charge for it (0: what was charged covers it)."""
         if not session.opener:  # a session stored before openers were recorded
             return session, value, 0
         needed = -(-(len(value) + _DIGITS) // STEP) * STEP
         now_ms = int(self._clock() * 1000)
-        renewed = not session.open and now_ms - session.charged_at_ms >= self._renew_ms
+        # Ended long after its last charge, it is kept a retention from the end, past what
+        # those charges count for: charged whole once more, by the write that ends it (its
+        # later writes keep the expiry the end set).
+        renewed = not session.open and session.ended_at_ms - session.charged_at_ms >= self._renew_ms
         grown = needed if renewed else needed - session.charged_bytes
         if grown <= 0:
             return session, value, 0

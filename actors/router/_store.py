@@ -14,15 +14,17 @@ Retention (bus/_retention.py): a session's write once it has ended carries a per
 (the settings' `retention.ended_sessions_s`) and rolls up the key's older revisions, so the
 key vanishes whole that long after the end, never reverting to an older, open revision; so
 does its trace's link. Every write of an open session has no TTL: an open session never
-expires, and a session written again (an input recorded after its end) gets a fresh TTL.
+expires. A session written again after its end (an input recorded then) keeps the expiry its
+end set (`ended_at_ms`): no input, a stranger's refused Stop included, keeps it longer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar, cast
 
 import msgspec
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
@@ -59,6 +61,9 @@ class _Stored(Protocol):
 
     @property
     def charged_at_ms(self) -> int: ...
+
+    @property
+    def ended_at_ms(self) -> int: ...
 
 
 S = TypeVar("S", bound=_Stored)
@@ -161,8 +166,13 @@ class SessionStore(Generic[S]):
         the input is acked, as they are, instead of before them: a session's end waits two
         round trips less before its effects go out.
         """
+        now_ms = int(time.time() * 1000)
+        if not session.open and not session.ended_at_ms:  # this write ends it
+            ended = msgspec.structs.replace(cast(msgspec.Struct, session), ended_at_ms=now_ms)
+            session = cast(S, ended)
         session, value, grown = self._stamped(session, encode(session))
         key = self._key(session.session_id)
+        ttl_s = self._left_s(session, now_ms)
         linked: asyncio.Future[str | None] | None = None
         if not session.open and trace_id and trace_id.isascii():
             linked = asyncio.ensure_future(self.session_of_trace(trace_id))
@@ -171,7 +181,7 @@ class SessionStore(Generic[S]):
             if session.open:
                 new = await self._kv.update(key, value, last=revision)
             else:
-                new = await self._expiring(key, value, revision)
+                new = await self._expiring(key, value, revision, ttl_s)
         except BaseException as exc:
             if linked is not None:
                 linked.cancel()  # the session was not written: its link stays as it is
@@ -184,9 +194,10 @@ class SessionStore(Generic[S]):
         if linked is not None and await linked == session.session_id:
             link, owner = f"trace.{trace_id}", session.session_id.encode()
             if outbox is None:
-                await self._expiring(link, owner, None)
+                await self._expiring(link, owner, None, ttl_s)
             else:
-                await outbox.publish(f"{self._kv._pre}{link}", owner, self._expiring_headers(None))
+                headers = self._expiring_headers(None, ttl_s)
+                await outbox.publish(f"{self._kv._pre}{link}", owner, headers)
 
     async def expire_link(self, trace_id: str, session_id: str, outbox: Outbox) -> None:
         """Write `trace_id`'s link to expire with its ended session, if it names that session:
@@ -197,20 +208,32 @@ class SessionStore(Generic[S]):
             link = f"{self._kv._pre}trace.{trace_id}"
             await outbox.publish(link, session_id.encode(), self._expiring_headers(None))
 
-    def _expiring_headers(self, revision: int | None) -> dict[str, str]:
+    def _left_s(self, session: S, now_ms: int) -> int:
+        """What is left of an ended session's retention, counted from its end (whole seconds,
+        at least one): written again later (an input recorded after the end), it keeps the
+        expiry its end set, so nobody's input keeps a session, and what it holds, for longer."""
+        if session.open:
+            return self._ended_ttl_s
+        elapsed_s = max(0, now_ms - session.ended_at_ms) // 1000
+        return max(1, int(self._ended_ttl_s) - elapsed_s)
+
+    def _expiring_headers(self, revision: int | None, ttl_s: int | None = None) -> dict[str, str]:
         headers = dict(_ROLLUP)
         if revision is not None:
             headers[_EXPECTED_LAST_SUBJECT_SEQ] = str(revision)
-        if self._ended_ttl_s is not None:
-            headers[_MSG_TTL] = str(int(self._ended_ttl_s))  # whole seconds, as nats-py's
+        ttl = self._ended_ttl_s if ttl_s is None else ttl_s
+        headers[_MSG_TTL] = str(int(ttl))  # whole seconds, as nats-py's
         return headers
 
-    async def _expiring(self, key: str, value: bytes, revision: int | None) -> int:
-        """Write `key` with the ended sessions' TTL, rolling up its older revisions; with
-        compare-and-set on `revision` unless None. nats-py's KV offers no rollup, so this is
-        its own publish on the key's subject (the bucket's `_pre`, which honours a JetStream
-        domain or API prefix as the bucket's other writes do)."""
-        headers = self._expiring_headers(revision)
+    async def _expiring(
+        self, key: str, value: bytes, revision: int | None, ttl_s: int | None = None
+    ) -> int:
+        """Write `key` to expire in `ttl_s` (the ended sessions' TTL unless given), rolling up
+        its older revisions; with compare-and-set on `revision` unless None. nats-py's KV
+        offers no rollup, so this is its own publish on the key's subject (the bucket's
+        `_pre`, which honours a JetStream domain or API prefix as the bucket's other writes
+        do)."""
+        headers = self._expiring_headers(revision, ttl_s)
         try:
             ack = await self._kv._js.publish(f"{self._kv._pre}{key}", value, headers=headers)
         except APIError as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 from nats.aio.client import Client as NATS
 
 from bus import MSG_ID, EmbeddedServer
-from schemas import HumanMessage, Namespace, new_id, utc_now
+from schemas import ErrorCode, HumanMessage, Namespace, new_id, utc_now
 from tests.support.gate import Decisions, Signer, make_bundle, publish_bundle, start_gate, submit
 from tests.support.processes import READY
 
@@ -57,5 +57,37 @@ async def test_a_quiet_senders_repeated_ids_in_one_batch_cost_it_no_admission(
             decision = await decisions.next(timeout=30)
             decided[decision.envelope_id] = decision.allowed
         assert decided == {refused.id: False, first.id: True, **{n.id: True for n in notes}}
+    finally:
+        gate.close()
+
+
+async def test_a_quiet_senders_id_first_in_a_batch_stays_its_own_against_a_later_copy(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace, tmp_path: Path
+) -> None:
+    """A second review: the quiet sender's id was left out of the batch's early claims, so
+    another sender's later copy claimed it early, was refused as the duplicate all the same,
+    and the quiet sender's admissible note then lost its id to that claim: both refused."""
+    js = nc.jetstream()
+    signer = Signer.create(tmp_path)
+    profile = {"start_traces": True, "speaks_for_person": True, "allowed_targets": ("sink",)}
+    bundle = make_bundle(notes=profile, memo=profile)
+    await publish_bundle(js, namespace, signer.sign(bundle))
+    decisions = await Decisions(js, namespace).open()
+    refused, first, mine = _note(target="nowhere"), _note(), _note()
+    # Fetched two by two: the refusal spends notes' budget of one; then notes' note, and
+    # memo's submission of the very same envelope, in one batch.
+    await submit(js, namespace, "notes", refused)
+    await submit(js, namespace, "notes", first)
+    await submit(js, namespace, "notes", mine)
+    await submit(js, namespace, "memo", mine, headers={MSG_ID: new_id()})
+    gate = start_gate(
+        nats_server.url, namespace, signer, {"refusals_per_minute": 1}, fetch_batch="2"
+    )
+    try:
+        await gate.wait_line(READY)
+        decided = [await decisions.next(timeout=30) for _ in range(4)]
+        by = {(d.sender, d.envelope_id): (d.allowed, d.code) for d in decided}
+        assert by[("notes", mine.id)] == (True, None), by
+        assert by[("memo", mine.id)] == (False, ErrorCode.DUPLICATE_ENVELOPE), by
     finally:
         gate.close()

@@ -7,15 +7,29 @@ opening that names one of their sessions already running is refused as a duplica
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import msgspec
 from msgspec import structs
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from bus import EmbeddedServer
-from schemas import Error, ErrorCode, HumanMessage, Namespace, Orchestration, new_id, utc_now
+from schemas import (
+    AgentCall,
+    Control,
+    Error,
+    ErrorCode,
+    HumanMessage,
+    Namespace,
+    Orchestration,
+    Reply,
+    new_id,
+    utc_now,
+)
 from tests.support.processes import READY, parley_env, start_actor
-from tests.support.router_wire import RouterWire, Timeline, collaborate
+from tests.support.router_wire import AgentTurn, RouterWire, Timeline, collaborate
 
 _ONE_BYTE = json.dumps({"session_bytes_per_person": 1})
 
@@ -80,3 +94,53 @@ async def test_past_the_share_new_sessions_are_refused_and_a_running_one_is_left
         assert isinstance(said, Error) and said.code == ErrorCode.RATE_LIMITED, said
     finally:
         router.close()
+
+
+async def test_an_ended_session_written_again_keeps_the_expiry_its_end_set(
+    nc: NATS, nats_server: EmbeddedServer, namespace: Namespace
+) -> None:
+    """A second review: every input recorded after a session's end (a stranger's refused
+    pause among them) wrote it again with a fresh retention, charged anew each time past a
+    window, so anyone could keep someone's session, and their count, up for ever."""
+    js = nc.jetstream()
+    wire = RouterWire(js, namespace)
+    await wire.open()
+    retention = json.dumps({"ended_sessions_s": 3600})
+    router = start_actor(
+        "router", "router", parley_env(nats_server.url, namespace.root, retention=retention)
+    )
+    try:
+        await router.wait_line(READY)
+        msg = collaborate("one round")
+        assert msg.session_id is not None
+        writes: asyncio.Queue[Msg] = asyncio.Queue()
+        key = f"$KV.{namespace.bucket('sessions')}.session.{msg.session_id}"
+        await nc.subscribe(key, cb=writes.put)
+        timeline = Timeline(js, namespace, msg.session_id)
+        await timeline.open()
+        await wire.start(msg)
+        trace, call = await wire.submitted()
+        assert isinstance(call, AgentCall)
+        await wire.answer(call, trace, AgentTurn(reply=Reply(message="done", final=True)))
+        assert (await timeline.until_end()).event_type == "session_completed"
+        ending = await _last_write(writes)
+        await wire.control(
+            Control(id=new_id(), created_at=utc_now(), action="pause", session_id=msg.session_id)
+        )
+        await timeline.refusal()  # "the session ended": recorded, so the session is written
+        await timeline.close()
+        again = await _last_write(writes)
+        ended_at = msgspec.json.decode(ending.data)["ended_at_ms"]
+        assert ended_at > 0 and msgspec.json.decode(again.data)["ended_at_ms"] == ended_at
+        assert int((again.headers or {})["Nats-TTL"]) <= int((ending.headers or {})["Nats-TTL"])
+        assert int((ending.headers or {})["Nats-TTL"]) <= 3600
+    finally:
+        router.close()
+
+
+async def _last_write(writes: asyncio.Queue[Msg]) -> Msg:
+    """The newest write of the session seen so far (at least one more than before)."""
+    write = await asyncio.wait_for(writes.get(), 20)
+    while not writes.empty():
+        write = writes.get_nowait()
+    return write

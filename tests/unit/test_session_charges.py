@@ -1,6 +1,6 @@
 """What a session write charges its opener (actors/router/_session_charges.py): its size in
-whole steps, once, as it grows; its whole size again when it is written ended long after its
-last charge; nothing for a session stored before openers were."""
+whole steps, once, as it grows; its whole size once more when it ends long after its last
+charge; nothing for a session stored before openers were."""
 
 from __future__ import annotations
 
@@ -59,18 +59,25 @@ def test_a_session_is_charged_in_whole_steps_as_it_grows_and_never_twice() -> No
     assert msgspec.json.decode(value)["charged_bytes"] == longer.charged_bytes  # stored so
 
 
-def test_an_ended_session_written_long_after_its_last_charge_is_charged_whole_again() -> None:
+def test_a_session_that_ends_long_after_its_last_charge_is_charged_whole_once_more() -> None:
+    """It is kept a retention from its end, past what its charges count for; its later writes
+    keep that expiry (actors/router/_store.py), so they charge nothing more, whoever sends
+    the input they record."""
     clock = _Clock()
     charges = _charges(clock)
     opened = _session("a goal")
     session, _, _ = charges.stamped(opened, encode(opened))
-    ended = msgspec.structs.replace(session, status="completed")
-    clock.now += 3599  # the end, soon after: what was charged covers it
-    assert charges.stamped(ended, encode(ended))[2] == 0
-    clock.now += 1  # an input recorded an hour after the last charge: a new retention
-    again, _, grown = charges.stamped(ended, encode(ended))
-    assert grown == again.charged_bytes == STEP
-    assert again.charged_at_ms == 1_003_600_000
+    charged_ms = session.charged_at_ms
+
+    soon = msgspec.structs.replace(session, status="completed", ended_at_ms=charged_ms + 3_599_000)
+    assert charges.stamped(soon, encode(soon))[2] == 0  # what was charged covers it
+
+    late = msgspec.structs.replace(session, status="completed", ended_at_ms=charged_ms + 3_600_000)
+    clock.now += 3600
+    again, value, grown = charges.stamped(late, encode(late))
+    assert grown == again.charged_bytes == STEP and again.charged_at_ms >= late.ended_at_ms
+    clock.now += 30 * 24 * 3600  # written again much later (a stranger's refused pause)
+    assert charges.stamped(again, value)[2] == 0
 
 
 def test_a_session_without_an_opener_charges_nobody() -> None:
