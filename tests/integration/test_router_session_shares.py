@@ -63,7 +63,7 @@ async def test_past_the_share_new_sessions_are_refused_and_a_running_one_is_left
 
         # The first session's charge is made beside its opening: until the router has it, an
         # opening is let through (and charged too); once it has, each is refused.
-        for _ in range(5):
+        for _ in range(50):  # each an event wait; the charge lands within a few
             said = await _first_word(nc, namespace, wire, collaborate("one more"))
             if isinstance(said, Error):
                 break
