@@ -32,6 +32,7 @@ shares after its last charge is charged whole once more by the write that ends i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -95,6 +96,10 @@ class SessionCharges:
         self._clock = clock
         self._known: OrderedDict[str, int] = OrderedDict()
         """Each opener's count as this router last charged it."""
+        self._pending: dict[str, int] = {}
+        """Bytes written and not charged yet, by opener."""
+        self._flushing: dict[str, asyncio.Future[None]] = {}
+        """The charging under way, by opener: one at a time."""
 
     async def refusal(self, opener: str) -> str | None:
         """Why `opener` may open no session now (its share is used up), or None.
@@ -142,8 +147,25 @@ class SessionCharges:
         )
         return cast(C, struct), encode(struct), grown
 
+    def add(self, opener: str, grown: int) -> None:
+        """Count `grown` more bytes of a written session against its opener's share, beside
+        what follows the write: one charge at a time per opener, what grows meanwhile added
+        up into the next. A person's sessions all charge one count, and a hundred of them
+        charging it at once conflicted on its compare-and-set and retried: `parley bench
+        --only collab` at 100 sessions lost a quarter of its rounds a second."""
+        self._pending[opener] = self._pending.get(opener, 0) + grown
+        if opener not in self._flushing:
+            self._flushing[opener] = asyncio.ensure_future(self._flush(opener))
+
+    async def _flush(self, opener: str) -> None:
+        try:
+            while (grown := self._pending.pop(opener, 0)) > 0:
+                await self.charge(opener, grown)
+        finally:  # no await between the last look and this: nothing added is left behind
+            self._flushing.pop(opener, None)
+
     async def charge(self, opener: str, grown: int) -> None:
-        """Count `grown` more bytes of a written session against its opener's share."""
+        """Count `grown` more bytes of a written session against its opener's share now."""
         payer = Payer("person", opener)
         try:
             totals = await self._shares.charge_anyway([payer], grown)

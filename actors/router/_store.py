@@ -102,7 +102,6 @@ class SessionStore(Generic[S]):
         """`charges`: what each write adds to its opener's share (None: nothing is counted)."""
         self._kv = kv
         self.charges = charges
-        self._charging: set[asyncio.Future[None]] = set()
         self._ended_ttl_s = ended_ttl_s
         self._decoder = msgspec.json.Decoder(kind)
         self._prefix = prefix
@@ -149,9 +148,7 @@ class SessionStore(Generic[S]):
         needs two round trips, which no opening or turn waits for (a charge that cannot be
         made is logged and lost, actors/router/_session_charges.py)."""
         if grown and self.charges is not None:
-            charging = asyncio.ensure_future(self.charges.charge(session.opener, grown))
-            self._charging.add(charging)
-            charging.add_done_callback(self._charging.discard)
+            self.charges.add(session.opener, grown)
 
     async def update(
         self, session: S, revision: int, *, trace_id: str = "", outbox: Outbox | None = None
