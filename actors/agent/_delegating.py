@@ -41,6 +41,7 @@ from actors.delegation import (
     Wait,
     WaitConflict,
     WaitStore,
+    answered,
     answered_request,
     expire,
     finish_round,
@@ -322,12 +323,7 @@ class Delegator:
         answer = resumed.answer
         if answer is None:
             raise RuntimeError("the brain neither asked nor answered")
-        finished = msgspec.structs.replace(
-            done,
-            final=encode(answer),
-            tokens=done.tokens + resumed.tokens,
-            stepped_by=delivery_of(ctx),
-        )
+        finished = answered(done, encode(answer), done.tokens + resumed.tokens, delivery_of(ctx))
         try:
             await self._store.update(finished, revision)
         except WaitConflict:

@@ -27,6 +27,7 @@ from actors.delegation._store import WaitConflict, WaitStore, open_wait_store
 from actors.delegation._wait import (
     Wait,
     aggregate_status,
+    answered,
     expire,
     finish_round,
     next_deadline,
@@ -51,6 +52,7 @@ __all__ = (
     "WaitStore",
     "WorkspacePathError",
     "aggregate_status",
+    "answered",
     "answered_request",
     "build_filtered_context",
     "expire",

@@ -25,6 +25,7 @@ from actors.delegation._requests import AgentRequest, RequestResult, ToolRound, 
 __all__ = (
     "Wait",
     "aggregate_status",
+    "answered",
     "expire",
     "finish_round",
     "next_deadline",
@@ -209,3 +210,25 @@ def aggregate_status(results: Sequence[RequestResult]) -> str:
     if any(result.ok for result in results):
         return "partial"
     return "failed"
+
+
+def answered(wait: Wait, final: bytes, tokens: int, stepped_by: str) -> Wait:
+    """The wait holding its call's answer, and only what an answered call still needs: its
+    headers, to send the answer again to a redelivered call or message. It is kept the waits'
+    retention (2 days) after its last write, and the call, the rounds and their results it
+    carried (the caller's goal and transcript, up to a message's size each) let every caller
+    of this agent fill its bucket, at its rate, for every other caller: no path reads them once
+    `final` is set (each looks at `final` first)."""
+    return msgspec.structs.replace(
+        wait,
+        final=final,
+        tokens=tokens,
+        stepped_by=stepped_by,
+        call=b"",
+        rounds=(),
+        text="",
+        requests=(),
+        envelope_ids=(),
+        expires_ms=(),
+        results={},
+    )

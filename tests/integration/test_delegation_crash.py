@@ -190,6 +190,10 @@ async def test_a_chain_host_killed_before_sending_its_next_round_sends_it(floor:
         await waits.answered.wait()
     sent_until = max(w.expires_ms[0] for w in waits.written if w.round_index == 1 and w.requests)
     assert sent_until >= killed_at_ms + DELEGATE_DEADLINE_MS, (sent_until, killed_at_ms)
+    # Kept two days once answered: only what answering again needs, never the call's bytes.
+    final = next(w for w in waits.written if w.final)
+    assert final.call == b"" and not final.rounds and not final.results, final
+    assert final.headers, final
 
 
 @pytest.mark.parametrize(
