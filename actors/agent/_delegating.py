@@ -137,6 +137,9 @@ class Delegator:
         ids = self.request_ids(wait.call_id, 0, len(requests))
         wait = start_round(wait, text, requests, ids, _now_ms(), tokens)
         wait, _ = await self._store.create(wait)  # a redelivery's earlier wait stands
+        if wait.final:  # another handling of this call answered it meanwhile: the same again
+            await self._publish_for_call(ctx, wait, decode_envelope(wait.final))
+            return
         await self._send(ctx, wait)
 
     async def resume_call(self, ctx: Context, ask: Ask) -> bool:

@@ -244,7 +244,7 @@ class RouterActor(Actor):
             )
             if not step.changed:
                 if step.effects and not stored.session.open:  # a replayed input of an end
-                    await self.store.expire_link(ctx.trace_id, session_id, ctx.outbox)
+                    await self.store.expire_link(ctx.trace_id, stored.session, ctx.outbox)
                 if step.effects or stored.fresh:
                     return step  # a replay, or an input the latest state really ignores
                 fresh = True  # a cached state may be behind another replica's: read again

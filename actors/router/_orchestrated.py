@@ -148,7 +148,7 @@ class OrchestratedSessions:
             )
             if not step.changed:
                 if step.effects and not stored.session.open:  # a replayed input of an end
-                    await self._store.expire_link(ctx.trace_id, session_id, ctx.outbox)
+                    await self._store.expire_link(ctx.trace_id, stored.session, ctx.outbox)
                 if step.effects or stored.fresh:
                     return step
                 fresh = True  # a cached state may be behind another replica's

@@ -27,7 +27,9 @@ less than is stored until its window expires (docs/quotas.md). A charge counts f
 `retention.ended_sessions_s` from its write, and a session is kept that long from its end
 (`ended_at_ms`, however often it is written after), so one that ends more than a window of the
 shares after its last charge is charged whole once more by the write that ends it
-(`charged_at_ms`); within that window the count says less than it holds.
+(`charged_at_ms`); within that window the count says less than it holds, and so it does while
+a session stays open, unchanged, longer than the retention (its charges expire before it
+ends).
 """
 
 from __future__ import annotations

@@ -196,14 +196,16 @@ class SessionStore(Generic[S]):
                 headers = self._expiring_headers(None, ttl_s)
                 await outbox.publish(f"{self._kv._pre}{link}", owner, headers)
 
-    async def expire_link(self, trace_id: str, session_id: str, outbox: Outbox) -> None:
-        """Write `trace_id`'s link to expire with its ended session, if it names that session:
-        for a replayed input of an ended session, whose first attempt may have stored the
-        session's end and lost the link's rewrite (it goes out with the effects), which would
-        then never expire."""
+    async def expire_link(self, trace_id: str, session: S, outbox: Outbox) -> None:
+        """Write `trace_id`'s link to expire with its ended `session`, if it names that
+        session: for a replayed input of an ended session, whose first attempt may have stored
+        the session's end and lost the link's rewrite (it goes out with the effects), which
+        would then never expire. It expires when the session does, not a retention later."""
+        session_id = session.session_id
         if trace_id and trace_id.isascii() and await self.session_of_trace(trace_id) == session_id:
             link = f"{self._kv._pre}trace.{trace_id}"
-            await outbox.publish(link, session_id.encode(), self._expiring_headers(None))
+            ttl_s = self._left_s(session, int(time.time() * 1000))
+            await outbox.publish(link, session_id.encode(), self._expiring_headers(None, ttl_s))
 
     def _left_s(self, session: S, now_ms: int) -> int:
         """What is left of an ended session's retention, counted from its end (whole seconds,
