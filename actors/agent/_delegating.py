@@ -138,6 +138,9 @@ class Delegator:
         wait = start_round(wait, text, requests, ids, _now_ms(), tokens)
         wait, _ = await self._store.create(wait)  # a redelivery's earlier wait stands
         if wait.final:  # another handling of this call answered it meanwhile: the same again
+            log.info(
+                "call answered meanwhile: its answer sent again", extra={"call_id": wait.call_id}
+            )
             await self._publish_for_call(ctx, wait, decode_envelope(wait.final))
             return
         await self._send(ctx, wait)

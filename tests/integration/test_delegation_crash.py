@@ -249,3 +249,30 @@ def _steps_asked(request: DelegationRequest, *hosts: ProcessOutput) -> list[str]
     """The steps the brain was asked for the request, across every process: once each."""
     asked = re.compile(rf'"msg":"brain asked".*"call_id":"{request.request_id}".*"step":(\d)')
     return sorted(m.group(1) for host in hosts for line in host.lines if (m := asked.search(line)))
+
+
+async def test_a_stopped_handling_that_meets_the_call_answered_by_another_sends_that_answer(
+    floor: Floor,
+) -> None:
+    """A third review: a handling stopped after its brain answered (a paused replica, SIGSTOP)
+    while the call went to another process, which answered it and trimmed its wait to the
+    answer; the first, let go on, met that wait and failed decoding the call it no longer
+    holds. It sends the stored answer again (the person's copy is dropped as a duplicate)."""
+    first = _start_planner(floor, "begin")
+    await first.wait_line(READY)
+    request = await _delegate(floor, "fan out")
+    await first.wait_line(r"paused at begin")
+    first.signal(signal.SIGSTOP)  # its handling stops telling JetStream it is in hand
+    try:
+        second = _start_planner(floor, None)
+        await second.wait_line(READY)
+        answer = await _answer(floor)  # the redelivered call, answered by the second
+        assert answer.request_id == request.request_id and answer.status == "success", answer
+    finally:
+        first.signal(signal.SIGCONT)
+    first.signal(signal.SIGUSR1)
+    await first.wait_line(r"call answered meanwhile: its answer sent again")
+    probe = await _delegate(floor, "fan out again")  # nothing more for the first request
+    assert (await _answer(floor)).request_id == probe.request_id
+    failed = [line for line in first.lines if '"msg":"handler failed"' in line]
+    assert not failed, failed  # it was: DecodeError on the call the answered wait no longer holds

@@ -10,7 +10,10 @@ Run as a real process (`parley run support.delegation_probe:PausingHost --profil
 - `asking`: the step is claimed and the brain is being asked (the claim's renewals go on
   until the process dies);
 - `chained`: the brain's next round is stored, none of its requests sent;
-- `answered`: the answer to the call is stored in the wait, not yet sent.
+- `answered`: the answer to the call is stored in the wait, not yet sent;
+- `begin`: the brain answered the call with requests, its wait not yet stored; here the
+  handler goes on when the process gets SIGUSR1 (a test stops the process meanwhile, so
+  another handles the call, then lets this one meet what that one stored).
 
 A test subclass, so no production handler carries a hook for it.
 """
@@ -20,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import ClassVar
+import signal
+from typing import Any, ClassVar
 
 from actors.agent import AgentHost
 from actors.agent._delegating import Ask, Delegator
@@ -45,6 +49,15 @@ class PausingDelegator(Delegator):
         await ctx.outbox.settle(30.0)
         log.warning("paused at %s", point)
         await asyncio.Event().wait()  # never set: only a signal ends this handler
+
+    async def begin(self, ctx: Context, *args: Any, **kwargs: Any) -> None:
+        if not self._paused and os.environ.get("PARLEY_TEST_PAUSE_AT") == "begin":
+            type(self)._paused = True
+            go_on = asyncio.Event()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, go_on.set)
+            log.warning("paused at begin")
+            await go_on.wait()
+        await super().begin(ctx, *args, **kwargs)
 
     async def _send(self, ctx: Context, wait: Wait) -> None:
         await self._pause(ctx, "chained" if wait.rounds else "stored")
