@@ -47,7 +47,7 @@ from nats.js.kv import KeyValue
 from bus import SESSION_TERMS, SHARE_WINDOWS, Payer, Settings, ShareExceeded, Shares
 from schemas import encode
 
-__all__ = ("STEP", "SessionCharges", "session_charges")
+__all__ = ("STEP", "Charged", "SessionCharges", "session_charges")
 
 log = logging.getLogger("parley.actors.router")
 
@@ -59,7 +59,9 @@ _DIGITS: Final = 16
 """Room for `charged_bytes`' own digits, which the encoding that was measured may lack."""
 
 
-class _Charged(Protocol):
+class Charged(Protocol):
+    """What a stored session tells of its charge: both kinds of session have it."""
+
     @property
     def opener(self) -> str: ...
 
@@ -76,7 +78,7 @@ class _Charged(Protocol):
     def open(self) -> bool: ...
 
 
-C = TypeVar("C", bound=_Charged)
+C = TypeVar("C", bound=Charged)
 
 
 class SessionCharges:

@@ -30,7 +30,7 @@ import msgspec
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from actors.router._session_charges import SessionCharges
+from actors.router._session_charges import Charged, SessionCharges
 from bus import Outbox
 from schemas import encode
 
@@ -46,24 +46,9 @@ _ROLLUP: Final = {"Nats-Rollup": "sub"}
 _WRONG_LAST_SEQUENCE: Final = (10071, 10164)
 
 
-class _Stored(Protocol):
+class _Stored(Charged, Protocol):
     @property
     def session_id(self) -> str: ...
-
-    @property
-    def open(self) -> bool: ...
-
-    @property
-    def opener(self) -> str: ...
-
-    @property
-    def charged_bytes(self) -> int: ...
-
-    @property
-    def charged_at_ms(self) -> int: ...
-
-    @property
-    def ended_at_ms(self) -> int: ...
 
 
 S = TypeVar("S", bound=_Stored)
