@@ -50,7 +50,6 @@ __all__ = ("ALLOWED_TOOLS", "GateEffects")
 log = logging.getLogger("parley.actors.gate")
 
 _RETURN_KINDS = return_kinds()
-_RETURN_TAGS = frozenset(str(kind.__struct_config__.tag) for kind in _RETURN_KINDS)
 _THE_GATES_STATE = frozenset({"no_bundle", "expired"})
 """Refusals for want of a bundle in force: not the sender's doing, so no budget is spent."""
 _HEADER_BOUND = 2048
